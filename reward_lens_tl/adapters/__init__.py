@@ -1,0 +1,63 @@
+"""The adapter registry: one small adapter per family of HF reward models.
+
+>>> from reward_lens_tl.adapters import adapter_for
+>>> from transformers import LlamaConfig
+>>> cfg = LlamaConfig(architectures=["LlamaForSequenceClassification"])
+>>> type(adapter_for(cfg)).__name__
+'LlamaAdapter'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UnsupportedArchitectureError
+from .armorm import ArmoRMAdapter
+from .base import ConversionOptions, RewardHead, RewardModelAdapter, hf_last_non_pad
+from .decoders import Gemma2Adapter, LlamaAdapter, MistralAdapter, Qwen2Adapter
+from .generic import GenericAdapter
+from .gpt2 import GPT2Adapter
+
+_REGISTRY: list[RewardModelAdapter] = [
+    LlamaAdapter(),
+    MistralAdapter(),
+    Qwen2Adapter(),
+    Gemma2Adapter(),
+    GPT2Adapter(),
+    ArmoRMAdapter(),
+    GenericAdapter(),
+]
+
+
+def register_adapter(adapter: RewardModelAdapter, *, first: bool = True) -> None:
+    """Add an adapter; by default it is tried before the built-in ones."""
+    _REGISTRY.insert(0 if first else len(_REGISTRY), adapter)
+
+
+def supported_architectures() -> list[str]:
+    return [arch for adapter in _REGISTRY for arch in adapter.architectures]
+
+
+def adapter_for(hf_config: Any) -> RewardModelAdapter:
+    """The first registered adapter that accepts ``hf_config``, or a typed error listing all."""
+    for adapter in _REGISTRY:
+        if adapter.matches(hf_config):
+            return adapter
+    archs = getattr(hf_config, "architectures", None)
+    raise UnsupportedArchitectureError(
+        f"no adapter for architectures={archs!r} (model_type="
+        f"{getattr(hf_config, 'model_type', None)!r}). Supported: "
+        f"{', '.join(supported_architectures())}. Write an adapter (see CONTRIBUTING.md) and "
+        "register it with reward_lens_tl.adapters.register_adapter."
+    )
+
+
+__all__ = [
+    "ConversionOptions",
+    "RewardHead",
+    "RewardModelAdapter",
+    "adapter_for",
+    "hf_last_non_pad",
+    "register_adapter",
+    "supported_architectures",
+]

@@ -1,0 +1,69 @@
+"""Adapter for ArmoRM-style multi-objective heads (``LlamaForRewardModelWithGating``).
+
+The checkpoint's remote code is never run: weights load into the local re-implementation in
+:mod:`reward_lens_tl.armorm`, which has the same state-dict names.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..armorm import (
+    ARMORM_ARCHITECTURE,
+    LLAMA3_GATING_PATTERN,
+    LlamaForRewardModelWithGating,
+    first_pad_minus_one,
+)
+from .base import ConversionOptions, RewardHead, RewardModelAdapter
+from .decoders import LlamaAdapter
+
+
+class ArmoRMAdapter(LlamaAdapter):
+    architectures = (ARMORM_ARCHITECTURE,)
+    scalar_head = False
+    model_kind = "armorm"
+
+    def model_class(self, hf_config: Any) -> type[nn.Module]:
+        return LlamaForRewardModelWithGating
+
+    def head_module(self, hf_model):
+        return hf_model.regression_layer
+
+    def reward_head(self, hf_model, options: ConversionOptions) -> RewardHead:
+        names = options.objective_names or getattr(hf_model.config, "objective_names", None)
+        return super().reward_head(hf_model, ConversionOptions(objective_names=names))
+
+    def extra_modules(self, hf_model, cfg, fold_ln: bool) -> dict[str, Any]:
+        """The gate, the transform matrix and the gating token pattern.
+
+        The gate reads the *normalised* final hidden state. When ``fold_ln`` folds the final
+        RMSNorm weight ``g`` into the head, the gate's first layer absorbs it too
+        (``W ← W · diag(g)``), so the gate sees exactly what it saw in HF.
+        """
+        gating = copy.deepcopy(hf_model.gating).float().eval()
+        if fold_ln:
+            g = hf_model.model.norm.weight.detach().float()
+            with torch.no_grad():
+                gating.layers[0].weight.mul_(g[None, :])
+        for p in gating.parameters():
+            p.requires_grad_(False)
+        return {
+            "gating": gating,
+            "reward_transform_matrix": hf_model.reward_transform_matrix.detach().float().clone(),
+            "gating_token_pattern": tuple(
+                getattr(hf_model.config, "gating_token_pattern", LLAMA3_GATING_PATTERN)
+            ),
+        }
+
+    def pool_index(self, input_ids, pad_token_id):
+        if pad_token_id is None:
+            return super().pool_index(input_ids, None)
+        return first_pad_minus_one(input_ids, pad_token_id)
+
+    @torch.no_grad()
+    def reference_rewards(self, hf_model, input_ids, attention_mask=None):
+        return hf_model(input_ids=input_ids, attention_mask=attention_mask).score

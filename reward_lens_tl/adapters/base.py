@@ -1,0 +1,188 @@
+"""The adapter protocol: how one family of HF reward models becomes a ``HookedRewardModel``.
+
+An adapter is a small stateless object. :class:`RewardModelAdapter` supplies defaults shared by
+every family (safetensors loading, HF's pooling rule, the scalar reward head, the HF-side
+reference score); a family overrides only what differs, usually ``matches``, ``tl_config`` and
+``backbone_state_dict``.
+
+>>> from reward_lens_tl.adapters import supported_architectures
+>>> "LlamaForSequenceClassification" in supported_architectures()
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens import HookedTransformerConfig
+
+from ..errors import MissingPadTokenError, RewardHeadError, UnsafeCheckpointError
+
+
+@dataclass(frozen=True)
+class RewardHead:
+    """The reward head as TL wants it: ``W [d_model, n_objectives]``, ``b [n_objectives]``."""
+
+    W: Float[Tensor, "d_model n_objectives"]
+    b: Float[Tensor, " n_objectives"]
+    objective_names: tuple[str, ...] = ("reward",)
+
+    @property
+    def n_objectives(self) -> int:
+        return self.W.shape[1]
+
+
+@dataclass(frozen=True)
+class ConversionOptions:
+    """What the user asked for at load time (passed to every adapter method that needs it)."""
+
+    dtype: torch.dtype = torch.float32
+    device: str | torch.device | None = None
+    n_ctx: int | None = None
+    objective_names: Sequence[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def hf_last_non_pad(
+    input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
+) -> Int[Tensor, " batch"]:
+    """HF sequence-classification pooling: the rightmost token that is not ``pad_token_id``.
+
+    With ``pad == eos`` a trailing EOS is therefore skipped, exactly as in HF. Without a pad id,
+    HF only accepts a batch of one and reads the last token; so do we.
+
+    >>> hf_last_non_pad(torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]), 0).tolist()
+    [2, 4]
+    """
+    batch, pos = input_ids.shape
+    if pad_token_id is None:
+        if batch > 1:
+            raise MissingPadTokenError(
+                "a batch of several sequences needs a pad token id to find each sequence's "
+                "reward position; set tokenizer.pad_token (and model.config.pad_token_id) before "
+                "loading, or score sequences one at a time"
+            )
+        return torch.full((batch,), pos - 1, dtype=torch.long, device=input_ids.device)
+    non_pad = (input_ids != pad_token_id).long()
+    idx = torch.arange(pos, device=input_ids.device)
+    return (idx * non_pad).argmax(-1)
+
+
+class RewardModelAdapter:
+    """Base adapter: override what your family does differently.
+
+    The ten methods of the protocol are ``matches``, ``tl_config``, ``load_hf``,
+    ``backbone_state_dict``, ``reward_head``, ``pool_index``, ``extra_modules``,
+    ``fold_options``, ``reference_rewards`` and ``describe``. (Prompt formatting lives in
+    :mod:`reward_lens_tl.inputs` and uses the tokenizer's own chat template.)
+    """
+
+    #: HF ``architectures[0]`` names this adapter accepts (used by ``matches`` and error text).
+    architectures: tuple[str, ...] = ()
+    #: Whether the head is a single scalar (``num_labels`` must then be 1).
+    scalar_head: bool = True
+    #: Name of the ``HookedRewardModel`` subclass key to build (see ``model.py``).
+    model_kind: str = "scalar"
+    #: Whether ``from_pretrained`` checks parity against HF on random tokens by default.
+    verify_by_default: bool = False
+
+    # -- identification -------------------------------------------------------------------
+    def matches(self, hf_config: Any) -> bool:
+        archs = getattr(hf_config, "architectures", None) or []
+        return bool(archs) and archs[0] in self.architectures
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}: {', '.join(self.architectures)}"
+
+    # -- loading --------------------------------------------------------------------------
+    def model_class(self, hf_config: Any) -> type[nn.Module]:
+        import transformers
+
+        return getattr(transformers, hf_config.architectures[0])
+
+    def load_hf(self, path: Path, hf_config: Any) -> nn.Module:
+        """Load the HF model from a local directory, from safetensors only, never remote code."""
+        if not any(path.glob("*.safetensors")):
+            raise UnsafeCheckpointError(
+                f"{path} has no *.safetensors weights; pickle checkpoints (*.bin, *.pt) are refused "
+                "because loading them can execute code. Convert once with "
+                "`model.save_pretrained(dir, safe_serialization=True)` in a trusted environment."
+            )
+        cls = self.model_class(hf_config)
+        model = cls.from_pretrained(
+            path, config=hf_config, local_files_only=True, use_safetensors=True,
+            dtype=torch.float32,
+        )
+        return model.eval()
+
+    # -- conversion -----------------------------------------------------------------------
+    def tl_config(
+        self, hf_config: Any, options: ConversionOptions
+    ) -> HookedTransformerConfig:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backbone_state_dict(
+        self, hf_model: nn.Module, cfg: HookedTransformerConfig
+    ) -> dict[str, Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def head_module(self, hf_model: nn.Module) -> nn.Linear:
+        return hf_model.score
+
+    def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
+        """``score.weight.T`` and its bias (zeros when absent), with objective names."""
+        head = self.head_module(hf_model)
+        n_out = head.weight.shape[0]
+        names = tuple(options.objective_names) if options.objective_names else None
+        if self.scalar_head and n_out != 1 and names is None:
+            raise RewardHeadError(
+                f"{type(hf_model).__name__} has num_labels={n_out}, but a scalar reward head has "
+                "exactly one output. If each output is a separate reward objective, pass "
+                f"objective_names=[...] ({n_out} names) to from_pretrained to load it as a "
+                "multi-objective head; if it is a classifier, it is not a reward model."
+            )
+        if names is not None and len(names) != n_out:
+            raise RewardHeadError(f"objective_names has {len(names)} names for {n_out} outputs")
+        if names is None:
+            names = ("reward",) if n_out == 1 else tuple(f"objective_{i}" for i in range(n_out))
+        W = head.weight.detach().T.clone()
+        b = head.bias.detach().clone() if head.bias is not None else torch.zeros(n_out)
+        return RewardHead(W=W, b=b, objective_names=names)
+
+    def extra_modules(
+        self, hf_model: nn.Module, cfg: HookedTransformerConfig, fold_ln: bool
+    ) -> dict[str, Any]:
+        """Modules beyond backbone and head (e.g. ArmoRM's gating); none by default."""
+        return {}
+
+    def fold_options(self, requested: dict[str, bool]) -> dict[str, bool]:
+        """The folding flags to use. ``center_unembed`` is always off: with one output column it
+        would zero the head, and for several objectives it would change each one."""
+        return {**requested, "center_unembed": False}
+
+    # -- reading rewards ------------------------------------------------------------------
+    def pool_index(
+        self, input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
+    ) -> Int[Tensor, " batch"]:
+        return hf_last_non_pad(input_ids, pad_token_id)
+
+    @torch.no_grad()
+    def reference_rewards(
+        self, hf_model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """The HF model's own pooled output (``[batch]`` scalar or ``[batch, n]``)."""
+        logits = hf_model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits[:, 0] if logits.shape[-1] == 1 else logits
+
+
+def pad_token_id_of(hf_config: Any) -> int | None:
+    pad = getattr(hf_config, "pad_token_id", None)
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0] if pad else None
+    return pad

@@ -1,0 +1,50 @@
+"""Adapter for ``GPT2ForSequenceClassification`` (LayerNorm, learned absolute positions)."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+from transformer_lens import HookedTransformerConfig
+from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
+
+from .base import RewardModelAdapter
+from .decoders import context_length
+
+
+class GPT2Adapter(RewardModelAdapter):
+    """GPT-2 reward models. Use right padding: TL shifts absolute positions under left padding
+    and HF GPT-2 does not (measured: 0.40 reward difference), so left padding is not parity."""
+
+    architectures = ("GPT2ForSequenceClassification",)
+
+    def tl_config(self, hf_config, options, n_objectives):
+        d = hf_config.n_embd
+        return HookedTransformerConfig(
+            d_model=d,
+            d_head=d // hf_config.n_head,
+            n_heads=hf_config.n_head,
+            d_mlp=hf_config.n_inner or 4 * d,
+            n_layers=hf_config.n_layer,
+            n_ctx=context_length(hf_config, options),
+            eps=hf_config.layer_norm_epsilon,
+            d_vocab=hf_config.vocab_size,
+            d_vocab_out=n_objectives,
+            act_fn=hf_config.activation_function,
+            use_attn_scale=getattr(hf_config, "scale_attn_weights", True),
+            scale_attn_by_inverse_layer_idx=hf_config.scale_attn_by_inverse_layer_idx,
+            normalization_type="LN",
+            positional_embedding_type="standard",
+            default_prepend_bos=False,
+            tokenizer_prepends_bos=False,
+            original_architecture="GPT2LMHeadModel",
+            init_weights=False,
+            dtype=torch.float32,
+            device=options.device,
+        )
+
+    def backbone_state_dict(self, hf_model, cfg):
+        shim = types.SimpleNamespace(
+            transformer=hf_model.transformer, lm_head=hf_model.score, config=hf_model.config
+        )
+        return convert_gpt2_weights(shim, cfg)

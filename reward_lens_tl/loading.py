@@ -1,0 +1,196 @@
+"""Loading: an HF reward model (in memory or a local directory) → ``HookedRewardModel``.
+
+The steps are the same for every family; the adapter supplies what differs:
+
+1. resolve the input: a local directory is read with ``local_files_only`` from safetensors
+   (pickle weights and remote code are refused); an in-memory model is used as it is and never
+   modified;
+2. check every parameter is finite;
+3. the adapter builds the TL config and the state dict; the reward head becomes ``unembed``;
+4. TL folds the weights (in float32; ``center_unembed`` is always off), then the model is cast;
+5. optionally (by default for the generic adapter) the result is checked against HF.
+
+>>> from reward_lens_tl.testing import tiny_reward_model
+>>> model = load_reward_model(tiny_reward_model("gpt2"))
+>>> model.cfg.d_vocab_out, model.cfg.normalization_type
+(1, 'LNPre')
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .adapters import ConversionOptions, RewardModelAdapter, adapter_for
+from .adapters.base import pad_token_id_of
+from .errors import (
+    ConversionMismatchError,
+    NonFiniteWeightsError,
+    UnsafeCheckpointError,
+    UnsupportedArchitectureError,
+)
+from .model import MODEL_KINDS, HookedRewardModel
+
+
+def load_reward_model(
+    model_or_path: nn.Module | str | Path,
+    tokenizer: Any = None,
+    *,
+    fold_ln: bool = True,
+    center_writing_weights: bool = True,
+    fold_value_biases: bool = True,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+    n_ctx: int | None = None,
+    objective_names: list[str] | None = None,
+    adapter: RewardModelAdapter | None = None,
+    verify: bool | None = None,
+) -> HookedRewardModel:
+    """Convert a reward model. Options:
+
+    - ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
+      (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
+    - ``dtype``: the converted model's dtype (folding always happens in float32 first);
+    - ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's
+      rotary tables);
+    - ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1``
+      on a scalar family);
+    - ``adapter``: force an adapter instead of looking one up by architecture;
+    - ``verify``: compare with the HF model on random tokens and raise on disagreement.
+    """
+    hf_model, hf_config, path = resolve_hf_model(model_or_path, adapter)
+    adapter = adapter or adapter_for(hf_config)
+    check_finite(hf_model)
+    options = ConversionOptions(
+        dtype=dtype, device=device, n_ctx=n_ctx, objective_names=objective_names
+    )
+    head = adapter.reward_head(hf_model, options)
+    cfg = adapter.tl_config(hf_config, options, head.n_objectives)
+    state_dict = {
+        k: v.detach().to(torch.float32).clone()
+        for k, v in adapter.backbone_state_dict(hf_model, cfg).items()
+    }
+    state_dict["unembed.W_U"] = head.W.float()
+    state_dict["unembed.b_U"] = head.b.float()
+
+    tokenizer = tokenizer if tokenizer is not None else load_local_tokenizer(path)
+    model = MODEL_KINDS[adapter.model_kind](
+        cfg,
+        adapter=adapter,
+        pad_token_id=resolve_pad_token_id(hf_config, tokenizer),
+        eos_token_id=getattr(hf_config, "eos_token_id", None),
+        objective_names=head.objective_names,
+        tokenizer=tokenizer,
+    )
+    flags = adapter.fold_options(
+        dict(
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            fold_value_biases=fold_value_biases,
+        )
+    )
+    model.load_and_process_state_dict(state_dict, refactor_factored_attn_matrices=False, **flags)
+    extras = adapter.extra_modules(hf_model, cfg, fold_ln)
+    if extras:
+        model.attach_gating(**extras)
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    model.eval()
+    if verify if verify is not None else adapter.verify_by_default:
+        verify_parity(model, hf_model, adapter)
+    return model
+
+
+def resolve_hf_model(
+    model_or_path, adapter: RewardModelAdapter | None
+) -> tuple[nn.Module, Any, Path | None]:
+    """``(hf_model, hf_config, path)``; the config is a copy with ``architectures`` filled in."""
+    if isinstance(model_or_path, nn.Module):
+        config = copy.deepcopy(model_or_path.config)
+        if not getattr(config, "architectures", None):
+            config.architectures = [type(model_or_path).__name__]
+        return model_or_path, config, None
+    path = Path(model_or_path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{path} is not a local checkpoint directory (no config.json). reward-lens-tl never "
+            "downloads: save the model with save_pretrained(dir) and pass that directory"
+        )
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    try:
+        adapter = adapter or adapter_for(config)
+    except UnsupportedArchitectureError as err:
+        if getattr(config, "auto_map", None):
+            raise UnsupportedArchitectureError(
+                f"{err} This checkpoint ships remote code (auto_map), which reward-lens-tl never "
+                "executes."
+            ) from None
+        raise
+    return adapter.load_hf(path, config), config, path
+
+
+def check_finite(hf_model: nn.Module) -> None:
+    for name, p in list(hf_model.named_parameters()) + list(hf_model.named_buffers()):
+        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+            n_bad = int((~torch.isfinite(p)).sum())
+            raise NonFiniteWeightsError(
+                f"parameter {name!r} has {n_bad} NaN/inf values; the checkpoint is corrupt or was "
+                "saved after a diverged training step. Reload a good checkpoint."
+            )
+
+
+def load_local_tokenizer(path: Path | None):
+    if path is None or not any(
+        (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
+    ):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise UnsafeCheckpointError(
+            f"could not load the tokenizer in {path} without remote code ({err}); pass "
+            "tokenizer= explicitly"
+        ) from err
+
+
+def resolve_pad_token_id(hf_config: Any, tokenizer: Any) -> int | None:
+    pad = pad_token_id_of(hf_config)
+    if pad is None and tokenizer is not None:
+        pad = getattr(tokenizer, "pad_token_id", None)
+    return pad
+
+
+@torch.no_grad()
+def verify_parity(
+    model: HookedRewardModel,
+    hf_model: nn.Module,
+    adapter: RewardModelAdapter,
+    *,
+    seq_len: int = 12,
+    atol: float | None = None,
+) -> float:
+    """Max |converted − HF| pooled reward on two random sequences; raise if above ``atol``."""
+    gen = torch.Generator().manual_seed(0)
+    pad = model.pad_token_id
+    high = model.cfg.d_vocab
+    ids = torch.randint(0, high, (2, min(seq_len, model.cfg.n_ctx)), generator=gen)
+    if pad is not None:
+        ids[ids == pad] = (pad + 1) % high
+    ref = adapter.reference_rewards(hf_model, ids).float()
+    ours = model.objective_rewards(ids) if ref.ndim == 2 else model.rewards(ids)
+    err = float((ours.float().cpu() - ref.cpu()).abs().max())
+    tol = atol if atol is not None else (1e-3 if model.cfg.dtype == torch.float32 else 5e-2)
+    if not err <= tol:
+        raise ConversionMismatchError(
+            f"converted model differs from HF by {err:.3g} (> {tol}) on random tokens; the "
+            f"{type(adapter).__name__} mapping does not fit this checkpoint. Please report it."
+        )
+    return err

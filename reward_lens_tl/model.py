@@ -1,0 +1,312 @@
+"""``HookedRewardModel``: a TransformerLens ``HookedTransformer`` whose unembed is the reward head.
+
+``d_vocab_out`` is the number of reward objectives (1 for a scalar reward model), ``W_U`` is the
+head's weight (``W_R`` is an alias) and ``b_U`` its bias. So ``model(tokens)`` is the reward at
+every position, ``[batch, pos, n_objectives]``, and everything TL offers (``run_with_cache``,
+hooks, ``accumulated_resid``, ``apply_ln_to_stack``, ``start_at_layer``) works unchanged. The
+reward of a sequence is read at its pooling position, chosen by the adapter with exactly the HF
+model's rule; ``model.rewards(tokens)`` does that, and ``forward(..., return_type="reward")``
+does it inside the forward pass so ``run_with_cache`` also sees the pooled hook points:
+
+- ``hook_reward``: pooled head output ``[batch, n_objectives]``;
+- ArmoRM-style models add ``hook_gate`` ``[batch, n_objectives]`` and ``hook_score`` ``[batch]``.
+
+>>> import torch
+>>> from reward_lens_tl.testing import tiny_reward_model
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])          # right padded, pad id 0
+>>> model.rewards(ids).shape, model(ids).shape
+(torch.Size([2]), torch.Size([2, 4, 1]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from sae_lens import HookedSAETransformer
+from torch import Tensor
+from transformer_lens.hook_points import HookPoint
+
+from .adapters import LlamaAdapter, RewardModelAdapter
+from .armorm import gating_positions
+from .errors import (
+    RewardLensError,
+    SequenceTooLongError,
+    ShapeMismatchError,
+    TokenOutOfVocabError,
+)
+
+
+class HookedRewardModel(HookedSAETransformer):
+    """A reward model as a ``HookedTransformer`` (through sae_lens's ``HookedSAETransformer``)."""
+
+    def __init__(
+        self,
+        cfg,
+        *,
+        adapter: RewardModelAdapter | None = None,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        objective_names: Sequence[str] = ("reward",),
+        tokenizer: Any = None,
+    ):
+        super().__init__(cfg)
+        self.hook_reward = HookPoint()
+        self.setup()
+        self.adapter = adapter if adapter is not None else LlamaAdapter()
+        self.pad_token_id = pad_token_id
+        self.eos_token_id = eos_token_id
+        self.objective_names = tuple(objective_names)
+        self.tokenizer = tokenizer  # set directly: TL's set_tokenizer reloads it by name
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, model_or_path, tokenizer=None, **kwargs) -> HookedRewardModel:
+        """Convert an in-memory HF reward model or a local checkpoint directory.
+
+        See :func:`reward_lens_tl.loading.load_reward_model` for every option. Never touches
+        the network, never runs remote code, and leaves the HF model unmodified.
+        """
+        from .loading import load_reward_model
+
+        return load_reward_model(model_or_path, tokenizer, **kwargs)
+
+    @classmethod
+    def from_pretrained_no_processing(cls, model_or_path, tokenizer=None, **kwargs):
+        """Conversion without any weight folding (raw HF parametrisation)."""
+        flags = dict(fold_ln=False, center_writing_weights=False, fold_value_biases=False)
+        return cls.from_pretrained(model_or_path, tokenizer, **{**flags, **kwargs})
+
+    # -- the head -------------------------------------------------------------------------
+    @property
+    def n_objectives(self) -> int:
+        return self.cfg.d_vocab_out
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.n_objectives == 1
+
+    @property
+    def W_R(self) -> Float[Tensor, "d_model n_objectives"]:
+        """The reward head (alias of ``W_U``; after ``fold_ln`` it includes the final norm's
+        weight, so it is the direction read from the *normalised* residual)."""
+        return self.W_U
+
+    @property
+    def b_R(self) -> Float[Tensor, " n_objectives"]:
+        return self.b_U
+
+    @property
+    def w_r(self) -> Float[Tensor, " d_model"]:
+        """The reward direction of a scalar head, ``W_R[:, 0]``."""
+        if not self.is_scalar:
+            raise RewardLensError(
+                f"w_r is defined for scalar heads; this model has {self.n_objectives} objectives "
+                f"{self.objective_names}: use W_R[:, i] or reward_direction(...)"
+            )
+        return self.W_U[:, 0]
+
+    # -- input checks ---------------------------------------------------------------------
+    def check_tokens(
+        self, tokens: Tensor, attention_mask: Tensor | None = None
+    ) -> Int[Tensor, "batch pos"]:
+        """Validate token ids (shape, vocabulary, context length, mask); return them 2-D."""
+        if isinstance(tokens, (str, list)):
+            raise TypeError(
+                "HookedRewardModel takes token ids, not strings (BOS and chat templates matter for "
+                "rewards): build them with reward_lens_tl.inputs.encode_conversation / "
+                "model.encode(prompt, response)"
+            )
+        if tokens.ndim == 1:
+            tokens = tokens[None]
+        if tokens.ndim != 2 or tokens.dtype.is_floating_point:
+            raise ShapeMismatchError(
+                f"expected integer token ids [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}"
+            )
+        if tokens.shape[1] > self.cfg.n_ctx:
+            raise SequenceTooLongError(
+                f"sequence of {tokens.shape[1]} tokens exceeds the model's context of "
+                f"{self.cfg.n_ctx}; truncate it (encode_conversation(..., max_length=..., "
+                "truncation='left'|'right')) or, if the checkpoint supports a longer context, "
+                "load with from_pretrained(..., n_ctx=...)"
+            )
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.d_vocab):
+            bad = tokens[(tokens < 0) | (tokens >= self.cfg.d_vocab)].unique()[:10].tolist()
+            raise TokenOutOfVocabError(
+                f"token ids {bad} are outside the vocabulary [0, {self.cfg.d_vocab}); were they "
+                "produced by a different tokenizer?"
+            )
+        if attention_mask is not None and attention_mask.shape[-2:] != tokens.shape:
+            raise ShapeMismatchError(
+                f"attention_mask {tuple(attention_mask.shape)} does not match input_ids "
+                f"{tuple(tokens.shape)}"
+            )
+        return tokens
+
+    def pool_positions(
+        self, tokens: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+    ) -> Int[Tensor, " batch"]:
+        """Where each sequence's reward is read, by the HF model's own rule."""
+        pos = self.adapter.pool_index(tokens, self.pad_token_id)
+        if attention_mask is not None:
+            rows = torch.arange(tokens.shape[0], device=tokens.device)
+            masked = attention_mask.to(tokens.device)[rows, pos] == 0
+            if bool(masked.any()):
+                raise RewardLensError(
+                    f"the reward position of rows {masked.nonzero().flatten().tolist()} is masked "
+                    "out by attention_mask; input_ids and attention_mask disagree about padding"
+                )
+        return pos
+
+    # -- forward --------------------------------------------------------------------------
+    def forward(
+        self,
+        input,
+        return_type: str | None = "logits",
+        *,
+        attention_mask: Tensor | None = None,
+        pool_positions: Tensor | None = None,
+        start_at_layer: int | None = None,
+        tokens: Tensor | None = None,
+        **kwargs,
+    ):
+        """TL's forward, plus ``return_type="reward"`` for the pooled reward.
+
+        ``"logits"`` (default) gives ``[batch, pos, n_objectives]``. ``"reward"`` gives what
+        :meth:`rewards` documents and fires ``hook_reward`` (and the gating hooks). With
+        ``start_at_layer``, pass ``tokens`` (or ``pool_positions``) so the reward position is
+        known. LM losses do not exist for reward models.
+        """
+        if return_type in ("loss", "both"):
+            raise RewardLensError("reward models have no language-model loss; use 'reward'")
+        if start_at_layer is None:
+            input = self.check_tokens(input, attention_mask)
+            tokens = input
+        elif tokens is not None:
+            tokens = self.check_tokens(tokens, attention_mask)
+        if return_type != "reward":
+            return super().forward(
+                input, return_type=return_type, attention_mask=attention_mask,
+                start_at_layer=start_at_layer, tokens=tokens, **kwargs,
+            )
+        if kwargs.get("stop_at_layer") is not None:
+            raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
+        resid = super().forward(
+            input, return_type=None, attention_mask=attention_mask, start_at_layer=start_at_layer,
+            tokens=tokens, stop_at_layer=self.cfg.n_layers, **kwargs,
+        )
+        return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
+
+    def _pooled_reward(self, resid, tokens, attention_mask, pool_positions):
+        if pool_positions is None:
+            if tokens is None:
+                raise RewardLensError("pass tokens= or pool_positions= with start_at_layer")
+            pool_positions = self.pool_positions(tokens, attention_mask)
+        normed = self.ln_final(resid) if self.cfg.normalization_type is not None else resid
+        per_pos = self.unembed(normed)  # [batch, pos, n_objectives]
+        rows = torch.arange(per_pos.shape[0], device=per_pos.device)
+        pooled = self.hook_reward(per_pos[rows, pool_positions.to(per_pos.device)])
+        return self._final_reward(pooled, normed, tokens)
+
+    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
+        return pooled[:, 0] if self.is_scalar else pooled
+
+    def rewards(
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        **kwargs,
+    ) -> Tensor:
+        """Pooled rewards: ``[batch]`` for a scalar head, ``[batch, n_objectives]`` for a plain
+        multi-objective head, and the gated score ``[batch]`` for ArmoRM-style heads (their
+        objectives: :meth:`objective_rewards`)."""
+        return self.forward(input_ids, "reward", attention_mask=attention_mask, **kwargs)
+
+    def objective_rewards(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
+        """Per-objective pooled head outputs, ``[batch, n_objectives]``, for any head."""
+        store: dict[str, Tensor] = {}
+
+        def grab(act, hook):
+            store["r"] = act
+
+        self.run_with_hooks(
+            input_ids, return_type="reward", attention_mask=attention_mask,
+            fwd_hooks=[("hook_reward", grab)],
+        )
+        return store["r"]
+
+    # -- text convenience -----------------------------------------------------------------
+    def encode(self, prompt, response, **kwargs):
+        """Token ids for one conversation with this model's tokenizer (see ``inputs``)."""
+        from .inputs import encode_conversation
+
+        return encode_conversation(self._require_tokenizer(), prompt, response, **kwargs)
+
+    def score(self, prompt, response, **kwargs) -> Tensor:
+        """Reward of one (prompt, response) pair, from text."""
+        ids = torch.tensor([self.encode(prompt, response, **kwargs).ids], device=self.cfg.device)
+        with torch.no_grad():
+            return self.rewards(ids)[0]
+
+    def _require_tokenizer(self):
+        if self.tokenizer is None:
+            raise RewardLensError(
+                "this model has no tokenizer: pass tokenizer= to from_pretrained or feed ids"
+            )
+        return self.tokenizer
+
+
+class HookedArmoRM(HookedRewardModel):
+    """ArmoRM layout: objectives at the last real token, a gate over the prompt's final hidden
+    state, and ``score = Σ gate ⊙ (objectives @ reward_transform_matrix)``.
+
+    The attribution direction of the score for one input is ``W_R @ (T @ gate)``
+    (:meth:`score_direction`); single objectives use the columns of ``W_R``.
+    """
+
+    def __init__(self, cfg, **kwargs):
+        super().__init__(cfg, **kwargs)
+        self.hook_gate = HookPoint()
+        self.hook_score = HookPoint()
+        self.setup()
+        self.gating: torch.nn.Module | None = None
+        self.gating_token_pattern: tuple[int, ...] = ()
+
+    def attach_gating(self, gating, reward_transform_matrix, gating_token_pattern) -> None:
+        self.gating = gating.to(self.cfg.device)
+        self.register_buffer("reward_transform_matrix", reward_transform_matrix.to(self.cfg.device))
+        self.gating_token_pattern = tuple(gating_token_pattern)
+
+    def gate_positions(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
+        return gating_positions(tokens, self.gating_token_pattern)
+
+    def _final_reward(self, pooled, normed, tokens):
+        if tokens is None:
+            raise RewardLensError("ArmoRM scores need tokens= to find the gating position")
+        rows = torch.arange(pooled.shape[0], device=pooled.device)
+        prompt_state = normed[rows, self.gate_positions(tokens).to(normed.device)]
+        gate = self.hook_gate(self.gating(prompt_state.to(self.reward_transform_matrix.dtype)))
+        transformed = pooled @ self.reward_transform_matrix.to(pooled.dtype)
+        return self.hook_score((gate.to(pooled.dtype) * transformed).sum(-1))
+
+    def gate(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
+        _, cache = self.run_with_cache(
+            input_ids, return_type="reward", attention_mask=attention_mask,
+            names_filter="hook_gate",
+        )
+        return cache["hook_gate"]
+
+    def score_direction(self, input_ids, attention_mask=None) -> Float[Tensor, "batch d_model"]:
+        """Per-input direction ``W_R @ T @ gate`` along which the normalised final residual at
+        the reward position gives the score (minus ``b_R @ T @ gate``)."""
+        gate = self.gate(input_ids, attention_mask)
+        return (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
+
+
+MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
+    "scalar": HookedRewardModel,
+    "armorm": HookedArmoRM,
+}

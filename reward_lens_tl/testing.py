@@ -1,0 +1,117 @@
+"""Tiny HF reward models with non-trivial weights, for tests, doctests and benchmarks.
+
+Every parameter is perturbed after HF's initialisation (norm weights away from 1, biases away
+from 0) so that folding mistakes show up as parity errors instead of hiding behind identity
+norms.
+
+>>> model = tiny_reward_model("qwen2")
+>>> type(model).__name__, model.config.num_labels
+('Qwen2ForSequenceClassification', 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import transformers
+from torch import nn
+
+from .armorm import LlamaForRewardModelWithGating, armorm_config
+
+VOCAB = 97
+PAD = 0
+
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    pad_token_id=PAD,
+    bos_token_id=1,
+    eos_token_id=2,
+    num_labels=1,
+)
+
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaForSequenceClassification", dict(head_dim=32)),
+    "mistral": ("MistralConfig", "MistralForSequenceClassification", dict(sliding_window=5)),
+    "qwen2": ("Qwen2Config", "Qwen2ForSequenceClassification", {}),
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForSequenceClassification",
+        dict(
+            head_dim=16,
+            sliding_window=4,
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=3.0,
+            hidden_activation="gelu_pytorch_tanh",
+        ),
+    ),
+    "qwen3": ("Qwen3Config", "Qwen3ForSequenceClassification", dict(head_dim=16)),
+}
+
+
+def perturb_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def tiny_config(family: str, **overrides: Any):
+    if family == "gpt2":
+        kw = dict(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+            pad_token_id=PAD, bos_token_id=1, eos_token_id=2, num_labels=1,
+        )
+        return transformers.GPT2Config(**{**kw, **overrides})
+    if family == "armorm":
+        kw = dict(
+            _COMMON, num_objectives=3, gating_hidden_dim=32, gating_n_hidden=2,
+            gating_temperature=10.0, gating_token_pattern=[3, 4],
+            objective_names=["helpful", "harmless", "verbose"],
+        )
+        kw.pop("num_labels")
+        return armorm_config(**{**kw, **overrides})
+    config_name, _, extra = FAMILIES[family]
+    return getattr(transformers, config_name)(**{**_COMMON, **extra, **overrides})
+
+
+def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    """A perturbed tiny reward model of ``family`` (``llama``, ``mistral``, ``qwen2``,
+    ``gemma2``, ``gpt2``, ``armorm``, ``qwen3``), in eval mode, float32."""
+    torch.manual_seed(seed)
+    config = tiny_config(family, **overrides)
+    if family == "gpt2":
+        model = transformers.GPT2ForSequenceClassification(config)
+    elif family == "armorm":
+        model = LlamaForRewardModelWithGating(config)
+        with torch.no_grad():
+            model.reward_transform_matrix.copy_(
+                torch.eye(config.num_objectives) + 0.3 * torch.randn(config.num_objectives, config.num_objectives)
+            )
+    else:
+        model = getattr(transformers, FAMILIES[family][1])(config)
+    return perturb_(model, seed=seed).eval()
+
+
+def random_batch(
+    batch: int, lengths: list[int] | None = None, seq_len: int = 12, seed: int = 0,
+    vocab: int = VOCAB, pad: int = PAD, low: int = 3,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded random ids (never the pad id inside a sequence) and their attention mask."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = lengths or [seq_len] * batch
+    width = max(lengths)
+    ids = torch.full((len(lengths), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, n in enumerate(lengths):
+        ids[i, :n] = torch.randint(low, vocab, (n,), generator=gen)
+        mask[i, :n] = 1
+    return ids, mask
