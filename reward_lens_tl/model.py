@@ -21,7 +21,8 @@ does it inside the forward pass so ``run_with_cache`` also sees the pooled hook 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -37,6 +38,7 @@ from .errors import (
     SequenceTooLongError,
     ShapeMismatchError,
     TokenOutOfVocabError,
+    UnknownHookError,
 )
 
 
@@ -108,6 +110,11 @@ class HookedRewardModel(HookedSAETransformer):
                 f"{self.objective_names}: use W_R[:, i] or reward_direction(...)"
             )
         return self.W_U[:, 0]
+
+    def final_norm_weight(self) -> Float[Tensor, " d_model"]:
+        """The final norm's elementwise weight (ones once ``fold_ln`` moved it into ``W_R``)."""
+        w = getattr(self.ln_final, "w", None)
+        return w if w is not None else torch.ones(self.cfg.d_model, device=self.W_U.device)
 
     # -- input checks ---------------------------------------------------------------------
     def check_tokens(
@@ -238,11 +245,38 @@ class HookedRewardModel(HookedSAETransformer):
         )
         return store["r"]
 
+    # -- hook names -----------------------------------------------------------------------
+    def check_hook_names(self, names: Iterable[str]) -> None:
+        """Raise :class:`UnknownHookError` (with close matches) for names not on the model."""
+        unknown = [n for n in names if n not in self.hook_dict]
+        if unknown:
+            hints = {n: difflib.get_close_matches(n, self.hook_dict, n=3) for n in unknown}
+            raise UnknownHookError(
+                f"unknown hook name(s) {unknown}; closest existing: {hints}. "
+                "All names: list(model.hook_dict)"
+            )
+
+    def run_with_cache(self, *model_args, names_filter=None, **kwargs):
+        """TL's ``run_with_cache``; a name (or list of names) that does not exist is an error."""
+        if isinstance(names_filter, str):
+            self.check_hook_names([names_filter])
+        elif isinstance(names_filter, (list, tuple)):
+            self.check_hook_names(names_filter)
+        return super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+
+    def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
+        """TL's ``run_with_hooks``; string hook names are checked first."""
+        self.check_hook_names(n for n, _ in [*fwd_hooks, *bwd_hooks] if isinstance(n, str))
+        return super().run_with_hooks(
+            *model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs
+        )
+
     # -- text convenience -----------------------------------------------------------------
     def encode(self, prompt, response, **kwargs):
         """Token ids for one conversation with this model's tokenizer (see ``inputs``)."""
         from .inputs import encode_conversation
 
+        kwargs.setdefault("max_length", self.cfg.n_ctx)
         return encode_conversation(self._require_tokenizer(), prompt, response, **kwargs)
 
     def score(self, prompt, response, **kwargs) -> Tensor:
@@ -300,10 +334,12 @@ class HookedArmoRM(HookedRewardModel):
         return cache["hook_gate"]
 
     def score_direction(self, input_ids, attention_mask=None) -> Float[Tensor, "batch d_model"]:
-        """Per-input direction ``W_R @ T @ gate`` along which the normalised final residual at
-        the reward position gives the score (minus ``b_R @ T @ gate``)."""
+        """Per-input direction ``g ⊙ (W_R @ T @ gate)`` along which ``ln_final.hook_normalized``
+        at the reward position gives the score minus ``b_R @ T @ gate`` (``g`` is the final
+        norm's weight when it was not folded into ``W_R``, else 1)."""
         gate = self.gate(input_ids, attention_mask)
-        return (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
+        direction = (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
+        return direction * self.final_norm_weight()
 
 
 MODEL_KINDS: dict[str, type[HookedRewardModel]] = {

@@ -115,3 +115,32 @@ def random_batch(
         ids[i, :n] = torch.randint(low, vocab, (n,), generator=gen)
         mask[i, :n] = 1
     return ids, mask
+
+
+def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
+    """A word-level tokenizer over ``<pad> <bos> <eos> <|user|> <|assistant|> <unk> w6 …``
+    (ids 0–5 special; words ``w6`` … ``w{V-1}``), optionally with a chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<bos>", "<eos>", "<|user|>", "<|assistant|>", "<unk>"]
+    vocab = {tok: i for i, tok in enumerate(specials)}
+    vocab.update({f"w{i}": i for i in range(len(specials), vocab_size)})
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", 1)]
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+        unk_token="<unk>",
+        additional_special_tokens=["<|user|>", "<|assistant|>"],
+    )
+    if chat_template:
+        tok.chat_template = (
+            "{{ bos_token }}{% for m in messages %}"
+            "{{ '<|user|>' if m['role'] == 'user' else '<|assistant|>' }} {{ m['content'] }} "
+            "{% endfor %}{% if add_generation_prompt %}<|assistant|> {% else %}{{ eos_token }}"
+            "{% endif %}"
+        )
+    return tok
