@@ -6,7 +6,9 @@ a user would naturally catch (``ValueError``, ``KeyError``, ``NotImplementedErro
 purpose.
 
 >>> from reward_lens_tl.errors import SequenceTooLongError, RewardLensError
->>> issubclass(SequenceTooLongError, ValueError) and issubclass(SequenceTooLongError, RewardLensError)
+>>> issubclass(SequenceTooLongError, ValueError)
+True
+>>> issubclass(SequenceTooLongError, RewardLensError)
 True
 """
 

@@ -196,14 +196,23 @@ class HookedRewardModel(HookedSAETransformer):
             tokens = self.check_tokens(tokens, attention_mask)
         if return_type != "reward":
             return super().forward(
-                input, return_type=return_type, attention_mask=attention_mask,
-                start_at_layer=start_at_layer, tokens=tokens, **kwargs,
+                input,
+                return_type=return_type,
+                attention_mask=attention_mask,
+                start_at_layer=start_at_layer,
+                tokens=tokens,
+                **kwargs,
             )
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
         resid = super().forward(
-            input, return_type=None, attention_mask=attention_mask, start_at_layer=start_at_layer,
-            tokens=tokens, stop_at_layer=self.cfg.n_layers, **kwargs,
+            input,
+            return_type=None,
+            attention_mask=attention_mask,
+            start_at_layer=start_at_layer,
+            tokens=tokens,
+            stop_at_layer=self.cfg.n_layers,
+            **kwargs,
         )
         return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
 
@@ -240,7 +249,9 @@ class HookedRewardModel(HookedSAETransformer):
             store["r"] = act
 
         self.run_with_hooks(
-            input_ids, return_type="reward", attention_mask=attention_mask,
+            input_ids,
+            return_type="reward",
+            attention_mask=attention_mask,
             fwd_hooks=[("hook_reward", grab)],
         )
         return store["r"]
@@ -328,7 +339,9 @@ class HookedArmoRM(HookedRewardModel):
 
     def gate(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
         _, cache = self.run_with_cache(
-            input_ids, return_type="reward", attention_mask=attention_mask,
+            input_ids,
+            return_type="reward",
+            attention_mask=attention_mask,
             names_filter="hook_gate",
         )
         return cache["hook_gate"]

@@ -67,14 +67,25 @@ def perturb_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
 def tiny_config(family: str, **overrides: Any):
     if family == "gpt2":
         kw = dict(
-            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
-            pad_token_id=PAD, bos_token_id=1, eos_token_id=2, num_labels=1,
+            vocab_size=VOCAB,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            pad_token_id=PAD,
+            bos_token_id=1,
+            eos_token_id=2,
+            num_labels=1,
         )
         return transformers.GPT2Config(**{**kw, **overrides})
     if family == "armorm":
         kw = dict(
-            _COMMON, num_objectives=3, gating_hidden_dim=32, gating_n_hidden=2,
-            gating_temperature=10.0, gating_token_pattern=[3, 4],
+            _COMMON,
+            num_objectives=3,
+            gating_hidden_dim=32,
+            gating_n_hidden=2,
+            gating_temperature=10.0,
+            gating_token_pattern=[3, 4],
             objective_names=["helpful", "harmless", "verbose"],
         )
         kw.pop("num_labels")
@@ -94,7 +105,8 @@ def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module
         model = LlamaForRewardModelWithGating(config)
         with torch.no_grad():
             model.reward_transform_matrix.copy_(
-                torch.eye(config.num_objectives) + 0.3 * torch.randn(config.num_objectives, config.num_objectives)
+                torch.eye(config.num_objectives)
+                + 0.3 * torch.randn(config.num_objectives, config.num_objectives)
             )
     else:
         model = getattr(transformers, FAMILIES[family][1])(config)
@@ -102,8 +114,13 @@ def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module
 
 
 def random_batch(
-    batch: int, lengths: list[int] | None = None, seq_len: int = 12, seed: int = 0,
-    vocab: int = VOCAB, pad: int = PAD, low: int = 3,
+    batch: int,
+    lengths: list[int] | None = None,
+    seq_len: int = 12,
+    seed: int = 0,
+    vocab: int = VOCAB,
+    pad: int = PAD,
+    low: int = 3,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded random ids (never the pad id inside a sequence) and their attention mask."""
     gen = torch.Generator().manual_seed(seed)
@@ -132,7 +149,10 @@ def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
         single="<bos> $A", special_tokens=[("<bos>", 1)]
     )
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
         unk_token="<unk>",
         additional_special_tokens=["<|user|>", "<|assistant|>"],
     )

@@ -39,8 +39,12 @@ def test_truncation_option_keeps_the_response():
         encode_conversation(tok, prompt, response, max_length=20)
     enc = encode_conversation(tok, prompt, response, max_length=20, truncation="left")
     assert len(enc) == 20 and enc.ids[0] == tok.bos_token_id
-    assert tok.convert_ids_to_tokens(list(enc.ids[enc.response_start:])) == [
-        "w70", "w71", "w72", "<eos>"]
+    assert tok.convert_ids_to_tokens(list(enc.ids[enc.response_start :])) == [
+        "w70",
+        "w71",
+        "w72",
+        "<eos>",
+    ]
 
 
 def test_token_ids_outside_vocabulary(model):
@@ -79,8 +83,14 @@ def test_non_finite_weights():
 
 
 def test_unsupported_architecture_lists_supported():
-    cfg = transformers.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=64, num_labels=1)
+    cfg = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     hf = transformers.BertForSequenceClassification(cfg)
     with pytest.raises(UnsupportedArchitectureError) as err:
         HookedRewardModel.from_pretrained(hf)
@@ -90,8 +100,9 @@ def test_unsupported_architecture_lists_supported():
 
 
 def test_unsupported_rope_type():
-    hf = tiny_reward_model("llama", rope_parameters=dict(rope_type="linear", factor=2.0,
-                                                         rope_theta=10000.0))
+    hf = tiny_reward_model(
+        "llama", rope_parameters=dict(rope_type="linear", factor=2.0, rope_theta=10000.0)
+    )
     with pytest.raises(UnsupportedArchitectureError, match="llama3"):
         HookedRewardModel.from_pretrained(hf)
 

@@ -10,19 +10,39 @@ def test_chat_template_ids_and_response_start():
     tok = tiny_tokenizer()
     enc = encode_conversation(tok, "w6 w7", "w8 w9")
     assert tok.convert_ids_to_tokens(list(enc.ids)) == [
-        "<bos>", "<|user|>", "w6", "w7", "<|assistant|>", "w8", "w9", "<eos>"]
+        "<bos>",
+        "<|user|>",
+        "w6",
+        "w7",
+        "<|assistant|>",
+        "w8",
+        "w9",
+        "<eos>",
+    ]
     assert enc.response_start == 5
     assert list(enc.ids).count(tok.bos_token_id) == 1
 
 
 def test_multi_turn_prompt():
     tok = tiny_tokenizer()
-    prompt = [{"role": "user", "content": "w6"}, {"role": "assistant", "content": "w7"},
-              {"role": "user", "content": "w8"}]
+    prompt = [
+        {"role": "user", "content": "w6"},
+        {"role": "assistant", "content": "w7"},
+        {"role": "user", "content": "w8"},
+    ]
     enc = encode_conversation(tok, prompt, "w9")
     assert tok.convert_ids_to_tokens(list(enc.ids)) == [
-        "<bos>", "<|user|>", "w6", "<|assistant|>", "w7", "<|user|>", "w8", "<|assistant|>",
-        "w9", "<eos>"]
+        "<bos>",
+        "<|user|>",
+        "w6",
+        "<|assistant|>",
+        "w7",
+        "<|user|>",
+        "w8",
+        "<|assistant|>",
+        "w9",
+        "<eos>",
+    ]
     assert prompt[0] == {"role": "user", "content": "w6"}  # input untouched
 
 
@@ -31,7 +51,7 @@ def test_plain_fallback_format():
     enc = encode_conversation(tok, "w6", "w8 w9")
     toks = tok.convert_ids_to_tokens(list(enc.ids))
     # "<bos>" (the tokenizer's own prefix), "\n\nHuman: w6\n\nAssistant:" then " w8 w9"
-    assert toks[0] == "<bos>" and toks[enc.response_start:] == ["w8", "w9"]
+    assert toks[0] == "<bos>" and toks[enc.response_start :] == ["w8", "w9"]
     assert toks.count("<bos>") == 1
 
 

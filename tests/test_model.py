@@ -41,7 +41,9 @@ def test_hook_reward_fires_and_edits(model):
     ids, mask = random_batch(2, [8, 5], seed=3)
     base = model.rewards(ids, mask)
     doubled = model.run_with_hooks(
-        ids, return_type="reward", attention_mask=mask,
+        ids,
+        return_type="reward",
+        attention_mask=mask,
         fwd_hooks=[("hook_reward", lambda act, hook: act * 2)],
     )
     assert torch.allclose(doubled, 2 * base, atol=1e-6)
@@ -56,9 +58,16 @@ def test_names_filter_caches_only_requested(model):
 
 def test_start_at_layer_reward(model):
     ids, mask = random_batch(2, [8, 5], seed=4)
-    _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter="blocks.1.hook_resid_pre")
-    resumed = model(cache["blocks.1.hook_resid_pre"], "reward", start_at_layer=1, tokens=ids,
-                    attention_mask=mask)
+    _, cache = model.run_with_cache(
+        ids, attention_mask=mask, names_filter="blocks.1.hook_resid_pre"
+    )
+    resumed = model(
+        cache["blocks.1.hook_resid_pre"],
+        "reward",
+        start_at_layer=1,
+        tokens=ids,
+        attention_mask=mask,
+    )
     assert torch.allclose(resumed, model.rewards(ids, mask), atol=1e-5)
 
 
@@ -73,9 +82,11 @@ def test_sae_lens_splicing_with_error_term_keeps_reward():
     )
     ids, mask = random_batch(2, [8, 5], seed=5)
     base = model.rewards(ids, mask)
-    with_sae = model.run_with_saes(ids, saes=[sae], use_error_term=True, return_type="reward",
-                                   attention_mask=mask)
-    without = model.run_with_saes(ids, saes=[sae], use_error_term=False, return_type="reward",
-                                  attention_mask=mask)
+    with_sae = model.run_with_saes(
+        ids, saes=[sae], use_error_term=True, return_type="reward", attention_mask=mask
+    )
+    without = model.run_with_saes(
+        ids, saes=[sae], use_error_term=False, return_type="reward", attention_mask=mask
+    )
     assert (with_sae - base).abs().max() <= 1e-5
     assert (without - base).abs().max() > 1e-4  # a random SAE does reconstruct badly

@@ -41,8 +41,9 @@ def test_batched_equals_one_by_one(family):
     with torch.no_grad():
         batched = model.rewards(ids, mask)
         single = torch.stack([model.rewards(ids[i : i + 1, :n]) for i, n in enumerate(LENGTHS)])
-        hf_single = torch.stack([hf_rewards(hf, ids[i : i + 1, :n], None) for i, n in
-                                 enumerate(LENGTHS)])
+        hf_single = torch.stack(
+            [hf_rewards(hf, ids[i : i + 1, :n], None) for i, n in enumerate(LENGTHS)]
+        )
     assert (batched - single[:, 0]).abs().max() <= 1e-5
     assert (single[:, 0] - hf_single[:, 0]).abs().max() <= TOL
 
@@ -71,8 +72,14 @@ def test_sliding_window_is_exercised():
 
 
 def test_llama3_rope_scaling_honoured():
-    rope = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0,
-                high_freq_factor=4.0, original_max_position_embeddings=8)
+    rope = dict(
+        rope_type="llama3",
+        rope_theta=10000.0,
+        factor=8.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8,
+    )
     hf = tiny_reward_model("llama", rope_parameters=rope)
     model = convert(hf, True)
     assert model.cfg.use_NTK_by_parts_rope

@@ -18,7 +18,7 @@ from ..armorm import (
     LlamaForRewardModelWithGating,
     first_pad_minus_one,
 )
-from .base import ConversionOptions, RewardHead, RewardModelAdapter
+from .base import ConversionOptions, RewardHead
 from .decoders import LlamaAdapter
 
 

@@ -110,13 +110,16 @@ class RewardModelAdapter:
         """Load the HF model from a local directory, from safetensors only, never remote code."""
         if not any(path.glob("*.safetensors")):
             raise UnsafeCheckpointError(
-                f"{path} has no *.safetensors weights; pickle checkpoints (*.bin, *.pt) are refused "
-                "because loading them can execute code. Convert once with "
+                f"{path} has no *.safetensors weights; pickle checkpoints (*.bin, *.pt) are "
+                "refused because loading them can execute code. Convert once with "
                 "`model.save_pretrained(dir, safe_serialization=True)` in a trusted environment."
             )
         cls = self.model_class(hf_config)
         model = cls.from_pretrained(
-            path, config=hf_config, local_files_only=True, use_safetensors=True,
+            path,
+            config=hf_config,
+            local_files_only=True,
+            use_safetensors=True,
             dtype=torch.float32,
         )
         return model.eval()

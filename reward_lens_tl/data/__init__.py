@@ -1,0 +1,56 @@
+"""Preference data: typed pairs, one-against-many and style-grid items, and loaders for real files.
+
+>>> from reward_lens_tl.data import PreferencePair
+>>> PreferencePair("Hi", chosen="Hello!", rejected="Go away.").messages("chosen")[1]["content"]
+'Hello!'
+"""
+
+from reward_lens_tl.data.loaders import (
+    FORMATS,
+    load_hh_rlhf,
+    load_llmbar,
+    load_pairs,
+    load_rewardbench_jsonl,
+    load_rewardmath,
+    load_rewardmath_scores,
+    load_rmbench,
+    parse_hh_transcript,
+    sniff_format,
+)
+from reward_lens_tl.data.pairs import (
+    RM_BENCH_STYLES,
+    ROLES,
+    GridItem,
+    ItemSet,
+    Message,
+    PairSet,
+    PreferencePair,
+    Prompt,
+    RankedItem,
+    SkippedRecord,
+    SkippedRecordsWarning,
+)
+
+__all__ = [
+    "FORMATS",
+    "RM_BENCH_STYLES",
+    "ROLES",
+    "GridItem",
+    "ItemSet",
+    "Message",
+    "PairSet",
+    "PreferencePair",
+    "Prompt",
+    "RankedItem",
+    "SkippedRecord",
+    "SkippedRecordsWarning",
+    "load_hh_rlhf",
+    "load_llmbar",
+    "load_pairs",
+    "load_rewardbench_jsonl",
+    "load_rewardmath",
+    "load_rewardmath_scores",
+    "load_rmbench",
+    "parse_hh_transcript",
+    "sniff_format",
+]

@@ -1,0 +1,205 @@
+"""Shared plumbing for the loaders: reading record files, field checks, and bad-record handling.
+
+Files are JSON lists (``.json``) or JSON lines (``.jsonl``, ``.ndjson``), optionally gzip-compressed
+(detected from the content, not the name). Any other name is read as a JSON list if its first
+non-blank character is ``[``, else as JSON lines. A record is identified by its 0-based position
+among the file's records (blank lines are not records).
+
+A parse function turns one record into an item or raises :class:`FieldError`; :func:`collect`
+turns that into a :class:`MalformedRecordError` naming file, record and field, or, with
+``skip_bad=True``, into a :class:`SkippedRecord` plus one :class:`SkippedRecordsWarning`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import warnings
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from reward_lens_tl.data._validate import FieldError, check_id, type_name
+from reward_lens_tl.data.pairs import SkippedRecord, SkippedRecordsWarning
+from reward_lens_tl.errors import MalformedRecordError
+
+T = TypeVar("T")
+RECORD = "<record>"
+"""The field name used when a whole record (not one of its fields) is unusable."""
+
+
+@dataclass(frozen=True)
+class Unparsable:
+    """Stands in for a JSON-lines record that is not valid JSON."""
+
+    reason: str
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open ``path`` as UTF-8 text, decompressing it if it is gzip data."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
+
+
+def _layout(path: Path) -> str | None:
+    """``"json"`` or ``"jsonl"`` from the file name, ``None`` if it does not say."""
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".json"):
+        return "json"
+    return "jsonl" if name.endswith((".jsonl", ".ndjson")) else None
+
+
+def iter_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(index, record)`` for every record of a JSON-list or JSON-lines file."""
+    layout = _layout(path)
+    with open_text(path) as f:
+        for line in f:
+            if line.strip():
+                break
+        else:
+            return
+        if layout == "json" or (layout is None and line.lstrip().startswith("[")):
+            yield from enumerate(_json_list(path, line + f.read()))
+            return
+        yield 0, _json_line(line)
+        index = 1
+        for line in f:
+            if line.strip():
+                yield index, _json_line(line)
+                index += 1
+
+
+def _json_list(path: Path, text: str) -> list[Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MalformedRecordError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(data, list):
+        raise MalformedRecordError(
+            f"{path}: expected a JSON list of records, got {type_name(data)}"
+        )
+    return data
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        return Unparsable(f"is not valid JSON ({err})")
+
+
+# --------------------------------------------------------------------------------------------
+# field access
+
+
+def require_object(record: Any) -> dict[str, Any]:
+    """``record`` if it is a JSON object, else :class:`FieldError` on ``<record>``."""
+    if isinstance(record, Unparsable):
+        raise FieldError(RECORD, record.reason)
+    if not isinstance(record, dict):
+        raise FieldError(RECORD, f"must be a JSON object, got {type_name(record)}")
+    return record
+
+
+def require(record: dict[str, Any], name: str) -> Any:
+    """``record[name]``, or :class:`FieldError` if it is missing."""
+    if name not in record:
+        raise FieldError(name, "is missing")
+    return record[name]
+
+
+def require_int(record: dict[str, Any], name: str) -> int:
+    """``record[name]`` if it is an integer (``bool`` is refused)."""
+    value = require(record, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(name, f"must be an int, got {type_name(value)}")
+    return value
+
+
+def extras(record: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """The record's fields other than ``known`` (kept as metadata so nothing is dropped)."""
+    known = set(known)
+    return {k: v for k, v in record.items() if k not in known}
+
+
+def record_id(record: Any, key: str | None) -> Hashable | None:
+    """The record's id under ``key`` if it has a usable one, else ``None``."""
+    if key is None or not isinstance(record, dict):
+        return None
+    try:
+        return check_id(record.get(key))
+    except FieldError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# bad-record handling
+
+
+def malformed(skip: SkippedRecord) -> MalformedRecordError:
+    """The error for a bad record; it carries the :class:`SkippedRecord` as ``.record``."""
+    err = MalformedRecordError(str(skip))
+    err.record = skip  # type: ignore[attr-defined]
+    return err
+
+
+def reject(skip: SkippedRecord, skip_bad: bool, skipped: list[SkippedRecord]) -> None:
+    """Record ``skip`` if ``skip_bad``, else raise it as a :class:`MalformedRecordError`."""
+    if not skip_bad:
+        raise malformed(skip)
+    skipped.append(skip)
+
+
+def collect(
+    path: Path,
+    records: Iterable[tuple[int, Any]],
+    parse: Callable[[int, Any], T],
+    *,
+    skip_bad: bool,
+    limit: int | None,
+    id_key: str | None = None,
+) -> tuple[list[T], list[SkippedRecord]]:
+    """Parse records until ``limit`` items are made; bad records raise or are skipped."""
+    check_limit(limit)
+    items: list[T] = []
+    skipped: list[SkippedRecord] = []
+    for index, record in records:
+        if limit is not None and len(items) >= limit:
+            break
+        try:
+            items.append(parse(index, record))
+        except FieldError as err:
+            skip = SkippedRecord(index, record_id(record, id_key), err.field, err.reason, str(path))
+            reject(skip, skip_bad, skipped)
+    return items, skipped
+
+
+def check_limit(limit: int | None) -> None:
+    """Refuse a negative or non-integer ``limit``."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
+
+
+def warn_skipped(path: Path | str, skipped: list[SkippedRecord], stacklevel: int = 3) -> None:
+    """One warning saying how many records were skipped (nothing if none were)."""
+    if skipped:
+        warnings.warn(
+            f"{path}: skipped {len(skipped)} malformed record(s); the first: {skipped[0]}. "
+            "See .skipped for all of them.",
+            SkippedRecordsWarning,
+            stacklevel=stacklevel,
+        )
+
+
+def expand(path: Path, pattern: str = "*.json") -> list[Path]:
+    """``[path]`` for a file; the sorted files matching ``pattern`` below a directory."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob(pattern) if p.is_file())
+        if not files:
+            raise FileNotFoundError(f"{path} holds no {pattern} files")
+        return files
+    return [path]

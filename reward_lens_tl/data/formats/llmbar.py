@@ -1,0 +1,105 @@
+"""LLMBar: JSON lists of ``{"input", "output_1", "output_2", "label"}`` instruction-following pairs.
+
+``label`` (1 or 2) says which output is better; it becomes ``chosen`` and the other ``rejected``,
+and ``metadata["label"]`` keeps it (position-bias analyses need it). The prompt is ``input`` as one
+user turn.
+
+Subset names follow RewardBench, which takes its ``llmbar-*`` subsets from exactly these files:
+``Natural`` -> ``llmbar-natural``, ``Adversarial_Neighbor`` -> ``llmbar-adver-neighbor``,
+``Adversarial_GPTInst`` -> ``llmbar-adver-GPTInst``, ``Adversarial_GPTOut`` ->
+``llmbar-adver-GPTOut``, ``Adversarial_Manual`` -> ``llmbar-adver-manual``. The name comes from
+the file stem, or for the LLMBar repository's own layout (``Natural/dataset.json``,
+``Adversarial/Neighbor/dataset.json``) from the folders; any other stem is used as it is.
+
+A record is malformed if it is not an object, a text field is missing or not a string, or
+``label`` is not the integer 1 or 2. Other fields are kept in ``metadata``, as is ``index``.
+
+>>> from pathlib import Path
+>>> llmbar_subset(Path("llmbar/Adversarial_GPTInst.json"))
+'llmbar-adver-GPTInst'
+>>> llmbar_subset(Path("Dataset/LLMBar/Adversarial/Neighbor/dataset.json"))
+'llmbar-adver-neighbor'
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from reward_lens_tl.data._records import (
+    check_limit,
+    collect,
+    expand,
+    extras,
+    iter_records,
+    require,
+    require_int,
+    require_object,
+    warn_skipped,
+)
+from reward_lens_tl.data._validate import FieldError, check_str
+from reward_lens_tl.data.pairs import PairSet, PreferencePair
+
+__all__ = ["load_llmbar", "llmbar_subset"]
+
+REWARDBENCH_SUBSETS = {
+    "natural": "llmbar-natural",
+    "adversarial_neighbor": "llmbar-adver-neighbor",
+    "adversarial_gptinst": "llmbar-adver-GPTInst",
+    "adversarial_gptout": "llmbar-adver-GPTOut",
+    "adversarial_manual": "llmbar-adver-manual",
+}
+_TEXT_FIELDS = ("input", "output_1", "output_2")
+
+
+def llmbar_subset(path: Path) -> str:
+    """The RewardBench subset name of an LLMBar file (the bare stem if it is not a known one)."""
+    name = path.stem
+    if name == "dataset":
+        name = path.parent.name
+        if path.parent.parent.name.lower() == "adversarial":
+            name = f"Adversarial_{name}"
+    return REWARDBENCH_SUBSETS.get(name.lower(), name)
+
+
+def _parse(subset: str):
+    def parse(index: int, record: Any) -> PreferencePair:
+        record = require_object(record)
+        prompt, out1, out2 = (check_str(require(record, k), k) for k in _TEXT_FIELDS)
+        label = require_int(record, "label")
+        if label not in (1, 2):
+            raise FieldError("label", f"must be 1 or 2, got {label}")
+        chosen, rejected = (out1, out2) if label == 1 else (out2, out1)
+        meta = {**extras(record, (*_TEXT_FIELDS, "label")), "index": index, "label": label}
+        return PreferencePair(prompt, chosen, rejected, subset=subset, metadata=meta)
+
+    return parse
+
+
+def load_llmbar(
+    path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
+) -> PairSet:
+    """Load one LLMBar ``.json`` file, or every ``*.json`` below a folder (sorted by path).
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "Natural.json"
+    >>> _ = f.write_text(json.dumps([{"input": "Say hi", "output_1": "Bye",
+    ...                               "output_2": "Hi", "label": 2}]))
+    >>> p = load_llmbar(f)[0]
+    >>> p.chosen, p.rejected, p.subset
+    ('Hi', 'Bye', 'llmbar-natural')
+    """
+    check_limit(limit)
+    path = Path(path)
+    pairs: list[PreferencePair] = []
+    skipped = []
+    for file in expand(path):
+        left = None if limit is None else limit - len(pairs)
+        got, bad = collect(
+            file, iter_records(file), _parse(llmbar_subset(file)), skip_bad=skip_bad, limit=left
+        )
+        pairs += got
+        skipped += bad
+    warn_skipped(path, skipped)
+    return PairSet(pairs, skipped, str(path))

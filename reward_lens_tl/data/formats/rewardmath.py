@@ -1,0 +1,272 @@
+"""RewardMATH: one correct against several wrong step-by-step solutions per math problem.
+
+``RewardMATH_direct.json`` is a JSON list with one record per *solution*: ``problem``,
+``problem_id``, ``eval_solution`` (the list of steps), ``solution_type`` (``"chosen"`` for the one
+correct solution, ``"rejected"`` for the wrong ones), ``solution_reference`` (who wrote it;
+``human_to_GPT-4`` is the correct one) and ``id``, plus per-problem fields (``answer``,
+``subject``, ``level``). :func:`load_rewardmath` groups the records by ``problem_id`` (in order of
+first appearance) into :class:`RankedItem`\\ s. A solution's text is its steps joined by a newline,
+as the benchmark's code does for classifier reward models. ``metadata`` holds ``index`` (of the
+problem's first record), the correct record's per-problem fields, and per solution (correct first,
+then the wrong ones in file order) ``solution_references``, ``solution_ids`` and ``steps``.
+
+A solution record is malformed if it is not an object, a field above is missing or has the wrong
+type, ``solution_type`` is neither value, its ``problem`` text differs from the problem's first
+record, or it is a second ``"chosen"`` solution. A problem left without a correct or without any
+wrong solution is malformed as a whole (reported at its first record, id = ``problem_id``).
+
+The ``*_scores.json`` files (published per-solution scores of real reward models; in the
+benchmark's repository ``results/RewardMATH/*_reward.json``) hold one record per problem:
+``problem``, ``solution_reference`` and ``score`` (parallel lists, one entry per solution).
+:func:`load_rewardmath_scores` flattens them into a DataFrame, one row per (problem, solution).
+A problem's ``solution_reference`` may name the same model more than once, so
+``(problem_id, solution_index)`` is the key, not ``(problem_id, solution_reference)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reward_lens_tl.data._records import (
+    check_limit,
+    collect,
+    extras,
+    iter_records,
+    reject,
+    require,
+    require_object,
+    warn_skipped,
+)
+from reward_lens_tl.data._validate import (
+    FieldError,
+    check_id,
+    check_responses,
+    check_str,
+    type_name,
+)
+from reward_lens_tl.data.pairs import ItemSet, RankedItem, SkippedRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["CORRECT_REFERENCE", "load_rewardmath", "load_rewardmath_scores"]
+
+CORRECT_REFERENCE = "human_to_GPT-4"
+"""The ``solution_reference`` of RewardMATH's correct solution."""
+
+_PER_SOLUTION = (
+    "problem",
+    "problem_id",
+    "eval_solution",
+    "solution_type",
+    "solution_reference",
+    "id",
+)
+
+
+@dataclass(frozen=True)
+class _Solution:
+    index: int
+    problem_id: Hashable
+    problem: str
+    steps: tuple[str, ...]
+    correct: bool
+    reference: str
+    id: Hashable | None
+    extras: dict[str, Any]
+
+
+def _parse_solution(index: int, record: Any) -> _Solution:
+    record = require_object(record)
+    problem = check_str(require(record, "problem"), "problem")
+    problem_id = check_id(require(record, "problem_id"), "problem_id")
+    steps = check_responses(require(record, "eval_solution"), "eval_solution")
+    kind = require(record, "solution_type")
+    if kind not in ("chosen", "rejected"):
+        raise FieldError("solution_type", f"must be 'chosen' or 'rejected', got {kind!r}")
+    reference = check_str(require(record, "solution_reference"), "solution_reference")
+    solution_id = check_id(record.get("id"))
+    more = extras(record, _PER_SOLUTION)
+    return _Solution(
+        index, problem_id, problem, steps, kind == "chosen", reference, solution_id, more
+    )
+
+
+def _group(
+    path: Path, solutions: list[_Solution], skip_bad: bool, skipped: list[SkippedRecord]
+) -> dict[Hashable, list[_Solution]]:
+    """Solutions by problem_id; records inconsistent with their problem raise or are skipped."""
+    groups: dict[Hashable, list[_Solution]] = {}
+    for s in solutions:
+        group = groups.setdefault(s.problem_id, [])
+        problem = _conflict(s, group)
+        if problem is None:
+            group.append(s)
+            continue
+        field, reason = problem
+        reject(SkippedRecord(s.index, s.id, field, reason, str(path)), skip_bad, skipped)
+    return groups
+
+
+def _conflict(s: _Solution, group: list[_Solution]) -> tuple[str, str] | None:
+    if group and s.problem != group[0].problem:
+        first = group[0].index
+        return "problem", f"differs from record {first}'s, which has the same problem_id"
+    correct = next((g for g in group if g.correct), None)
+    if s.correct and correct is not None:
+        return (
+            "solution_type",
+            f"second 'chosen' solution of its problem (first: record {correct.index})",
+        )
+    return None
+
+
+def _item(group: list[_Solution], separator: str) -> RankedItem | tuple[str, str]:
+    """The problem's RankedItem, or (field, reason) if it lacks a correct or a wrong solution."""
+    correct = [s for s in group if s.correct]
+    wrong = [s for s in group if not s.correct]
+    if not correct:
+        return "solution_type", "the problem has no 'chosen' (correct) solution"
+    if not wrong:
+        return "solution_type", "the problem has no 'rejected' (wrong) solution"
+    ordered = [correct[0], *wrong]
+    metadata = {
+        **correct[0].extras,
+        "index": group[0].index,
+        "solution_references": tuple(s.reference for s in ordered),
+        "solution_ids": tuple(s.id for s in ordered),
+        "steps": tuple(s.steps for s in ordered),
+    }
+    return RankedItem(
+        prompt=group[0].problem,
+        correct=separator.join(correct[0].steps),
+        wrong=tuple(separator.join(s.steps) for s in wrong),
+        id=group[0].problem_id,
+        metadata=metadata,
+    )
+
+
+def load_rewardmath(
+    path: str | PathLike[str],
+    *,
+    skip_bad: bool = False,
+    limit: int | None = None,
+    step_separator: str = "\n",
+) -> ItemSet[RankedItem]:
+    """Load ``RewardMATH_direct.json`` as one :class:`RankedItem` per problem.
+
+    ``limit`` counts problems (the whole file is still read and checked). ``step_separator``
+    joins a solution's steps into its text.
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "RewardMATH_direct.json"
+    >>> rec = lambda i, kind, steps: {"problem": "1+1?", "problem_id": 0, "id": i,
+    ...     "eval_solution": steps, "solution_type": kind, "solution_reference": "x"}
+    >>> _ = f.write_text(json.dumps([rec(0, "chosen", ["1+1=2.", "So 2."]),
+    ...                              rec(1, "rejected", ["1+1=3."])]))
+    >>> item = load_rewardmath(f)[0]
+    >>> item.id, item.correct, item.wrong
+    (0, '1+1=2.\\nSo 2.', ('1+1=3.',))
+    """
+    check_limit(limit)
+    path = Path(path)
+    solutions, skipped = collect(
+        path, iter_records(path), _parse_solution, skip_bad=skip_bad, limit=None, id_key="id"
+    )
+    items: list[RankedItem] = []
+    for problem_id, group in _group(path, solutions, skip_bad, skipped).items():
+        if limit is not None and len(items) >= limit:
+            break
+        item = _item(group, step_separator)
+        if isinstance(item, RankedItem):
+            items.append(item)
+            continue
+        reject(SkippedRecord(group[0].index, problem_id, *item, str(path)), skip_bad, skipped)
+    warn_skipped(path, skipped)
+    return ItemSet(items, skipped, str(path))
+
+
+# --------------------------------------------------------------------------------------------
+# published scores
+
+
+def _parse_scores(index: int, record: Any) -> list[dict[str, Any]]:
+    record = require_object(record)
+    problem = check_str(require(record, "problem"), "problem")
+    references = check_responses(require(record, "solution_reference"), "solution_reference")
+    scores = require(record, "score")
+    if isinstance(scores, str) or not isinstance(scores, list):
+        raise FieldError("score", f"must be a list of numbers, got {type_name(scores)}")
+    if len(scores) != len(references):
+        raise FieldError(
+            "score", f"has {len(scores)} entries but solution_reference has {len(references)}"
+        )
+    for k, score in enumerate(scores):
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise FieldError(f"score[{k}]", f"must be a number, got {type_name(score)}")
+        if not math.isfinite(score):
+            raise FieldError(f"score[{k}]", f"must be finite, got {score}")
+    if references.count(CORRECT_REFERENCE) != 1:
+        n = references.count(CORRECT_REFERENCE)
+        raise FieldError("solution_reference", f"must name {CORRECT_REFERENCE!r} once, not {n}x")
+    return [
+        {
+            "problem_id": index,
+            "problem": problem,
+            "solution_index": k,
+            "solution_reference": ref,
+            "is_correct": ref == CORRECT_REFERENCE,
+            "score": float(score),
+        }
+        for k, (ref, score) in enumerate(zip(references, scores, strict=True))
+    ]
+
+
+def scores_model_name(path: Path) -> str:
+    """The reward model a scores file belongs to: its stem without ``_scores``/``_reward``."""
+    return path.stem.removesuffix("_scores").removesuffix("_reward")
+
+
+def load_rewardmath_scores(
+    path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
+) -> pd.DataFrame:
+    """Load a RewardMATH ``*_scores.json`` file: one row per (problem, solution).
+
+    Columns: ``model`` (from the file name), ``problem_id`` (the problem's position in the file,
+    which matches ``problem_id`` in ``RewardMATH_direct.json``), ``problem``, ``solution_index``
+    (position within the problem; the key, since a model can supply several solutions),
+    ``solution_reference``, ``is_correct`` (``solution_reference == "human_to_GPT-4"``) and
+    ``score``. ``limit`` counts problems. ``df.attrs`` holds ``source`` and ``skipped``.
+
+    A record is malformed if a field is missing or mistyped, the two lists differ in length, a
+    score is not a finite number, or the correct solution is not named exactly once.
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "demo_scores.json"
+    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [0.5, 0.75],
+    ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
+    >>> load_rewardmath_scores(f)[["model", "problem_id", "is_correct", "score"]]
+      model  problem_id  is_correct  score
+    0  demo           0        True   0.50
+    1  demo           0       False   0.75
+    """
+    import pandas as pd
+
+    path = Path(path)
+    problems, skipped = collect(
+        path, iter_records(path), _parse_scores, skip_bad=skip_bad, limit=limit
+    )
+    rows = [row for problem in problems for row in problem]
+    columns = ["problem_id", "problem", "solution_index", "solution_reference", "is_correct"]
+    df = pd.DataFrame(rows, columns=[*columns, "score"])
+    df = df.astype({"problem_id": "int64", "solution_index": "int64", "is_correct": bool})
+    df = df.astype({"score": "float64"})
+    df.insert(0, "model", scores_model_name(path))
+    df.attrs.update(source=str(path), skipped=tuple(skipped))
+    warn_skipped(path, skipped)
+    return df

@@ -1,0 +1,126 @@
+"""Loaders for preference-data files, and :func:`load_pairs`, which picks one by name or by sniff.
+
+Each format lives in :mod:`reward_lens_tl.data.formats`; this module re-exports their loaders.
+Every loader takes a path, ``skip_bad=False`` and ``limit=None``:
+
+* a malformed record raises :class:`~reward_lens_tl.errors.MalformedRecordError` naming the file,
+  the record index (and id, if the record has one) and the field;
+* with ``skip_bad=True`` malformed records are skipped instead, listed in ``.skipped`` with the
+  reason, and one :class:`~reward_lens_tl.data.pairs.SkippedRecordsWarning` says how many;
+* ``limit`` caps the number of items returned (pairs, or grid / ranked items).
+
+Format names for :func:`load_pairs` (``_`` and ``-`` are interchangeable, case is ignored):
+
+* ``hh-rlhf`` (or ``hh``): :func:`load_hh_rlhf` -> :class:`PairSet` with multi-turn prompts
+* ``llmbar``: :func:`load_llmbar` -> :class:`PairSet`
+* ``rm-bench`` (or ``rmbench``): :func:`load_rmbench` -> :class:`ItemSet` of :class:`GridItem`
+* ``rewardbench``: :func:`load_rewardbench_jsonl` -> :class:`PairSet`
+* ``rewardmath``: :func:`load_rewardmath` -> :class:`ItemSet` of :class:`RankedItem`
+
+:func:`load_rewardmath_scores` reads published reward-model scores into a ``pandas.DataFrame``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from reward_lens_tl.data._records import check_limit, expand, iter_records
+from reward_lens_tl.data.formats import (
+    load_hh_rlhf,
+    load_llmbar,
+    load_rewardbench_jsonl,
+    load_rewardmath,
+    load_rewardmath_scores,
+    load_rmbench,
+    parse_hh_transcript,
+)
+from reward_lens_tl.data.pairs import ItemSet, PairSet
+
+__all__ = [
+    "FORMATS",
+    "load_hh_rlhf",
+    "load_llmbar",
+    "load_pairs",
+    "load_rewardbench_jsonl",
+    "load_rewardmath",
+    "load_rewardmath_scores",
+    "load_rmbench",
+    "parse_hh_transcript",
+    "sniff_format",
+]
+
+Loader = Callable[..., ItemSet[Any]]
+FORMATS: dict[str, Loader] = {
+    "hh-rlhf": load_hh_rlhf,
+    "llmbar": load_llmbar,
+    "rm-bench": load_rmbench,
+    "rewardbench": load_rewardbench_jsonl,
+    "rewardmath": load_rewardmath,
+}
+"""Format name -> loader, for :func:`load_pairs`."""
+
+_ALIASES = {"hh": "hh-rlhf", "rmbench": "rm-bench", "rewardbench-jsonl": "rewardbench"}
+
+
+def _canonical(name: str) -> str:
+    key = name.strip().lower().replace("_", "-")
+    key = _ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; known formats: {', '.join(FORMATS)}")
+    return key
+
+
+def sniff_format(path: str | PathLike[str]) -> str:
+    """Guess a file's format from the fields of its first record (a folder: its first ``.json``).
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.json"
+    >>> _ = f.write_text(json.dumps([{"input": "", "output_1": "", "output_2": "", "label": 1}]))
+    >>> sniff_format(f)
+    'llmbar'
+    """
+    path = Path(path)
+    file = expand(path)[0]
+    first = next(iter_records(file), (0, None))[1]
+    if not isinstance(first, dict):
+        raise ValueError(f"cannot tell the format of {file}: its first record is not an object")
+    keys = set(first)
+    if "eval_solution" in keys:
+        return "rewardmath"
+    if {"score", "solution_reference"} <= keys:
+        raise ValueError(f"{file} holds reward-model scores, not pairs: use load_rewardmath_scores")
+    if {"input", "output_1", "output_2", "label"} <= keys:
+        return "llmbar"
+    if {"chosen", "rejected"} <= keys:
+        if isinstance(first["chosen"], list):
+            return "rm-bench"
+        return "rewardbench" if "prompt" in keys else "hh-rlhf"
+    raise ValueError(f"cannot tell the format of {file} from its fields {sorted(keys)}")
+
+
+def load_pairs(
+    path: str | PathLike[str],
+    format: str | None = None,
+    *,
+    skip_bad: bool = False,
+    limit: int | None = None,
+) -> PairSet:
+    """Load any supported file as a :class:`PairSet`; ``format`` is sniffed when ``None``.
+
+    Grid and ranked formats are flattened with ``.pairs()``. ``limit`` caps the number of pairs.
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "safety_filtered.json"
+    >>> _ = f.write_text(json.dumps([{"id": 1, "prompt": "Hi", "subset": "demo",
+    ...     "chosen": ["a", "b", "c"], "rejected": ["x", "y", "z"]}]))
+    >>> load_pairs(f), len(load_pairs(f, "rm-bench", limit=4))  # doctest: +ELLIPSIS
+    (PairSet(9 pairs from '...safety_filtered.json', 0 skipped), 4)
+    """
+    check_limit(limit)
+    key = sniff_format(path) if format is None else _canonical(format)
+    loaded = FORMATS[key](path, skip_bad=skip_bad, limit=limit)
+    pairs = loaded.pairs()
+    return pairs if limit is None else pairs[:limit]

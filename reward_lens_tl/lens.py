@@ -1,0 +1,221 @@
+"""The reward lens: the reward read out of the residual stream after every (sub)layer.
+
+At each site (``resid_pre`` of every layer, optionally ``resid_mid``, and the final
+``resid_post``) the residual at the reward position is passed through the final norm and the
+reward head. Two choices of norm:
+
+- ``norm="recompute"``: the final norm's scale is recomputed from that residual — "what would the
+  model say if it stopped here" (the logit-lens convention);
+- ``norm="frozen"``: the scale the final norm actually used at the end is kept — a linear read-out,
+  consistent with direct attribution (site values are then cumulative sums of components).
+
+Both equal the model's reward at the last site. (The published reward-lens library skips the
+norm, so its last layer does not reach the reward.)
+
+>>> import torch
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids, mask = random_batch(2, [8, 5])
+>>> lens = reward_lens(model, ids, mask)
+>>> lens.labels[-1], bool((lens.values[-1] - model.rewards(ids, mask)).abs().max() < 1e-5)
+('final', True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .errors import RewardLensError
+from .pairs import pair_batches
+from .readout import (
+    Objective,
+    gather_positions,
+    objective_index,
+    readout,
+    readout_hook_names,
+    recomputed_scale,
+)
+from .results import new_axes, tidy_frame
+
+Norm = Literal["recompute", "frozen"]
+Resolution = Literal["layer", "sublayer"]
+
+
+@dataclass(frozen=True)
+class RewardLensResult:
+    """Lens values ``[site, batch]`` (or ``[site, batch, pos]`` with ``all_positions``)."""
+
+    values: Float[Tensor, "site batch ..."]
+    labels: tuple[str, ...]
+    rewards: Float[Tensor, " batch"]
+    norm: str
+
+    def to_dataframe(self):
+        values = self.values if self.values.ndim == 2 else self.values[..., -1]
+        return tidy_frame(values, self.labels, "site", "lens_reward")
+
+    def top_k(self, k: int = 5):
+        """Sites with the largest mean |change| from the previous site (where the reward is
+        written)."""
+        delta = self.values.diff(dim=0, prepend=torch.zeros_like(self.values[:1]))
+        mean_abs = delta.abs().flatten(1).mean(1)
+        idx = mean_abs.argsort(descending=True)[:k]
+        return [(self.labels[i], float(mean_abs[i])) for i in idx]
+
+    def plot(self, ax=None, examples: Sequence[int] | None = None):
+        fig, ax = new_axes(ax)
+        values = self.values if self.values.ndim == 2 else self.values[..., -1]
+        for b in examples if examples is not None else range(min(values.shape[1], 8)):
+            ax.plot(
+                range(len(self.labels)),
+                values[:, b].float().cpu(),
+                marker="o",
+                ms=3,
+                label=f"example {b}",
+            )
+        ax.set_xticks(range(len(self.labels)), self.labels, rotation=90, fontsize=7)
+        ax.set_ylabel(f"lens reward ({self.norm} norm)")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class PairLensResult:
+    """Lens of chosen and rejected responses and their margin per site."""
+
+    chosen: RewardLensResult
+    rejected: RewardLensResult
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.chosen.labels
+
+    @property
+    def margins(self) -> Float[Tensor, "site n_pairs"]:
+        return self.chosen.values - self.rejected.values
+
+    def crystallization(self, fraction: float = 0.5) -> list[str | None]:
+        """Per pair, the first site whose margin reaches ``fraction`` of the final margin (in
+        the final margin's sign); ``None`` when the final margin is 0."""
+        out: list[str | None] = []
+        for b in range(self.margins.shape[1]):
+            m = self.margins[:, b]
+            final = float(m[-1])
+            if final == 0.0:
+                out.append(None)
+                continue
+            reached = (m * torch.sign(m[-1]) >= fraction * abs(final)).nonzero().flatten()
+            out.append(self.labels[int(reached[0])])
+        return out
+
+    def to_dataframe(self):
+        frame = tidy_frame(self.margins, self.labels, "site", "margin")
+        frame["chosen"] = tidy_frame(self.chosen.values, self.labels, "s", "v")["v"]
+        frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
+        return frame
+
+    def plot(self, ax=None):
+        fig, ax = new_axes(ax)
+        m = self.margins.float().cpu()
+        x = range(len(self.labels))
+        for b in range(min(m.shape[1], 20)):
+            ax.plot(x, m[:, b], color="#4472c4", alpha=0.25, lw=0.8)
+        ax.plot(x, m.mean(1), color="#c00000", lw=2, label="mean margin")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xticks(list(x), self.labels, rotation=90, fontsize=7)
+        ax.set_ylabel("chosen − rejected (lens)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def lens_sites(model, resolution: Resolution) -> list[tuple[str, str]]:
+    """``(label, hook name)`` of each site, in order; the last is the final residual."""
+    if resolution not in ("layer", "sublayer"):
+        raise RewardLensError(f"resolution must be 'layer' or 'sublayer', not {resolution!r}")
+    sites = []
+    for layer in range(model.cfg.n_layers):
+        sites.append((f"{layer}_pre", f"blocks.{layer}.hook_resid_pre"))
+        if resolution == "sublayer":
+            sites.append((f"{layer}_mid", f"blocks.{layer}.hook_resid_mid"))
+    sites.append(("final", f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"))
+    return sites
+
+
+def reward_lens(
+    model,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    norm: Norm = "recompute",
+    resolution: Resolution = "layer",
+    all_positions: bool = False,
+    objective: Objective = None,
+    fwd_hooks: Sequence = (),
+) -> RewardLensResult:
+    """Lens reward at every site (see the module docstring for ``norm``)."""
+    if norm not in ("recompute", "frozen"):
+        raise RewardLensError(f"norm must be 'recompute' or 'frozen', not {norm!r}")
+    sites = lens_sites(model, resolution)
+    names = [name for _, name in sites] + readout_hook_names(model)
+    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        rewards, cache = model.run_with_cache(
+            input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
+        )
+    tokens = model.check_tokens(input_ids, attention_mask)
+    pos = model.pool_positions(tokens, attention_mask)
+    gate = cache["hook_gate"] if "hook_gate" in cache else None
+    read = readout(model, objective, tokens.shape[0], gate)
+    final_scale = cache["ln_final.hook_scale"][..., 0]  # [batch, pos]
+    values = []
+    for _, name in sites:
+        x = cache[name] if all_positions else gather_positions(cache[name], pos)[:, None]
+        scale = (
+            recomputed_scale(model, x)
+            if norm == "recompute"
+            else (final_scale if all_positions else gather_positions(final_scale, pos)[:, None])
+        )
+        values.append(read.project(x, scale) + read.bias[:, None])
+    stacked = torch.stack(values)  # [site, batch, pos or 1]
+    if not all_positions:
+        stacked = stacked[..., 0]
+    col = objective_index(model, objective)
+    if col is not None:
+        rewards = cache["hook_reward"][:, col]
+    return RewardLensResult(
+        values=stacked.detach().cpu(),
+        labels=tuple(label for label, _ in sites),
+        rewards=rewards.detach().float().cpu(),
+        norm=norm,
+    )
+
+
+def pair_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
+    """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
+    as one right-padded batch. ``pairs``: objects with ``prompt/chosen/rejected`` or
+    ``(chosen, rejected)`` tuples of :class:`~reward_lens_tl.inputs.EncodedConversation`."""
+    chosen, rejected = [], []
+    for ids, mask, n in pair_batches(model, pairs, batch_size):
+        result = reward_lens(model, ids, mask, **kwargs)
+        chosen.append((result.values[:, :n], result.rewards[:n]))
+        rejected.append((result.values[:, n:], result.rewards[n:]))
+    labels, norm = result.labels, result.norm
+
+    def join(parts):
+        return RewardLensResult(
+            values=torch.cat([v for v, _ in parts], 1),
+            labels=labels,
+            rewards=torch.cat([r for _, r in parts]),
+            norm=norm,
+        )
+
+    return PairLensResult(chosen=join(chosen), rejected=join(rejected))

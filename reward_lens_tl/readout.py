@@ -1,0 +1,139 @@
+"""How a residual vector becomes a reward: the final norm and the reward direction.
+
+Every observational analysis reads residual vectors along the reward head. This module holds
+the one definition of that read-out, for every head kind and folding choice:
+
+``reward = norm(x) · W_eff[:, i] + b_eff[i]`` where ``W_eff = g ⊙ W_R`` (``g`` the final norm's
+weight if not folded), ``b_eff = b_R + β · W_R`` (``β`` the final LayerNorm bias, if any), and
+``norm`` divides by the final norm's scale (after centring for LayerNorm). For ArmoRM-style
+models the score's direction is per example: ``W_eff @ T @ gate``.
+
+With the **frozen** scale (the one the final norm actually used at that position), the
+read-out is linear, so it distributes over a sum of components exactly:
+``reward = Σ_c c · u + b`` with ``u = centre(direction) / scale``.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+>>> W, b = effective_head(model)
+>>> W.shape, b.shape
+(torch.Size([64, 1]), torch.Size([1]))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .errors import RewardLensError
+
+#: Which reward a read-out targets: ``None`` (the model's reward: the scalar, or the gated
+#: score), an objective name or index, or ``"score"``.
+Objective = str | int | None
+
+
+def effective_head(model) -> tuple[Float[Tensor, "d_model n_obj"], Float[Tensor, " n_obj"]]:
+    """``(W_eff, b_eff)``: the head as seen from the *normalised* (pre-weight) final residual."""
+    W, b = model.W_U, model.b_U
+    w_norm = getattr(model.ln_final, "w", None)
+    b_norm = getattr(model.ln_final, "b", None)
+    if w_norm is not None:
+        W = w_norm[:, None] * W
+    if b_norm is not None:
+        b = b + b_norm @ model.W_U
+    return W, b
+
+
+def is_centred(model) -> bool:
+    """LayerNorm (not RMSNorm) centres the residual before scaling."""
+    return str(model.cfg.normalization_type).startswith("LN")
+
+
+def objective_index(model, objective: Objective) -> int | None:
+    """Column of the head for ``objective``; ``None`` means the gated score."""
+    gated = getattr(model, "gating", None) is not None
+    if objective is None:
+        if gated:
+            return None
+        if model.n_objectives > 1:
+            raise RewardLensError(
+                f"this head has {model.n_objectives} objectives {model.objective_names}; pass "
+                "objective=<name or index>"
+            )
+        return 0
+    if objective == "score":
+        if not gated:
+            raise RewardLensError("objective='score' needs an ArmoRM-style gated head")
+        return None
+    if isinstance(objective, str):
+        if objective not in model.objective_names:
+            raise RewardLensError(
+                f"unknown objective {objective!r}; this model has {model.objective_names}"
+            )
+        return model.objective_names.index(objective)
+    if not 0 <= objective < model.n_objectives:
+        raise RewardLensError(f"objective index {objective} out of range [0, {model.n_objectives})")
+    return int(objective)
+
+
+@dataclass(frozen=True)
+class Readout:
+    """Per-example reward direction and bias in normalised-residual space."""
+
+    direction: Float[Tensor, "batch d_model"]
+    bias: Float[Tensor, " batch"]
+    centred: bool
+
+    def project(
+        self, x: Float[Tensor, "batch pos d_model"], scale: Float[Tensor, "batch pos"]
+    ) -> Float[Tensor, "batch pos"]:
+        """``norm(x) · direction`` for residuals at any positions, given their scale; no bias."""
+        if self.centred:
+            x = x - x.mean(-1, keepdim=True)
+        return (x * self.direction[:, None, :]).sum(-1) / scale
+
+    def unit(self, scale: Float[Tensor, " batch"]) -> Float[Tensor, "batch d_model"]:
+        """``u`` with ``c · u`` = the contribution of component ``c`` under a frozen scale."""
+        d = self.direction
+        if self.centred:
+            d = d - d.mean(-1, keepdim=True)
+        return d / scale[:, None]
+
+
+def readout(model, objective: Objective, batch: int, gate: Tensor | None = None) -> Readout:
+    """The read-out for ``objective`` (``gate`` ``[batch, n_obj]`` is needed for the score)."""
+    W, b = effective_head(model)
+    col = objective_index(model, objective)
+    if col is not None:
+        direction = W[:, col].expand(batch, -1)
+        bias = b[col].expand(batch)
+    else:
+        if gate is None:
+            raise RewardLensError("the gated score's direction needs the gate (hook_gate)")
+        mix = gate.to(W.dtype) @ model.reward_transform_matrix.T.to(W.dtype)  # [batch, n_obj]
+        direction = mix @ W.T
+        bias = mix @ b
+    return Readout(direction=direction, bias=bias, centred=is_centred(model))
+
+
+def recomputed_scale(model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "..."]:
+    """The scale the final norm would compute for ``x`` (RMS, or std for LayerNorm)."""
+    if is_centred(model):
+        x = x - x.mean(-1, keepdim=True)
+    return (x.pow(2).mean(-1) + model.cfg.eps).sqrt()
+
+
+def readout_hook_names(model) -> list[str]:
+    names = ["ln_final.hook_scale", "hook_reward"]
+    if getattr(model, "gating", None) is not None:
+        names.append("hook_gate")
+    return names
+
+
+def gather_positions(act: Tensor, positions: Tensor) -> Tensor:
+    """``act[b, positions[b]]`` for ``act`` ``[batch, pos, ...]``."""
+    rows = torch.arange(act.shape[0], device=act.device)
+    return act[rows, positions.to(act.device)]

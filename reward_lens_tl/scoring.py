@@ -1,0 +1,109 @@
+"""Scoring preference pairs in batches: rewards of chosen and rejected, margins, accuracy.
+
+Pairs are anything with ``prompt``, ``chosen`` and ``rejected`` attributes (e.g.
+:class:`reward_lens_tl.data.PreferencePair`); an optional ``subset`` attribute is kept.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+>>> from types import SimpleNamespace as Pair
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+>>> scores = score_pairs(model, [Pair(prompt="w6 w7", chosen="w8", rejected="w9 w10")])
+>>> scores.margins.shape
+torch.Size([1])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .inputs import Truncation
+from .pairs import pair_batches
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """Rewards of each pair's chosen and rejected response (``[n_pairs]`` or
+    ``[n_pairs, n_objectives]`` for plain multi-objective heads)."""
+
+    chosen: Float[Tensor, "n_pairs ..."]
+    rejected: Float[Tensor, "n_pairs ..."]
+    subsets: tuple[str | None, ...]
+    objective_names: tuple[str, ...] = ("reward",)
+
+    @property
+    def margins(self) -> Tensor:
+        return self.chosen - self.rejected
+
+    @property
+    def accuracy(self) -> float:
+        """Fraction of pairs with chosen strictly above rejected (ties count as wrong)."""
+        return float((self.margins > 0).float().mean())
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        if self.chosen.ndim == 1:
+            data = {"chosen": self.chosen, "rejected": self.rejected, "margin": self.margins}
+        else:
+            data = {}
+            for i, name in enumerate(self.objective_names):
+                data[f"chosen_{name}"] = self.chosen[:, i]
+                data[f"rejected_{name}"] = self.rejected[:, i]
+                data[f"margin_{name}"] = self.margins[:, i]
+        frame = pd.DataFrame({k: v.float().cpu().numpy() for k, v in data.items()})
+        frame.insert(0, "subset", list(self.subsets))
+        return frame
+
+    def top_k(self, k: int = 5, largest: bool = True):
+        """The ``k`` pairs with the largest (or smallest) margin, as a dataframe."""
+        frame = self.to_dataframe()
+        col = "margin" if "margin" in frame else frame.columns[-1]
+        return frame.nlargest(k, col) if largest else frame.nsmallest(k, col)
+
+    def plot(self, ax=None):
+        """Histogram of margins; returns the matplotlib figure (never shows it)."""
+        import matplotlib.pyplot as plt
+
+        fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 3))
+        margins = self.margins if self.margins.ndim == 1 else self.margins[:, 0]
+        ax.hist(margins.float().cpu().numpy(), bins=30, color="#4472c4")
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_xlabel("reward margin (chosen − rejected)")
+        ax.set_ylabel("pairs")
+        ax.set_title(f"accuracy {self.accuracy:.1%} over {len(margins)} pairs")
+        fig.tight_layout()
+        return fig
+
+
+def score_pairs(
+    model,
+    pairs: Iterable[Any],
+    *,
+    batch_size: int = 16,
+    truncation: Truncation = "error",
+    progress: bool = False,
+) -> PairScores:
+    """Score every pair; chosen and rejected of a chunk run as one batch."""
+    from tqdm.auto import tqdm
+
+    pairs = list(pairs)
+    chosen, rejected = [], []
+    batches = pair_batches(model, pairs, batch_size, truncation)
+    total = -(-len(pairs) // batch_size)
+    with torch.no_grad():
+        for ids, mask, n in tqdm(batches, total=total, disable=not progress, desc="scoring"):
+            rewards = model.rewards(ids, mask).float().cpu()
+            chosen.append(rewards[:n])
+            rejected.append(rewards[n:])
+    return PairScores(
+        chosen=torch.cat(chosen),
+        rejected=torch.cat(rejected),
+        subsets=tuple(getattr(p, "subset", None) for p in pairs),
+        objective_names=model.objective_names,
+    )
