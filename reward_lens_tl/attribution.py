@@ -34,9 +34,9 @@ from .pairs import pair_batches
 from .readout import (
     Objective,
     gather_positions,
-    objective_index,
     readout,
     readout_hook_names,
+    rewards_at,
 )
 from .results import new_axes, tidy_frame
 
@@ -131,7 +131,9 @@ class PairAttribution:
         return self.chosen - self.rejected
 
 
-def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:
+def attribution_hook_names(
+    model, heads: bool, sources: bool, neurons: bool, explicit_positions: bool = False
+) -> list[str]:
     names = ["hook_embed"]
     if "hook_pos_embed" in model.hook_dict and model.cfg.positional_embedding_type == "standard":
         names.append("hook_pos_embed")
@@ -144,7 +146,7 @@ def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> 
             names += [f"{b}.attn.hook_pattern", f"{b}.attn.hook_v"]
         if neurons:
             names.append(f"{b}.mlp.hook_post")
-    return names + readout_hook_names(model)
+    return names + readout_hook_names(model, explicit_positions)
 
 
 def _post_norm_unit(model, cache, layer: int, which: str, u: Tensor, pos: Tensor) -> Tensor:
@@ -165,6 +167,8 @@ def direct_attribution(
     sources: bool = False,
     neurons: bool = False,
     objective: Objective = None,
+    positions: Sequence[int] | Tensor | None = None,
+    split_bias: bool = False,
     fwd_hooks: Sequence = (),
 ) -> AttributionResult:
     """Decompose each example's reward into components (see the module docstring).
@@ -173,17 +177,21 @@ def direct_attribution(
     ``heads=False``), ``mlp{l}``, and ``bias`` (all blocks' output biases); the head's own
     bias is ``head_bias``. ``sources=True`` adds ``sources[l, h, example, src]`` (summing to
     the head's value), ``neurons=True`` adds ``neurons[l, example, n]`` (summing to ``mlp{l}``
-    minus its output bias).
+    minus its output bias). ``positions`` reads at explicit positions instead of the reward
+    position (the parts then sum to the per-position reward there); ``split_bias`` reports the
+    biases per sublayer (``attn{l}.bias``, ``mlp{l}.bias``) instead of one ``bias``;
+    ``fwd_hooks`` are the
+    user's own interventions, active during the run.
     """
     if sources and not heads:
         raise RewardLensError("sources=True needs heads=True")
-    names = attribution_hook_names(model, heads, sources, neurons)
+    names = attribution_hook_names(model, heads, sources, neurons, positions is not None)
     with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
         rewards, cache = model.run_with_cache(
             input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
         )
     tokens = model.check_tokens(input_ids, attention_mask)
-    pos = model.pool_positions(tokens, attention_mask)
+    pos = model.pool_positions(tokens, attention_mask, positions)
     gate = cache["hook_gate"] if "hook_gate" in cache else None
     read = readout(model, objective, tokens.shape[0], gate)
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
@@ -206,6 +214,8 @@ def direct_attribution(
         attn_bias = (block.attn.b_O * u_attn).sum(-1)
         mlp_bias = (block.mlp.b_out * u_mlp).sum(-1)
         bias = bias + attn_bias + mlp_bias
+        if split_bias:
+            add(f"attn{layer}.bias", attn_bias)
         if heads:
             z = gather_positions(cache[f"blocks.{layer}.attn.hook_z"], pos)  # [batch, head, e]
             per_head = einops.einsum(z, block.attn.W_O, u_attn, "b h e, h e d, b d -> h b")
@@ -218,25 +228,24 @@ def direct_attribution(
             add(f"attn{layer}", (attn_out * u).sum(-1) - attn_bias)
         mlp_out = gather_positions(cache[f"blocks.{layer}.hook_mlp_out"], pos)
         add(f"mlp{layer}", (mlp_out * u).sum(-1) - mlp_bias)
+        if split_bias:
+            add(f"mlp{layer}.bias", mlp_bias)
         if neurons:
             post = gather_positions(cache[f"blocks.{layer}.mlp.hook_post"], pos)
             neuron_rows.append(einops.einsum(post, block.mlp.W_out, u_mlp, "b n, n d, b d -> b n"))
-    add("bias", bias)
+    if not split_bias:
+        add("bias", bias)
     return AttributionResult(
         values=torch.stack(values).detach().float().cpu(),
         labels=tuple(labels),
         head_bias=read.bias.detach().float().cpu(),
-        rewards=_objective_rewards(model, cache, rewards, objective).detach().float().cpu(),
+        rewards=rewards_at(model, cache, rewards, objective, None if positions is None else pos)
+        .detach()
+        .float()
+        .cpu(),
         sources=torch.stack(source_rows).float().cpu() if sources else None,
         neurons=torch.stack(neuron_rows).float().cpu() if neurons else None,
     )
-
-
-def _objective_rewards(model, cache, rewards: Tensor, objective: Objective) -> Tensor:
-    col = objective_index(model, objective)
-    if col is None:
-        return rewards
-    return cache["hook_reward"][:, col]
 
 
 def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tensor:

@@ -37,12 +37,12 @@ from .pairs import pair_batches
 from .readout import (
     Objective,
     gather_positions,
-    objective_index,
     readout,
     readout_hook_names,
     recomputed_scale,
+    rewards_at,
 )
-from .results import new_axes, tidy_frame
+from .results import check_layer, new_axes, tidy_frame
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]
@@ -138,12 +138,19 @@ class PairLensResult:
         return fig
 
 
-def lens_sites(model, resolution: Resolution) -> list[tuple[str, str]]:
+def lens_sites(
+    model, resolution: Resolution, layers: Sequence[int] | None = None
+) -> list[tuple[str, str]]:
     """``(label, hook name)`` of each site, in order; the last is the final residual."""
     if resolution not in ("layer", "sublayer"):
         raise RewardLensError(f"resolution must be 'layer' or 'sublayer', not {resolution!r}")
+    chosen = (
+        range(model.cfg.n_layers)
+        if layers is None
+        else sorted({check_layer(model, layer) for layer in layers})
+    )
     sites = []
-    for layer in range(model.cfg.n_layers):
+    for layer in chosen:
         sites.append((f"{layer}_pre", f"blocks.{layer}.hook_resid_pre"))
         if resolution == "sublayer":
             sites.append((f"{layer}_mid", f"blocks.{layer}.hook_resid_mid"))
@@ -160,19 +167,26 @@ def reward_lens(
     resolution: Resolution = "layer",
     all_positions: bool = False,
     objective: Objective = None,
+    layers: Sequence[int] | None = None,
+    positions: Sequence[int] | Tensor | None = None,
     fwd_hooks: Sequence = (),
 ) -> RewardLensResult:
-    """Lens reward at every site (see the module docstring for ``norm``)."""
+    """Lens reward at every site (see the module docstring for ``norm``).
+
+    ``layers`` keeps only those layers' sites (plus ``final``); ``positions`` reads at explicit
+    positions (one per row) instead of the reward position; ``fwd_hooks`` are the user's own
+    interventions, active during the run.
+    """
     if norm not in ("recompute", "frozen"):
         raise RewardLensError(f"norm must be 'recompute' or 'frozen', not {norm!r}")
-    sites = lens_sites(model, resolution)
-    names = [name for _, name in sites] + readout_hook_names(model)
+    sites = lens_sites(model, resolution, layers)
+    names = [name for _, name in sites] + readout_hook_names(model, positions is not None)
     with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
         rewards, cache = model.run_with_cache(
             input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
         )
     tokens = model.check_tokens(input_ids, attention_mask)
-    pos = model.pool_positions(tokens, attention_mask)
+    pos = model.pool_positions(tokens, attention_mask, positions)
     gate = cache["hook_gate"] if "hook_gate" in cache else None
     read = readout(model, objective, tokens.shape[0], gate)
     final_scale = cache["ln_final.hook_scale"][..., 0]  # [batch, pos]
@@ -188,9 +202,7 @@ def reward_lens(
     stacked = torch.stack(values)  # [site, batch, pos or 1]
     if not all_positions:
         stacked = stacked[..., 0]
-    col = objective_index(model, objective)
-    if col is not None:
-        rewards = cache["hook_reward"][:, col]
+    rewards = rewards_at(model, cache, rewards, objective, None if positions is None else pos)
     return RewardLensResult(
         values=stacked.detach().cpu(),
         labels=tuple(label for label, _ in sites),

@@ -31,7 +31,7 @@ from sae_lens import HookedSAETransformer
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from .adapters import LlamaAdapter, RewardModelAdapter
+from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm import gating_positions
 from .errors import (
     RewardLensError,
@@ -154,17 +154,40 @@ class HookedRewardModel(HookedSAETransformer):
         return tokens
 
     def pool_positions(
-        self, tokens: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+        self,
+        tokens: Int[Tensor, "batch pos"],
+        attention_mask: Tensor | None = None,
+        positions: Sequence[int] | Tensor | None = None,
     ) -> Int[Tensor, " batch"]:
-        """Where each sequence's reward is read, by the HF model's own rule."""
-        pos = self.adapter.pool_index(tokens, self.pad_token_id)
+        """Where each sequence's reward is read: by the HF model's own rule, or the explicit
+        ``positions`` (one per row; checked to be inside the sequence and not padding)."""
+        if positions is None:
+            pos = self.adapter.pool_index(tokens, self.pad_token_id)
+        else:
+            pos = torch.as_tensor(positions, dtype=torch.long, device=tokens.device).reshape(-1)
+            if pos.shape[0] != tokens.shape[0]:
+                raise ShapeMismatchError(
+                    f"{pos.shape[0]} positions for a batch of {tokens.shape[0]} sequences"
+                )
+            if bool(((pos < 0) | (pos >= tokens.shape[1])).any()):
+                raise RewardLensError(
+                    f"positions {pos.tolist()} outside [0, {tokens.shape[1]}) for this batch"
+                )
+            if attention_mask is None and self.pad_token_id is not None:
+                last_real = hf_last_non_pad(tokens, self.pad_token_id)
+                if bool((pos > last_real).any()):
+                    raise RewardLensError(
+                        f"positions {pos.tolist()} fall on trailing padding (last real tokens "
+                        f"{last_real.tolist()}); pick real tokens"
+                    )
         if attention_mask is not None:
             rows = torch.arange(tokens.shape[0], device=tokens.device)
             masked = attention_mask.to(tokens.device)[rows, pos] == 0
             if bool(masked.any()):
                 raise RewardLensError(
-                    f"the reward position of rows {masked.nonzero().flatten().tolist()} is masked "
-                    "out by attention_mask; input_ids and attention_mask disagree about padding"
+                    f"the reading position of rows {masked.nonzero().flatten().tolist()} is "
+                    "padding according to attention_mask (input_ids and attention_mask disagree "
+                    "about padding, or an explicit position points at a pad)"
                 )
         return pos
 
@@ -274,6 +297,12 @@ class HookedRewardModel(HookedSAETransformer):
         elif isinstance(names_filter, (list, tuple)):
             self.check_hook_names(names_filter)
         return super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+
+    def hooks(self, fwd_hooks=(), bwd_hooks=(), *args, **kwargs):
+        """TL's ``hooks`` context manager; string hook names are checked first."""
+        fwd_hooks, bwd_hooks = list(fwd_hooks), list(bwd_hooks)
+        self.check_hook_names(n for n, _ in [*fwd_hooks, *bwd_hooks] if isinstance(n, str))
+        return super().hooks(fwd_hooks, bwd_hooks, *args, **kwargs)
 
     def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
         """TL's ``run_with_hooks``; string hook names are checked first."""

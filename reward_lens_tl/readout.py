@@ -126,8 +126,10 @@ def recomputed_scale(model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, ".
     return (x.pow(2).mean(-1) + model.cfg.eps).sqrt()
 
 
-def readout_hook_names(model) -> list[str]:
+def readout_hook_names(model, explicit_positions: bool = False) -> list[str]:
     names = ["ln_final.hook_scale", "hook_reward"]
+    if explicit_positions:
+        names.append("unembed.hook_out")
     if getattr(model, "gating", None) is not None:
         names.append("hook_gate")
     return names
@@ -137,3 +139,17 @@ def gather_positions(act: Tensor, positions: Tensor) -> Tensor:
     """``act[b, positions[b]]`` for ``act`` ``[batch, pos, ...]``."""
     rows = torch.arange(act.shape[0], device=act.device)
     return act[rows, positions.to(act.device)]
+
+
+def rewards_at(model, cache, rewards: Tensor, objective: Objective, pos: Tensor | None):
+    """The reward that a read-out of ``objective`` must reproduce: the model's pooled reward,
+    or, at explicit positions ``pos``, the per-position head output there (``None`` = pooled).
+    """
+    col = objective_index(model, objective)
+    if pos is None:
+        return rewards if col is None else cache["hook_reward"][:, col]
+    per_pos = gather_positions(cache["unembed.hook_out"], pos)  # [batch, n_obj]
+    if col is not None:
+        return per_pos[:, col]
+    mix = cache["hook_gate"] @ model.reward_transform_matrix.T
+    return (per_pos * mix).sum(-1)
