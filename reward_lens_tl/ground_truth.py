@@ -1,0 +1,179 @@
+"""Observational tools scored against planted ground truth (the zoo's contrast pairs).
+
+For each planted feature, contrast pairs differ in that feature only (``edited`` has it,
+``base`` does not). The margin ``r(edited) − r(base)`` is decomposed by direct attribution;
+this module reports where the attribution puts it (components, and for aligned pairs, which
+source positions the heads read it from, per layer), how early the reward lens sees it, and
+whether the components carrying most of the margin are the ones whose ablation changes it.
+
+Mind the caveat: a lookup computed in early layers is moved to the reward-reading token, so a
+last-layer head's source position need not be the planted token (it is often the final token).
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import load_task, zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> report = observational_ground_truth(model, load_task().task, features=("harmful",), n=8)
+>>> report.findings[0].completeness_error < 1e-4
+True
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from scipy import stats
+
+from .attribution import attribute_pairs, direct_attribution
+from .inputs import EncodedConversation, pad_batch
+from .lens import pair_lens
+
+
+@dataclass(frozen=True)
+class FeatureFindings:
+    feature: str
+    n_pairs: int
+    mean_margin: float
+    mean_rule_delta: float
+    completeness_error: float
+    top_components: tuple[tuple[str, float], ...]  # (label, mean margin contribution)
+    planted_source_share: tuple[float, ...] | None  # per layer: |Δ| from planted positions
+    reward_token_source_share: tuple[float, ...] | None  # per layer: |Δ| from the final token
+    crystallization: tuple[tuple[str, int], ...]  # lens site reaching 50% of margin: counts
+    ablation_spearman: float  # |attribution| vs |ablation effect| over components
+    top_component_ablation_rank: int  # rank (1 = largest) of the top-DLA component's ablation
+
+    def row(self) -> dict:
+        return {
+            "feature": self.feature,
+            "pairs": self.n_pairs,
+            "mean_margin": self.mean_margin,
+            "mean_rule_delta": self.mean_rule_delta,
+            "completeness_error": self.completeness_error,
+            "top_components": ", ".join(f"{c} {v:+.2f}" for c, v in self.top_components),
+            "planted_source_share": _fmt(self.planted_source_share),
+            "reward_token_source_share": _fmt(self.reward_token_source_share),
+            "lens_50%_site": ", ".join(f"{s}×{n}" for s, n in self.crystallization),
+            "ablation_spearman": self.ablation_spearman,
+            "top_component_ablation_rank": self.top_component_ablation_rank,
+        }
+
+
+def _fmt(values):
+    return "n/a (unaligned)" if values is None else " / ".join(f"{v:.2f}" for v in values)
+
+
+@dataclass(frozen=True)
+class ObservationalReport:
+    findings: tuple[FeatureFindings, ...]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame([f.row() for f in self.findings])
+
+    def __getitem__(self, feature: str) -> FeatureFindings:
+        return next(f for f in self.findings if f.feature == feature)
+
+
+def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
+    """``(edited, base)`` as encoded conversations (edited plays "chosen")."""
+    return tuple(  # type: ignore[return-value]
+        EncodedConversation(ids=tuple(ex.input_ids), response_start=ex.response_start)
+        for ex in (pair.edited, pair.base)
+    )
+
+
+def observational_ground_truth(
+    model,
+    task,
+    *,
+    features: Sequence[str] = ("topic_match", "harmful", "sycophancy", "length"),
+    n: int = 50,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> ObservationalReport:
+    findings = []
+    for feature in features:
+        pairs = task.contrast_pairs(feature, n, seed)
+        findings.append(_feature_findings(model, feature, pairs, batch_size))
+    return ObservationalReport(tuple(findings))
+
+
+def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFindings:
+    encoded = [encode_contrast(p) for p in pairs]
+    margin = attribute_pairs(model, encoded, batch_size=batch_size).margin
+    components = [i for i, lab in enumerate(margin.labels) if lab not in ("embed", "bias")]
+    mean = margin.values.mean(1)
+    order = sorted(components, key=lambda i: -abs(float(mean[i])))
+    lens = pair_lens(model, encoded, batch_size=batch_size)
+    aligned = all(len(p.edited.input_ids) == len(p.base.input_ids) for p in pairs)
+    planted, final = _source_shares(model, pairs) if aligned else (None, None)
+    effects = _ablation_effects(model, encoded, [margin.labels[i] for i in components])
+    dla = [abs(float(mean[i])) for i in components]
+    rho = float(stats.spearmanr(dla, [abs(e) for e in effects]).statistic)
+    top = order[0]
+    ranks = sorted(range(len(components)), key=lambda j: -abs(effects[j]))
+    return FeatureFindings(
+        feature=feature,
+        n_pairs=len(pairs),
+        mean_margin=float(margin.rewards.mean()),
+        mean_rule_delta=float(sum(p.rule_delta for p in pairs) / len(pairs)),
+        completeness_error=margin.completeness_error(),
+        top_components=tuple((margin.labels[i], float(mean[i])) for i in order[:3]),
+        planted_source_share=planted,
+        reward_token_source_share=final,
+        crystallization=tuple(Counter(lens.crystallization(0.5)).most_common()),
+        ablation_spearman=rho,
+        top_component_ablation_rank=1 + ranks.index(components.index(top)),
+    )
+
+
+def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per layer: share of Σ|Δ source contribution| (edited − base, over heads) that comes
+    from the planted positions, and from the reward-reading (final) token."""
+    planted = torch.zeros(model.cfg.n_layers)
+    final = torch.zeros(model.cfg.n_layers)
+    total = torch.zeros(model.cfg.n_layers)
+    for p in pairs:
+        ids = torch.tensor([p.edited.input_ids, p.base.input_ids])
+        attr = direct_attribution(model, ids, sources=True)
+        delta = (attr.sources[:, :, 0] - attr.sources[:, :, 1]).abs().sum(1)  # [layer, src]
+        total += delta.sum(-1)
+        planted += delta[:, list(p.changed_positions)].sum(-1)
+        final += delta[:, p.edited.reward_position]
+    return tuple((planted / total).tolist()), tuple((final / total).tolist())
+
+
+def _ablation_effects(model, encoded, labels: Sequence[str]) -> list[float]:
+    """Mean change of the margin when one component (head or MLP) is zero-ablated."""
+    ids, mask = pad_batch(
+        [e.ids for e, _ in encoded] + [b.ids for _, b in encoded], model.pad_token_id
+    )
+    n = len(encoded)
+    with torch.no_grad():
+        base = model.rewards(ids, mask)
+        base_margin = base[:n] - base[n:]
+        effects = []
+        for label in labels:
+            hook = _zero_hook(label)
+            r = model.run_with_hooks(
+                ids, return_type="reward", attention_mask=mask, fwd_hooks=[hook]
+            )
+            effects.append(float(((r[:n] - r[n:]) - base_margin).mean()))
+    return effects
+
+
+def _zero_hook(label: str):
+    if label.startswith("mlp"):
+        return f"blocks.{int(label[3:])}.hook_mlp_out", lambda act, hook: torch.zeros_like(act)
+    layer, head = (int(x) for x in label[1:].split("H"))
+
+    def zero_head(z, hook):
+        z = z.clone()
+        z[:, :, head] = 0.0
+        return z
+
+    return f"blocks.{layer}.attn.hook_z", zero_head
