@@ -31,13 +31,7 @@ from torch import Tensor
 
 from .errors import RewardLensError
 from .pairs import pair_batches
-from .readout import (
-    Objective,
-    gather_positions,
-    readout,
-    readout_hook_names,
-    rewards_at,
-)
+from .readout import Objective, gather_positions, run_readout
 from .results import new_axes, tidy_frame
 
 
@@ -131,9 +125,7 @@ class PairAttribution:
         return self.chosen - self.rejected
 
 
-def attribution_hook_names(
-    model, heads: bool, sources: bool, neurons: bool, explicit_positions: bool = False
-) -> list[str]:
+def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:
     names = ["hook_embed"]
     if "hook_pos_embed" in model.hook_dict and model.cfg.positional_embedding_type == "standard":
         names.append("hook_pos_embed")
@@ -146,7 +138,7 @@ def attribution_hook_names(
             names += [f"{b}.attn.hook_pattern", f"{b}.attn.hook_v"]
         if neurons:
             names.append(f"{b}.mlp.hook_post")
-    return names + readout_hook_names(model, explicit_positions)
+    return names
 
 
 def _post_norm_unit(model, cache, layer: int, which: str, u: Tensor, pos: Tensor) -> Tensor:
@@ -185,15 +177,16 @@ def direct_attribution(
     """
     if sources and not heads:
         raise RewardLensError("sources=True needs heads=True")
-    names = attribution_hook_names(model, heads, sources, neurons, positions is not None)
-    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
-        rewards, cache = model.run_with_cache(
-            input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
-        )
-    tokens = model.check_tokens(input_ids, attention_mask)
-    pos = model.pool_positions(tokens, attention_mask, positions)
-    gate = cache["hook_gate"] if "hook_gate" in cache else None
-    read = readout(model, objective, tokens.shape[0], gate)
+    run = run_readout(
+        model,
+        input_ids,
+        attention_mask,
+        attribution_hook_names(model, heads, sources, neurons),
+        objective=objective,
+        positions=positions,
+        fwd_hooks=fwd_hooks,
+    )
+    cache, pos, read = run.cache, run.positions, run.read
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
 
     values, labels = [], []
@@ -203,7 +196,7 @@ def direct_attribution(
         values.append(value)
 
     add("embed", (gather_positions(cache["hook_embed"], pos) * u).sum(-1))
-    if "hook_pos_embed" in names:
+    if "hook_pos_embed" in cache:
         add("pos_embed", (gather_positions(cache["hook_pos_embed"], pos) * u).sum(-1))
     bias = torch.zeros_like(read.bias)
     source_rows, neuron_rows = [], []
@@ -239,10 +232,7 @@ def direct_attribution(
         values=torch.stack(values).detach().float().cpu(),
         labels=tuple(labels),
         head_bias=read.bias.detach().float().cpu(),
-        rewards=rewards_at(model, cache, rewards, objective, None if positions is None else pos)
-        .detach()
-        .float()
-        .cpu(),
+        rewards=run.target.detach().float().cpu(),
         sources=torch.stack(source_rows).float().cpu() if sources else None,
         neurons=torch.stack(neuron_rows).float().cpu() if neurons else None,
     )

@@ -34,14 +34,7 @@ from torch import Tensor
 
 from .errors import RewardLensError
 from .pairs import pair_batches
-from .readout import (
-    Objective,
-    gather_positions,
-    readout,
-    readout_hook_names,
-    recomputed_scale,
-    rewards_at,
-)
+from .readout import Objective, gather_positions, recomputed_scale, run_readout
 from .results import check_layer, new_axes, tidy_frame
 
 Norm = Literal["recompute", "frozen"]
@@ -180,15 +173,16 @@ def reward_lens(
     if norm not in ("recompute", "frozen"):
         raise RewardLensError(f"norm must be 'recompute' or 'frozen', not {norm!r}")
     sites = lens_sites(model, resolution, layers)
-    names = [name for _, name in sites] + readout_hook_names(model, positions is not None)
-    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
-        rewards, cache = model.run_with_cache(
-            input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
-        )
-    tokens = model.check_tokens(input_ids, attention_mask)
-    pos = model.pool_positions(tokens, attention_mask, positions)
-    gate = cache["hook_gate"] if "hook_gate" in cache else None
-    read = readout(model, objective, tokens.shape[0], gate)
+    run = run_readout(
+        model,
+        input_ids,
+        attention_mask,
+        [name for _, name in sites],
+        objective=objective,
+        positions=positions,
+        fwd_hooks=fwd_hooks,
+    )
+    cache, pos, read = run.cache, run.positions, run.read
     final_scale = cache["ln_final.hook_scale"][..., 0]  # [batch, pos]
     values = []
     for _, name in sites:
@@ -202,11 +196,10 @@ def reward_lens(
     stacked = torch.stack(values)  # [site, batch, pos or 1]
     if not all_positions:
         stacked = stacked[..., 0]
-    rewards = rewards_at(model, cache, rewards, objective, None if positions is None else pos)
     return RewardLensResult(
         values=stacked.detach().cpu(),
         labels=tuple(label for label, _ in sites),
-        rewards=rewards.detach().float().cpu(),
+        rewards=run.target.detach().float().cpu(),
         norm=norm,
     )
 

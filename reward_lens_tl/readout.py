@@ -153,3 +153,40 @@ def rewards_at(model, cache, rewards: Tensor, objective: Objective, pos: Tensor 
         return per_pos[:, col]
     mix = cache["hook_gate"] @ model.reward_transform_matrix.T
     return (per_pos * mix).sum(-1)
+
+
+@dataclass(frozen=True)
+class ReadoutRun:
+    """One ``run_with_cache`` for a read-out analysis and what every such analysis needs."""
+
+    rewards: Tensor  # what ``forward(return_type="reward")`` returned
+    cache: object  # the ActivationCache (only the requested names)
+    positions: Tensor  # [batch] where each row is read
+    read: Readout
+    target: Tensor  # [batch] the reward the read-out must reproduce
+
+
+def run_readout(
+    model,
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    names: list[str],
+    *,
+    objective: Objective = None,
+    positions=None,
+    fwd_hooks=(),
+) -> ReadoutRun:
+    """Run the model once, caching ``names`` plus what the read-out needs, with the user's
+    ``fwd_hooks`` active (removed afterwards, even on error)."""
+    names = list(dict.fromkeys([*names, *readout_hook_names(model, positions is not None)]))
+    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        rewards, cache = model.run_with_cache(
+            input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
+        )
+    tokens = model.check_tokens(input_ids, attention_mask)
+    pos = model.pool_positions(tokens, attention_mask, positions)
+    gate = cache["hook_gate"] if "hook_gate" in cache else None
+    read = readout(model, objective, tokens.shape[0], gate)
+    explicit = None if positions is None else pos
+    target = rewards_at(model, cache, rewards, objective, explicit)
+    return ReadoutRun(rewards, cache, pos, read, target)

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from .lens import RewardLensResult, lens_sites
 from .pairs import pair_batches
-from .readout import Objective, gather_positions, readout, readout_hook_names, rewards_at
+from .readout import Objective, gather_positions, run_readout
 from .results import new_axes
 
 
@@ -103,22 +103,16 @@ def collect_features(
     """Normalised residual at the reward position for every site, with the plain lens value
     and the final reward, over all examples (chosen and rejected responses both count)."""
     sites = lens_sites(model, resolution)
-    names = [name for _, name in sites] + readout_hook_names(model)
     normed, lens, target = [], [], []
     for ids, mask in _batches(model, list(data), batch_size):
-        rewards, cache = model.run_with_cache(
-            ids, attention_mask=mask, return_type="reward", names_filter=names
-        )
-        pos = model.pool_positions(model.check_tokens(ids), mask)
-        gate = cache["hook_gate"] if "hook_gate" in cache else None
-        read = readout(model, objective, ids.shape[0], gate)
-        xs = torch.stack([gather_positions(cache[name], pos) for _, name in sites])
-        if read.centred:
+        run = run_readout(model, ids, mask, [name for _, name in sites], objective=objective)
+        xs = torch.stack([gather_positions(run.cache[name], run.positions) for _, name in sites])
+        if run.read.centred:
             xs = xs - xs.mean(-1, keepdim=True)
         n = xs / (xs.pow(2).mean(-1, keepdim=True) + model.cfg.eps).sqrt()
         normed.append(n.float().cpu())
-        lens.append(((n * read.direction).sum(-1) + read.bias).float().cpu())
-        target.append(rewards_at(model, cache, rewards, objective, None).float().cpu())
+        lens.append(((n * run.read.direction).sum(-1) + run.read.bias).float().cpu())
+        target.append(run.target.float().cpu())
     feats = _Features(torch.cat(normed, 1), torch.cat(lens, 1), torch.cat(target))
     return feats, tuple(label for label, _ in sites)
 
