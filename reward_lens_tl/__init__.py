@@ -1,6 +1,8 @@
 """reward-lens-tl: reward models as TransformerLens ``HookedTransformer``s.
 
 The reward head is the unembed, so logit-lens style analyses port with a few lines changed.
+Heavy dependencies (torch, TransformerLens, sae_lens) load on first use of a name, so
+``import reward_lens_tl.data`` and the CLI's ``--help`` stay fast.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model
@@ -8,21 +10,35 @@ The reward head is the unembed, so logit-lens style analyses port with a few lin
 1
 """
 
-from .adapters import adapter_for, register_adapter, supported_architectures
-from .inputs import EncodedConversation, encode_conversation, pad_batch
-from .loading import load_reward_model
-from .model import HookedArmoRM, HookedRewardModel
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "EncodedConversation",
-    "HookedArmoRM",
-    "HookedRewardModel",
-    "adapter_for",
-    "encode_conversation",
-    "load_reward_model",
-    "pad_batch",
-    "register_adapter",
-    "supported_architectures",
-]
+_EXPORTS = {
+    "HookedRewardModel": "model",
+    "HookedArmoRM": "model",
+    "load_reward_model": "loading",
+    "adapter_for": "adapters",
+    "register_adapter": "adapters",
+    "supported_architectures": "adapters",
+    "EncodedConversation": "inputs",
+    "encode_conversation": "inputs",
+    "pad_batch": "inputs",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .adapters import adapter_for, register_adapter, supported_architectures
+    from .inputs import EncodedConversation, encode_conversation, pad_batch
+    from .loading import load_reward_model
+    from .model import HookedArmoRM, HookedRewardModel
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'reward_lens_tl' has no attribute {name!r}")
