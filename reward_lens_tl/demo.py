@@ -28,6 +28,7 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
     from .zoo import load_task, zoo_path
 
     torch.set_grad_enabled(False)
+    torch.set_num_threads(1)  # the zoo model is tiny: one thread is fastest (and robust)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model_dir = Path(model_dir) if model_dir else zoo_path("scalar")

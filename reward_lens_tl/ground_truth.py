@@ -44,6 +44,8 @@ class FeatureFindings:
     crystallization: tuple[tuple[str, int], ...]  # lens site reaching 50% of margin: counts
     ablation_spearman: float  # |attribution| vs |ablation effect| over components
     top_component_ablation_rank: int  # rank (1 = largest) of the top-DLA component's ablation
+    top3_ablation_effect: float  # mean margin change, zero-ablating the top-3 DLA components
+    bottom3_ablation_effect: float  # the same for the 3 components with the least attribution
 
     def row(self) -> dict:
         return {
@@ -58,6 +60,8 @@ class FeatureFindings:
             "lens_50%_site": ", ".join(f"{s}×{n}" for s, n in self.crystallization),
             "ablation_spearman": self.ablation_spearman,
             "top_component_ablation_rank": self.top_component_ablation_rank,
+            "top3_ablation_effect": self.top3_ablation_effect,
+            "bottom3_ablation_effect": self.bottom3_ablation_effect,
         }
 
 
@@ -111,7 +115,10 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
     lens = pair_lens(model, encoded, batch_size=batch_size)
     aligned = all(len(p.edited.input_ids) == len(p.base.input_ids) for p in pairs)
     planted, final = _source_shares(model, pairs) if aligned else (None, None)
-    effects = _ablation_effects(model, encoded, [margin.labels[i] for i in components])
+    labels = [margin.labels[i] for i in components]
+    effects = _ablation_effects(model, encoded, [[label] for label in labels])
+    top3, bottom3 = ([margin.labels[i] for i in order[:3]], [margin.labels[i] for i in order[-3:]])
+    joint = _ablation_effects(model, encoded, [top3, bottom3])
     dla = [abs(float(mean[i])) for i in components]
     rho = float(stats.spearmanr(dla, [abs(e) for e in effects]).statistic)
     top = order[0]
@@ -128,27 +135,33 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
         crystallization=tuple(Counter(lens.crystallization(0.5)).most_common()),
         ablation_spearman=rho,
         top_component_ablation_rank=1 + ranks.index(components.index(top)),
+        top3_ablation_effect=joint[0],
+        bottom3_ablation_effect=joint[1],
     )
 
 
 def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per layer: share of Σ|Δ source contribution| (edited − base, over heads) that comes
-    from the planted positions, and from the reward-reading (final) token."""
+    from the planted positions, and from the reward-reading (final) token. Pairs must be
+    aligned (same length), so source positions correspond."""
+    n = len(pairs)
+    ids, mask = pad_batch(
+        [p.edited.input_ids for p in pairs] + [p.base.input_ids for p in pairs], model.pad_token_id
+    )
+    sources = direct_attribution(model, ids, mask, sources=True).sources  # [L, H, 2n, src]
+    delta = (sources[:, :, :n] - sources[:, :, n:]).abs().sum(1)  # [layer, pair, src]
     planted = torch.zeros(model.cfg.n_layers)
     final = torch.zeros(model.cfg.n_layers)
-    total = torch.zeros(model.cfg.n_layers)
-    for p in pairs:
-        ids = torch.tensor([p.edited.input_ids, p.base.input_ids])
-        attr = direct_attribution(model, ids, sources=True)
-        delta = (attr.sources[:, :, 0] - attr.sources[:, :, 1]).abs().sum(1)  # [layer, src]
-        total += delta.sum(-1)
-        planted += delta[:, list(p.changed_positions)].sum(-1)
-        final += delta[:, p.edited.reward_position]
+    for i, p in enumerate(pairs):
+        planted += delta[:, i, list(p.changed_positions)].sum(-1)
+        final += delta[:, i, p.edited.reward_position]
+    total = delta.sum((1, 2))
     return tuple((planted / total).tolist()), tuple((final / total).tolist())
 
 
-def _ablation_effects(model, encoded, labels: Sequence[str]) -> list[float]:
-    """Mean change of the margin when one component (head or MLP) is zero-ablated."""
+def _ablation_effects(model, encoded, groups: Sequence[Sequence[str]]) -> list[float]:
+    """Mean change of the margin when each group of components (heads ``L{l}H{h}`` or MLPs
+    ``mlp{l}``) is zero-ablated together."""
     ids, mask = pad_batch(
         [e.ids for e, _ in encoded] + [b.ids for _, b in encoded], model.pad_token_id
     )
@@ -157,10 +170,10 @@ def _ablation_effects(model, encoded, labels: Sequence[str]) -> list[float]:
         base = model.rewards(ids, mask)
         base_margin = base[:n] - base[n:]
         effects = []
-        for label in labels:
-            hook = _zero_hook(label)
+        for group in groups:
+            hooks = [_zero_hook(label) for label in group]
             r = model.run_with_hooks(
-                ids, return_type="reward", attention_mask=mask, fwd_hooks=[hook]
+                ids, return_type="reward", attention_mask=mask, fwd_hooks=hooks
             )
             effects.append(float(((r[:n] - r[n:]) - base_margin).mean()))
     return effects
