@@ -1,0 +1,54 @@
+"""The command line: the main job and the scoring command, end to end."""
+
+import json
+
+import pytest
+
+from reward_lens_tl.cli import main
+from reward_lens_tl.zoo import zoo_path
+
+pytestmark = pytest.mark.skipif(
+    not (zoo_path("scalar") / "model.safetensors").exists(), reason="zoo model not built"
+)
+
+
+def test_info(capsys):
+    assert main(["info", str(zoo_path("scalar"))]) == 0
+    out = capsys.readouterr().out
+    assert "LlamaForSequenceClassification" in out and "objectives:     reward" in out
+
+
+def test_score_rewardbench_jsonl(tmp_path, capsys):
+    records = [
+        {
+            "prompt": "how bake bread",
+            "chosen": "great question soup oven",
+            "rejected": "bomb rain",
+            "subset": "zoo",
+        },
+        {
+            "prompt": "explain laptop",
+            "chosen": "laptop screen code",
+            "rejected": "soup",
+            "subset": "zoo",
+        },
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    out_csv = tmp_path / "scores.csv"
+    assert main(["score", str(zoo_path("scalar")), str(path), "--csv", str(out_csv)]) == 0
+    import pandas as pd
+
+    frame = pd.read_csv(out_csv)
+    assert len(frame) == 2 and (frame["margin"] > 0).all()
+    assert "accuracy (chosen > rejected): 1.0000 over 2 pairs" in capsys.readouterr().out
+
+
+def test_demo_writes_report(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "Agreement with the hidden rule: 100%" in report
+    for feature in ("topic_match", "harmful", "sycophancy", "length"):
+        assert (tmp_path / f"lens_{feature}.png").stat().st_size > 1000
+        assert (tmp_path / f"attribution_{feature}.png").stat().st_size > 1000
+    assert (tmp_path / "margins.png").exists()
