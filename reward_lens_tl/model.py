@@ -311,6 +311,12 @@ class HookedRewardModel(HookedSAETransformer):
             *model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs
         )
 
+    def add_sae(self, sae, use_error_term=None, exclude_special_tokens=False):
+        """sae_lens's ``add_sae``, but a hook name that does not exist is an error (sae_lens
+        only logs a warning and skips)."""
+        self.check_hook_names([sae.cfg.metadata.hook_name])
+        return super().add_sae(sae, use_error_term, exclude_special_tokens)
+
     # -- text convenience -----------------------------------------------------------------
     def encode(self, prompt, response, **kwargs):
         """Token ids for one conversation with this model's tokenizer (see ``inputs``)."""

@@ -90,3 +90,17 @@ def test_sae_lens_splicing_with_error_term_keeps_reward():
     )
     assert (with_sae - base).abs().max() <= 1e-5
     assert (without - base).abs().max() > 1e-4  # a random SAE does reconstruct badly
+
+
+def test_add_sae_with_unknown_hook_raises():
+    from sae_lens import SAE, TopKSAEConfig
+    from sae_lens.saes.sae import SAEMetadata
+
+    from reward_lens_tl.errors import UnknownHookError
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    meta = SAEMetadata(hook_name="blocks.7.hook_resid_post")
+    sae = SAE.from_dict(TopKSAEConfig(d_in=64, d_sae=128, k=8, metadata=meta).to_dict())
+    with pytest.raises(UnknownHookError, match="blocks.7.hook_resid_post"):
+        model.add_sae(sae)
+    assert not model.acts_to_saes

@@ -1,0 +1,115 @@
+"""Sparse autoencoders on reward models, through sae_lens.
+
+- :mod:`.activations`: activations at any hook, streamed, padding excluded;
+- :mod:`.training`: TopK SAEs trained with sae_lens's ``TopKTrainingSAE`` + ``SAETrainer``
+  offline; save/load in sae_lens's format;
+- :mod:`.splice`: SAEs spliced in (``add_sae``, ``run_with_cache_with_saes``) with hook names
+  checked; the reward cost of the reconstruction;
+- :mod:`.attribution`: exact direct effects of final-residual latents (summing to the reward),
+  attribution patching over latents at any site, latent ablation and steering;
+- :mod:`.contexts`: max-activating contexts;
+- :mod:`.concepts`: difference-of-means concept vectors, their alignment with the reward
+  direction and SAE decoders, and their causal effect;
+- :mod:`.ground_truth`: which latents recover the zoo's planted features.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids, mask = random_batch(8, seq_len=10)
+>>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
+>>> sae = train_topk_sae(acts, "blocks.1.hook_resid_post", d_sae=64, k=4, steps=20,
+...                      batch_size=32).sae
+>>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
+True
+"""
+
+from .activations import (
+    collect_activations,
+    iter_activations,
+    iter_batch_activations,
+    model_batches,
+    rebatch,
+    shuffled_batches,
+)
+from .attribution import (
+    atp_check,
+    attribute_features,
+    decoder_directions,
+    feature_attribution,
+    feature_steering,
+    latent_ablation,
+    latent_attribution_patching,
+    pair_feature_attribution,
+)
+from .concepts import (
+    concept_projection,
+    concept_steering,
+    concept_vectors,
+    concept_vectors_from_sets,
+    contrast_sets,
+    decoder_alignment,
+    reward_direction,
+)
+from .contexts import max_activating_contexts
+from .errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
+from .ground_truth import planted_feature_report, train_zoo_sae
+from .results import (
+    AtPCheck,
+    ConceptVectors,
+    FeatureAttribution,
+    FeatureContexts,
+    FeatureEffects,
+    GroundTruthReport,
+    PairFeatureAttribution,
+    SteeringCurve,
+)
+from .splice import add_sae, run_with_cache_with_saes, splice_report, spliced
+from .training import TrainedSAE, load_sae, sae_stats, save_sae, train_topk_sae
+
+__all__ = [
+    "AtPCheck",
+    "ConceptVectors",
+    "EmptyActivationsError",
+    "FeatureAttribution",
+    "FeatureContexts",
+    "FeatureEffects",
+    "GroundTruthReport",
+    "PairFeatureAttribution",
+    "SAEHookError",
+    "SAESiteError",
+    "SteeringCurve",
+    "TrainedSAE",
+    "UnsupportedSAEError",
+    "add_sae",
+    "atp_check",
+    "attribute_features",
+    "collect_activations",
+    "concept_projection",
+    "concept_steering",
+    "concept_vectors",
+    "concept_vectors_from_sets",
+    "contrast_sets",
+    "decoder_alignment",
+    "decoder_directions",
+    "feature_attribution",
+    "feature_steering",
+    "iter_activations",
+    "iter_batch_activations",
+    "latent_ablation",
+    "latent_attribution_patching",
+    "load_sae",
+    "max_activating_contexts",
+    "model_batches",
+    "pair_feature_attribution",
+    "planted_feature_report",
+    "rebatch",
+    "reward_direction",
+    "run_with_cache_with_saes",
+    "sae_stats",
+    "save_sae",
+    "shuffled_batches",
+    "splice_report",
+    "spliced",
+    "train_topk_sae",
+    "train_zoo_sae",
+]

@@ -1,0 +1,356 @@
+"""SAE latents' contributions to the reward: exact direct effects and attribution patching.
+
+**Direct (final residual).** For an SAE on ``blocks.{L-1}.hook_resid_post`` spliced with its
+error term, the final residual at the reward position is exactly
+``Σ_f a_f d_f + b_dec + error`` (``d_f`` the effective decoder row). With the final norm's
+scale frozen (:mod:`reward_lens_tl.readout`), the reward is linear in it, so
+``reward = Σ_f a_f (d_f · u) + b_dec · u + error · u + head_bias`` with ``u`` the read-out
+direction divided by the scale: :func:`feature_attribution`.
+
+**Attribution patching (any site).** Elsewhere the path to the reward is non-linear;
+:func:`latent_attribution_patching` estimates each latent's total effect as
+``Σ_pos ∂reward/∂a · a`` (one forward and one backward pass through the spliced model, error
+term kept), and :func:`atp_check` verifies the top latents against real ablation.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> from reward_lens_tl.sae.testing import random_topk_sae
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
+>>> ids, mask = random_batch(2, [9, 6])
+>>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import einops
+import torch
+from jaxtyping import Float
+from sae_lens import SAE
+from torch import Tensor
+
+from ..pairs import pair_batches
+from ..readout import (
+    Objective,
+    gather_positions,
+    objective_index,
+    readout,
+    readout_hook_names,
+    rewards_at,
+)
+from .activations import _as_encoded_pair, _mask_from_pad
+from .errors import SAESiteError, UnsupportedSAEError
+from .results import AtPCheck, FeatureAttribution, FeatureEffects, PairFeatureAttribution
+from .splice import sae_hook_name, spliced
+
+
+def decoder_directions(sae: SAE) -> Float[Tensor, "d_sae d_in"]:
+    """The vector each unit of latent activation adds to the reconstruction.
+
+    ``W_dec`` rows, divided by their norms when the SAE rescales activations by decoder norm
+    (sae_lens TopK SAEs). Raises :class:`UnsupportedSAEError` when decoding is not linear.
+    """
+    norm = getattr(sae.cfg, "normalize_activations", "none")
+    if norm in ("constant_norm_rescale", "layer_norm"):
+        raise UnsupportedSAEError(
+            f"this SAE normalises activations at run time ({norm!r}), so its decoder is not "
+            "linear in the latents; fold the normalisation into the weights first"
+        )
+    out = getattr(sae.cfg.metadata, "hook_name_out", None)
+    if out and out != sae_hook_name(sae):
+        raise UnsupportedSAEError("transcoders (hook_name_out != hook_name) are not supported")
+    W = sae.W_dec
+    if getattr(sae.cfg, "rescale_acts_by_decoder_norm", False):
+        W = W / W.norm(dim=-1, keepdim=True)
+    return W
+
+
+def final_residual_hook(model) -> str:
+    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+
+
+def objective_reward(
+    model, input_ids: Tensor, attention_mask: Tensor | None, objective: Objective = None
+) -> Float[Tensor, " batch"]:
+    """The differentiable reward that ``objective`` names (see :mod:`reward_lens_tl.readout`)."""
+    col = objective_index(model, objective)
+    store: dict[str, Tensor] = {}
+
+    def grab(act, hook):
+        store["r"] = act
+
+    with model.hooks(fwd_hooks=[("hook_reward", grab)]):
+        out = model(input_ids, return_type="reward", attention_mask=attention_mask)
+    return out if col is None else store["r"][:, col]
+
+
+def feature_attribution(
+    model,
+    sae: SAE,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    objective: Objective = None,
+    positions: Sequence[int] | Tensor | None = None,
+    fwd_hooks: Sequence = (),
+) -> FeatureAttribution:
+    """Exact direct effect of every latent of a final-residual SAE on the reward.
+
+    ``values[e, f] = a_f · (d_f · u)`` at the reward position (or ``positions``); the error
+    term, decoder bias and head bias are separate terms, and everything sums to the reward.
+    For SAEs at other sites use :func:`latent_attribution_patching`.
+    """
+    name = sae_hook_name(sae)
+    if name != final_residual_hook(model):
+        raise SAESiteError(
+            f"direct feature attribution needs an SAE on the final residual "
+            f"{final_residual_hook(model)!r}, not {name!r}; for earlier sites use "
+            "latent_attribution_patching (gradient × activation, checked by atp_check)"
+        )
+    directions = decoder_directions(sae)
+    names = [f"{name}.hook_sae_acts_post", f"{name}.hook_sae_error"]
+    names += readout_hook_names(model, positions is not None)
+    with torch.no_grad(), spliced(model, sae, use_error_term=True):
+        with model.hooks(fwd_hooks=list(fwd_hooks)):
+            rewards, cache = model.run_with_cache(
+                input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
+            )
+        tokens = model.check_tokens(input_ids, attention_mask)
+        pos = model.pool_positions(tokens, attention_mask, positions)
+        gate = cache["hook_gate"] if "hook_gate" in cache else None
+        read = readout(model, objective, tokens.shape[0], gate)
+        u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])
+        acts = gather_positions(cache[f"{name}.hook_sae_acts_post"], pos)  # [batch, d_sae]
+        values = acts * einops.einsum(directions, u, "f d, b d -> b f")
+        error = (gather_positions(cache[f"{name}.hook_sae_error"], pos) * u).sum(-1)
+        target = rewards_at(model, cache, rewards, objective, None if positions is None else pos)
+    return FeatureAttribution(
+        values=_cpu(values),
+        activations=_cpu(acts),
+        rewards=_cpu(target),
+        hook_name=name,
+        method="direct",
+        error=_cpu(error),
+        decoder_bias=_cpu((sae.b_dec * u).sum(-1)),
+        head_bias=_cpu(read.bias),
+    )
+
+
+def _cpu(t: Tensor) -> Tensor:
+    return t.detach().float().cpu()
+
+
+def latent_attribution_patching(
+    model,
+    sae: SAE,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    objective: Objective = None,
+    fwd_hooks: Sequence = (),
+) -> FeatureAttribution:
+    """Attribution patching over latents: ``values[e, f] = Σ_pos ∂r/∂a_f · a_f`` (the linear
+    estimate of ``r − r(latent f zeroed everywhere)``) through the spliced SAE (error term on).
+
+    One forward and one backward pass for all latents; gradients are taken with
+    ``torch.autograd.grad`` so the model's parameters accumulate nothing.
+    """
+    name = sae_hook_name(sae)
+    store: dict[str, Tensor] = {}
+
+    def as_leaf(act, hook):
+        store["a"] = act.detach().requires_grad_(True)
+        return store["a"]
+
+    hooks = [*fwd_hooks, (f"{name}.hook_sae_acts_post", as_leaf)]
+    with torch.enable_grad(), spliced(model, sae, use_error_term=True):
+        with model.hooks(fwd_hooks=hooks):
+            reward = objective_reward(model, input_ids, attention_mask, objective)
+        (grad,) = torch.autograd.grad(reward.sum(), store["a"])
+    mask = _real_tokens(model, input_ids, attention_mask)[..., None]
+    acts = store["a"].detach() * mask
+    return FeatureAttribution(
+        values=_cpu((grad * acts).sum(1)),
+        activations=_cpu(acts.sum(1)),
+        rewards=_cpu(reward),
+        hook_name=name,
+        method="atp",
+    )
+
+
+def _real_tokens(model, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+    if attention_mask is not None:
+        return attention_mask.to(torch.float32)
+    return _mask_from_pad(model, model.check_tokens(input_ids)).to(torch.float32)
+
+
+def attribute_features(model, sae: SAE, input_ids, attention_mask=None, **kwargs):
+    """:func:`feature_attribution` for a final-residual SAE, else attribution patching."""
+    if sae_hook_name(sae) == final_residual_hook(model):
+        return feature_attribution(model, sae, input_ids, attention_mask, **kwargs)
+    return latent_attribution_patching(model, sae, input_ids, attention_mask, **kwargs)
+
+
+# ---- interventions on latents ------------------------------------------------------------------
+def _latent_hook(feature: int, edit: Callable[[Tensor], Tensor], where: Tensor | None):
+    """A hook on ``hook_sae_acts_post`` that rewrites latent ``feature`` (at ``where``)."""
+
+    def hook(act, hook):
+        act = act.clone()
+        new = edit(act[..., feature])
+        act[..., feature] = new if where is None else torch.where(where, new, act[..., feature])
+        return act
+
+    return hook
+
+
+def _position_mask(model, input_ids, attention_mask, positions) -> Tensor | None:
+    """``[batch, pos]`` bool: all real tokens (None = every position) or one per row."""
+    if positions is None:
+        return None
+    tokens = model.check_tokens(input_ids, attention_mask)
+    if isinstance(positions, str) and positions == "reward":
+        positions = model.pool_positions(tokens, attention_mask)
+    pos = torch.as_tensor(positions, dtype=torch.long, device=tokens.device).reshape(-1)
+    where = torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device)
+    where[torch.arange(tokens.shape[0], device=tokens.device), pos] = True
+    return where
+
+
+def _spliced_reward(model, sae, input_ids, attention_mask, objective, hooks=()) -> Tensor:
+    with torch.no_grad(), spliced(model, sae, use_error_term=True):
+        with model.hooks(fwd_hooks=list(hooks)):
+            return objective_reward(model, input_ids, attention_mask, objective)
+
+
+def latent_ablation(
+    model,
+    sae: SAE,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    features: Sequence[int] = (),
+    *,
+    objective: Objective = None,
+    positions=None,
+) -> FeatureEffects:
+    """``reward − reward(latent zeroed)`` per feature and example, error term kept (so only
+    the latent's own contribution is removed). ``positions``: ``None`` (every position),
+    ``"reward"``, or one position per row."""
+    name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
+    where = _position_mask(model, input_ids, attention_mask, positions)
+    base = _spliced_reward(model, sae, input_ids, attention_mask, objective)
+    rows = []
+    for f in features:
+        hook = _latent_hook(int(f), torch.zeros_like, where)
+        ablated = _spliced_reward(model, sae, input_ids, attention_mask, objective, [(name, hook)])
+        rows.append(base - ablated)
+    values = torch.stack(rows) if rows else torch.zeros(0, base.shape[0])
+    return FeatureEffects(tuple(int(f) for f in features), _cpu(values), "reward − ablated")
+
+
+def feature_steering(
+    model,
+    sae: SAE,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    feature: int,
+    coefficients: Sequence[float] = (-4, -2, -1, 0, 1, 2, 4),
+    objective: Objective = None,
+    positions=None,
+):
+    """Rewards when latent ``feature``'s activation is raised by each coefficient (adding
+    ``coefficient × d_f`` to the residual at ``positions``: every position, ``"reward"`` or
+    one per row), through the spliced SAE with its error term. Returns a ``SteeringCurve``."""
+    from .results import SteeringCurve
+
+    name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
+    where = _position_mask(model, input_ids, attention_mask, positions)
+    rows = []
+    for c in coefficients:
+        hook = _latent_hook(int(feature), lambda a, c=c: a + c, where)
+        hooks = [(name, hook)]
+        rows.append(_spliced_reward(model, sae, input_ids, attention_mask, objective, hooks))
+    return SteeringCurve(
+        label=f"f{int(feature)} @ {sae_hook_name(sae)}",
+        coefficients=torch.as_tensor(list(coefficients), dtype=torch.float32),
+        rewards=_cpu(torch.stack(rows)),
+    )
+
+
+def atp_check(
+    model,
+    sae: SAE,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    k: int = 10,
+    objective: Objective = None,
+) -> AtPCheck:
+    """Attribution patching over latents against real ablation (every position) for the
+    ``k`` latents with the largest mean |estimate|."""
+    atp = latent_attribution_patching(model, sae, input_ids, attention_mask, objective=objective)
+    features = atp.top_features(k)
+    actual = latent_ablation(model, sae, input_ids, attention_mask, features, objective=objective)
+    return AtPCheck(
+        features=tuple(features),
+        estimate=atp.values[:, features].T.contiguous(),
+        actual=actual.values,
+    )
+
+
+def pair_feature_attribution(
+    model,
+    sae: SAE,
+    pairs: Sequence,
+    *,
+    batch_size: int = 16,
+    **kwargs,
+) -> PairFeatureAttribution:
+    """:func:`attribute_features` for both sides of each pair (preference pairs, encoded
+    ``(chosen, rejected)`` tuples, or zoo contrast pairs as ``(edited, base)``), streamed;
+    ``.margin.top_k(k, example=i)`` gives the top latents of pair ``i``'s margin."""
+    encoded = [_as_encoded_pair(p) for p in pairs]
+    chosen, rejected = [], []
+    for ids, mask, n in pair_batches(model, encoded, batch_size):
+        result = attribute_features(model, sae, ids, mask, **kwargs)
+        chosen.append(_rows(result, slice(0, n)))
+        rejected.append(_rows(result, slice(n, None)))
+    return PairFeatureAttribution(_concat(chosen), _concat(rejected))
+
+
+def _rows(result: FeatureAttribution, rows: slice) -> FeatureAttribution:
+    def pick(t):
+        return None if t is None else t[rows]
+
+    return FeatureAttribution(
+        values=result.values[rows],
+        activations=result.activations[rows],
+        rewards=result.rewards[rows],
+        hook_name=result.hook_name,
+        method=result.method,
+        error=pick(result.error),
+        decoder_bias=pick(result.decoder_bias),
+        head_bias=pick(result.head_bias),
+    )
+
+
+def _concat(parts: list[FeatureAttribution]) -> FeatureAttribution:
+    def cat(attr):
+        values = [getattr(p, attr) for p in parts]
+        return None if values[0] is None else torch.cat(values)
+
+    first = parts[0]
+    return FeatureAttribution(
+        values=cat("values"),
+        activations=cat("activations"),
+        rewards=cat("rewards"),
+        hook_name=first.hook_name,
+        method=first.method,
+        error=cat("error"),
+        decoder_bias=cat("decoder_bias"),
+        head_bias=cat("head_bias"),
+    )

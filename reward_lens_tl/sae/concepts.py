@@ -1,0 +1,257 @@
+"""Concept vectors: difference-of-means directions from contrastive pairs, at every layer.
+
+A contrastive pair differs in one concept (the zoo's contrast pairs: ``edited`` has a planted
+feature, ``base`` does not; or any preference pair). The concept vector at a site is the mean
+residual over the positive tokens minus the mean over the negative tokens, read either at the
+reward position (``at="reward"``) or at the tokens where the pairs differ (``at="planted"``).
+Each vector is compared with the reward read-out's effective direction (from
+:func:`~reward_lens_tl.readout.readout`) and with SAE decoder directions, and tested causally:
+adding it with a range of coefficients (a steering curve), or projecting it out.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> pos, _ = random_batch(4, seq_len=8, seed=1)
+>>> neg, _ = random_batch(4, seq_len=8, seed=2)
+>>> cv = concept_vectors_from_sets(model, list(pos), [7] * 4, list(neg), [7] * 4, name="demo")
+>>> cv.labels[0], cv.directions.shape
+('blocks.0.hook_resid_pre', torch.Size([3, 64]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor
+
+from ..inputs import pad_batch
+from ..readout import Objective, readout
+from .activations import _as_encoded_pair
+from .attribution import _position_mask, decoder_directions, objective_reward
+from .errors import SAESiteError
+from .results import ConceptVectors, SteeringCurve
+from .splice import sae_hook_name
+
+
+def residual_sites(model) -> list[str]:
+    """``blocks.0.hook_resid_pre`` (the embedding) and every block's ``hook_resid_post``."""
+    return ["blocks.0.hook_resid_pre"] + [
+        f"blocks.{layer}.hook_resid_post" for layer in range(model.cfg.n_layers)
+    ]
+
+
+def contrast_sets(model, pairs: Sequence, at: str = "reward"):
+    """``(pos_ids, pos_positions, neg_ids, neg_positions)`` from pairs.
+
+    ``at="reward"``: each side at its reward-reading position (any pair type). ``at="planted"``:
+    zoo contrast pairs, ``edited`` at ``changed_positions`` and ``base`` at the same positions
+    (needs aligned sides: swap edits, not the ``length`` insertion).
+    """
+    if at not in ("reward", "planted"):
+        raise ValueError(f"at={at!r}: expected 'reward' or 'planted'")
+    pos_ids, pos_at, neg_ids, neg_at = [], [], [], []
+    for pair in pairs:
+        chosen, rejected = _as_encoded_pair(pair)
+        if at == "planted":
+            changed = getattr(pair, "changed_positions", None)
+            if changed is None:
+                raise SAESiteError("at='planted' needs zoo contrast pairs (changed_positions)")
+            if len(chosen.ids) != len(rejected.ids):
+                raise SAESiteError(
+                    f"{getattr(pair, 'feature', 'this')} pairs insert a token, so positions do "
+                    "not align between the sides; use at='reward'"
+                )
+            where = tuple(changed)
+            pos_at.append(where)
+            neg_at.append(where)
+        else:
+            pos_at.append((_reward_position(model, chosen.ids),))
+            neg_at.append((_reward_position(model, rejected.ids),))
+        pos_ids.append(chosen.ids)
+        neg_ids.append(rejected.ids)
+    return pos_ids, pos_at, neg_ids, neg_at
+
+
+def _reward_position(model, ids: Sequence[int]) -> int:
+    return int(model.pool_positions(torch.tensor([list(ids)], device=model.cfg.device))[0])
+
+
+@torch.no_grad()
+def site_activations(
+    model, sequences: Sequence, positions: Sequence, sites: Sequence[str], batch_size: int = 32
+) -> Float[Tensor, "site token d_model"]:
+    """Residuals at ``sites`` for the listed token positions of every sequence."""
+    model.check_hook_names(sites)
+    chunks = []
+    for start in range(0, len(sequences), batch_size):
+        seqs = [list(s) for s in sequences[start : start + batch_size]]
+        ids, mask = pad_batch(seqs, model.pad_token_id)
+        ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)
+        _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter=list(sites))
+        rows = [
+            (i, int(p))
+            for i, where in enumerate(positions[start : start + batch_size])
+            for p in (where if isinstance(where, Sequence) else (where,))
+        ]
+        b = torch.tensor([r[0] for r in rows], device=ids.device)
+        p = torch.tensor([r[1] for r in rows], device=ids.device)
+        chunks.append(torch.stack([cache[s][b, p] for s in sites]))
+    return torch.cat(chunks, 1)
+
+
+def concept_vectors_from_sets(
+    model,
+    pos_ids: Sequence,
+    pos_positions: Sequence,
+    neg_ids: Sequence,
+    neg_positions: Sequence,
+    *,
+    name: str = "concept",
+    sites: Sequence[str] | None = None,
+    objective: Objective = None,
+    batch_size: int = 32,
+) -> ConceptVectors:
+    """Difference of means (positive − negative) at every site, with each vector's separation
+    and its cosine with the reward read-out's effective direction."""
+    sites = list(sites or residual_sites(model))
+    pos = site_activations(model, pos_ids, pos_positions, sites, batch_size)
+    neg = site_activations(model, neg_ids, neg_positions, sites, batch_size)
+    directions = pos.mean(1) - neg.mean(1)  # [site, d]
+    unit = F.normalize(directions, dim=-1)
+    proj_pos = (pos * unit[:, None]).sum(-1)
+    proj_neg = (neg * unit[:, None]).sum(-1)
+    pooled = ((proj_pos.var(1, unbiased=False) + proj_neg.var(1, unbiased=False)) / 2).sqrt()
+    separation = (proj_pos.mean(1) - proj_neg.mean(1)) / pooled.clamp_min(1e-12)
+    w = reward_direction(model, objective)
+    return ConceptVectors(
+        name=name,
+        labels=tuple(sites),
+        directions=directions.detach().float().cpu(),
+        n_positive=pos.shape[1],
+        n_negative=neg.shape[1],
+        separation=separation.detach().float().cpu(),
+        reward_cosine=F.cosine_similarity(directions, w[None], dim=-1).detach().float().cpu(),
+    )
+
+
+def concept_vectors(
+    model, pairs: Sequence, *, at: str = "reward", name: str | None = None, **kwargs
+) -> ConceptVectors:
+    """Concept vectors from contrastive pairs (edited/chosen positive, base/rejected negative);
+    see :func:`contrast_sets` for ``at`` and :func:`concept_vectors_from_sets` for the rest."""
+    name = name or f"{getattr(pairs[0], 'feature', 'pairs')} @ {at}"
+    return concept_vectors_from_sets(model, *contrast_sets(model, pairs, at), name=name, **kwargs)
+
+
+def reward_direction(model, objective: Objective = None) -> Float[Tensor, " d_model"]:
+    """The read-out's effective direction ``w_eff`` (centred for LayerNorm models), the
+    direction along which the normalised final residual gives the reward."""
+    read = readout(model, objective, 1)
+    d = read.direction[0].detach()
+    return d - d.mean() if read.centred else d
+
+
+def decoder_alignment(concepts: ConceptVectors, sae, k: int = 5) -> list[tuple[str, float]]:
+    """The ``k`` SAE latents whose decoder directions have the largest |cosine| with the
+    concept vector at the SAE's site, as ``[("f12", cosine), ...]``."""
+    site = sae_hook_name(sae)
+    if site not in concepts.labels:
+        raise SAESiteError(f"no concept vector at {site}; sites are {concepts.labels}")
+    v = concepts[site].to(sae.W_dec.device)
+    cos = F.cosine_similarity(decoder_directions(sae).detach(), v[None], dim=-1)
+    idx = cos.abs().argsort(descending=True)[:k]
+    return [(f"f{int(i)}", float(cos[i])) for i in idx]
+
+
+def _add_hook(vector: Tensor, coefficient: float, where: Tensor | None):
+    def hook(act, hook):
+        delta = coefficient * vector.to(act.device, act.dtype)
+        if where is None:
+            return act + delta
+        return act + where[..., None].to(act.dtype) * delta
+
+    return hook
+
+
+def concept_steering(
+    model,
+    vector: Float[Tensor, " d_model"],
+    hook_name: str,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    coefficients: Sequence[float] = (-2, -1, -0.5, 0, 0.5, 1, 2),
+    positions=None,
+    objective: Objective = None,
+    label: str | None = None,
+) -> SteeringCurve:
+    """Rewards when ``coefficient × vector`` is added at ``hook_name`` (every position by
+    default, ``"reward"`` for the reward position, or one position per row). With a concept
+    vector, coefficient 1 adds the mean difference between the two sets."""
+    where = _position_mask(model, input_ids, attention_mask, positions)
+    rows = []
+    with torch.no_grad():
+        for c in coefficients:
+            with model.hooks(fwd_hooks=[(hook_name, _add_hook(vector, float(c), where))]):
+                rows.append(objective_reward(model, input_ids, attention_mask, objective))
+    return SteeringCurve(
+        label=label or f"steer @ {hook_name}",
+        coefficients=torch.as_tensor(list(coefficients), dtype=torch.float32),
+        rewards=torch.stack(rows).detach().float().cpu(),
+    )
+
+
+@dataclass(frozen=True)
+class ProjectionEffect:
+    """Rewards before and after projecting a direction out of one site."""
+
+    hook_name: str
+    original: Float[Tensor, " example"]
+    projected: Float[Tensor, " example"]
+
+    @property
+    def effect(self) -> Float[Tensor, " example"]:
+        """reward − reward(direction projected out)."""
+        return self.original - self.projected
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "original": self.original.numpy(),
+                "projected": self.projected.numpy(),
+                "effect": self.effect.numpy(),
+            }
+        )
+
+
+def concept_projection(
+    model,
+    vector: Float[Tensor, " d_model"],
+    hook_name: str,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    positions=None,
+    objective: Objective = None,
+) -> ProjectionEffect:
+    """Rewards with the component along ``vector`` removed at ``hook_name`` (``x − (x·v̂)v̂``;
+    every position by default)."""
+    unit = F.normalize(vector.float(), dim=0)
+    where = _position_mask(model, input_ids, attention_mask, positions)
+
+    def project(act, hook):
+        v = unit.to(act.device, act.dtype)
+        removed = (act @ v)[..., None] * v
+        return act - (removed if where is None else where[..., None].to(act.dtype) * removed)
+
+    with torch.no_grad():
+        original = objective_reward(model, input_ids, attention_mask, objective)
+        with model.hooks(fwd_hooks=[(hook_name, project)]):
+            projected = objective_reward(model, input_ids, attention_mask, objective)
+    return ProjectionEffect(hook_name, original.float().cpu(), projected.float().cpu())

@@ -1,0 +1,464 @@
+"""Result objects of the SAE analyses: frozen dataclasses with ``to_dataframe()``, ``plot()``
+(a figure, never shown) and ``top_k()``.
+
+Features are labelled ``f{index}``; values are kept as tensors with their labels.
+
+>>> import torch
+>>> attr = FeatureAttribution(
+...     values=torch.tensor([[0.5, -2.0, 0.0]]), activations=torch.tensor([[1.0, 2.0, 0.0]]),
+...     rewards=torch.tensor([-1.0]), hook_name="blocks.1.hook_resid_post", method="direct",
+...     error=torch.tensor([0.25]), decoder_bias=torch.tensor([0.125]),
+...     head_bias=torch.tensor([0.125]))
+>>> attr.top_k(2), attr.completeness_error()
+([('f1', -2.0), ('f0', 0.5)], 0.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..errors import RewardLensError
+from ..results import new_axes
+
+
+def feature_label(index: int) -> str:
+    return f"f{int(index)}"
+
+
+@dataclass(frozen=True)
+class FeatureAttribution:
+    """Each SAE latent's contribution to the reward, ``values [example, feature]``.
+
+    ``method="direct"`` (an SAE on the final residual): the exact direct effect
+    ``activation × decoder row · u`` at the reward position, and
+    ``values.sum(-1) + error + decoder_bias + head_bias == rewards``.
+    ``method="atp"`` (any site): attribution patching, ``Σ_pos ∂reward/∂a · a``, the linear
+    estimate of ``reward − reward(latent zeroed)``; there are no bias terms and no completeness.
+    ``activations`` is the latent activation at the reward position (direct) or summed over the
+    non-padding positions (atp).
+    """
+
+    values: Float[Tensor, "example feature"]
+    activations: Float[Tensor, "example feature"]
+    rewards: Float[Tensor, " example"]
+    hook_name: str
+    method: str
+    error: Float[Tensor, " example"] | None = None
+    decoder_bias: Float[Tensor, " example"] | None = None
+    head_bias: Float[Tensor, " example"] | None = None
+
+    def total(self) -> Float[Tensor, " example"]:
+        """Σ features + error + decoder bias + head bias (direct attributions only)."""
+        if self.method != "direct":
+            raise RewardLensError(
+                "attribution patching estimates effects; it has no exact decomposition: use "
+                "feature_attribution on a final-residual SAE for one"
+            )
+        return self.values.sum(-1) + self.error + self.decoder_bias + self.head_bias
+
+    def completeness_error(self) -> float:
+        """max |Σ terms − reward| (≤ 1e-4 in float32)."""
+        return float((self.total() - self.rewards).abs().max())
+
+    def terms(self) -> dict[str, Tensor]:
+        """The non-feature terms of a direct attribution."""
+        if self.method != "direct":
+            return {}
+        return {"error": self.error, "decoder_bias": self.decoder_bias, "head_bias": self.head_bias}
+
+    def top_k(self, k: int = 10, example: int | None = None) -> list[tuple[str, float]]:
+        """The ``k`` features with the largest |value| for one example, or by mean |value|
+        over examples (reported with their signed mean)."""
+        if example is not None:
+            vals = self.values[example]
+            key = vals.abs()
+        else:
+            vals = self.values.mean(0)
+            key = self.values.abs().mean(0)
+        idx = key.argsort(descending=True)[:k]
+        return [(feature_label(i), float(vals[i])) for i in idx]
+
+    def top_features(self, k: int = 10, example: int | None = None) -> list[int]:
+        return [int(label[1:]) for label, _ in self.top_k(k, example)]
+
+    def __sub__(self, other: FeatureAttribution) -> FeatureAttribution:
+        """Difference of two attributions (chosen − rejected = margin attribution)."""
+        if self.method != other.method or self.hook_name != other.hook_name:
+            raise RewardLensError("cannot subtract attributions of different sites or methods")
+
+        def diff(a, b):
+            return None if a is None or b is None else a - b
+
+        return FeatureAttribution(
+            values=self.values - other.values,
+            activations=self.activations - other.activations,
+            rewards=self.rewards - other.rewards,
+            hook_name=self.hook_name,
+            method=self.method,
+            error=diff(self.error, other.error),
+            decoder_bias=diff(self.decoder_bias, other.decoder_bias),
+            head_bias=diff(self.head_bias, other.head_bias),
+        )
+
+    def to_dataframe(self, k: int | None = 20):
+        """One row per (example, feature) for the top-``k`` features (all with ``k=None``)."""
+        import pandas as pd
+
+        feats = range(self.values.shape[1]) if k is None else self.top_features(k)
+        rows = [
+            {
+                "example": e,
+                "feature": feature_label(f),
+                "contribution": float(self.values[e, f]),
+                "activation": float(self.activations[e, f]),
+            }
+            for e in range(self.values.shape[0])
+            for f in feats
+        ]
+        return pd.DataFrame(rows)
+
+    def plot(self, ax=None, k: int = 15, example: int | None = None):
+        """Bar chart of the top-``k`` features and, for direct attributions, the other terms."""
+        top = self.top_k(k, example)
+        if self.method == "direct":
+            pick = (lambda t: t[example]) if example is not None else (lambda t: t.mean())
+            top += [(name, float(pick(t))) for name, t in self.terms().items()]
+        fig, ax = new_axes(ax, figsize=(6, 0.25 * len(top) + 1))
+        top = top[::-1]
+        ax.barh(
+            [label for label, _ in top],
+            [v for _, v in top],
+            color=["#c00000" if v < 0 else "#4472c4" for _, v in top],
+        )
+        ax.axvline(0, color="k", lw=0.5)
+        what = "direct effect" if self.method == "direct" else "attribution patching"
+        ax.set_xlabel(f"{what} on the reward ({self.hook_name})")
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class PairFeatureAttribution:
+    chosen: FeatureAttribution
+    rejected: FeatureAttribution
+
+    @property
+    def margin(self) -> FeatureAttribution:
+        return self.chosen - self.rejected
+
+
+@dataclass(frozen=True)
+class FeatureEffects:
+    """Measured reward changes ``values [feature, example]`` of an intervention per feature
+    (e.g. ``reward − reward(feature ablated)``)."""
+
+    features: tuple[int, ...]
+    values: Float[Tensor, "feature example"]
+    intervention: str
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(feature_label(f) for f in self.features)
+
+    def mean(self) -> Float[Tensor, " feature"]:
+        return self.values.mean(1)
+
+    def top_k(self, k: int = 10) -> list[tuple[str, float]]:
+        idx = self.values.abs().mean(1).argsort(descending=True)[:k]
+        return [(self.labels[i], float(self.values[i].mean())) for i in idx]
+
+    def to_dataframe(self):
+        from ..results import tidy_frame
+
+        return tidy_frame(self.values, self.labels, "feature", self.intervention)
+
+    def plot(self, ax=None, k: int = 15):
+        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
+        top = self.top_k(k)[::-1]
+        ax.barh([label for label, _ in top], [v for _, v in top], color="#4472c4")
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel(f"{self.intervention} (mean over examples)")
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class AtPCheck:
+    """Attribution patching over latents against real latent ablation, for the top features.
+
+    ``estimate[feature, example]`` is ``Σ_pos ∂r/∂a · a``; ``actual`` is
+    ``reward − reward(latent zeroed at every position)``, with the SAE's error term kept.
+    """
+
+    features: tuple[int, ...]
+    estimate: Float[Tensor, "feature example"]
+    actual: Float[Tensor, "feature example"]
+
+    def pearson(self) -> float:
+        """Correlation of estimate and actual over all (feature, example) cells."""
+        a, b = self.estimate.flatten(), self.actual.flatten()
+        a, b = a - a.mean(), b - b.mean()
+        return float((a * b).sum() / (a.norm() * b.norm()).clamp_min(1e-12))
+
+    def sign_agreement(self, min_effect: float = 1e-3) -> float:
+        """Share of cells with |actual| ≥ ``min_effect`` whose signs agree."""
+        keep = self.actual.abs() >= min_effect
+        if not bool(keep.any()):
+            return float("nan")
+        return float((self.estimate[keep].sign() == self.actual[keep].sign()).float().mean())
+
+    def relative_error(self) -> float:
+        """‖estimate − actual‖ / ‖actual‖ over all cells."""
+        return float((self.estimate - self.actual).norm() / self.actual.norm().clamp_min(1e-12))
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "features": len(self.features),
+            "pearson": self.pearson(),
+            "sign_agreement": self.sign_agreement(),
+            "relative_error": self.relative_error(),
+        }
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "feature": [feature_label(f) for f in self.features],
+                "atp_mean": self.estimate.mean(1).numpy(),
+                "ablation_mean": self.actual.mean(1).numpy(),
+            }
+        )
+
+    def plot(self, ax=None):
+        fig, ax = new_axes(ax, figsize=(4, 4))
+        ax.scatter(self.actual.flatten(), self.estimate.flatten(), s=8)
+        lo = float(min(self.actual.min(), self.estimate.min()))
+        hi = float(max(self.actual.max(), self.estimate.max()))
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.5)
+        ax.set_xlabel("reward − reward(latent ablated)")
+        ax.set_ylabel("attribution patching estimate")
+        ax.set_title(f"r = {self.pearson():.3f}", fontsize=9)
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class SteeringCurve:
+    """Rewards ``[coefficient, example]`` when ``coefficient × direction`` is added."""
+
+    label: str
+    coefficients: Float[Tensor, " coefficient"]
+    rewards: Float[Tensor, "coefficient example"]
+
+    def mean(self) -> Float[Tensor, " coefficient"]:
+        return self.rewards.mean(1)
+
+    def slope(self) -> float:
+        """Least-squares slope of the mean reward against the coefficient."""
+        c = self.coefficients - self.coefficients.mean()
+        m = self.mean() - self.mean().mean()
+        return float((c * m).sum() / (c * c).sum().clamp_min(1e-12))
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "coefficient": self.coefficients.numpy(),
+                "mean_reward": self.mean().numpy(),
+                "std_reward": self.rewards.std(1).numpy() if self.rewards.shape[1] > 1 else 0.0,
+            }
+        )
+
+    def plot(self, ax=None):
+        fig, ax = new_axes(ax, figsize=(4.5, 3.2))
+        mean = self.mean()
+        ax.plot(self.coefficients, mean, "o-", label=self.label)
+        if self.rewards.shape[1] > 1:
+            std = self.rewards.std(1)
+            ax.fill_between(self.coefficients, mean - std, mean + std, alpha=0.2)
+        ax.set_xlabel("steering coefficient")
+        ax.set_ylabel("reward")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class Context:
+    """One activating token and the window of token ids around it."""
+
+    feature: int
+    activation: float
+    example: int
+    position: int
+    window: tuple[int, ...]
+    window_start: int
+
+    def text(self, tokenizer=None) -> str:
+        """The window as text, the activating token in ``[[ ]]``."""
+        toks = [_token_str(t, tokenizer) for t in self.window]
+        i = self.position - self.window_start
+        toks[i] = f"[[{toks[i]}]]"
+        return " ".join(toks)
+
+
+def _token_str(token_id: int, tokenizer) -> str:
+    if tokenizer is None:
+        return str(token_id)
+    return tokenizer.convert_ids_to_tokens(int(token_id))
+
+
+@dataclass(frozen=True)
+class FeatureContexts:
+    """The top activating contexts of some features over a set of sequences."""
+
+    contexts: tuple[tuple[Context, ...], ...]  # one tuple per feature, best first
+    features: tuple[int, ...]
+    frequency: Float[Tensor, " feature"]  # share of non-padding tokens where it is active
+    tokenizer: object = None
+
+    def __getitem__(self, feature: int) -> tuple[Context, ...]:
+        return self.contexts[self.features.index(feature)]
+
+    def top_k(self, k: int = 5) -> list[tuple[str, float]]:
+        return [
+            (feature_label(f), c[0].activation if c else 0.0)
+            for f, c in zip(self.features, self.contexts, strict=True)
+        ][:k]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        rows = [
+            {
+                "feature": feature_label(c.feature),
+                "rank": rank,
+                "activation": c.activation,
+                "example": c.example,
+                "position": c.position,
+                "context": c.text(self.tokenizer),
+            }
+            for ctxs in self.contexts
+            for rank, c in enumerate(ctxs)
+        ]
+        columns = ["feature", "rank", "activation", "example", "position", "context"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def plot(self, ax=None):
+        """Top activation per feature; returns the figure."""
+        fig, ax = new_axes(ax, figsize=(6, 0.25 * len(self.features) + 1))
+        labels = [feature_label(f) for f in self.features][::-1]
+        ax.barh(labels, [c[0].activation if c else 0.0 for c in self.contexts][::-1])
+        ax.set_xlabel("max activation")
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class ConceptVectors:
+    """Difference-of-means directions, one per site (``labels``), ``directions [site, d]``."""
+
+    name: str
+    labels: tuple[str, ...]
+    directions: Float[Tensor, "site d_model"]
+    n_positive: int
+    n_negative: int
+    #: projection onto the unit direction: mean over positives − mean over negatives, in
+    #: pooled standard deviations (how cleanly the direction separates the two sets)
+    separation: Float[Tensor, " site"]
+    #: cosine with the reward read-out's effective direction (from ``readout``)
+    reward_cosine: Float[Tensor, " site"]
+
+    def __getitem__(self, label: str) -> Tensor:
+        return self.directions[self.labels.index(label)]
+
+    def top_k(self, k: int = 5) -> list[tuple[str, float]]:
+        idx = self.reward_cosine.abs().argsort(descending=True)[:k]
+        return [(self.labels[i], float(self.reward_cosine[i])) for i in idx]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "concept": self.name,
+                "site": self.labels,
+                "norm": self.directions.norm(dim=-1).numpy(),
+                "separation": self.separation.numpy(),
+                "cosine_with_reward": self.reward_cosine.numpy(),
+            }
+        )
+
+    def plot(self, ax=None):
+        fig, ax = new_axes(ax, figsize=(5, 3.2))
+        x = range(len(self.labels))
+        ax.plot(x, self.reward_cosine, "o-", label="cos(v, w_r)")
+        ax.set_xticks(list(x), self.labels, rotation=45, ha="right", fontsize=7)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_ylabel("cosine with the reward direction")
+        ax.set_title(self.name, fontsize=9)
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class GroundTruthRow:
+    """One planted feature: the latent that matches it (see :mod:`.ground_truth`)."""
+
+    feature: str
+    hook_name: str
+    d_sae: int
+    metric: str  # the correlation used to select latents: "sequence" or "token"
+    latent: int  # among latents correlating ≥ 0.8, the largest effect of the planted sign
+    # (else the best-correlated latent)
+    correlation: float  # its correlation under ``metric``
+    token_correlation: float  # its per-token correlation with the indicator
+    sequence_correlation: float  # its per-sequence correlation with the contribution
+    effect: float  # mean reward − reward(latent ablated), where the latent is active
+    planted_sign: int
+    sign_ok: bool  # sign(effect) == planted sign and |effect| ≥ the report's min_effect
+    best_latent: int  # the best-correlated latent regardless of its effect
+    best_correlation: float
+    best_effect: float
+
+    @property
+    def passed(self) -> bool:
+        return self.correlation >= 0.8 and self.sign_ok
+
+
+@dataclass(frozen=True)
+class GroundTruthReport:
+    """Per planted feature, the SAE latent that tracks it best and its reward effect."""
+
+    rows: tuple[GroundTruthRow, ...]
+
+    def __getitem__(self, feature: str) -> GroundTruthRow:
+        return next(r for r in self.rows if r.feature == feature)
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame([{**r.__dict__, "passed": r.passed} for r in self.rows])
+
+    def top_k(self, k: int = 4) -> list[tuple[str, float]]:
+        return [(r.feature, r.correlation) for r in self.rows][:k]
+
+    def plot(self, ax=None):
+        fig, ax = new_axes(ax, figsize=(4.5, 3))
+        ax.bar([r.feature for r in self.rows], [r.correlation for r in self.rows])
+        ax.axhline(0.8, color="k", ls="--", lw=0.5)
+        ax.set_ylabel("best latent correlation")
+        ax.set_ylim(0, 1)
+        fig.tight_layout()
+        return fig
+
+
+def as_index_tensor(values: Sequence[int] | Tensor) -> Int[Tensor, " n"]:
+    return torch.as_tensor(values, dtype=torch.long).reshape(-1)

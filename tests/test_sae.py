@@ -1,0 +1,390 @@
+"""SAE tools: splicing identities, exact feature attribution, AtP vs ablation, concepts, and
+the zoo's planted features. Tiny models; the whole file runs in well under a minute."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import matplotlib
+import pytest
+import torch
+from sae_lens import SAE, StandardSAE, StandardSAEConfig
+from sae_lens.saes.sae import SAEMetadata
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.errors import RewardLensError, UnknownHookError
+from reward_lens_tl.pairs import pair_batches
+from reward_lens_tl.sae import (
+    SAEHookError,
+    SAESiteError,
+    add_sae,
+    atp_check,
+    collect_activations,
+    concept_projection,
+    concept_steering,
+    concept_vectors_from_sets,
+    decoder_alignment,
+    feature_attribution,
+    feature_steering,
+    iter_activations,
+    latent_ablation,
+    load_sae,
+    max_activating_contexts,
+    pair_feature_attribution,
+    rebatch,
+    reward_direction,
+    run_with_cache_with_saes,
+    save_sae,
+    splice_report,
+    spliced,
+    train_topk_sae,
+)
+from reward_lens_tl.sae.testing import random_topk_sae, tiny_trained_sae
+from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
+
+matplotlib.use("Agg")
+
+FINAL = "blocks.1.hook_resid_post"  # the tiny models have two layers
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return random_batch(4, [9, 6, 12, 3])
+
+
+@pytest.fixture(scope="module")
+def trained_mid(llama):
+    return tiny_trained_sae(llama, "blocks.0.hook_resid_post", d_sae=128, k=8, steps=150)
+
+
+def _no_saes_or_hooks(model) -> bool:
+    hooks = [h for hp in model.hook_dict.values() for h in hp.fwd_hooks + hp.bwd_hooks]
+    return not model.acts_to_saes and not hooks
+
+
+# ---- activations -------------------------------------------------------------------------------
+def test_activations_exclude_padding_and_match_unpadded_runs(llama, batch):
+    ids, mask = batch
+    acts = collect_activations(llama, "blocks.0.hook_resid_post", [(ids, mask)])
+    assert acts.shape == (int(mask.sum()), llama.cfg.d_model)
+    n = int(mask[1].sum())
+    _, cache = llama.run_with_cache(ids[1:2, :n], names_filter="blocks.0.hook_resid_post")
+    start = int(mask[0].sum())
+    torch.testing.assert_close(acts[start : start + n], cache["blocks.0.hook_resid_post"][0])
+    # an id tensor alone: padding found from the pad id; or plain id lists
+    assert collect_activations(llama, "blocks.0.hook_resid_post", ids).shape == acts.shape
+    lists = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
+    torch.testing.assert_close(collect_activations(llama, "blocks.0.hook_resid_post", lists), acts)
+
+
+def test_activations_from_pairs_and_rebatch(llama):
+    from types import SimpleNamespace as Pair
+
+    pairs = [Pair(prompt="w6 w7", chosen="w8", rejected="w9 w10 w11")] * 5
+    chunks = list(iter_activations(llama, "hook_embed", pairs, batch_size=2))
+    n_tokens = sum(int(m.sum()) for _, m, _ in pair_batches(llama, pairs, 2))
+    assert sum(c.shape[0] for c in chunks) == n_tokens
+    batches = list(rebatch(chunks, batch_size=8, buffer_batches=2))
+    assert all(b.shape == (8, llama.cfg.d_model) for b in batches)
+    assert len(batches) == n_tokens // 8
+
+
+# ---- splicing ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("site", ["blocks.0.hook_resid_post", FINAL, "blocks.1.hook_mlp_out"])
+def test_splice_with_error_term_leaves_reward_unchanged(llama, batch, site):
+    ids, mask = batch
+    sae = random_topk_sae(llama, site)
+    report = splice_report(llama, sae, ids, mask)
+    assert report.max_error_with_error_term <= 1e-5
+    assert float(report.reconstruction_error.abs().max()) > 1e-3  # the reconstruction is not
+    assert _no_saes_or_hooks(llama)
+
+
+@torch.no_grad()
+def test_add_sae_and_run_with_cache_with_saes(gpt2, batch):
+    ids, mask = batch
+    sae = random_topk_sae(gpt2, FINAL)
+    clean = gpt2.rewards(ids, mask)
+    out, cache = run_with_cache_with_saes(
+        gpt2, ids, attention_mask=mask, return_type="reward", saes=[sae]
+    )
+    assert float((out - clean).abs().max()) <= 1e-5
+    assert f"{FINAL}.hook_sae_acts_post" in cache
+    add_sae(gpt2, sae)
+    try:
+        assert FINAL in gpt2.acts_to_saes
+        assert float((gpt2.rewards(ids, mask) - clean).abs().max()) <= 1e-5
+    finally:
+        gpt2.reset_saes()
+    assert float((gpt2.rewards(ids, mask) - clean).abs().max()) == 0.0
+
+
+def test_splice_restores_model_after_an_exception(llama, batch):
+    sae = random_topk_sae(llama, FINAL)
+    with pytest.raises(RuntimeError), spliced(llama, sae):
+        raise RuntimeError("boom")
+    assert _no_saes_or_hooks(llama)
+
+
+# ---- bad hook names ----------------------------------------------------------------------------
+def test_bad_hook_name_is_an_error_with_close_matches(llama, batch):
+    ids, mask = batch
+    sae = random_topk_sae(llama, FINAL)
+    sae.cfg.metadata.hook_name = "blocks.1.hook_resid_pots"
+    for call in (
+        lambda: splice_report(llama, sae, ids, mask),
+        lambda: add_sae(llama, sae),
+        lambda: run_with_cache_with_saes(llama, ids, saes=[sae]),
+        lambda: collect_activations(llama, "blocks.1.hook_resid_pots", [(ids, mask)]),
+    ):
+        with pytest.raises(SAEHookError) as err:
+            call()
+        assert isinstance(err.value, UnknownHookError) and isinstance(err.value, KeyError)
+        assert "blocks.1.hook_resid_post" in str(err.value)
+    with pytest.raises(SAEHookError):
+        random_topk_sae(llama, "blocks.7.hook_resid_post")
+    assert _no_saes_or_hooks(llama)
+
+
+def test_direct_attribution_refuses_other_sites(llama, batch):
+    sae = random_topk_sae(llama, "blocks.0.hook_resid_post")
+    with pytest.raises(SAESiteError, match="latent_attribution_patching"):
+        feature_attribution(llama, sae, *batch)
+
+
+def test_width_mismatch_is_an_error(llama, batch):
+    sae = random_topk_sae(llama, FINAL, d_in=32)
+    with pytest.raises(SAESiteError, match="d_model=64"):
+        splice_report(llama, sae, *batch)
+
+
+# ---- training, save / load ---------------------------------------------------------------------
+def test_training_is_seeded_and_round_trips_through_disk(llama, batch, tmp_path, trained_mid):
+    ids, mask = batch
+    again = tiny_trained_sae(llama, "blocks.0.hook_resid_post", d_sae=128, k=8, steps=150)
+    torch.testing.assert_close(again.sae.W_dec, trained_mid.sae.W_dec)
+    assert trained_mid.stats.fvu < 0.6 and trained_mid.stats.l0 == 8
+    path = save_sae(trained_mid, tmp_path / "sae")
+    loaded = load_sae(path, model=llama)
+    assert type(loaded).__name__ == "TopKSAE"
+    for name, p in trained_mid.sae.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], p)
+    a = splice_report(llama, trained_mid.sae, ids, mask).reconstruction
+    b = splice_report(llama, loaded, ids, mask).reconstruction
+    torch.testing.assert_close(a, b)
+
+
+def test_training_from_an_iterator_that_ends_too_soon(llama):
+    acts = torch.randn(64, 8)
+    with pytest.raises(RewardLensError, match="ended after"):
+        train_topk_sae(iter(acts.split(16)), "x", d_sae=16, k=2, steps=10, batch_size=16)
+
+
+def test_load_any_sae_lens_sae(llama, batch, tmp_path):
+    torch.manual_seed(0)
+    sae = StandardSAE(StandardSAEConfig(d_in=64, d_sae=96, metadata=SAEMetadata(hook_name=FINAL)))
+    sae.save_model(tmp_path / "standard")
+    loaded = load_sae(tmp_path / "standard", model=llama)
+    assert isinstance(loaded, SAE) and type(loaded).__name__ == "StandardSAE"
+    attr = feature_attribution(llama, loaded, *batch)
+    assert attr.completeness_error() <= 1e-4
+    with pytest.raises(FileNotFoundError, match="cfg.json"):
+        load_sae(tmp_path / "missing")
+
+
+# ---- attribution -------------------------------------------------------------------------------
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma2"])
+def test_final_residual_feature_attribution_is_complete(family, batch):
+    model = HookedRewardModel.from_pretrained(tiny_reward_model(family))
+    sae = random_topk_sae(model, FINAL)
+    attr = feature_attribution(model, sae, *batch)
+    assert attr.completeness_error() <= 1e-4
+    torch.testing.assert_close(attr.rewards, model.rewards(*batch).float())
+    at_pos = feature_attribution(model, sae, *batch, positions=[1, 2, 3, 0])
+    assert at_pos.completeness_error() <= 1e-4
+    assert (attr.values != 0).sum(-1).le(8).all()  # TopK: at most k latents contribute
+    assert _no_saes_or_hooks(model)
+
+
+def test_pair_margin_attribution_is_complete(llama):
+    from types import SimpleNamespace as Pair
+
+    pairs = [
+        Pair(prompt="w6 w7", chosen="w8 w30", rejected="w9 w10 w11"),
+        Pair(prompt="w12", chosen="w13", rejected="w40 w41"),
+    ]
+    sae = random_topk_sae(llama, FINAL)
+    margin = pair_feature_attribution(llama, sae, pairs, batch_size=1).margin
+    assert margin.completeness_error() <= 1e-4
+    assert len(margin.top_k(3, example=0)) == 3
+    fig = margin.plot(example=0)
+    assert fig is not None and len(margin.to_dataframe(k=3)) == 6
+
+
+def test_atp_over_latents_agrees_with_ablation(llama, batch, trained_mid):
+    ids, mask = batch
+    check = atp_check(llama, trained_mid.sae, ids, mask, k=10)
+    assert check.pearson() > 0.9
+    assert check.sign_agreement() >= 0.9
+    direct = latent_ablation(llama, trained_mid.sae, ids, mask, list(check.features))
+    torch.testing.assert_close(direct.values, check.actual)
+    assert _no_saes_or_hooks(llama)
+    assert all(p.grad is None for p in llama.parameters())
+
+
+def test_feature_steering_and_ablation_on_the_final_residual(llama, batch):
+    ids, mask = batch
+    sae = random_topk_sae(llama, FINAL)
+    attr = feature_attribution(llama, sae, ids, mask)
+    f = attr.top_features(1)[0]
+    curve = feature_steering(llama, sae, ids, mask, feature=f, coefficients=[0.0, 1.0])
+    torch.testing.assert_close(curve.rewards[0], llama.rewards(ids, mask))
+    # ablating a latent at the reward position only: its direct effect up to the final norm's
+    # change of scale, so same sign when large
+    effect = latent_ablation(llama, sae, ids, mask, [f], positions="reward").values[0]
+    big = attr.values[:, f].abs() > 0.05
+    assert (effect[big].sign() == attr.values[big, f].sign()).all()
+
+
+def test_max_activating_contexts_find_the_maximum(llama, batch, trained_mid):
+    ids, mask = batch
+    sae = trained_mid.sae
+    with torch.no_grad():
+        z = sae.encode(collect_activations(llama, sae.cfg.metadata.hook_name, [(ids, mask)]))
+    feats = (z > 0).sum(0).argsort(descending=True)[:2].tolist() + [int(z.sum(0).argmin())]
+    ctx = max_activating_contexts(llama, sae, [(ids, mask)], features=feats, k=3, window=(2, 1))
+    for f in feats[:2]:
+        assert ctx[f][0].activation == pytest.approx(float(z[:, f].max()), abs=1e-5)
+        c = ctx[f][0]
+        assert int(ids[c.example, c.position]) in c.window
+        assert ctx.frequency[feats.index(f)] == pytest.approx(float((z[:, f] > 0).float().mean()))
+    assert ctx[feats[2]] == ()  # a latent that never fires has no contexts
+    assert "[[" in ctx.to_dataframe()["context"].iloc[0]
+
+
+# ---- concept vectors ---------------------------------------------------------------------------
+def test_concept_vectors_sanity(llama, batch):
+    ids, mask = batch
+    # two sets differing only in the last token: at the embedding the concept vector is exactly
+    # the difference of the two embeddings
+    base = [list(range(10, 16))] * 3
+    pos = [s[:-1] + [40] for s in base]
+    neg = [s[:-1] + [41] for s in base]
+    cv = concept_vectors_from_sets(llama, pos, [5] * 3, neg, [5] * 3, name="40 vs 41")
+    torch.testing.assert_close(cv["blocks.0.hook_resid_pre"], (llama.W_E[40] - llama.W_E[41]))
+    assert len(cv.labels) == llama.cfg.n_layers + 1
+    w = reward_direction(llama)
+    cos = torch.nn.functional.cosine_similarity(cv[FINAL], w, dim=0)
+    assert float(cos) == pytest.approx(float(cv.reward_cosine[-1]), abs=1e-5)
+    # steering along the reward direction at the reward position raises the reward
+    curve = concept_steering(
+        llama, w, FINAL, ids, mask, coefficients=[-1.0, 0.0, 1.0], positions="reward"
+    )
+    torch.testing.assert_close(curve.rewards[1], llama.rewards(ids, mask))
+    assert curve.slope() > 0 and (curve.rewards.diff(dim=0) > 0).all()
+    # projecting out a direction orthogonal to every residual changes nothing; the reward
+    # direction itself, at the final residual, leaves only the head bias
+    proj = concept_projection(llama, w, FINAL, ids, mask)
+    torch.testing.assert_close(proj.projected, llama.b_U[0].expand(4), atol=1e-5, rtol=0)
+    sae = random_topk_sae(llama, FINAL)
+    top = decoder_alignment(cv, sae, k=3)
+    assert len(top) == 3 and abs(top[0][1]) >= abs(top[-1][1])
+    assert cv.plot() is not None and len(cv.to_dataframe()) == 3
+
+
+# ---- doctests ----------------------------------------------------------------------------------
+MODULES = [
+    "reward_lens_tl.sae",
+    "reward_lens_tl.sae.activations",
+    "reward_lens_tl.sae.attribution",
+    "reward_lens_tl.sae.concepts",
+    "reward_lens_tl.sae.contexts",
+    "reward_lens_tl.sae.errors",
+    "reward_lens_tl.sae.results",
+    "reward_lens_tl.sae.splice",
+    "reward_lens_tl.sae.testing",
+    "reward_lens_tl.sae.training",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+
+
+# ---- ground truth -------------------------------------------------------------------------------
+def test_planted_feature_report_on_a_stub_task(llama, trained_mid):
+    """The report's plumbing on a stand-in task: feature "w40" = positions of token 40."""
+    import random
+    from types import SimpleNamespace
+
+    from reward_lens_tl.sae.ground_truth import column_correlations, planted_feature_report
+
+    def example(rng):
+        ids = [1] + [rng.choice([40, *range(10, 30)]) for _ in range(rng.randint(3, 10))]
+        where = tuple(i for i, t in enumerate(ids) if t == 40)
+        return SimpleNamespace(
+            input_ids=tuple(ids),
+            feature_positions={"w40": where},
+            contributions={"w40": float(len(where))},
+        )
+
+    class Task:
+        rule = SimpleNamespace(weight=lambda feature: 1.0)
+
+        def examples(self, n, seed):
+            rng = random.Random(seed)
+            return [example(rng) for _ in range(n)]
+
+    report = planted_feature_report(llama, trained_mid.sae, Task(), features=("w40",), n=60)
+    row = report["w40"]
+    assert -1 <= row.correlation <= 1 and row.latent in range(trained_mid.sae.cfg.d_sae)
+    assert row.best_correlation >= row.correlation
+    assert report.plot() is not None and "passed" in report.to_dataframe()
+    z = torch.randn(50, 3)
+    assert column_correlations(z, z[:, 1])[1] == pytest.approx(1.0)
+    assert column_correlations(torch.zeros(5, 2), torch.arange(5.0)).eq(0).all()
+
+
+# ---- ground truth on the zoo -------------------------------------------------------------------
+def _zoo():
+    try:
+        from reward_lens_tl.zoo import load_task, zoo_path
+    except ImportError as err:
+        pytest.skip(f"the model zoo package is not importable ({err})")
+    path = zoo_path("scalar")
+    if not (path / "config.json").exists():
+        pytest.skip(f"zoo model missing at {path}: run the zoo training to create it")
+    return HookedRewardModel.from_pretrained(path), load_task().task
+
+
+def test_zoo_planted_features_have_matching_latents():
+    """On the shipped scalar model, at blocks.0.hook_resid_post with a 256-latent k=8 TopK SAE
+    (seeded; ≈15 s of training on one thread), topic_match and harmful each have a latent that
+    correlates ≥ 0.8 with the feature's contribution and whose ablation moves the reward with the
+    planted sign. sycophancy has a latent that correlates ≥ 0.9, but ablating it barely moves
+    the reward (the model reads the bonus from shared "value" latents), and no latent counts
+    response words for length (best ≈ 0.76): both are reported, not asserted."""
+    from reward_lens_tl.sae.ground_truth import planted_feature_report, train_zoo_sae
+
+    model, task = _zoo()
+    trained = train_zoo_sae(model, task)
+    report = planted_feature_report(model, trained.sae, task)
+    rows = {r.feature: r for r in report.rows}
+    for feature in ("topic_match", "harmful"):
+        assert rows[feature].passed, rows[feature]
+    assert rows["sycophancy"].best_correlation >= 0.8, rows["sycophancy"]
+    assert rows["length"].best_correlation >= 0.6, rows["length"]
+    assert report.to_dataframe().shape[0] == 4
