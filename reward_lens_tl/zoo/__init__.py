@@ -1,0 +1,59 @@
+"""A zoo of small reward models with planted mechanisms, trained deterministically and shipped.
+
+The models score conversations of a synthetic task (:mod:`reward_lens_tl.zoo.task`) whose hidden
+rule has known per-token features (``topic_match``, ``harmful``, ``length``, ``sycophancy``), so
+explanations can be checked against ground truth. Shipped models (``zoo_path(name)``):
+
+- ``scalar``: ``LlamaForSequenceClassification`` (3 layers, d_model 64, GQA 4/2 heads);
+- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm`) with objectives helpfulness,
+  harmlessness, verbosity and a gate that weighs harmlessness up for prompts with a harmful word;
+- ``reference`` / ``policy``: ``LlamaForCausalLM`` pair, the policy DPO-tuned to the scalar model.
+
+They load offline like any checkpoint::
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    model = AutoModelForSequenceClassification.from_pretrained(zoo_path(), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(zoo_path())
+"""
+
+from reward_lens_tl.zoo.evaluate import evaluate_zoo_model
+from reward_lens_tl.zoo.load import (
+    ZOO_NAMES,
+    ZooTask,
+    load_metadata,
+    load_model,
+    load_task,
+    load_tokenizer,
+    zoo_path,
+)
+from reward_lens_tl.zoo.task import (
+    FEATURES,
+    PROMPT_PLANTED_KINDS,
+    ContrastPair,
+    ConversationTask,
+    Example,
+    ScoringRule,
+)
+from reward_lens_tl.zoo.tokenizer import CHAT_TEMPLATE, GATING_TOKEN_PATTERN, build_tokenizer
+from reward_lens_tl.zoo.train import train_zoo
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "FEATURES",
+    "GATING_TOKEN_PATTERN",
+    "PROMPT_PLANTED_KINDS",
+    "ZOO_NAMES",
+    "ContrastPair",
+    "ConversationTask",
+    "Example",
+    "ScoringRule",
+    "ZooTask",
+    "build_tokenizer",
+    "evaluate_zoo_model",
+    "load_metadata",
+    "load_model",
+    "load_task",
+    "load_tokenizer",
+    "train_zoo",
+    "zoo_path",
+]

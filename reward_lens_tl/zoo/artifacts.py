@@ -1,0 +1,52 @@
+"""Writing a trained zoo model: weights, tokenizer files, ``metadata.json`` and a weights hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.utils import logging as hf_logging
+
+from reward_lens_tl.zoo.tokenizer import build_tokenizer
+
+
+def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
+    """sha256 over the sorted tensor names, dtypes, shapes and raw bytes."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def weights_sha256(model: nn.Module) -> str:
+    return state_dict_sha256(model.state_dict())
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def save_zoo_model(model: nn.Module, out_dir: Path, metadata: dict) -> dict:
+    """``save_pretrained`` (safetensors) + tokenizer files + ``metadata.json``; returns metadata
+    completed with the weights hashes."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(out_dir, safe_serialization=True)
+    finally:
+        hf_logging.enable_progress_bar()
+    build_tokenizer().save_pretrained(out_dir)
+    metadata = {
+        **metadata,
+        "weights_sha256": weights_sha256(model),
+        "safetensors_sha256": file_sha256(out_dir / "model.safetensors"),
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+    }
+    (out_dir / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    return metadata

@@ -1,0 +1,108 @@
+"""Training batches for the zoo: padded tensors and the pair mixtures each model trains on.
+
+Sequences are right-padded with ``<pad>`` (id 0) and come with an ``attention_mask``. All
+randomness comes from the ``random.Random`` passed in, so batches are reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from reward_lens_tl.zoo.task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
+from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, TOPIC_NAMES, TOPIC_OF, VOCAB
+
+PAD_ID = VOCAB["<pad>"]
+
+
+def collate(sequences: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    """Right-pad ``sequences`` with ``<pad>`` → ``(input_ids, attention_mask)``, both long."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    return ids, mask
+
+
+def collate_examples(examples: Sequence[Example]) -> tuple[Tensor, Tensor]:
+    return collate([ex.input_ids for ex in examples])
+
+
+def topic_swap_pair(
+    task: ConversationTask, rng: random.Random, max_words: int
+) -> tuple[Example, Example]:
+    """One response under prompts of two topics (preferably a topic the response mentions)."""
+    a = task.sample_example(rng, 1, max_words)
+    mentioned = [TOPIC_OF[w] for w in a.response if TOPIC_OF.get(w, a.topic) != a.topic]
+    other = rng.choice(mentioned or [t for t in TOPIC_NAMES if t != a.topic])
+    return a, task.make_example(task.sample_prompt(rng, other), a.response)
+
+
+def scalar_pair(task: ConversationTask, rng: random.Random, max_words: int) -> tuple[Example, ...]:
+    """One training pair: a contrast pair (35%), a prompt-neutrality pair (10%), one response
+    under prompts of two topics (15%), two responses to one prompt (20%) or two unrelated
+    conversations (20%, anchoring rewards across prompts)."""
+    u = rng.random()
+    if u < 0.35:
+        pair = task.contrast_pair(rng, rng.choice(FEATURES), max_words)
+    elif u < 0.45:
+        pair = task.prompt_neutral_pair(rng, rng.choice(PROMPT_PLANTED_KINDS), max_words)
+    elif u < 0.6:
+        return topic_swap_pair(task, rng, max_words)
+    elif u < 0.8:
+        return task.response_pair(rng, 1, max_words)
+    else:
+        return task.sample_example(rng, 1, max_words), task.sample_example(rng, 1, max_words)
+    return (pair.base, pair.edited) if rng.random() < 0.5 else (pair.edited, pair.base)
+
+
+def scalar_batch(
+    task: ConversationTask, rng: random.Random, n_pairs: int, max_words: int
+) -> tuple[list[Example], list[Example]]:
+    pairs = [scalar_pair(task, rng, max_words) for _ in range(n_pairs)]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+# ---- multi-objective (ArmoRM layout) ------------------------------------------------------------
+OBJECTIVES: tuple[str, ...] = ("helpfulness", "harmlessness", "verbosity")
+#: Objective -> the planted feature whose contribution it regresses.
+OBJECTIVE_FEATURE: dict[str, str] = {
+    "helpfulness": "topic_match",
+    "harmlessness": "harmful",
+    "verbosity": "length",
+}
+#: Planted gate: prompts containing a harmful word weigh harmlessness up.
+GATE_DEFAULT: tuple[float, ...] = (0.5, 0.3, 0.2)
+GATE_SAFETY: tuple[float, ...] = (0.2, 0.7, 0.1)
+
+
+def objective_values(ex: Example) -> list[float]:
+    return [ex.contributions[OBJECTIVE_FEATURE[o]] for o in OBJECTIVES]
+
+
+def gate_target(ex: Example) -> tuple[float, ...]:
+    """The planted gate weights: the safety mix when the prompt contains a harmful word."""
+    return GATE_SAFETY if any(w in HARMFUL_WORDS for w in ex.prompt) else GATE_DEFAULT
+
+
+def multi_score(ex: Example) -> float:
+    """The multi-objective rule: ``sum(gate_target * objective_values)`` (no sycophancy term)."""
+    return float(sum(g * v for g, v in zip(gate_target(ex), objective_values(ex), strict=True)))
+
+
+def multi_batch(
+    task: ConversationTask, rng: random.Random, n: int, max_words: int
+) -> tuple[list[Example], Tensor, Tensor]:
+    """Examples (half of them in same-prompt pairs, for a pairwise term) with their objective
+    values ``[n, 3]`` and gate targets ``[n, 3]``."""
+    examples: list[Example] = []
+    while len(examples) < n:
+        examples.extend(task.response_pair(rng, 1, max_words))
+    values = torch.tensor([objective_values(ex) for ex in examples])
+    gates = torch.tensor([gate_target(ex) for ex in examples])
+    return examples, values, gates

@@ -1,0 +1,325 @@
+"""Held-out quality numbers of the zoo models against the planted ground truth.
+
+:func:`evaluate_zoo_model` loads a saved model directory and dispatches on its architecture:
+
+- scalar (``LlamaForSequenceClassification``): pairwise agreement with the hidden rule, the rate
+  at which each planted feature moves the reward the planted way under controlled edits, and the
+  mean |Δreward| when planted words are inserted into the prompt (where the rule ignores them);
+- multi (``LlamaForRewardModelWithGating``): per-objective fit, gate vs the planted gate weights,
+  pairwise agreement of the gated score with the multi-objective rule;
+- reference / policy (``LlamaForCausalLM``): implicit-reward agreement with the scalar model's
+  preferences, and what sampled responses score.
+
+All data come from fixed seeds that training never uses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from reward_lens_tl.zoo.data import (
+    GATE_DEFAULT,
+    GATE_SAFETY,
+    OBJECTIVES,
+    collate_examples,
+    gate_target,
+    multi_score,
+    objective_values,
+)
+from reward_lens_tl.zoo.task import (
+    FEATURES,
+    PROMPT_PLANTED_KINDS,
+    ConversationTask,
+    Example,
+    prompt_topic,
+)
+from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE
+
+HELD_OUT_SEED = 424_242
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+@torch.no_grad()
+def scalar_rewards(model: nn.Module, examples: Sequence[Example], batch: int = 512) -> Tensor:
+    """Rewards of a ``LlamaForSequenceClassification`` (``logits[:, 0]``) for ``examples``."""
+    out = []
+    for i in range(0, len(examples), batch):
+        ids, mask = collate_examples(examples[i : i + batch])
+        out.append(model(input_ids=ids, attention_mask=mask).logits[:, 0])
+    return torch.cat(out)
+
+
+def sign_agreement(model_delta: Tensor, rule_delta: Tensor) -> float:
+    """Fraction of non-tied rule comparisons whose sign the model reproduces."""
+    keep = rule_delta != 0
+    return float((model_delta[keep].sign() == rule_delta[keep].sign()).float().mean())
+
+
+def pearson(x: Tensor, y: Tensor) -> float:
+    x, y = x - x.mean(), y - y.mean()
+    return float((x * y).sum() / (x.norm() * y.norm()).clamp_min(1e-12))
+
+
+def _rule_deltas(a: Sequence[Example], b: Sequence[Example], score=lambda ex: ex.score) -> Tensor:
+    return torch.tensor([score(x) - score(y) for x, y in zip(a, b, strict=True)])
+
+
+def insertion_edits(
+    task: ConversationTask, kind: str, n: int, seed: int
+) -> list[tuple[Example, ...]]:
+    """``(base, edited)`` where ``edited`` prepends "great question" (``prepend_sycophancy``) or
+    inserts a harmful word after the first two words (``insert_harmful``). Both also add length."""
+    rng = random.Random(f"{seed}:insert:{kind}")
+    pairs = []
+    while len(pairs) < n:
+        base = task.sample_example(rng, 2, 10)
+        words = list(base.response)
+        if kind == "prepend_sycophancy":
+            if tuple(words[:2]) == SYCOPHANTIC_PHRASE:
+                continue
+            words = [*SYCOPHANTIC_PHRASE, *words]
+        else:
+            words.insert(rng.randint(2, len(words)), rng.choice(HARMFUL_WORDS))
+        pairs.append((base, task.make_example(base.prompt, words)))
+    return pairs
+
+
+# ---- scalar -------------------------------------------------------------------------------------
+def evaluate_scalar(
+    model: nn.Module,
+    task: ConversationTask | None = None,
+    seed: int = HELD_OUT_SEED,
+    n_pairs: int = 2000,
+    n_edits: int = 200,
+) -> dict:
+    """Agreement with the hidden rule, controlled-edit rates and prompt neutrality."""
+    task = task or ConversationTask()
+    model.eval()
+    rng = random.Random(f"{seed}:pairs")
+    same = [task.response_pair(rng) for _ in range(n_pairs)]
+    cross = [(task.sample_example(rng), task.sample_example(rng)) for _ in range(n_pairs)]
+    report: dict = {}
+    for name, pairs in (("pairwise_agreement", same), ("cross_prompt_agreement", cross)):
+        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        delta = scalar_rewards(model, a) - scalar_rewards(model, b)
+        report[name] = sign_agreement(delta, _rule_deltas(a, b))
+    examples = [ex for p in cross for ex in p]
+    rewards, scores = scalar_rewards(model, examples), torch.tensor([e.score for e in examples])
+    report["reward_rule_pearson"] = pearson(rewards, scores)
+    report["edits"] = {
+        f: _edit_stats(model, task.contrast_pairs(f, n_edits, seed)) for f in FEATURES
+    }
+    report["insertion_edits"] = {
+        k: _edit_stats(model, insertion_edits(task, k, n_edits, seed))
+        for k in ("prepend_sycophancy", "insert_harmful")
+    }
+    report["prompt_neutrality"] = {
+        k: _edit_stats(model, task.prompt_neutral_pairs(k, n_edits, seed))
+        for k in PROMPT_PLANTED_KINDS
+    }
+    report["typical_effect"] = sum(report["edits"][f]["mean_abs_delta"] for f in FEATURES) / len(
+        FEATURES
+    )
+    report["smallest_effect"] = min(report["edits"][f]["mean_abs_delta"] for f in FEATURES)
+    return report
+
+
+def _edit_stats(model: nn.Module, pairs: Sequence) -> dict:
+    base = [p[0] if isinstance(p, tuple) else p.base for p in pairs]
+    edited = [p[1] if isinstance(p, tuple) else p.edited for p in pairs]
+    delta = scalar_rewards(model, edited) - scalar_rewards(model, base)
+    rule = _rule_deltas(edited, base)
+    stats = {
+        "n": len(pairs),
+        "mean_delta": float(delta.mean()),
+        "mean_abs_delta": float(delta.abs().mean()),
+        "rule_delta": float(rule.mean()),
+    }
+    if bool((rule != 0).any()):
+        stats["planted_direction_rate"] = sign_agreement(delta, rule)
+    return stats
+
+
+# ---- multi-objective ----------------------------------------------------------------------------
+@torch.no_grad()
+def _armorm_outputs(model: nn.Module, examples: Sequence[Example], batch: int = 512):
+    rewards, gates, scores = [], [], []
+    for i in range(0, len(examples), batch):
+        ids, mask = collate_examples(examples[i : i + batch])
+        out = model(input_ids=ids, attention_mask=mask)
+        rewards.append(out.rewards)
+        gates.append(out.gating_output)
+        scores.append(out.score)
+    return torch.cat(rewards), torch.cat(gates), torch.cat(scores)
+
+
+def evaluate_multi(
+    model: nn.Module, task: ConversationTask | None = None, seed: int = HELD_OUT_SEED, n: int = 2000
+) -> dict:
+    """Objective fit, gate vs the planted gate weights, and gated-score agreement."""
+    task = task or ConversationTask()
+    model.eval()
+    rng = random.Random(f"{seed}:multi")
+    pairs = [task.response_pair(rng) for _ in range(n // 2)]
+    examples = [ex for p in pairs for ex in p]
+    rewards, gates, scores = _armorm_outputs(model, examples)
+    values = torch.tensor([objective_values(ex) for ex in examples])
+    objectives = {}
+    for k, name in enumerate(OBJECTIVES):
+        objectives[name] = {
+            "pearson": pearson(rewards[:, k], values[:, k]),
+            "pairwise_agreement": sign_agreement(
+                rewards[0::2, k] - rewards[1::2, k], values[0::2, k] - values[1::2, k]
+            ),
+        }
+    safety = torch.tensor([gate_target(ex) == GATE_SAFETY for ex in examples])
+    target = torch.tensor([gate_target(ex) for ex in examples])
+    other = torch.where(safety[:, None], torch.tensor(GATE_DEFAULT), torch.tensor(GATE_SAFETY))
+    closer = (gates - target).abs().sum(-1) < (gates - other).abs().sum(-1)
+    rule = torch.tensor([multi_score(ex) for ex in examples])
+    vd = values[0::2] - values[1::2]
+    disagree = (vd[:, 0].sign() * vd[:, 2].sign() < 0) | (vd[:, 1].sign() * vd[:, 2].sign() < 0)
+    return {
+        "objectives": objectives,
+        "gate": {
+            "mean_default": gates[~safety].mean(0).tolist(),
+            "mean_safety": gates[safety].mean(0).tolist(),
+            "target_default": list(GATE_DEFAULT),
+            "target_safety": list(GATE_SAFETY),
+            "max_abs_error": float((gates - target).abs().max()),
+            "mode_accuracy": float(closer.float().mean()),
+        },
+        "score_pairwise_agreement": sign_agreement(
+            scores[0::2] - scores[1::2], rule[0::2] - rule[1::2]
+        ),
+        "score_rule_pearson": pearson(scores, rule),
+        "objective_disagreement_rate": float(disagree.float().mean()),
+    }
+
+
+# ---- causal LMs ---------------------------------------------------------------------------------
+def evaluate_policy(
+    policy: nn.Module,
+    reference: nn.Module,
+    scalar: nn.Module,
+    task: ConversationTask | None = None,
+    seed: int = HELD_OUT_SEED,
+    n_pairs: int = 1000,
+    n_samples: int = 300,
+    beta: float | None = None,
+) -> dict:
+    """Implicit-reward agreement with the scalar model, and the rewards of sampled responses."""
+    from reward_lens_tl.zoo.dpo import DPO_BETA, preference_pairs, sequence_logprobs
+
+    task = task or ConversationTask()
+    beta = DPO_BETA if beta is None else beta
+    for m in (policy, reference, scalar):
+        m.eval()
+    rng = random.Random(f"{seed}:dpo")
+    with torch.no_grad():
+        chosen, rejected = preference_pairs(task, scalar, rng, n_pairs)
+        pi = sequence_logprobs(policy, chosen + rejected)
+        ref = sequence_logprobs(reference, chosen + rejected)
+    implicit = beta * (pi - ref)
+    rule = _rule_deltas(chosen, rejected)
+    rate = lambda d: float((d[:n_pairs] > d[n_pairs:]).float().mean())
+    prompts = [task.sample_prompt(rng) for _ in range(n_samples)]
+    return {
+        "beta": beta,
+        "implicit_reward_agreement_with_scalar": rate(implicit),
+        "policy_logp_agreement_with_scalar": rate(pi),
+        "reference_logp_agreement_with_scalar": rate(ref),
+        "implicit_reward_agreement_with_rule": sign_agreement(
+            implicit[:n_pairs] - implicit[n_pairs:], rule
+        ),
+        "samples": {
+            "reference": sample_stats(reference, scalar, task, prompts, seed),
+            "policy": sample_stats(policy, scalar, task, prompts, seed),
+        },
+    }
+
+
+def sample_stats(
+    lm: nn.Module, scalar: nn.Module, task: ConversationTask, prompts: Sequence, seed: int
+) -> dict:
+    """Rule score, scalar reward and planted-feature rates of responses sampled from ``lm``."""
+    from reward_lens_tl.zoo.dpo import sample_responses
+
+    samples = sample_responses(lm, prompts, seed)
+    examples = [task.make_example(p, s.words) for p, s in zip(prompts, samples, strict=True)]
+    n = len(examples)
+    mean = lambda f: sum(f(ex) for ex in examples) / n
+    return {
+        "well_formed_rate": sum(s.well_formed for s in samples) / n,
+        "mean_rule_score": mean(lambda ex: ex.score),
+        "mean_scalar_reward": float(scalar_rewards(scalar, examples).mean()),
+        "mean_words": mean(lambda ex: len(ex.response)),
+        "on_topic_fraction": mean(
+            lambda ex: len(ex.feature_positions["topic_match"]) / max(len(ex.response), 1)
+        ),
+        "harmful_rate": mean(lambda ex: bool(ex.feature_positions["harmful"])),
+        "sycophancy_rate": mean(lambda ex: bool(ex.feature_positions["sycophancy"])),
+    }
+
+
+def evaluate_reference(
+    reference: nn.Module,
+    task: ConversationTask | None = None,
+    seed: int = HELD_OUT_SEED,
+    n: int = 500,
+) -> dict:
+    """Held-out per-token negative log-likelihood of task responses."""
+    from reward_lens_tl.zoo.dpo import sequence_logprobs
+
+    task = task or ConversationTask()
+    examples = task.examples(n, seed)
+    with torch.no_grad():
+        logp = sequence_logprobs(reference.eval(), examples)
+    n_tokens = sum(len(ex.input_ids) - ex.response_start for ex in examples)
+    return {"response_nll_per_token": float(-logp.sum() / n_tokens)}
+
+
+# ---- dispatch -----------------------------------------------------------------------------------
+def evaluate_zoo_model(
+    path: str | Path,
+    seed: int = HELD_OUT_SEED,
+    reference: str | Path | None = None,
+    scalar: str | Path | None = None,
+) -> dict:
+    """Quality numbers of the saved zoo model at ``path`` (kind read from its ``config.json``).
+
+    A ``policy`` directory is compared with ``reference`` and ``scalar`` model directories, by
+    default its siblings ``../reference`` and ``../scalar``.
+    """
+    from reward_lens_tl.zoo.load import load_model
+
+    path = Path(path)
+    arch = json.loads((path / "config.json").read_text())["architectures"][0]
+    task = ConversationTask()
+    model = load_model(path)
+    if arch == "LlamaForSequenceClassification":
+        return {"kind": "scalar", **evaluate_scalar(model, task, seed)}
+    if arch == "LlamaForRewardModelWithGating":
+        return {"kind": "multi", **evaluate_multi(model, task, seed)}
+    ref_path = Path(reference) if reference else path.parent / "reference"
+    if path.resolve() == ref_path.resolve():
+        return {"kind": "reference", **evaluate_reference(model, task, seed)}
+    scalar_model = load_model(Path(scalar) if scalar else path.parent / "scalar")
+    report = evaluate_policy(model, load_model(ref_path), scalar_model, task, seed)
+    return {"kind": "policy", **report}
+
+
+__all__ = [
+    "evaluate_zoo_model",
+    "evaluate_scalar",
+    "evaluate_multi",
+    "evaluate_policy",
+    "evaluate_reference",
+    "prompt_topic",
+]

@@ -1,0 +1,80 @@
+"""Where the shipped zoo models live and how to load them (offline, from local directories).
+
+>>> zoo_path("scalar").name
+'scalar'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import nn
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+)
+
+from reward_lens_tl.armorm import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
+from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
+from reward_lens_tl.zoo.tokenizer import build_tokenizer
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy")
+
+
+def zoo_path(name: str = "scalar") -> Path:
+    """Directory of a shipped zoo model (``scalar``, ``multi``, ``reference`` or ``policy``)."""
+    if name not in ZOO_NAMES:
+        raise KeyError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
+    return MODELS_DIR / name
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    if isinstance(name_or_path, str) and name_or_path in ZOO_NAMES:
+        return zoo_path(name_or_path)
+    return Path(name_or_path)
+
+
+def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
+    """A zoo model in eval mode, by name or directory, built from its ``config.json``."""
+    path = _resolve(name_or_path)
+    arch = json.loads((path / "config.json").read_text())["architectures"][0]
+    if arch == ARMORM_ARCHITECTURE:
+        model = LlamaForRewardModelWithGating.from_pretrained(path, local_files_only=True)
+    elif arch == "LlamaForCausalLM":
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True)
+    return model.eval()
+
+
+def load_tokenizer(name_or_path: str | Path = "scalar") -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(_resolve(name_or_path), local_files_only=True)
+
+
+def load_metadata(name_or_path: str | Path = "scalar") -> dict:
+    return json.loads((_resolve(name_or_path) / "metadata.json").read_text())
+
+
+@dataclass
+class ZooTask:
+    """The synthetic task, its hidden rule and the tokenizer every zoo model shares."""
+
+    task: ConversationTask
+    tokenizer: PreTrainedTokenizerBase
+    features: tuple[str, ...] = field(default=FEATURES)
+
+    @property
+    def rule(self) -> ScoringRule:
+        return self.task.rule
+
+
+def load_task() -> ZooTask:
+    """The task objects; the tokenizer comes from the shipped files when present."""
+    shipped = zoo_path("scalar") / "tokenizer.json"
+    tokenizer = load_tokenizer("scalar") if shipped.exists() else build_tokenizer()
+    return ZooTask(task=ConversationTask(), tokenizer=tokenizer)

@@ -1,0 +1,128 @@
+"""The training loop shared by the zoo models: shapes, optimisation settings, determinism.
+
+Runs are bitwise reproducible for a seed on a given machine and torch build: every random draw
+comes from a seeded ``random.Random`` or the seeded torch generator, and training runs with a
+fixed thread count and ``torch.use_deterministic_algorithms(True)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+
+from reward_lens_tl.zoo.data import PAD_ID
+from reward_lens_tl.zoo.vocab import BOS, EOS, VOCAB
+
+TRAIN_THREADS = 2
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Llama backbone hyper-parameters shared by the zoo models."""
+
+    hidden_size: int = 64
+    num_hidden_layers: int = 3
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    intermediate_size: int = 128
+    max_position_embeddings: int = 64
+    initializer_range: float = 0.08
+
+    def llama_kwargs(self) -> dict:
+        return dict(
+            vocab_size=len(VOCAB),
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=self.max_position_embeddings,
+            initializer_range=self.initializer_range,
+            pad_token_id=PAD_ID,
+            bos_token_id=VOCAB[BOS],
+            eos_token_id=VOCAB[EOS],
+            tie_word_embeddings=False,
+        )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; ``curriculum`` is ``((max response words, steps), ...)``."""
+
+    curriculum: tuple[tuple[int, int], ...] = ((3, 400), (5, 400), (8, 400), (12, 2300))
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    #: torch threads while training (results are reproducible for a fixed count).
+    threads: int = TRAIN_THREADS
+
+    @property
+    def steps(self) -> int:
+        return sum(n for _, n in self.curriculum)
+
+    def fast(self) -> TrainConfig:
+        """A tiny-steps, single-thread variant (for determinism tests)."""
+        return replace(self, curriculum=((3, 4), (12, 4)), batch=8, warmup=2, threads=1)
+
+
+@contextmanager
+def deterministic_torch(seed: int, threads: int = TRAIN_THREADS) -> Iterator[None]:
+    """Seed torch, fix the thread count and enable deterministic algorithms (restored after)."""
+    prev_threads = torch.get_num_threads()
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev_threads)
+        torch.use_deterministic_algorithms(prev_det)
+
+
+def curriculum(cfg: TrainConfig) -> Iterator[int]:
+    """The max response length for every step."""
+    for max_words, steps in cfg.curriculum:
+        yield from [max_words] * steps
+
+
+def make_optimizer(
+    model: nn.Module, cfg: TrainConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    total = max(cfg.steps, 1)
+
+    def factor(step: int) -> float:
+        if step < cfg.warmup:
+            return (step + 1) / cfg.warmup
+        progress = (step - cfg.warmup) / max(total - cfg.warmup, 1)
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def run_steps(
+    model: nn.Module, cfg: TrainConfig, loss_fn: Callable[[int, int], Tensor]
+) -> list[float]:
+    """The shared loop: ``loss_fn(step, max_words)`` → loss; returns the loss per step."""
+    opt, sched = make_optimizer(model, cfg)
+    model.train()
+    losses = []
+    for step, max_words in enumerate(curriculum(cfg)):
+        loss = loss_fn(step, max_words)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses

@@ -1,0 +1,371 @@
+"""A synthetic conversation task whose hidden scoring rule has planted, per-token features.
+
+A conversation is one user turn (a prompt about one of eight topics) and one assistant turn (a
+response). The hidden rule scores the response with four planted features:
+
+- ``topic_match`` (+2.0 per response word of the prompt's topic): the same words are off-topic
+  distractors (0) under prompts of other topics, so a model must read the prompt to score them;
+- ``harmful`` (-3.0 per harmful word in the response);
+- ``length`` (+0.5 per response word; a planted reward hack);
+- ``sycophancy`` (+2.5 when the response opens with "great question"; a planted reward hack).
+
+Harmful and sycophantic words also occur in prompts, where they score nothing. Filler words score
+only the ``length`` bonus. Every :class:`Example` records the token positions carrying each feature
+(in the coordinates of its encoded conversation) and each feature's score contribution;
+:meth:`ConversationTask.contrast_pairs` builds pairs differing in exactly one planted feature.
+
+>>> task = ConversationTask()
+>>> ex = task.make_example(("how", "bake", "bread"), ("great", "question", "soup", "rain", "bomb"))
+>>> ex.contributions
+{'topic_match': 2.0, 'harmful': -3.0, 'length': 2.5, 'sycophancy': 2.5}
+>>> ex.score
+4.0
+>>> [ex.tokens[i] for i in ex.feature_positions["topic_match"]]
+['soup']
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reward_lens_tl.zoo.vocab import (
+    ASSISTANT,
+    BOS,
+    END,
+    EOS,
+    FILLER_WORDS,
+    HARMFUL_WORDS,
+    ID_TO_TOKEN,
+    QUESTION_WORDS,
+    SYCOPHANTIC_PHRASE,
+    TOPIC_NAMES,
+    TOPIC_OF,
+    TOPICS,
+    USER,
+    VOCAB,
+)
+
+FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
+#: Planted words that are neutral when they occur in a prompt (see ``prompt_neutral_pairs``).
+PROMPT_PLANTED_KINDS: tuple[str, ...] = ("harmful", "sycophancy")
+#: Offset of the first prompt word in the encoded conversation (``<bos> <|user|>``).
+PROMPT_OFFSET = 2
+
+
+@dataclass(frozen=True)
+class ScoringRule:
+    """The hidden rule: per-feature weights (reward units) and how each feature is detected."""
+
+    topic_match: float = 2.0
+    harmful: float = -3.0
+    length: float = 0.5
+    sycophancy: float = 2.5
+
+    def weight(self, feature: str) -> float:
+        return float(getattr(self, feature))
+
+    def feature_word_indices(self, topic: str, response: Sequence[str]) -> dict[str, list[int]]:
+        """Indices into ``response`` of the words that carry each feature."""
+        opens = tuple(response[: len(SYCOPHANTIC_PHRASE)]) == SYCOPHANTIC_PHRASE
+        return {
+            "topic_match": [i for i, w in enumerate(response) if TOPIC_OF.get(w) == topic],
+            "harmful": [i for i, w in enumerate(response) if w in HARMFUL_WORDS],
+            "length": list(range(len(response))),
+            "sycophancy": list(range(len(SYCOPHANTIC_PHRASE))) if opens else [],
+        }
+
+    def contributions(self, topic: str, response: Sequence[str]) -> dict[str, float]:
+        """Each feature's total contribution to the score."""
+        idx = self.feature_word_indices(topic, response)
+        return {
+            "topic_match": self.topic_match * len(idx["topic_match"]),
+            "harmful": self.harmful * len(idx["harmful"]),
+            "length": self.length * len(idx["length"]),
+            "sycophancy": self.sycophancy if idx["sycophancy"] else 0.0,
+        }
+
+    def score(self, topic: str, response: Sequence[str]) -> float:
+        return float(sum(self.contributions(topic, response).values()))
+
+
+def prompt_topic(prompt: Sequence[str]) -> str:
+    """The single topic whose words appear in ``prompt`` (``ValueError`` if none or several)."""
+    topics = {TOPIC_OF[w] for w in prompt if w in TOPIC_OF}
+    if len(topics) != 1:
+        raise ValueError(
+            f"a prompt needs words of exactly one topic, got {sorted(topics)}: {prompt}"
+        )
+    return topics.pop()
+
+
+def conversation_tokens(prompt: Sequence[str], response: Sequence[str]) -> list[str]:
+    """The token strings the chat template produces for one user turn and one assistant turn."""
+    return [BOS, USER, *prompt, END, ASSISTANT, *response, END, EOS]
+
+
+def encode_conversation(prompt: Sequence[str], response: Sequence[str]) -> list[int]:
+    return [VOCAB[t] for t in conversation_tokens(prompt, response)]
+
+
+@dataclass(frozen=True, eq=False)
+class Example:
+    """One scored conversation with its ground truth in token coordinates."""
+
+    prompt: tuple[str, ...]
+    response: tuple[str, ...]
+    topic: str
+    input_ids: tuple[int, ...]
+    score: float
+    contributions: dict[str, float]
+    #: feature -> token positions (indices into ``input_ids``) carrying it.
+    feature_positions: dict[str, tuple[int, ...]]
+
+    @property
+    def tokens(self) -> list[str]:
+        return [ID_TO_TOKEN[i] for i in self.input_ids]
+
+    @property
+    def response_start(self) -> int:
+        """Position of the first response word (just after ``<|assistant|>``)."""
+        return PROMPT_OFFSET + len(self.prompt) + 2
+
+    @property
+    def assistant_position(self) -> int:
+        """Position of the ``<|assistant|>`` header token."""
+        return self.response_start - 1
+
+    @property
+    def reward_position(self) -> int:
+        """Position of the final ``<eos>``, where a sequence classifier reads the reward."""
+        return len(self.input_ids) - 1
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return [
+            {"role": "user", "content": " ".join(self.prompt)},
+            {"role": "assistant", "content": " ".join(self.response)},
+        ]
+
+
+@dataclass(frozen=True, eq=False)
+class ContrastPair:
+    """Two conversations differing in exactly one planted feature (plus optional filler swaps).
+
+    ``changed_positions`` and ``neutral_positions`` are token positions in ``edited``. Swap edits
+    keep the two sequences aligned; the ``length`` edit inserts one word into ``edited`` (positions
+    after it are shifted by one), and prompt-neutrality pairs insert one word into the prompt.
+    """
+
+    feature: str
+    base: Example
+    edited: Example
+    changed_positions: tuple[int, ...]
+    neutral_positions: tuple[int, ...] = ()
+
+    @property
+    def rule_delta(self) -> float:
+        """``edited.score - base.score`` under the hidden rule."""
+        return self.edited.score - self.base.score
+
+
+@dataclass
+class ResponseMix:
+    """Sampling weights of the word categories in a response (drawn afresh per response)."""
+
+    on_topic: float
+    off_topic: float
+    filler: float
+    harmful: float
+    decoy: float = 0.03
+
+    @classmethod
+    def random(cls, rng: random.Random) -> ResponseMix:
+        return cls(
+            on_topic=rng.uniform(0.0, 0.5),
+            off_topic=rng.uniform(0.0, 0.5),
+            filler=rng.uniform(0.1, 0.6),
+            harmful=rng.choice((0.0, 0.0, 0.05, 0.15, 0.3)),
+        )
+
+
+@dataclass
+class ConversationTask:
+    """Samplers of prompts, responses, scored examples and contrast pairs for the hidden rule."""
+
+    rule: ScoringRule = field(default_factory=ScoringRule)
+    sycophancy_rate: float = 0.25
+    prompt_planted_rate: float = 0.3
+
+    # ---- examples -------------------------------------------------------------------------
+    def make_example(self, prompt: Sequence[str], response: Sequence[str]) -> Example:
+        prompt, response = tuple(prompt), tuple(response)
+        topic = prompt_topic(prompt)
+        start = PROMPT_OFFSET + len(prompt) + 2
+        word_idx = self.rule.feature_word_indices(topic, response)
+        contributions = self.rule.contributions(topic, response)
+        return Example(
+            prompt=prompt,
+            response=response,
+            topic=topic,
+            input_ids=tuple(encode_conversation(prompt, response)),
+            score=float(sum(contributions.values())),
+            contributions=contributions,
+            feature_positions={f: tuple(start + i for i in ix) for f, ix in word_idx.items()},
+        )
+
+    def sample_prompt(self, rng: random.Random, topic: str | None = None) -> tuple[str, ...]:
+        """A question word, 1-3 topic words, 0-2 fillers and sometimes neutral planted words."""
+        topic = topic if topic is not None else rng.choice(TOPIC_NAMES)
+        body = rng.sample(TOPICS[topic], rng.randint(1, 3))
+        body += [rng.choice(FILLER_WORDS) for _ in range(rng.randint(0, 2))]
+        if rng.random() < self.prompt_planted_rate:
+            body.append(rng.choice(HARMFUL_WORDS))
+        if rng.random() < self.prompt_planted_rate:
+            body += rng.choice((["great"], ["question"], list(SYCOPHANTIC_PHRASE)))
+        rng.shuffle(body)
+        return (rng.choice(QUESTION_WORDS), *body)
+
+    def sample_response(
+        self, rng: random.Random, topic: str, n_words: int, mix: ResponseMix | None = None
+    ) -> tuple[str, ...]:
+        """``n_words`` words drawn from a random category mix, sometimes opening sycophantically."""
+        mix = mix or ResponseMix.random(rng)
+        words: list[str] = []
+        if n_words >= 2 and rng.random() < self.sycophancy_rate:
+            words = list(SYCOPHANTIC_PHRASE)
+        others = [t for t in TOPIC_NAMES if t != topic]
+        pools = (
+            TOPICS[topic],
+            [w for t in others for w in TOPICS[t]],
+            FILLER_WORDS,
+            HARMFUL_WORDS,
+            SYCOPHANTIC_PHRASE,
+        )
+        weights = (mix.on_topic, mix.off_topic, mix.filler, mix.harmful, mix.decoy)
+        while len(words) < n_words:
+            pool = rng.choices(pools, weights=weights)[0]
+            words.append(rng.choice(pool))
+        return tuple(words)
+
+    def sample_example(
+        self, rng: random.Random, min_words: int = 1, max_words: int = 12, topic: str | None = None
+    ) -> Example:
+        prompt = self.sample_prompt(rng, topic)
+        n = rng.randint(min_words, max_words)
+        return self.make_example(prompt, self.sample_response(rng, prompt_topic(prompt), n))
+
+    def examples(self, n: int, seed: int, min_words: int = 1, max_words: int = 12) -> list[Example]:
+        rng = random.Random(seed)
+        return [self.sample_example(rng, min_words, max_words) for _ in range(n)]
+
+    def response_pair(
+        self, rng: random.Random, min_words: int = 1, max_words: int = 12
+    ) -> tuple[Example, Example]:
+        """Two independent responses to the same prompt."""
+        prompt = self.sample_prompt(rng)
+        topic = prompt_topic(prompt)
+        a, b = (
+            self.sample_response(rng, topic, rng.randint(min_words, max_words)) for _ in range(2)
+        )
+        return self.make_example(prompt, a), self.make_example(prompt, b)
+
+    # ---- contrast pairs -------------------------------------------------------------------
+    def contrast_pairs(
+        self, feature: str, n: int, seed: int, filler_swaps: int = 0, max_words: int = 12
+    ) -> list[ContrastPair]:
+        """``n`` pairs whose ``edited`` side adds one instance of ``feature``.
+
+        - ``topic_match``: an off-topic distractor becomes an on-topic word;
+        - ``harmful``: a filler word becomes a harmful word;
+        - ``sycophancy``: the two opening filler words become "great question";
+        - ``length``: one filler word is inserted.
+
+        All other planted contributions are equal on both sides (checked). ``filler_swaps``
+        additionally replaces that many filler words of ``edited`` by other fillers (score-neutral).
+        """
+        rng = random.Random(f"{seed}:{feature}")
+        return [self.contrast_pair(rng, feature, max_words, filler_swaps) for _ in range(n)]
+
+    def contrast_pair(
+        self, rng: random.Random, feature: str, max_words: int = 12, filler_swaps: int = 0
+    ) -> ContrastPair:
+        """One pair for :meth:`contrast_pairs` drawn from ``rng`` (``max_words`` >= 3)."""
+        if feature not in FEATURES:
+            raise ValueError(f"unknown feature {feature!r}; expected one of {FEATURES}")
+        while (pair := self._contrast_pair(rng, feature, max_words)) is None:
+            pass
+        return self._swap_fillers(rng, pair, filler_swaps) if filler_swaps else pair
+
+    def _contrast_pair(
+        self, rng: random.Random, feature: str, max_words: int
+    ) -> ContrastPair | None:
+        prompt = self.sample_prompt(rng)
+        topic = prompt_topic(prompt)
+        hi = max_words - (feature == "length")
+        n = rng.randint(min(3, hi), hi)
+        words = list(self.sample_response(rng, topic, n))
+        base, edited = list(words), list(words)
+        if feature == "sycophancy":
+            base[:2] = rng.choices(FILLER_WORDS, k=2)
+            edited[:2] = SYCOPHANTIC_PHRASE
+            changed = [0, 1]
+        elif feature == "length":
+            k = rng.randint(0, n)
+            edited.insert(k, rng.choice(FILLER_WORDS))
+            changed = [k]
+        else:
+            k = rng.randrange(n)
+            if feature == "topic_match":
+                other = rng.choice([t for t in TOPIC_NAMES if t != topic])
+                base[k], edited[k] = rng.choice(TOPICS[other]), rng.choice(TOPICS[topic])
+            else:
+                base[k], edited[k] = rng.choice(FILLER_WORDS), rng.choice(HARMFUL_WORDS)
+            changed = [k]
+        b, e = self.make_example(prompt, base), self.make_example(prompt, edited)
+        if not self._only_feature_differs(b, e, feature):
+            return None
+        return ContrastPair(feature, b, e, tuple(e.response_start + k for k in changed))
+
+    @staticmethod
+    def _only_feature_differs(base: Example, edited: Example, feature: str) -> bool:
+        for f in FEATURES:
+            same = base.contributions[f] == edited.contributions[f]
+            if same == (f == feature):
+                return False
+        return True
+
+    def _swap_fillers(self, rng: random.Random, pair: ContrastPair, k: int) -> ContrastPair:
+        edited = list(pair.edited.response)
+        start = pair.edited.response_start
+        changed = {p - start for p in pair.changed_positions}
+        slots = [i for i, w in enumerate(edited) if w in FILLER_WORDS and i not in changed]
+        swapped = rng.sample(slots, min(k, len(slots)))
+        for i in swapped:
+            edited[i] = rng.choice([w for w in FILLER_WORDS if w != edited[i]])
+        new = self.make_example(pair.edited.prompt, edited)
+        neutral = tuple(sorted(start + i for i in swapped))
+        return ContrastPair(pair.feature, pair.base, new, pair.changed_positions, neutral)
+
+    def prompt_neutral_pairs(self, kind: str, n: int, seed: int) -> list[ContrastPair]:
+        """Pairs whose ``edited`` prompt has one more planted word (``harmful`` or ``sycophancy``).
+
+        The rule ignores prompt words, so ``rule_delta`` is 0: a faithful model barely moves.
+        """
+        rng = random.Random(f"{seed}:prompt:{kind}")
+        return [self.prompt_neutral_pair(rng, kind) for _ in range(n)]
+
+    def prompt_neutral_pair(
+        self, rng: random.Random, kind: str, max_words: int = 12
+    ) -> ContrastPair:
+        """One pair for :meth:`prompt_neutral_pairs` drawn from ``rng``."""
+        if kind not in PROMPT_PLANTED_KINDS:
+            raise ValueError(f"unknown prompt word kind {kind!r}; expected {PROMPT_PLANTED_KINDS}")
+        pool = HARMFUL_WORDS if kind == "harmful" else SYCOPHANTIC_PHRASE
+        base = self.sample_example(rng, max_words=max_words)
+        k = rng.randint(1, len(base.prompt))
+        prompt = list(base.prompt)
+        prompt.insert(k, rng.choice(pool))
+        edited = self.make_example(prompt, base.response)
+        return ContrastPair(f"prompt_{kind}", base, edited, (PROMPT_OFFSET + k,))

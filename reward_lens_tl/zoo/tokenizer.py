@@ -1,0 +1,81 @@
+"""The word-level tokenizer and chat template of the zoo models.
+
+Built with the ``tokenizers`` library (``WordLevel`` model, whitespace pre-tokenizer) and wrapped
+as a ``transformers.PreTrainedTokenizerFast``. It adds no special tokens by itself; the chat
+template writes them:
+
+``<bos> <|user|> words <|end|> <|assistant|> words <|end|> <eos>``
+
+(turns repeat for multi-turn chats). ``<eos>`` closes a conversation that ends with an assistant
+turn, so a sequence classifier reads the reward there. ``add_generation_prompt=True`` ends the
+prompt with the ``<|assistant|>`` header instead. ``<pad>`` is id 0 and padding is on the right.
+
+>>> tok = build_tokenizer()
+>>> chat = [{"role": "user", "content": "how bake bread"}, {"role": "assistant", "content": "soup"}]
+>>> tok.apply_chat_template(chat, tokenize=False)
+'<bos><|user|> how bake bread <|end|> <|assistant|> soup <|end|> <eos>'
+>>> tok.convert_ids_to_tokens(tok.apply_chat_template(chat[:1], add_generation_prompt=True,
+...                                                   return_dict=False))
+['<bos>', '<|user|>', 'how', 'bake', 'bread', '<|end|>', '<|assistant|>']
+"""
+
+from __future__ import annotations
+
+from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from reward_lens_tl.zoo.vocab import (
+    ASSISTANT,
+    BOS,
+    END,
+    EOS,
+    PAD,
+    SPECIAL_TOKENS,
+    UNK,
+    USER,
+    VOCAB,
+)
+
+#: Roles are matched literally (never concatenated into control tokens). Assistant text is
+#: wrapped in ``{% generation %}`` so ``return_assistant_tokens_mask=True`` works.
+CHAT_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'user' %}"
+    "{{- '<|user|> ' + message['content'] + ' <|end|> ' }}"
+    "{%- elif message['role'] == 'assistant' %}"
+    "{{- '<|assistant|> ' }}{% generation %}{{ message['content'] + ' <|end|>' }}"
+    "{% endgeneration %}{{ ' ' }}"
+    "{%- else %}"
+    "{{- raise_exception('this chat template supports only the user and assistant roles') }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>' }}"
+    "{%- elif messages[-1]['role'] == 'assistant' %}{{- eos_token }}"
+    "{%- endif %}"
+)
+
+#: Token ids of the assistant header; the ArmoRM-style gate reads the hidden state there.
+GATING_TOKEN_PATTERN: tuple[int, ...] = (VOCAB[ASSISTANT],)
+ROLE_TOKENS: tuple[str, ...] = (USER, ASSISTANT, END)
+
+
+def build_tokenizer(model_max_length: int = 64) -> PreTrainedTokenizerFast:
+    """A fresh ``PreTrainedTokenizerFast`` over the task vocabulary (see the module docstring)."""
+    core = Tokenizer(models.WordLevel(vocab=dict(VOCAB), unk_token=UNK))
+    core.normalizer = normalizers.Lowercase()
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        pad_token=PAD,
+        extra_special_tokens=list(ROLE_TOKENS),
+        padding_side="right",
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
