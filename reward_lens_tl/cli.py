@@ -17,8 +17,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def _demo(args) -> int:
+    import torch
+
     from .demo import run_demo
 
+    torch.set_num_threads(1)  # the zoo model is tiny: one thread is fastest (and robust)
     run_demo(model_dir=args.model, out_dir=Path(args.out))
     return 0
 

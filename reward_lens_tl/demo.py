@@ -20,6 +20,11 @@ matplotlib.use("Agg")
 def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/demo")) -> dict:
     import torch
 
+    with torch.no_grad():
+        return _run_demo(model_dir, Path(out_dir))
+
+
+def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
     from .ground_truth import encode_contrast
     from .lens import pair_lens
@@ -27,9 +32,6 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
     from .scoring import score_pairs
     from .zoo import load_task, zoo_path
 
-    torch.set_grad_enabled(False)
-    torch.set_num_threads(1)  # the zoo model is tiny: one thread is fastest (and robust)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model_dir = Path(model_dir) if model_dir else zoo_path("scalar")
     model = HookedRewardModel.from_pretrained(model_dir)
