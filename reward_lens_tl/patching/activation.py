@@ -1,0 +1,366 @@
+"""Activation patching, batched: every patched variant of a chunk in one forward pass.
+
+TransformerLens's ``patching`` module runs one full forward per cell. Here the cells of one
+layer are stacked along the batch dimension and run together, and three things that cannot
+change the reward are skipped, exactly (values agree with ``transformer_lens.patching`` to
+float32 rounding, ~1e-7):
+
+1. **Layers below the patch.** The target run's cached residual enters at the patched block
+   (``start_at_layer``). ``resid_pre`` at layer ``l`` is written directly into that input,
+   ``resid_post`` into the input of block ``l + 1``; every other site is patched by a hook
+   inside block ``l``.
+2. **Positions before the patch** (``reuse_prefix=True``). Causal attention means a patch at
+   position ``p`` changes nothing at positions ``< p``, so a chunk whose earliest patched
+   position is ``p0`` only computes positions ``p0 ..`` and attends to the target run's cached
+   keys and values for ``0 .. p0 - 1`` (TransformerLens's frozen key-value cache).
+3. **Everything the reward head does not read.** Runs are cut after the reward-reading token,
+   and the last block computes only that token's query, attention and MLP (its keys and
+   values for the other positions are computed directly).
+
+2 and 3 are switched off when ``fwd_hooks`` are given (a user hook may index absolute
+positions) and for gated (ArmoRM-style) heads, whose gate reads a prompt position.
+
+Memory: a chunk of ``chunk_size`` variants over ``T`` positions holds, per block, about
+``chunk_size · T · (4·d_model + 2·d_mlp + 3·n_heads·T)`` floats at its peak (residual, MLP
+hidden, attention scores and pattern), e.g. 64 variants × 128 tokens of a d_model=512,
+d_mlp=1376, 8-head model ≈ 0.19 GB in float32; :func:`chunk_memory_bytes` computes it.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids, _ = random_batch(2, [9, 7], low=6)
+>>> result = activation_patching(model, ids[0], ids[1, :7], site="resid_pre")
+>>> result.axes, result.shape
+(('layer', 'pos'), (2, 7))
+>>> bool((result.values[0] - result.values[0, -1]).abs().max() < 2)   # a fraction per cell
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
+from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
+
+from ..readout import Objective
+from .alignment import AlignmentKind
+from .grids import HEAD_SITES
+from .plan import (
+    Metric,
+    PatchPlan,
+    RewardReader,
+    ablation_values,
+    check_metric_output,
+    gather_aligned,
+    make_plan,
+    margin_fraction,
+    reward_change,
+)
+from .results import PatchResult
+
+DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
+
+
+def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
+    """Approximate peak bytes of one chunk's forward (see the module docstring)."""
+    cfg = model.cfg
+    d_mlp = cfg.d_mlp or 4 * cfg.d_model
+    per_token = 4 * cfg.d_model + 2 * d_mlp + 3 * cfg.n_heads * n_tokens
+    return int(chunk_size * n_tokens * per_token * torch.finfo(cfg.dtype).bits // 8)
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """What the sweep needs from the run being patched."""
+
+    reward: float
+    ids: Int[Tensor, "1 pos"]
+    block_inputs: list[Float[Tensor, "1 pos d_model"]]  # resid_pre[0..L-1], resid_post[L-1]
+    keys: list[Tensor] | None  # per layer [1, pos, kv_head, d_head] (pre-rotary)
+    values: list[Tensor] | None
+
+
+def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence) -> TargetState:
+    """Forward the target run once, caching block inputs and its key-value cache."""
+    n_layers = model.cfg.n_layers
+    names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)]
+    names.append(f"blocks.{n_layers - 1}.hook_resid_post")
+    ids = plan.target.batch()
+    kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
+    with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
+        out, cache = model.run_with_cache(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            return_type="reward",
+            names_filter=names,
+            past_kv_cache=kv,
+        )
+    return TargetState(
+        reward=float(reader.read(out)[0]),
+        ids=ids,
+        block_inputs=[cache[n] for n in names],
+        keys=[e.past_keys for e in kv.entries],
+        values=[e.past_values for e in kv.entries],
+    )
+
+
+def run_source(
+    model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
+) -> tuple[dict[int, Tensor], float]:
+    """The source run's site activations at the aligned positions, and its reward."""
+    names = [plan.hook(layer) for layer in plan.grid.layers]
+    with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
+        out, cache = model.run_with_cache(
+            plan.source.batch(), return_type="reward", names_filter=names
+        )
+    values = {
+        layer: gather_aligned(cache[name], plan.alignment.source)
+        for layer, name in zip(plan.grid.layers, names, strict=True)
+    }
+    return values, float(reader.read(out)[0])
+
+
+def target_reward_tensor(target: TargetState) -> Tensor:
+    x = target.block_inputs[0]
+    return torch.tensor([target.reward], dtype=x.dtype, device=x.device)
+
+
+def default_metric(plan: PatchPlan, target_reward: float, source_reward: float | None):
+    if plan.is_ablation():
+        return reward_change(target_reward), "reward change (patched - clean)"
+    name = "fraction restored" if plan.mode == "denoising" else "fraction destroyed"
+    return margin_fraction(target_reward, source_reward), name
+
+
+def activation_patching(
+    model,
+    clean,
+    corrupted=None,
+    *,
+    site: str = "resid_pre",
+    mode: str = "denoising",
+    alignment: AlignmentKind = "end",
+    prefix_length: int | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference=None,
+    mean_over: str = "token",
+    chunk_size: int = 64,
+    reuse_prefix: bool = True,
+    fwd_hooks: Sequence = (),
+) -> PatchResult:
+    """Patch every cell of a grid and score each patched run.
+
+    ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]`` right padded), lists of ids or
+    :class:`EncodedConversation`. ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``,
+    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``. ``mode``:
+    ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
+    ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
+    metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
+    (:mod:`~reward_lens_tl.patching.alignment`). ``by_position``: one cell per aligned position
+    (default for residual sites) or all aligned positions at once (default for components and
+    heads). ``metric``: callable on the patched rewards ``[variant]``; ``objective`` selects a
+    head column for multi-objective models. ``chunk_size`` bounds the variants per forward
+    pass (memory: :func:`chunk_memory_bytes`). ``fwd_hooks`` are your own interventions, active
+    in every forward pass of the sweep. Hooks are removed even when something raises.
+    """
+    plan = make_plan(
+        model,
+        clean,
+        corrupted,
+        site=site,
+        mode=mode,
+        alignment=alignment,
+        prefix_length=prefix_length,
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        objective=objective,
+    )
+    reader = RewardReader(model, objective)
+    fwd_hooks = list(fwd_hooks)
+    with torch.no_grad():
+        target = run_target(model, plan, reader, fwd_hooks)
+        if plan.is_ablation():
+            values = ablation_values(model, plan, reference, mean_over, fwd_hooks)
+            source_reward = None
+        else:
+            values, source_reward = run_source(model, plan, reader, fwd_hooks)
+        name = "custom"
+        if metric is None:
+            metric, name = default_metric(plan, target.reward, source_reward)
+        sweep = Sweep(model, plan, target, values, reader, fwd_hooks, reuse_prefix)
+        metric_values, rewards = sweep.run(metric, chunk_size)
+        baseline = float(check_metric_output(metric(target_reward_tensor(target)), 1)[0])
+    return PatchResult(
+        values=metric_values,
+        grid=plan.grid,
+        site=plan.site,
+        mode=plan.mode,
+        method="activation",
+        alignment=plan.alignment,
+        metric_name=name,
+        target_reward=target.reward,
+        source_reward=source_reward,
+        baseline=baseline,
+        rewards=rewards,
+    )
+
+
+class Sweep:
+    """Runs the cells of a plan in chunks (see the module docstring for what is skipped)."""
+
+    def __init__(self, model, plan, target, source_values, reader, fwd_hooks, reuse_prefix):
+        self.model, self.plan, self.target = model, plan, target
+        self.source_values, self.reader, self.fwd_hooks = source_values, reader, fwd_hooks
+        gated = getattr(model, "gating", None) is not None
+        self.shortcuts = reuse_prefix and not fwd_hooks and not gated
+        self.pool = plan.target.pool
+
+    def run(self, metric: Metric, chunk_size: int) -> tuple[Tensor, Tensor]:
+        grid = self.plan.grid
+        per_layer = grid.cells_per_layer
+        values = torch.empty(len(grid.layers) * per_layer)
+        rewards = torch.empty_like(values)
+        tgt = self.plan.alignment.target
+        for li, layer in enumerate(grid.layers):
+            j, head = grid.layer_cells(device=tgt.device)
+            first = tgt[j.clamp(min=0)] if grid.by_position else torch.full_like(j, int(tgt.min()))
+            order = first.argsort(stable=True)
+            for chunk in order.split(max(1, int(chunk_size))):
+                r = self.run_chunk(layer, j[chunk], head[chunk], int(first[chunk].min()))
+                vals = check_metric_output(metric(r), len(chunk))
+                flat = li * per_layer + chunk.cpu()
+                values[flat] = vals.detach().float().cpu()
+                rewards[flat] = r.detach().float().cpu()
+        return values.reshape(grid.shape), rewards.reshape(grid.shape)
+
+    # -- one chunk --------------------------------------------------------------------------
+    def patch_entries(self, j: Tensor, head: Tensor):
+        """Flat ``(row, position, head, value)`` of a chunk's patches."""
+        n, n_aligned = j.shape[0], len(self.plan.alignment)
+        rows = torch.arange(n, device=j.device)
+        if not self.plan.grid.by_position:
+            rows = rows.repeat_interleave(n_aligned)
+            head = head.repeat_interleave(n_aligned)
+            j = torch.arange(n_aligned, device=j.device).repeat(n)
+        return rows, self.plan.alignment.target[j], head, j
+
+    def run_chunk(self, layer: int, j: Tensor, head: Tensor, p0: int) -> Tensor:
+        plan, n = self.plan, j.shape[0]
+        p0 = p0 if self.shortcuts else 0
+        rows, pos, head, jj = self.patch_entries(j, head)
+        src = self.source_values[layer]
+        vals = src[jj.to(src.device), head.to(src.device)] if plan.site in HEAD_SITES else src[jj]
+        start = layer + 1 if plan.site == "resid_post" else layer
+        x = self.target.block_inputs[start][:, p0:]
+        hooks = list(self.fwd_hooks)
+        if plan.site in DIRECT_SITES:
+            x = x.expand(n, -1, -1).clone()
+            x[rows, pos - p0] = vals.to(x.dtype)
+        else:
+            # block `layer` runs once up to the hook point (its input is the same for every
+            # variant); the hook widens the batch to the n variants and writes their patches
+            hooks.append((plan.hook(layer), patch_hook(rows, pos - p0, head, vals, n)))
+        with self.model.hooks(fwd_hooks=[*hooks, *self.reader.hooks()]):
+            out = self.forward_from(x, n, start, p0, in_block=plan.site not in DIRECT_SITES)
+        return self.reader.read(out)
+
+    def forward_from(self, x: Tensor, n: int, start: int, p0: int, in_block: bool) -> Tensor:
+        """Run the blocks from ``start`` on ``x`` (batch 1 when an in-block hook widens it to
+        the ``n`` variants) and return the pooled rewards ``[n]``."""
+        model = self.model
+        last = model.cfg.n_layers - 1
+        prefix = self.kv_prefix(p0, n, start if in_block else None) if p0 > 0 else None
+        if self.shortcuts and fast_last_block_ok(model) and (start < last or not in_block):
+            if start < last:
+                x = model(x, start_at_layer=start, stop_at_layer=last, past_kv_cache=prefix)
+            x = self.last_block_at_pool(x, p0) if start <= last else x[:, -1:]
+            pool = torch.zeros(n, dtype=torch.long, device=x.device)
+            return model(x, return_type="reward", start_at_layer=last + 1, pool_positions=pool)
+        pool = torch.full((n,), self.pool - p0, dtype=torch.long, device=x.device)
+        tokens = None
+        if getattr(model, "gating", None) is not None:
+            tokens = self.target.ids.expand(n, -1)
+        return model(
+            x,
+            return_type="reward",
+            start_at_layer=start,
+            pool_positions=pool,
+            tokens=tokens,
+            past_kv_cache=prefix,
+        )
+
+    def kv_prefix(self, p0: int, n: int, narrow_layer: int | None) -> TransformerLensKeyValueCache:
+        """The target run's keys/values of positions ``< p0``, expanded to ``n`` variants
+        (batch 1 at ``narrow_layer``, where the block still runs unwidened, except for the
+        patched ``k`` or ``v`` whose hook widens it)."""
+        entries = []
+        for layer, (k, v) in enumerate(zip(self.target.keys, self.target.values, strict=True)):
+            nk = nv = n
+            if layer == narrow_layer:
+                nk = n if self.plan.site == "k" else 1
+                nv = n if self.plan.site == "v" else 1
+            entries.append(
+                TransformerLensKeyValueCacheEntry(
+                    past_keys=k[:, :p0].expand(nk, -1, -1, -1),
+                    past_values=v[:, :p0].expand(nv, -1, -1, -1),
+                    frozen=True,
+                )
+            )
+        mask = torch.ones(n, p0, dtype=torch.long, device=self.target.ids.device)
+        return TransformerLensKeyValueCache(entries, mask, frozen=True)
+
+    def last_block_at_pool(self, resid: Float[Tensor, "n pos d_model"], p0: int) -> Tensor:
+        """The last block's output at the reading position only: keys and values of the
+        other positions are projected directly and handed to the block as a frozen cache."""
+        model = self.model
+        last = model.cfg.n_layers - 1
+        block = model.blocks[last]
+        n = resid.shape[0]
+        before = resid[:, :-1]
+        keys = self.target.keys[last][:, :p0].expand(n, -1, -1, -1)
+        values = self.target.values[last][:, :p0].expand(n, -1, -1, -1)
+        if before.shape[1]:
+            normed = block.ln1(before)
+            _, k, v = block.attn.calculate_qkv_matrices(normed[:, :1], normed, normed)
+            keys, values = torch.cat([keys, k], 1), torch.cat([values, v], 1)
+        entry = TransformerLensKeyValueCacheEntry(keys, values, frozen=True)
+        return block(resid[:, -1:], past_kv_cache_entry=entry)
+
+
+def patch_hook(rows: Tensor, pos: Tensor, head: Tensor, vals: Tensor, n: int):
+    """A TL hook that widens its activation's batch to ``n`` (if it is 1) and writes ``vals``
+    at ``[rows, pos(, head)]``."""
+
+    def hook(act, hook):
+        act = act.expand(n, *act.shape[1:]).clone() if act.shape[0] != n else act.clone()
+        if act.ndim == 4:
+            act[rows, pos, head] = vals.to(act.dtype)
+        else:
+            act[rows, pos] = vals.to(act.dtype)
+        return act
+
+    return hook
+
+
+def fast_last_block_ok(model) -> bool:
+    cfg = model.cfg
+    return not (
+        cfg.use_attn_in
+        or cfg.use_split_qkv_input
+        or cfg.parallel_attn_mlp
+        or cfg.original_architecture in POST_NORM_ARCHITECTURES
+        or cfg.positional_embedding_type not in ("standard", "rotary")
+        or cfg.use_attention_sinks
+        or cfg.use_logn_attn
+    )

@@ -1,0 +1,157 @@
+"""Which position of the clean run corresponds to which position of the corrupted run.
+
+A chosen and a rejected response rarely have the same length, so "patch position 5" needs a
+rule. Three are offered, and none of them silently copies ``[0:min_len]``:
+
+- ``"end"``: end-aligned at the reward-reading token. Offset ``k`` pairs position
+  ``pool_target - k`` with ``pool_source - k`` for ``k = 0 .. min(pool_target, pool_source)``;
+  the grid's position axis runs from the earliest shared offset to the reading token (last
+  column = the token the reward is read at).
+- ``"prefix"``: the shared prompt prefix, position ``p`` with ``p`` for ``p < prefix_length``.
+  The length comes from ``prefix_length=`` or from :class:`EncodedConversation`'s
+  ``response_start`` (both conversations must agree). Positions whose tokens *and* prefixes are
+  identical in both runs carry identical activations (causal attention), so their effects are
+  exactly zero: this alignment is meant for corrupted *prompts* of the same length.
+- ``"exact"``: position ``p`` with ``p``; both runs must have the same length, else
+  :class:`AlignmentError`.
+
+Each run is cut after its reward-reading token: later tokens (right padding, a trailing EOS
+that the pooling rule skips) cannot influence the reward under causal attention.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> clean, corrupted = as_run(model, [1, 5, 6, 7, 8]), as_run(model, [1, 9, 7])
+>>> a = align(clean, corrupted, "end")
+>>> a.target.tolist(), a.source.tolist()
+([2, 3, 4], [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from ..inputs import EncodedConversation
+from .errors import AlignmentError
+
+AlignmentKind = Literal["end", "prefix", "exact"]
+ALIGNMENTS: tuple[str, ...] = ("end", "prefix", "exact")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One input sequence, cut after its reward-reading position ``pool``."""
+
+    ids: Int[Tensor, " pos"]
+    pool: int
+    response_start: int | None = None
+
+    @property
+    def length(self) -> int:
+        return int(self.ids.shape[0])
+
+    def batch(self) -> Int[Tensor, "1 pos"]:
+        return self.ids[None]
+
+
+def as_run(model, x: Tensor | EncodedConversation | Sequence[int]) -> Run:
+    """A :class:`Run` from token ids (1-D, or ``[1, pos]`` possibly right-padded), an
+    :class:`EncodedConversation`, or a list of ids. The reading position follows the model's
+    pooling rule (:meth:`HookedRewardModel.pool_positions`)."""
+    response_start = None
+    if isinstance(x, EncodedConversation):
+        response_start = x.response_start
+        x = list(x.ids)
+    ids = torch.as_tensor(x, dtype=torch.long, device=model.cfg.device)
+    if ids.ndim == 2 and ids.shape[0] == 1:
+        ids = ids[0]
+    if ids.ndim != 1:
+        raise AlignmentError(
+            f"a run is one sequence; got ids of shape {tuple(ids.shape)}. Patch pairs one at a "
+            "time, or use reward_lens_tl.patching.compare_methods for a set of pairs"
+        )
+    tokens = model.check_tokens(ids[None])
+    pool = int(model.pool_positions(tokens)[0])
+    return Run(ids=ids[: pool + 1], pool=pool, response_start=response_start)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Matched positions: ``target[j]`` (the run being patched) ↔ ``source[j]`` (the run the
+    patched values come from), ascending in ``j``."""
+
+    kind: str
+    target: Int[Tensor, " n"]
+    source: Int[Tensor, " n"]
+
+    def __len__(self) -> int:
+        return int(self.target.shape[0])
+
+    def labels(self) -> tuple[str, ...]:
+        """Position labels for the grid: ``"p7"`` (``exact``/``prefix``), ``"end-3"`` (``end``:
+        three tokens before the reading token; ``"end-0"`` is the reading token itself)."""
+        if self.kind == "end":
+            n = len(self)
+            return tuple(f"end-{n - 1 - j}" for j in range(n))
+        return tuple(f"p{int(p)}" for p in self.target)
+
+
+def identity_alignment(run: Run) -> Alignment:
+    """Every position of one run with itself (ablations: no second run)."""
+    pos = torch.arange(run.length, device=run.ids.device)
+    return Alignment(kind="exact", target=pos, source=pos)
+
+
+def align(
+    target: Run, source: Run, kind: AlignmentKind = "end", prefix_length: int | None = None
+) -> Alignment:
+    """Pair the positions of ``target`` and ``source`` (see the module docstring)."""
+    device = target.ids.device
+    if kind == "end":
+        n = min(target.pool, source.pool) + 1
+        back = torch.arange(n - 1, -1, -1, device=device)
+        return Alignment(kind, target.pool - back, source.pool - back)
+    if kind == "exact":
+        if target.length != source.length:
+            raise AlignmentError(
+                f"alignment='exact' needs equal lengths; the runs have {target.length} and "
+                f"{source.length} tokens (up to their reward-reading positions). Use "
+                "alignment='end' (aligned at the reading token) or 'prefix' (the shared prompt)"
+            )
+        pos = torch.arange(target.length, device=device)
+        return Alignment(kind, pos, pos)
+    if kind == "prefix":
+        n = _prefix_length(target, source, prefix_length)
+        pos = torch.arange(n, device=device)
+        return Alignment(kind, pos, pos)
+    raise AlignmentError(f"unknown alignment {kind!r}; choose one of {ALIGNMENTS}")
+
+
+def _prefix_length(target: Run, source: Run, prefix_length: int | None) -> int:
+    if prefix_length is None:
+        starts = {target.response_start, source.response_start}
+        if None in starts:
+            raise AlignmentError(
+                "alignment='prefix' needs prefix_length=<number of shared prompt positions>, or "
+                "EncodedConversation inputs (their response_start gives it)"
+            )
+        if len(starts) != 1:
+            raise AlignmentError(
+                f"the prompts have different lengths (responses start at {sorted(starts)}), so "
+                "prompt positions cannot be paired one to one; use alignment='end' or pass "
+                "prefix_length= explicitly"
+            )
+        prefix_length = starts.pop()
+    limit = min(target.length, source.length)
+    if not 0 < prefix_length <= limit:
+        raise AlignmentError(
+            f"prefix_length={prefix_length} must be in [1, {limit}] (the shorter run has {limit} "
+            "tokens up to its reading position)"
+        )
+    return int(prefix_length)

@@ -1,0 +1,399 @@
+"""How well do cheap estimates agree with real patching, and observation with causation?
+
+- :func:`agreement` compares an estimate (AtP, AtP*, direct attribution...) with a reference
+  sweep over the same cells: Spearman rank correlation of the signed effects and of their
+  magnitudes (``scipy.stats.spearmanr``), and top-``k`` recall (the share of the reference's
+  ``k`` largest cells that the estimate also ranks in its top ``k``).
+- :func:`atp_agreement` runs activation patching and AtP / AtP* on one pair and reports both.
+- :func:`compare_methods` does it for a set of preference pairs: per pair, the Spearman
+  correlation between direct attribution of the margin, AtP, AtP* and activation patching over
+  the same components, aggregated over pairs with bootstrap confidence intervals
+  (``scipy.stats.bootstrap``, percentile method).
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids, _ = random_batch(2, [9, 9], low=6)
+>>> report = atp_agreement(model, ids[0], ids[1], site="z", alignment="exact", k=3)
+>>> [row.estimate for row in report.rows]
+['atp', 'atp*']
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..attribution import direct_attribution
+from ..inputs import EncodedConversation
+from ..pairs import encoded_pair
+from ..results import new_axes
+from .activation import activation_patching
+from .atp import attribution_patching
+from .errors import PatchingError
+from .plan import reward_change
+from .results import PatchResult
+
+
+def spearman(x: Tensor, y: Tensor) -> float:
+    """Spearman's rho (``nan`` when either side is constant or has < 2 cells)."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(spearmanr(x, y).statistic)
+
+
+def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
+    """Share of the reference's top-``k`` cells (by score) found in the estimate's top ``k``."""
+    k = min(k, score.numel())
+    top = set(score.reshape(-1).argsort(descending=True)[:k].tolist())
+    ref = set(reference_score.reshape(-1).argsort(descending=True)[:k].tolist())
+    return len(top & ref) / k if k else math.nan
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of one estimate with a reference over ``n_cells`` cells."""
+
+    estimate: str
+    reference: str
+    spearman: float
+    spearman_abs: float
+    top_k_recall: float
+    k: int
+    n_cells: int
+
+
+def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agreement:
+    """Compare two sweeps of the same grid (effects = ``values - baseline``; the magnitude
+    ranking uses GradDrop's ``magnitude`` when the estimate has one)."""
+    if estimate.shape != reference.shape or estimate.site != reference.site:
+        raise PatchingError(
+            f"cannot compare a {estimate.site} grid {estimate.shape} with a {reference.site} "
+            f"grid {reference.shape}; run both with the same site, layers, heads and alignment"
+        )
+    est, ref = estimate.effects(), reference.effects()
+    return Agreement(
+        estimate=estimate.method,
+        reference=reference.method,
+        spearman=spearman(est, ref),
+        spearman_abs=spearman(estimate.ranking_score(), ref.abs()),
+        top_k_recall=top_k_recall(estimate.ranking_score(), ref.abs(), k),
+        k=min(k, ref.numel()),
+        n_cells=ref.numel(),
+    )
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """Activation patching of one grid, the estimates of the same grid and their agreement."""
+
+    reference: PatchResult
+    estimates: tuple[PatchResult, ...]
+    rows: tuple[Agreement, ...]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame([row.__dict__ for row in self.rows])
+
+    def plot(self, ax=None):
+        """Scatter of each estimate's effects against the patched effects; returns the figure."""
+        fig, ax = new_axes(ax, figsize=(4.5, 4))
+        ref = self.reference.effects()
+        for est, row in zip(self.estimates, self.rows, strict=True):
+            ax.scatter(ref, est.effects(), s=12, label=f"{row.estimate} (ρ={row.spearman:.2f})")
+        lo, hi = float(ref.min()), float(ref.max())
+        ax.plot([lo, hi], [lo, hi], color="k", lw=0.5)
+        ax.set_xlabel(f"activation patching ({self.reference.metric_name})")
+        ax.set_ylabel("estimate")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+
+def atp_agreement(
+    model,
+    clean,
+    corrupted=None,
+    *,
+    k: int = 10,
+    methods: Sequence[str] = ("atp", "atp*"),
+    chunk_size: int = 64,
+    **kwargs,
+) -> AgreementReport:
+    """Activation patching plus AtP (``"atp"``), AtP with the QK fix (``"atp+qk"``) and/or
+    AtP* (``"atp*"``) on the same grid, with their :func:`agreement`. ``kwargs`` are the grid
+    and mode arguments shared by :func:`activation_patching` and
+    :func:`attribution_patching`."""
+    flags = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}
+    unknown = set(methods) - set(flags)
+    if unknown:
+        raise PatchingError(f"unknown methods {sorted(unknown)}; choose from {sorted(flags)}")
+    reference = activation_patching(model, clean, corrupted, chunk_size=chunk_size, **kwargs)
+    estimates = tuple(
+        attribution_patching(
+            model, clean, corrupted, qk_fix=flags[m][0], graddrop=flags[m][1], **kwargs
+        )
+        for m in methods
+    )
+    rows = tuple(agreement(e, reference, k) for e in estimates)
+    return AgreementReport(reference, estimates, rows)
+
+
+# -- observational vs causal, over pairs ------------------------------------------------------
+METHODS = ("direct", "atp", "atp*", "patching")
+
+
+def pair_inputs(model, pair):
+    """``(chosen, rejected)`` of a pair object, an encoded pair, or a ready ids tuple."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        if all(isinstance(p, (EncodedConversation, Tensor, list, tuple)) for p in pair):
+            return pair[0], pair[1]
+    return encoded_pair(model, pair)
+
+
+def component_labels(model, components: str = "heads") -> tuple[str, ...]:
+    """``L{l}H{h}`` for every head of a layer, then ``mlp{l}`` (the labels of
+    :func:`~reward_lens_tl.attribution.direct_attribution`)."""
+    if components != "heads":
+        raise PatchingError(f"component labels are fixed only for 'heads', not {components!r}")
+    n_heads = model.cfg.n_heads
+    return tuple(
+        label
+        for layer in range(model.cfg.n_layers)
+        for label in [*(f"L{layer}H{h}" for h in range(n_heads)), f"mlp{layer}"]
+    )
+
+
+def _heads_and_mlps(model, result_heads: PatchResult, result_mlps: PatchResult) -> Tensor:
+    """``[layer, head]`` and ``[layer]`` effects → one vector in :func:`component_labels`
+    order (heads of a layer, then its MLP)."""
+    heads = result_heads.effects().reshape(model.cfg.n_layers, -1)
+    mlps = result_mlps.effects().reshape(model.cfg.n_layers, 1)
+    return torch.cat([heads, mlps], 1).reshape(-1)
+
+
+def pair_values(model, chosen, rejected, components, methods, alignment, chunk_size, fwd_hooks):
+    """Per method, the vector of effects of one pair over the components, and their labels."""
+    out: dict[str, Tensor] = {}
+    labels = component_labels(model, "heads") if components == "heads" else ()
+    common = dict(alignment=alignment, fwd_hooks=fwd_hooks, mode="denoising")
+    if components == "heads":
+        if "direct" in methods:
+            ids_c, ids_r = (_ids(model, x) for x in (chosen, rejected))
+            margin = direct_attribution(model, ids_c, fwd_hooks=fwd_hooks) - direct_attribution(
+                model, ids_r, fwd_hooks=fwd_hooks
+            )
+            out["direct"] = torch.stack([margin[label] for label in labels])[:, 0]
+        for method in methods:
+            if method == "direct":
+                continue
+            parts = []
+            for site in ("z", "mlp_out"):
+                parts.append(
+                    _run_method(model, method, chosen, rejected, site, False, chunk_size, common)
+                )
+            out[method] = _heads_and_mlps(model, *parts)
+    else:  # resid
+        for method in methods:
+            if method == "direct":
+                raise PatchingError(
+                    "direct attribution has no per-position residual counterpart; use "
+                    "components='heads' or drop 'direct' from methods"
+                )
+            r = _run_method(model, method, chosen, rejected, "resid_pre", True, chunk_size, common)
+            out[method], labels = r.effects(), r.labels()
+    return out, labels
+
+
+def _ids(model, x) -> Tensor:
+    ids = list(x.ids) if isinstance(x, EncodedConversation) else x
+    return torch.as_tensor(ids, dtype=torch.long, device=model.cfg.device).reshape(1, -1)
+
+
+def _run_method(model, method, chosen, rejected, site, by_position, chunk_size, common):
+    metric = _margin_metric(model, rejected, common["fwd_hooks"])
+    kw = dict(common, site=site, by_position=by_position, metric=metric)
+    if method == "patching":
+        return activation_patching(model, chosen, rejected, chunk_size=chunk_size, **kw)
+    qk, gd = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}[method]
+    return attribution_patching(model, chosen, rejected, qk_fix=qk, graddrop=gd, **kw)
+
+
+def _margin_metric(model, rejected, fwd_hooks):
+    """``r - r(rejected)``: the reward change in reward units (comparable to the direct
+    attribution of the margin)."""
+    from .alignment import as_run
+
+    run = as_run(model, rejected)
+    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        base = float(model.rewards(run.batch())[0])
+    return reward_change(base)
+
+
+@dataclass(frozen=True)
+class MethodComparison:
+    """Per-pair effects of several methods over the same components, and their agreement.
+
+    ``values[method][pair]`` is a vector over ``labels[pair]`` (heads and MLPs: the same
+    labels for every pair; residual positions: per pair). ``rho[pair, m]`` is the Spearman
+    correlation of ``method_pairs[m]``; :meth:`summary` aggregates over pairs.
+    """
+
+    methods: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...]
+    values: dict[str, tuple[Tensor, ...]]
+    method_pairs: tuple[tuple[str, str], ...]
+    rho: Float[Tensor, "pair method_pair"]
+    confidence_level: float
+    n_resamples: int
+    seed: int
+
+    def summary(self):
+        """Mean Spearman over pairs per method pair, with a bootstrap confidence interval of
+        the mean (pairs with an undefined correlation, e.g. a constant vector, are left out
+        and counted in ``n_pairs``)."""
+        import pandas as pd
+        from scipy.stats import bootstrap
+
+        rows = []
+        for m, (a, b) in enumerate(self.method_pairs):
+            r = self.rho[:, m].numpy()
+            r = r[np.isfinite(r)]
+            lo = hi = math.nan
+            if r.size >= 2 and np.ptp(r) > 0:
+                ci = bootstrap(
+                    (r,),
+                    np.mean,
+                    confidence_level=self.confidence_level,
+                    n_resamples=self.n_resamples,
+                    method="percentile",
+                    rng=np.random.default_rng(self.seed),
+                ).confidence_interval
+                lo, hi = float(ci.low), float(ci.high)
+            rows.append(
+                dict(
+                    method_a=a,
+                    method_b=b,
+                    mean_spearman=float(r.mean()) if r.size else math.nan,
+                    ci_low=lo,
+                    ci_high=hi,
+                    n_pairs=int(r.size),
+                )
+            )
+        return pd.DataFrame(rows)
+
+    def to_dataframe(self):
+        """One row per (pair, component, method): ``pair``, ``component``, ``method``,
+        ``effect``."""
+        import pandas as pd
+
+        rows = []
+        for method in self.methods:
+            for i, vec in enumerate(self.values[method]):
+                for label, v in zip(self.labels[i], vec.tolist(), strict=True):
+                    rows.append(dict(pair=i, component=label, method=method, effect=v))
+        return pd.DataFrame(rows)
+
+    def plot(self, reference: str = "patching"):
+        """Scatter of every other method's effects against ``reference``'s, all pairs pooled
+        (one panel per method); returns the figure."""
+        import matplotlib.pyplot as plt
+
+        others = [m for m in self.methods if m != reference]
+        fig, axes = plt.subplots(1, len(others), figsize=(3.6 * len(others), 3.4), squeeze=False)
+        x = torch.cat(self.values[reference])
+        for ax, method in zip(axes[0], others, strict=True):
+            y = torch.cat(self.values[method])
+            m = self.method_pairs.index(_ordered(self.methods, method, reference))
+            ax.scatter(x, y, s=8, alpha=0.6)
+            ax.set_xlabel(f"{reference} effect")
+            ax.set_ylabel(f"{method}")
+            ax.set_title(f"mean ρ = {float(np.nanmean(self.rho[:, m].numpy())):.2f}", fontsize=9)
+            ax.axhline(0, color="k", lw=0.3)
+            ax.axvline(0, color="k", lw=0.3)
+        fig.tight_layout()
+        return fig
+
+
+def _ordered(methods, a, b):
+    return (a, b) if methods.index(a) < methods.index(b) else (b, a)
+
+
+def compare_methods(
+    model,
+    pairs: Sequence,
+    *,
+    components: str = "heads",
+    methods: Sequence[str] = METHODS,
+    alignment: str = "end",
+    confidence_level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    chunk_size: int = 64,
+    fwd_hooks: Sequence = (),
+) -> MethodComparison:
+    """Observational vs causal on a set of pairs (see the module docstring).
+
+    ``pairs``: objects with ``prompt``/``chosen``/``rejected`` (encoded with the model's
+    tokenizer), ``(chosen, rejected)`` :class:`EncodedConversation` tuples, ``(chosen_ids,
+    rejected_ids)`` tuples of 1-D ids, or one ``(chosen_ids, rejected_ids)`` tuple of
+    right-padded ``[n_pairs, pos]`` batches.
+
+    ``components="heads"``: every head (all aligned positions) and every MLP, with ``direct``
+    = direct attribution of the margin (chosen − rejected) and the causal methods denoising the
+    rejected run with the chosen run's activations, scored as the reward change
+    ``r - r(rejected)``. ``"resid"``: ``resid_pre`` per layer and aligned position (no
+    ``direct``). Methods: ``direct``, ``atp``, ``atp+qk``, ``atp*``, ``patching``.
+    """
+    methods = tuple(methods)
+    if (
+        isinstance(pairs, tuple)
+        and len(pairs) == 2
+        and all(isinstance(p, Tensor) and p.ndim == 2 for p in pairs)
+    ):  # (chosen_ids, rejected_ids) batches, right padded: one pair per row
+        pairs = list(zip(pairs[0], pairs[1], strict=True))
+    allowed = ("direct", "atp", "atp+qk", "atp*", "patching")
+    if set(methods) - set(allowed) or len(methods) < 2:
+        raise PatchingError(f"methods must be at least two of {allowed}; got {methods}")
+    if components not in ("heads", "resid"):
+        raise PatchingError("components must be 'heads' (heads and MLPs) or 'resid'")
+    values: dict[str, list[Tensor]] = {m: [] for m in methods}
+    labels = []
+    for pair in pairs:
+        chosen, rejected = pair_inputs(model, pair)
+        vals, pair_labels = pair_values(
+            model, chosen, rejected, components, methods, alignment, chunk_size, list(fwd_hooks)
+        )
+        for m in methods:
+            values[m].append(vals[m].detach().float().cpu())
+        labels.append(tuple(pair_labels))
+    if not labels:
+        raise PatchingError("no pairs given")
+    method_pairs = tuple(itertools.combinations(methods, 2))
+    rho = torch.tensor(
+        [
+            [spearman(values[a][i], values[b][i]) for a, b in method_pairs]
+            for i in range(len(labels))
+        ]
+    )
+    return MethodComparison(
+        methods=methods,
+        labels=tuple(labels),
+        values={m: tuple(v) for m, v in values.items()},
+        method_pairs=method_pairs,
+        rho=rho,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        seed=seed,
+    )

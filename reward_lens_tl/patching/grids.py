@@ -1,0 +1,160 @@
+"""Patching sites and the grids of cells swept over them.
+
+A *site* is a family of TransformerLens hook points, one per layer:
+
+========== ========================== ===================== =================================
+site       hook                        activation            grid axes
+========== ========================== ===================== =================================
+resid_pre  ``blocks.{l}.hook_resid_pre``  ``[pos, d_model]``   layer × pos (× all positions)
+resid_mid  ``blocks.{l}.hook_resid_mid``  ``[pos, d_model]``   layer × pos
+resid_post ``blocks.{l}.hook_resid_post`` ``[pos, d_model]``   layer × pos
+attn_out   ``blocks.{l}.hook_attn_out``   ``[pos, d_model]``   layer (× pos)
+mlp_out    ``blocks.{l}.hook_mlp_out``    ``[pos, d_model]``   layer (× pos)
+z          ``blocks.{l}.attn.hook_z``     ``[pos, head, d_head]`` layer (× pos) × head
+q, k, v    ``blocks.{l}.attn.hook_q`` …   ``[pos, head, d_head]`` layer (× pos) × head
+========== ========================== ===================== =================================
+
+(``k`` and ``v`` have ``n_key_value_heads`` heads in grouped-query models.) A *cell* patches
+one layer at one aligned position (``by_position=True``) or at every aligned position at once,
+and for head sites one head. Cells are enumerated in C order of the grid's shape, so a flat
+tensor of per-cell values reshapes to the grid.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> grid = make_grid(model, "z", n_aligned=5, by_position=True)
+>>> grid.axes, grid.shape, grid.cell_labels()[:2]
+(('layer', 'pos', 'head'), (2, 5, 4), ('L0H0 0', 'L0H1 0'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from .errors import PatchingError
+
+SITE_HOOKS: dict[str, str] = {
+    "resid_pre": "hook_resid_pre",
+    "resid_mid": "hook_resid_mid",
+    "resid_post": "hook_resid_post",
+    "attn_out": "hook_attn_out",
+    "mlp_out": "hook_mlp_out",
+    "z": "attn.hook_z",
+    "q": "attn.hook_q",
+    "k": "attn.hook_k",
+    "v": "attn.hook_v",
+}
+SITE_ALIASES = {"heads": "z", "head": "z", "attn_head": "z"}
+HEAD_SITES = frozenset({"z", "q", "k", "v"})
+RESID_SITES = frozenset({"resid_pre", "resid_mid", "resid_post"})
+
+
+def canonical_site(site: str) -> str:
+    site = SITE_ALIASES.get(site, site)
+    if site not in SITE_HOOKS:
+        raise PatchingError(
+            f"unknown patching site {site!r}; choose one of {sorted(SITE_HOOKS)} (or 'heads' "
+            "for 'z')"
+        )
+    return site
+
+
+def hook_name(site: str, layer: int) -> str:
+    """The TransformerLens hook name of ``site`` at ``layer``."""
+    return f"blocks.{layer}.{SITE_HOOKS[site]}"
+
+
+def site_heads(model, site: str) -> int:
+    """Number of heads of a head site (key/value heads for ``k``/``v`` in GQA models)."""
+    cfg = model.cfg
+    if site in ("k", "v") and cfg.n_key_value_heads and not cfg.ungroup_grouped_query_attention:
+        return int(cfg.n_key_value_heads)
+    return int(cfg.n_heads)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The cells of one sweep. ``n_aligned`` is the number of aligned positions."""
+
+    site: str
+    layers: tuple[int, ...]
+    by_position: bool
+    heads: tuple[int, ...] | None
+    n_aligned: int
+    position_labels: tuple[str, ...] = ()
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        axes = ("layer",) + (("pos",) if self.by_position else ())
+        return axes + (("head",) if self.heads is not None else ())
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = (len(self.layers),) + ((self.n_aligned,) if self.by_position else ())
+        return shape + ((len(self.heads),) if self.heads is not None else ())
+
+    @property
+    def cells_per_layer(self) -> int:
+        n = self.n_aligned if self.by_position else 1
+        return n * (len(self.heads) if self.heads is not None else 1)
+
+    def layer_cells(self, device=None) -> tuple[Int[Tensor, " cell"], Int[Tensor, " cell"]]:
+        """``(j, head)`` of each cell of one layer, in grid order; ``j = -1`` means every
+        aligned position and ``head = -1`` no head axis."""
+        n_pos = self.n_aligned if self.by_position else 1
+        n_head = len(self.heads) if self.heads is not None else 1
+        j = torch.arange(n_pos, device=device).repeat_interleave(n_head)
+        if not self.by_position:
+            j = torch.full_like(j, -1)
+        if self.heads is None:
+            head = torch.full_like(j, -1)
+        else:
+            head = torch.as_tensor(self.heads, device=device).repeat(n_pos)
+        return j, head
+
+    def cell_labels(self) -> tuple[str, ...]:
+        """One label per cell, grid order: ``"L3"``, ``"L3 end-2"``, ``"L3H1"``, ``"L3H1 p5"``."""
+        pos_labels = self.position_labels or tuple(str(j) for j in range(self.n_aligned))
+        pos = pos_labels if self.by_position else ("",)
+        heads = self.heads if self.heads is not None else (None,)
+        labels = []
+        for layer in self.layers:
+            for p in pos:
+                for h in heads:
+                    name = f"L{layer}" + (f"H{h}" if h is not None else "")
+                    labels.append(f"{name} {p}".strip())
+        return tuple(labels)
+
+
+def make_grid(
+    model,
+    site: str,
+    n_aligned: int,
+    *,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    position_labels: Sequence[str] = (),
+) -> Grid:
+    """A :class:`Grid`; ``by_position=None`` means per position for residual sites and over
+    all aligned positions at once for components and heads."""
+    site = canonical_site(site)
+    n_layers = model.cfg.n_layers
+    layers = tuple(range(n_layers)) if layers is None else tuple(int(x) % n_layers for x in layers)
+    if by_position is None:
+        by_position = site in RESID_SITES
+    if site in HEAD_SITES:
+        n = site_heads(model, site)
+        heads = tuple(range(n)) if heads is None else tuple(int(h) for h in heads)
+        if any(not 0 <= h < n for h in heads):
+            raise PatchingError(f"heads {heads} out of range for site {site!r} ({n} heads)")
+    elif heads is not None:
+        raise PatchingError(f"heads= only applies to head sites {sorted(HEAD_SITES)}")
+    if n_aligned < 1:
+        raise PatchingError("no aligned positions to patch")
+    return Grid(site, layers, bool(by_position), heads, n_aligned, tuple(position_labels))

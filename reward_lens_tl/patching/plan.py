@@ -1,0 +1,267 @@
+"""What a sweep patches, where the patched values come from, and how runs are scored.
+
+Modes (``target`` is the run being patched, ``source`` where the values come from):
+
+========= ========= ======================== =================================================
+mode      target    values                   default metric (``r`` = patched reward)
+========= ========= ======================== =================================================
+denoising corrupted clean activations        ``(r - r_corrupted) / (r_clean - r_corrupted)``
+noising   clean     corrupted activations    ``(r - r_clean) / (r_corrupted - r_clean)``
+mean      clean     means over ``reference`` ``r - r_clean``
+zero      clean     zeros                    ``r - r_clean``
+========= ========= ======================== =================================================
+
+Signs: in both patching modes the default metric is the fraction of the way from the target's
+reward to the source's reward that the patch alone moves the reward: 0 = no effect, 1 = the
+patched run scores like the source. So denoising gives the *fraction of the margin restored*
+(sufficiency) and noising the *fraction destroyed* (necessity); both are positive for a cell
+that carries the difference. Ablations report the reward change, negative when the ablated
+activation was raising the reward.
+
+Mean ablation (``mean_over``): ``"token"`` averages the activation over every real token of
+every ``reference`` sequence (position-agnostic: one vector per layer, also at position 0 where
+many models keep a large attention-sink activation); ``"position"`` averages per absolute
+position over the reference sequences long enough to have it, and needs them to cover every
+patched position.
+
+A metric is any callable from the patched rewards ``[variant]`` to ``[variant]`` values (it is
+called once per chunk of patched runs; for attribution patching it must be differentiable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..inputs import EncodedConversation, pad_batch
+from ..readout import Objective, objective_index
+from .alignment import Alignment, AlignmentKind, Run, align, as_run, identity_alignment
+from .errors import PatchingError
+from .grids import HEAD_SITES, Grid, hook_name, make_grid
+
+Mode = Literal["denoising", "noising", "mean", "zero"]
+MODES: tuple[str, ...] = ("denoising", "noising", "mean", "zero")
+Metric = Callable[[Float[Tensor, " variant"]], Float[Tensor, " variant"]]
+
+
+def margin_fraction(target_reward: float, source_reward: float) -> Metric:
+    """``(r - target) / (source - target)``: 0 = unchanged, 1 = moved all the way to the
+    source run's reward (the default for denoising and noising)."""
+    gap = source_reward - target_reward
+    if abs(gap) < 1e-6:
+        raise PatchingError(
+            f"the clean and corrupted rewards are equal ({target_reward:.6g}), so the fraction "
+            "of the margin restored is undefined; pass metric=reward_change(...) or your own"
+        )
+    return lambda r: (r - target_reward) / gap
+
+
+def reward_change(baseline: float) -> Metric:
+    """``r - baseline`` (the default for mean and zero ablation, baseline = clean reward)."""
+    return lambda r: r - baseline
+
+
+@dataclass(frozen=True)
+class PatchPlan:
+    """A resolved request: runs, aligned positions and grid."""
+
+    mode: str
+    site: str
+    target: Run
+    source: Run | None
+    alignment: Alignment
+    grid: Grid
+    objective: Objective = None
+
+    def hook(self, layer: int) -> str:
+        return hook_name(self.site, layer)
+
+    def is_ablation(self) -> bool:
+        return self.mode in ("mean", "zero")
+
+
+def make_plan(
+    model,
+    clean,
+    corrupted=None,
+    *,
+    site: str,
+    mode: str,
+    alignment: AlignmentKind,
+    prefix_length: int | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    objective: Objective = None,
+) -> PatchPlan:
+    if mode not in MODES:
+        raise PatchingError(f"unknown mode {mode!r}; choose one of {MODES}")
+    if model.cfg.positional_embedding_type == "shortformer":
+        raise PatchingError("shortformer positional embeddings are not supported by patching")
+    objective_index(model, objective)  # validates (multi-objective heads need objective=)
+    clean_run = as_run(model, clean)
+    if mode in ("mean", "zero"):
+        if corrupted is not None:
+            raise PatchingError(
+                f"mode={mode!r} ablates the clean run and takes no corrupted input; for a "
+                "clean/corrupted comparison use mode='denoising' or 'noising'"
+            )
+        target, source = clean_run, None
+        aligned = identity_alignment(target)
+    else:
+        if corrupted is None:
+            raise PatchingError(f"mode={mode!r} needs a corrupted input")
+        corrupted_run = as_run(model, corrupted)
+        target, source = (
+            (corrupted_run, clean_run) if mode == "denoising" else (clean_run, corrupted_run)
+        )
+        aligned = align(target, source, alignment, prefix_length)
+    grid = make_grid(
+        model,
+        site,
+        len(aligned),
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        position_labels=aligned.labels(),
+    )
+    return PatchPlan(mode, grid.site, target, source, aligned, grid, objective)
+
+
+class RewardReader:
+    """Reads the reward a sweep scores (the model's reward, or one objective's head output)
+    from a forward pass; :meth:`hooks` captures ``hook_reward`` for objective columns."""
+
+    def __init__(self, model, objective: Objective = None):
+        self.column = None if objective is None else objective_index(model, objective)
+        self._pooled: Tensor | None = None
+
+    def hooks(self) -> list:
+        if self.column is None:
+            return []
+
+        def grab(act, hook):
+            self._pooled = act
+
+        return [("hook_reward", grab)]
+
+    def read(self, out: Tensor) -> Float[Tensor, " variant"]:
+        if self.column is None:
+            return out
+        return self._pooled[:, self.column]
+
+
+def check_metric_output(values, n: int) -> Float[Tensor, " variant"]:
+    if not isinstance(values, Tensor):
+        values = torch.as_tensor(values)
+    if values.ndim == 0 and n == 1:
+        values = values.reshape(1)
+    if tuple(values.shape) != (n,):
+        raise PatchingError(
+            f"the metric must return one value per patched run, shape ({n},); got "
+            f"{tuple(values.shape)}. Metrics are applied to a [variant] tensor of rewards"
+        )
+    return values
+
+
+# -- where patched values come from --------------------------------------------------------
+def gather_aligned(act: Tensor, positions: Tensor) -> Tensor:
+    """``act[0, positions]`` for a batch-1 activation ``[1, pos, ...]``."""
+    return act[0, positions.to(act.device)]
+
+
+def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
+    """Ids and mask of a reference set given as a ``[n, pos]`` tensor (right padded with the
+    model's pad id), an ``(ids, mask)`` tuple, or a list of id sequences / conversations."""
+    if isinstance(reference, tuple) and len(reference) == 2 and isinstance(reference[0], Tensor):
+        return reference[0], reference[1]
+    if isinstance(reference, Tensor):
+        ids = model.check_tokens(reference)
+        pool = model.pool_positions(ids)
+        mask = (torch.arange(ids.shape[1], device=ids.device)[None] <= pool[:, None]).long()
+        return ids, mask
+    seqs = [list(r.ids) if isinstance(r, EncodedConversation) else list(r) for r in reference]
+    return pad_batch(seqs, model.pad_token_id)
+
+
+def reference_means(
+    model,
+    reference,
+    names: Sequence[str],
+    mean_over: str,
+    fwd_hooks: Sequence = (),
+    batch_size: int = 16,
+) -> dict[str, Tensor]:
+    """Masked means of the hooked activations over a reference set: ``[...]`` per name for
+    ``mean_over="token"``, ``[pos, ...]`` for ``"position"`` (``nan`` where no sequence
+    reaches)."""
+    if mean_over not in ("token", "position"):
+        raise PatchingError(f"mean_over must be 'token' or 'position', not {mean_over!r}")
+    ids, mask = reference_batch(model, reference)
+    sums: dict[str, Tensor] = {}
+    count = torch.zeros(ids.shape[1])
+    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        for start in range(0, ids.shape[0], batch_size):
+            chunk_ids = ids[start : start + batch_size].to(model.cfg.device)
+            chunk_mask = mask[start : start + batch_size].to(model.cfg.device)
+            _, cache = model.run_with_cache(
+                chunk_ids, attention_mask=chunk_mask, return_type=None, names_filter=list(names)
+            )
+            w = chunk_mask.float()
+            for name in names:
+                act = cache[name]
+                weights = w.reshape(*w.shape, *([1] * (act.ndim - 2)))
+                sums[name] = sums.get(name, 0) + (act * weights).sum(0)
+            count += chunk_mask.sum(0).float().cpu()
+    if mean_over == "token":
+        return {n: s.sum(0) / count.sum() for n, s in sums.items()}
+    denom = count.to(next(iter(sums.values())).device)
+    return {n: s / denom.reshape(-1, *([1] * (s.ndim - 1))) for n, s in sums.items()}
+
+
+def ablation_values(
+    model,
+    plan: PatchPlan,
+    reference,
+    mean_over: str,
+    fwd_hooks: Sequence = (),
+) -> dict[int, Tensor]:
+    """Per grid layer, the ``[n_aligned, ...]`` values an ablation writes."""
+    names = [plan.hook(layer) for layer in plan.grid.layers]
+    shapes = activation_shapes(model, plan.site)
+    n = len(plan.alignment)
+    if plan.mode == "zero":
+        z = torch.zeros(n, *shapes, device=model.cfg.device, dtype=model.cfg.dtype)
+        return {layer: z for layer in plan.grid.layers}
+    if reference is None:
+        raise PatchingError("mode='mean' needs reference= (a set of sequences to average over)")
+    means = reference_means(model, reference, names, mean_over, fwd_hooks)
+    out = {}
+    for layer, name in zip(plan.grid.layers, names, strict=True):
+        m = means[name]
+        if mean_over == "token":
+            out[layer] = m.expand(n, *m.shape)
+            continue
+        pos = plan.alignment.target.to(m.device)
+        if int(pos.max()) >= m.shape[0] or bool(torch.isnan(m[pos]).any()):
+            raise PatchingError(
+                f"mean_over='position' needs reference sequences covering every patched "
+                f"position (up to {int(pos.max())}); the reference reaches {m.shape[0] - 1} or "
+                "has gaps. Use longer references or mean_over='token'"
+            )
+        out[layer] = m[pos]
+    return out
+
+
+def activation_shapes(model, site: str) -> tuple[int, ...]:
+    """Per-position shape of a site's activation (``[d_model]`` or ``[heads, d_head]``)."""
+    from .grids import site_heads
+
+    if site in HEAD_SITES:
+        return (site_heads(model, site), model.cfg.d_head)
+    return (model.cfg.d_model,)

@@ -1,0 +1,141 @@
+"""Result objects of the patching package: values with their labels, frames and figures.
+
+:class:`PatchResult` holds one sweep (activation patching or an attribution-patching estimate)
+as a grid shaped like :attr:`Grid.shape`, with one label per cell. Figures are returned, never
+shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..results import new_axes
+from .alignment import Alignment
+from .grids import Grid
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    """One sweep over a grid of cells.
+
+    ``values`` is the metric per cell (for ``method="activation"`` the metric of the patched
+    run, for ``"atp"``/``"atp*"`` its first-order estimate), shaped ``grid.shape`` with axes
+    ``grid.axes``. ``rewards`` holds the patched runs' rewards (activation patching only);
+    ``magnitude`` the GradDrop score (AtP* with ``graddrop=True``: non-negative, for ranking).
+    ``target_reward`` is the reward of the run being patched, ``source_reward`` that of the
+    run the values come from (``None`` for ablations), ``baseline`` the metric of the unpatched
+    target run (0 for the default metrics), so ``values - baseline`` is each cell's effect.
+    """
+
+    values: Float[Tensor, "..."]
+    grid: Grid
+    site: str
+    mode: str
+    method: str
+    alignment: Alignment
+    metric_name: str
+    target_reward: float
+    source_reward: float | None
+    baseline: float = 0.0
+    rewards: Float[Tensor, "..."] | None = None
+    magnitude: Float[Tensor, "..."] | None = None
+
+    def __post_init__(self):
+        if tuple(self.values.shape) != self.grid.shape:
+            raise ValueError(f"values {tuple(self.values.shape)} vs grid {self.grid.shape}")
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return self.grid.axes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.grid.shape
+
+    def labels(self) -> tuple[str, ...]:
+        """One label per cell, in the order of :meth:`flat`."""
+        return self.grid.cell_labels()
+
+    def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
+        """``values`` (or ``"rewards"``, ``"magnitude"``) flattened in label order."""
+        t = getattr(self, which)
+        if t is None:
+            raise ValueError(f"this result has no {which!r}")
+        return t.reshape(-1)
+
+    def effects(self) -> Float[Tensor, " cell"]:
+        """Per-cell change of the metric caused by the patch, ``values - baseline``, flat."""
+        return self.flat() - self.baseline
+
+    def ranking_score(self) -> Float[Tensor, " cell"]:
+        """What ranks cells by importance: ``magnitude`` when present, else ``|effect|``."""
+        if self.magnitude is not None:
+            return self.magnitude.reshape(-1)
+        return self.effects().abs()
+
+    def top_k(self, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` cells ranked by :meth:`ranking_score`, as ``[(label, value)]``."""
+        labels, vals = self.labels(), self.flat()
+        idx = self.ranking_score().argsort(descending=True)[:k]
+        return [(labels[i], float(vals[i])) for i in idx]
+
+    def to_dataframe(self):
+        """One row per cell: ``layer``, ``pos`` (grid index), ``target_pos``,
+        ``source_pos``, ``head`` where the grid has them, then ``label``, ``value`` (and
+        ``reward``/``magnitude`` when present)."""
+        import pandas as pd
+
+        index = torch.stack(
+            torch.meshgrid(*[torch.arange(n) for n in self.shape], indexing="ij"), -1
+        ).reshape(-1, len(self.shape))
+        cols: dict[str, object] = {}
+        for a, axis in enumerate(self.axes):
+            ix = index[:, a]
+            if axis == "layer":
+                cols["layer"] = [self.grid.layers[i] for i in ix]
+            elif axis == "head":
+                cols["head"] = [self.grid.heads[i] for i in ix]
+            else:
+                cols["pos"] = ix.tolist()
+                cols["target_pos"] = self.alignment.target.cpu()[ix].tolist()
+                cols["source_pos"] = self.alignment.source.cpu()[ix].tolist()
+        cols["label"] = list(self.labels())
+        cols["value"] = self.flat().tolist()
+        if self.rewards is not None:
+            cols["reward"] = self.flat("rewards").tolist()
+        if self.magnitude is not None:
+            cols["magnitude"] = self.flat("magnitude").tolist()
+        return pd.DataFrame(cols)
+
+    def matrix(self) -> tuple[Float[Tensor, "row col"], list[str], list[str]]:
+        """The grid as a 2-D matrix with row and column labels (for plotting): layers × the
+        last axis; ``[layer, pos, head]`` grids become ``(layer, head)`` rows × positions."""
+        layer_labels = [f"L{layer}" for layer in self.grid.layers]
+        pos_labels = list(self.grid.position_labels) or [str(j) for j in range(self.shape[-1])]
+        if self.axes == ("layer",):
+            return self.values[:, None], layer_labels, [self.site]
+        if self.axes == ("layer", "pos"):
+            return self.values, layer_labels, pos_labels
+        heads = [f"H{h}" for h in self.grid.heads]
+        if self.axes == ("layer", "head"):
+            return self.values, layer_labels, heads
+        rows = [f"L{layer}H{h}" for layer in self.grid.layers for h in self.grid.heads]
+        v = self.values.permute(0, 2, 1).reshape(len(rows), -1)
+        return v, rows, pos_labels
+
+    def plot(self, ax=None, cmap: str = "RdBu"):
+        """Heat map of the grid (colour scale symmetric around 0); returns the figure."""
+        m, rows, cols = self.matrix()
+        fig, ax = new_axes(ax, figsize=(min(2 + 0.35 * len(cols), 14), 1.5 + 0.3 * len(rows)))
+        lim = float(m.abs().max()) or 1.0
+        im = ax.imshow(m.float().numpy(), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_xticks(range(len(cols)), cols, rotation=90)
+        ax.set_title(f"{self.method} · {self.site} · {self.mode} ({self.metric_name})")
+        fig.colorbar(im, ax=ax)
+        fig.tight_layout()
+        return fig
