@@ -6,7 +6,9 @@ Usage::
     python benchmarks/bench_zoo_training.py --only scalar
 
 Each model is written to a temporary directory; the script prints one line per measurement and
-a JSON summary (wall-clock seconds, steps, and whether the weights hash equals the shipped one).
+a JSON summary: wall-clock and process CPU seconds, the 1-minute load average before and after
+(other processes on a shared machine slow training down), steps, and whether the weights hash
+equals the shipped one.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from reward_lens_tl.zoo.loop import TRAIN_THREADS  # noqa: E402
 
 
 def timed_train(which: tuple[str, ...]) -> dict:
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         written = train_zoo(tmp, seed=0, which=which)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return {
         "which": list(which),
         "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
+        "load_avg_1min_before_after": [load_before, os.getloadavg()[0]],
         "steps": {name: meta["steps"] for name, meta in written.items()},
         "matches_shipped": {
             name: meta["weights_sha256"] == load_metadata(name)["weights_sha256"]
@@ -50,8 +55,7 @@ def main() -> None:
         runs.append(timed_train(("scalar", "multi", "policy")))
     for run in runs:
         print(f"train {'+'.join(run['which'])}: {run['seconds']:.1f} s  steps={run['steps']}")
-    load = os.getloadavg()
-    print(json.dumps({"threads": TRAIN_THREADS, "load_avg_1_5_15": load, "runs": runs}, indent=2))
+    print(json.dumps({"threads": TRAIN_THREADS, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

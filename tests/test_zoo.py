@@ -26,7 +26,6 @@ from reward_lens_tl.zoo import (  # noqa: E402
 from reward_lens_tl.zoo.evaluate import (  # noqa: E402
     evaluate_multi,
     evaluate_policy,
-    evaluate_scalar,
     scalar_rewards,
 )
 from reward_lens_tl.zoo.vocab import (  # noqa: E402
@@ -53,8 +52,10 @@ def scalar():
 
 
 @pytest.fixture(scope="module")
-def scalar_report(scalar):
-    return evaluate_scalar(scalar, TASK)
+def scalar_report():
+    report = evaluate_zoo_model(zoo_path("scalar"))
+    assert report["kind"] == "scalar"
+    return report
 
 
 # ---- task ground truth --------------------------------------------------------------------------
@@ -253,7 +254,15 @@ def test_fast_training_is_deterministic(tmp_path):
     assert weights_sha256(reloaded) == a["scalar"]["weights_sha256"]
 
 
+def _slow_selected(config: pytest.Config) -> bool:
+    expr = config.getoption("markexpr") or ""
+    return ("slow" in expr and "not slow" not in expr) or bool(os.environ.get("RUN_SLOW"))
+
+
 @pytest.mark.slow
-def test_full_scalar_retrain_matches_shipped(tmp_path):
+def test_full_scalar_retrain_matches_shipped(tmp_path, request):
+    """Minutes on 2 cores: run with ``-m slow`` (or ``RUN_SLOW=1``)."""
+    if not _slow_selected(request.config):
+        pytest.skip("slow: select with -m slow or RUN_SLOW=1")
     meta = train_zoo(tmp_path, seed=0, which=("scalar",))["scalar"]
     assert meta["weights_sha256"] == load_metadata("scalar")["weights_sha256"]

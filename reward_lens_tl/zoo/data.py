@@ -98,8 +98,8 @@ def multi_score(ex: Example) -> float:
 def multi_batch(
     task: ConversationTask, rng: random.Random, n: int, max_words: int
 ) -> tuple[list[Example], Tensor, Tensor]:
-    """Examples (half of them in same-prompt pairs, for a pairwise term) with their objective
-    values ``[n, 3]`` and gate targets ``[n, 3]``."""
+    """Examples (consecutive same-prompt pairs, for a pairwise term) with their objective values
+    ``[n, 3]`` and gate targets ``[n, 3]``."""
     examples: list[Example] = []
     while len(examples) < n:
         examples.extend(task.response_pair(rng, 1, max_words))

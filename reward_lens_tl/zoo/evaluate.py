@@ -32,13 +32,7 @@ from reward_lens_tl.zoo.data import (
     multi_score,
     objective_values,
 )
-from reward_lens_tl.zoo.task import (
-    FEATURES,
-    PROMPT_PLANTED_KINDS,
-    ConversationTask,
-    Example,
-    prompt_topic,
-)
+from reward_lens_tl.zoo.task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
 from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE
 
 HELD_OUT_SEED = 424_242
@@ -66,8 +60,8 @@ def pearson(x: Tensor, y: Tensor) -> float:
     return float((x * y).sum() / (x.norm() * y.norm()).clamp_min(1e-12))
 
 
-def _rule_deltas(a: Sequence[Example], b: Sequence[Example], score=lambda ex: ex.score) -> Tensor:
-    return torch.tensor([score(x) - score(y) for x, y in zip(a, b, strict=True)])
+def _rule_deltas(a: Sequence[Example], b: Sequence[Example]) -> Tensor:
+    return torch.tensor([x.score - y.score for x, y in zip(a, b, strict=True)])
 
 
 def insertion_edits(
@@ -321,5 +315,4 @@ __all__ = [
     "evaluate_multi",
     "evaluate_policy",
     "evaluate_reference",
-    "prompt_topic",
 ]
