@@ -94,8 +94,9 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
             f"{feature:12s} margin {float(margin.rewards.mean()):+.3f}  lens@50%: {common:7s}"
             f"  top: {top}"
         )
-        lens.plot().savefig(out_dir / f"lens_{feature}.png", dpi=120)
-        margin.plot(k=12).savefig(out_dir / f"attribution_{feature}.png", dpi=120)
+        for name, fig in (("lens", lens.plot()), ("attribution", margin.plot(k=12))):
+            fig.axes[0].set_title(f"{name} of the margin: planted feature '{feature}'")
+            fig.savefig(out_dir / f"{name}_{feature}.png", dpi=120)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")
     return {"accuracy": scores.accuracy, "out_dir": str(out_dir)}

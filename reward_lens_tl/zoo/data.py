@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.zoo.task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
 from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, TOPIC_NAMES, TOPIC_OF, VOCAB
 
@@ -20,13 +21,7 @@ PAD_ID = VOCAB["<pad>"]
 
 def collate(sequences: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
     """Right-pad ``sequences`` with ``<pad>`` → ``(input_ids, attention_mask)``, both long."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids, mask
+    return pad_batch(sequences, PAD_ID)
 
 
 def collate_examples(examples: Sequence[Example]) -> tuple[Tensor, Tensor]:
