@@ -128,7 +128,7 @@ def variants(model, clean, corrupted, args):
     )
     tl_hp, idx_hp, full_hp = tl_subset(model, clean, corrupted, "z", args.tl_stride * 4)
     out["TL heads × pos"] = (tl_hp, "-", full_hp, full_hp / len(idx_hp))
-    out["ours heads × pos"] = (ours(model, clean, corrupted, "z", True, 64), 64, full_hp, 1.0)
+    out["ours heads × pos"] = (ours(model, clean, corrupted, "z", True, 16), 16, full_hp, 1.0)
     return out, {"resid": idx_resid, "heads_pos": idx_hp}, clean_cache
 
 
@@ -137,7 +137,7 @@ def check_equal(model, clean, corrupted, clean_cache, stride: int) -> dict[str, 
     with torch.no_grad():
         resid = ours(model, clean, corrupted, "resid_pre", True, 32)()
         heads = ours(model, clean, corrupted, "z", False, 8)()
-        heads_pos = ours(model, clean, corrupted, "z", True, 64)()
+        heads_pos = ours(model, clean, corrupted, "z", True, 16)()
         r_run, r_idx, _ = tl_subset(model, clean, corrupted, "resid_pre", stride)
         h_run, h_idx, _ = tl_subset(model, clean, corrupted, "z", stride * 4)
         tl_r, tl_h = r_run(), h_run()
@@ -278,12 +278,12 @@ def table(model, fns, best, errors, costs, args, threads, memory: dict) -> str:
         note = f" (extrapolated ×{factor:.0f})" if factor != 1 else ""
         mem = f"{memory[name]:.0f}" if name in memory else "-"
         lines.append(f"| {name}{note} | {chunk} | {cells} | {t:.2f} | {ratio} | {mem} |")
-    est = chunk_memory_bytes(model, args.tokens, 64) / 2**20
+    est = chunk_memory_bytes(model, args.tokens, 16) / 2**20
     lines += [
         "",
         "max |ours − TL| on the timed cells: "
         + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()),
-        f"(estimated peak per chunk of 64 variants × {args.tokens} tokens: {est:.0f} MB)",
+        f"(estimated peak per chunk of 16 variants × {args.tokens} tokens: {est:.0f} MB)",
         "",
         "| attribution patching | time (ms) | forward-equivalents |",
         "|---|---|---|",

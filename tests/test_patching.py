@@ -474,7 +474,8 @@ def test_results_and_comparison_over_pairs(llama):
 
 
 @pytest.mark.parametrize(
-    "module", ["__init__", "activation", "alignment", "atp", "compare", "errors", "grids"]
+    "module",
+    ["__init__", "activation", "alignment", "atp", "compare", "errors", "grids", "plan", "results"],
 )
 def test_docstring_examples(module):
     import doctest
@@ -483,3 +484,26 @@ def test_docstring_examples(module):
     name = "reward_lens_tl.patching" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+def test_shared_prefix_writes_are_skipped_exactly(llama):
+    """A corrupted token at position 5: earlier positions carry identical activations, their
+    cells are the target reward exactly, and everything still equals TransformerLens."""
+    clean, _ = pair(length=10, seed=12)
+    corrupted = clean.clone()
+    corrupted[5] = 7 if int(clean[5]) != 7 else 8
+    _, clean_cache = llama.run_with_cache(clean[None])
+    metric = lambda logits: logits[0, -1, 0]  # noqa: E731
+    with torch.no_grad():
+        by_pos = tl_patching.get_act_patch_attn_head_out_by_pos(
+            llama, corrupted[None], clean_cache, metric
+        )
+        all_pos = tl_patching.get_act_patch_attn_head_out_all_pos(
+            llama, corrupted[None], clean_cache, metric
+        )
+        target = float(llama.rewards(corrupted[None])[0])
+    res = activation_patching(llama, clean, corrupted, site="z", by_position=True)
+    assert bool((res.rewards[:, :5] == target).all())
+    assert (res.rewards - by_pos).abs().max() <= 1e-5
+    res = activation_patching(llama, clean, corrupted, site="z", metric=lambda r: r)
+    assert (res.values - all_pos).abs().max() <= 1e-5

@@ -22,8 +22,11 @@ positions) and for gated (ArmoRM-style) heads, whose gate reads a prompt positio
 
 Memory: a chunk of ``chunk_size`` variants over ``T`` positions holds, per block, about
 ``chunk_size · T · (4·d_model + 2·d_mlp + 3·n_heads·T)`` floats at its peak (residual, MLP
-hidden, attention scores and pattern), e.g. 64 variants × 128 tokens of a d_model=512,
-d_mlp=1376, 8-head model ≈ 0.19 GB in float32; :func:`chunk_memory_bytes` computes it.
+hidden, attention scores and pattern), e.g. 16 variants × 128 tokens of a d_model=512,
+d_mlp=1376, 8-head model ≈ 62 MB in float32; :func:`chunk_memory_bytes` computes it. With
+prefix reuse a chunk's cells should start at nearby positions (positions between a chunk's
+first patch and a cell's own are recomputed for nothing), which is why the default chunk is
+small (16 was fastest on CPU; on a GPU larger chunks pay off).
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
@@ -65,6 +68,7 @@ from .plan import (
 from .results import PatchResult
 
 DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
+NO_CHANGE = 1 << 40  # "this cell writes nothing new"
 
 
 def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
@@ -84,6 +88,7 @@ class TargetState:
     block_inputs: list[Float[Tensor, "1 pos d_model"]]  # resid_pre[0..L-1], resid_post[L-1]
     keys: list[Tensor] | None  # per layer [1, pos, kv_head, d_head] (pre-rotary)
     values: list[Tensor] | None
+    site_values: dict[int, Tensor]  # per grid layer, the site activation at aligned positions
 
 
 def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence) -> TargetState:
@@ -91,6 +96,7 @@ def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
     n_layers = model.cfg.n_layers
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)]
     names.append(f"blocks.{n_layers - 1}.hook_resid_post")
+    site_names = [plan.hook(layer) for layer in plan.grid.layers]
     ids = plan.target.batch()
     kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
@@ -98,7 +104,7 @@ def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
             ids,
             attention_mask=torch.ones_like(ids),
             return_type="reward",
-            names_filter=names,
+            names_filter=list(dict.fromkeys(names + site_names)),
             past_kv_cache=kv,
         )
     return TargetState(
@@ -107,6 +113,10 @@ def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
         block_inputs=[cache[n] for n in names],
         keys=[e.past_keys for e in kv.entries],
         values=[e.past_values for e in kv.entries],
+        site_values={
+            layer: gather_aligned(cache[name], plan.alignment.target)
+            for layer, name in zip(plan.grid.layers, site_names, strict=True)
+        },
     )
 
 
@@ -154,7 +164,7 @@ def activation_patching(
     objective: Objective = None,
     reference=None,
     mean_over: str = "token",
-    chunk_size: int = 64,
+    chunk_size: int = 16,
     reuse_prefix: bool = True,
     fwd_hooks: Sequence = (),
 ) -> PatchResult:
@@ -231,34 +241,63 @@ class Sweep:
         per_layer = grid.cells_per_layer
         values = torch.empty(len(grid.layers) * per_layer)
         rewards = torch.empty_like(values)
-        tgt = self.plan.alignment.target
         for li, layer in enumerate(grid.layers):
-            j, head = grid.layer_cells(device=tgt.device)
-            first = tgt[j.clamp(min=0)] if grid.by_position else torch.full_like(j, int(tgt.min()))
+            j, head = grid.layer_cells(device=self.plan.alignment.target.device)
+            first = self.first_change(layer, j, head)
             order = first.argsort(stable=True)
-            for chunk in order.split(max(1, int(chunk_size))):
-                r = self.run_chunk(layer, j[chunk], head[chunk], int(first[chunk].min()))
+            noop = order[first[order] == NO_CHANGE]
+            work = order[first[order] != NO_CHANGE].split(max(1, int(chunk_size)))
+            for chunk in [c for c in (noop, *work) if len(c)]:
+                if chunk is noop:  # every write equals the value already there
+                    r = torch.full((len(chunk),), self.target.reward)
+                else:
+                    r = self.run_chunk(layer, j[chunk], head[chunk], int(first[chunk].min()))
                 vals = check_metric_output(metric(r), len(chunk))
                 flat = li * per_layer + chunk.cpu()
                 values[flat] = vals.detach().float().cpu()
                 rewards[flat] = r.detach().float().cpu()
         return values.reshape(grid.shape), rewards.reshape(grid.shape)
 
+    def changed(self, layer: int) -> Tensor:
+        """``[n_aligned]`` (or ``[n_aligned, head]``): where the patched value differs from
+        the target's own activation. Equal values (e.g. a prompt shared by both runs) make
+        the write a no-op, so those entries are dropped and later positions start later."""
+        src, tgt = self.source_values[layer], self.target.site_values[layer]
+        return (src.to(tgt.dtype) != tgt).any(-1)
+
+    def first_change(self, layer: int, j: Tensor, head: Tensor) -> Tensor:
+        """Per cell, the earliest target position it actually changes (``NO_CHANGE`` if
+        none): prefix reuse starts a chunk there."""
+        changed = self.changed(layer)
+        if changed.ndim == 2:
+            changed = changed[:, head.clamp(min=0)].T  # [cell, n_aligned]
+        else:
+            changed = changed[None].expand(j.shape[0], -1)
+        if self.plan.grid.by_position:
+            changed = changed.gather(1, j[:, None].clamp(min=0))
+            pos = self.plan.alignment.target[j][:, None]
+        else:
+            pos = self.plan.alignment.target[None].expand(j.shape[0], -1)
+        return torch.where(changed, pos, NO_CHANGE).min(1).values
+
     # -- one chunk --------------------------------------------------------------------------
-    def patch_entries(self, j: Tensor, head: Tensor):
-        """Flat ``(row, position, head, value)`` of a chunk's patches."""
+    def patch_entries(self, layer: int, j: Tensor, head: Tensor):
+        """Flat ``(row, position, head, aligned index)`` of a chunk's effective writes."""
         n, n_aligned = j.shape[0], len(self.plan.alignment)
         rows = torch.arange(n, device=j.device)
         if not self.plan.grid.by_position:
             rows = rows.repeat_interleave(n_aligned)
             head = head.repeat_interleave(n_aligned)
             j = torch.arange(n_aligned, device=j.device).repeat(n)
+        changed = self.changed(layer)
+        keep = changed[j, head] if changed.ndim == 2 else changed[j]
+        rows, head, j = rows[keep], head[keep], j[keep]
         return rows, self.plan.alignment.target[j], head, j
 
     def run_chunk(self, layer: int, j: Tensor, head: Tensor, p0: int) -> Tensor:
         plan, n = self.plan, j.shape[0]
         p0 = p0 if self.shortcuts else 0
-        rows, pos, head, jj = self.patch_entries(j, head)
+        rows, pos, head, jj = self.patch_entries(layer, j, head)
         src = self.source_values[layer]
         vals = src[jj.to(src.device), head.to(src.device)] if plan.site in HEAD_SITES else src[jj]
         start = layer + 1 if plan.site == "resid_post" else layer

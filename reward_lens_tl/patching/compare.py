@@ -128,7 +128,7 @@ def atp_agreement(
     *,
     k: int = 10,
     methods: Sequence[str] = ("atp", "atp*"),
-    chunk_size: int = 64,
+    chunk_size: int = 16,
     **kwargs,
 ) -> AgreementReport:
     """Activation patching plus AtP (``"atp"``), AtP with the QK fix (``"atp+qk"``) and/or
@@ -340,7 +340,7 @@ def compare_methods(
     confidence_level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-    chunk_size: int = 64,
+    chunk_size: int = 16,
     fwd_hooks: Sequence = (),
 ) -> MethodComparison:
     """Observational vs causal on a set of pairs (see the module docstring).

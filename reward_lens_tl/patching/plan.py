@@ -26,6 +26,11 @@ patched position.
 
 A metric is any callable from the patched rewards ``[variant]`` to ``[variant]`` values (it is
 called once per chunk of patched runs; for attribution patching it must be differentiable).
+
+>>> import torch
+>>> restored = margin_fraction(target_reward=-1.0, source_reward=3.0)   # denoising
+>>> restored(torch.tensor([-1.0, 1.0, 3.0])).tolist()
+[0.0, 0.5, 1.0]
 """
 
 from __future__ import annotations

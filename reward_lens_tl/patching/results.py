@@ -3,6 +3,15 @@
 :class:`PatchResult` holds one sweep (activation patching or an attribution-patching estimate)
 as a grid shaped like :attr:`Grid.shape`, with one label per cell. Figures are returned, never
 shown.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.patching import activation_patching
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+>>> ids, _ = random_batch(2, [8, 8], low=6)
+>>> result = activation_patching(model, ids[0], ids[1], site="z", alignment="exact")
+>>> result.labels()[:3], list(result.to_dataframe().columns)
+(('L0H0', 'L0H1', 'L0H2'), ['layer', 'head', 'label', 'value', 'reward'])
 """
 
 from __future__ import annotations
