@@ -283,7 +283,7 @@ def table(model, fns, best, errors, costs, args, threads, memory: dict) -> str:
         "",
         "max |ours − TL| on the timed cells: "
         + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()),
-        f"(estimated peak per chunk of 16 variants × {args.tokens} tokens: {est:.0f} MB)",
+        f"(estimated peak of one chunk of 16 variants × {args.tokens} tokens: {est:.0f} MB)",
         "",
         "| attribution patching | time (ms) | forward-equivalents |",
         "|---|---|---|",

@@ -21,12 +21,18 @@ float32 rounding, ~1e-7):
 positions) and for gated (ArmoRM-style) heads, whose gate reads a prompt position.
 
 Memory: a chunk of ``chunk_size`` variants over ``T`` positions holds, per block, about
-``chunk_size · T · (4·d_model + 2·d_mlp + 3·n_heads·T)`` floats at its peak (residual, MLP
-hidden, attention scores and pattern), e.g. 16 variants × 128 tokens of a d_model=512,
-d_mlp=1376, 8-head model ≈ 62 MB in float32; :func:`chunk_memory_bytes` computes it. With
-prefix reuse a chunk's cells should start at nearby positions (positions between a chunk's
-first patch and a cell's own are recomputed for nothing), which is why the default chunk is
-small (16 was fastest on CPU; on a GPU larger chunks pay off).
+``chunk_size · T · (14·d_model + 4·d_mlp + 3·n_heads·T)`` floats at its peak (TL keeps the
+residual, normalised input, q/k/v and their rotated copies, z, the outputs, the MLP's hidden
+activations, and the attention scores and pattern alive together), e.g. 16 variants × 128
+tokens of a d_model=512, d_mlp=1376, 8-head model ≈ 0.13 GB in float32 (measured: 0.15 GB
+of resident-set growth for the whole sweep); :func:`chunk_memory_bytes` computes it.
+With prefix reuse a chunk's cells should start at nearby positions (positions between a
+chunk's first patch and a cell's own are recomputed for nothing), which is why the default
+chunk is small (16 was fastest on CPU; on a GPU larger chunks pay off).
+
+Writes that change nothing are dropped: where the source activation equals the target's
+(e.g. positions before the first differing token of a clean/corrupted pair), a cell is the
+target's reward exactly and costs no forward pass, and chunks start at the first real change.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
@@ -75,7 +81,7 @@ def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
     """Approximate peak bytes of one chunk's forward (see the module docstring)."""
     cfg = model.cfg
     d_mlp = cfg.d_mlp or 4 * cfg.d_model
-    per_token = 4 * cfg.d_model + 2 * d_mlp + 3 * cfg.n_heads * n_tokens
+    per_token = 14 * cfg.d_model + 4 * d_mlp + 3 * cfg.n_heads * n_tokens
     return int(chunk_size * n_tokens * per_token * torch.finfo(cfg.dtype).bits // 8)
 
 
