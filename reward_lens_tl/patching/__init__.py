@@ -11,6 +11,8 @@ token. Three layers of tools, cheapest last:
   about three forward passes (AtP), with the QK fix and GradDrop of AtP*.
 - :func:`atp_agreement`, :func:`agreement`, :func:`compare_methods`: how well the estimates and
   direct attribution agree with patching, per pair and over a pair set.
+- :func:`causal_ground_truth` (:mod:`.ground_truth`): where the zoo's planted features sit per
+  layer, the smallest head set restoring their effect, and whether AtP finds the same cells.
 
 Clean and corrupted inputs may differ in length; :mod:`.alignment` says how positions are
 paired (``"end"``, ``"prefix"``, ``"exact"``). Every function takes ``fwd_hooks`` (your own
@@ -39,12 +41,24 @@ from .compare import (
 )
 from .errors import AlignmentError, PatchingError, UnsupportedModelError
 from .grids import Grid, make_grid
+from .ground_truth import (
+    CausalGroundTruth,
+    HeadSets,
+    Localization,
+    atp_recall,
+    causal_ground_truth,
+    localization,
+    minimal_head_sets,
+)
 from .plan import margin_fraction, reward_change
 from .results import PatchResult
 
 __all__ = [
     "Agreement",
     "AgreementReport",
+    "CausalGroundTruth",
+    "HeadSets",
+    "Localization",
     "Alignment",
     "AlignmentError",
     "Grid",
@@ -58,11 +72,15 @@ __all__ = [
     "align",
     "as_run",
     "atp_agreement",
+    "atp_recall",
     "atp_star",
     "attribution_patching",
+    "causal_ground_truth",
     "chunk_memory_bytes",
     "compare_methods",
+    "localization",
     "make_grid",
     "margin_fraction",
+    "minimal_head_sets",
     "reward_change",
 ]

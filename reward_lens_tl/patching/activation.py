@@ -163,6 +163,7 @@ def activation_patching(
     mode: str = "denoising",
     alignment: AlignmentKind = "end",
     prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
     by_position: bool | None = None,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
@@ -182,7 +183,9 @@ def activation_patching(
     ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
     ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
     metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
-    (:mod:`~reward_lens_tl.patching.alignment`). ``by_position``: one cell per aligned position
+    (:mod:`~reward_lens_tl.patching.alignment`). ``positions``: keep only these positions of
+    the *clean* run (e.g. a planted span; with ``by_position=False`` they are patched together
+    as one cell). ``by_position``: one cell per aligned position
     (default for residual sites) or all aligned positions at once (default for components and
     heads). ``metric``: callable on the patched rewards ``[variant]``; ``objective`` selects a
     head column for multi-objective models. ``chunk_size`` bounds the variants per forward
@@ -197,6 +200,7 @@ def activation_patching(
         mode=mode,
         alignment=alignment,
         prefix_length=prefix_length,
+        positions=positions,
         by_position=by_position,
         layers=layers,
         heads=heads,

@@ -99,6 +99,7 @@ def make_plan(
     mode: str,
     alignment: AlignmentKind,
     prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
     by_position: bool | None = None,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
@@ -126,6 +127,12 @@ def make_plan(
             (corrupted_run, clean_run) if mode == "denoising" else (clean_run, corrupted_run)
         )
         aligned = align(target, source, alignment, prefix_length)
+    if positions is not None:
+        aligned = restrict_alignment(
+            aligned,
+            positions,
+            clean_side="target" if source is None or mode == "noising" else "source",
+        )
     grid = make_grid(
         model,
         site,
@@ -136,6 +143,21 @@ def make_plan(
         position_labels=aligned.labels(),
     )
     return PatchPlan(mode, grid.site, target, source, aligned, grid, objective)
+
+
+def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side: str) -> Alignment:
+    """Keep the aligned pairs whose position in the clean run is in ``positions``."""
+    clean = getattr(aligned, clean_side).tolist()
+    wanted = sorted({int(p) for p in positions})
+    missing = [p for p in wanted if p not in clean]
+    if not wanted or missing:
+        raise PatchingError(
+            f"positions={list(positions)!r}: {missing or 'none given'} are not aligned positions "
+            f"of the clean run (aligned: {clean[0]}..{clean[-1]}). Pass clean-run positions "
+            "covered by the alignment"
+        )
+    keep = torch.tensor([p in wanted for p in clean], device=aligned.target.device)
+    return Alignment(aligned.kind, aligned.target[keep], aligned.source[keep])
 
 
 class RewardReader:

@@ -1,0 +1,445 @@
+"""Activation patching scored against planted ground truth (the zoo's contrast pairs).
+
+Each contrast pair differs in one planted feature (``edited`` has it, ``base`` does not), plus
+optional score-neutral filler swaps. ``edited`` is the clean run and ``base`` the corrupted one;
+every number here is *denoising* (clean activations written into the corrupted run), so a
+cell's value is the fraction of the feature's reward effect it restores.
+
+Three questions, one function each, all in :func:`causal_ground_truth`:
+
+- :func:`localization`: per layer, where does the effect sit? The *units* compared are the
+  planted span (its positions patched together: a two-token phrase is conjunctive, so neither
+  token alone restores anything) and every other position on its own. A feature computed from
+  token identity sits on the planted tokens at the first layer; wherever the mechanism moves it,
+  later layers show it at another position, and after the last layer only the reward-reading
+  token can matter.
+- :func:`minimal_head_sets`: the smallest set of attention heads whose outputs (at every
+  position) restore at least ``threshold`` of the effect, searched exhaustively over subsets
+  of up to ``max_size`` candidate heads, per pair; how often the same set is found.
+- :func:`atp_recall`: do AtP and AtP* rank the same top cells as real patching?
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import load_task, zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0, filler_swaps=2)
+>>> table = localization(model, pairs)
+>>> table.share("planted", "resid_pre 0")
+1.0
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from ..ground_truth import encode_contrast
+from ..inputs import pad_batch
+from ..results import new_axes
+from .activation import activation_patching
+from .compare import atp_agreement
+from .errors import PatchingError
+
+UNIT_KINDS = ("planted", "reward", "neutral", "other")
+
+
+# -- where the effect sits ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Localization:
+    """Per feature and site, the share of pairs whose top unit is each kind, and the mean
+    fraction of the effect restored by the planted span and by the reward-reading token."""
+
+    rows: tuple[dict, ...]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(list(self.rows))
+
+    def share(self, kind: str, site: str, feature: str | None = None) -> float:
+        """Share of pairs whose top-1 unit at ``site`` (e.g. ``"resid_pre 0"``) is ``kind``."""
+        rows = [r for r in self.rows if r["site"] == site and feature in (None, r["feature"])]
+        if not rows:
+            raise KeyError(f"no row for site {site!r} and feature {feature!r}")
+        return rows[0][f"top1_{kind}"]
+
+    def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
+        """The earliest site where more than ``majority`` of the pairs' top unit is ``kind``."""
+        for r in self.rows:
+            if r["feature"] == feature and r[f"top1_{kind}"] > majority:
+                return r["site"]
+        return None
+
+    def plot(self, kind: str = "planted", ax=None):
+        """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites)."""
+        df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
+        df = df[list(dict.fromkeys(r["site"] for r in self.rows))]
+        fig, ax = new_axes(ax, figsize=(1.5 + 1.1 * df.shape[1], 1.2 + 0.45 * df.shape[0]))
+        im = ax.imshow(df.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(df.shape[1]), df.columns, rotation=45, ha="right")
+        ax.set_yticks(range(df.shape[0]), df.index)
+        cells = itertools.product(*map(range, df.shape))
+        for (i, j), v in zip(cells, df.to_numpy().ravel(), strict=True):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w", fontsize=8)
+        ax.set_title(f"share of pairs whose top patched unit is the {kind} token(s)")
+        fig.colorbar(im, ax=ax)
+        fig.tight_layout()
+        return fig
+
+
+def localization(model, pairs, alignment: str = "exact", chunk_size: int = 16) -> Localization:
+    """Denoising ``resid_pre`` at every layer and ``resid_post`` of the last layer, per unit
+    (see the module docstring), for contrast pairs of one or more features. Pairs whose sides
+    differ in length (the ``length`` feature inserts a word) need ``alignment="end"``."""
+    last = model.cfg.n_layers - 1
+    sites = [("resid_pre", layer) for layer in range(model.cfg.n_layers)]
+    sites.append(("resid_post", last))
+    per_feature: dict[str, list[dict]] = {}
+    for pair in pairs:
+        per_feature.setdefault(pair.feature, []).append(_pair_units(model, pair, sites, alignment))
+    rows = []
+    for feature, found in per_feature.items():
+        for site, layer in sites:
+            key = f"{site} {layer}"
+            tops = Counter(f[key]["top"] for f in found)
+            rows.append(
+                {
+                    "feature": feature,
+                    "site": key,
+                    "pairs": len(found),
+                    **{f"top1_{k}": tops[k] / len(found) for k in UNIT_KINDS},
+                    "planted_restored": _mean(f[key]["planted"] for f in found),
+                    "reward_restored": _mean(f[key]["reward"] for f in found),
+                }
+            )
+    return Localization(tuple(rows))
+
+
+def _pair_units(model, pair, sites, alignment: str) -> dict[str, dict]:
+    """Per site, the top unit's kind and the planted span's / reward token's restoration."""
+    clean, corrupted = encode_contrast(pair)
+    planted = list(pair.changed_positions)
+    reward_pos = pair.edited.reward_position
+    out = {}
+    for site in dict.fromkeys(s for s, _ in sites):
+        layers = [layer for s, layer in sites if s == site]
+        kw = dict(site=site, alignment=alignment, layers=layers)
+        cells = activation_patching(model, clean, corrupted, by_position=True, **kw)
+        span = activation_patching(
+            model, clean, corrupted, by_position=False, positions=planted, **kw
+        )
+        src = cells.alignment.source.tolist()  # positions in the clean (edited) run
+        for li, layer in enumerate(layers):
+            values = zip(src, cells.values[li].tolist(), strict=True)
+            units = {f"p{p}": v for p, v in values if p not in planted}
+            units["planted"] = float(span.values[li])
+            top = max(units, key=lambda u: abs(units[u]))
+            kind = top if top == "planted" else _kind(int(top[1:]), reward_pos, pair)
+            reward = units.get(f"p{reward_pos}", float("nan"))
+            out[f"{site} {layer}"] = {"top": kind, "planted": units["planted"], "reward": reward}
+    return out
+
+
+def _kind(pos: int, reward_pos: int, pair) -> str:
+    if pos == reward_pos:
+        return "reward"
+    return "neutral" if pos in pair.neutral_positions else "other"
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return float(sum(values) / len(values))
+
+
+def _nanmean(values) -> float:
+    """Mean over the finite values (Spearman is ``nan`` for a constant grid)."""
+    return float(torch.tensor(list(values), dtype=torch.float64).nanmean())
+
+
+# -- the smallest set of heads -------------------------------------------------------------
+@dataclass(frozen=True)
+class HeadSets:
+    """Per pair, the smallest head set restoring ``threshold`` of the effect (``None`` when no
+    subset of up to ``max_size`` candidates does), and every subset's restoration."""
+
+    feature: str
+    threshold: float
+    heads: tuple[tuple[int, int], ...]  # candidate (layer, head)
+    subsets: tuple[tuple[int, ...], ...]  # indices into heads
+    restored: Float[Tensor, "pair subset"]
+    at: str = "all"  # which positions' head outputs were patched
+
+    @property
+    def minimal(self) -> list[tuple[str, ...] | None]:
+        """Per pair, the smallest restoring set (the best-restoring one among equal sizes)."""
+        out = []
+        for row in self.restored:
+            ok = [i for i in range(len(self.subsets)) if row[i] >= self.threshold]
+            if not ok:
+                out.append(None)
+                continue
+            size = min(len(self.subsets[i]) for i in ok)
+            best = max((i for i in ok if len(self.subsets[i]) == size), key=lambda i: row[i])
+            out.append(self.labels(best))
+        return out
+
+    def labels(self, subset: int) -> tuple[str, ...]:
+        return tuple(f"L{self.heads[h][0]}H{self.heads[h][1]}" for h in self.subsets[subset])
+
+    def shared_set(self, coverage: float = 0.9, rows: Tensor | None = None) -> int | None:
+        """Index of the smallest subset restoring ``threshold`` in at least ``coverage`` of the
+        pairs (``rows`` selects pairs; ties: the larger share, then the larger mean)."""
+        restored = self.restored if rows is None else self.restored[rows]
+        share = (restored >= self.threshold).float().mean(0)
+        mean = restored.mean(0)
+        ok = [i for i in range(len(self.subsets)) if share[i] >= coverage]
+        if not ok:
+            return None
+        size = min(len(self.subsets[i]) for i in ok)
+        same = [i for i in ok if len(self.subsets[i]) == size]
+        return max(same, key=lambda i: (float(share[i]), float(mean[i])))
+
+    def stability(self, coverage: float = 0.9, n_boot: int = 200, seed: int = 0) -> float:
+        """Share of bootstrap resamples of the pairs whose :meth:`shared_set` is the same."""
+        full = self.shared_set(coverage)
+        if full is None:
+            return float("nan")
+        gen = torch.Generator().manual_seed(seed)
+        n = self.restored.shape[0]
+        same = sum(
+            self.shared_set(coverage, torch.randint(n, (n,), generator=gen)) == full
+            for _ in range(n_boot)
+        )
+        return same / n_boot
+
+    def summary(self, coverage: float = 0.9) -> dict:
+        """Per-pair minimal sets (size distribution; the most common one and its share) and the
+        shared set (:meth:`shared_set`) with its share of pairs, mean restoration and bootstrap
+        :meth:`stability`."""
+        minimal = self.minimal
+        found = [m for m in minimal if m is not None]
+        common, count = Counter(found).most_common(1)[0] if found else (None, 0)
+        sizes = Counter(len(m) if m else None for m in minimal)
+        shared = self.shared_set(coverage)
+        column = self.restored[:, shared] if shared is not None else None
+        return {
+            "feature": self.feature,
+            "at": self.at,
+            "pairs": len(minimal),
+            "per_pair_found": len(found) / len(minimal),
+            "per_pair_sizes": dict(sorted(sizes.items(), key=lambda kv: (kv[0] is None, kv[0]))),
+            "per_pair_most_common": common,
+            "per_pair_most_common_share": count / len(minimal),
+            "shared_set": None if shared is None else self.labels(shared),
+            "shared_set_share": (
+                float("nan") if column is None else float((column >= self.threshold).float().mean())
+            ),
+            "shared_set_mean_restored": float("nan") if column is None else float(column.mean()),
+            "shared_set_stability": self.stability(coverage),
+        }
+
+    def to_dataframe(self):
+        """One row per pair: its minimal set, the set's size and restoration."""
+        import pandas as pd
+
+        rows = []
+        for i, m in enumerate(self.minimal):
+            index = {self.labels(j): j for j in range(len(self.subsets))}
+            value = float(self.restored[i, index[m]]) if m else float("nan")
+            rows.append(
+                {"pair": i, "minimal_set": m, "size": len(m) if m else None, "restored": value}
+            )
+        return pd.DataFrame(rows)
+
+    def plot(self, ax=None):
+        """Bar chart of how often each set is the minimal one."""
+        counts = Counter(" ".join(m) if m else "none" for m in self.minimal).most_common(8)
+        fig, ax = new_axes(ax, figsize=(6, 0.8 + 0.35 * len(counts)))
+        ax.barh([c for c, _ in counts][::-1], [n for _, n in counts][::-1])
+        ax.set_xlabel(f"pairs (of {len(self.minimal)})")
+        ax.set_title(f"{self.feature}: smallest head set restoring ≥{self.threshold:.0%}")
+        fig.tight_layout()
+        return fig
+
+
+def minimal_head_sets(
+    model,
+    pairs,
+    *,
+    threshold: float = 0.9,
+    max_size: int = 4,
+    candidates: Sequence[tuple[int, int]] | None = None,
+    at: str = "all",
+    chunk_size: int = 256,
+) -> HeadSets:
+    """Patch every subset of up to ``max_size`` candidate heads (``hook_z``, clean into
+    corrupted) in each pair and record the fraction of the effect restored.
+
+    ``at``: the positions whose head outputs are patched: ``"all"``, ``"planted"`` (the pair's
+    changed positions: heads whose *query* sits on the planted tokens) or ``"reward"`` (the
+    reward-reading token).
+
+    ``candidates`` defaults to every head of the model; the search grows as
+    ``C(len(candidates), max_size)``, so pass a short list (e.g. the heads with the largest
+    single-head effects) for large models. Pairs must have equal lengths."""
+    cfg = model.cfg
+    heads = tuple(candidates or itertools.product(range(cfg.n_layers), range(cfg.n_heads)))
+    subsets = tuple(
+        s for k in range(1, max_size + 1) for s in itertools.combinations(range(len(heads)), k)
+    )
+    masks = torch.zeros(len(subsets), cfg.n_layers, cfg.n_heads, dtype=torch.bool)
+    for i, s in enumerate(subsets):
+        for h in s:
+            masks[i, heads[h][0], heads[h][1]] = True
+    features = {p.feature for p in pairs}
+    if len(features) != 1:
+        raise PatchingError(f"pass pairs of one feature; got {sorted(features)}")
+    if at not in HEAD_POSITIONS:
+        raise PatchingError(f"at={at!r}: choose one of {HEAD_POSITIONS}")
+    restored = torch.stack([_subset_restoration(model, p, masks, at, chunk_size) for p in pairs])
+    return HeadSets(features.pop(), threshold, heads, subsets, restored, at)
+
+
+HEAD_POSITIONS = ("all", "planted", "reward")
+
+
+def _subset_restoration(
+    model, pair, masks: Bool[Tensor, "subset layer head"], at: str, chunk_size: int
+) -> Float[Tensor, " subset"]:
+    clean, corrupted = pair.edited.input_ids, pair.base.input_ids
+    if len(clean) != len(corrupted):
+        raise PatchingError(
+            "head-set search pairs positions one to one, so both sides need equal lengths; "
+            f"this {pair.feature!r} pair has {len(clean)} and {len(corrupted)} tokens"
+        )
+    ids, mask = pad_batch([clean, corrupted], model.pad_token_id)
+    names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
+    where = torch.zeros(len(clean), dtype=torch.bool)
+    if at == "all":
+        where[:] = True
+    else:
+        where[list(pair.changed_positions) if at == "planted" else pair.edited.reward_position] = 1
+    with torch.no_grad():
+        rewards, cache = model.run_with_cache(
+            ids, attention_mask=mask, return_type="reward", names_filter=names
+        )
+        r_clean, r_corrupt = float(rewards[0]), float(rewards[1])
+        out = []
+        for chunk in masks.split(chunk_size):
+            hooks = [
+                (name, _write_heads(cache[name][0], chunk[:, layer], where))
+                for layer, name in enumerate(names)
+            ]
+            batch = ids[1:].expand(len(chunk), -1)
+            r = model.run_with_hooks(
+                batch,
+                attention_mask=mask[1:].expand(len(chunk), -1),
+                return_type="reward",
+                fwd_hooks=hooks,
+            )
+            out.append((r - r_corrupt) / (r_clean - r_corrupt))
+    return torch.cat(out).float().cpu()
+
+
+def _write_heads(
+    clean_z: Float[Tensor, "pos head d_head"],
+    which: Bool[Tensor, "variant head"],
+    where: Bool[Tensor, " pos"],
+):
+    def hook(z, hook):
+        w = (which[:, None, :] & where[None, :, None]).to(z.device)[..., None]
+        return torch.where(w, clean_z[None].to(z.dtype), z)
+
+    return hook
+
+
+# -- attribution patching's top cells ------------------------------------------------------
+def atp_recall(
+    model,
+    pairs,
+    *,
+    sites: Sequence[str] = ("resid_pre", "z"),
+    k: int = 3,
+    methods: Sequence[str] = ("atp", "atp*"),
+) -> list[dict]:
+    """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
+    (``resid_pre`` by layer × position; heads by layer × head over all positions)."""
+    rows = []
+    for site in sites:
+        per_method: dict[str, list] = {m: [] for m in methods}
+        for pair in pairs:
+            clean, corrupted = encode_contrast(pair)
+            report = atp_agreement(
+                model, clean, corrupted, site=site, alignment="exact", k=k, methods=methods
+            )
+            for row in report.rows:
+                per_method[row.estimate].append(row)
+        for method, found in per_method.items():
+            rows.append(
+                {
+                    "feature": pairs[0].feature,
+                    "site": site,
+                    "method": method,
+                    "pairs": len(found),
+                    "k": k,
+                    "top_k_recall": _nanmean(r.top_k_recall for r in found),
+                    "spearman": _nanmean(r.spearman for r in found),
+                }
+            )
+    return rows
+
+
+# -- everything at once ----------------------------------------------------------------------
+SWAP_FEATURES = ("topic_match", "harmful", "sycophancy")
+
+
+@dataclass(frozen=True)
+class CausalGroundTruth:
+    """:func:`causal_ground_truth`'s three answers."""
+
+    localization: Localization
+    head_sets: HeadSets
+    atp: tuple[dict, ...]
+
+    def to_dataframe(self):
+        """The localization table (one row per feature and site)."""
+        return self.localization.to_dataframe()
+
+    def atp_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(list(self.atp))
+
+    def plot(self, ax=None):
+        """Where the effect sits: share of pairs whose top unit is the planted span."""
+        return self.localization.plot("planted", ax=ax)
+
+
+def causal_ground_truth(
+    model,
+    task,
+    *,
+    features: Sequence[str] = SWAP_FEATURES,
+    head_feature: str = "topic_match",
+    head_positions: str = "planted",
+    n: int = 50,
+    seed: int = 0,
+    filler_swaps: int = 2,
+    k: int = 3,
+) -> CausalGroundTruth:
+    """Localization and AtP recall for ``features`` and the head-set search for
+    ``head_feature`` (the attention-dependent feature; heads patched at ``head_positions``,
+    see :func:`minimal_head_sets`), on ``n`` contrast pairs each (with
+    ``filler_swaps`` score-neutral swaps, so not every differing token matters)."""
+    pairs = {f: task.contrast_pairs(f, n, seed, filler_swaps=filler_swaps) for f in features}
+    if head_feature not in pairs:
+        pairs[head_feature] = task.contrast_pairs(head_feature, n, seed, filler_swaps=filler_swaps)
+    table = localization(model, [p for f in features for p in pairs[f]])
+    heads = minimal_head_sets(model, pairs[head_feature], at=head_positions)
+    atp = tuple(row for f in features for row in atp_recall(model, pairs[f], k=k))
+    return CausalGroundTruth(table, heads, atp)

@@ -1,0 +1,167 @@
+"""Activation patching against the zoo's planted ground truth (50 contrast pairs per feature,
+each with two score-neutral filler swaps), and patching a chosen span of positions."""
+
+import doctest
+
+import pytest
+import torch
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.ground_truth import encode_contrast
+from reward_lens_tl.patching import PatchingError, activation_patching
+from reward_lens_tl.patching import ground_truth as gt
+from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+N = 50
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    from reward_lens_tl.zoo import load_task, zoo_path
+
+    return HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
+
+
+@pytest.fixture(scope="module")
+def pairs(zoo):
+    _, task = zoo
+    return {f: task.contrast_pairs(f, N, 0, filler_swaps=2) for f in gt.SWAP_FEATURES}
+
+
+@pytest.fixture(scope="module")
+def table(zoo, pairs):
+    model, _ = zoo
+    return gt.localization(model, [p for f in gt.SWAP_FEATURES for p in pairs[f]])
+
+
+# -- positions= ----------------------------------------------------------------------------------
+def test_positions_patch_a_span_as_one_cell():
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    ids, _ = random_batch(2, [9, 9], low=6, seed=3)
+    clean, corrupted = ids[0], ids[1]
+    cells = activation_patching(model, clean, corrupted, site="resid_pre", alignment="exact")
+    some = activation_patching(
+        model, clean, corrupted, site="resid_pre", alignment="exact", positions=[2, 5]
+    )
+    assert some.alignment.target.tolist() == [2, 5]
+    assert torch.allclose(some.values, cells.values[:, [2, 5]], atol=1e-6)
+    span = activation_patching(
+        model,
+        clean,
+        corrupted,
+        site="resid_pre",
+        alignment="exact",
+        positions=[2, 5],
+        by_position=False,
+        metric=lambda r: r,
+    )
+    names = ["blocks.1.hook_resid_pre"]
+    _, cache = model.run_with_cache(clean[None], names_filter=names)
+
+    def write(act, hook):
+        act = act.clone()
+        act[0, [2, 5]] = cache[hook.name][0, [2, 5]]
+        return act
+
+    with torch.no_grad():
+        expected = model.run_with_hooks(
+            corrupted[None], return_type="reward", fwd_hooks=[(names[0], write)]
+        )
+    assert abs(float(span.values[1]) - float(expected[0])) <= 1e-5
+    with pytest.raises(PatchingError, match="not aligned positions"):
+        activation_patching(model, clean, corrupted, alignment="exact", positions=[42])
+
+
+# -- where the effect sits -------------------------------------------------------------------------
+def test_first_layer_localizes_the_planted_tokens(table):
+    """Only the planted tokens differ in meaning at the embedding, so at resid_pre 0 the planted
+    span is the top unit in every pair, and it alone restores the whole effect (the filler swaps
+    restore nothing)."""
+    df = table.to_dataframe()
+    first = df[df.site == "resid_pre 0"]
+    assert (first.top1_planted == 1.0).all(), first
+    assert ((first.planted_restored - 1).abs() < 0.05).all(), first
+    assert (first.top1_neutral == 0).all()
+
+
+def test_effect_moves_to_the_reward_token(table):
+    """After the last block only the reward-reading token can matter; the attention-dependent
+    feature (topic_match) stays on the planted word until the last layer moves it, while the
+    sycophancy bonus has moved to the reward token by resid_pre 2."""
+    last = "resid_post 2"
+    for feature in gt.SWAP_FEATURES:
+        assert table.share("reward", last, feature) == 1.0
+    assert table.share("planted", "resid_pre 2", "topic_match") >= 0.9
+    assert table.first_site("reward", "topic_match") == last
+    assert table.first_site("reward", "sycophancy") == "resid_pre 2"
+    assert table.share("reward", "resid_pre 2", "sycophancy") >= 0.9
+    df = table.to_dataframe().set_index(["feature", "site"])
+    assert df.loc[("sycophancy", "resid_pre 2"), "reward_restored"] > 0.6
+    assert df.loc[("harmful", "resid_pre 2"), "reward_restored"] > 0.3  # half moved
+
+
+def test_smallest_head_set_for_the_lookup_is_found_consistently(zoo, pairs):
+    """topic_match needs the response word to look up the prompt's topic. Patching head outputs
+    at the planted position, the smallest set restoring ≥ 90% of the effect in ≥ 90% of pairs is
+    stable under bootstrap and holds on fresh pairs; the identity feature 'harmful' has no such
+    set there (it is not an attention lookup)."""
+    model, task = zoo
+    found = gt.minimal_head_sets(model, pairs["topic_match"], at="planted")
+    summary = found.summary()
+    shared = summary["shared_set"]
+    assert shared is not None and len(shared) <= 4, summary
+    assert summary["shared_set_share"] >= 0.9 and summary["shared_set_stability"] >= 0.9
+    assert summary["per_pair_found"] >= 0.9
+    fresh = gt.minimal_head_sets(
+        model, task.contrast_pairs("topic_match", N, 1, filler_swaps=2), at="planted"
+    )
+    column = fresh.subsets.index(found.subsets[found.shared_set()])
+    assert float((fresh.restored[:, column] >= 0.9).float().mean()) >= 0.85
+    harmful = gt.minimal_head_sets(model, pairs["harmful"][:10], at="planted", max_size=2)
+    assert harmful.summary()["per_pair_found"] == 0.0
+    assert len(found.to_dataframe()) == N
+
+
+def test_head_set_restoration_equals_activation_patching(zoo, pairs):
+    """Single heads patched at every position are the heads grid of activation_patching."""
+    model, _ = zoo
+    p = pairs["topic_match"][0]
+    found = gt.minimal_head_sets(model, [p], max_size=1)
+    clean, corrupted = encode_contrast(p)
+    grid = activation_patching(model, clean, corrupted, site="z", alignment="exact")
+    assert torch.allclose(found.restored[0], grid.values.reshape(-1), atol=1e-5)
+
+
+def test_atp_recovers_the_top_cells(zoo, pairs):
+    """AtP and AtP* against real patching: heads (all positions) top-3 recall ≥ 0.75 and rank
+    correlation ≥ 0.8 for every feature; the residual grid is reported (recall there is lower:
+    cells at the planted token and the reward token nearly tie)."""
+    model, _ = zoo
+    for feature in gt.SWAP_FEATURES:
+        rows = {(r["site"], r["method"]): r for r in gt.atp_recall(model, pairs[feature])}
+        for method in ("atp", "atp*"):
+            assert rows[("z", method)]["top_k_recall"] >= 0.75, rows
+            assert rows[("z", method)]["spearman"] >= 0.8, rows
+            assert rows[("resid_pre", method)]["spearman"] >= 0.7, rows
+
+
+def test_bad_requests(zoo, pairs):
+    model, task = zoo
+    with pytest.raises(PatchingError, match="one feature"):
+        gt.minimal_head_sets(model, pairs["harmful"][:1] + pairs["topic_match"][:1])
+    with pytest.raises(PatchingError, match="at="):
+        gt.minimal_head_sets(model, pairs["harmful"][:1], at="everywhere")
+    with pytest.raises(PatchingError, match="equal lengths"):
+        gt.minimal_head_sets(model, task.contrast_pairs("length", 1, 0))
+
+
+def test_docstring_example():
+    assert doctest.testmod(gt, optionflags=doctest.ELLIPSIS).failed == 0
