@@ -85,7 +85,15 @@ class Localization:
         ax.set_yticks(range(df.shape[0]), df.index)
         cells = itertools.product(*map(range, df.shape))
         for (i, j), v in zip(cells, df.to_numpy().ravel(), strict=True):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w", fontsize=8)
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="k" if v > 0.5 else "w",
+            )
         ax.set_title(f"share of pairs whose top patched unit is the {kind} token(s)")
         fig.colorbar(im, ax=ax)
         fig.tight_layout()
