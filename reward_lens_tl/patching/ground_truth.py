@@ -374,16 +374,25 @@ def atp_recall(
     sites: Sequence[str] = ("resid_pre", "z"),
     k: int = 3,
     methods: Sequence[str] = ("atp", "atp*"),
+    **kwargs,
 ) -> list[dict]:
     """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
-    (``resid_pre`` by layer × position; heads by layer × head over all positions)."""
+    (``resid_pre`` by layer × position; heads by layer × head over all positions). ``kwargs``
+    go to :func:`atp_agreement` (e.g. ``objective=`` for a multi-objective model)."""
     rows = []
     for site in sites:
         per_method: dict[str, list] = {m: [] for m in methods}
         for pair in pairs:
             clean, corrupted = encode_contrast(pair)
             report = atp_agreement(
-                model, clean, corrupted, site=site, alignment="exact", k=k, methods=methods
+                model,
+                clean,
+                corrupted,
+                site=site,
+                alignment="exact",
+                k=k,
+                methods=methods,
+                **kwargs,
             )
             for row in report.rows:
                 per_method[row.estimate].append(row)
