@@ -4,8 +4,9 @@ Loads the scalar zoo model from its local checkpoint directory through the same 
 checkpoint takes, scores held-out preference pairs labelled by the hidden rule, runs the reward
 lens and direct attribution on contrast pairs of each planted feature, then activation
 patching: a layer × position heat map, where each feature's effect sits per layer, and the
-observational-vs-causal comparison over the preference pairs. Writes ``report.md`` and PNG
-plots to the output directory and prints the main numbers.
+observational-vs-causal comparison over the preference pairs, and SAE features (which latents
+carry the planted features, exact feature attribution of a margin, concept vectors). Writes
+``report.md`` and PNG plots to the output directory and prints the main numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
 
 def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
+    from .demo_sections import causal_section, markdown, sae_section
     from .ground_truth import encode_contrast
     from .lens import pair_lens
     from .model import HookedRewardModel
@@ -69,7 +71,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     print(f"\nagreement with the hidden rule: {scores.accuracy:.0%} of {len(pairs)} pairs\n")
     lines += [
         "## Rewards and margins\n",
-        _markdown(table),
+        markdown(table),
         "",
         f"Agreement with the hidden rule: {scores.accuracy:.0%} of {len(pairs)} pairs.\n",
     ]
@@ -99,69 +101,8 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
         for name, fig in (("lens", lens.plot()), ("attribution", margin.plot(k=12))):
             fig.axes[0].set_title(f"{name} of the margin: planted feature '{feature}'")
             fig.savefig(out_dir / f"{name}_{feature}.png", dpi=120)
-    lines += _causal_section(model, task, pairs, out_dir)
+    lines += causal_section(model, task, pairs, out_dir)
+    lines += sae_section(model, task, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")
     return {"accuracy": scores.accuracy, "out_dir": str(out_dir)}
-
-
-def _causal_section(model, task, pairs, out_dir: Path) -> list[str]:
-    """Activation patching: one heat map, the localization table, observational vs causal."""
-    from .ground_truth import encode_contrast
-    from .patching import activation_patching, compare_methods, localization
-
-    lines = ["## Activation patching\n"]
-    pair = task.contrast_pairs("topic_match", 1, seed=7, filler_swaps=2)[0]
-    clean, corrupted = encode_contrast(pair)
-    result = activation_patching(model, clean, corrupted, site="resid_pre", alignment="exact")
-    fig = result.plot()
-    tokens = pair.edited.tokens[: result.shape[-1]]
-    fig.axes[0].set_xticks(range(len(tokens)), tokens, rotation=90)
-    fig.axes[0].set_title("fraction of the topic_match effect restored (denoising resid_pre)")
-    fig.tight_layout()
-    fig.savefig(out_dir / "patching_resid_topic_match.png", dpi=120)
-    lines.append(
-        f"Denoising `resid_pre` on one topic_match pair (planted word at position "
-        f"{pair.changed_positions[0]}, reward read at {pair.edited.reward_position}): "
-        "![heat map](patching_resid_topic_match.png)\n"
-    )
-    contrast = [
-        p
-        for f in ("topic_match", "harmful", "sycophancy")
-        for p in task.contrast_pairs(f, 16, seed=7, filler_swaps=2)
-    ]
-    table = localization(model, contrast)
-    df = table.to_dataframe()[
-        ["feature", "site", "top1_planted", "top1_reward", "planted_restored", "reward_restored"]
-    ]
-    lines += [
-        "Where each feature's effect sits (16 contrast pairs each; share of pairs whose top "
-        "patched unit is the planted span / the reward-reading token, and the mean fraction "
-        "each restores):\n",
-        _markdown(df),
-        "",
-    ]
-    table.plot("planted").savefig(out_dir / "localization.png", dpi=120)
-    print("\n" + df.to_string(float_format=lambda v: f"{v:.2f}"))
-    comparison = compare_methods(model, pairs, components="heads", n_resamples=500)
-    summary = comparison.summary()
-    comparison.plot().savefig(out_dir / "observational_vs_causal.png", dpi=120)
-    lines += [
-        "\n## Observational vs causal\n",
-        f"Per pair, Spearman between methods over {len(comparison.labels[0])} components "
-        f"(heads and MLPs), mean over {len(pairs)} pairs with 95% bootstrap intervals:\n",
-        _markdown(summary),
-        "\n![scatter](observational_vs_causal.png)\n",
-    ]
-    print("\n" + summary.to_string(float_format=lambda v: f"{v:+.2f}"))
-    return lines
-
-
-def _markdown(frame) -> str:
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    rows = [
-        "| " + " | ".join(f"{v:+.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
-        for row in frame.itertuples(index=False)
-    ]
-    return "\n".join([header, rule, *rows])

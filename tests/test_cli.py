@@ -52,9 +52,12 @@ def test_demo_writes_report(tmp_path, capsys):
         assert (tmp_path / f"lens_{feature}.png").stat().st_size > 1000
         assert (tmp_path / f"attribution_{feature}.png").stat().st_size > 1000
     assert (tmp_path / "margins.png").exists()
-    for name in ("patching_resid_topic_match", "localization", "observational_vs_causal"):
+    names = ("patching_resid_topic_match", "localization", "observational_vs_causal")
+    for name in (*names, "sae_ground_truth", "sae_margin_harmful"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
-    assert "## Observational vs causal" in report
+    assert "## Observational vs causal" in report and "## SAE features" in report
+    completeness = float(report.split("latents + terms − reward = ")[1].split(".\n")[0])
+    assert completeness < 1e-4
     # the localization table: at resid_pre 0 the planted span is the top unit in every pair
     rows = [r for r in report.splitlines() if "| resid_pre 0 |" in r]
     assert len(rows) == 3 and all(r.split("|")[3].strip() == "+1.000" for r in rows)
