@@ -161,6 +161,38 @@ def test_bad_requests(zoo, pairs):
         gt.minimal_head_sets(model, pairs["harmful"][:1], at="everywhere")
     with pytest.raises(PatchingError, match="equal lengths"):
         gt.minimal_head_sets(model, task.contrast_pairs("length", 1, 0))
+    with pytest.raises(PatchingError, match="different lengths"):
+        gt.localization(model, task.contrast_pairs("length", 1, 0))
+    for fn in (gt.localization, gt.minimal_head_sets):
+        with pytest.raises(PatchingError, match="no pairs"):
+            fn(model, [])
+
+
+def test_table_lookups_are_unambiguous(table):
+    with pytest.raises(ValueError, match="several features"):
+        table.share("reward", "resid_pre 2")
+    with pytest.raises(KeyError, match="harmfull"):
+        table.first_site("reward", "harmfull")
+    assert table.share("reward", "resid_pre 2", "sycophancy") >= 0.9
+
+
+def test_compare_methods_takes_contrast_pairs_and_reports_top1_rank(zoo, pairs):
+    from reward_lens_tl.patching import atp_agreement, compare_methods
+
+    model, _ = zoo
+    direct = compare_methods(model, pairs["sycophancy"][:3], methods=("direct", "patching"))
+    encoded = compare_methods(
+        model, [encode_contrast(p) for p in pairs["sycophancy"][:3]], methods=("direct", "patching")
+    )
+    assert torch.equal(direct.rho, encoded.rho)
+    clean, corrupted = encode_contrast(pairs["harmful"][0])
+    report = atp_agreement(model, clean, corrupted, site="z", alignment="exact", methods=("atp",))
+    row, ref = report.rows[0], report.reference.effects().abs()
+    best = int(ref.argmax())
+    expected = 1 + int(
+        (report.estimates[0].ranking_score() > report.estimates[0].ranking_score()[best]).sum()
+    )
+    assert row.top1_rank == expected
 
 
 def test_docstring_example():

@@ -71,6 +71,7 @@ class Agreement:
     top_k_recall: float
     k: int
     n_cells: int
+    top1_rank: int  # where the reference's largest cell ranks in the estimate (1 = first)
 
 
 def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agreement:
@@ -90,7 +91,16 @@ def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agr
         top_k_recall=top_k_recall(estimate.ranking_score(), ref.abs(), k),
         k=min(k, ref.numel()),
         n_cells=ref.numel(),
+        top1_rank=top1_rank(estimate.ranking_score(), ref.abs()),
     )
+
+
+def top1_rank(score: Tensor, reference_score: Tensor) -> int:
+    """Rank (1 = first) of the reference's largest cell in the estimate's ordering: a top-k
+    recall can look fine while the single most important cell is ranked low."""
+    best = int(reference_score.reshape(-1).argmax())
+    order = score.reshape(-1).argsort(descending=True).tolist()
+    return order.index(best) + 1
 
 
 @dataclass(frozen=True)
@@ -155,11 +165,24 @@ METHODS = ("direct", "atp", "atp*", "patching")
 
 
 def pair_inputs(model, pair):
-    """``(chosen, rejected)`` of a pair object, an encoded pair, or a ready ids tuple."""
+    """``(chosen, rejected)`` of a pair object (``prompt``/``chosen``/``rejected`` text), a zoo
+    contrast pair (``edited`` plays chosen), a tuple of encoded conversations, ids or zoo
+    examples."""
+    if hasattr(pair, "edited") and hasattr(pair, "base"):
+        pair = (pair.edited, pair.base)
     if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        pair = tuple(_as_encoded(p) for p in pair)
         if all(isinstance(p, (EncodedConversation, Tensor, list, tuple)) for p in pair):
             return pair[0], pair[1]
     return encoded_pair(model, pair)
+
+
+def _as_encoded(x):
+    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids and response start) as an
+    :class:`EncodedConversation`; anything else unchanged."""
+    if hasattr(x, "input_ids") and hasattr(x, "response_start"):
+        return EncodedConversation(ids=tuple(x.input_ids), response_start=x.response_start)
+    return x
 
 
 def component_labels(model, components: str = "heads") -> tuple[str, ...]:
@@ -346,7 +369,8 @@ def compare_methods(
     """Observational vs causal on a set of pairs (see the module docstring).
 
     ``pairs``: objects with ``prompt``/``chosen``/``rejected`` (encoded with the model's
-    tokenizer), ``(chosen, rejected)`` :class:`EncodedConversation` tuples, ``(chosen_ids,
+    tokenizer), zoo contrast pairs (``edited`` plays chosen) or ``(chosen, rejected)`` zoo
+    examples, ``(chosen, rejected)`` :class:`EncodedConversation` tuples, ``(chosen_ids,
     rejected_ids)`` tuples of 1-D ids, or one ``(chosen_ids, rejected_ids)`` tuple of
     right-padded ``[n_pairs, pos]`` batches.
 

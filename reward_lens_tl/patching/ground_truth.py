@@ -63,6 +63,9 @@ class Localization:
 
     def share(self, kind: str, site: str, feature: str | None = None) -> float:
         """Share of pairs whose top-1 unit at ``site`` (e.g. ``"resid_pre 0"``) is ``kind``."""
+        features = sorted({r["feature"] for r in self.rows})
+        if feature is None and len(features) > 1:
+            raise ValueError(f"this table has several features {features}: pass feature=")
         rows = [r for r in self.rows if r["site"] == site and feature in (None, r["feature"])]
         if not rows:
             raise KeyError(f"no row for site {site!r} and feature {feature!r}")
@@ -70,6 +73,8 @@ class Localization:
 
     def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
         """The earliest site where more than ``majority`` of the pairs' top unit is ``kind``."""
+        if feature not in {r["feature"] for r in self.rows}:
+            raise KeyError(f"no rows for feature {feature!r}")
         for r in self.rows:
             if r["feature"] == feature and r[f"top1_{kind}"] > majority:
                 return r["site"]
@@ -100,16 +105,29 @@ class Localization:
         return fig
 
 
-def localization(model, pairs, alignment: str = "exact", chunk_size: int = 16) -> Localization:
+def localization(model, pairs) -> Localization:
     """Denoising ``resid_pre`` at every layer and ``resid_post`` of the last layer, per unit
-    (see the module docstring), for contrast pairs of one or more features. Pairs whose sides
-    differ in length (the ``length`` feature inserts a word) need ``alignment="end"``."""
+    (see the module docstring), for contrast pairs of one or more features.
+
+    Both sides of a pair must have the same length. An inserted word (the ``length``
+    feature) has no counterpart position in the corrupted run, and under an end alignment the
+    positions before it pair *different* tokens, whose cells measure token swaps rather than
+    the feature; use the reward lens, attribution or ``compare_methods`` for those pairs."""
+    if not pairs:
+        raise PatchingError("no pairs given")
+    unequal = [p.feature for p in pairs if len(p.edited.input_ids) != len(p.base.input_ids)]
+    if unequal:
+        raise PatchingError(
+            f"{len(unequal)} pair(s) ({sorted(set(unequal))}) have sides of different lengths: "
+            "localization compares positions one to one, which an insertion does not allow "
+            "(see the docstring); pass same-length contrast pairs"
+        )
     last = model.cfg.n_layers - 1
     sites = [("resid_pre", layer) for layer in range(model.cfg.n_layers)]
     sites.append(("resid_post", last))
     per_feature: dict[str, list[dict]] = {}
     for pair in pairs:
-        per_feature.setdefault(pair.feature, []).append(_pair_units(model, pair, sites, alignment))
+        per_feature.setdefault(pair.feature, []).append(_pair_units(model, pair, sites))
     rows = []
     for feature, found in per_feature.items():
         for site, layer in sites:
@@ -128,7 +146,7 @@ def localization(model, pairs, alignment: str = "exact", chunk_size: int = 16) -
     return Localization(tuple(rows))
 
 
-def _pair_units(model, pair, sites, alignment: str) -> dict[str, dict]:
+def _pair_units(model, pair, sites) -> dict[str, dict]:
     """Per site, the top unit's kind and the planted span's / reward token's restoration."""
     clean, corrupted = encode_contrast(pair)
     planted = list(pair.changed_positions)
@@ -136,7 +154,7 @@ def _pair_units(model, pair, sites, alignment: str) -> dict[str, dict]:
     out = {}
     for site in dict.fromkeys(s for s, _ in sites):
         layers = [layer for s, layer in sites if s == site]
-        kw = dict(site=site, alignment=alignment, layers=layers)
+        kw = dict(site=site, alignment="exact", layers=layers)
         cells = activation_patching(model, clean, corrupted, by_position=True, **kw)
         span = activation_patching(
             model, clean, corrupted, by_position=False, positions=planted, **kw
@@ -234,7 +252,7 @@ class HeadSets:
         common, count = Counter(found).most_common(1)[0] if found else (None, 0)
         sizes = Counter(len(m) if m else None for m in minimal)
         shared = self.shared_set(coverage)
-        column = self.restored[:, shared] if shared is not None else None
+        column = self.restored[:, shared].double() if shared is not None else None
         return {
             "feature": self.feature,
             "at": self.at,
@@ -262,7 +280,9 @@ class HeadSets:
             rows.append(
                 {"pair": i, "minimal_set": m, "size": len(m) if m else None, "restored": value}
             )
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        frame["size"] = frame["size"].astype("Int64")  # pairs without a set: <NA>
+        return frame
 
     def plot(self, ax=None):
         """Bar chart of how often each set is the minimal one."""
@@ -305,6 +325,8 @@ def minimal_head_sets(
         for h in s:
             masks[i, heads[h][0], heads[h][1]] = True
     features = {p.feature for p in pairs}
+    if not pairs:
+        raise PatchingError("no pairs given")
     if len(features) != 1:
         raise PatchingError(f"pass pairs of one feature; got {sorted(features)}")
     if at not in HEAD_POSITIONS:
