@@ -29,7 +29,18 @@ _EXPORTS = {
     "pad_batch": "inputs",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "EncodedConversation",
+    "HookedArmoRM",
+    "HookedRewardModel",
+    "adapter_for",
+    "encode_conversation",
+    "load_reward_model",
+    "pad_batch",
+    "register_adapter",
+    "supported_architectures",
+]
+assert sorted(__all__) == sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .adapters import adapter_for, register_adapter, supported_architectures

@@ -80,7 +80,9 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
     from . import sae as S
 
     lines = ["\n## SAE features\n"]
-    trained = S.train_zoo_sae(model, task)
+    report, saes = S.zoo_ground_truth(model, task)
+    site = S.ZOO_PLAN["harmful"][0]
+    trained = saes[site]
     sae = trained.sae
     ids, mask = next(S.model_batches(model, task.examples(64, seed=5), batch_size=64))
     splice = S.splice_report(model, sae, ids, mask).summary()
@@ -93,18 +95,20 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
         f"{splice['mean_abs_reconstruction_error']:.3f} on average (reward std "
         f"{splice['reward_std']:.2f}).\n"
     )
-    report = S.planted_feature_report(model, sae, task)
-    cols = ["feature", "latent", "correlation", "effect", "planted_sign", "passed"]
+    cols = ["feature", "hook_name", "metric", "latent", "correlation", "effect", "passed"]
     table = report.to_dataframe()[cols]
     lines += [
-        "Latents carrying the planted features (correlation with the feature over held-out "
-        "conversations; effect = mean reward change when the latent is ablated):\n",
+        "Latents carrying the planted features, each read where patching puts it (one SAE per "
+        "site; correlation with the feature over held-out conversations, summed over the "
+        "conversation or at the reward-reading token; effect = mean reward change when the "
+        "latent is ablated):\n",
         markdown(table),
         "\n![ground truth](sae_ground_truth.png)\n",
     ]
     report.plot().savefig(out_dir / "sae_ground_truth.png", dpi=120)
     print("\n" + table.to_string(float_format=lambda v: f"{v:+.3f}"))
-    lines += _final_residual_attribution(model, task, out_dir)
+    final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+    lines += _final_residual_attribution(model, task, saes[final].sae, out_dir)
     rows = []
     for feature in ("topic_match", "harmful", "sycophancy", "length"):
         vectors = S.concept_vectors(model, task.contrast_pairs(feature, 60, seed=4), at="reward")
@@ -120,12 +124,9 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
     return lines
 
 
-def _final_residual_attribution(model, task, out_dir: Path) -> list[str]:
+def _final_residual_attribution(model, task, sae, out_dir: Path) -> list[str]:
     from . import sae as S
 
-    final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
-    acts = S.collect_activations(model, final, task.examples(1000, seed=10_000), batch_size=128)
-    sae = S.train_topk_sae(acts, final, d_sae=256, k=8, steps=600, seed=0, threads=1).sae
     pairs = task.contrast_pairs("harmful", 40, seed=3)
     attribution = S.pair_feature_attribution(model, sae, pairs)
     margin = attribution.margin

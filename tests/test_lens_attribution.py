@@ -195,7 +195,7 @@ def test_tuned_lens_fit_save_load(tmp_path):
     assert rep.heldout_mse[-1] <= 1e-8 and rep.heldout_r2[-1] >= 0.999999
     assert rep.readable_site(0.999) is not None
     # with n >> d_model, the cross-validated translators beat the plain lens on held-out data
-    assert all(t < p for t, p in zip(rep.heldout_mse[:-1], rep.lens_heldout_mse[:-1]))
+    assert all(t < p for t, p in zip(rep.heldout_mse[:-1], rep.lens_heldout_mse[:-1], strict=True))
     tuned.save(tmp_path / "lens")
     loaded = TunedRewardLens.load(tmp_path / "lens")
     ids, mask = random_batch(3, [10, 7, 4], seed=99)

@@ -330,7 +330,11 @@ def test_planted_feature_report_on_a_stub_task(llama, trained_mid):
     import random
     from types import SimpleNamespace
 
-    from reward_lens_tl.sae.ground_truth import column_correlations, planted_feature_report
+    from reward_lens_tl.sae.ground_truth import (
+        column_correlations,
+        latent_table,
+        planted_feature_report,
+    )
 
     def example(rng):
         ids = [1] + [rng.choice([40, *range(10, 30)]) for _ in range(rng.randint(3, 10))]
@@ -353,6 +357,17 @@ def test_planted_feature_report_on_a_stub_task(llama, trained_mid):
     assert -1 <= row.correlation <= 1 and row.latent in range(trained_mid.sae.cfg.d_sae)
     assert row.best_correlation >= row.correlation
     assert report.plot() is not None and "passed" in report.to_dataframe()
+    at_reward = planted_feature_report(
+        llama, trained_mid.sae, Task(), features=("w40",), n=60, metric="reward_token"
+    )["w40"]
+    assert at_reward.metric == "reward_token"
+    assert at_reward.correlation == at_reward.reward_token_correlation
+    with pytest.raises(ValueError, match="metric"):
+        planted_feature_report(llama, trained_mid.sae, Task(), features=("w40",), metric="x")
+    examples = Task().examples(20, seed=0)
+    *_, owner, reads = latent_table(llama, trained_mid.sae, examples, ("w40",))
+    last = torch.cumsum(torch.bincount(owner), 0) - 1  # the reward is read at the last token
+    assert reads.nonzero().flatten().tolist() == last.tolist()
     z = torch.randn(50, 3)
     assert column_correlations(z, z[:, 1])[1] == pytest.approx(1.0)
     assert column_correlations(torch.zeros(5, 2), torch.arange(5.0)).eq(0).all()
@@ -371,20 +386,21 @@ def _zoo():
 
 
 def test_zoo_planted_features_have_matching_latents():
-    """On the shipped scalar model, at blocks.0.hook_resid_post with a 256-latent k=8 TopK SAE
-    (seeded; ≈15 s of training on one thread), topic_match and harmful each have a latent that
-    correlates ≥ 0.8 with the feature's contribution and whose ablation moves the reward with the
-    planted sign. sycophancy has a latent that correlates ≥ 0.9, but ablating it barely moves
-    the reward (the model reads the bonus from shared "value" latents), and no latent counts
-    response words for length (best ≈ 0.76): both are reported, not asserted."""
-    from reward_lens_tl.sae.ground_truth import planted_feature_report, train_zoo_sae
+    """Issue 6's ground truth on the shipped scalar model: every planted feature has a latent
+    correlating ≥ 0.8 with it whose ablation moves the reward by ≥ 0.05 with the planted sign.
+    topic_match and harmful are read on their tokens at blocks.0.hook_resid_post (summed
+    activation); length and sycophancy at the reward token of the final residual, where the
+    model gathers them. Two 128-latent k=8 TopK SAEs, seed 0 (≈ 4 s of training each on one
+    thread); seeds 1 and 2 pass as well (see reward_lens_tl.sae.ground_truth)."""
+    from reward_lens_tl.sae.ground_truth import ZOO_PLAN, zoo_ground_truth
 
     model, task = _zoo()
-    trained = train_zoo_sae(model, task)
-    report = planted_feature_report(model, trained.sae, task)
-    rows = {r.feature: r for r in report.rows}
-    for feature in ("topic_match", "harmful"):
-        assert rows[feature].passed, rows[feature]
-    assert rows["sycophancy"].best_correlation >= 0.8, rows["sycophancy"]
-    assert rows["length"].best_correlation >= 0.6, rows["length"]
-    assert report.to_dataframe().shape[0] == 4
+    report, trained = zoo_ground_truth(model, task)
+    assert set(trained) == {"blocks.0.hook_resid_post", "blocks.2.hook_resid_post"}
+    assert [r.feature for r in report.rows] == list(ZOO_PLAN)
+    for row in report.rows:
+        assert (row.hook_name, row.metric) == ZOO_PLAN[row.feature]
+        assert row.correlation >= 0.8 and row.passed, row
+        assert row.effect * row.planted_sign >= 0.05, row
+    assert report["harmful"].correlation >= 0.95 and report["sycophancy"].correlation >= 0.95
+    assert report["sycophancy"].reward_token_correlation == report["sycophancy"].correlation

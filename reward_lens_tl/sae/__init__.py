@@ -52,7 +52,7 @@ from .concepts import (
 )
 from .contexts import max_activating_contexts
 from .errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
-from .ground_truth import planted_feature_report, train_zoo_sae
+from .ground_truth import ZOO_PLAN, planted_feature_report, train_zoo_sae, zoo_ground_truth
 from .results import (
     AtPCheck,
     ConceptVectors,
@@ -67,6 +67,7 @@ from .splice import add_sae, run_with_cache_with_saes, splice_report, spliced
 from .training import TrainedSAE, load_sae, sae_stats, save_sae, train_topk_sae
 
 __all__ = [
+    "ZOO_PLAN",
     "AtPCheck",
     "ConceptVectors",
     "EmptyActivationsError",
@@ -112,4 +113,5 @@ __all__ = [
     "spliced",
     "train_topk_sae",
     "train_zoo_sae",
+    "zoo_ground_truth",
 ]

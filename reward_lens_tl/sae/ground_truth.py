@@ -4,32 +4,48 @@ For every planted feature of the zoo task (``topic_match``, ``harmful``, ``lengt
 ``sycophancy``) the report looks for a latent whose activation tracks the feature and whose
 ablation moves the reward with the planted sign.
 
-**Site.** ``blocks.0.hook_resid_post`` by default. Patching the base side's residual into the
-edited side of the zoo's contrast pairs, at the planted tokens only, restores 67 % (harmful),
-98 % (topic_match) and 97 % (sycophancy) of the margin after the first block, but 51 %, 65 %
-and 9 % after the second, where much of it has moved to the reward-reading token. So after the
-first block per-token latents can be both correlated with a planted feature and causally used.
+**Sites (``ZOO_PLAN``).** Each feature is read where the model holds it. Activation patching of
+the zoo's contrast pairs puts ``topic_match`` on its planted tokens until the last block and
+``harmful`` there after the first block (half moved to the reward-reading token by the last
+block), so both are read at ``blocks.0.hook_resid_post``. ``sycophancy`` ("great question")
+is on the phrase tokens only through the first block and after the second at the
+reward-reading token (which alone restores 81 % of the margin), and ``length`` (a count of
+response words) is on no single token but at the reward-reading token (67–79 %) from the first
+block on: both are read at the final residual ``blocks.2.hook_resid_post``, where a latent's
+ablation effect is its exact direct effect.
 
-**Metric (default ``"sequence"``).** Pearson correlation, over conversations, between a
-latent's activation summed over the conversation and the feature's contribution to its score.
-Every planted contribution is a sum over the conversation's tokens (a count times a weight, or
-the one-off sycophancy bonus), so the summed activation is the quantity that should match it;
-``"token"`` instead correlates per-token activations with the 0/1 indicator of
-``Example.feature_positions`` over every non-padding token (prompt included). The per-token
-number is stricter: it penalises activations whose size varies between the feature's words and
-a two-token feature that a causal model can only recognise at its second token ("great
-**question**"). Both numbers are reported for every selected latent.
+**Metrics.** ``"sequence"``: Pearson correlation, over conversations, between a latent's
+activation summed over the conversation and the feature's contribution to its score (every
+planted contribution is a sum over tokens). ``"token"``: per-token activations against the 0/1
+indicator of ``Example.feature_positions`` over every non-padding token (prompt included);
+stricter, it penalises activations whose size varies between the feature's words and a
+two-token feature a causal model can only recognise at its second token ("great
+**question**"). ``"reward_token"``: the latent's activation at the reward-reading token (the
+model's pooling position) against the feature's contribution, over conversations: for facts
+about the whole sequence that the model gathers at the token it reads the reward from. All
+three numbers are reported for every selected latent.
 
 **Reward contribution.** ``reward − reward(latent zeroed at every position)`` with the SAE's
-error term kept, averaged over conversations where the latent fires. Among the most correlated
-latents (≥ 0.8), the report selects the one with the largest contribution of the planted sign,
-and also reports the best-correlated latent overall with its contribution.
+error term kept, averaged over conversations where the latent fires (anywhere, or at the
+reward token for ``"reward_token"``). Among the most correlated latents (≥ 0.8), the report
+selects the one with the largest contribution of the planted sign, and also reports the
+best-correlated latent overall with its contribution.
+
+**Observed** (:func:`zoo_ground_truth`: TopK SAEs with 128 latents, k = 8, 1500 steps; SAE
+seeds 0, 1, 2; ≈ 4 s of training per site on one thread): all four features pass, with
+correlations ≥ 0.91 (``topic_match``), 0.98 (``harmful``), 0.85 (``length``) and 0.98
+(``sycophancy``). Other placements do not hold on every seed: at the final residual
+``topic_match`` reaches only ≈ 0.82 at the reward token (below 0.8 on other evaluation sets);
+with 256 latents the final residual's best ``length`` latent (0.955) fires at the reward token
+of every conversation and its ablation lowers the reward (seed 1); at
+``blocks.0.hook_resid_post`` the ≈ 0.998 ``sycophancy`` latent moves the reward by −0.01 on
+seed 0, and summed activations track ``length`` at only 0.61–0.81.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import load_task, zoo_path  # doctest: +SKIP
 >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # doctest: +SKIP
->>> sae = train_zoo_sae(model, load_task().task).sae  # doctest: +SKIP
->>> planted_feature_report(model, sae, load_task().task).to_dataframe()  # doctest: +SKIP
+>>> report, saes = zoo_ground_truth(model, load_task().task)  # doctest: +SKIP
+>>> report.to_dataframe()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -49,6 +65,14 @@ from .training import TrainedSAE, train_topk_sae
 
 ZOO_FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
 ZOO_SITE = "blocks.0.hook_resid_post"
+METRICS: tuple[str, ...] = ("token", "sequence", "reward_token")
+#: Per planted feature, the site its SAE is trained at and the correlation metric used there.
+ZOO_PLAN: dict[str, tuple[str, str]] = {
+    "topic_match": (ZOO_SITE, "sequence"),
+    "harmful": (ZOO_SITE, "sequence"),
+    "length": ("blocks.2.hook_resid_post", "reward_token"),
+    "sycophancy": ("blocks.2.hook_resid_post", "reward_token"),
+}
 
 
 def train_zoo_sae(
@@ -57,7 +81,7 @@ def train_zoo_sae(
     hook_name: str = ZOO_SITE,
     *,
     n_examples: int = 1000,
-    d_sae: int = 256,
+    d_sae: int = 128,
     k: int = 8,
     steps: int = 1500,
     batch_size: int = 256,
@@ -83,18 +107,40 @@ def train_zoo_sae(
     )
 
 
+def zoo_ground_truth(
+    model, task, *, plan: dict[str, tuple[str, str]] = ZOO_PLAN, seed: int = 0, **report_kwargs
+) -> tuple[GroundTruthReport, dict[str, TrainedSAE]]:
+    """One :func:`train_zoo_sae` SAE (seeded by ``seed``) per site of ``plan``; each feature is
+    reported at its site with its metric (rows in ``plan`` order). Returns the report and the
+    trained SAEs by site; ``report_kwargs`` go to :func:`planted_feature_report`."""
+    sites = dict.fromkeys(site for site, _ in plan.values())
+    trained = {site: train_zoo_sae(model, task, site, seed=seed) for site in sites}
+    rows = {}
+    for site, metric in dict.fromkeys(plan.values()):
+        features = [f for f, where in plan.items() if where == (site, metric)]
+        report = planted_feature_report(
+            model, trained[site].sae, task, features=features, metric=metric, **report_kwargs
+        )
+        rows.update({r.feature: r for r in report.rows})
+    return GroundTruthReport(tuple(rows[f] for f in plan)), trained
+
+
 def latent_table(
     model, sae, examples: Sequence, features: Sequence[str], batch_size: int = 64
-) -> tuple[Float[Tensor, "token d_sae"], Float[Tensor, "token feature"], Tensor]:
-    """Latent activations of every non-padding token, the planted indicators per token, and
-    each token's example index."""
-    zs, ind, owner = [], [], []
+) -> tuple[Float[Tensor, "token d_sae"], Float[Tensor, "token feature"], Tensor, Tensor]:
+    """Latent activations of every non-padding token, the planted indicators per token, each
+    token's example index, and whether it is its example's reward-reading token."""
+    zs, ind, owner, reads = [], [], [], []
     offset = 0
-    for _, mask, act in iter_batch_activations(model, sae_hook_name(sae), examples, batch_size):
+    for ids, mask, act in iter_batch_activations(model, sae_hook_name(sae), examples, batch_size):
         with torch.no_grad():
             z = sae.encode(act)
         real = mask.bool()
+        at_reward = torch.zeros_like(real)
+        rows = torch.arange(len(ids), device=real.device)
+        at_reward[rows, model.pool_positions(ids, mask)] = True
         zs.append(z[real].float().cpu())
+        reads.append(at_reward[real].cpu())
         for row in range(act.shape[0]):
             ex = examples[offset + row]
             n = int(real[row].sum())
@@ -104,7 +150,7 @@ def latent_table(
             ind.append(y)
             owner.append(torch.full((n,), offset + row))
         offset += act.shape[0]
-    return torch.cat(zs), torch.cat(ind), torch.cat(owner)
+    return torch.cat(zs), torch.cat(ind), torch.cat(owner), torch.cat(reads)
 
 
 def column_correlations(
@@ -133,16 +179,18 @@ def planted_feature_report(
     batch_size: int = 64,
 ) -> GroundTruthReport:
     """Per planted feature, the latents with the ``candidates`` highest correlations (by
-    ``metric``) are ablated on up to ``n_effect`` conversations where each fires. Among those
-    with correlation ≥ ``threshold`` whose reward contribution has the planted sign and
-    ``|effect| ≥ min_effect`` (default 0.05 reward units, a tenth of the smallest planted
-    weight), the row reports the one with the largest effect; if there is none, the
-    best-correlated latent (``passed`` is then false)."""
-    if metric not in ("token", "sequence"):
-        raise ValueError(f"metric={metric!r}: expected 'token' or 'sequence'")
+    ``metric``: ``"token"``, ``"sequence"`` or ``"reward_token"``, see the module docstring) are
+    ablated on up to ``n_effect`` conversations where each fires (anywhere, or at the reward
+    token for ``"reward_token"``). Among those with correlation ≥ ``threshold`` whose reward
+    contribution has the planted sign and ``|effect| ≥ min_effect`` (default 0.05 reward units,
+    a tenth of the smallest planted weight), the row reports the one with the largest effect;
+    if there is none, the best-correlated latent (``passed`` is then false)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r}: expected one of {METRICS}")
     examples = task.examples(n, seed)
-    z, ind, owner = latent_table(model, sae, examples, features, batch_size)
+    z, ind, owner, reads = latent_table(model, sae, examples, features, batch_size)
     per_seq = torch.zeros(len(examples), z.shape[1]).index_add_(0, owner, z)
+    activity = per_seq if metric != "reward_token" else z[reads]
     ids, mask = pad_batch([ex.input_ids for ex in examples], model.pad_token_id)
     rows = []
     for j, feature in enumerate(features):
@@ -151,10 +199,11 @@ def planted_feature_report(
         corr = {
             "token": column_correlations(z, ind[:, j]),
             "sequence": column_correlations(per_seq, contrib),
+            "reward_token": column_correlations(z[reads], contrib),
         }
         order = corr[metric].argsort(descending=True)[:candidates].tolist()
         effects = [
-            _ablation_effect(model, sae, ids, mask, per_seq[:, f], f, n_effect) for f in order
+            _ablation_effect(model, sae, ids, mask, activity[:, f], f, n_effect) for f in order
         ]
         ok = [_sign(e) == sign and abs(e) >= min_effect for e in effects]
         good = [i for i, f in enumerate(order) if ok[i] and corr[metric][f] >= threshold]
@@ -170,6 +219,7 @@ def planted_feature_report(
                 correlation=float(corr[metric][latent]),
                 token_correlation=float(corr["token"][latent]),
                 sequence_correlation=float(corr["sequence"][latent]),
+                reward_token_correlation=float(corr["reward_token"][latent]),
                 effect=effects[pick],
                 planted_sign=sign,
                 sign_ok=ok[pick],

@@ -415,12 +415,13 @@ class GroundTruthRow:
     feature: str
     hook_name: str
     d_sae: int
-    metric: str  # the correlation used to select latents: "sequence" or "token"
+    metric: str  # the correlation used to select latents: "sequence", "token" or "reward_token"
     latent: int  # among latents correlating ≥ 0.8, the largest effect of the planted sign
     # (else the best-correlated latent)
     correlation: float  # its correlation under ``metric``
     token_correlation: float  # its per-token correlation with the indicator
     sequence_correlation: float  # its per-sequence correlation with the contribution
+    reward_token_correlation: float  # its correlation, at the reward token, with the contribution
     effect: float  # mean reward − reward(latent ablated), where the latent is active
     planted_sign: int
     sign_ok: bool  # sign(effect) == planted sign and |effect| ≥ the report's min_effect
