@@ -130,6 +130,26 @@ def test_smallest_head_set_for_the_lookup_is_found_consistently(zoo, pairs):
     assert len(found.to_dataframe()) == N
 
 
+def test_candidate_heads_and_search_size(zoo, pairs):
+    """An integer picks the heads with the largest single-head effect; a search that would
+    explode is refused with advice instead of hanging."""
+    model, _ = zoo
+    few = pairs["sycophancy"][:5]
+    full = gt.minimal_head_sets(model, few, max_size=1)
+    top = gt.minimal_head_sets(model, few, max_size=2, candidates=3)
+    best = full.restored.mean(0).argsort(descending=True)[:3]
+    assert set(top.heads) == {full.heads[i] for i in best.tolist()}
+    assert len(top.subsets) == 3 + 3  # C(3,1) + C(3,2)
+    explicit = gt.minimal_head_sets(model, few, max_size=2, candidates=list(top.heads))
+    assert torch.allclose(explicit.restored, top.restored)
+    with pytest.raises(PatchingError, match="max_subsets"):
+        gt.minimal_head_sets(model, few, max_size=4, max_subsets=100)
+    with pytest.raises(PatchingError, match="distinct"):
+        gt.minimal_head_sets(model, few, candidates=[(0, 0), (9, 0)])
+    with pytest.raises(PatchingError, match="candidates="):
+        gt.minimal_head_sets(model, few, candidates=0)
+
+
 def test_head_set_restoration_equals_activation_patching(zoo, pairs):
     """Single heads patched at every position are the heads grid of activation_patching."""
     model, _ = zoo

@@ -30,6 +30,7 @@ Three questions, one function each, all in :func:`causal_ground_truth`:
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -301,9 +302,10 @@ def minimal_head_sets(
     *,
     threshold: float = 0.9,
     max_size: int = 4,
-    candidates: Sequence[tuple[int, int]] | None = None,
+    candidates: int | Sequence[tuple[int, int]] | None = None,
     at: str = "all",
     chunk_size: int = 256,
+    max_subsets: int = 20_000,
 ) -> HeadSets:
     """Patch every subset of up to ``max_size`` candidate heads (``hook_z``, clean into
     corrupted) in each pair and record the fraction of the effect restored.
@@ -312,27 +314,65 @@ def minimal_head_sets(
     changed positions: heads whose *query* sits on the planted tokens) or ``"reward"`` (the
     reward-reading token).
 
-    ``candidates`` defaults to every head of the model; the search grows as
-    ``C(len(candidates), max_size)``, so pass a short list (e.g. the heads with the largest
-    single-head effects) for large models. Pairs must have equal lengths."""
-    cfg = model.cfg
-    heads = tuple(candidates or itertools.product(range(cfg.n_layers), range(cfg.n_heads)))
-    subsets = tuple(
-        s for k in range(1, max_size + 1) for s in itertools.combinations(range(len(heads)), k)
-    )
-    masks = torch.zeros(len(subsets), cfg.n_layers, cfg.n_heads, dtype=torch.bool)
-    for i, s in enumerate(subsets):
-        for h in s:
-            masks[i, heads[h][0], heads[h][1]] = True
-    features = {p.feature for p in pairs}
+    ``candidates``: ``(layer, head)`` pairs, or an integer ``n`` for the ``n`` heads with the
+    largest mean single-head restoration over ``pairs`` (one extra pass over every head), or
+    ``None`` for every head. The search grows as ``C(len(candidates), max_size)``; more than
+    ``max_subsets`` subsets is refused. Pairs must have equal lengths."""
     if not pairs:
         raise PatchingError("no pairs given")
+    features = {p.feature for p in pairs}
     if len(features) != 1:
         raise PatchingError(f"pass pairs of one feature; got {sorted(features)}")
     if at not in HEAD_POSITIONS:
         raise PatchingError(f"at={at!r}: choose one of {HEAD_POSITIONS}")
+    heads = _candidate_heads(model, pairs, candidates, at, chunk_size)
+    subsets = _subsets(len(heads), max_size, max_subsets)
+    masks = _subset_masks(model, heads, subsets)
     restored = torch.stack([_subset_restoration(model, p, masks, at, chunk_size) for p in pairs])
     return HeadSets(features.pop(), threshold, heads, subsets, restored, at)
+
+
+def _candidate_heads(model, pairs, candidates, at: str, chunk_size: int):
+    cfg = model.cfg
+    every = tuple(itertools.product(range(cfg.n_layers), range(cfg.n_heads)))
+    if candidates is None:
+        return every
+    if isinstance(candidates, int):
+        if not 0 < candidates <= len(every):
+            raise PatchingError(f"candidates={candidates}: pick 1..{len(every)} heads")
+        singles = _subset_masks(model, every, tuple((i,) for i in range(len(every))))
+        mean = torch.stack(
+            [_subset_restoration(model, p, singles, at, chunk_size) for p in pairs]
+        ).mean(0)
+        top = mean.argsort(descending=True)[:candidates].sort().values
+        return tuple(every[i] for i in top.tolist())
+    heads = tuple((int(layer), int(head)) for layer, head in candidates)
+    bad = [h for h in heads if h not in every]
+    if bad or not heads or len(set(heads)) != len(heads):
+        raise PatchingError(
+            f"candidates must be distinct (layer, head) pairs of this {cfg.n_layers}-layer, "
+            f"{cfg.n_heads}-head model; got {list(candidates)!r}"
+        )
+    return heads
+
+
+def _subsets(n: int, max_size: int, max_subsets: int) -> tuple[tuple[int, ...], ...]:
+    count = sum(math.comb(n, k) for k in range(1, max_size + 1))
+    if count > max_subsets:
+        raise PatchingError(
+            f"{count:,} subsets of up to {max_size} of {n} heads exceed max_subsets="
+            f"{max_subsets:,}: pass candidates=<n> (the n heads with the largest single-head "
+            "effects), a shorter candidates list, or a smaller max_size"
+        )
+    return tuple(s for k in range(1, max_size + 1) for s in itertools.combinations(range(n), k))
+
+
+def _subset_masks(model, heads, subsets) -> Bool[Tensor, "subset layer head"]:
+    masks = torch.zeros(len(subsets), model.cfg.n_layers, model.cfg.n_heads, dtype=torch.bool)
+    for i, s in enumerate(subsets):
+        for h in s:
+            masks[i, heads[h][0], heads[h][1]] = True
+    return masks
 
 
 HEAD_POSITIONS = ("all", "planted", "reward")
