@@ -40,7 +40,6 @@ __all__ = [
     "register_adapter",
     "supported_architectures",
 ]
-assert sorted(__all__) == sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .adapters import adapter_for, register_adapter, supported_architectures

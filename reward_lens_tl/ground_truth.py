@@ -82,12 +82,15 @@ class ObservationalReport:
         return next(f for f in self.findings if f.feature == feature)
 
 
+def encode_example(example) -> EncodedConversation:
+    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response start) as an
+    :class:`EncodedConversation`."""
+    return EncodedConversation(ids=tuple(example.input_ids), response_start=example.response_start)
+
+
 def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
     """``(edited, base)`` as encoded conversations (edited plays "chosen")."""
-    return tuple(  # type: ignore[return-value]
-        EncodedConversation(ids=tuple(ex.input_ids), response_start=ex.response_start)
-        for ex in (pair.edited, pair.base)
-    )
+    return encode_example(pair.edited), encode_example(pair.base)
 
 
 def observational_ground_truth(

@@ -80,6 +80,29 @@ def test_positions_patch_a_span_as_one_cell():
         activation_patching(model, clean, corrupted, alignment="exact", positions=[42])
 
 
+@pytest.mark.parametrize("mode", ["denoising", "noising"])
+def test_positions_under_end_alignment_keep_labels_and_sides(mode):
+    """Clean and corrupted of different lengths: ``positions`` are clean-run positions (the
+    source when denoising, the target when noising), and cells keep the labels of the full
+    alignment."""
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    ids, _ = random_batch(2, [10, 7], low=6, seed=8)
+    clean, corrupted = ids[0, :10], ids[1, :7]
+    full = activation_patching(model, clean, corrupted, mode=mode, alignment="end")
+    some = activation_patching(
+        model, clean, corrupted, mode=mode, alignment="end", positions=[5, 7]
+    )
+    clean_side = full.alignment.source if mode == "denoising" else full.alignment.target
+    keep = [j for j, p in enumerate(clean_side.tolist()) if p in (5, 7)]
+    assert len(keep) == 2
+    assert some.grid.position_labels == tuple(full.grid.position_labels[j] for j in keep)
+    assert some.labels()[0] == f"L0 {full.grid.position_labels[keep[0]]}" != "L0 end-1"
+    assert torch.allclose(some.values, full.values[:, keep], atol=1e-6)
+    for bad in (5, [5.5], ["5"], [True]):
+        with pytest.raises(PatchingError, match="positions"):
+            activation_patching(model, clean, corrupted, alignment="end", positions=bad)
+
+
 # -- where the effect sits -------------------------------------------------------------------------
 def test_first_layer_localizes_the_planted_tokens(table):
     """Only the planted tokens differ in meaning at the embedding, so at resid_pre 0 the planted
@@ -186,6 +209,43 @@ def test_bad_requests(zoo, pairs):
     for fn in (gt.localization, gt.minimal_head_sets):
         with pytest.raises(PatchingError, match="no pairs"):
             fn(model, [])
+
+
+def test_more_bad_requests(zoo, pairs):
+    """Equal rewards on both sides, mixed features, wrong argument types: typed errors."""
+    from types import SimpleNamespace
+
+    model, _ = zoo
+    p = pairs["harmful"][0]
+    same = SimpleNamespace(feature="harmful", edited=p.edited, base=p.edited, changed_positions=())
+    with pytest.raises(PatchingError, match="rewards are equal"):
+        gt.minimal_head_sets(model, [same], max_size=1)
+    with pytest.raises(PatchingError, match="one feature"):
+        gt.atp_recall(model, [p, pairs["topic_match"][0]])
+    with pytest.raises(PatchingError, match="no pairs"):
+        gt.atp_recall(model, [])
+    for bad in (dict(candidates=True), dict(candidates=[(1.7, 0)]), dict(max_size=0)):
+        with pytest.raises(PatchingError):
+            gt.minimal_head_sets(model, [p], **bad)
+    with pytest.raises(ValueError, match="kind"):
+        gt.localization(model, [p]).share("rewrd", "resid_pre 0")
+
+
+def test_multi_objective_model_reads_the_chosen_objective():
+    """On the multi-objective zoo model, localization and the head search read one head column
+    (objective=) or the gated score (default); harmlessness carries the harmful effect."""
+    from reward_lens_tl.zoo import load_task, zoo_path
+
+    model = HookedRewardModel.from_pretrained(zoo_path("multi"))
+    pairs = load_task().task.contrast_pairs("harmful", 4, 0, filler_swaps=2)
+    table = gt.localization(model, pairs, objective="harmlessness")
+    assert table.share("planted", "resid_pre 0") == 1.0
+    found = gt.minimal_head_sets(model, pairs, max_size=1, objective="harmlessness")
+    clean, corrupted = encode_contrast(pairs[0])
+    grid = activation_patching(
+        model, clean, corrupted, site="z", alignment="exact", objective="harmlessness"
+    )
+    assert torch.allclose(found.restored[0], grid.values.reshape(-1), atol=1e-5)
 
 
 def test_table_lookups_are_unambiguous(table):

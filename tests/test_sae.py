@@ -403,4 +403,3 @@ def test_zoo_planted_features_have_matching_latents():
         assert row.correlation >= 0.8 and row.passed, row
         assert row.effect * row.planted_sign >= 0.05, row
     assert report["harmful"].correlation >= 0.95 and report["sycophancy"].correlation >= 0.95
-    assert report["sycophancy"].reward_token_correlation == report["sycophancy"].correlation

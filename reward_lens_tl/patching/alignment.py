@@ -89,6 +89,7 @@ class Alignment:
     kind: str
     target: Int[Tensor, " n"]
     source: Int[Tensor, " n"]
+    names: tuple[str, ...] | None = None  # labels kept from a larger alignment (a subset)
 
     def __len__(self) -> int:
         return int(self.target.shape[0])
@@ -96,6 +97,8 @@ class Alignment:
     def labels(self) -> tuple[str, ...]:
         """Position labels for the grid: ``"p7"`` (``exact``/``prefix``), ``"end-3"`` (``end``:
         three tokens before the reading token; ``"end-0"`` is the reading token itself)."""
+        if self.names is not None:
+            return self.names
         if self.kind == "end":
             n = len(self)
             return tuple(f"end-{n - 1 - j}" for j in range(n))

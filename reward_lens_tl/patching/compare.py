@@ -32,6 +32,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..attribution import direct_attribution
+from ..ground_truth import encode_example
 from ..inputs import EncodedConversation
 from ..pairs import encoded_pair
 from ..results import new_axes
@@ -98,9 +99,9 @@ def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agr
 def top1_rank(score: Tensor, reference_score: Tensor) -> int:
     """Rank (1 = first) of the reference's largest cell in the estimate's ordering: a top-k
     recall can look fine while the single most important cell is ranked low."""
+    score = score.reshape(-1)
     best = int(reference_score.reshape(-1).argmax())
-    order = score.reshape(-1).argsort(descending=True).tolist()
-    return order.index(best) + 1
+    return 1 + int((score > score[best]).sum())  # ties share the better rank
 
 
 @dataclass(frozen=True)
@@ -178,10 +179,9 @@ def pair_inputs(model, pair):
 
 
 def _as_encoded(x):
-    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids and response start) as an
-    :class:`EncodedConversation`; anything else unchanged."""
+    """A zoo example as an :class:`EncodedConversation`; anything else unchanged."""
     if hasattr(x, "input_ids") and hasattr(x, "response_start"):
-        return EncodedConversation(ids=tuple(x.input_ids), response_start=x.response_start)
+        return encode_example(x)
     return x
 
 

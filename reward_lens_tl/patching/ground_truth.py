@@ -42,9 +42,11 @@ from torch import Tensor
 from ..ground_truth import encode_contrast
 from ..inputs import pad_batch
 from ..results import new_axes
-from .activation import activation_patching
+from .activation import activation_patching, chunk_memory_bytes
+from .alignment import as_run
 from .compare import atp_agreement
 from .errors import PatchingError
+from .plan import RewardReader, margin_fraction
 
 UNIT_KINDS = ("planted", "reward", "neutral", "other")
 
@@ -64,6 +66,7 @@ class Localization:
 
     def share(self, kind: str, site: str, feature: str | None = None) -> float:
         """Share of pairs whose top-1 unit at ``site`` (e.g. ``"resid_pre 0"``) is ``kind``."""
+        _check_kind(kind)
         features = sorted({r["feature"] for r in self.rows})
         if feature is None and len(features) > 1:
             raise ValueError(f"this table has several features {features}: pass feature=")
@@ -74,6 +77,7 @@ class Localization:
 
     def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
         """The earliest site where more than ``majority`` of the pairs' top unit is ``kind``."""
+        _check_kind(kind)
         if feature not in {r["feature"] for r in self.rows}:
             raise KeyError(f"no rows for feature {feature!r}")
         for r in self.rows:
@@ -83,6 +87,7 @@ class Localization:
 
     def plot(self, kind: str = "planted", ax=None):
         """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites)."""
+        _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
         df = df[list(dict.fromkeys(r["site"] for r in self.rows))]
         fig, ax = new_axes(ax, figsize=(1.5 + 1.1 * df.shape[1], 1.2 + 0.45 * df.shape[0]))
@@ -106,14 +111,20 @@ class Localization:
         return fig
 
 
-def localization(model, pairs) -> Localization:
+def _check_kind(kind: str) -> None:
+    if kind not in UNIT_KINDS:
+        raise ValueError(f"kind={kind!r}: choose one of {UNIT_KINDS}")
+
+
+def localization(model, pairs, *, objective=None) -> Localization:
     """Denoising ``resid_pre`` at every layer and ``resid_post`` of the last layer, per unit
     (see the module docstring), for contrast pairs of one or more features.
 
     Both sides of a pair must have the same length. An inserted word (the ``length``
     feature) has no counterpart position in the corrupted run, and under an end alignment the
     positions before it pair *different* tokens, whose cells measure token swaps rather than
-    the feature; use the reward lens, attribution or ``compare_methods`` for those pairs."""
+    the feature; use the reward lens, attribution or ``compare_methods`` for those pairs.
+    ``objective`` selects a head column of a multi-objective model (default: its reward)."""
     if not pairs:
         raise PatchingError("no pairs given")
     unequal = [p.feature for p in pairs if len(p.edited.input_ids) != len(p.base.input_ids)]
@@ -128,7 +139,8 @@ def localization(model, pairs) -> Localization:
     sites.append(("resid_post", last))
     per_feature: dict[str, list[dict]] = {}
     for pair in pairs:
-        per_feature.setdefault(pair.feature, []).append(_pair_units(model, pair, sites))
+        found = _pair_units(model, pair, sites, objective)
+        per_feature.setdefault(pair.feature, []).append(found)
     rows = []
     for feature, found in per_feature.items():
         for site, layer in sites:
@@ -147,15 +159,15 @@ def localization(model, pairs) -> Localization:
     return Localization(tuple(rows))
 
 
-def _pair_units(model, pair, sites) -> dict[str, dict]:
+def _pair_units(model, pair, sites, objective) -> dict[str, dict]:
     """Per site, the top unit's kind and the planted span's / reward token's restoration."""
     clean, corrupted = encode_contrast(pair)
     planted = list(pair.changed_positions)
-    reward_pos = pair.edited.reward_position
+    reward_pos = reading_position(model, pair.edited.input_ids)
     out = {}
     for site in dict.fromkeys(s for s, _ in sites):
         layers = [layer for s, layer in sites if s == site]
-        kw = dict(site=site, alignment="exact", layers=layers)
+        kw = dict(site=site, alignment="exact", layers=layers, objective=objective)
         cells = activation_patching(model, clean, corrupted, by_position=True, **kw)
         span = activation_patching(
             model, clean, corrupted, by_position=False, positions=planted, **kw
@@ -170,6 +182,11 @@ def _pair_units(model, pair, sites) -> dict[str, dict]:
             reward = units.get(f"p{reward_pos}", float("nan"))
             out[f"{site} {layer}"] = {"top": kind, "planted": units["planted"], "reward": reward}
     return out
+
+
+def reading_position(model, ids) -> int:
+    """Where the model reads the reward of one sequence (its pooling rule)."""
+    return as_run(model, list(ids)).pool
 
 
 def _kind(pos: int, reward_pos: int, pair) -> str:
@@ -304,7 +321,8 @@ def minimal_head_sets(
     max_size: int = 4,
     candidates: int | Sequence[tuple[int, int]] | None = None,
     at: str = "all",
-    chunk_size: int = 256,
+    objective=None,
+    chunk_size: int | None = None,
     max_subsets: int = 20_000,
 ) -> HeadSets:
     """Patch every subset of up to ``max_size`` candidate heads (``hook_z``, clean into
@@ -317,38 +335,55 @@ def minimal_head_sets(
     ``candidates``: ``(layer, head)`` pairs, or an integer ``n`` for the ``n`` heads with the
     largest mean single-head restoration over ``pairs`` (one extra pass over every head), or
     ``None`` for every head. The search grows as ``C(len(candidates), max_size)``; more than
-    ``max_subsets`` subsets is refused. Pairs must have equal lengths."""
+    ``max_subsets`` subsets is refused. Pairs must have equal lengths.
+
+    Every subset is one full forward pass of the corrupted run, batched ``chunk_size`` at a
+    time (default: as many as fit in about 1 GB, see
+    :func:`~reward_lens_tl.patching.chunk_memory_bytes`): an exhaustive search meant for small
+    models or short candidate lists. ``objective`` selects a head column of a multi-objective
+    model."""
+    feature = _one_feature(pairs)
+    if at not in HEAD_POSITIONS:
+        raise PatchingError(f"at={at!r}: choose one of {HEAD_POSITIONS}")
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+        raise PatchingError(f"max_size must be a positive integer, not {max_size!r}")
+    search = _Search(model, at, objective, chunk_size)
+    heads = _candidate_heads(model, pairs, candidates, search)
+    subsets = _subsets(len(heads), max_size, max_subsets)
+    masks = _subset_masks(model, heads, subsets)
+    restored = torch.stack([search.restoration(p, masks) for p in pairs])
+    return HeadSets(feature, threshold, heads, subsets, restored, at)
+
+
+def _one_feature(pairs) -> str:
     if not pairs:
         raise PatchingError("no pairs given")
     features = {p.feature for p in pairs}
     if len(features) != 1:
         raise PatchingError(f"pass pairs of one feature; got {sorted(features)}")
-    if at not in HEAD_POSITIONS:
-        raise PatchingError(f"at={at!r}: choose one of {HEAD_POSITIONS}")
-    heads = _candidate_heads(model, pairs, candidates, at, chunk_size)
-    subsets = _subsets(len(heads), max_size, max_subsets)
-    masks = _subset_masks(model, heads, subsets)
-    restored = torch.stack([_subset_restoration(model, p, masks, at, chunk_size) for p in pairs])
-    return HeadSets(features.pop(), threshold, heads, subsets, restored, at)
+    return features.pop()
 
 
-def _candidate_heads(model, pairs, candidates, at: str, chunk_size: int):
+def _candidate_heads(model, pairs, candidates, search: _Search):
     cfg = model.cfg
     every = tuple(itertools.product(range(cfg.n_layers), range(cfg.n_heads)))
     if candidates is None:
         return every
+    if isinstance(candidates, bool):
+        raise PatchingError("candidates must be a number of heads or (layer, head) pairs")
     if isinstance(candidates, int):
         if not 0 < candidates <= len(every):
             raise PatchingError(f"candidates={candidates}: pick 1..{len(every)} heads")
         singles = _subset_masks(model, every, tuple((i,) for i in range(len(every))))
-        mean = torch.stack(
-            [_subset_restoration(model, p, singles, at, chunk_size) for p in pairs]
-        ).mean(0)
-        top = mean.argsort(descending=True)[:candidates].sort().values
+        mean = torch.stack([search.restoration(p, singles) for p in pairs]).mean(0)
+        top = mean.argsort(descending=True, stable=True)[:candidates].sort().values
         return tuple(every[i] for i in top.tolist())
-    heads = tuple((int(layer), int(head)) for layer, head in candidates)
-    bad = [h for h in heads if h not in every]
-    if bad or not heads or len(set(heads)) != len(heads):
+    heads = tuple(tuple(h) for h in candidates)
+    integral = all(
+        len(h) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in h)
+        for h in heads
+    )
+    if not integral or not heads or len(set(heads)) != len(heads) or set(heads) - set(every):
         raise PatchingError(
             f"candidates must be distinct (layer, head) pairs of this {cfg.n_layers}-layer, "
             f"{cfg.n_heads}-head model; got {list(candidates)!r}"
@@ -376,44 +411,63 @@ def _subset_masks(model, heads, subsets) -> Bool[Tensor, "subset layer head"]:
 
 
 HEAD_POSITIONS = ("all", "planted", "reward")
+MEMORY_BUDGET = 1 << 30  # bytes per chunk of head-set variants when chunk_size is None
 
 
-def _subset_restoration(
-    model, pair, masks: Bool[Tensor, "subset layer head"], at: str, chunk_size: int
-) -> Float[Tensor, " subset"]:
-    clean, corrupted = pair.edited.input_ids, pair.base.input_ids
-    if len(clean) != len(corrupted):
-        raise PatchingError(
-            "head-set search pairs positions one to one, so both sides need equal lengths; "
-            f"this {pair.feature!r} pair has {len(clean)} and {len(corrupted)} tokens"
-        )
-    ids, mask = pad_batch([clean, corrupted], model.pad_token_id)
-    names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
-    where = torch.zeros(len(clean), dtype=torch.bool)
-    if at == "all":
-        where[:] = True
-    else:
-        where[list(pair.changed_positions) if at == "planted" else pair.edited.reward_position] = 1
-    with torch.no_grad():
-        rewards, cache = model.run_with_cache(
-            ids, attention_mask=mask, return_type="reward", names_filter=names
-        )
-        r_clean, r_corrupt = float(rewards[0]), float(rewards[1])
-        out = []
-        for chunk in masks.split(chunk_size):
-            hooks = [
-                (name, _write_heads(cache[name][0], chunk[:, layer], where))
-                for layer, name in enumerate(names)
-            ]
-            batch = ids[1:].expand(len(chunk), -1)
-            r = model.run_with_hooks(
-                batch,
-                attention_mask=mask[1:].expand(len(chunk), -1),
-                return_type="reward",
-                fwd_hooks=hooks,
+class _Search:
+    """Runs the corrupted side of a pair with subsets of heads patched from the clean side."""
+
+    def __init__(self, model, at: str, objective, chunk_size: int | None):
+        self.model, self.at, self.objective, self.chunk_size = model, at, objective, chunk_size
+
+    def restoration(
+        self, pair, masks: Bool[Tensor, "subset layer head"]
+    ) -> Float[Tensor, " subset"]:
+        """Fraction of the pair's effect restored by each subset."""
+        model = self.model
+        clean, corrupted = pair.edited.input_ids, pair.base.input_ids
+        if len(clean) != len(corrupted):
+            raise PatchingError(
+                "head-set search pairs positions one to one, so both sides need equal lengths; "
+                f"this {pair.feature!r} pair has {len(clean)} and {len(corrupted)} tokens"
             )
-            out.append((r - r_corrupt) / (r_clean - r_corrupt))
-    return torch.cat(out).float().cpu()
+        ids, mask = pad_batch([clean, corrupted], model.pad_token_id)
+        names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
+        where = self.positions(pair, len(clean))
+        reader = RewardReader(model, self.objective)
+        chunk = self.chunk_size or max(
+            1, min(256, MEMORY_BUDGET // chunk_memory_bytes(model, len(clean), 1))
+        )
+        with torch.no_grad(), model.hooks(fwd_hooks=reader.hooks()):
+            rewards, cache = model.run_with_cache(
+                ids, attention_mask=mask, return_type="reward", names_filter=names
+            )
+            r_clean, r_corrupt = (float(r) for r in reader.read(rewards))
+            restored = margin_fraction(r_corrupt, r_clean)
+            out = []
+            for part in masks.split(chunk):
+                hooks = [
+                    (name, _write_heads(cache[name][0], part[:, layer], where))
+                    for layer, name in enumerate(names)
+                ]
+                r = model.run_with_hooks(
+                    ids[1:].expand(len(part), -1),
+                    attention_mask=mask[1:].expand(len(part), -1),
+                    return_type="reward",
+                    fwd_hooks=hooks,
+                )
+                out.append(restored(reader.read(r)))
+        return torch.cat(out).float().cpu()
+
+    def positions(self, pair, n: int) -> Bool[Tensor, " pos"]:
+        where = torch.zeros(n, dtype=torch.bool)
+        if self.at == "all":
+            where[:] = True
+        elif self.at == "planted":
+            where[list(pair.changed_positions)] = True
+        else:
+            where[reading_position(self.model, pair.edited.input_ids)] = True
+        return where
 
 
 def _write_heads(
@@ -441,6 +495,7 @@ def atp_recall(
     """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
     (``resid_pre`` by layer × position; heads by layer × head over all positions). ``kwargs``
     go to :func:`atp_agreement` (e.g. ``objective=`` for a multi-objective model)."""
+    feature = _one_feature(pairs)
     rows = []
     for site in sites:
         per_method: dict[str, list] = {m: [] for m in methods}
@@ -461,7 +516,7 @@ def atp_recall(
         for method, found in per_method.items():
             rows.append(
                 {
-                    "feature": pairs[0].feature,
+                    "feature": feature,
                     "site": site,
                     "method": method,
                     "pairs": len(found),
@@ -510,15 +565,19 @@ def causal_ground_truth(
     seed: int = 0,
     filler_swaps: int = 2,
     k: int = 3,
+    objective=None,
 ) -> CausalGroundTruth:
     """Localization and AtP recall for ``features`` and the head-set search for
     ``head_feature`` (the attention-dependent feature; heads patched at ``head_positions``,
     see :func:`minimal_head_sets`), on ``n`` contrast pairs each (with
-    ``filler_swaps`` score-neutral swaps, so not every differing token matters)."""
+    ``filler_swaps`` score-neutral swaps, so not every differing token matters). ``objective``
+    selects a head column of a multi-objective model."""
     pairs = {f: task.contrast_pairs(f, n, seed, filler_swaps=filler_swaps) for f in features}
     if head_feature not in pairs:
         pairs[head_feature] = task.contrast_pairs(head_feature, n, seed, filler_swaps=filler_swaps)
-    table = localization(model, [p for f in features for p in pairs[f]])
-    heads = minimal_head_sets(model, pairs[head_feature], at=head_positions)
-    atp = tuple(row for f in features for row in atp_recall(model, pairs[f], k=k))
+    table = localization(model, [p for f in features for p in pairs[f]], objective=objective)
+    heads = minimal_head_sets(model, pairs[head_feature], at=head_positions, objective=objective)
+    atp = tuple(
+        row for f in features for row in atp_recall(model, pairs[f], k=k, objective=objective)
+    )
     return CausalGroundTruth(table, heads, atp)

@@ -35,6 +35,7 @@ called once per chunk of patched runs; for attribution patching it must be diffe
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -146,7 +147,16 @@ def make_plan(
 
 
 def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side: str) -> Alignment:
-    """Keep the aligned pairs whose position in the clean run is in ``positions``."""
+    """Keep the aligned pairs whose position in the clean run is in ``positions`` (their labels
+    stay those of the full alignment, e.g. ``end-4``)."""
+    if isinstance(positions, (int, str, Tensor)) or not isinstance(positions, Sequence):
+        if not (isinstance(positions, Tensor) and positions.ndim == 1):
+            raise PatchingError(
+                f"positions must be a list of clean-run positions, not {positions!r}"
+            )
+        positions = positions.tolist()
+    if not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in positions):
+        raise PatchingError(f"positions must be integers; got {list(positions)!r}")
     clean = getattr(aligned, clean_side).tolist()
     wanted = sorted({int(p) for p in positions})
     missing = [p for p in wanted if p not in clean]
@@ -156,8 +166,10 @@ def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side:
             f"of the clean run (aligned: {clean[0]}..{clean[-1]}). Pass clean-run positions "
             "covered by the alignment"
         )
-    keep = torch.tensor([p in wanted for p in clean], device=aligned.target.device)
-    return Alignment(aligned.kind, aligned.target[keep], aligned.source[keep])
+    keep = [p in wanted for p in clean]
+    names = tuple(label for label, k in zip(aligned.labels(), keep, strict=True) if k)
+    mask = torch.tensor(keep, device=aligned.target.device)
+    return Alignment(aligned.kind, aligned.target[mask], aligned.source[mask], names)
 
 
 class RewardReader:

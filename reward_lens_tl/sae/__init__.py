@@ -52,7 +52,13 @@ from .concepts import (
 )
 from .contexts import max_activating_contexts
 from .errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
-from .ground_truth import ZOO_PLAN, planted_feature_report, train_zoo_sae, zoo_ground_truth
+from .ground_truth import (
+    ZOO_PLAN,
+    planted_feature_report,
+    train_zoo_sae,
+    zoo_ground_truth,
+    zoo_plan,
+)
 from .results import (
     AtPCheck,
     ConceptVectors,
@@ -114,4 +120,5 @@ __all__ = [
     "train_topk_sae",
     "train_zoo_sae",
     "zoo_ground_truth",
+    "zoo_plan",
 ]

@@ -50,7 +50,8 @@ seed 0, and summed activations track ``length`` at only 0.61–0.81.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import torch
 from jaxtyping import Float
@@ -66,13 +67,26 @@ from .training import TrainedSAE, train_topk_sae
 ZOO_FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
 ZOO_SITE = "blocks.0.hook_resid_post"
 METRICS: tuple[str, ...] = ("token", "sequence", "reward_token")
+
+
 #: Per planted feature, the site its SAE is trained at and the correlation metric used there.
-ZOO_PLAN: dict[str, tuple[str, str]] = {
-    "topic_match": (ZOO_SITE, "sequence"),
-    "harmful": (ZOO_SITE, "sequence"),
-    "length": ("blocks.2.hook_resid_post", "reward_token"),
-    "sycophancy": ("blocks.2.hook_resid_post", "reward_token"),
-}
+def zoo_plan(n_layers: int = 3) -> Mapping[str, tuple[str, str]]:
+    """Per planted feature, the site its SAE is trained at and the correlation metric used
+    there: block 0's output for the token-level features, the final residual (of an
+    ``n_layers`` model) for the sequence-level ones."""
+    final = f"blocks.{n_layers - 1}.hook_resid_post"
+    return MappingProxyType(
+        {
+            "topic_match": (ZOO_SITE, "sequence"),
+            "harmful": (ZOO_SITE, "sequence"),
+            "length": (final, "reward_token"),
+            "sycophancy": (final, "reward_token"),
+        }
+    )
+
+
+#: :func:`zoo_plan` of the shipped 3-layer scalar model.
+ZOO_PLAN = zoo_plan(3)
 
 
 def train_zoo_sae(
@@ -108,11 +122,18 @@ def train_zoo_sae(
 
 
 def zoo_ground_truth(
-    model, task, *, plan: dict[str, tuple[str, str]] = ZOO_PLAN, seed: int = 0, **report_kwargs
+    model,
+    task,
+    *,
+    plan: Mapping[str, tuple[str, str]] | None = None,
+    seed: int = 0,
+    **report_kwargs,
 ) -> tuple[GroundTruthReport, dict[str, TrainedSAE]]:
-    """One :func:`train_zoo_sae` SAE (seeded by ``seed``) per site of ``plan``; each feature is
-    reported at its site with its metric (rows in ``plan`` order). Returns the report and the
-    trained SAEs by site; ``report_kwargs`` go to :func:`planted_feature_report`."""
+    """One :func:`train_zoo_sae` SAE (seeded by ``seed``) per site of ``plan`` (default:
+    :func:`zoo_plan` for the model's depth); each feature is reported at its site with its
+    metric (rows in ``plan`` order). Returns the report and the trained SAEs by site;
+    ``report_kwargs`` go to :func:`planted_feature_report`."""
+    plan = zoo_plan(model.cfg.n_layers) if plan is None else plan
     sites = dict.fromkeys(site for site, _ in plan.values())
     trained = {site: train_zoo_sae(model, task, site, seed=seed) for site in sites}
     rows = {}
