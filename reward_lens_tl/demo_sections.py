@@ -110,14 +110,19 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
     final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
     lines += _final_residual_attribution(model, task, saes[final].sae, out_dir)
     rows = []
+    gated = getattr(model, "gating", None) is not None
+    objective = model.objective_names[0] if gated else None  # a gated score has no one w_r
     for feature in ("topic_match", "harmful", "sycophancy", "length"):
-        vectors = S.concept_vectors(model, task.contrast_pairs(feature, 60, seed=4), at="reward")
+        pairs = task.contrast_pairs(feature, 60, seed=4)
+        vectors = S.concept_vectors(model, pairs, at="reward", objective=objective)
         cosines = dict(zip(vectors.labels, vectors.reward_cosine.tolist(), strict=True))
         rows.append({"feature": feature, **cosines})
     frame = pd.DataFrame(rows)
     lines += [
         "\nConcept vectors (difference of means at the reward-reading token, 60 contrast pairs): "
-        "cosine with the reward direction `w_r` per site:\n",
+        "cosine with the reward direction `w_r`"
+        + (f" of objective `{objective}`" if objective else "")
+        + " per site:\n",
         markdown(frame),
         "",
     ]

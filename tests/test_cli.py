@@ -61,3 +61,13 @@ def test_demo_writes_report(tmp_path, capsys):
     # the localization table: at resid_pre 0 the planted span is the top unit in every pair
     rows = [r for r in report.splitlines() if "| resid_pre 0 |" in r]
     assert len(rows) == 3 and all(r.split("|")[3].strip() == "+1.000" for r in rows)
+
+
+def test_demo_runs_on_the_multi_objective_zoo_model(tmp_path):
+    """Every section runs on the ArmoRM-style model: patching reads the gated score, and the
+    concept vectors' cosines use one objective (a gated score has no single direction)."""
+    from reward_lens_tl.zoo import zoo_path
+
+    assert main(["demo", "--model", str(zoo_path("multi")), "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "of objective `helpfulness`" in report and "## SAE features" in report

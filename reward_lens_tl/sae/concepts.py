@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import RewardLensError
 from ..inputs import pad_batch
 from ..readout import Objective, readout
 from .activations import _as_encoded_pair
@@ -149,7 +150,13 @@ def concept_vectors(
 
 def reward_direction(model, objective: Objective = None) -> Float[Tensor, " d_model"]:
     """The read-out's effective direction ``w_eff`` (centred for LayerNorm models), the
-    direction along which the normalised final residual gives the reward."""
+    direction along which the normalised final residual gives the reward. A gated
+    (ArmoRM-style) score has no fixed direction: pass ``objective=`` one of its objectives."""
+    if objective is None and getattr(model, "gating", None) is not None:
+        raise RewardLensError(
+            "the gated score's direction depends on each input's gate, so it has no single "
+            f"reward direction: pass objective= one of {model.objective_names}"
+        )
     read = readout(model, objective, 1)
     d = read.direction[0].detach()
     return d - d.mean() if read.centred else d
