@@ -29,7 +29,7 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
 
 def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
-    from .demo_sections import causal_section, markdown, sae_section
+    from .demo_sections import causal_section, markdown, sae_section, save
     from .ground_truth import encode_contrast
     from .lens import pair_lens
     from .model import HookedRewardModel
@@ -75,7 +75,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
         "",
         f"Agreement with the hidden rule: {scores.accuracy:.0%} of {len(pairs)} pairs.\n",
     ]
-    scores.plot().savefig(out_dir / "margins.png", dpi=120)
+    save(scores.plot(), out_dir / "margins.png")
 
     # 2. reward lens and direct attribution on contrast pairs per planted feature
     lines.append("## Reward lens and direct attribution on planted features\n")
@@ -100,7 +100,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
         )
         for name, fig in (("lens", lens.plot()), ("attribution", margin.plot(k=12))):
             fig.axes[0].set_title(f"{name} of the margin: planted feature '{feature}'")
-            fig.savefig(out_dir / f"{name}_{feature}.png", dpi=120)
+            save(fig, out_dir / f"{name}_{feature}.png")
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")

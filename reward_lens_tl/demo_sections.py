@@ -9,6 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def save(fig, path: Path) -> None:
+    """Write a figure as PNG and close it (a report run opens many)."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def markdown(frame) -> str:
     """A pandas frame as a markdown table (floats signed, 3 decimals)."""
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
@@ -34,7 +42,7 @@ def causal_section(model, task, pairs, out_dir: Path) -> list[str]:
     fig.axes[0].set_xticks(range(len(tokens)), tokens, rotation=90)
     fig.axes[0].set_title("fraction of the topic_match effect restored (denoising resid_pre)")
     fig.tight_layout()
-    fig.savefig(out_dir / "patching_resid_topic_match.png", dpi=120)
+    save(fig, out_dir / "patching_resid_topic_match.png")
     lines.append(
         f"Denoising `resid_pre` on one topic_match pair (planted word at position "
         f"{pair.changed_positions[0]}, reward read at {pair.edited.reward_position}): "
@@ -56,11 +64,11 @@ def causal_section(model, task, pairs, out_dir: Path) -> list[str]:
         markdown(df),
         "",
     ]
-    table.plot("planted").savefig(out_dir / "localization.png", dpi=120)
+    save(table.plot("planted"), out_dir / "localization.png")
     print("\n" + df.to_string(float_format=lambda v: f"{v:.2f}"))
     comparison = compare_methods(model, pairs, components="heads", n_resamples=500)
     summary = comparison.summary()
-    comparison.plot().savefig(out_dir / "observational_vs_causal.png", dpi=120)
+    save(comparison.plot(), out_dir / "observational_vs_causal.png")
     lines += [
         "\n## Observational vs causal\n",
         f"Per pair, Spearman between methods over {len(comparison.labels[0])} components "
@@ -105,7 +113,7 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
         markdown(table),
         "\n![ground truth](sae_ground_truth.png)\n",
     ]
-    report.plot().savefig(out_dir / "sae_ground_truth.png", dpi=120)
+    save(report.plot(), out_dir / "sae_ground_truth.png")
     print("\n" + table.to_string(float_format=lambda v: f"{v:+.3f}"))
     final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
     lines += _final_residual_attribution(model, task, saes[final].sae, out_dir)
@@ -137,7 +145,7 @@ def _final_residual_attribution(model, task, sae, out_dir: Path) -> list[str]:
     margin = attribution.margin
     fig = margin.plot(k=10)
     fig.axes[0].set_title("harmful margin by final-residual SAE latent")
-    fig.savefig(out_dir / "sae_margin_harmful.png", dpi=120)
+    save(fig, out_dir / "sae_margin_harmful.png")
     error = max(attribution.chosen.completeness_error(), attribution.rejected.completeness_error())
     top = ", ".join(f"{label} {value:+.2f}" for label, value in margin.top_k(3))
     terms = ", ".join(f"{k} {float(v.mean()):+.3f}" for k, v in margin.terms().items())
