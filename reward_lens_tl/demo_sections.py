@@ -30,7 +30,7 @@ def markdown(frame) -> str:
 
 def causal_section(model, task, pairs, out_dir: Path) -> list[str]:
     """Activation patching: one heat map, the localization table, observational vs causal."""
-    from .ground_truth import encode_contrast
+    from .contrast import encode_contrast
     from .patching import activation_patching, compare_methods, localization
 
     lines = ["## Activation patching\n"]

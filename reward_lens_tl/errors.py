@@ -64,3 +64,35 @@ class MalformedRecordError(RewardLensError, ValueError):
 
 class ConversionMismatchError(RewardLensError, RuntimeError):
     """The converted model disagrees with the HF model it was converted from."""
+
+
+class CheckpointError(RewardLensError, ValueError):
+    """A checkpoint file is missing, truncated or malformed (the message names the file)."""
+
+
+class CheckpointWeightsError(CheckpointError):
+    """The checkpoint's tensors do not match the model its config describes: missing or
+    unexpected tensors, or shapes that disagree (the message names them)."""
+
+
+class TokenizerLoadError(CheckpointError):
+    """The checkpoint's tokenizer files cannot be read (corrupt or unsupported); pass
+    ``tokenizer=`` explicitly or fix the files."""
+
+
+class TemplateError(RewardLensError, ValueError):
+    """A conversation the tokenizer's chat template rejects, or a malformed prompt/message."""
+
+
+class EmptyInputError(RewardLensError, ValueError):
+    """Nothing to work on: an empty pair set, a sequence without tokens, an empty file."""
+
+
+class DataFormatError(RewardLensError, ValueError):
+    """A data file that cannot be read as the requested format (binary, truncated archive,
+    unknown format name); the message names the file."""
+
+
+class InvalidArgumentError(RewardLensError, ValueError):
+    """An argument outside its valid range (an index past the end, a non-positive batch size);
+    the message names the argument and the valid range."""

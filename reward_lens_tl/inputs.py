@@ -9,6 +9,11 @@ doubled by the tokenizer). Without one, the documented plain format is used::
 
 (the Anthropic HH format; the specials are whatever ``tokenizer(text)`` itself adds, e.g. a BOS).
 
+Every encoding records three spans: ``ids[:response_start]`` is the prompt with the template's
+fixed parts (BOS, role headers), ``ids[response_start:response_end]`` is the response content,
+``ids[response_end:]`` the template's suffix (end-of-turn, EOS). Truncation cuts only prompt or
+response *content*; the fixed parts always survive (see :func:`encode_conversation`).
+
 >>> from reward_lens_tl.inputs import pad_batch
 >>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
 >>> ids.tolist(), mask.tolist()
@@ -17,7 +22,8 @@ doubled by the tokenizer). Without one, the documented plain format is used::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,29 +31,90 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import MissingPadTokenError, SequenceTooLongError
+from .errors import (
+    EmptyInputError,
+    MissingPadTokenError,
+    SequenceTooLongError,
+    TemplateError,
+)
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
 Truncation = Literal["error", "left", "right"]
+TRUNCATION_MODES = ("error", "left", "right")
+#: Share of a sequence's tokens that may be the unknown token before ``encode`` warns.
+UNK_WARN_SHARE = 0.2
 
 
 @dataclass(frozen=True)
 class EncodedConversation:
-    """Token ids of one conversation and where the scored response starts."""
+    """Token ids of one conversation and where the scored response starts (and ends).
+
+    ``response_end`` is where the template's suffix (end-of-turn, EOS) begins. It may be left
+    out when building one by hand from ``ids`` and ``response_start``: then a trailing EOS id (if
+    ``eos_token_id`` is given to :meth:`suffix_start`) counts as the suffix, else nothing does.
+
+    >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 2), response_start=2)
+    >>> enc.suffix_start(eos_token_id=2), enc.response_ids(eos_token_id=2)
+    (4, (8, 9))
+    """
 
     ids: tuple[int, ...]
     response_start: int
+    response_end: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", tuple(int(i) for i in self.ids))
+        n = len(self.ids)
+        if not 0 <= self.response_start <= n:
+            raise ValueError(f"response_start={self.response_start} outside [0, {n}]")
+        if self.response_end is not None and not self.response_start <= self.response_end <= n:
+            raise ValueError(
+                f"response_end={self.response_end} outside [response_start={self.response_start}"
+                f", {n}]"
+            )
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def suffix_start(self, eos_token_id: int | None = None) -> int:
+        """Where the template's suffix starts: ``response_end`` when recorded; otherwise a
+        trailing ``eos_token_id`` is the suffix; otherwise the sequence's end."""
+        if self.response_end is not None:
+            return self.response_end
+        n = len(self.ids)
+        if eos_token_id is not None and n > self.response_start and self.ids[-1] == eos_token_id:
+            return n - 1
+        return n
+
+    def prompt_ids(self) -> tuple[int, ...]:
+        """The prompt with its template parts (everything before the response)."""
+        return self.ids[: self.response_start]
+
+    def response_ids(self, eos_token_id: int | None = None) -> tuple[int, ...]:
+        """The response content (without the template's suffix)."""
+        return self.ids[self.response_start : self.suffix_start(eos_token_id)]
+
+    def suffix_ids(self, eos_token_id: int | None = None) -> tuple[int, ...]:
+        """The template's suffix after the response (end-of-turn, EOS)."""
+        return self.ids[self.suffix_start(eos_token_id) :]
 
 
 def prompt_messages(prompt: Prompt) -> list[dict[str, str]]:
     """A prompt as chat messages (a string is one user turn). Inputs are copied, not changed."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
-    return [dict(m) for m in prompt]
+    try:
+        messages = [dict(m) for m in prompt]
+    except (TypeError, ValueError) as err:
+        raise TemplateError(
+            f"a prompt is a string or a list of {{'role', 'content'}} messages, got "
+            f"{type(prompt).__name__}"
+        ) from err
+    for i, m in enumerate(messages):
+        if not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise TemplateError(f"prompt message {i} needs string 'role' and 'content': {m!r}")
+    return messages
 
 
 def encode_conversation(
@@ -61,26 +128,138 @@ def encode_conversation(
 ) -> EncodedConversation:
     """Ids for ``prompt`` followed by the assistant ``response``.
 
-    ``use_chat_template=None`` uses the tokenizer's template when it has one. Sequences longer
-    than ``max_length`` raise :class:`SequenceTooLongError` unless ``truncation`` is ``"left"``
-    (drop the start of the prompt, keeping the tokenizer's prefix specials) or ``"right"``
-    (drop the end of the response, keeping suffix specials).
+    ``use_chat_template=None`` uses the tokenizer's template when it has one. A conversation
+    longer than ``max_length`` raises :class:`SequenceTooLongError` unless ``truncation`` is
+
+    - ``"left"``: drop the *oldest prompt content* (earlier turns first, then the start of the
+      last user message); BOS, role headers, the assistant header and the response survive;
+    - ``"right"``: drop the *end of the response content*; the end-of-turn and EOS survive, so
+      the reward is still read where the model expects it.
+
+    The truncated ids are exactly what the template gives for the shortened text. If even an
+    empty prompt (or response) does not fit, :class:`SequenceTooLongError` says so.
+
+    >>> from reward_lens_tl.testing import tiny_tokenizer
+    >>> tok = tiny_tokenizer()
+    >>> enc = encode_conversation(tok, "w6 w7 w8 w9", "w10 w11", max_length=7, truncation="left")
+    >>> tok.convert_ids_to_tokens(list(enc.ids))
+    ['<bos>', '<|user|>', 'w9', '<|assistant|>', 'w10', 'w11', '<eos>']
     """
+    if truncation not in TRUNCATION_MODES:
+        raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, got {truncation!r}")
+    if not isinstance(response, str):
+        raise TemplateError(f"a response is a string, got {type(response).__name__}")
     messages = prompt_messages(prompt)
     templated = bool(getattr(tokenizer, "chat_template", None))
-    if use_chat_template is None:
-        use_chat_template = templated
-    if use_chat_template:
-        enc = _encode_with_template(tokenizer, messages, response)
-    else:
-        enc = _encode_plain(tokenizer, messages, response)
-    return truncate(enc, max_length, truncation, _special_wrap(tokenizer))
+    use_template = templated if use_chat_template is None else use_chat_template
+    encode = _encode_with_template if use_template else _encode_plain
+
+    def build(msgs: list[dict[str, str]], resp: str) -> EncodedConversation:
+        return encode(tokenizer, msgs, resp)
+
+    enc = build(messages, response)
+    if max_length is None or len(enc) <= max_length:
+        return enc
+    if truncation == "error":
+        raise SequenceTooLongError(
+            f"conversation has {len(enc)} tokens, more than max_length={max_length}; shorten it "
+            "or pass truncation='left' (drop the oldest prompt content) or 'right' (drop the end "
+            "of the response)"
+        )
+    if truncation == "right":
+        return _truncate_response(tokenizer, build, messages, response, max_length)
+    return _truncate_prompt(tokenizer, build, messages, response, max_length)
 
 
+# -- truncation that keeps the template's fixed parts ------------------------------------------
+def _content_tokens(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _largest_fitting(n: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest ``k`` in ``[0, n]`` with ``fits(k)`` (binary search; ``fits`` is monotone up
+    to tokenizer merges, so the answer is re-checked by the caller)."""
+    if not fits(0):
+        return None
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _truncate_response(tokenizer, build, messages, response, max_length) -> EncodedConversation:
+    toks = _content_tokens(tokenizer, response)
+    cache: dict[int, EncodedConversation] = {}
+
+    def attempt(k: int) -> EncodedConversation:
+        if k not in cache:
+            cache[k] = build(messages, tokenizer.decode(toks[:k]) if k else "")
+        return cache[k]
+
+    k = _largest_fitting(len(toks), lambda k: len(attempt(k)) <= max_length)
+    if k is None:
+        raise SequenceTooLongError(
+            f"the prompt alone takes {len(attempt(0))} tokens with the template, more than "
+            f"max_length={max_length}: truncation='right' only cuts the response; use 'left'"
+        )
+    return attempt(k)
+
+
+def _truncate_prompt(tokenizer, build, messages, response, max_length) -> EncodedConversation:
+    contents = [_content_tokens(tokenizer, m["content"]) for m in messages]
+    total = sum(len(c) for c in contents)
+    cache: dict[int, EncodedConversation] = {}
+
+    def attempt(drop: int) -> EncodedConversation:
+        if drop not in cache:
+            cache[drop] = build(_drop_oldest(tokenizer, messages, contents, drop), response)
+        return cache[drop]
+
+    kept = _largest_fitting(total, lambda keep: len(attempt(total - keep)) <= max_length)
+    if kept is None:
+        raise SequenceTooLongError(
+            f"the response alone takes {len(attempt(total))} tokens with the template, more "
+            f"than max_length={max_length}: truncation='left' only cuts the prompt; use 'right'"
+        )
+    return attempt(total - kept)
+
+
+def _drop_oldest(tokenizer, messages, contents, drop: int) -> list[dict[str, str]]:
+    """Messages with the ``drop`` oldest content tokens removed. Emptied turns disappear, but
+    the last message (the one the response answers) always stays, possibly empty; a leading
+    assistant turn left without its user turn goes too."""
+    out: list[dict[str, str]] = []
+    last = len(messages) - 1
+    for i, (m, toks) in enumerate(zip(messages, contents, strict=True)):
+        cut = min(drop, len(toks))
+        drop -= cut
+        rest = toks[cut:]
+        if not rest and i < last:
+            continue
+        text = m["content"] if cut == 0 else (tokenizer.decode(rest) if rest else "")
+        out.append({**m, "content": text})
+    while len(out) > 1 and out[0]["role"] == "assistant":
+        out.pop(0)
+    return out
+
+
+# -- template and plain encodings --------------------------------------------------------------
 def _template_ids(tokenizer: Any, messages: list[dict], add_generation_prompt: bool) -> list[int]:
-    out = tokenizer.apply_chat_template(
-        messages, tokenize=True, add_generation_prompt=add_generation_prompt
-    )
+    try:
+        out = tokenizer.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=add_generation_prompt
+        )
+    except Exception as err:  # jinja2 raise_exception, TemplateError, missing fields ...
+        roles = [m.get("role") for m in messages]
+        raise TemplateError(
+            f"the tokenizer's chat template rejected a conversation with roles {roles}: {err}. "
+            "Fix the messages (many templates accept only alternating user/assistant turns, some "
+            "no system role), or pass use_chat_template=False for the plain HH format"
+        ) from err
     if not isinstance(out, list):  # BatchEncoding in some versions
         out = out["input_ids"]
     ids = [int(i) for i in out]
@@ -94,7 +273,11 @@ def _encode_with_template(tokenizer, messages, response) -> EncodedConversation:
     full = _template_ids(tokenizer, [*messages, {"role": "assistant", "content": response}], False)
     head = _template_ids(tokenizer, messages, True)
     start = len(head) if full[: len(head)] == head else _common_prefix(full, head)
-    return EncodedConversation(ids=tuple(full), response_start=start)
+    empty = _template_ids(tokenizer, [*messages, {"role": "assistant", "content": ""}], False)
+    n_suffix = min(_common_suffix(full, empty), len(full) - start)
+    return EncodedConversation(
+        ids=tuple(full), response_start=start, response_end=len(full) - n_suffix
+    )
 
 
 def _special_wrap(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -111,54 +294,69 @@ def _encode_plain(tokenizer, messages, response) -> EncodedConversation:
     names = {"user": "Human", "assistant": "Assistant", "system": "System"}
     text = "".join(f"\n\n{names.get(m['role'], 'Human')}: {m['content']}" for m in messages)
     prefix, suffix = _special_wrap(tokenizer)
-    head = prefix + list(tokenizer(text + "\n\nAssistant:", add_special_tokens=False)["input_ids"])
-    body = list(tokenizer(" " + response, add_special_tokens=False)["input_ids"])
-    return EncodedConversation(ids=tuple(head + body + suffix), response_start=len(head))
+    head = prefix + _content_tokens(tokenizer, text + "\n\nAssistant:")
+    body = _content_tokens(tokenizer, " " + response) if response else []
+    ids = head + body + suffix
+    return EncodedConversation(
+        ids=tuple(ids), response_start=len(head), response_end=len(ids) - len(suffix)
+    )
 
 
-def truncate(
-    enc: EncodedConversation,
-    max_length: int | None,
-    truncation: Truncation,
-    wrap: tuple[list[int], list[int]] = ([], []),
-) -> EncodedConversation:
-    if max_length is None or len(enc) <= max_length:
-        return enc
-    excess = len(enc) - max_length
-    if truncation == "error":
-        raise SequenceTooLongError(
-            f"conversation has {len(enc)} tokens, more than max_length={max_length}; shorten it or "
-            "pass truncation='left' (drop the start of the prompt) or 'right' (drop the end of "
-            "the response)"
-        )
-    n_pre, n_suf = len(wrap[0]), len(wrap[1])
-    ids = list(enc.ids)
-    if truncation == "left":
-        if excess > enc.response_start - n_pre:
-            raise SequenceTooLongError("the response alone exceeds max_length; use 'right'")
-        ids = ids[:n_pre] + ids[n_pre + excess :]
-        return EncodedConversation(tuple(ids), enc.response_start - excess)
-    end = len(ids) - n_suf
-    if end - excess <= enc.response_start:
-        raise SequenceTooLongError("the prompt alone exceeds max_length; use 'left'")
-    ids = ids[: end - excess] + ids[end:]
-    return EncodedConversation(tuple(ids), enc.response_start)
+def unknown_token_share(tokenizer: Any, enc: EncodedConversation) -> float:
+    """Share of the conversation's tokens that are the tokenizer's unknown token."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None or not len(enc):
+        return 0.0
+    return sum(1 for i in enc.ids if i == unk) / len(enc)
+
+
+_warned_unknown: set[int] = set()
+
+
+def warn_unknown_tokens(tokenizer: Any, enc: EncodedConversation, templated: bool) -> None:
+    """Warn once per tokenizer when more than ``UNK_WARN_SHARE`` of a sequence is unknown."""
+    share = unknown_token_share(tokenizer, enc)
+    if share <= UNK_WARN_SHARE or id(tokenizer) in _warned_unknown:
+        return
+    _warned_unknown.add(id(tokenizer))
+    how = "the tokenizer's chat template" if templated else "the plain HH fallback format"
+    warnings.warn(
+        f"{share:.0%} of this conversation's {len(enc)} tokens became the unknown token "
+        f"{getattr(tokenizer, 'unk_token', None)!r} (encoded with {how}); the tokenizer does not "
+        "know these words or markers, so rewards will be meaningless. Check the vocabulary "
+        "(tokenizer.convert_ids_to_tokens(enc.ids)) or the template.",
+        UnknownTokenWarning,
+        stacklevel=3,
+    )
+
+
+class UnknownTokenWarning(UserWarning):
+    """Much of an encoded sequence is the tokenizer's unknown token."""
 
 
 def pad_batch(
-    sequences: Sequence[Sequence[int]], pad_token_id: int | None
+    sequences: Sequence[Sequence[int] | EncodedConversation], pad_token_id: int | None
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """Right-pad id sequences; returns ``(input_ids, attention_mask)``."""
+    """Right-pad id sequences (or :class:`EncodedConversation`\\ s); returns
+    ``(input_ids, attention_mask)``."""
+    seqs = [s.ids if isinstance(s, EncodedConversation) else s for s in sequences]
+    if not seqs:
+        raise EmptyInputError("pad_batch got no sequences")
+    if any(len(s) == 0 for s in seqs):
+        raise EmptyInputError(
+            f"sequence {[len(s) for s in seqs].index(0)} has no token ids; a reward needs at "
+            "least one token"
+        )
     if pad_token_id is None:
-        if len(sequences) > 1:
+        if len(seqs) > 1:
             raise MissingPadTokenError(
                 "cannot batch several sequences without a pad token id; set tokenizer.pad_token"
             )
         pad_token_id = 0
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, seq in enumerate(sequences):
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, seq in enumerate(seqs):
         ids[i, : len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
         mask[i, : len(seq)] = 1
     return ids, mask
@@ -171,6 +369,10 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def _common_suffix(a: Sequence[int], b: Sequence[int]) -> int:
+    return _common_prefix(list(reversed(a)), list(reversed(b)))
 
 
 def _find(haystack: list[int], needle: list[int]) -> int:

@@ -32,7 +32,7 @@ from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
-from .armorm import gating_positions
+from .armorm_module import gating_positions
 from .errors import (
     RewardLensError,
     SequenceTooLongError,

@@ -17,7 +17,7 @@ import torch
 import transformers
 from torch import nn
 
-from .armorm import LlamaForRewardModelWithGating, armorm_config
+from .armorm_module import LlamaForRewardModelWithGating, armorm_config
 
 VOCAB = 97
 PAD = 0

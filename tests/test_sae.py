@@ -330,7 +330,7 @@ def test_planted_feature_report_on_a_stub_task(llama, trained_mid):
     import random
     from types import SimpleNamespace
 
-    from reward_lens_tl.sae.ground_truth import (
+    from reward_lens_tl.sae.zoo_features import (
         column_correlations,
         latent_table,
         planted_feature_report,
@@ -391,8 +391,8 @@ def test_zoo_planted_features_have_matching_latents():
     topic_match and harmful are read on their tokens at blocks.0.hook_resid_post (summed
     activation); length and sycophancy at the reward token of the final residual, where the
     model gathers them. Two 128-latent k=8 TopK SAEs, seed 0 (≈ 4 s of training each on one
-    thread); seeds 1 and 2 pass as well (see reward_lens_tl.sae.ground_truth)."""
-    from reward_lens_tl.sae.ground_truth import ZOO_PLAN, zoo_ground_truth
+    thread); seeds 1 and 2 pass as well (see reward_lens_tl.sae.zoo_features)."""
+    from reward_lens_tl.sae.zoo_features import ZOO_PLAN, zoo_ground_truth
 
     model, task = _zoo()
     report, trained = zoo_ground_truth(model, task)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..armorm import (
+from ..armorm_module import (
     ARMORM_ARCHITECTURE,
     LLAMA3_GATING_PATTERN,
     LlamaForRewardModelWithGating,

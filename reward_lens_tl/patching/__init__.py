@@ -41,7 +41,7 @@ from .compare import (
 )
 from .errors import AlignmentError, PatchingError, UnsupportedModelError
 from .grids import Grid, make_grid
-from .ground_truth import (
+from .mechanisms import (
     CausalGroundTruth,
     HeadSets,
     Localization,

@@ -32,7 +32,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..attribution import direct_attribution
-from ..ground_truth import encode_example
+from ..contrast import encode_example
 from ..inputs import EncodedConversation
 from ..pairs import encoded_pair
 from ..results import new_axes

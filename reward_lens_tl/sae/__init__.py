@@ -10,7 +10,7 @@
 - :mod:`.contexts`: max-activating contexts;
 - :mod:`.concepts`: difference-of-means concept vectors, their alignment with the reward
   direction and SAE decoders, and their causal effect;
-- :mod:`.ground_truth`: which latents recover the zoo's planted features.
+- :mod:`.zoo_features`: which latents recover the zoo's planted features.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
@@ -52,13 +52,6 @@ from .concepts import (
 )
 from .contexts import max_activating_contexts
 from .errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
-from .ground_truth import (
-    ZOO_PLAN,
-    planted_feature_report,
-    train_zoo_sae,
-    zoo_ground_truth,
-    zoo_plan,
-)
 from .results import (
     AtPCheck,
     ConceptVectors,
@@ -71,6 +64,13 @@ from .results import (
 )
 from .splice import add_sae, run_with_cache_with_saes, splice_report, spliced
 from .training import TrainedSAE, load_sae, sae_stats, save_sae, train_topk_sae
+from .zoo_features import (
+    ZOO_PLAN,
+    planted_feature_report,
+    train_zoo_sae,
+    zoo_ground_truth,
+    zoo_plan,
+)
 
 __all__ = [
     "ZOO_PLAN",

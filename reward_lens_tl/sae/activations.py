@@ -110,7 +110,7 @@ def _is_pair(item: Any) -> bool:
 
 def _as_encoded_pair(pair: Any):
     if hasattr(pair, "edited"):
-        from ..ground_truth import encode_contrast
+        from ..contrast import encode_contrast
 
         return encode_contrast(pair)
     return pair

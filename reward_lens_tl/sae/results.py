@@ -410,7 +410,7 @@ class ConceptVectors:
 
 @dataclass(frozen=True)
 class GroundTruthRow:
-    """One planted feature: the latent that matches it (see :mod:`.ground_truth`)."""
+    """One planted feature: the latent that matches it (see :mod:`.zoo_features`)."""
 
     feature: str
     hook_name: str

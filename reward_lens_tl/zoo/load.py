@@ -18,7 +18,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from reward_lens_tl.armorm import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
+from reward_lens_tl.armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
 from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
 

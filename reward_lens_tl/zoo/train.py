@@ -26,7 +26,7 @@ import transformers
 from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForSequenceClassification
 
-from reward_lens_tl.armorm import LlamaForRewardModelWithGating, armorm_config
+from reward_lens_tl.armorm_module import LlamaForRewardModelWithGating, armorm_config
 from reward_lens_tl.zoo.artifacts import save_zoo_model, weights_sha256
 from reward_lens_tl.zoo.data import (
     OBJECTIVES,

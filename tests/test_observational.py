@@ -12,7 +12,7 @@ feature.
 import pytest
 import torch
 
-from reward_lens_tl.ground_truth import observational_ground_truth
+from reward_lens_tl.observational import observational_ground_truth
 from reward_lens_tl.zoo import load_task, zoo_path
 
 pytestmark = pytest.mark.skipif(

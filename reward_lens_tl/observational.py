@@ -27,7 +27,8 @@ import torch
 from scipy import stats
 
 from .attribution import attribute_pairs, direct_attribution
-from .inputs import EncodedConversation, pad_batch
+from .contrast import encode_contrast
+from .inputs import pad_batch
 from .lens import pair_lens
 
 
@@ -80,17 +81,6 @@ class ObservationalReport:
 
     def __getitem__(self, feature: str) -> FeatureFindings:
         return next(f for f in self.findings if f.feature == feature)
-
-
-def encode_example(example) -> EncodedConversation:
-    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response start) as an
-    :class:`EncodedConversation`."""
-    return EncodedConversation(ids=tuple(example.input_ids), response_start=example.response_start)
-
-
-def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
-    """``(edited, base)`` as encoded conversations (edited plays "chosen")."""
-    return encode_example(pair.edited), encode_example(pair.base)
 
 
 def observational_ground_truth(

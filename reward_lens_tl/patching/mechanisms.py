@@ -39,7 +39,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from ..ground_truth import encode_contrast
+from ..contrast import encode_contrast
 from ..inputs import pad_batch
 from ..results import new_axes
 from .activation import activation_patching, chunk_memory_bytes

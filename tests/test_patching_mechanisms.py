@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.ground_truth import encode_contrast
+from reward_lens_tl.contrast import encode_contrast
 from reward_lens_tl.patching import PatchingError, activation_patching
-from reward_lens_tl.patching import ground_truth as gt
+from reward_lens_tl.patching import mechanisms as gt
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 
 N = 50
