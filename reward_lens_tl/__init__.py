@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "HookedRewardModel": "model",
     "HookedArmoRM": "model",
-    "load_reward_model": "loading",
+    "load_reward_model": "model",
     "adapter_for": "adapters",
     "register_adapter": "adapters",
     "supported_architectures": "adapters",
@@ -44,8 +44,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from .adapters import adapter_for, register_adapter, supported_architectures
     from .inputs import EncodedConversation, encode_conversation, pad_batch
-    from .loading import load_reward_model
-    from .model import HookedArmoRM, HookedRewardModel
+    from .model import HookedArmoRM, HookedRewardModel, load_reward_model
 
 
 def __getattr__(name: str):

@@ -96,3 +96,7 @@ class DataFormatError(RewardLensError, ValueError):
 class InvalidArgumentError(RewardLensError, ValueError):
     """An argument outside its valid range (an index past the end, a non-positive batch size);
     the message names the argument and the valid range."""
+
+
+class MissingFileError(CheckpointError, FileNotFoundError):
+    """A path that does not exist, or a checkpoint directory without ``config.json``."""

@@ -1,42 +1,64 @@
-"""Loading: an HF reward model (in memory or a local directory) → ``HookedRewardModel``.
+"""Conversion: an HF reward model (in memory or a local directory) → the pieces of a
+``HookedRewardModel``.
 
 The steps are the same for every family; the adapter supplies what differs:
 
-1. resolve the input: a local directory is read with ``local_files_only`` from safetensors
-   (pickle weights and remote code are refused); an in-memory model is used as it is and never
-   modified;
+1. resolve the input: a local directory is read as untrusted input (:mod:`.checkpoint`:
+   config checked before transformers sees it, safetensors only, no remote code, missing or
+   unexpected tensors refused); an in-memory model is used as it is and never modified;
 2. check every parameter is finite;
-3. the adapter builds the TL config and the state dict; the reward head becomes ``unembed``;
-4. TL folds the weights (in float32; ``center_unembed`` is always off), then the model is cast;
-5. optionally (by default for the generic adapter) the result is checked against HF.
+3. the adapter builds the TL config and the state dict; the reward head becomes ``unembed``.
+
+:meth:`HookedRewardModel.from_pretrained <reward_lens_tl.model.HookedRewardModel.from_pretrained>`
+then lets TL fold the weights (in float32; ``center_unembed`` is always off), casts, and
+optionally checks the result against HF with :func:`verify_parity`. This module does not import
+the model module (the model imports it), so there is no import cycle.
 
 >>> from reward_lens_tl.testing import tiny_reward_model
->>> model = load_reward_model(tiny_reward_model("gpt2"))
->>> model.cfg.d_vocab_out, model.cfg.normalization_type
-(1, 'LNPre')
+>>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
+>>> conversion.cfg.d_vocab_out, conversion.adapter.model_kind
+(1, 'scalar')
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .adapters import ConversionOptions, RewardModelAdapter, adapter_for
 from .adapters.base import pad_token_id_of
+from .checkpoint import checkpoint_dir, load_config, load_tokenizer
 from .errors import (
     ConversionMismatchError,
     NonFiniteWeightsError,
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
-from .model import MODEL_KINDS, HookedRewardModel
 
 
-def load_reward_model(
+@dataclass
+class Conversion:
+    """Everything needed to build the hooked model: config, float32 state dict (head included)
+    and the facts the model keeps (pad/EOS ids, objective names, tokenizer, extra modules)."""
+
+    hf_model: nn.Module
+    adapter: RewardModelAdapter
+    cfg: Any
+    state_dict: dict[str, Tensor]
+    objective_names: tuple[str, ...]
+    pad_token_id: int | None
+    eos_token_id: int | None
+    tokenizer: Any
+    fold_flags: dict[str, bool]
+    extras: dict[str, Any]
+
+
+def convert_hf_model(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any = None,
     *,
@@ -48,20 +70,8 @@ def load_reward_model(
     n_ctx: int | None = None,
     objective_names: list[str] | None = None,
     adapter: RewardModelAdapter | None = None,
-    verify: bool | None = None,
-) -> HookedRewardModel:
-    """Convert a reward model. Options:
-
-    - ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
-      (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
-    - ``dtype``: the converted model's dtype (folding always happens in float32 first);
-    - ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's
-      rotary tables);
-    - ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1``
-      on a scalar family);
-    - ``adapter``: force an adapter instead of looking one up by architecture;
-    - ``verify``: compare with the HF model on random tokens and raise on disagreement.
-    """
+) -> Conversion:
+    """Read and convert; see :func:`reward_lens_tl.model.load_reward_model` for the options."""
     hf_model, hf_config, path = resolve_hf_model(model_or_path, adapter)
     adapter = adapter or adapter_for(hf_config)
     check_finite(hf_model)
@@ -76,16 +86,7 @@ def load_reward_model(
     }
     state_dict["unembed.W_U"] = head.W.float()
     state_dict["unembed.b_U"] = head.b.float()
-
-    tokenizer = tokenizer if tokenizer is not None else load_local_tokenizer(path)
-    model = MODEL_KINDS[adapter.model_kind](
-        cfg,
-        adapter=adapter,
-        pad_token_id=resolve_pad_token_id(hf_config, tokenizer),
-        eos_token_id=getattr(hf_config, "eos_token_id", None),
-        objective_names=head.objective_names,
-        tokenizer=tokenizer,
-    )
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
     flags = adapter.fold_options(
         dict(
             fold_ln=fold_ln,
@@ -93,16 +94,18 @@ def load_reward_model(
             fold_value_biases=fold_value_biases,
         )
     )
-    model.load_and_process_state_dict(state_dict, refactor_factored_attn_matrices=False, **flags)
-    extras = adapter.extra_modules(hf_model, cfg, fold_ln)
-    if extras:
-        model.attach_gating(**extras)
-    if dtype != torch.float32:
-        model = model.to(dtype)
-    model.eval()
-    if verify if verify is not None else adapter.verify_by_default:
-        verify_parity(model, hf_model, adapter)
-    return model
+    return Conversion(
+        hf_model=hf_model,
+        adapter=adapter,
+        cfg=cfg,
+        state_dict=state_dict,
+        objective_names=head.objective_names,
+        pad_token_id=resolve_pad_token_id(hf_config, tokenizer),
+        eos_token_id=getattr(hf_config, "eos_token_id", None),
+        tokenizer=tokenizer,
+        fold_flags=flags,
+        extras=adapter.extra_modules(hf_model, cfg, fold_ln),
+    )
 
 
 def resolve_hf_model(
@@ -114,20 +117,13 @@ def resolve_hf_model(
         if not getattr(config, "architectures", None):
             config.architectures = [type(model_or_path).__name__]
         return model_or_path, config, None
-    path = Path(model_or_path)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(
-            f"{path} is not a local checkpoint directory (no config.json). reward-lens-tl never "
-            "downloads: save the model with save_pretrained(dir) and pass that directory"
-        )
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    path = checkpoint_dir(model_or_path)
+    config = load_config(path)
     try:
         adapter = adapter or adapter_for(config)
     except UnsupportedArchitectureError as err:
         if getattr(config, "auto_map", None):
-            raise UnsupportedArchitectureError(
+            raise UnsafeCheckpointError(
                 f"{err} This checkpoint ships remote code (auto_map), which reward-lens-tl never "
                 "executes."
             ) from None
@@ -145,22 +141,6 @@ def check_finite(hf_model: nn.Module) -> None:
             )
 
 
-def load_local_tokenizer(path: Path | None):
-    if path is None or not any(
-        (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
-    ):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise UnsafeCheckpointError(
-            f"could not load the tokenizer in {path} without remote code ({err}); pass "
-            "tokenizer= explicitly"
-        ) from err
-
-
 def resolve_pad_token_id(hf_config: Any, tokenizer: Any) -> int | None:
     pad = pad_token_id_of(hf_config)
     if pad is None and tokenizer is not None:
@@ -170,7 +150,7 @@ def resolve_pad_token_id(hf_config: Any, tokenizer: Any) -> int | None:
 
 @torch.no_grad()
 def verify_parity(
-    model: HookedRewardModel,
+    model,
     hf_model: nn.Module,
     adapter: RewardModelAdapter,
     *,

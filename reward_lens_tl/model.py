@@ -40,6 +40,7 @@ from .errors import (
     TokenOutOfVocabError,
     UnknownHookError,
 )
+from .loading import convert_hf_model, verify_parity
 
 
 class HookedRewardModel(HookedSAETransformer):
@@ -69,11 +70,10 @@ class HookedRewardModel(HookedSAETransformer):
     def from_pretrained(cls, model_or_path, tokenizer=None, **kwargs) -> HookedRewardModel:
         """Convert an in-memory HF reward model or a local checkpoint directory.
 
-        See :func:`reward_lens_tl.loading.load_reward_model` for every option. Never touches
-        the network, never runs remote code, and leaves the HF model unmodified.
+        See :func:`load_reward_model` for every option. Never touches the network, never runs
+        remote code, and leaves the HF model unmodified. The class built is the one the
+        adapter asks for (e.g. :class:`HookedArmoRM` for gated multi-objective heads).
         """
-        from .loading import load_reward_model
-
         return load_reward_model(model_or_path, tokenizer, **kwargs)
 
     @classmethod
@@ -394,3 +394,67 @@ MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
     "scalar": HookedRewardModel,
     "armorm": HookedArmoRM,
 }
+
+
+def load_reward_model(
+    model_or_path,
+    tokenizer: Any = None,
+    *,
+    fold_ln: bool = True,
+    center_writing_weights: bool = True,
+    fold_value_biases: bool = True,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+    n_ctx: int | None = None,
+    objective_names: list[str] | None = None,
+    adapter: RewardModelAdapter | None = None,
+    verify: bool | None = None,
+) -> HookedRewardModel:
+    """Convert a reward model (an HF module, or a local checkpoint directory read as
+    untrusted input: see :mod:`reward_lens_tl.checkpoint`). Options:
+
+    - ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
+      (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
+    - ``dtype``: the converted model's dtype (folding always happens in float32 first);
+    - ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's
+      rotary tables);
+    - ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1``
+      on a scalar family);
+    - ``adapter``: force an adapter instead of looking one up by architecture;
+    - ``verify``: compare with the HF model on random tokens and raise on disagreement.
+
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
+    'LNPre'
+    """
+    conv = convert_hf_model(
+        model_or_path,
+        tokenizer,
+        fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights,
+        fold_value_biases=fold_value_biases,
+        dtype=dtype,
+        device=device,
+        n_ctx=n_ctx,
+        objective_names=objective_names,
+        adapter=adapter,
+    )
+    model = MODEL_KINDS[conv.adapter.model_kind](
+        conv.cfg,
+        adapter=conv.adapter,
+        pad_token_id=conv.pad_token_id,
+        eos_token_id=conv.eos_token_id,
+        objective_names=conv.objective_names,
+        tokenizer=conv.tokenizer,
+    )
+    model.load_and_process_state_dict(
+        conv.state_dict, refactor_factored_attn_matrices=False, **conv.fold_flags
+    )
+    if conv.extras:
+        model.attach_gating(**conv.extras)
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    model.eval()
+    if verify if verify is not None else conv.adapter.verify_by_default:
+        verify_parity(model, conv.hf_model, conv.adapter)
+    return model

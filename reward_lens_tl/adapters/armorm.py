@@ -1,7 +1,7 @@
 """Adapter for ArmoRM-style multi-objective heads (``LlamaForRewardModelWithGating``).
 
 The checkpoint's remote code is never run: weights load into the local re-implementation in
-:mod:`reward_lens_tl.armorm`, which has the same state-dict names.
+:mod:`reward_lens_tl.armorm_module`, which has the same state-dict names.
 """
 
 from __future__ import annotations

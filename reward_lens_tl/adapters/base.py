@@ -22,7 +22,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens import HookedTransformerConfig
 
-from ..errors import MissingPadTokenError, RewardHeadError, UnsafeCheckpointError
+from ..errors import MissingPadTokenError, RewardHeadError
 
 
 @dataclass(frozen=True)
@@ -107,26 +107,15 @@ class RewardModelAdapter:
         return getattr(transformers, hf_config.architectures[0])
 
     def load_hf(self, path: Path, hf_config: Any) -> nn.Module:
-        """Load the HF model from a local directory, from safetensors only, never remote code."""
-        if not any(path.glob("*.safetensors")):
-            raise UnsafeCheckpointError(
-                f"{path} has no *.safetensors weights; pickle checkpoints (*.bin, *.pt) are "
-                "refused because loading them can execute code. Convert once with "
-                "`model.save_pretrained(dir, safe_serialization=True)` in a trusted environment."
-            )
-        cls = self.model_class(hf_config)
-        model = cls.from_pretrained(
-            path,
-            config=hf_config,
-            local_files_only=True,
-            use_safetensors=True,
-            dtype=torch.float32,
-        )
-        return model.eval()
+        """Load the HF model from a local directory: safetensors only, never remote code, and
+        missing or unexpected tensors refused (see :mod:`reward_lens_tl.checkpoint`)."""
+        from ..checkpoint import load_weights
+
+        return load_weights(self.model_class(hf_config), path, hf_config)
 
     # -- conversion -----------------------------------------------------------------------
     def tl_config(
-        self, hf_config: Any, options: ConversionOptions
+        self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -58,7 +58,7 @@ class GenericAdapter(RewardModelAdapter):
             data = hf_config.to_dict()
             data["architectures"] = [arch]
             (Path(tmp) / "config.json").write_text(json.dumps(data))
-            cfg_dict = convert_hf_model_config(tmp, local_files_only=True)
+            cfg_dict = convert_hf_model_config(tmp, local_files_only=True, trust_remote_code=False)
         cfg_dict.update(
             d_vocab_out=n_objectives,
             n_ctx=context_length(hf_config, options),

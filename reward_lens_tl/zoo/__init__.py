@@ -5,15 +5,19 @@ rule has known per-token features (``topic_match``, ``harmful``, ``length``, ``s
 explanations can be checked against ground truth. Shipped models (``zoo_path(name)``):
 
 - ``scalar``: ``LlamaForSequenceClassification`` (3 layers, d_model 64, GQA 4/2 heads);
-- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm`) with objectives helpfulness,
+- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm_module`) with objectives helpfulness,
   harmlessness, verbosity and a gate that weighs harmlessness up for prompts with a harmful word;
 - ``reference`` / ``policy``: ``LlamaForCausalLM`` pair, the policy DPO-tuned to the scalar model.
 
 They load offline like any checkpoint::
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    model = AutoModelForSequenceClassification.from_pretrained(zoo_path(), local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(zoo_path())
+    model = AutoModelForSequenceClassification.from_pretrained(
+        zoo_path(), local_files_only=True, trust_remote_code=False
+    )
+    tokenizer = AutoTokenizer.from_pretrained(
+        zoo_path(), local_files_only=True, trust_remote_code=False
+    )
 """
 
 from reward_lens_tl.zoo.evaluate import evaluate_zoo_model

@@ -19,6 +19,7 @@ from transformers import (
 )
 
 from reward_lens_tl.armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
+from reward_lens_tl.checkpoint import SAFE_KWARGS
 from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
 
@@ -44,16 +45,16 @@ def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
     path = _resolve(name_or_path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
     if arch == ARMORM_ARCHITECTURE:
-        model = LlamaForRewardModelWithGating.from_pretrained(path, local_files_only=True)
+        model = LlamaForRewardModelWithGating.from_pretrained(path, **SAFE_KWARGS)
     elif arch == "LlamaForCausalLM":
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, **SAFE_KWARGS)
     else:
-        model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(path, **SAFE_KWARGS)
     return model.eval()
 
 
 def load_tokenizer(name_or_path: str | Path = "scalar") -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(_resolve(name_or_path), local_files_only=True)
+    return AutoTokenizer.from_pretrained(_resolve(name_or_path), **SAFE_KWARGS)
 
 
 def load_metadata(name_or_path: str | Path = "scalar") -> dict:

@@ -3,9 +3,9 @@
 - ``scalar``: ``LlamaForSequenceClassification`` trained with a Bradley–Terry loss on pairs whose
   soft labels are ``sigmoid(score_a - score_b)`` under the hidden rule (so rewards come out in
   rule units up to a constant), with a short-to-long response-length curriculum;
-- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm`), its three objectives regressed on
-  the planted contributions, its gate trained towards the planted gate weights, plus a pairwise
-  term on the gated score;
+- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm_module`), its three objectives
+  regressed on the planted contributions, its gate trained towards the planted gate weights,
+  plus a pairwise term on the gated score;
 - ``reference`` / ``policy``: two ``LlamaForCausalLM`` (see :mod:`reward_lens_tl.zoo.dpo`).
 
 Runs are bitwise reproducible for a seed on a given machine and torch build: every random draw

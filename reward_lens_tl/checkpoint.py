@@ -1,0 +1,232 @@
+"""Reading a checkpoint directory as untrusted input, before transformers touches it.
+
+A checkpoint is a folder someone else wrote. Before any of its files reaches transformers:
+
+- ``config.json`` must parse; a config whose ``model_type`` transformers does not know and that
+  ships code (``auto_map``) is refused with :class:`UnsafeCheckpointError` *before* transformers
+  is asked, so transformers never prompts "[y/N]" on standard input and no ``*.py`` file of the
+  checkpoint is imported;
+- every ``*.safetensors`` file's header must parse and its data must cover the file exactly
+  (a truncated download is a :class:`CheckpointError` naming the file);
+- pickle weights are refused (safetensors only);
+- after loading, missing, unexpected or mis-shaped tensors are a
+  :class:`CheckpointWeightsError` naming them (transformers would fill missing ones with random
+  values and only log it);
+- transformers' loading reports and progress bars are silenced while we load.
+
+Every transformers entry point here passes ``trust_remote_code=False`` and ``local_files_only``.
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "config.json").write_text("{not json")
+>>> try:
+...     read_config_dict(d)
+... except CheckpointError as err:
+...     print(type(err).__name__)
+CheckpointError
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import (
+    CheckpointError,
+    CheckpointWeightsError,
+    MissingFileError,
+    TokenizerLoadError,
+    UnsafeCheckpointError,
+    UnsupportedArchitectureError,
+)
+
+#: Keyword arguments every transformers ``from_pretrained`` call here carries.
+SAFE_KWARGS: dict[str, Any] = {"local_files_only": True, "trust_remote_code": False}
+_MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
+
+
+def checkpoint_dir(path: str | Path) -> Path:
+    """``path`` as a checkpoint directory that exists and holds ``config.json``."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingFileError(
+            f"{path} does not exist. reward-lens-tl never downloads: save the model with "
+            "save_pretrained(dir) and pass that directory"
+        )
+    if not (path / "config.json").is_file():
+        raise MissingFileError(
+            f"{path} is not a checkpoint directory (no config.json). reward-lens-tl never "
+            "downloads: save the model with save_pretrained(dir) and pass that directory"
+        )
+    return path
+
+
+def read_config_dict(path: Path) -> dict[str, Any]:
+    """``config.json`` as a dict; a typed error naming the file when it is not a JSON object."""
+    file = Path(path) / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(
+            f"{file} is not valid JSON ({err}); the checkpoint is corrupt"
+        ) from err
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{file} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def refuse_remote_code(config: dict[str, Any], path: Path) -> None:
+    """Refuse a config that only remote code could load, before transformers sees it."""
+    from transformers import CONFIG_MAPPING
+
+    model_type = config.get("model_type")
+    if model_type in CONFIG_MAPPING:
+        return
+    if config.get("auto_map"):
+        raise UnsafeCheckpointError(
+            f"{path / 'config.json'} has model_type {model_type!r}, which transformers does not "
+            "know, and ships its own code (auto_map). reward-lens-tl never imports or runs a "
+            "checkpoint's code; convert the model to a supported architecture in a trusted "
+            "environment, or register an adapter for it"
+        )
+    raise UnsupportedArchitectureError(
+        f"{path / 'config.json'} has model_type {model_type!r}, which this transformers version "
+        "does not know"
+    )
+
+
+def load_config(path: Path):
+    """The checked HF config of a checkpoint directory (no remote code, no network)."""
+    from transformers import AutoConfig
+
+    refuse_remote_code(read_config_dict(path), path)
+    with quiet_transformers():
+        try:
+            return AutoConfig.from_pretrained(path, **SAFE_KWARGS)
+        except (ValueError, KeyError, TypeError, OSError) as err:
+            raise CheckpointError(f"{path / 'config.json'} cannot be read: {err}") from err
+
+
+def safetensors_header(file: Path) -> dict[str, Any]:
+    """The tensor table of one safetensors file, checked against the file's size."""
+    size = file.stat().st_size
+    with open(file, "rb") as fh:
+        raw = fh.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(f"{file} is truncated ({size} bytes): not a safetensors file")
+        (n_header,) = struct.unpack("<Q", raw)
+        if n_header > min(_MAX_HEADER, size - 8):
+            raise CheckpointError(
+                f"{file} is truncated or not a safetensors file (header of {n_header} bytes in a "
+                f"file of {size})"
+            )
+        try:
+            header = json.loads(fh.read(n_header))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CheckpointError(f"{file} has a corrupt safetensors header ({err})") from err
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+    if 8 + n_header + end != size:
+        raise CheckpointError(
+            f"{file} is truncated or padded: its header describes {8 + n_header + end} bytes, the "
+            f"file has {size}. Re-save or re-download the checkpoint"
+        )
+    return tensors
+
+
+def check_weight_files(path: Path) -> list[Path]:
+    """The checkpoint's safetensors files, each header checked; pickle-only folders refused."""
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise UnsafeCheckpointError(
+            f"{path} has no *.safetensors weights; pickle checkpoints (*.bin, *.pt) are "
+            "refused because loading them can execute code. Convert once with "
+            "`model.save_pretrained(dir, safe_serialization=True)` in a trusted environment."
+        )
+    for file in files:
+        safetensors_header(file)
+    return files
+
+
+def load_weights(cls, path: Path, hf_config: Any, **kwargs):
+    """``cls.from_pretrained`` from safetensors only, refusing missing/unexpected/mis-shaped
+    tensors with :class:`CheckpointWeightsError`."""
+    import torch
+
+    check_weight_files(path)
+    common = dict(SAFE_KWARGS, config=hf_config, use_safetensors=True, dtype=torch.float32)
+    with quiet_transformers():
+        try:
+            model, info = cls.from_pretrained(path, output_loading_info=True, **common, **kwargs)
+        except RuntimeError as err:
+            if "mismatched" not in str(err) and "size" not in str(err):
+                raise CheckpointError(
+                    f"{path}: transformers could not load the weights: {err}"
+                ) from err
+            _, info = cls.from_pretrained(
+                path, output_loading_info=True, ignore_mismatched_sizes=True, **common, **kwargs
+            )
+            raise CheckpointWeightsError(_weights_message(path, info)) from None
+    if info.get("missing_keys") or info.get("unexpected_keys") or info.get("mismatched_keys"):
+        raise CheckpointWeightsError(_weights_message(path, info))
+    return model.eval()
+
+
+def _weights_message(path: Path, info: dict) -> str:
+    parts = []
+    for key, what in (
+        ("missing_keys", "missing (transformers would initialise them randomly)"),
+        ("unexpected_keys", "unexpected (not part of the model the config describes)"),
+        ("mismatched_keys", "of the wrong shape"),
+    ):
+        names = sorted(str(k) for k in info.get(key) or ())
+        if names:
+            shown = ", ".join(names[:8]) + (
+                f" … (+{len(names) - 8} more)" if len(names) > 8 else ""
+            )
+            parts.append(f"{len(names)} tensor(s) {what}: {shown}")
+    hint = (
+        " If the head's size disagrees, config.json's num_labels does not match score.weight."
+        if info.get("mismatched_keys")
+        else ""
+    )
+    return f"{path}: the weights do not match config.json: " + "; ".join(parts) + "." + hint
+
+
+def load_tokenizer(path: Path | None):
+    """The checkpoint's tokenizer, or ``None`` when it has no tokenizer files."""
+    if path is None or not any(
+        (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
+    ):
+        return None
+    from transformers import AutoTokenizer
+
+    with quiet_transformers():
+        try:
+            return AutoTokenizer.from_pretrained(path, **SAFE_KWARGS)
+        except Exception as err:  # tokenizers raises a bare Exception on corrupt JSON
+            raise TokenizerLoadError(
+                f"could not load the tokenizer files in {path} ({type(err).__name__}: {err}); "
+                "fix or remove them, or pass tokenizer= explicitly"
+            ) from err
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load reports and progress bars inside the block (restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
