@@ -22,8 +22,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .errors import EmptyInputError
 from .inputs import Truncation
-from .pairs import pair_batches
+from .pairs import OnError, SkippedPair, check_batch_size, encode_pairs, pair_batches
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,11 @@ class PairScores:
     rejected: Float[Tensor, "n_pairs ..."]
     subsets: tuple[str | None, ...]
     objective_names: tuple[str, ...] = ("reward",)
+    #: Position in the input of each scored pair (pairs skipped with ``on_error="skip"`` are
+    #: absent); and the loader's source record of each, where known.
+    indices: tuple[int, ...] = ()
+    records: tuple[int | None, ...] = ()
+    skipped: tuple[SkippedPair, ...] = ()
 
     @property
     def margins(self) -> Tensor:
@@ -58,7 +64,17 @@ class PairScores:
                 data[f"margin_{name}"] = self.margins[:, i]
         frame = pd.DataFrame({k: v.float().cpu().numpy() for k, v in data.items()})
         frame.insert(0, "subset", list(self.subsets))
+        n = len(frame)
+        frame.insert(0, "record", list(self.records) if self.records else [None] * n)
+        frame.insert(0, "index", list(self.indices) if self.indices else list(range(n)))
         return frame
+
+    def skipped_dataframe(self):
+        """One row per skipped pair: ``index``, ``record``, ``reason``."""
+        import pandas as pd
+
+        rows = [{"index": s.index, "record": s.record, "reason": s.reason} for s in self.skipped]
+        return pd.DataFrame(rows, columns=["index", "record", "reason"])
 
     def top_k(self, k: int = 5, largest: bool = True):
         """The ``k`` pairs with the largest (or smallest) margin, as a dataframe."""
@@ -88,14 +104,25 @@ def score_pairs(
     batch_size: int = 16,
     truncation: Truncation = "error",
     progress: bool = False,
+    on_error: OnError = "raise",
 ) -> PairScores:
-    """Score every pair; chosen and rejected of a chunk run as one batch."""
+    """Score every pair; chosen and rejected of a chunk run as one batch.
+
+    A pair that cannot be encoded (too long for the context under ``truncation``, a prompt the
+    chat template rejects, ...) stops the run with ``on_error="raise"`` (the error names the
+    pair) or, with ``on_error="skip"``, is left out and listed in ``.skipped`` with its index,
+    source record and reason. If every pair is skipped, :class:`EmptyInputError` says why.
+    """
     from tqdm.auto import tqdm
 
+    check_batch_size(batch_size)
     pairs = list(pairs)
+    encoded, kept, skipped = encode_pairs(model, pairs, truncation, on_error)
+    if not encoded:
+        raise EmptyInputError(f"all {len(pairs)} pairs were skipped; the first: {skipped[0]}")
     chosen, rejected = [], []
-    batches = pair_batches(model, pairs, batch_size, truncation)
-    total = -(-len(pairs) // batch_size)
+    batches = pair_batches(model, encoded, batch_size)
+    total = -(-len(encoded) // batch_size)
     with torch.no_grad():
         for ids, mask, n in tqdm(batches, total=total, disable=not progress, desc="scoring"):
             rewards = model.rewards(ids, mask).float().cpu()
@@ -104,6 +131,9 @@ def score_pairs(
     return PairScores(
         chosen=torch.cat(chosen),
         rejected=torch.cat(rejected),
-        subsets=tuple(getattr(p, "subset", None) for p in pairs),
+        subsets=tuple(getattr(pairs[i], "subset", None) for i in kept),
         objective_names=model.objective_names,
+        indices=tuple(kept),
+        records=tuple(getattr(pairs[i], "record", None) for i in kept),
+        skipped=tuple(skipped),
     )

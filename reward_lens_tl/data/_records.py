@@ -12,9 +12,11 @@ turns that into a :class:`MalformedRecordError` naming file, record and field, o
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import warnings
+import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,13 @@ from typing import IO, Any, TypeVar
 
 from reward_lens_tl.data._validate import FieldError, check_id, type_name
 from reward_lens_tl.data.pairs import SkippedRecord, SkippedRecordsWarning
-from reward_lens_tl.errors import MalformedRecordError
+from reward_lens_tl.errors import (
+    DataFormatError,
+    EmptyInputError,
+    InvalidArgumentError,
+    MalformedRecordError,
+    MissingFileError,
+)
 
 T = TypeVar("T")
 RECORD = "<record>"
@@ -36,11 +44,18 @@ class Unparsable:
     reason: str
 
 
-def open_text(path: Path) -> IO[str]:
-    """Open ``path`` as UTF-8 text, decompressing it if it is gzip data."""
+def open_bytes(path: Path) -> IO[bytes]:
+    """Open ``path`` for reading bytes, decompressing it if it is gzip data."""
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
+    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+
+
+def _check_text(path: Path, head: bytes) -> None:
+    if b"\x00" in head:
+        raise DataFormatError(
+            f"{path} looks like a binary file (it contains NUL bytes), not JSON or JSON lines"
+        )
 
 
 def _layout(path: Path) -> str | None:
@@ -52,23 +67,48 @@ def _layout(path: Path) -> str | None:
 
 
 def iter_records(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(index, record)`` for every record of a JSON-list or JSON-lines file."""
+    """``(index, record)`` for every record of a JSON-list or JSON-lines file.
+
+    A JSON-lines line that is not UTF-8 or not JSON becomes an unparsable record (so
+    ``skip_bad=True`` skips that line only); a binary file, a truncated gzip archive or a JSON
+    list that is not UTF-8 raises :class:`DataFormatError` naming the file.
+    """
+    try:
+        yield from _iter_records(path)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise DataFormatError(
+            f"{path} is a truncated or corrupt gzip archive ({err}); re-download it"
+        ) from err
+
+
+def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
     layout = _layout(path)
-    with open_text(path) as f:
-        for line in f:
-            if line.strip():
+    with open_bytes(path) as f:
+        for raw in f:
+            _check_text(path, raw)
+            if raw.strip():
                 break
         else:
             return
-        if layout == "json" or (layout is None and line.lstrip().startswith("[")):
-            yield from enumerate(_json_list(path, line + f.read()))
+        if layout == "json" or (layout is None and raw.lstrip().startswith(b"[")):
+            rest = raw + f.read()
+            _check_text(path, rest)
+            yield from enumerate(_json_list(path, _decode_all(path, rest)))
             return
-        yield 0, _json_line(line)
+        yield 0, _json_line(raw)
         index = 1
-        for line in f:
-            if line.strip():
-                yield index, _json_line(line)
+        for raw in f:
+            if raw.strip():
+                _check_text(path, raw)
+                yield index, _json_line(raw)
                 index += 1
+
+
+def _decode_all(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(f"{path} is not UTF-8 text ({err})") from err
 
 
 def _json_list(path: Path, text: str) -> list[Any]:
@@ -83,7 +123,11 @@ def _json_list(path: Path, text: str) -> list[Any]:
     return data
 
 
-def _json_line(line: str) -> Any:
+def _json_line(raw: bytes) -> Any:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return Unparsable(f"is not valid UTF-8 ({err})")
     try:
         return json.loads(line)
     except json.JSONDecodeError as err:
@@ -169,17 +213,24 @@ def collect(
         if limit is not None and len(items) >= limit:
             break
         try:
-            items.append(parse(index, record))
+            items.append(with_record(parse(index, record), index))
         except FieldError as err:
             skip = SkippedRecord(index, record_id(record, id_key), err.field, err.reason, str(path))
             reject(skip, skip_bad, skipped)
     return items, skipped
 
 
+def with_record(item: T, index: int) -> T:
+    """``item`` with its source record index filled in (items that track one)."""
+    if dataclasses.is_dataclass(item) and getattr(item, "record", 0) is None:
+        return dataclasses.replace(item, record=index)
+    return item
+
+
 def check_limit(limit: int | None) -> None:
     """Refuse a negative or non-integer ``limit``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be None or a non-negative int, got {limit!r}")
 
 
 def warn_skipped(path: Path | str, skipped: list[SkippedRecord], stacklevel: int = 3) -> None:
@@ -196,10 +247,10 @@ def warn_skipped(path: Path | str, skipped: list[SkippedRecord], stacklevel: int
 def expand(path: Path, pattern: str = "*.json") -> list[Path]:
     """``[path]`` for a file; the sorted files matching ``pattern`` below a directory."""
     if not path.exists():
-        raise FileNotFoundError(f"no such file or directory: {path}")
+        raise MissingFileError(f"no such file or directory: {path}")
     if path.is_dir():
         files = sorted(p for p in path.rglob(pattern) if p.is_file())
         if not files:
-            raise FileNotFoundError(f"{path} holds no {pattern} files")
+            raise EmptyInputError(f"{path} holds no {pattern} files")
         return files
     return [path]

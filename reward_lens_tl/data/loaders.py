@@ -38,6 +38,7 @@ from reward_lens_tl.data.formats import (
     parse_hh_transcript,
 )
 from reward_lens_tl.data.pairs import ItemSet, PairSet
+from reward_lens_tl.errors import DataFormatError, EmptyInputError
 
 __all__ = [
     "FORMATS",
@@ -69,7 +70,7 @@ def _canonical(name: str) -> str:
     key = name.strip().lower().replace("_", "-")
     key = _ALIASES.get(key, key)
     if key not in FORMATS:
-        raise ValueError(f"unknown format {name!r}; known formats: {', '.join(FORMATS)}")
+        raise DataFormatError(f"unknown format {name!r}; known formats: {', '.join(FORMATS)}")
     return key
 
 
@@ -84,21 +85,32 @@ def sniff_format(path: str | PathLike[str]) -> str:
     """
     path = Path(path)
     file = expand(path)[0]
-    first = next(iter_records(file), (0, None))[1]
+    first = next(iter_records(file), None)
+    if first is None:
+        raise EmptyInputError(f"{file} is empty: it holds no records, so its format cannot be told")
+    first = first[1]
     if not isinstance(first, dict):
-        raise ValueError(f"cannot tell the format of {file}: its first record is not an object")
+        raise DataFormatError(
+            f"cannot tell the format of {file}: its first record is not a JSON object; pass "
+            f"format= (one of {', '.join(FORMATS)})"
+        )
     keys = set(first)
     if "eval_solution" in keys:
         return "rewardmath"
     if {"score", "solution_reference"} <= keys:
-        raise ValueError(f"{file} holds reward-model scores, not pairs: use load_rewardmath_scores")
+        raise DataFormatError(
+            f"{file} holds reward-model scores, not pairs: use load_rewardmath_scores"
+        )
     if {"input", "output_1", "output_2", "label"} <= keys:
         return "llmbar"
     if {"chosen", "rejected"} <= keys:
         if isinstance(first["chosen"], list):
             return "rm-bench"
         return "rewardbench" if "prompt" in keys else "hh-rlhf"
-    raise ValueError(f"cannot tell the format of {file} from its fields {sorted(keys)}")
+    raise DataFormatError(
+        f"cannot tell the format of {file} from its fields {sorted(keys)}; pass format= (one of "
+        f"{', '.join(FORMATS)})"
+    )
 
 
 def load_pairs(

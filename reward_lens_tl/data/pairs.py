@@ -105,6 +105,8 @@ class PreferencePair:
     rejected: str
     subset: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: 0-based index of the input record this pair came from (set by the loaders).
+    record: int | None = None
 
     def __post_init__(self) -> None:
         _set(self, "prompt", check_prompt(self.prompt))
@@ -139,6 +141,8 @@ class RankedItem:
     wrong: tuple[str, ...]
     id: Hashable | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: 0-based index of the (first) input record this item came from (set by the loaders).
+    record: int | None = None
 
     def __post_init__(self) -> None:
         _set(self, "prompt", check_prompt(self.prompt))
@@ -155,6 +159,7 @@ class RankedItem:
                 self.correct,
                 wrong,
                 metadata={**self.metadata, "id": self.id, "wrong_index": k},
+                record=self.record,
             )
             for k, wrong in enumerate(self.wrong)
         )
@@ -180,6 +185,8 @@ class GridItem:
     subset: str | None = None
     domain: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: 0-based index of the input record this item came from (set by the loaders).
+    record: int | None = None
 
     def __post_init__(self) -> None:
         _set(self, "prompt", check_prompt(self.prompt))
@@ -200,6 +207,7 @@ class GridItem:
                 rejected,
                 subset=self.subset,
                 metadata={**base, "chosen_style": i, "rejected_style": j},
+                record=self.record,
             )
             for i, chosen in enumerate(self.chosen)
             for j, rejected in enumerate(self.rejected)
