@@ -31,17 +31,42 @@ def _score(args) -> int:
     from .model import HookedRewardModel
     from .scoring import score_pairs
 
+    csv = _writable_file(args.csv) if args.csv else None  # fail before a long scoring run
     model = HookedRewardModel.from_pretrained(args.model)
     pairs = load_pairs(args.pairs, format=args.format, limit=args.limit, skip_bad=args.skip_bad)
     scores = score_pairs(
-        model, pairs, batch_size=args.batch_size, truncation=args.truncation, progress=True
+        model,
+        pairs,
+        batch_size=args.batch_size,
+        truncation=args.truncation,
+        progress=True,
+        on_error=args.on_error,
     )
     frame = scores.to_dataframe()
-    if args.csv:
-        frame.to_csv(args.csv, index=False)
-    print(frame.describe().to_string())
+    if csv is not None:
+        frame.to_csv(csv, index=False)
+    print(frame.drop(columns=["index", "record"]).describe().to_string())
     print(f"\naccuracy (chosen > rejected): {scores.accuracy:.4f} over {len(frame)} pairs")
+    if scores.skipped:
+        print(f"skipped {len(scores.skipped)} pair(s) that could not be scored:")
+        for skip in scores.skipped[:20]:
+            print(f"  {skip}")
+        if len(scores.skipped) > 20:
+            print(f"  … and {len(scores.skipped) - 20} more")
     return 0
+
+
+def _writable_file(path: str) -> Path:
+    """``path`` if a file can be written there (its folder exists and is writable)."""
+    from .errors import InvalidArgumentError
+
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InvalidArgumentError(
+            f"cannot write {path}: its folder does not exist or is not writable (or it is a folder)"
+        )
+    return target
 
 
 def _info(args) -> int:
@@ -74,40 +99,86 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reward-lens", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     demo = sub.add_parser("demo", help="run the main job on the shipped zoo model")
     demo.add_argument("--model", default=None, help="local checkpoint (default: zoo scalar)")
     demo.add_argument("--out", default="reports/demo", help="output directory")
     demo.set_defaults(func=_demo)
 
     score = sub.add_parser("score", help="score a preference-pair file with a local checkpoint")
-    score.add_argument("model")
-    score.add_argument("pairs")
-    score.add_argument("--format", default=None)
-    score.add_argument("--limit", type=int, default=None)
-    score.add_argument("--batch-size", type=int, default=16)
-    score.add_argument("--truncation", choices=["error", "left", "right"], default="error")
-    score.add_argument("--skip-bad", action="store_true")
-    score.add_argument("--csv", default=None)
+    score.add_argument("model", help="local checkpoint directory (config.json + safetensors)")
+    score.add_argument("pairs", help="pair file: HH-RLHF, LLMBar, RM-Bench, RewardBench jsonl, …")
+    score.add_argument("--format", default=None, help="the file's format (default: guessed)")
+    score.add_argument("--limit", type=int, default=None, help="score at most this many pairs")
+    score.add_argument("--batch-size", type=int, default=16, help="pairs per forward pass")
+    score.add_argument(
+        "--truncation",
+        choices=["error", "left", "right"],
+        default="error",
+        help="a conversation longer than the context: error, drop the oldest prompt content "
+        "(left) or the end of the response (right); template markers are always kept",
+    )
+    score.add_argument(
+        "--on-error",
+        choices=["raise", "skip"],
+        default="raise",
+        help="a pair that cannot be scored (e.g. too long): stop (raise) or skip and report it",
+    )
+    score.add_argument(
+        "--skip-bad", action="store_true", help="skip malformed records of the file, with a count"
+    )
+    score.add_argument(
+        "--csv", default=None, help="write per-pair scores here (with the input record index)"
+    )
     score.set_defaults(func=_score)
 
     info = sub.add_parser("info", help="describe how a checkpoint converts")
-    info.add_argument("model")
+    info.add_argument("model", help="local checkpoint directory")
     info.set_defaults(func=_info)
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
     train = zoo_sub.add_parser("train", help="regenerate the zoo models")
-    train.add_argument("--out", default="zoo_models")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--which", nargs="+", default=["scalar", "multi", "policy"])
+    train.add_argument("--out", default="zoo_models", help="output directory")
+    train.add_argument("--seed", type=int, default=0, help="training seed")
+    train.add_argument(
+        "--which", nargs="+", default=["scalar", "multi", "policy"], help="models to train"
+    )
     train.add_argument("--fast", action="store_true", help="tiny-step config (for smoke tests)")
     train.set_defaults(func=_zoo_train)
+    _add_debug_flag(sub)
     return parser
+
+
+def _add_debug_flag(sub: argparse._SubParsersAction) -> None:
+    """``--debug`` after any subcommand too (``reward-lens score … --debug``)."""
+    for child in set(sub.choices.values()):
+        if "--debug" not in child._option_string_actions:
+            child.add_argument(
+                "--debug",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="show the full traceback of an error",
+            )
+        for action in child._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_debug_flag(action)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    if args.debug:
+        return args.func(args)
+    from .errors import RewardLensError
+
+    try:
+        return args.func(args)
+    except (RewardLensError, OSError) as err:
+        print(f"reward-lens: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("reward-lens: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ response *content*; the fixed parts always survive (see :func:`encode_conversati
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -310,15 +311,15 @@ def unknown_token_share(tokenizer: Any, enc: EncodedConversation) -> float:
     return sum(1 for i in enc.ids if i == unk) / len(enc)
 
 
-_warned_unknown: set[int] = set()
+_warned_unknown: weakref.WeakSet = weakref.WeakSet()
 
 
 def warn_unknown_tokens(tokenizer: Any, enc: EncodedConversation, templated: bool) -> None:
     """Warn once per tokenizer when more than ``UNK_WARN_SHARE`` of a sequence is unknown."""
     share = unknown_token_share(tokenizer, enc)
-    if share <= UNK_WARN_SHARE or id(tokenizer) in _warned_unknown:
+    if share <= UNK_WARN_SHARE or tokenizer in _warned_unknown:
         return
-    _warned_unknown.add(id(tokenizer))
+    _warned_unknown.add(tokenizer)
     how = "the tokenizer's chat template" if templated else "the plain HH fallback format"
     warnings.warn(
         f"{share:.0%} of this conversation's {len(enc)} tokens became the unknown token "

@@ -34,6 +34,7 @@ from transformer_lens.hook_points import HookPoint
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .errors import (
+    EmptyInputError,
     RewardLensError,
     SequenceTooLongError,
     ShapeMismatchError,
@@ -132,6 +133,11 @@ class HookedRewardModel(HookedSAETransformer):
         if tokens.ndim != 2 or tokens.dtype.is_floating_point:
             raise ShapeMismatchError(
                 f"expected integer token ids [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}"
+            )
+        if tokens.shape[1] == 0 or tokens.shape[0] == 0:
+            raise EmptyInputError(
+                f"token ids of shape {tuple(tokens.shape)}: a reward needs at least one token in "
+                "at least one sequence"
             )
         if tokens.shape[1] > self.cfg.n_ctx:
             raise SequenceTooLongError(
@@ -319,11 +325,21 @@ class HookedRewardModel(HookedSAETransformer):
 
     # -- text convenience -----------------------------------------------------------------
     def encode(self, prompt, response, **kwargs):
-        """Token ids for one conversation with this model's tokenizer (see ``inputs``)."""
-        from .inputs import encode_conversation
+        """Token ids for one conversation with this model's tokenizer (see ``inputs``).
 
+        Truncation defaults to the model's context. Warns once (an
+        :class:`~reward_lens_tl.inputs.UnknownTokenWarning`) when more than a fifth of the
+        sequence became the tokenizer's unknown token, naming the template used.
+        """
+        from .inputs import encode_conversation, warn_unknown_tokens
+
+        tokenizer = self._require_tokenizer()
         kwargs.setdefault("max_length", self.cfg.n_ctx)
-        return encode_conversation(self._require_tokenizer(), prompt, response, **kwargs)
+        enc = encode_conversation(tokenizer, prompt, response, **kwargs)
+        use_template = kwargs.get("use_chat_template")
+        templated = bool(getattr(tokenizer, "chat_template", None))
+        warn_unknown_tokens(tokenizer, enc, templated if use_template is None else use_template)
+        return enc
 
     def score(self, prompt, response, **kwargs) -> Tensor:
         """Reward of one (prompt, response) pair, from text."""
