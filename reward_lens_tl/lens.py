@@ -33,9 +33,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .errors import RewardLensError
+from .indices import check_layer
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, recomputed_scale, run_readout
-from .results import check_layer, new_axes, tidy_frame
+from .results import new_axes, tidy_frame
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]

@@ -35,6 +35,7 @@ from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .errors import (
     EmptyInputError,
+    InvalidArgumentError,
     RewardLensError,
     SequenceTooLongError,
     ShapeMismatchError,
@@ -170,7 +171,10 @@ class HookedRewardModel(HookedSAETransformer):
         if positions is None:
             pos = self.adapter.pool_index(tokens, self.pad_token_id)
         else:
-            pos = torch.as_tensor(positions, dtype=torch.long, device=tokens.device).reshape(-1)
+            pos = torch.as_tensor(positions, device=tokens.device).reshape(-1)
+            if pos.is_floating_point() or pos.dtype == torch.bool:
+                raise InvalidArgumentError(f"positions must be integers, got {positions!r}")
+            pos = pos.long()
             if pos.shape[0] != tokens.shape[0]:
                 raise ShapeMismatchError(
                     f"{pos.shape[0]} positions for a batch of {tokens.shape[0]} sequences"

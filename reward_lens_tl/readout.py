@@ -29,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .errors import RewardLensError
+from .indices import check_index
 
 #: Which reward a read-out targets: ``None`` (the model's reward: the scalar, or the gated
 #: score), an objective name or index, or ``"score"``.
@@ -74,9 +75,7 @@ def objective_index(model, objective: Objective) -> int | None:
                 f"unknown objective {objective!r}; this model has {model.objective_names}"
             )
         return model.objective_names.index(objective)
-    if not 0 <= objective < model.n_objectives:
-        raise RewardLensError(f"objective index {objective} out of range [0, {model.n_objectives})")
-    return int(objective)
+    return check_index(objective, model.n_objectives, "objective index")
 
 
 @dataclass(frozen=True)

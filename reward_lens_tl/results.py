@@ -28,13 +28,3 @@ def new_axes(ax=None, figsize=(6, 3.5)):
     if ax is not None:
         return ax.figure, ax
     return plt.subplots(figsize=figsize)
-
-
-def check_layer(model, layer: int) -> int:
-    """Normalise a (possibly negative) layer index; a clear error when out of range."""
-    from .errors import RewardLensError
-
-    n = model.cfg.n_layers
-    if not -n <= layer < n:
-        raise RewardLensError(f"layer {layer} out of range for a {n}-layer model ([-{n}, {n}))")
-    return layer % n

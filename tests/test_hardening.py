@@ -311,3 +311,39 @@ def test_errors_are_all_reward_lens_errors():
         MissingFileError,
     ):
         assert issubclass(cls, RewardLensError)
+
+
+# -- item 5: index arguments are checked, never wrapped ----------------------------------------
+def test_patching_layers_do_not_wrap(scalar):
+    from reward_lens_tl.patching import activation_patching, attribution_patching
+
+    chosen = scalar.encode("explain how to bake bread", "the oven and the flour")
+    rejected = scalar.encode("explain how to bake bread", "the bomb and the flour")
+    with pytest.raises(InvalidArgumentError, match="layer 5 out of range"):
+        activation_patching(scalar, chosen, rejected, site="resid_pre", layers=[5])
+    with pytest.raises(InvalidArgumentError, match="layer 3 out of range"):
+        attribution_patching(scalar, chosen, rejected, site="resid_pre", layers=[3])
+    with pytest.raises(InvalidArgumentError, match="integer"):
+        activation_patching(scalar, chosen, rejected, site="z", layers=[1.5])
+    with pytest.raises(InvalidArgumentError, match="head 4 out of range"):
+        activation_patching(scalar, chosen, rejected, site="z", heads=[4])
+    with pytest.raises(InvalidArgumentError, match="head -1 out of range"):
+        activation_patching(scalar, chosen, rejected, site="z", heads=[-1])
+    last = activation_patching(scalar, chosen, rejected, site="resid_pre", layers=[-1])
+    explicit = activation_patching(scalar, chosen, rejected, site="resid_pre", layers=[2])
+    assert torch.equal(last.values, explicit.values)  # Python's negative indexing only
+
+
+def test_other_index_arguments_are_checked(scalar, multi):
+    from reward_lens_tl.attribution import direct_attribution
+    from reward_lens_tl.lens import reward_lens
+
+    ids = torch.tensor([scalar.encode("explain how to bake bread", "the oven").ids])
+    with pytest.raises(InvalidArgumentError, match="layer 7"):
+        reward_lens(scalar, ids, layers=[7])
+    with pytest.raises(InvalidArgumentError, match="integer"):
+        direct_attribution(scalar, ids, positions=[2.7])
+    with pytest.raises(InvalidArgumentError, match="objective index 3 out of range"):
+        direct_attribution(multi, ids, objective=3)
+    with pytest.raises(InvalidArgumentError, match="integer"):
+        direct_attribution(multi, ids, objective=True)

@@ -36,6 +36,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from ..indices import check_indices
 from .errors import PatchingError
 
 SITE_HOOKS: dict[str, str] = {
@@ -145,14 +146,16 @@ def make_grid(
     all aligned positions at once for components and heads."""
     site = canonical_site(site)
     n_layers = model.cfg.n_layers
-    layers = tuple(range(n_layers)) if layers is None else tuple(int(x) % n_layers for x in layers)
+    layers = (
+        tuple(range(n_layers))
+        if layers is None
+        else check_indices(layers, n_layers, "layer", negative=True)
+    )
     if by_position is None:
         by_position = site in RESID_SITES
     if site in HEAD_SITES:
         n = site_heads(model, site)
-        heads = tuple(range(n)) if heads is None else tuple(int(h) for h in heads)
-        if any(not 0 <= h < n for h in heads):
-            raise PatchingError(f"heads {heads} out of range for site {site!r} ({n} heads)")
+        heads = tuple(range(n)) if heads is None else check_indices(heads, n, f"{site} head")
     elif heads is not None:
         raise PatchingError(f"heads= only applies to head sites {sorted(HEAD_SITES)}")
     if n_aligned < 1:

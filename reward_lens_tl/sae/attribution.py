@@ -32,6 +32,7 @@ from jaxtyping import Float
 from sae_lens import SAE
 from torch import Tensor
 
+from ..indices import check_index, check_indices
 from ..pairs import pair_batches
 from ..readout import (
     Objective,
@@ -239,6 +240,7 @@ def latent_ablation(
     """``reward − reward(latent zeroed)`` per feature and example, error term kept (so only
     the latent's own contribution is removed). ``positions``: ``None`` (every position),
     ``"reward"``, or one position per row."""
+    features = check_indices(features, sae.cfg.d_sae, "latent")
     name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
     where = _position_mask(model, input_ids, attention_mask, positions)
     base = _spliced_reward(model, sae, input_ids, attention_mask, objective)
@@ -267,6 +269,7 @@ def feature_steering(
     one per row), through the spliced SAE with its error term. Returns a ``SteeringCurve``."""
     from .results import SteeringCurve
 
+    feature = check_index(feature, sae.cfg.d_sae, "latent")
     name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
     where = _position_mask(model, input_ids, attention_mask, positions)
     rows = []

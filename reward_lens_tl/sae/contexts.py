@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from sae_lens import SAE
 
+from ..indices import check_indices
 from .activations import iter_batch_activations
 from .results import Context, FeatureContexts
 from .splice import sae_hook_name
@@ -44,7 +45,10 @@ def max_activating_contexts(
     ``None``) over ``source`` (anything :func:`~reward_lens_tl.sae.activations.model_batches`
     takes), with ``window = (before, after)`` tokens of context."""
     feats = torch.as_tensor(
-        list(range(sae.cfg.d_sae)) if features is None else list(features), dtype=torch.long
+        list(range(sae.cfg.d_sae))
+        if features is None
+        else list(check_indices(features, sae.cfg.d_sae, "latent")),
+        dtype=torch.long,
     )
     best_val = torch.full((len(feats), 0), float("-inf"))
     best_loc = torch.zeros((len(feats), 0, 2), dtype=torch.long)
