@@ -1,19 +1,195 @@
 """Contrast pairs: two conversations that differ in one (planted or hypothesised) feature.
 
-Placeholder kept minimal until the contrast-pair type lands (issue 15, item 7).
+The ground-truth tools (:func:`~reward_lens_tl.patching.localization`,
+:func:`~reward_lens_tl.patching.minimal_head_sets`, :func:`~reward_lens_tl.patching.atp_recall`,
+:func:`~reward_lens_tl.patching.causal_ground_truth`,
+:func:`~reward_lens_tl.observational.observational_ground_truth`) take a list of
+:class:`ContrastPair`. Fields:
+
+==================== =====================================================================
+``base``             :class:`~reward_lens_tl.inputs.EncodedConversation` *without* the feature
+                     (the corrupted run of denoising patching)
+``edited``           the same conversation *with* the feature (the clean run; plays "chosen")
+``edited_positions`` positions in ``edited`` that carry the feature (the planted span)
+``neutral_positions`` positions in ``edited`` changed on purpose in a way that should not matter
+                     (controls: a tool that ranks them high is wrong)
+``feature``          the feature's name (pairs are grouped by it)
+``rule_delta``       the reward difference the feature should cause, if known (else ``None``)
+==================== =====================================================================
+
+``response_start`` is ``edited.response_start``. Build one from two texts with
+:meth:`ContrastPair.from_texts` or from two id lists with :meth:`ContrastPair.from_ids`: the
+edited positions are then found by diffing the ids. The zoo's own pairs are converted by
+:func:`as_contrast_pair`, which every tool calls on what it is given.
+
+>>> pair = ContrastPair.from_ids([1, 3, 7, 4, 8, 9, 2], [1, 3, 7, 4, 8, 50, 2], response_start=4,
+...                              feature="my_word")
+>>> pair.edited_positions, pair.response_start
+((5,), 4)
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidArgumentError
 from .inputs import EncodedConversation
+
+
+@dataclass(frozen=True)
+class ContrastPair:
+    """Two encodings differing in one feature; see the module docstring for the fields."""
+
+    base: EncodedConversation
+    edited: EncodedConversation
+    edited_positions: tuple[int, ...]
+    neutral_positions: tuple[int, ...] = ()
+    feature: str = "feature"
+    rule_delta: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("base", "edited"):
+            if not isinstance(getattr(self, name), EncodedConversation):
+                raise InvalidArgumentError(
+                    f"ContrastPair.{name} must be an EncodedConversation (use from_ids or "
+                    f"from_texts), got {type(getattr(self, name)).__name__}"
+                )
+        n = len(self.edited)
+        for name in ("edited_positions", "neutral_positions"):
+            positions = tuple(int(p) for p in getattr(self, name))
+            object.__setattr__(self, name, positions)
+            bad = [p for p in positions if not 0 <= p < n]
+            if bad:
+                raise InvalidArgumentError(
+                    f"ContrastPair.{name} {bad} outside the edited sequence [0, {n})"
+                )
+        if not self.edited_positions:
+            raise InvalidArgumentError(
+                "ContrastPair needs at least one edited position (the tokens carrying the "
+                "feature); the two sequences are identical or the positions were not given"
+            )
+
+    @property
+    def response_start(self) -> int:
+        return self.edited.response_start
+
+    @property
+    def same_length(self) -> bool:
+        return len(self.base) == len(self.edited)
+
+    @classmethod
+    def from_ids(
+        cls,
+        base_ids: Sequence[int],
+        edited_ids: Sequence[int],
+        *,
+        response_start: int,
+        edited_positions: Sequence[int] | None = None,
+        neutral_positions: Sequence[int] = (),
+        feature: str = "feature",
+        base_response_start: int | None = None,
+        rule_delta: float | None = None,
+    ) -> ContrastPair:
+        """From two id lists. ``edited_positions=None`` diffs the ids: every position of
+        ``edited`` that is replaced or inserted relative to ``base``."""
+        edited = EncodedConversation(tuple(edited_ids), response_start)
+        base_start = response_start if base_response_start is None else base_response_start
+        base = EncodedConversation(tuple(base_ids), base_start)
+        if edited_positions is None:
+            edited_positions = changed_positions(base.ids, edited.ids)
+        return cls(
+            base, edited, tuple(edited_positions), tuple(neutral_positions), feature, rule_delta
+        )
+
+    @classmethod
+    def from_texts(
+        cls,
+        model_or_tokenizer: Any,
+        prompt,
+        base_response: str,
+        edited_response: str,
+        *,
+        feature: str = "feature",
+        edited_positions: Sequence[int] | None = None,
+        neutral_positions: Sequence[int] = (),
+        rule_delta: float | None = None,
+    ) -> ContrastPair:
+        """From a prompt and two responses, encoded as the model's template would (a model's
+        ``encode``, or a tokenizer through :func:`~reward_lens_tl.inputs.encode_conversation`)."""
+        base = _encode(model_or_tokenizer, prompt, base_response)
+        edited = _encode(model_or_tokenizer, prompt, edited_response)
+        if edited_positions is None:
+            edited_positions = changed_positions(base.ids, edited.ids)
+        return cls(
+            base, edited, tuple(edited_positions), tuple(neutral_positions), feature, rule_delta
+        )
+
+
+def _encode(model_or_tokenizer, prompt, response) -> EncodedConversation:
+    if hasattr(model_or_tokenizer, "encode") and hasattr(model_or_tokenizer, "cfg"):
+        return model_or_tokenizer.encode(prompt, response)
+    from .inputs import encode_conversation
+
+    return encode_conversation(model_or_tokenizer, prompt, response)
+
+
+def changed_positions(base: Sequence[int], edited: Sequence[int]) -> tuple[int, ...]:
+    """Positions of ``edited`` that are replaced or inserted relative to ``base``.
+
+    >>> changed_positions([1, 5, 6, 2], [1, 5, 9, 9, 2])
+    (2, 3)
+    """
+    matcher = difflib.SequenceMatcher(a=list(base), b=list(edited), autojunk=False)
+    out: list[int] = []
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            out.extend(range(j1, j2))
+    return tuple(out)
+
+
+def as_contrast_pair(pair: Any) -> ContrastPair:
+    """A :class:`ContrastPair` from one, from a zoo contrast pair, or from an
+    ``(edited, base)`` tuple of encoded conversations (positions found by diffing)."""
+    if isinstance(pair, ContrastPair):
+        return pair
+    if hasattr(pair, "edited") and hasattr(pair, "base") and hasattr(pair, "changed_positions"):
+        return ContrastPair(
+            base=encode_example(pair.base),
+            edited=encode_example(pair.edited),
+            edited_positions=tuple(pair.changed_positions),
+            neutral_positions=tuple(getattr(pair, "neutral_positions", ())),
+            feature=str(pair.feature),
+            rule_delta=getattr(pair, "rule_delta", None),
+        )
+    if (
+        isinstance(pair, tuple)
+        and len(pair) == 2
+        and all(isinstance(p, EncodedConversation) for p in pair)
+    ):
+        edited, base = pair
+        return ContrastPair(base, edited, changed_positions(base.ids, edited.ids))
+    raise InvalidArgumentError(
+        f"cannot use a {type(pair).__name__} as a contrast pair: build a "
+        "reward_lens_tl.contrast.ContrastPair (from_texts / from_ids)"
+    )
+
+
+def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:
+    return [as_contrast_pair(p) for p in pairs]
 
 
 def encode_example(example) -> EncodedConversation:
     """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response start) as an
-    :class:`EncodedConversation`."""
+    :class:`EncodedConversation`; an :class:`EncodedConversation` is returned as it is."""
+    if isinstance(example, EncodedConversation):
+        return example
     return EncodedConversation(ids=tuple(example.input_ids), response_start=example.response_start)
 
 
 def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
-    """``(edited, base)`` as encoded conversations (edited plays "chosen")."""
+    """``(edited, base)`` as encoded conversations (edited plays "chosen"), for anything with
+    ``edited`` and ``base`` (a :class:`ContrastPair`, a zoo pair, two zoo examples)."""
     return encode_example(pair.edited), encode_example(pair.base)

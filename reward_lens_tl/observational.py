@@ -27,7 +27,8 @@ import torch
 from scipy import stats
 
 from .attribution import attribute_pairs, direct_attribution
-from .contrast import encode_contrast
+from .contrast import as_contrast_pairs, encode_contrast
+from .errors import EmptyInputError, InvalidArgumentError
 from .inputs import pad_batch
 from .lens import pair_lens
 
@@ -85,17 +86,28 @@ class ObservationalReport:
 
 def observational_ground_truth(
     model,
-    task,
+    task=None,
     *,
+    pairs=None,
     features: Sequence[str] = ("topic_match", "harmful", "sycophancy", "length"),
     n: int = 50,
     seed: int = 0,
     batch_size: int = 32,
 ) -> ObservationalReport:
-    findings = []
-    for feature in features:
-        pairs = task.contrast_pairs(feature, n, seed)
-        findings.append(_feature_findings(model, feature, pairs, batch_size))
+    """Attribution, lens and ablation findings per feature, on the zoo ``task``'s contrast
+    pairs (``n`` per feature) or on your own ``pairs``
+    (:class:`~reward_lens_tl.contrast.ContrastPair`\\ s, grouped by their ``feature``)."""
+    if pairs is not None:
+        grouped: dict[str, list] = {}
+        for pair in as_contrast_pairs(pairs):
+            grouped.setdefault(pair.feature, []).append(pair)
+    elif task is not None:
+        grouped = {f: as_contrast_pairs(task.contrast_pairs(f, n, seed)) for f in features}
+    else:
+        raise InvalidArgumentError("pass a zoo task or pairs=[ContrastPair, ...]")
+    if not grouped:
+        raise EmptyInputError("no contrast pairs given")
+    findings = [_feature_findings(model, f, ps, batch_size) for f, ps in grouped.items()]
     return ObservationalReport(tuple(findings))
 
 
@@ -106,7 +118,7 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
     mean = margin.values.mean(1)
     order = sorted(components, key=lambda i: -abs(float(mean[i])))
     lens = pair_lens(model, encoded, batch_size=batch_size)
-    aligned = all(len(p.edited.input_ids) == len(p.base.input_ids) for p in pairs)
+    aligned = all(len(p.edited.ids) == len(p.base.ids) for p in pairs)
     planted, final = _source_shares(model, pairs) if aligned else (None, None)
     labels = [margin.labels[i] for i in components]
     effects = _ablation_effects(model, encoded, [[label] for label in labels])
@@ -120,7 +132,7 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
         feature=feature,
         n_pairs=len(pairs),
         mean_margin=float(margin.rewards.mean()),
-        mean_rule_delta=float(sum(p.rule_delta for p in pairs) / len(pairs)),
+        mean_rule_delta=_mean_rule_delta(pairs),
         completeness_error=margin.completeness_error(),
         top_components=tuple((margin.labels[i], float(mean[i])) for i in order[:3]),
         planted_source_share=planted,
@@ -133,21 +145,27 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
     )
 
 
+def _mean_rule_delta(pairs) -> float:
+    deltas = [p.rule_delta for p in pairs]
+    return float("nan") if None in deltas else float(sum(deltas) / len(deltas))
+
+
 def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per layer: share of Σ|Δ source contribution| (edited − base, over heads) that comes
     from the planted positions, and from the reward-reading (final) token. Pairs must be
     aligned (same length), so source positions correspond."""
     n = len(pairs)
     ids, mask = pad_batch(
-        [p.edited.input_ids for p in pairs] + [p.base.input_ids for p in pairs], model.pad_token_id
+        [p.edited.ids for p in pairs] + [p.base.ids for p in pairs], model.pad_token_id
     )
     sources = direct_attribution(model, ids, mask, sources=True).sources  # [L, H, 2n, src]
+    reward_positions = model.pool_positions(ids[:n], mask[:n]).tolist()
     delta = (sources[:, :, :n] - sources[:, :, n:]).abs().sum(1)  # [layer, pair, src]
     planted = torch.zeros(model.cfg.n_layers)
     final = torch.zeros(model.cfg.n_layers)
     for i, p in enumerate(pairs):
-        planted += delta[:, i, list(p.changed_positions)].sum(-1)
-        final += delta[:, i, p.edited.reward_position]
+        planted += delta[:, i, list(p.edited_positions)].sum(-1)
+        final += delta[:, i, reward_positions[i]]
     total = delta.sum((1, 2))
     return tuple((planted / total).tolist()), tuple((final / total).tolist())
 

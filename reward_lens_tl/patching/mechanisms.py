@@ -39,7 +39,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from ..contrast import encode_contrast
+from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
 from ..results import new_axes
 from .activation import activation_patching, chunk_memory_bytes
@@ -127,7 +127,8 @@ def localization(model, pairs, *, objective=None) -> Localization:
     ``objective`` selects a head column of a multi-objective model (default: its reward)."""
     if not pairs:
         raise PatchingError("no pairs given")
-    unequal = [p.feature for p in pairs if len(p.edited.input_ids) != len(p.base.input_ids)]
+    pairs = as_contrast_pairs(pairs)
+    unequal = [p.feature for p in pairs if len(p.edited.ids) != len(p.base.ids)]
     if unequal:
         raise PatchingError(
             f"{len(unequal)} pair(s) ({sorted(set(unequal))}) have sides of different lengths: "
@@ -162,8 +163,8 @@ def localization(model, pairs, *, objective=None) -> Localization:
 def _pair_units(model, pair, sites, objective) -> dict[str, dict]:
     """Per site, the top unit's kind and the planted span's / reward token's restoration."""
     clean, corrupted = encode_contrast(pair)
-    planted = list(pair.changed_positions)
-    reward_pos = reading_position(model, pair.edited.input_ids)
+    planted = list(pair.edited_positions)
+    reward_pos = reading_position(model, pair.edited.ids)
     out = {}
     for site in dict.fromkeys(s for s, _ in sites):
         layers = [layer for s, layer in sites if s == site]
@@ -342,6 +343,7 @@ def minimal_head_sets(
     :func:`~reward_lens_tl.patching.chunk_memory_bytes`): an exhaustive search meant for small
     models or short candidate lists. ``objective`` selects a head column of a multi-objective
     model."""
+    pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
     if at not in HEAD_POSITIONS:
         raise PatchingError(f"at={at!r}: choose one of {HEAD_POSITIONS}")
@@ -425,7 +427,7 @@ class _Search:
     ) -> Float[Tensor, " subset"]:
         """Fraction of the pair's effect restored by each subset."""
         model = self.model
-        clean, corrupted = pair.edited.input_ids, pair.base.input_ids
+        clean, corrupted = pair.edited.ids, pair.base.ids
         if len(clean) != len(corrupted):
             raise PatchingError(
                 "head-set search pairs positions one to one, so both sides need equal lengths; "
@@ -464,9 +466,9 @@ class _Search:
         if self.at == "all":
             where[:] = True
         elif self.at == "planted":
-            where[list(pair.changed_positions)] = True
+            where[list(pair.edited_positions)] = True
         else:
-            where[reading_position(self.model, pair.edited.input_ids)] = True
+            where[reading_position(self.model, pair.edited.ids)] = True
         return where
 
 
@@ -495,6 +497,7 @@ def atp_recall(
     """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
     (``resid_pre`` by layer × position; heads by layer × head over all positions). ``kwargs``
     go to :func:`atp_agreement` (e.g. ``objective=`` for a multi-objective model)."""
+    pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
     rows = []
     for site in sites:
@@ -534,11 +537,14 @@ SWAP_FEATURES = ("topic_match", "harmful", "sycophancy")
 
 @dataclass(frozen=True)
 class CausalGroundTruth:
-    """:func:`causal_ground_truth`'s three answers."""
+    """:func:`causal_ground_truth`'s answers. ``head_sets`` patches heads at every position (it
+    cannot miss a mechanism, wherever the query sits); ``head_sets_at_edit`` only at the edited
+    positions (heads whose query is the edited token), which is ``None`` when not requested."""
 
     localization: Localization
     head_sets: HeadSets
     atp: tuple[dict, ...]
+    head_sets_at_edit: HeadSets | None = None
 
     def to_dataframe(self):
         """The localization table (one row per feature and site)."""
@@ -556,11 +562,12 @@ class CausalGroundTruth:
 
 def causal_ground_truth(
     model,
-    task,
+    task=None,
     *,
+    pairs=None,
     features: Sequence[str] = SWAP_FEATURES,
     head_feature: str = "topic_match",
-    head_positions: str = "planted",
+    head_positions: str | Sequence[str] = ("all", "planted"),
     n: int = 50,
     seed: int = 0,
     filler_swaps: int = 2,
@@ -568,16 +575,46 @@ def causal_ground_truth(
     objective=None,
 ) -> CausalGroundTruth:
     """Localization and AtP recall for ``features`` and the head-set search for
-    ``head_feature`` (the attention-dependent feature; heads patched at ``head_positions``,
-    see :func:`minimal_head_sets`), on ``n`` contrast pairs each (with
-    ``filler_swaps`` score-neutral swaps, so not every differing token matters). ``objective``
-    selects a head column of a multi-objective model."""
-    pairs = {f: task.contrast_pairs(f, n, seed, filler_swaps=filler_swaps) for f in features}
-    if head_feature not in pairs:
-        pairs[head_feature] = task.contrast_pairs(head_feature, n, seed, filler_swaps=filler_swaps)
-    table = localization(model, [p for f in features for p in pairs[f]], objective=objective)
-    heads = minimal_head_sets(model, pairs[head_feature], at=head_positions, objective=objective)
+    ``head_feature``, on contrast pairs: the zoo ``task``'s (``n`` per feature, with
+    ``filler_swaps`` score-neutral swaps, so not every differing token matters), or your own
+    ``pairs`` (:class:`~reward_lens_tl.contrast.ContrastPair`\\ s; ``features`` and
+    ``head_feature`` then default to the features they name).
+
+    ``head_positions``: where heads are patched in the search, ``"all"`` (cannot miss a
+    mechanism: a prompt-side lookup whose query is not the edited token is found too),
+    ``"planted"`` (only heads whose query is the edited token) or both (the default; the
+    first is ``head_sets``, the second ``head_sets_at_edit``). ``objective`` selects a head
+    column of a multi-objective model."""
+    by_feature = _pairs_by_feature(task, pairs, features, head_feature, n, seed, filler_swaps)
+    if pairs is not None:
+        features = [f for f in by_feature if f == features or f in features] or list(by_feature)
+        if head_feature not in by_feature:
+            head_feature = features[0]
+    wanted = (head_positions,) if isinstance(head_positions, str) else tuple(head_positions)
+    if not wanted or any(w not in ("all", "planted") for w in wanted):
+        raise PatchingError(f"head_positions={head_positions!r}: use 'all', 'planted' or both")
+    table = localization(model, [p for f in features for p in by_feature[f]], objective=objective)
+    searches = {
+        at: minimal_head_sets(model, by_feature[head_feature], at=at, objective=objective)
+        for at in wanted
+    }
     atp = tuple(
-        row for f in features for row in atp_recall(model, pairs[f], k=k, objective=objective)
+        row for f in features for row in atp_recall(model, by_feature[f], k=k, objective=objective)
     )
-    return CausalGroundTruth(table, heads, atp)
+    main = searches.get("all", searches[wanted[0]])
+    at_edit = searches.get("planted") if "all" in searches else None
+    return CausalGroundTruth(table, main, atp, at_edit)
+
+
+def _pairs_by_feature(task, pairs, features, head_feature, n, seed, filler_swaps):
+    if pairs is not None:
+        grouped: dict[str, list] = {}
+        for pair in as_contrast_pairs(pairs):
+            grouped.setdefault(pair.feature, []).append(pair)
+        if not grouped:
+            raise PatchingError("no pairs given")
+        return grouped
+    if task is None:
+        raise PatchingError("pass a zoo task or pairs=[ContrastPair, ...]")
+    wanted = list(dict.fromkeys([*features, head_feature]))
+    return {f: task.contrast_pairs(f, n, seed, filler_swaps=filler_swaps) for f in wanted}
