@@ -8,6 +8,7 @@ import torch
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.contrast import encode_contrast
+from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.patching import PatchingError, activation_patching
 from reward_lens_tl.patching import mechanisms as gt
 from reward_lens_tl.testing import random_batch, tiny_reward_model
@@ -218,8 +219,11 @@ def test_more_bad_requests(zoo, pairs):
     model, _ = zoo
     p = pairs["harmful"][0]
     same = SimpleNamespace(feature="harmful", edited=p.edited, base=p.edited, changed_positions=())
-    with pytest.raises(PatchingError, match="rewards are equal"):
+    with pytest.raises(InvalidArgumentError, match="at least one edited position"):
         gt.minimal_head_sets(model, [same], max_size=1)
+    declared = SimpleNamespace(**{**vars(same), "changed_positions": p.changed_positions})
+    with pytest.raises(PatchingError, match="rewards are equal"):
+        gt.minimal_head_sets(model, [declared], max_size=1)
     with pytest.raises(PatchingError, match="one feature"):
         gt.atp_recall(model, [p, pairs["topic_match"][0]])
     with pytest.raises(PatchingError, match="no pairs"):
