@@ -29,6 +29,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .components import Component
 from .errors import RewardLensError
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
@@ -49,10 +50,19 @@ class AttributionResult:
     rewards: Float[Tensor, " example"]
     sources: Float[Tensor, "layer head example src"] | None = None
     neurons: Float[Tensor, "layer example d_mlp"] | None = None
+    #: What each row is (kind, layer, head); its ``tl_label`` is TransformerLens's name.
+    components: tuple[Component, ...] = ()
 
     def __post_init__(self):
         if self.values.shape[0] != len(self.labels):
             raise ValueError(f"{self.values.shape[0]} values for {len(self.labels)} labels")
+        if self.components and len(self.components) != len(self.labels):
+            raise ValueError(f"{len(self.components)} components for {len(self.labels)} labels")
+
+    @property
+    def tl_labels(self) -> tuple[str, ...]:
+        """TransformerLens's names for the rows (``0_attn_out``, ``L0H1``, ...)."""
+        return tuple(c.tl_label for c in self.components)
 
     def total(self) -> Float[Tensor, " example"]:
         return self.values.sum(0) + self.head_bias
@@ -71,6 +81,7 @@ class AttributionResult:
         return AttributionResult(
             values=self.values - other.values,
             labels=self.labels,
+            components=self.components,
             head_bias=self.head_bias - other.head_bias,
             rewards=self.rewards - other.rewards,
             neurons=None
@@ -81,10 +92,9 @@ class AttributionResult:
     def head_matrix(self) -> Float[Tensor, "layer head example"]:
         """Per-head values arranged ``[layer, head, example]`` (needs head-level labels)."""
         rows: dict[int, list[Tensor]] = {}
-        for label, v in zip(self.labels, self.values, strict=True):
-            if label.startswith("L") and "H" in label:
-                layer = int(label[1:].split("H")[0])
-                rows.setdefault(layer, []).append(v)
+        for component, v in zip(self.components, self.values, strict=True):
+            if component.kind == "head":
+                rows.setdefault(component.layer, []).append(v)
         if not rows:
             raise RewardLensError("no per-head components: run with heads=True")
         return torch.stack([torch.stack(rows[layer]) for layer in sorted(rows)])
@@ -189,15 +199,15 @@ def direct_attribution(
     cache, pos, read = run.cache, run.positions, run.read
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
 
-    values, labels = [], []
+    values, components = [], []
 
-    def add(label: str, value: Tensor) -> None:
-        labels.append(label)
+    def add(component: Component, value: Tensor) -> None:
+        components.append(component)
         values.append(value)
 
-    add("embed", (gather_positions(cache["hook_embed"], pos) * u).sum(-1))
+    add(Component("embed"), (gather_positions(cache["hook_embed"], pos) * u).sum(-1))
     if "hook_pos_embed" in cache:
-        add("pos_embed", (gather_positions(cache["hook_pos_embed"], pos) * u).sum(-1))
+        add(Component("pos_embed"), (gather_positions(cache["hook_pos_embed"], pos) * u).sum(-1))
     bias = torch.zeros_like(read.bias)
     source_rows, neuron_rows = [], []
     for layer in range(model.cfg.n_layers):
@@ -208,29 +218,30 @@ def direct_attribution(
         mlp_bias = (block.mlp.b_out * u_mlp).sum(-1)
         bias = bias + attn_bias + mlp_bias
         if split_bias:
-            add(f"attn{layer}.bias", attn_bias)
+            add(Component("attn_bias", layer), attn_bias)
         if heads:
             z = gather_positions(cache[f"blocks.{layer}.attn.hook_z"], pos)  # [batch, head, e]
             per_head = einops.einsum(z, block.attn.W_O, u_attn, "b h e, h e d, b d -> h b")
             for h in range(model.cfg.n_heads):
-                add(f"L{layer}H{h}", per_head[h])
+                add(Component("head", layer, h), per_head[h])
             if sources:
                 source_rows.append(_head_sources(model, cache, layer, pos, u_attn))
         else:
             attn_out = gather_positions(cache[f"blocks.{layer}.hook_attn_out"], pos)
-            add(f"attn{layer}", (attn_out * u).sum(-1) - attn_bias)
+            add(Component("attn", layer), (attn_out * u).sum(-1) - attn_bias)
         mlp_out = gather_positions(cache[f"blocks.{layer}.hook_mlp_out"], pos)
-        add(f"mlp{layer}", (mlp_out * u).sum(-1) - mlp_bias)
+        add(Component("mlp", layer), (mlp_out * u).sum(-1) - mlp_bias)
         if split_bias:
-            add(f"mlp{layer}.bias", mlp_bias)
+            add(Component("mlp_bias", layer), mlp_bias)
         if neurons:
             post = gather_positions(cache[f"blocks.{layer}.mlp.hook_post"], pos)
             neuron_rows.append(einops.einsum(post, block.mlp.W_out, u_mlp, "b n, n d, b d -> b n"))
     if not split_bias:
-        add("bias", bias)
+        add(Component("bias"), bias)
     return AttributionResult(
         values=torch.stack(values).detach().float().cpu(),
-        labels=tuple(labels),
+        labels=tuple(c.label for c in components),
+        components=tuple(components),
         head_bias=read.bias.detach().float().cpu(),
         rewards=run.target.detach().float().cpu(),
         sources=torch.stack(source_rows).float().cpu() if sources else None,
@@ -283,6 +294,7 @@ def _concat(parts: list[AttributionResult]) -> AttributionResult:
     return AttributionResult(
         values=torch.cat([p.values for p in parts], 1),
         labels=first.labels,
+        components=first.components,
         head_bias=torch.cat([p.head_bias for p in parts]),
         rewards=torch.cat([p.rewards for p in parts]),
         neurons=None if first.neurons is None else torch.cat([p.neurons for p in parts], 1),

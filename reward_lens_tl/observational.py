@@ -27,6 +27,7 @@ import torch
 from scipy import stats
 
 from .attribution import attribute_pairs, direct_attribution
+from .components import Component
 from .contrast import as_contrast_pairs, encode_contrast
 from .errors import EmptyInputError, InvalidArgumentError
 from .inputs import pad_batch
@@ -114,15 +115,18 @@ def observational_ground_truth(
 def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFindings:
     encoded = [encode_contrast(p) for p in pairs]
     margin = attribute_pairs(model, encoded, batch_size=batch_size).margin
-    components = [i for i, lab in enumerate(margin.labels) if lab not in ("embed", "bias")]
+    components = [
+        i for i, c in enumerate(margin.components) if c.kind not in ("embed", "pos_embed", "bias")
+    ]
     mean = margin.values.mean(1)
     order = sorted(components, key=lambda i: -abs(float(mean[i])))
     lens = pair_lens(model, encoded, batch_size=batch_size)
     aligned = all(len(p.edited.ids) == len(p.base.ids) for p in pairs)
     planted, final = _source_shares(model, pairs) if aligned else (None, None)
-    labels = [margin.labels[i] for i in components]
-    effects = _ablation_effects(model, encoded, [[label] for label in labels])
-    top3, bottom3 = ([margin.labels[i] for i in order[:3]], [margin.labels[i] for i in order[-3:]])
+    parts = [margin.components[i] for i in components]
+    effects = _ablation_effects(model, encoded, [[c] for c in parts])
+    top3 = [margin.components[i] for i in order[:3]]
+    bottom3 = [margin.components[i] for i in order[-3:]]
     joint = _ablation_effects(model, encoded, [top3, bottom3])
     dla = [abs(float(mean[i])) for i in components]
     rho = float(stats.spearmanr(dla, [abs(e) for e in effects]).statistic)
@@ -182,7 +186,7 @@ def _ablation_effects(model, encoded, groups: Sequence[Sequence[str]]) -> list[f
         base_margin = base[:n] - base[n:]
         effects = []
         for group in groups:
-            hooks = [_zero_hook(label) for label in group]
+            hooks = [_zero_hook(component) for component in group]
             r = model.run_with_hooks(
                 ids, return_type="reward", attention_mask=mask, fwd_hooks=hooks
             )
@@ -190,14 +194,15 @@ def _ablation_effects(model, encoded, groups: Sequence[Sequence[str]]) -> list[f
     return effects
 
 
-def _zero_hook(label: str):
-    if label.startswith("mlp"):
-        return f"blocks.{int(label[3:])}.hook_mlp_out", lambda act, hook: torch.zeros_like(act)
-    layer, head = (int(x) for x in label[1:].split("H"))
+def _zero_hook(component: Component):
+    """A hook zeroing one head's output (at ``hook_z``) or a whole MLP / attention layer."""
+    if component.kind != "head":
+        return component.hook_name, lambda act, hook: torch.zeros_like(act)
+    head = component.head
 
     def zero_head(z, hook):
         z = z.clone()
         z[:, :, head] = 0.0
         return z
 
-    return f"blocks.{layer}.attn.hook_z", zero_head
+    return component.hook_name, zero_head

@@ -74,17 +74,16 @@ class FeatureAttribution:
     def top_k(self, k: int = 10, example: int | None = None) -> list[tuple[str, float]]:
         """The ``k`` features with the largest |value| for one example, or by mean |value|
         over examples (reported with their signed mean)."""
-        if example is not None:
-            vals = self.values[example]
-            key = vals.abs()
-        else:
-            vals = self.values.mean(0)
-            key = self.values.abs().mean(0)
-        idx = key.argsort(descending=True)[:k]
-        return [(feature_label(i), float(vals[i])) for i in idx]
+        vals = self.values[example] if example is not None else self.values.mean(0)
+        return [(feature_label(i), float(vals[i])) for i in self._top(k, example)]
+
+    def _top(self, k: int, example: int | None) -> list[int]:
+        key = self.values[example].abs() if example is not None else self.values.abs().mean(0)
+        return key.argsort(descending=True)[:k].tolist()
 
     def top_features(self, k: int = 10, example: int | None = None) -> list[int]:
-        return [int(label[1:]) for label, _ in self.top_k(k, example)]
+        """Indices of the :meth:`top_k` features."""
+        return self._top(k, example)
 
     def __sub__(self, other: FeatureAttribution) -> FeatureAttribution:
         """Difference of two attributions (chosen − rejected = margin attribution)."""
