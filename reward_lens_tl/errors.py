@@ -100,3 +100,12 @@ class InvalidArgumentError(RewardLensError, ValueError):
 
 class MissingFileError(CheckpointError, FileNotFoundError):
     """A path that does not exist, or a checkpoint directory without ``config.json``."""
+
+
+class NotForRewardModelsError(RewardLensError, NotImplementedError):
+    """A language-model idiom (generation, LM loss, vocabulary directions, text without a
+    conversation) that has no meaning for a reward model; the message says what to use."""
+
+
+class MissingAttentionMaskError(RewardLensError, ValueError):
+    """Padding that cannot be told from real tokens without an ``attention_mask``."""

@@ -53,6 +53,7 @@ class Conversion:
     objective_names: tuple[str, ...]
     pad_token_id: int | None
     eos_token_id: int | None
+    bos_token_id: int | None
     tokenizer: Any
     fold_flags: dict[str, bool]
     extras: dict[str, Any]
@@ -102,6 +103,7 @@ def convert_hf_model(
         objective_names=head.objective_names,
         pad_token_id=resolve_pad_token_id(hf_config, tokenizer),
         eos_token_id=getattr(hf_config, "eos_token_id", None),
+        bos_token_id=getattr(hf_config, "bos_token_id", None),
         tokenizer=tokenizer,
         fold_flags=flags,
         extras=adapter.extra_modules(hf_model, cfg, fold_ln),

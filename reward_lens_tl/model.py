@@ -33,19 +33,23 @@ from transformer_lens.hook_points import HookPoint
 
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
+from .cache import RewardActivationCache
 from .errors import (
     EmptyInputError,
     InvalidArgumentError,
+    MissingAttentionMaskError,
+    NotForRewardModelsError,
     RewardLensError,
     SequenceTooLongError,
     ShapeMismatchError,
     TokenOutOfVocabError,
     UnknownHookError,
 )
+from .idioms import RewardModelIdioms
 from .loading import convert_hf_model, verify_parity
 
 
-class HookedRewardModel(HookedSAETransformer):
+class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     """A reward model as a ``HookedTransformer`` (through sae_lens's ``HookedSAETransformer``)."""
 
     def __init__(
@@ -57,6 +61,7 @@ class HookedRewardModel(HookedSAETransformer):
         eos_token_id: int | None = None,
         objective_names: Sequence[str] = ("reward",),
         tokenizer: Any = None,
+        bos_token_id: int | None = None,
     ):
         super().__init__(cfg)
         self.hook_reward = HookPoint()
@@ -64,6 +69,7 @@ class HookedRewardModel(HookedSAETransformer):
         self.adapter = adapter if adapter is not None else LlamaAdapter()
         self.pad_token_id = pad_token_id
         self.eos_token_id = eos_token_id
+        self.bos_token_id = bos_token_id
         self.objective_names = tuple(objective_names)
         self.tokenizer = tokenizer  # set directly: TL's set_tokenizer reloads it by name
 
@@ -221,14 +227,19 @@ class HookedRewardModel(HookedSAETransformer):
         known. LM losses do not exist for reward models.
         """
         if return_type in ("loss", "both"):
-            raise RewardLensError("reward models have no language-model loss; use 'reward'")
+            raise NotForRewardModelsError(
+                "reward models have no language-model loss; use return_type='reward' (or "
+                "'logits' for the reward at every position)"
+            )
         if start_at_layer is None:
             input = self.check_tokens(input, attention_mask)
             tokens = input
+            if attention_mask is None and kwargs.get("past_kv_cache") is None:
+                attention_mask = self.infer_attention_mask(tokens)
         elif tokens is not None:
             tokens = self.check_tokens(tokens, attention_mask)
         if return_type != "reward":
-            return super().forward(
+            out = super().forward(
                 input,
                 return_type=return_type,
                 attention_mask=attention_mask,
@@ -236,6 +247,9 @@ class HookedRewardModel(HookedSAETransformer):
                 tokens=tokens,
                 **kwargs,
             )
+            if return_type == "logits" and self._carries_forward(start_at_layer, kwargs):
+                out = self._carry_reward_forward(out, tokens, attention_mask)
+            return out
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
         resid = super().forward(
@@ -248,6 +262,51 @@ class HookedRewardModel(HookedSAETransformer):
             **kwargs,
         )
         return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
+
+    def infer_attention_mask(self, tokens: Int[Tensor, "batch pos"]) -> Tensor | None:
+        """The attention mask of a *left*-padded batch given without one, from the pad id.
+
+        Right padding needs no mask (causal attention never looks ahead) and gets none. Leading
+        pad ids are masked unless the pad id is also the BOS id: then leading runs of
+        different lengths are ambiguous and refused (pass ``attention_mask``)."""
+        pad = self.pad_token_id
+        if pad is None or tokens.shape[1] < 2:
+            return None
+        is_pad = tokens == pad
+        leading = (is_pad.long().cumprod(dim=1)).sum(dim=1)  # leading pad ids per row
+        if not bool((leading > 0).any()):
+            return None
+        bos = {self.bos_token_id, getattr(self.tokenizer, "bos_token_id", None)}
+        if pad in bos:
+            if bool((leading != leading[0]).any()):
+                raise MissingAttentionMaskError(
+                    f"rows start with {leading.tolist()} copies of token {pad}, which is both the "
+                    "pad and the BOS id: left padding cannot be told from BOS. Pass "
+                    "attention_mask (or pad on the right)"
+                )
+            return None
+        if bool((leading == tokens.shape[1]).any()):
+            raise EmptyInputError("a row is all padding: every sequence needs a real token")
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        return (positions[None, :] >= leading[:, None]).long()
+
+    @staticmethod
+    def _carries_forward(start_at_layer, kwargs) -> bool:
+        return (
+            start_at_layer is None
+            and kwargs.get("past_kv_cache") is None
+            and kwargs.get("stop_at_layer") is None
+        )
+
+    def _carry_reward_forward(self, logits, tokens, attention_mask):
+        """Positions after each row's reading position (padding, a trailing EOS the pooling
+        rule skips) hold that row's reward, so ``logits[:, -1]`` is every row's reward."""
+        pool = self.pool_positions(tokens, attention_mask).to(logits.device)
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        after = torch.arange(logits.shape[1], device=logits.device)[None, :] > pool[:, None]
+        if not bool(after.any()):
+            return logits
+        return torch.where(after[..., None], logits[rows, pool][:, None, :], logits)
 
     def _pooled_reward(self, resid, tokens, attention_mask, pool_positions):
         if pool_positions is None:
@@ -301,12 +360,36 @@ class HookedRewardModel(HookedSAETransformer):
             )
 
     def run_with_cache(self, *model_args, names_filter=None, **kwargs):
-        """TL's ``run_with_cache``; a name (or list of names) that does not exist is an error."""
+        """TL's ``run_with_cache``; a name (or list of names) that does not exist is an error.
+
+        The cache is a :class:`~reward_lens_tl.cache.RewardActivationCache`: it knows each
+        row's reward position, so ``pos_slice="reward"`` reads one position per row."""
         if isinstance(names_filter, str):
             self.check_hook_names([names_filter])
         elif isinstance(names_filter, (list, tuple)):
             self.check_hook_names(names_filter)
-        return super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+        out, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+        if isinstance(cache, RewardActivationCache):
+            return out, cache
+        positions = self._cache_reward_positions(model_args, kwargs)
+        wrapped = RewardActivationCache(
+            cache.cache_dict, self, has_batch_dim=cache.has_batch_dim, reward_positions=positions
+        )
+        return out, wrapped
+
+    def _cache_reward_positions(self, model_args, kwargs) -> Tensor | None:
+        tokens = model_args[0] if model_args else kwargs.get("input")
+        if kwargs.get("start_at_layer") is not None:
+            tokens = kwargs.get("tokens")
+        if not isinstance(tokens, Tensor) or tokens.dtype.is_floating_point:
+            return None
+        tokens = tokens if tokens.ndim == 2 else tokens[None]
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            mask = self.infer_attention_mask(tokens)
+        if kwargs.get("pool_positions") is not None:
+            return torch.as_tensor(kwargs["pool_positions"]).reshape(-1)
+        return self.pool_positions(tokens, mask).cpu()
 
     def hooks(self, fwd_hooks=(), bwd_hooks=(), *args, **kwargs):
         """TL's ``hooks`` context manager; string hook names are checked first."""
@@ -464,6 +547,7 @@ def load_reward_model(
         adapter=conv.adapter,
         pad_token_id=conv.pad_token_id,
         eos_token_id=conv.eos_token_id,
+        bos_token_id=conv.bos_token_id,
         objective_names=conv.objective_names,
         tokenizer=conv.tokenizer,
     )
