@@ -70,19 +70,20 @@ def _writable_file(path: str) -> Path:
 
 
 def _info(args) -> int:
+    from .checkpoint_info import describe_files
+
+    for key, value in describe_files(args.model).items():
+        print(f"{key + ':':16}{value}", flush=True)
+    if args.no_parity:
+        return 0
+    from .loading import convert_hf_model, verify_parity
     from .model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(args.model)
-    cfg = model.cfg
-    print(f"adapter:        {model.adapter.describe()}")
-    print(
-        f"layers × d:     {cfg.n_layers} × {cfg.d_model} ({cfg.n_heads} heads, d_head "
-        f"{cfg.d_head}, kv heads {cfg.n_key_value_heads or cfg.n_heads})"
-    )
-    print(f"context:        {cfg.n_ctx}   vocabulary: {cfg.d_vocab}")
-    print(f"objectives:     {', '.join(model.objective_names)}")
-    print(f"pad token id:   {model.pad_token_id}")
-    print(f"tokenizer:      {'yes' if model.tokenizer is not None else 'none'}")
+    hf = convert_hf_model(args.model).hf_model
+    err = verify_parity(model, hf, model.adapter)
+    print(f"{'adapter:':16}{model.adapter.describe()}")
+    print(f"{'parity:':16}max |converted − HF| = {err:.2e} on random tokens (float32, ≤ 1e-3 ok)")
     return 0
 
 
@@ -132,8 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.set_defaults(func=_score)
 
-    info = sub.add_parser("info", help="describe how a checkpoint converts")
+    info = sub.add_parser(
+        "info", help="describe a checkpoint (template, padding, pooling, context) and check parity"
+    )
     info.add_argument("model", help="local checkpoint directory")
+    info.add_argument("--no-parity", action="store_true", help="only read the files; load nothing")
     info.set_defaults(func=_info)
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")

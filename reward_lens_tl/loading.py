@@ -166,6 +166,10 @@ def verify_parity(
     ids = torch.randint(0, high, (2, min(seq_len, model.cfg.n_ctx)), generator=gen)
     if pad is not None:
         ids[ids == pad] = (pad + 1) % high
+    pattern = list(getattr(model, "gating_token_pattern", ()))
+    if pattern:  # a gated head needs its prompt-end marker (the assistant header) in the row
+        mid = ids.shape[1] // 2
+        ids[:, mid : mid + len(pattern)] = torch.tensor(pattern)
     ref = adapter.reference_rewards(hf_model, ids).float()
     ours = model.objective_rewards(ids) if ref.ndim == 2 else model.rewards(ids)
     err = float((ours.float().cpu() - ref.cpu()).abs().max())

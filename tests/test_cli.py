@@ -15,7 +15,18 @@ pytestmark = pytest.mark.skipif(
 def test_info(capsys):
     assert main(["info", str(zoo_path("scalar"))]) == 0
     out = capsys.readouterr().out
-    assert "LlamaForSequenceClassification" in out and "objectives:     reward" in out
+    assert "LlamaForSequenceClassification" in out and "padding side:   right" in out
+    assert "rightmost token that is not the pad id 0" in out and "context:        64" in out
+    err = float(out.split("max |converted − HF| = ")[1].split()[0])
+    assert err < 1e-4
+
+
+def test_info_without_loading_and_on_a_gated_model(capsys):
+    assert main(["info", str(zoo_path("multi")), "--no-parity"]) == 0
+    out = capsys.readouterr().out
+    assert "token before the first pad id 0 (ArmoRM)" in out and "parity" not in out
+    assert main(["info", str(zoo_path("multi"))]) == 0  # random tokens get the gating marker
+    assert float(capsys.readouterr().out.split("HF| = ")[1].split()[0]) < 1e-4
 
 
 def test_score_rewardbench_jsonl(tmp_path, capsys):
