@@ -24,3 +24,10 @@ def test_notebook_executes(path, tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+    if path.stem.startswith("00_porting"):
+        text = "".join(
+            o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        )
+        changed = int(text.split("changed lines: ")[1].split()[0])
+        print(f"{path.name}: {changed} lines changed from the TransformerLens original")
+        assert changed <= 10
