@@ -33,11 +33,11 @@ from .components import Component
 from .errors import RewardLensError
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
-from .results import new_axes, tidy_frame
+from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
 
 @dataclass(frozen=True)
-class AttributionResult:
+class AttributionResult(Result):
     """Contributions ``values [component, example]`` with their ``labels``.
 
     ``values.sum(0) + head_bias == rewards`` (see :meth:`completeness_error`). Optional
@@ -99,13 +99,12 @@ class AttributionResult:
             raise RewardLensError("no per-head components: run with heads=True")
         return torch.stack([torch.stack(rows[layer]) for layer in sorted(rows)])
 
-    def top_k(self, k: int = 10, example: int | None = None):
-        """The ``k`` components with the largest |contribution| (mean |·| over examples when
-        ``example`` is None), as ``[(label, value)]`` with signed values (mean when pooled)."""
+    def top_k(self, k: int = 10, example: int | None = None) -> TopK:
+        """The ``k`` components with the largest |contribution| to one ``example``, or to the
+        mean over examples (``example=None``), as ``[(label, signed value)]`` sorted by
+        |value|."""
         vals = self.values[:, example] if example is not None else self.values.mean(1)
-        key = vals.abs() if example is not None else self.values.abs().mean(1)
-        idx = key.argsort(descending=True)[:k]
-        return [(self.labels[i], float(vals[i])) for i in idx]
+        return top_entries(self.labels, vals.tolist(), k, "contribution")
 
     def to_dataframe(self):
         return tidy_frame(self.values, self.labels, "component", "contribution")
@@ -126,13 +125,23 @@ class AttributionResult:
 
 
 @dataclass(frozen=True)
-class PairAttribution:
+class PairAttribution(Result):
     chosen: AttributionResult
     rejected: AttributionResult
 
     @property
     def margin(self) -> AttributionResult:
         return self.chosen - self.rejected
+
+    def to_dataframe(self):
+        """The margin's attribution (chosen − rejected), one row per component and pair."""
+        return self.margin.to_dataframe()
+
+    def top_k(self, k: int = 10) -> TopK:
+        return self.margin.top_k(k)
+
+    def plot(self, ax=None, k: int = 15):
+        return self.margin.plot(ax=ax, k=k)
 
 
 def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:

@@ -36,14 +36,14 @@ from .errors import RewardLensError
 from .indices import check_layer
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, recomputed_scale, run_readout
-from .results import new_axes, tidy_frame
+from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]
 
 
 @dataclass(frozen=True)
-class RewardLensResult:
+class RewardLensResult(Result):
     """Lens values ``[site, batch]`` (or ``[site, batch, pos]`` with ``all_positions``)."""
 
     values: Float[Tensor, "site batch ..."]
@@ -60,8 +60,7 @@ class RewardLensResult:
         written)."""
         delta = self.values.diff(dim=0, prepend=torch.zeros_like(self.values[:1]))
         mean_abs = delta.abs().flatten(1).mean(1)
-        idx = mean_abs.argsort(descending=True)[:k]
-        return [(self.labels[i], float(mean_abs[i])) for i in idx]
+        return top_entries(self.labels, mean_abs.tolist(), k, "mean |Δ lens reward|")
 
     def plot(self, ax=None, examples: Sequence[int] | None = None):
         fig, ax = new_axes(ax)
@@ -83,7 +82,7 @@ class RewardLensResult:
 
 
 @dataclass(frozen=True)
-class PairLensResult:
+class PairLensResult(Result):
     """Lens of chosen and rejected responses and their margin per site."""
 
     chosen: RewardLensResult
@@ -110,6 +109,11 @@ class PairLensResult:
             reached = (m * torch.sign(m[-1]) >= fraction * abs(final)).nonzero().flatten()
             out.append(self.labels[int(reached[0])])
         return out
+
+    def top_k(self, k: int = 5) -> TopK:
+        """Sites with the largest mean |change| of the margin from the previous site."""
+        delta = self.margins.diff(dim=0, prepend=torch.zeros_like(self.margins[:1]))
+        return top_entries(self.labels, delta.abs().mean(1).tolist(), k, "mean |Δ margin|")
 
     def to_dataframe(self):
         frame = tidy_frame(self.margins, self.labels, "site", "margin")

@@ -32,6 +32,7 @@ from .contrast import as_contrast_pairs, encode_contrast
 from .errors import EmptyInputError, InvalidArgumentError
 from .inputs import pad_batch
 from .lens import pair_lens
+from .results import Result
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,9 @@ def _fmt(values):
 
 
 @dataclass(frozen=True)
-class ObservationalReport:
+class ObservationalReport(Result):
+    label_column, value_column = "feature", "mean_margin"
+
     findings: tuple[FeatureFindings, ...]
 
     def to_dataframe(self):

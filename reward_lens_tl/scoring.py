@@ -25,10 +25,11 @@ from torch import Tensor
 from .errors import EmptyInputError
 from .inputs import Truncation
 from .pairs import OnError, SkippedPair, check_batch_size, encode_pairs, pair_batches
+from .results import Result, TopK, top_entries
 
 
 @dataclass(frozen=True)
-class PairScores:
+class PairScores(Result):
     """Rewards of each pair's chosen and rejected response (``[n_pairs]`` or
     ``[n_pairs, n_objectives]`` for plain multi-objective heads)."""
 
@@ -76,11 +77,12 @@ class PairScores:
         rows = [{"index": s.index, "record": s.record, "reason": s.reason} for s in self.skipped]
         return pd.DataFrame(rows, columns=["index", "record", "reason"])
 
-    def top_k(self, k: int = 5, largest: bool = True):
-        """The ``k`` pairs with the largest (or smallest) margin, as a dataframe."""
-        frame = self.to_dataframe()
-        col = "margin" if "margin" in frame else frame.columns[-1]
-        return frame.nlargest(k, col) if largest else frame.nsmallest(k, col)
+    def top_k(self, k: int = 5) -> TopK:
+        """The ``k`` pairs with the largest |margin| (first objective for several), labelled
+        ``pair <index>``."""
+        margins = self.margins if self.margins.ndim == 1 else self.margins[:, 0]
+        indices = self.indices or tuple(range(len(margins)))
+        return top_entries([f"pair {i}" for i in indices], margins.tolist(), k, "margin")
 
     def plot(self, ax=None):
         """Histogram of margins; returns the matplotlib figure (never shows it)."""

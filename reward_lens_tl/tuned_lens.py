@@ -35,11 +35,13 @@ from torch import Tensor
 from .lens import RewardLensResult, lens_sites
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
-from .results import new_axes
+from .results import Result, new_axes
 
 
 @dataclass(frozen=True)
-class TunedLensReport:
+class TunedLensReport(Result):
+    label_column, value_column = "site", "heldout_r2"
+
     labels: tuple[str, ...]
     heldout_mse: tuple[float, ...]
     heldout_r2: tuple[float, ...]

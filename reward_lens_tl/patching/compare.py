@@ -35,7 +35,7 @@ from ..attribution import direct_attribution
 from ..contrast import encode_example
 from ..inputs import EncodedConversation
 from ..pairs import encoded_pair
-from ..results import new_axes
+from ..results import Result, TopK, new_axes, top_entries
 from .activation import activation_patching
 from .atp import attribution_patching
 from .errors import PatchingError
@@ -105,7 +105,9 @@ def top1_rank(score: Tensor, reference_score: Tensor) -> int:
 
 
 @dataclass(frozen=True)
-class AgreementReport:
+class AgreementReport(Result):
+    label_column, value_column = "estimate", "spearman"
+
     """Activation patching of one grid, the estimates of the same grid and their agreement."""
 
     reference: PatchResult
@@ -265,7 +267,7 @@ def _margin_metric(model, rejected, fwd_hooks):
 
 
 @dataclass(frozen=True)
-class MethodComparison:
+class MethodComparison(Result):
     """Per-pair effects of several methods over the same components, and their agreement.
 
     ``values[method][pair]`` is a vector over ``labels[pair]`` (heads and MLPs: the same
@@ -327,6 +329,14 @@ class MethodComparison:
                 for label, v in zip(self.labels[i], vec.tolist(), strict=True):
                     rows.append(dict(pair=i, component=label, method=method, effect=v))
         return pd.DataFrame(rows)
+
+    def top_k(self, k: int = 10, method: str | None = None) -> TopK:
+        """Components with the largest |mean effect| over pairs under ``method`` (default:
+        activation patching when compared, else the first method)."""
+        method = method or ("patching" if "patching" in self.methods else self.methods[0])
+        frame = self.to_dataframe()
+        mean = frame[frame["method"] == method].groupby("component", sort=False)["effect"].mean()
+        return top_entries(mean.index.tolist(), mean.tolist(), k, f"mean {method} effect")
 
     def plot(self, reference: str = "patching"):
         """Scatter of every other method's effects against ``reference``'s, all pairs pooled

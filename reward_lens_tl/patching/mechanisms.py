@@ -41,7 +41,7 @@ from torch import Tensor
 
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
-from ..results import new_axes
+from ..results import Result, TopK, new_axes, top_entries
 from .activation import activation_patching, chunk_memory_bytes
 from .alignment import as_run
 from .compare import atp_agreement
@@ -53,7 +53,7 @@ UNIT_KINDS = ("planted", "reward", "neutral", "other")
 
 # -- where the effect sits ------------------------------------------------------------------
 @dataclass(frozen=True)
-class Localization:
+class Localization(Result):
     """Per feature and site, the share of pairs whose top unit is each kind, and the mean
     fraction of the effect restored by the planted span and by the reward-reading token."""
 
@@ -63,6 +63,15 @@ class Localization:
         import pandas as pd
 
         return pd.DataFrame(list(self.rows))
+
+    def top_k(self, k: int = 10) -> TopK:
+        """(feature, site) rows with the largest mean fraction restored by the planted span."""
+        return top_entries(
+            [f"{r['feature']} @ {r['site']}" for r in self.rows],
+            [r["planted_restored"] for r in self.rows],
+            k,
+            "planted_restored",
+        )
 
     def share(self, kind: str, site: str, feature: str | None = None) -> float:
         """Share of pairs whose top-1 unit at ``site`` (e.g. ``"resid_pre 0"``) is ``kind``."""
@@ -208,7 +217,7 @@ def _nanmean(values) -> float:
 
 # -- the smallest set of heads -------------------------------------------------------------
 @dataclass(frozen=True)
-class HeadSets:
+class HeadSets(Result):
     """Per pair, the smallest head set restoring ``threshold`` of the effect (``None`` when no
     subset of up to ``max_size`` candidates does), and every subset's restoration."""
 
@@ -287,6 +296,12 @@ class HeadSets:
             "shared_set_mean_restored": float("nan") if column is None else float(column.mean()),
             "shared_set_stability": self.stability(coverage),
         }
+
+    def top_k(self, k: int = 5) -> TopK:
+        """The minimal sets found most often, with the share of pairs they are minimal for."""
+        counts = Counter(" ".join(m) if m else "none" for m in self.minimal)
+        n = max(len(self.minimal), 1)
+        return top_entries(list(counts), [c / n for c in counts.values()], k, "share of pairs")
 
     def to_dataframe(self):
         """One row per pair: its minimal set, the set's size and restoration."""
@@ -536,7 +551,7 @@ SWAP_FEATURES = ("topic_match", "harmful", "sycophancy")
 
 
 @dataclass(frozen=True)
-class CausalGroundTruth:
+class CausalGroundTruth(Result):
     """:func:`causal_ground_truth`'s answers. ``head_sets`` patches heads at every position (it
     cannot miss a mechanism, wherever the query sits); ``head_sets_at_edit`` only at the edited
     positions (heads whose query is the edited token), which is ``None`` when not requested."""
@@ -549,6 +564,9 @@ class CausalGroundTruth:
     def to_dataframe(self):
         """The localization table (one row per feature and site)."""
         return self.localization.to_dataframe()
+
+    def top_k(self, k: int = 10) -> TopK:
+        return self.localization.top_k(k)
 
     def atp_dataframe(self):
         import pandas as pd

@@ -22,13 +22,13 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..results import new_axes
+from ..results import Result, TopK, new_axes, top_entries
 from .alignment import Alignment
 from .grids import Grid
 
 
 @dataclass(frozen=True)
-class PatchResult:
+class PatchResult(Result):
     """One sweep over a grid of cells.
 
     ``values`` is the metric per cell (for ``method="activation"`` the metric of the patched
@@ -86,11 +86,16 @@ class PatchResult:
             return self.magnitude.reshape(-1)
         return self.effects().abs()
 
-    def top_k(self, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` cells ranked by :meth:`ranking_score`, as ``[(label, value)]``."""
-        labels, vals = self.labels(), self.flat()
-        idx = self.ranking_score().argsort(descending=True)[:k]
-        return [(labels[i], float(vals[i])) for i in idx]
+    def top_k(self, k: int = 10, by: str = "effect") -> TopK:
+        """The ``k`` cells with the largest ``|effect|`` (``values - baseline``), shown as
+        ``[(label, effect)]``; ``by="magnitude"`` ranks and shows AtP*'s GradDrop magnitude."""
+        if by == "magnitude":
+            if self.magnitude is None:
+                raise ValueError("this result has no magnitude (only AtP* with GradDrop does)")
+            return top_entries(self.labels(), self.flat("magnitude").tolist(), k, "magnitude")
+        if by != "effect":
+            raise ValueError(f"by={by!r}: choose 'effect' or 'magnitude'")
+        return top_entries(self.labels(), self.effects().tolist(), k, "effect")
 
     def to_dataframe(self):
         """One row per cell: ``layer``, ``pos`` (grid index), ``target_pos``,

@@ -31,6 +31,7 @@ from torch import Tensor
 from ..errors import RewardLensError
 from ..inputs import pad_batch
 from ..readout import Objective, readout
+from ..results import Result, TopK, new_axes, top_entries
 from .activations import _as_encoded_pair
 from .attribution import _position_mask, decoder_directions, objective_reward
 from .errors import SAESiteError
@@ -213,7 +214,7 @@ def concept_steering(
 
 
 @dataclass(frozen=True)
-class ProjectionEffect:
+class ProjectionEffect(Result):
     """Rewards before and after projecting a direction out of one site."""
 
     hook_name: str
@@ -224,6 +225,23 @@ class ProjectionEffect:
     def effect(self) -> Float[Tensor, " example"]:
         """reward − reward(direction projected out)."""
         return self.original - self.projected
+
+    def top_k(self, k: int = 5) -> TopK:
+        """Examples whose reward the projection changes most."""
+        labels = [f"example {i}" for i in range(len(self.original))]
+        return top_entries(labels, self.effect.tolist(), k, "reward − projected")
+
+    def plot(self, ax=None):
+        """Reward after the projection against the original reward."""
+        fig, ax = new_axes(ax, figsize=(4, 4))
+        ax.scatter(self.original, self.projected, s=10)
+        lo = float(min(self.original.min(), self.projected.min()))
+        hi = float(max(self.original.max(), self.projected.max()))
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.5)
+        ax.set_xlabel("reward")
+        ax.set_ylabel(f"reward, direction projected out of {self.hook_name}")
+        fig.tight_layout()
+        return fig
 
     def to_dataframe(self):
         import pandas as pd

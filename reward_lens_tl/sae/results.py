@@ -23,7 +23,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import RewardLensError
-from ..results import new_axes
+from ..results import Result, TopK, new_axes, top_entries
 
 
 def feature_label(index: int) -> str:
@@ -31,7 +31,7 @@ def feature_label(index: int) -> str:
 
 
 @dataclass(frozen=True)
-class FeatureAttribution:
+class FeatureAttribution(Result):
     """Each SAE latent's contribution to the reward, ``values [example, feature]``.
 
     ``method="direct"`` (an SAE on the final residual): the exact direct effect
@@ -71,15 +71,20 @@ class FeatureAttribution:
             return {}
         return {"error": self.error, "decoder_bias": self.decoder_bias, "head_bias": self.head_bias}
 
-    def top_k(self, k: int = 10, example: int | None = None) -> list[tuple[str, float]]:
-        """The ``k`` features with the largest |value| for one example, or by mean |value|
-        over examples (reported with their signed mean)."""
+    def top_k(self, k: int = 10, example: int | None = None) -> TopK:
+        """The ``k`` features with the largest |value| for one example, or the largest |mean
+        value| over examples, shown with that (signed) value."""
         vals = self.values[example] if example is not None else self.values.mean(0)
-        return [(feature_label(i), float(vals[i])) for i in self._top(k, example)]
+        return top_entries(
+            [feature_label(i) for i in self._top(k, example)],
+            [float(vals[i]) for i in self._top(k, example)],
+            k,
+            "contribution",
+        )
 
     def _top(self, k: int, example: int | None) -> list[int]:
-        key = self.values[example].abs() if example is not None else self.values.abs().mean(0)
-        return key.argsort(descending=True)[:k].tolist()
+        vals = self.values[example] if example is not None else self.values.mean(0)
+        return vals.abs().argsort(descending=True, stable=True)[:k].tolist()
 
     def top_features(self, k: int = 10, example: int | None = None) -> list[int]:
         """Indices of the :meth:`top_k` features."""
@@ -142,7 +147,7 @@ class FeatureAttribution:
 
 
 @dataclass(frozen=True)
-class PairFeatureAttribution:
+class PairFeatureAttribution(Result):
     chosen: FeatureAttribution
     rejected: FeatureAttribution
 
@@ -150,9 +155,19 @@ class PairFeatureAttribution:
     def margin(self) -> FeatureAttribution:
         return self.chosen - self.rejected
 
+    def to_dataframe(self):
+        """The margin's feature attribution (chosen − rejected)."""
+        return self.margin.to_dataframe()
+
+    def top_k(self, k: int = 10) -> TopK:
+        return self.margin.top_k(k)
+
+    def plot(self, ax=None, k: int = 15):
+        return self.margin.plot(ax=ax, k=k)
+
 
 @dataclass(frozen=True)
-class FeatureEffects:
+class FeatureEffects(Result):
     """Measured reward changes ``values [feature, example]`` of an intervention per feature
     (e.g. ``reward − reward(feature ablated)``)."""
 
@@ -167,9 +182,9 @@ class FeatureEffects:
     def mean(self) -> Float[Tensor, " feature"]:
         return self.values.mean(1)
 
-    def top_k(self, k: int = 10) -> list[tuple[str, float]]:
-        idx = self.values.abs().mean(1).argsort(descending=True)[:k]
-        return [(self.labels[i], float(self.values[i].mean())) for i in idx]
+    def top_k(self, k: int = 10) -> TopK:
+        """Features with the largest |mean effect| over examples, shown with the mean."""
+        return top_entries(self.labels, self.values.mean(1).tolist(), k, self.intervention)
 
     def to_dataframe(self):
         from ..results import tidy_frame
@@ -187,7 +202,9 @@ class FeatureEffects:
 
 
 @dataclass(frozen=True)
-class AtPCheck:
+class AtPCheck(Result):
+    label_column, value_column = "feature", "ablation_mean"
+
     """Attribution patching over latents against real latent ablation, for the top features.
 
     ``estimate[feature, example]`` is ``Σ_pos ∂r/∂a · a``; ``actual`` is
@@ -248,7 +265,7 @@ class AtPCheck:
 
 
 @dataclass(frozen=True)
-class SteeringCurve:
+class SteeringCurve(Result):
     """Rewards ``[coefficient, example]`` when ``coefficient × direction`` is added."""
 
     label: str
@@ -263,6 +280,13 @@ class SteeringCurve:
         c = self.coefficients - self.coefficients.mean()
         m = self.mean() - self.mean().mean()
         return float((c * m).sum() / (c * c).sum().clamp_min(1e-12))
+
+    def top_k(self, k: int = 5) -> TopK:
+        """Coefficients with the largest |mean reward change| from the unsteered reward
+        (coefficient 0, or the smallest |coefficient|)."""
+        base = self.mean()[self.coefficients.abs().argmin()]
+        labels = [f"{float(c):+g}" for c in self.coefficients]
+        return top_entries(labels, (self.mean() - base).tolist(), k, "mean reward change")
 
     def to_dataframe(self):
         import pandas as pd
@@ -315,7 +339,7 @@ def _token_str(token_id: int, tokenizer) -> str:
 
 
 @dataclass(frozen=True)
-class FeatureContexts:
+class FeatureContexts(Result):
     """The top activating contexts of some features over a set of sequences."""
 
     contexts: tuple[tuple[Context, ...], ...]  # one tuple per feature, best first
@@ -326,11 +350,14 @@ class FeatureContexts:
     def __getitem__(self, feature: int) -> tuple[Context, ...]:
         return self.contexts[self.features.index(feature)]
 
-    def top_k(self, k: int = 5) -> list[tuple[str, float]]:
-        return [
-            (feature_label(f), c[0].activation if c else 0.0)
-            for f, c in zip(self.features, self.contexts, strict=True)
-        ][:k]
+    def top_k(self, k: int = 5) -> TopK:
+        """Features by their strongest activation in the contexts searched."""
+        return top_entries(
+            [feature_label(f) for f in self.features],
+            [c[0].activation if c else 0.0 for c in self.contexts],
+            k,
+            "max activation",
+        )
 
     def to_dataframe(self):
         import pandas as pd
@@ -361,7 +388,7 @@ class FeatureContexts:
 
 
 @dataclass(frozen=True)
-class ConceptVectors:
+class ConceptVectors(Result):
     """Difference-of-means directions, one per site (``labels``), ``directions [site, d]``."""
 
     name: str
@@ -378,9 +405,9 @@ class ConceptVectors:
     def __getitem__(self, label: str) -> Tensor:
         return self.directions[self.labels.index(label)]
 
-    def top_k(self, k: int = 5) -> list[tuple[str, float]]:
-        idx = self.reward_cosine.abs().argsort(descending=True)[:k]
-        return [(self.labels[i], float(self.reward_cosine[i])) for i in idx]
+    def top_k(self, k: int = 5) -> TopK:
+        """Sites whose concept vector is most aligned (|cosine|) with the reward direction."""
+        return top_entries(self.labels, self.reward_cosine.tolist(), k, "cosine with w_r")
 
     def to_dataframe(self):
         import pandas as pd
@@ -434,7 +461,7 @@ class GroundTruthRow:
 
 
 @dataclass(frozen=True)
-class GroundTruthReport:
+class GroundTruthReport(Result):
     """Per planted feature, the SAE latent that tracks it best and its reward effect."""
 
     rows: tuple[GroundTruthRow, ...]
@@ -447,8 +474,11 @@ class GroundTruthReport:
 
         return pd.DataFrame([{**r.__dict__, "passed": r.passed} for r in self.rows])
 
-    def top_k(self, k: int = 4) -> list[tuple[str, float]]:
-        return [(r.feature, r.correlation) for r in self.rows][:k]
+    def top_k(self, k: int = 4) -> TopK:
+        """Planted features by the correlation of their best latent."""
+        return top_entries(
+            [r.feature for r in self.rows], [r.correlation for r in self.rows], k, "correlation"
+        )
 
     def plot(self, ax=None):
         fig, ax = new_axes(ax, figsize=(4.5, 3))

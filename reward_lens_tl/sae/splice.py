@@ -32,6 +32,7 @@ from jaxtyping import Float
 from sae_lens import SAE
 from torch import Tensor
 
+from ..results import Result, TopK, top_entries
 from .activations import check_hook
 from .errors import SAEHookError, SAESiteError
 
@@ -102,7 +103,7 @@ def run_with_cache_with_saes(
 
 
 @dataclass(frozen=True)
-class SpliceReport:
+class SpliceReport(Result):
     """Rewards of the original model and with an SAE spliced in, per example."""
 
     hook_name: str
@@ -132,6 +133,11 @@ class SpliceReport:
             "fvu": self.fvu,
             "l0": self.l0,
         }
+
+    def top_k(self, k: int = 5) -> TopK:
+        """Examples whose reward the reconstruction (no error term) changes most."""
+        labels = [f"example {i}" for i in range(len(self.original))]
+        return top_entries(labels, self.reconstruction_error.tolist(), k, "reconstruction error")
 
     def to_dataframe(self):
         import pandas as pd
