@@ -144,6 +144,17 @@ class PatchResult(Result):
     def plot(self, ax=None, cmap: str = "RdBu"):
         """Heat map of the grid (colour scale symmetric around 0); returns the figure."""
         m, rows, cols = self.matrix()
+        return self._heatmap(m, rows, cols, ax, cmap)
+
+    def to_html(self, max_rows: int = 30) -> str:
+        """The grid as a coloured table with the top cells boxed (Jupyter shows this)."""
+        from ..html import grid_html
+
+        m, rows, cols = self.matrix()
+        title = f"{self.method} · {self.site} · {self.mode} ({self.metric_name})"
+        return grid_html(m.tolist(), rows, cols, title=title, highlight=5)
+
+    def _heatmap(self, m, rows, cols, ax, cmap):
         fig, ax = new_axes(ax, figsize=(min(2 + 0.35 * len(cols), 14), 1.5 + 0.3 * len(rows)))
         lim = float(m.abs().max()) or 1.0
         im = ax.imshow(m.float().numpy(), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")

@@ -1,0 +1,113 @@
+"""Small self-contained HTML views (no scripts, no network), every text escaped.
+
+:func:`token_html` colours tokens by a signed value (blue positive, red negative) with the
+value and details on hover, the way CircuitsVis token views look in a TransformerLens notebook;
+:func:`grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with
+its largest cells outlined. Both return a string for ``_repr_html_`` or a report page.
+
+CircuitsVis itself was considered and not used: its views embed ~1.3 MB of JavaScript each and
+it probes the internet (``urlopen("http://google.com")``) on every render, which a report that
+must open offline, and a machine without network, should not do.
+
+>>> page = token_html(["<b>", "ok"], [1.0, -0.5], ["bold?", "fine"])
+>>> "<b>" in page, "&lt;b&gt;" in page
+(False, True)
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+STYLE = "font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; line-height: 1.9;"
+
+
+def _colour(value: float, scale: float) -> str:
+    """Background colour for ``value``: blue for positive, red for negative, alpha ∝ |value|."""
+    if scale <= 0 or value != value:  # zero scale or NaN
+        return "rgba(0,0,0,0)"
+    alpha = min(abs(value) / scale, 1.0) * 0.85
+    return f"rgba(68,114,196,{alpha:.3f})" if value >= 0 else f"rgba(192,0,0,{alpha:.3f})"
+
+
+def show_token(token: str) -> str:
+    """A token as visible, escaped text (newlines and tabs made visible)."""
+    shown = token.replace("\n", "↵").replace("\t", "⇥")
+    return html.escape(shown if shown.strip() else shown.replace(" ", "·") or "∅")
+
+
+def token_html(
+    tokens: Sequence[str],
+    values: Sequence[float],
+    hovers: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    marks: dict[int, str] | None = None,
+) -> str:
+    """Tokens coloured by ``values`` (scaled to the largest |value|); ``hovers`` are shown as
+    tooltips; ``marks`` puts a small label above chosen positions (e.g. the reward token)."""
+    values = [float(v) for v in values]
+    scale = max((abs(v) for v in values if v == v), default=0.0)
+    spans = []
+    for i, (tok, v) in enumerate(zip(tokens, values, strict=True)):
+        tip = f"pos {i}: {v:+.4f}" + (f"\n{hovers[i]}" if hovers else "")
+        mark = (marks or {}).get(i)
+        border = "border-bottom: 2px solid #000;" if mark else ""
+        label = f'<sup style="font-size:9px;color:#555">{html.escape(mark)}</sup>' if mark else ""
+        spans.append(
+            f'<span title="{html.escape(tip, quote=True)}" style="background:{_colour(v, scale)};'
+            f'padding:1px 2px;margin:0 1px;border-radius:3px;{border}">{show_token(tok)}</span>'
+            f"{label}"
+        )
+    head = f"<div><strong>{html.escape(title)}</strong></div>" if title else ""
+    foot = f'<div style="color:#555;font-size:11px">{html.escape(caption)}</div>' if caption else ""
+    legend = (
+        '<div style="font-size:11px;color:#555">colour: blue raises, red lowers the value '
+        f"(full colour = {scale:.3g}); hover a token for details</div>"
+    )
+    return f'<div style="{STYLE}">{head}<div>{"".join(spans)}</div>{legend}{foot}</div>'
+
+
+def grid_html(
+    values,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    title: str | None = None,
+    highlight: int = 5,
+) -> str:
+    """A coloured table of ``values[row][col]`` with the ``highlight`` largest |cells| boxed."""
+    rows = [[float(v) for v in row] for row in values]
+    flat = sorted(
+        ((abs(v), r, c) for r, row in enumerate(rows) for c, v in enumerate(row) if v == v),
+        reverse=True,
+    )
+    top = {(r, c) for _, r, c in flat[:highlight]}
+    scale = flat[0][0] if flat else 0.0
+    head = "".join(
+        f'<th style="font-weight:normal;font-size:10px">{html.escape(str(c))}</th>'
+        for c in col_labels
+    )
+    body = []
+    for r, row in enumerate(rows):
+        cells = "".join(
+            f'<td title="{html.escape(f"{row_labels[r]}, {col_labels[c]}: {v:+.4f}", quote=True)}"'
+            f' style="background:{_colour(v, scale)};width:22px;height:18px;font-size:9px;'
+            f'text-align:center;{"outline:2px solid #000;" if (r, c) in top else ""}">'
+            f"{'●' if (r, c) in top else ''}</td>"
+            for c, v in enumerate(row)
+        )
+        body.append(
+            f"<tr><th style='font-size:10px'>{html.escape(str(row_labels[r]))}</th>{cells}</tr>"
+        )
+    caption = (
+        f"<caption style='caption-side:top;text-align:left'><strong>{html.escape(title)}</strong>"
+        f" (boxed: top {len(top)} by |value|; hover for values)</caption>"
+        if title
+        else ""
+    )
+    return (
+        f'<table style="border-collapse:collapse;{STYLE}">{caption}<tr><th></th>{head}</tr>'
+        f"{''.join(body)}</table>"
+    )

@@ -1,0 +1,68 @@
+"""Per-token reward views: an exact decomposition, planted tokens found, escaped HTML."""
+
+import pytest
+import torch
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.html import grid_html, token_html
+from reward_lens_tl.testing import random_batch, tiny_reward_model
+from reward_lens_tl.token_view import TokenAttribution, token_attribution
+from reward_lens_tl.zoo import zoo_path
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
+
+
+def test_tokens_sum_to_the_reward_and_find_planted_words(model):
+    enc = model.encode("explain how to bake bread", "great question the oven and the bomb")
+    view = token_attribution(model, enc)
+    assert view.completeness_error() < 1e-4
+    with torch.no_grad():
+        assert abs(view.reward - float(model.rewards(torch.tensor([enc.ids]))[0])) < 1e-5
+    frame = view.to_dataframe().set_index("token")
+    assert frame.loc["bomb", "value"] == frame["value"].min()  # the harmful word, most negative
+    assert frame.loc["bomb", "part"] == "response"
+    top_positive = [label for label, v in view.top_k(len(enc)) if v > 0]
+    assert any(
+        label.endswith(":great") or label.endswith(":question") for label in top_positive[:4]
+    )
+
+
+def test_tiny_model_completeness_and_position_mode():
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
+    ids, _ = random_batch(1, [9])
+    assert token_attribution(model, ids[0]).completeness_error() < 1e-4
+    view = token_attribution(model, ids, mode="position")
+    with torch.no_grad():
+        assert abs(float(view.values.sum()) - float(model.rewards(ids)[0])) < 1e-4
+
+
+def test_views_escape_text():
+    evil = "<script>alert(1)</script>"
+    view = TokenAttribution(
+        tokens=("<bos>", evil, '"><img src=x>'),
+        values=torch.tensor([0.0, 1.0, -1.0]),
+        hovers=("a", "b <b>", "c"),
+        reward=0.5,
+        head_bias=0.0,
+        reward_position=2,
+        response_start=1,
+    )
+    page = view._repr_html_()
+    assert "<script>" not in page and "&lt;script&gt;" in page and "<img" not in page
+    assert "<b>" not in token_html(["x"], [1.0], ["<b>bold</b>"])
+    table = grid_html([[1.0, -2.0]], ["<L0>"], ["a", "<b>"], title="<t>")
+    assert "<L0>" not in table and "&lt;b&gt;" in table and "&lt;t&gt;" in table
+    assert table.count("outline") == 2  # both cells are among the top 5
+
+
+def test_patch_result_renders_a_grid_with_top_cells(model):
+    from reward_lens_tl.patching import activation_patching
+
+    chosen = model.encode("explain how to bake bread", "the oven and the flour")
+    rejected = model.encode("explain how to bake bread", "the oven and the bomb")
+    result = activation_patching(model, chosen, rejected, site="resid_pre", alignment="exact")
+    page = result._repr_html_()
+    assert page.count("outline:2px") == 5 and "L0" in page
