@@ -87,6 +87,29 @@ def _info(args) -> int:
     return 0
 
 
+def _report(args) -> int:
+    import torch
+
+    from .report import build_report
+
+    torch.set_num_threads(args.threads)
+    numbers = build_report(
+        args.model,
+        args.pairs,
+        args.out,
+        limit=args.limit,
+        seed=args.seed,
+        resume=args.resume,
+        format=args.format,
+        truncation=args.truncation,
+    )
+    print(
+        f"report written to {Path(args.out) / 'report.html'}: accuracy {numbers['accuracy']:.1%} "
+        f"over {numbers['n_scored']} pairs ({numbers['n_skipped']} skipped)"
+    )
+    return 0
+
+
 def _zoo_train(args) -> int:
     from .zoo import train_zoo
 
@@ -139,6 +162,30 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("model", help="local checkpoint directory")
     info.add_argument("--no-parity", action="store_true", help="only read the files; load nothing")
     info.set_defaults(func=_info)
+
+    report = sub.add_parser(
+        "report", help="one self-contained HTML page: scores, lens, components, patching, tokens"
+    )
+    report.add_argument("model", help="local checkpoint directory")
+    report.add_argument("pairs", help="pair file (any format `score` reads)")
+    report.add_argument("--out", default="reports/report", help="output directory")
+    report.add_argument(
+        "--limit", type=int, default=None, help="a seeded sample of this many pairs"
+    )
+    report.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    report.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run (same arguments)"
+    )
+    report.add_argument("--format", default=None, help="the pair file's format (default: guessed)")
+    report.add_argument(
+        "--truncation",
+        choices=["error", "left", "right"],
+        default="left",
+        help="conversations longer than the context: drop the oldest prompt content (left), "
+        "the end of the response (right), or skip the pair (error)",
+    )
+    report.add_argument("--threads", type=int, default=1, help="torch threads")
+    report.set_defaults(func=_report)
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)

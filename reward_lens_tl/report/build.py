@@ -1,0 +1,363 @@
+"""Building the report: steps whose results are kept in ``.work/`` so a run can resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import RewardLensError
+from .page import Section, page_html
+
+#: Extra sections: ``fn(ctx) -> Section | None``; ``ctx`` has the model, the scored pairs and
+#: the numbers so far. Registered by the probe, sweep and benchmark modules.
+SECTIONS: list[tuple[str, Callable[[dict], Section | None]]] = []
+
+
+class ReportError(RewardLensError, ValueError):
+    """A report that cannot be written as asked (unwritable folder, a resume with other
+    arguments); nothing half-written is left under the final name."""
+
+
+def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
+    """Add (or replace) an extra report section computed by ``fn(ctx)``."""
+    SECTIONS[:] = [(n, f) for n, f in SECTIONS if n != name] + [(name, fn)]
+
+
+def build_report(
+    model_dir,
+    pairs_path,
+    out_dir,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    resume: bool = False,
+    format: str | None = None,
+    truncation: str = "left",
+    n_patch: int = 3,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> dict:
+    """Write ``out_dir/report.html`` and ``out_dir/report.json``; returns the numbers.
+
+    ``limit`` scores a seeded random sample of that many pairs (``seed``); conversations longer
+    than the context are truncated (``truncation``) or, if they cannot fit, skipped and
+    counted; ``n_patch`` largest-margin pairs are patched; ``resume`` reuses finished steps."""
+    from tqdm.auto import tqdm
+
+    out = _writable_dir(out_dir)
+    args = {
+        "model": str(Path(model_dir).resolve()),
+        "pairs": str(Path(pairs_path).resolve()),
+        "limit": limit,
+        "seed": seed,
+        "format": format,
+        "truncation": truncation,
+        "n_patch": n_patch,
+    }
+    work = _work_dir(out, args, resume)
+    ctx = _context(model_dir, pairs_path, args, batch_size)
+    steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
+    sections = []
+    for name, step in tqdm(steps, desc="report", disable=not progress):
+        stored = _cached(work, name, lambda step=step: step(ctx))
+        if stored is not None:
+            ctx["numbers"].update(stored["numbers"])
+        sections.append(stored)
+    sections = [s for s in sections if s is not None]
+    numbers = {"args": args, **ctx["numbers"], "sections": [s["title"] for s in sections]}
+    title = f"reward-lens report: {Path(model_dir).name} on {Path(pairs_path).name}"
+    subtitle = (
+        f"{numbers['n_scored']} pairs scored of {numbers['n_pairs']} loaded "
+        f"({numbers['n_skipped']} skipped), seed {seed}; every number is reproducible with the "
+        "reward_lens_tl API"
+    )
+    page = page_html(title, subtitle, [_section(s) for s in sections])
+    _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
+    _write_atomic(out / "report.html", page)
+    shutil.rmtree(work, ignore_errors=True)
+    return numbers
+
+
+# -- steps ---------------------------------------------------------------------------------------
+def _context(model_dir, pairs_path, args, batch_size) -> dict:
+    import warnings
+
+    from ..data import load_pairs
+    from ..inputs import UnknownTokenWarning
+    from ..model import HookedRewardModel
+
+    model = HookedRewardModel.from_pretrained(model_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pairs = load_pairs(pairs_path, format=args["format"], skip_bad=True)
+    n_loaded = len(pairs)
+    chosen = list(range(n_loaded))
+    if args["limit"] is not None and args["limit"] < n_loaded:
+        chosen = sorted(random.Random(args["seed"]).sample(chosen, args["limit"]))
+    warnings.filterwarnings("ignore", category=UnknownTokenWarning)
+    return {
+        "model": model,
+        "pairs": [pairs[i] for i in chosen],
+        "pair_ids": chosen,
+        "batch_size": batch_size,
+        "truncation": args["truncation"],
+        "n_patch": args["n_patch"],
+        "numbers": {
+            "n_pairs": len(chosen),
+            "n_loaded": n_loaded,
+            "n_bad_records": len(pairs.skipped),
+        },
+    }
+
+
+def _step_scores(ctx) -> dict:
+    from ..pairs import encode_pairs
+    from ..scoring import score_pairs
+
+    model = ctx["model"]
+    scores = score_pairs(
+        model,
+        ctx["pairs"],
+        batch_size=ctx["batch_size"],
+        truncation=ctx["truncation"],
+        progress=True,
+        on_error="skip",
+    )
+    encoded, kept, _ = encode_pairs(model, ctx["pairs"], ctx["truncation"], "skip")
+    ctx["encoded"], ctx["kept"] = encoded, kept
+    ctx["scores"] = scores
+    margins = scores.margins if scores.margins.ndim == 1 else scores.margins[:, 0]
+    numbers = {
+        "n_scored": len(kept),
+        "n_skipped": len(scores.skipped),
+        "accuracy": scores.accuracy,
+        "mean_margin": float(margins.mean()),
+        "chosen": scores.chosen.tolist(),
+        "rejected": scores.rejected.tolist(),
+        "pair_ids": [ctx["pair_ids"][i] for i in kept],
+    }
+    ctx["numbers"].update(numbers)
+    frame = scores.to_dataframe().drop(columns=["record"])
+    frame["index"] = numbers["pair_ids"]
+    for side in ("prompt", "chosen", "rejected"):
+        frame.insert(
+            len(frame.columns),
+            f"{side} text",
+            [_clip(getattr(ctx["pairs"][i], side)) for i in kept],
+        )
+    skipped = f"{len(scores.skipped)} pairs skipped (too long even after truncation)"
+    if scores.skipped:
+        skipped += f", e.g. {scores.skipped[0]}"
+    section = Section("Scores")
+    section.text(
+        f"Accuracy (chosen > rejected): {scores.accuracy:.1%} over {len(kept)} pairs; mean margin "
+        f"{numbers['mean_margin']:+.4f}; {skipped}."
+    )
+    section.figure(scores.plot(), "histogram of reward margins")
+    key = "margin" if "margin" in frame else frame.columns[-4]
+    section.text("Largest margins:").table(frame.sort_values(key, ascending=False), max_rows=8)
+    section.text("Smallest margins (the model's weakest preferences and its errors):")
+    section.table(frame.sort_values(key), max_rows=8)
+    return _store(section, numbers)
+
+
+def _needs_scores(ctx) -> None:
+    if "encoded" not in ctx:
+        from ..pairs import encode_pairs
+
+        encoded, kept, _ = encode_pairs(ctx["model"], ctx["pairs"], ctx["truncation"], "skip")
+        ctx["encoded"], ctx["kept"] = encoded, kept
+
+
+def _step_lens(ctx) -> dict:
+    from ..lens import pair_lens
+
+    _needs_scores(ctx)
+    lens = pair_lens(ctx["model"], ctx["encoded"], batch_size=ctx["batch_size"])
+    crystal = Counter(str(s) for s in lens.crystallization(0.5))
+    mean = lens.margins.mean(1)
+    numbers = {
+        "lens_sites": list(lens.labels),
+        "lens_mean_margin": mean.tolist(),
+        "crystallization": dict(crystal.most_common()),
+    }
+    ctx["numbers"].update(numbers)
+    section = Section("Reward lens")
+    section.text(
+        "The margin read out after every layer (final norm applied, so the last site equals "
+        f"the margin). First site reaching half the final margin, per pair: {dict(crystal)}."
+    )
+    section.figure(lens.plot(), "lens curves of the margins")
+    return _store(section, numbers)
+
+
+def _step_attribution(ctx) -> dict:
+    from ..attribution import attribute_pairs
+
+    _needs_scores(ctx)
+    margin = attribute_pairs(ctx["model"], ctx["encoded"], batch_size=ctx["batch_size"]).margin
+    top = margin.top_k(12)
+    numbers = {
+        "top_components": [[label, value] for label, value in top],
+        "attribution_completeness_error": margin.completeness_error(),
+    }
+    ctx["numbers"].update(numbers)
+    section = Section("Top components")
+    section.text(
+        "Direct attribution of the margin (chosen − rejected) to embeddings, heads, MLPs and "
+        f"biases, mean over pairs; parts sum to the margin (max error "
+        f"{margin.completeness_error():.1e})."
+    )
+    section.figure(margin.plot(k=12), "top components of the margin")
+    section.table(top.to_dataframe())
+    return _store(section, numbers)
+
+
+def _step_patching(ctx) -> dict:
+    from ..html import grid_html
+    from ..patching import activation_patching
+
+    _needs_scores(ctx)
+    margins = ctx["numbers"]["chosen"], ctx["numbers"]["rejected"]
+    diffs = [abs(_first(c) - _first(r)) for c, r in zip(*margins, strict=True)]
+    picks = sorted(range(len(diffs)), key=lambda i: -diffs[i])[: ctx["n_patch"]]
+    section = Section("Patching the largest-margin pairs")
+    section.text(
+        "Denoising activation patching of the residual stream (layer × position, rejected run "
+        "patched from the chosen run, end-aligned at the reward token): the fraction of the "
+        "margin each cell restores."
+    )
+    found = []
+    for i in picks:
+        chosen, rejected = ctx["encoded"][i]
+        result = activation_patching(
+            ctx["model"], chosen, rejected, site="resid_pre", alignment="end"
+        )
+        m, rows, cols = result.matrix()
+        found.append({"pair": ctx["numbers"]["pair_ids"][i], "top": list(result.top_k(3))})
+        section.raw(grid_html(m.tolist(), rows, cols, title=f"pair {found[-1]['pair']}"))
+    ctx["numbers"]["patching"] = found
+    return _store(section, {"patching": found})
+
+
+def _step_tokens(ctx) -> dict:
+    from ..token_view import token_attribution
+
+    _needs_scores(ctx)
+    chosen = [_first(c) for c in ctx["numbers"]["chosen"]]
+    rejected = [_first(r) for r in ctx["numbers"]["rejected"]]
+    best = max(range(len(chosen)), key=chosen.__getitem__)
+    worst = min(range(len(rejected)), key=rejected.__getitem__)
+    section = Section("Token views")
+    section.text(
+        "Each token's exact direct contribution to the reward (heads split by the token they "
+        "read; the reward token also holds its embedding, MLPs and biases). Hover for values."
+    )
+    views = []
+    for name, idx, side in (("most preferred", best, 0), ("least preferred", worst, 1)):
+        view = token_attribution(ctx["model"], ctx["encoded"][idx][side])
+        pair = ctx["numbers"]["pair_ids"][idx]
+        views.append(
+            {"which": name, "pair": pair, "reward": view.reward, "top_tokens": list(view.top_k(3))}
+        )
+        section.raw(view.to_html().replace("reward by token", f"{name} response (pair {pair})", 1))
+    ctx["numbers"]["token_views"] = views
+    return _store(section, {"token_views": views})
+
+
+STEPS = [
+    ("scores", _step_scores),
+    ("lens", _step_lens),
+    ("attribution", _step_attribution),
+    ("patching", _step_patching),
+    ("tokens", _step_tokens),
+]
+
+
+def _extra(fn):
+    def step(ctx):
+        _needs_scores(ctx)
+        section = fn(ctx)
+        return None if section is None else _store(section, {})
+
+    return step
+
+
+# -- plumbing ------------------------------------------------------------------------------------
+def _clip(text, n: int = 90) -> str:
+    if not isinstance(text, str):
+        text = " / ".join(str(m.get("content", "")) for m in text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _first(value):
+    return value[0] if isinstance(value, list) else value
+
+
+def _store(section: Section, numbers: dict) -> dict:
+    return {"title": section.title, "html": section.html(), "numbers": numbers}
+
+
+def _section(stored: dict):
+    class _Done:
+        title = stored["title"]
+
+        @staticmethod
+        def html() -> str:
+            return stored["html"]
+
+    return _Done
+
+
+def _cached(work: Path, name: str, compute):
+    path = work / f"{name.replace(':', '_')}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    result = compute()
+    _write_atomic(path, json.dumps(result, default=float))
+    return result
+
+
+def _writable_dir(out_dir) -> Path:
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise ReportError(f"cannot write the report to {out}: {err}") from err
+    return out
+
+
+def _work_dir(out: Path, args: dict, resume: bool) -> Path:
+    work = out / ".work"
+    manifest = work / "args.json"
+    if resume:
+        if not manifest.exists():
+            raise ReportError(
+                f"nothing to resume in {out} (no unfinished run); run without --resume"
+            )
+        before = json.loads(manifest.read_text())
+        if before != args:
+            diff = {k: (before.get(k), v) for k, v in args.items() if before.get(k) != v}
+            raise ReportError(
+                f"the unfinished run in {out} used other arguments {diff} (before, now); resume "
+                "with the same arguments or start again without --resume"
+            )
+        return work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    manifest.write_text(json.dumps(args))
+    return work
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

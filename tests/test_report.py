@@ -1,0 +1,144 @@
+"""``reward-lens report``: the page's numbers are the API's, text is escaped, runs resume,
+and the page loads cleanly in a real browser."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.report import ReportError, build, build_report
+from reward_lens_tl.zoo import load_task, zoo_path
+
+EVIL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def pair_file(tmp_path_factory):
+    task = load_task().task
+    rng = random.Random(0)
+    rows = []
+    while len(rows) < 16:
+        a, b = task.response_pair(rng, max_words=8)
+        if a.score != b.score:
+            chosen, rejected = (a, b) if a.score > b.score else (b, a)
+            rows.append(
+                {
+                    "prompt": " ".join(chosen.prompt),
+                    "chosen": " ".join(chosen.response),
+                    "rejected": " ".join(rejected.response),
+                }
+            )
+    rows[0]["prompt"] = EVIL + " " + rows[0]["prompt"]
+    rows[0]["chosen"] = "great question " + rows[0]["chosen"]  # a large margin: shown first
+    path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(pair_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    numbers = build_report(zoo_path("scalar"), pair_file, out, progress=False)
+    return out, numbers
+
+
+def test_numbers_equal_the_api(report, pair_file):
+    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.data import load_pairs
+    from reward_lens_tl.lens import pair_lens
+    from reward_lens_tl.scoring import score_pairs
+
+    out, numbers = report
+    model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    pairs = load_pairs(pair_file)
+    scores = score_pairs(model, pairs, truncation="left")
+    assert numbers["accuracy"] == pytest.approx(scores.accuracy)
+    assert numbers["chosen"] == pytest.approx(scores.chosen.tolist(), abs=1e-5)
+    top = attribute_pairs(model, pairs).margin.top_k(12)
+    assert [label for label, _ in numbers["top_components"]] == [label for label, _ in top]
+    lens = pair_lens(model, pairs)
+    assert numbers["lens_mean_margin"][-1] == pytest.approx(float(scores.margins.mean()), abs=1e-4)
+    assert numbers["lens_mean_margin"] == pytest.approx(lens.margins.mean(1).tolist(), abs=1e-5)
+    assert json.loads((out / "report.json").read_text())["accuracy"] == numbers["accuracy"]
+    assert numbers["sections"][:5] == [
+        "Scores",
+        "Reward lens",
+        "Top components",
+        "Patching the largest-margin pairs",
+        "Token views",
+    ]
+    assert len(numbers["patching"]) == 3 and numbers["token_views"][0]["which"] == "most preferred"
+
+
+def test_page_is_self_contained_and_escaped(report):
+    out, _ = report
+    page = (out / "report.html").read_text()
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "http://" not in page and "https://" not in page  # nothing to fetch
+    assert page.count("data:image/png;base64,") >= 3
+    assert not (out / ".work").exists() and not list(out.glob("*.tmp"))
+
+
+def test_interrupted_run_resumes_to_the_same_report(pair_file, report, tmp_path, monkeypatch):
+    _, full = report
+    out = tmp_path / "r"
+
+    def boom(ctx):
+        raise RuntimeError("interrupted")
+
+    steps = list(build.STEPS)
+    monkeypatch.setattr(build, "STEPS", [*steps[:3], ("patching", boom), *steps[4:]])
+    with pytest.raises(RuntimeError, match="interrupted"):
+        build_report(zoo_path("scalar"), pair_file, out, progress=False)
+    assert not (out / "report.html").exists()  # never a half-written report
+    assert (out / ".work" / "scores.json").exists()
+    with pytest.raises(ReportError, match="other arguments"):
+        build_report(zoo_path("scalar"), pair_file, out, progress=False, resume=True, limit=5)
+    monkeypatch.setattr(build, "STEPS", steps)
+    resumed = build_report(zoo_path("scalar"), pair_file, out, progress=False, resume=True)
+    for key in ("accuracy", "chosen", "top_components", "lens_mean_margin", "patching"):
+        assert resumed[key] == full[key], key
+    with pytest.raises(ReportError, match="nothing to resume"):
+        build_report(zoo_path("scalar"), pair_file, out, progress=False, resume=True)
+
+
+def test_unwritable_output_is_a_clear_error(pair_file, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ReportError, match="cannot write"):
+        build_report(zoo_path("scalar"), pair_file, blocker / "out", progress=False)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_page_in_a_real_browser(report, tmp_path):
+    playwright = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (see CONTRIBUTING)"
+    )
+    if CHROMIUM is None:
+        pytest.skip("no chromium browser installed (apt-get install chromium; see CONTRIBUTING)")
+    import matplotlib.image as mpimg
+
+    out, _ = report
+    shot = tmp_path / "page.png"
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((out / "report.html").resolve().as_uri())
+        widths = page.evaluate("Array.from(document.images).map(i => i.naturalWidth)")
+        text = page.inner_text("body")
+        sections = page.evaluate("document.querySelectorAll('section').length")
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert problems == []
+    assert len(widths) >= 3 and all(w > 0 for w in widths)
+    assert sections >= 5 and EVIL in text  # shown as text, not run
+    pixels = mpimg.imread(shot)
+    assert pixels.std() > 0.05 and Path(shot).stat().st_size > 20_000
