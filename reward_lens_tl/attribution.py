@@ -33,7 +33,7 @@ from .components import Component
 from .errors import RewardLensError
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
-from .results import Result, TopK, new_axes, tidy_frame, top_entries
+from .results import MarginResult, Result, TopK, new_axes, tidy_frame, top_entries
 
 
 @dataclass(frozen=True)
@@ -125,23 +125,16 @@ class AttributionResult(Result):
 
 
 @dataclass(frozen=True)
-class PairAttribution(Result):
+class PairAttribution(MarginResult):
+    """Attribution of each pair's chosen and rejected response; ``.margin`` is their
+    difference (frame, figure and top entries are the margin's)."""
+
     chosen: AttributionResult
     rejected: AttributionResult
 
     @property
     def margin(self) -> AttributionResult:
         return self.chosen - self.rejected
-
-    def to_dataframe(self):
-        """The margin's attribution (chosen − rejected), one row per component and pair."""
-        return self.margin.to_dataframe()
-
-    def top_k(self, k: int = 10) -> TopK:
-        return self.margin.top_k(k)
-
-    def plot(self, ax=None, k: int = 15):
-        return self.margin.plot(ax=ax, k=k)
 
 
 def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:

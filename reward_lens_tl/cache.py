@@ -41,6 +41,23 @@ from .errors import RewardLensError
 REWARD = "reward"
 
 
+def _per_row_method(name: str):
+    """TL's ``ActivationCache.<name>`` taking ``pos_slice="reward"`` (or ``-1``) per row."""
+    base = getattr(ActivationCache, name)
+
+    def method(self, *args, pos_slice=None, return_labels=False, **kwargs):
+        return self._per_row(
+            base.__get__(self), *args, pos_slice=pos_slice, return_labels=return_labels, **kwargs
+        )
+
+    method.__name__ = name
+    method.__doc__ = (
+        f"TL's ``{name}``; ``pos_slice='reward'`` (or TL's ``-1``) reads each row's reward "
+        "position, giving ``[..., batch, d_model]``."
+    )
+    return method
+
+
 class RewardActivationCache(ActivationCache):
     """An ``ActivationCache`` that knows each row's reward-reading position."""
 
@@ -92,55 +109,11 @@ class RewardActivationCache(ActivationCache):
             return self.gather_reward_positions(stack), labels
         return self.gather_reward_positions(out)
 
-    def accumulated_resid(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        """TL's ``accumulated_resid``; ``pos_slice="reward"`` reads each row's reward position."""
-        return self._per_row(
-            super().accumulated_resid,
-            *args,
-            pos_slice=pos_slice,
-            return_labels=return_labels,
-            **kwargs,
-        )
-
-    def decompose_resid(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        """TL's ``decompose_resid``; ``pos_slice="reward"`` reads each row's reward position."""
-        return self._per_row(
-            super().decompose_resid,
-            *args,
-            pos_slice=pos_slice,
-            return_labels=return_labels,
-            **kwargs,
-        )
-
-    def stack_head_results(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        """TL's ``stack_head_results``; ``pos_slice="reward"`` reads each row's reward position."""
-        return self._per_row(
-            super().stack_head_results,
-            *args,
-            pos_slice=pos_slice,
-            return_labels=return_labels,
-            **kwargs,
-        )
-
-    def stack_neuron_results(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        """TL's ``stack_neuron_results``; ``pos_slice="reward"`` as above."""
-        return self._per_row(
-            super().stack_neuron_results,
-            *args,
-            pos_slice=pos_slice,
-            return_labels=return_labels,
-            **kwargs,
-        )
-
-    def get_full_resid_decomposition(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        """TL's ``get_full_resid_decomposition``; ``pos_slice="reward"`` as above."""
-        return self._per_row(
-            super().get_full_resid_decomposition,
-            *args,
-            pos_slice=pos_slice,
-            return_labels=return_labels,
-            **kwargs,
-        )
+    accumulated_resid = _per_row_method("accumulated_resid")
+    decompose_resid = _per_row_method("decompose_resid")
+    stack_head_results = _per_row_method("stack_head_results")
+    stack_neuron_results = _per_row_method("stack_neuron_results")
+    get_full_resid_decomposition = _per_row_method("get_full_resid_decomposition")
 
     # -- the final norm ------------------------------------------------------------------
     def apply_ln_to_stack(

@@ -500,18 +500,7 @@ MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
 
 
 def load_reward_model(
-    model_or_path,
-    tokenizer: Any = None,
-    *,
-    fold_ln: bool = True,
-    center_writing_weights: bool = True,
-    fold_value_biases: bool = True,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device | None = None,
-    n_ctx: int | None = None,
-    objective_names: list[str] | None = None,
-    adapter: RewardModelAdapter | None = None,
-    verify: bool | None = None,
+    model_or_path, tokenizer: Any = None, *, verify: bool | None = None, **options
 ) -> HookedRewardModel:
     """Convert a reward model (an HF module, or a local checkpoint directory read as
     untrusted input: see :mod:`reward_lens_tl.checkpoint`). Options:
@@ -526,22 +515,14 @@ def load_reward_model(
     - ``adapter``: force an adapter instead of looking one up by architecture;
     - ``verify``: compare with the HF model on random tokens and raise on disagreement.
 
+    (The options are :func:`~reward_lens_tl.loading.convert_hf_model`'s keywords.)
+
     >>> from reward_lens_tl.testing import tiny_reward_model
     >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
     'LNPre'
     """
-    conv = convert_hf_model(
-        model_or_path,
-        tokenizer,
-        fold_ln=fold_ln,
-        center_writing_weights=center_writing_weights,
-        fold_value_biases=fold_value_biases,
-        dtype=dtype,
-        device=device,
-        n_ctx=n_ctx,
-        objective_names=objective_names,
-        adapter=adapter,
-    )
+    conv = convert_hf_model(model_or_path, tokenizer, **options)
+    dtype = options.get("dtype", torch.float32)
     model = MODEL_KINDS[conv.adapter.model_kind](
         conv.cfg,
         adapter=conv.adapter,

@@ -101,6 +101,25 @@ class Result:
         return self.to_html()
 
 
+class MarginResult(Result):
+    """A result with ``chosen`` and ``rejected`` parts whose frame, figure and top entries are
+    those of their ``margin`` (chosen − rejected)."""
+
+    @property
+    def margin(self):
+        return self.chosen - self.rejected
+
+    def to_dataframe(self):
+        """The margin's result (chosen − rejected) as a frame."""
+        return self.margin.to_dataframe()
+
+    def top_k(self, k: int = 10) -> TopK:
+        return self.margin.top_k(k)
+
+    def plot(self, ax=None, k: int = 15):
+        return self.margin.plot(ax=ax, k=k)
+
+
 def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_name: str):
     """``values [label, example]`` → one row per (label, example)."""
     import pandas as pd

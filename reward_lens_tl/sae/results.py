@@ -23,7 +23,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import RewardLensError
-from ..results import Result, TopK, new_axes, top_entries
+from ..results import MarginResult, Result, TopK, new_axes, top_entries
 
 
 def feature_label(index: int) -> str:
@@ -147,23 +147,15 @@ class FeatureAttribution(Result):
 
 
 @dataclass(frozen=True)
-class PairFeatureAttribution(Result):
+class PairFeatureAttribution(MarginResult):
+    """Feature attribution of chosen and rejected responses; ``.margin`` is their difference."""
+
     chosen: FeatureAttribution
     rejected: FeatureAttribution
 
     @property
     def margin(self) -> FeatureAttribution:
         return self.chosen - self.rejected
-
-    def to_dataframe(self):
-        """The margin's feature attribution (chosen − rejected)."""
-        return self.margin.to_dataframe()
-
-    def top_k(self, k: int = 10) -> TopK:
-        return self.margin.top_k(k)
-
-    def plot(self, ax=None, k: int = 15):
-        return self.margin.plot(ax=ax, k=k)
 
 
 @dataclass(frozen=True)
