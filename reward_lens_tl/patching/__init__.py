@@ -50,10 +50,11 @@ from .mechanisms import (
     localization,
     minimal_head_sets,
 )
-from .plan import margin_fraction, reward_change
+from .plan import PatchRequest, margin_fraction, reward_change
 from .results import PatchResult
 
 __all__ = [
+    "PatchRequest",
     "Agreement",
     "AgreementReport",
     "CausalGroundTruth",

@@ -57,12 +57,11 @@ from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..readout import Objective
-from .alignment import AlignmentKind
 from .grids import HEAD_SITES
 from .plan import (
     Metric,
     PatchPlan,
+    PatchRequest,
     RewardReader,
     ablation_values,
     check_metric_output,
@@ -159,23 +158,14 @@ def activation_patching(
     clean,
     corrupted=None,
     *,
-    site: str = "resid_pre",
-    mode: str = "denoising",
-    alignment: AlignmentKind = "end",
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference=None,
-    mean_over: str = "token",
     chunk_size: int = 16,
     reuse_prefix: bool = True,
-    fwd_hooks: Sequence = (),
+    **request,
 ) -> PatchResult:
     """Patch every cell of a grid and score each patched run.
+
+    The sweep is described by a :class:`PatchRequest` (pass one as ``clean``) or by its fields
+    as keywords (``activation_patching(model, clean, corrupted, site=..., ...)``):
 
     ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]`` right padded), lists of ids or
     :class:`EncodedConversation`. ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``,
@@ -192,22 +182,11 @@ def activation_patching(
     pass (memory: :func:`chunk_memory_bytes`). ``fwd_hooks`` are your own interventions, active
     in every forward pass of the sweep. Hooks are removed even when something raises.
     """
-    plan = make_plan(
-        model,
-        clean,
-        corrupted,
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        objective=objective,
-    )
+    req = PatchRequest.of(clean, corrupted, **request)
+    plan = make_plan(model, req)
+    objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
+    reference, mean_over = req.reference, req.mean_over
     reader = RewardReader(model, objective)
-    fwd_hooks = list(fwd_hooks)
     with torch.no_grad():
         target = run_target(model, plan, reader, fwd_hooks)
         if plan.is_ablation():

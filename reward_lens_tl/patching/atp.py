@@ -51,14 +51,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..readout import Objective
 from .activation import default_metric, run_source
-from .alignment import AlignmentKind
 from .errors import PatchingError, UnsupportedModelError
 from .grids import hook_name, site_heads
 from .plan import (
-    Metric,
     PatchPlan,
+    PatchRequest,
     RewardReader,
     ablation_values,
     check_metric_output,
@@ -75,39 +73,17 @@ def attribution_patching(
     clean,
     corrupted=None,
     *,
-    site: str = "resid_pre",
-    mode: str = "denoising",
-    alignment: AlignmentKind = "end",
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference=None,
-    mean_over: str = "token",
     qk_fix: bool = False,
     graddrop: bool = False,
-    fwd_hooks: Sequence = (),
+    **request,
 ) -> PatchResult:
-    """AtP estimates for the grid :func:`activation_patching` would sweep with the same
-    arguments (see the module docstring; ``qk_fix`` and ``graddrop`` give AtP*). The metric
-    must be differentiable."""
-    plan = make_plan(
-        model,
-        clean,
-        corrupted,
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        objective=objective,
-    )
+    """AtP estimates for the grid :func:`activation_patching` would sweep for the same
+    :class:`PatchRequest` (pass one as ``clean``, or its fields as keywords; see the module
+    docstring; ``qk_fix`` and ``graddrop`` give AtP*). The metric must be differentiable."""
+    req = PatchRequest.of(clean, corrupted, **request)
+    plan = make_plan(model, req)
+    objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
+    reference, mean_over = req.reference, req.mean_over
     if qk_fix:
         check_qk_fix_supported(model)
     if graddrop and model.cfg.n_layers < 2:
@@ -115,7 +91,6 @@ def attribution_patching(
     if torch.is_inference_mode_enabled():
         raise PatchingError("attribution patching needs gradients: leave torch.inference_mode")
     reader = RewardReader(model, objective)
-    fwd_hooks = list(fwd_hooks)
     with torch.no_grad():
         if plan.is_ablation():
             source = ablation_values(model, plan, reference, mean_over, fwd_hooks)

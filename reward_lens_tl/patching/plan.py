@@ -35,10 +35,11 @@ called once per chunk of patched runs; for attribution patching it must be diffe
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -91,21 +92,67 @@ class PatchPlan:
         return self.mode in ("mean", "zero")
 
 
-def make_plan(
-    model,
-    clean,
-    corrupted=None,
-    *,
-    site: str,
-    mode: str,
-    alignment: AlignmentKind,
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    objective: Objective = None,
-) -> PatchPlan:
+@dataclass(frozen=True)
+class PatchRequest:
+    """What to patch: the runs, the site and grid, the mode, the metric. One object describes
+    a sweep for :func:`~reward_lens_tl.patching.activation_patching` and its first-order
+    estimate :func:`~reward_lens_tl.patching.attribution_patching` alike (their keyword forms
+    build one of these). Fields are documented on ``activation_patching``.
+
+    >>> PatchRequest([1, 5, 6], [1, 5, 7], site="z").replace(site="resid_pre").site
+    'resid_pre'
+    """
+
+    clean: Any
+    corrupted: Any = None
+    site: str = "resid_pre"
+    mode: str = "denoising"
+    alignment: AlignmentKind = "end"
+    prefix_length: int | None = None
+    positions: Sequence[int] | None = None
+    by_position: bool | None = None
+    layers: Sequence[int] | None = None
+    heads: Sequence[int] | None = None
+    metric: Metric | None = None
+    objective: Objective = None
+    reference: Any = None
+    mean_over: str = "token"
+    fwd_hooks: Sequence = ()
+
+    def replace(self, **changes) -> PatchRequest:
+        """A copy with some fields changed (e.g. another ``site``)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def of(cls, clean, corrupted=None, **fields) -> PatchRequest:
+        """``clean`` itself when it is a request (then no other field may be given), else a
+        request from the keyword form; unknown keywords are a :class:`PatchingError`."""
+        if isinstance(clean, PatchRequest):
+            if corrupted is not None or fields:
+                raise PatchingError(
+                    "pass either a PatchRequest or the keyword form, not both (use "
+                    "request.replace(...) to change fields)"
+                )
+            return clean
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            known = [f.name for f in dataclasses.fields(cls)][2:]
+            raise PatchingError(f"unknown patching argument(s) {unknown}; known: {known}")
+        return cls(clean, corrupted, **fields)
+
+
+def make_plan(model, request: PatchRequest) -> PatchPlan:
+    """Resolve a request against a model: runs, alignment and grid (checked)."""
+    r = request
+    clean, corrupted, mode = r.clean, r.corrupted, r.mode
+    alignment, prefix_length, positions = r.alignment, r.prefix_length, r.positions
+    site, by_position, layers, heads, objective = (
+        r.site,
+        r.by_position,
+        r.layers,
+        r.heads,
+        r.objective,
+    )
     if mode not in MODES:
         raise PatchingError(f"unknown mode {mode!r}; choose one of {MODES}")
     if model.cfg.positional_embedding_type == "shortformer":
