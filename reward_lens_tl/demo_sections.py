@@ -156,3 +156,23 @@ def _final_residual_attribution(model, task, sae, out_dir: Path) -> list[str]:
         f"= {error:.1e}.\n",
         "![feature attribution](sae_margin_harmful.png)\n",
     ]
+
+
+def html_section(model_dir, pairs, out_dir: Path) -> list[str]:
+    """The same pairs as an HTML page (``reward-lens report``): scores, lens, components,
+    patching grids and coloured token views, in ``out_dir/html/report.html``."""
+    import json
+
+    from .report import build_report
+
+    data = out_dir / "pairs.jsonl"
+    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    numbers = build_report(model_dir, data, out_dir / "html", progress=False, n_patch=2)
+    print(f"HTML report: {out_dir / 'html' / 'report.html'} ({len(numbers['sections'])} sections)")
+    return [
+        "## HTML report\n",
+        f"[html/report.html](html/report.html): {', '.join(numbers['sections'])} "
+        f"(accuracy {numbers['accuracy']:.0%}, the same as above).\n",
+    ]
+
