@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("model")
     info.set_defaults(func=_info)
 
+    from .sweep.cli import add_arguments as add_sweep_arguments
+
+    add_sweep_arguments(sub)  # `sweep` and `sweep-stats`
+
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
     train = zoo_sub.add_parser("train", help="regenerate the zoo models")
