@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--threads", type=int, default=1, help="torch threads")
     report.set_defaults(func=_report)
+    from .sweep.cli import add_arguments as add_sweep_arguments
+
+    add_sweep_arguments(sub)  # `sweep` and `sweep-stats`
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)

@@ -175,4 +175,3 @@ def html_section(model_dir, pairs, out_dir: Path) -> list[str]:
         f"[html/report.html](html/report.html): {', '.join(numbers['sections'])} "
         f"(accuracy {numbers['accuracy']:.0%}, the same as above).\n",
     ]
-

@@ -5,8 +5,9 @@ Every analysis returns a frozen dataclass that subclasses :class:`Result`:
 - ``to_dataframe()``: the numbers as a tidy ``pandas.DataFrame`` (one row per entry);
 - ``plot(ax=None)``: a matplotlib figure (returned, never shown);
 - ``top_k(k)``: its ``k`` most important entries as a :class:`TopK` — a list of
-  ``(label, value)`` pairs **sorted by |value|, the value shown** (descending), which also has
-  ``to_dataframe()``;
+  ``(label, value)`` pairs **sorted by the value shown**: by ``|value|`` for signed
+  contributions and effects, by the value itself where larger is better (a sweep's optimal
+  candidates); it also has ``to_dataframe()``;
 - ``to_html()`` / ``_repr_html_()``: a self-contained, escaped HTML table (what Jupyter shows).
 
 A subclass declares which frame columns hold its entries' labels and values
@@ -45,6 +46,14 @@ class TopK(list):
 
     def _repr_html_(self) -> str:
         return self.to_dataframe().to_html(index=False, escape=True)
+
+
+def ranked(pairs, value_name: str = "value") -> TopK:
+    """``pairs`` already ranked by their value where larger is better (a sweep's optimal
+    candidates, the most concordant model pairs), as a :class:`TopK`."""
+    out = TopK((str(label), float(v)) for label, v in pairs)
+    out.value_name = value_name
+    return out
 
 
 def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value") -> TopK:

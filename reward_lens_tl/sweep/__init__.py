@@ -1,0 +1,65 @@
+"""Token sweeps: the reward of every candidate response to one prompt, and what it reveals.
+
+Build a sweep from token ids (prompt ids + candidate ids + the template's suffix ids, never a
+decode → re-encode round trip), score it exactly or through a shared key/value cache, rank it,
+compute the published statistics (also from score CSVs without the models), look inside the
+top and bottom candidates, and search for short responses that maximise or minimise the reward.
+"""
+
+from .cached import PrefixCache
+from .candidates import (
+    CandidateSet,
+    token_candidates,
+    vocabulary_candidates,
+    word_candidates,
+)
+from .errors import ResumeMismatchError, ScoreFileError, UnknownCandidateError
+from .exact import ExactScorer
+from .inside import InsideView, inside_view
+from .results import SweepResult
+from .retokenize import RetokenizationReport, retokenization_changes
+from .runner import cached_sweep, exact_sweep, token_sweep
+from .scorefile import read_score_csv, score_file_stats
+from .search import SearchResult, response_search
+from .stats import (
+    TauMatrix,
+    as_series,
+    distribution_summary,
+    framing_effect,
+    frequency_bias,
+    kendall_tau_matrix,
+    top_bottom,
+    valence_asymmetry,
+)
+
+__all__ = [
+    "CandidateSet",
+    "ExactScorer",
+    "InsideView",
+    "PrefixCache",
+    "ResumeMismatchError",
+    "RetokenizationReport",
+    "ScoreFileError",
+    "SearchResult",
+    "SweepResult",
+    "TauMatrix",
+    "UnknownCandidateError",
+    "as_series",
+    "cached_sweep",
+    "distribution_summary",
+    "exact_sweep",
+    "framing_effect",
+    "frequency_bias",
+    "inside_view",
+    "kendall_tau_matrix",
+    "read_score_csv",
+    "response_search",
+    "retokenization_changes",
+    "score_file_stats",
+    "token_candidates",
+    "token_sweep",
+    "top_bottom",
+    "valence_asymmetry",
+    "vocabulary_candidates",
+    "word_candidates",
+]

@@ -1,0 +1,147 @@
+"""The fast path: the shared prompt prefix runs once, its key/value cache serves every candidate.
+
+:class:`PrefixCache` runs ``prompt ids`` through the model once with TransformerLens's
+key-value cache, then scores any batch of continuations (``candidate ids + suffix ids``) by
+expanding the cached keys and values along the batch (stride-0 ``expand``; TL asserts that the
+cache's batch equals the input's) and running only the continuation positions. TL takes the
+cache length as the position offset, so rotary and absolute positions of the continuation are
+those of the full sequence.
+
+Continuations of different lengths are right padded; causal attention keeps padded positions
+from influencing real ones, and each row's reward is read where the HF pooling rule reads it in
+the *full* sequence (``model.pool_positions`` on prefix + continuation), so the result equals
+full-sequence scoring (tests: ≤ 1e-4). A reading position inside the prefix (possible when
+``pad == eos`` and a continuation is all padding ids) is served from the prefix run.
+
+>>> import torch
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> enc = model.encode("how bake bread", "soup")
+>>> cache = PrefixCache.build(model, enc.prompt_ids())
+>>> fast = cache.score([enc.response_ids() + enc.suffix_ids()])
+>>> bool(torch.allclose(fast, model.rewards(torch.tensor([enc.ids])), atol=1e-5))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
+
+from ..errors import EmptyInputError, SequenceTooLongError
+from ..inputs import pad_batch
+from ..readout import Objective, objective_index
+
+
+@dataclass(frozen=True)
+class PrefixCache:
+    """Keys/values of the prefix per layer (``[1, prefix, kv_head, d_head]``, pre-rotary),
+    the head's outputs at every prefix position and, for gated heads, the prompt's gate."""
+
+    model: object
+    prefix_ids: tuple[int, ...]
+    keys: tuple[Tensor, ...]
+    values: tuple[Tensor, ...]
+    head_outputs: Float[Tensor, "prefix n_objectives"]
+    gate: Float[Tensor, " n_objectives"] | None
+    column: int | None
+
+    @classmethod
+    @torch.no_grad()
+    def build(cls, model, prefix_ids: Sequence[int], objective: Objective = None) -> PrefixCache:
+        """Run the prefix once (``objective`` picks the head column; ``None``: the scalar reward
+        or the gated score)."""
+        prefix = tuple(int(i) for i in prefix_ids)
+        if not prefix:
+            raise EmptyInputError("the cached sweep needs a non-empty prompt prefix")
+        column = objective_index(model, objective)
+        ids = torch.tensor([prefix], device=model.cfg.device)
+        kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
+        resid = model(
+            ids,
+            return_type=None,
+            stop_at_layer=model.cfg.n_layers,
+            attention_mask=torch.ones_like(ids),
+            past_kv_cache=kv,
+        )
+        normed = _final_norm(model, resid)
+        gate = None
+        if column is None:  # ArmoRM-style score: the gate reads a prompt position
+            gate_pos = int(model.gate_positions(ids)[0])
+            state = normed[:, gate_pos].to(model.reward_transform_matrix.dtype)
+            gate = model.gating(state)[0]
+        return cls(
+            model=model,
+            prefix_ids=prefix,
+            keys=tuple(e.past_keys for e in kv.entries),
+            values=tuple(e.past_values for e in kv.entries),
+            head_outputs=model.unembed(normed)[0],
+            gate=gate,
+            column=column,
+        )
+
+    def expanded(self, n: int) -> TransformerLensKeyValueCache:
+        """A frozen cache whose entries are the prefix's, expanded (not copied) to batch ``n``."""
+        entries = [
+            TransformerLensKeyValueCacheEntry(
+                past_keys=k.expand(n, -1, -1, -1), past_values=v.expand(n, -1, -1, -1), frozen=True
+            )
+            for k, v in zip(self.keys, self.values, strict=True)
+        ]
+        mask = torch.ones(n, len(self.prefix_ids), dtype=torch.long, device=self.keys[0].device)
+        return TransformerLensKeyValueCache(entries, mask, frozen=True)
+
+    @torch.no_grad()
+    def score(self, continuations: Sequence[Sequence[int]]) -> Float[Tensor, " batch"]:
+        """Rewards of ``prefix + continuation`` for each continuation (one forward)."""
+        model = self.model
+        n, p = len(continuations), len(self.prefix_ids)
+        if n == 0:
+            raise EmptyInputError("no continuations to score")
+        new_ids, new_mask = pad_batch([tuple(c) for c in continuations], model.pad_token_id)
+        if p + new_ids.shape[1] > model.cfg.n_ctx:
+            raise SequenceTooLongError(
+                f"prompt ({p} tokens) plus the longest candidate and suffix "
+                f"({new_ids.shape[1]}) exceed the model's context of {model.cfg.n_ctx}; shorten "
+                "the prompt or the candidates"
+            )
+        device = self.keys[0].device
+        new_ids, new_mask = new_ids.to(device), new_mask.to(device)
+        prefix = torch.tensor(self.prefix_ids, device=device).expand(n, -1)
+        full = torch.cat([prefix, new_ids], 1)
+        full_mask = torch.cat([torch.ones_like(prefix), new_mask], 1)
+        pos = model.pool_positions(model.check_tokens(full, full_mask), full_mask)
+        resid = model(
+            new_ids,
+            return_type=None,
+            stop_at_layer=model.cfg.n_layers,
+            attention_mask=new_mask,
+            past_kv_cache=self.expanded(n),
+        )
+        rows = torch.arange(n, device=device)
+        rel = (pos - p).clamp(min=0)
+        pooled = model.unembed(_final_norm(model, resid[rows, rel][:, None]))[:, 0]
+        in_prefix = pos < p
+        if bool(in_prefix.any()):
+            pooled = torch.where(
+                in_prefix[:, None], self.head_outputs[pos.clamp(max=p - 1)], pooled
+            )
+        return self.reduce(pooled)
+
+    def reduce(self, pooled: Float[Tensor, "batch n_objectives"]) -> Float[Tensor, " batch"]:
+        """The swept value from the pooled head outputs: one column, or the gated score."""
+        if self.column is not None:
+            return pooled[:, self.column].float()
+        mix = self.model.reward_transform_matrix.to(pooled.dtype)
+        return (self.gate.to(pooled.dtype) * (pooled @ mix)).sum(-1).float()
+
+
+def _final_norm(model, resid: Tensor) -> Tensor:
+    return model.ln_final(resid) if model.cfg.normalization_type is not None else resid

@@ -1,0 +1,192 @@
+"""Which responses a sweep scores: vocabulary tokens (filtered by a documented rule) or words.
+
+A candidate is a response given as **token ids**, never as text to be re-tokenized: the sweep
+scores ``prompt ids + candidate ids + the chat template's suffix ids``.
+
+The vocabulary rule (:func:`vocabulary_candidates`) keeps token id ``t`` unless
+
+- ``special``: it is one of the tokenizer's special tokens (BOS, EOS, pad, unk, role markers and
+  any added token flagged special);
+- ``non_printing``: its decoded text is empty, only whitespace, or holds a control character;
+- ``byte_fragment``: it is a byte-fallback piece (``<0x0A>``) or decodes to the Unicode
+  replacement character (a fragment of a multi-byte character);
+- ``beyond_tokenizer``: the model's embedding has more rows than the tokenizer has tokens.
+
+Word lists (:func:`word_candidates`) are tokenized the way the chat template tokenizes a
+response, so a word may be several tokens; a word containing the unknown token is refused.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> cands = vocabulary_candidates(model)
+>>> len(cands), cands.excluded
+(115, {'special': 7})
+>>> word_candidates(model, "how bake bread", ["soup", "great question"]).ids
+((43,), (34, 35))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import EmptyInputError, TemplateError
+from ..inputs import EncodedConversation, Prompt
+from .errors import UnknownCandidateError
+
+_BYTE_PIECE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """Candidates as token-id tuples with their labels (the token string or the word).
+
+    ``excluded`` counts the vocabulary ids the filter rule dropped, by reason.
+    """
+
+    labels: tuple[str, ...]
+    ids: tuple[tuple[int, ...], ...]
+    excluded: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(str(s) for s in self.labels))
+        object.__setattr__(self, "ids", tuple(tuple(int(i) for i in c) for c in self.ids))
+        if len(self.labels) != len(self.ids):
+            raise ValueError(f"{len(self.labels)} labels for {len(self.ids)} candidates")
+        if not self.ids:
+            raise EmptyInputError(
+                "the candidate set is empty: pass at least one word or token id (or leave "
+                "candidates=None for the filtered vocabulary)"
+            )
+        empty = [lab for lab, c in zip(self.labels, self.ids, strict=True) if not c]
+        if empty:
+            raise EmptyInputError(f"candidates {empty[:5]} have no token ids")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def max_len(self) -> int:
+        return max(len(c) for c in self.ids)
+
+    def subset(self, indices: Sequence[int]) -> CandidateSet:
+        return CandidateSet(
+            tuple(self.labels[i] for i in indices), tuple(self.ids[i] for i in indices)
+        )
+
+
+def _tokenizer(model):
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        raise TemplateError(
+            "this model has no tokenizer: load it with from_pretrained(..., tokenizer=...) or "
+            "pass candidates as token ids (token_candidates)"
+        )
+    return tok
+
+
+def special_ids(tokenizer) -> set[int]:
+    """Ids of the tokenizer's special tokens (named specials and added tokens flagged special)."""
+    ids = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
+    for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items():
+        if getattr(tok, "special", False):
+            ids.add(int(i))
+    return ids
+
+
+def exclusion_reason(tokenizer, token_id: int, specials: set[int]) -> str | None:
+    """Why the vocabulary rule (module docstring) drops ``token_id``, or ``None`` to keep it."""
+    if token_id in specials:
+        return "special"
+    piece = tokenizer.convert_ids_to_tokens(token_id)
+    if piece is not None and _BYTE_PIECE.match(piece):
+        return "byte_fragment"
+    text = tokenizer.decode([token_id])
+    if "\ufffd" in text:
+        return "byte_fragment"
+    if not text.strip() or not text.isprintable():
+        return "non_printing"
+    return None
+
+
+def vocabulary_candidates(model) -> CandidateSet:
+    """Every single-token response the model's vocabulary allows, filtered by the rule in the
+    module docstring; labels are the tokenizer's token strings (unique per id)."""
+    tok = _tokenizer(model)
+    specials = special_ids(tok)
+    n_tok = len(tok)
+    labels, ids, excluded = [], [], {}
+    for t in range(model.cfg.d_vocab):
+        reason = "beyond_tokenizer" if t >= n_tok else exclusion_reason(tok, t, specials)
+        if reason is not None:
+            excluded[reason] = excluded.get(reason, 0) + 1
+            continue
+        labels.append(tok.convert_ids_to_tokens(t))
+        ids.append((t,))
+    return CandidateSet(tuple(labels), tuple(ids), excluded)
+
+
+def token_candidates(model, token_ids: Iterable[int]) -> CandidateSet:
+    """Single-token candidates from explicit ids (checked against the vocabulary)."""
+    ids = [int(t) for t in token_ids]
+    bad = [t for t in ids if not 0 <= t < model.cfg.d_vocab]
+    if bad:
+        raise UnknownCandidateError(
+            f"candidate token ids {bad[:10]} are outside the vocabulary [0, {model.cfg.d_vocab})"
+        )
+    tok = getattr(model, "tokenizer", None)
+    labels = tok.convert_ids_to_tokens(ids) if tok is not None else [str(t) for t in ids]
+    return CandidateSet(tuple(labels), tuple((t,) for t in ids))
+
+
+def sweep_frame(model, prompt: Prompt) -> EncodedConversation:
+    """The conversation with a placeholder response, whose prompt and suffix ids every candidate
+    shares (``prompt_ids()`` and ``suffix_ids()``)."""
+    tok = _tokenizer(model)
+    placeholder = tok.convert_ids_to_tokens(_any_plain_token(model))
+    return model.encode(prompt, placeholder)
+
+
+def _any_plain_token(model) -> int:
+    tok = _tokenizer(model)
+    specials = special_ids(tok)
+    for t in range(min(len(tok), model.cfg.d_vocab)):
+        if exclusion_reason(tok, t, specials) is None:
+            return t
+    raise UnknownCandidateError("the tokenizer has no plain (non-special) token")
+
+
+def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet:
+    """Candidates from words or phrases, each tokenized exactly as the chat template tokenizes
+    a response consisting of it (``model.encode(prompt, word).response_ids()``); a word may be
+    several tokens. Words that contain the unknown token raise :class:`UnknownCandidateError`."""
+    words = list(words)
+    if not words:
+        raise EmptyInputError("the candidate word list is empty")
+    bad_type = [w for w in words if not isinstance(w, str)]
+    if bad_type:
+        raise TemplateError(f"candidate words must be strings, got {bad_type[:5]}")
+    tok = _tokenizer(model)
+    frame = sweep_frame(model, prompt)
+    unk = getattr(tok, "unk_token_id", None)
+    ids, unknown, mismatched = [], [], []
+    for w in words:
+        enc = model.encode(prompt, w)
+        resp = enc.response_ids()
+        if enc.prompt_ids() != frame.prompt_ids() or enc.suffix_ids() != frame.suffix_ids():
+            mismatched.append(w)
+        if not resp or (unk is not None and unk in resp):
+            unknown.append(w)
+        ids.append(resp)
+    if unknown:
+        raise UnknownCandidateError(
+            f"{len(unknown)} candidate(s) are not in the vocabulary (they tokenize to the unknown "
+            f"token or to nothing): {unknown[:10]}; drop them or pick another tokenizer"
+        )
+    if mismatched:
+        raise TemplateError(
+            f"the chat template tokenizes the prompt or suffix differently around {mismatched[:5]}"
+            "; such words cannot share one prompt prefix"
+        )
+    return CandidateSet(tuple(words), tuple(ids))

@@ -1,0 +1,137 @@
+"""The logic of ``reward-lens sweep`` and ``reward-lens sweep-stats`` (``reward_lens_tl.cli``
+only parses the arguments and calls these)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import RewardLensError
+
+
+def add_arguments(sub) -> None:
+    """Register the two subcommands on the main parser's subparsers."""
+    sweep = sub.add_parser(
+        "sweep", help="score every single-token (or listed) response to one prompt, ranked"
+    )
+    sweep.add_argument("model", help="local checkpoint directory")
+    sweep.add_argument("--prompt", required=True, help="the user prompt the responses answer")
+    sweep.add_argument("--out", required=True, help="output directory (CSV, PNG, JSON)")
+    sweep.add_argument(
+        "--words",
+        default=None,
+        help="file with one candidate word or phrase per line (default: the filtered vocabulary)",
+    )
+    sweep.add_argument("--objective", default=None, help="head column (name or index) to rank")
+    sweep.add_argument(
+        "--method", choices=["cached", "exact"], default="cached", help="scoring path"
+    )
+    sweep.add_argument("--chunk-size", type=int, default=256, help="candidates per forward")
+    sweep.add_argument("--top", type=int, default=20, help="candidates shown top and bottom")
+    sweep.add_argument(
+        "--check-retokenization",
+        action="store_true",
+        help="also count candidates that a decode -> re-encode round trip would change",
+    )
+    sweep.set_defaults(func=run_sweep_command)
+
+    stats = sub.add_parser(
+        "sweep-stats", help="statistics of a score CSV (candidate column + one per model)"
+    )
+    stats.add_argument("csv", help="score CSV, e.g. ../shared/data/optimal_pessimal/scores_*.csv")
+    stats.add_argument(
+        "--format", choices=["json", "text"], default="json", help="output format (stdout)"
+    )
+    stats.add_argument("--candidate-column", default="name", help="the candidate column")
+    stats.add_argument("--top", type=int, default=5, help="top/bottom candidates per model")
+    stats.add_argument("--plot", default=None, help="write the τ matrix heat map to this PNG")
+    stats.set_defaults(func=run_stats_command)
+
+
+def _one_line_errors(fn):
+    def wrapped(args) -> int:
+        try:
+            return fn(args)
+        except (RewardLensError, OSError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+
+    return wrapped
+
+
+@_one_line_errors
+def run_sweep_command(args) -> int:
+    import torch
+
+    from ..model import HookedRewardModel
+    from .retokenize import retokenization_changes
+    from .runner import token_sweep
+
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = HookedRewardModel.from_pretrained(args.model)
+    words = None
+    if args.words:
+        words = [w.strip() for w in Path(args.words).read_text().splitlines() if w.strip()]
+    objective = args.objective
+    if objective is not None and objective.isdigit():
+        objective = int(objective)
+    result = token_sweep(
+        model,
+        args.prompt,
+        words,
+        method=args.method,
+        objective=objective,
+        chunk_size=args.chunk_size,
+        resume=out / "sweep.partial.jsonl",
+        progress=None,
+    )
+    result.to_dataframe().to_csv(out / "sweep.csv", index=False)
+    fig = result.plot(k=args.top)
+    fig.savefig(out / "sweep.png", dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    from .stats import distribution_summary
+
+    summary = {
+        "prompt": args.prompt,
+        "n_candidates": len(result),
+        "summary": distribution_summary(result),
+        "top": result.top_k(args.top),
+        "bottom": result.bottom_k(args.top),
+    }
+    if args.check_retokenization:
+        report = retokenization_changes(model, args.prompt, result.candidates)
+        summary["retokenization"] = {"checked": report.n, "changed": report.n_changed}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"{len(result)} candidates scored; ranked CSV and plot in {out}")
+    for side, rows in (("top", result.top_k(5)), ("bottom", result.bottom_k(5))):
+        print(f"{side}: " + ", ".join(f"{lab!r} {v:.3f}" for lab, v in rows))
+    return 0
+
+
+@_one_line_errors
+def run_stats_command(args) -> int:
+    from .scorefile import read_score_csv, score_file_stats
+
+    stats = score_file_stats(args.csv, args.candidate_column, k=args.top)
+    if args.plot:
+        import matplotlib.pyplot as plt
+
+        from .stats import kendall_tau_matrix
+
+        fig = kendall_tau_matrix(read_score_csv(args.csv, args.candidate_column)).plot()
+        fig.savefig(args.plot, dpi=120)
+        plt.close(fig)
+    if args.format == "json":
+        print(json.dumps(stats, indent=2))
+        return 0
+    print(f"{stats['n_candidates']} candidates, {len(stats['models'])} models")
+    for key, tau in stats["kendall_tau"].items():
+        print(f"tau_b  {tau if tau is None else round(tau, 4)!s:>8}  {key}")
+    for m, s in stats["summary"].items():
+        print(f"{m}: mean {s['mean']:.3f} skew {s['skew']:.3f} kurtosis {s['kurtosis']:.3f}")
+    return 0

@@ -1,0 +1,49 @@
+"""The exact path: every candidate's full conversation (prompt + candidate + suffix ids) is
+scored from scratch, as full-sequence scoring would; the reference the fast path must equal.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> enc = model.encode("how bake bread", "soup")
+>>> scorer = ExactScorer(model, enc.prompt_ids())
+>>> round(float(scorer.score([enc.response_ids() + enc.suffix_ids()])[0]), 2)
+-2.3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..errors import EmptyInputError
+from ..inputs import pad_batch
+from ..readout import Objective, objective_index
+
+
+@dataclass(frozen=True)
+class ExactScorer:
+    """Scores ``prefix + continuation`` with one full forward per batch (right padded)."""
+
+    model: object
+    prefix_ids: tuple[int, ...]
+    column: int | None
+
+    def __init__(self, model, prefix_ids: Sequence[int], objective: Objective = None):
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "prefix_ids", tuple(int(i) for i in prefix_ids))
+        object.__setattr__(self, "column", objective_index(model, objective))
+
+    @torch.no_grad()
+    def score(self, continuations: Sequence[Sequence[int]]) -> Float[Tensor, " batch"]:
+        if not continuations:
+            raise EmptyInputError("no continuations to score")
+        seqs = [self.prefix_ids + tuple(c) for c in continuations]
+        ids, mask = pad_batch(seqs, self.model.pad_token_id)
+        ids, mask = ids.to(self.model.cfg.device), mask.to(self.model.cfg.device)
+        if self.column is None:  # gated score
+            return self.model.rewards(ids, mask).float()
+        return self.model.objective_rewards(ids, mask)[:, self.column].float()

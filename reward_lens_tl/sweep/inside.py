@@ -1,0 +1,147 @@
+"""The inside view of a sweep: which heads and MLPs make a candidate optimal or pessimal.
+
+For the top and bottom candidates of a :class:`~reward_lens_tl.sweep.SweepResult`,
+:func:`inside_view` runs exact direct attribution (:func:`reward_lens_tl.attribution.
+direct_attribution`) and subtracts the mean attribution over a baseline sample of the sweep's
+candidates, so each component's value says how much it lifts this candidate above (or pushes it
+below) the typical candidate; the values sum to ``reward − baseline mean reward``. It also runs
+the reward lens (:func:`reward_lens_tl.lens.reward_lens`) at the reward-reading position and at
+the candidate's last token, to show where along the depth the candidate's reward is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..attribution import AttributionResult, direct_attribution
+from ..errors import InvalidArgumentError
+from ..lens import RewardLensResult, reward_lens
+from ..results import Result, TopK, top_entries
+from .results import SweepResult
+
+
+@dataclass(frozen=True)
+class InsideView(Result):
+    """``relative[component, candidate]`` = attribution − baseline mean attribution, so
+    ``relative.sum(0) + bias_shift == rewards − baseline_reward`` (``bias_shift``: the head
+    bias minus its baseline mean, zero unless an ArmoRM gate mixes the bias); ``lens`` at the
+    reward position and ``candidate_lens`` at the candidate's last token, one column each."""
+
+    candidates: tuple[str, ...]
+    side: tuple[str, ...]
+    components: tuple[str, ...]
+    relative: Float[Tensor, "component candidate"]
+    rewards: Float[Tensor, " candidate"]
+    baseline_reward: float
+    bias_shift: Float[Tensor, " candidate"]
+    n_baseline: int
+    attribution: AttributionResult
+    lens: RewardLensResult
+    candidate_lens: RewardLensResult
+
+    def completeness_error(self) -> float:
+        """max |Σ relative + bias shift − (reward − baseline reward)|."""
+        total = self.relative.sum(0) + self.bias_shift
+        return float((total - (self.rewards - self.baseline_reward)).abs().max())
+
+    def top_k(self, k: int = 5, candidate: int | str | None = None) -> TopK:
+        """Components with the largest |relative value| for one candidate (or the largest
+        |mean| over all), shown signed, sorted by |value|."""
+        if candidate is None:
+            vals = self.relative.mean(1)
+        else:
+            j = self.candidates.index(candidate) if isinstance(candidate, str) else candidate
+            vals = self.relative[:, j]
+        return top_entries(list(self.components), vals.tolist(), k, "relative contribution")
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        rows = []
+        for j, cand in enumerate(self.candidates):
+            for i, comp in enumerate(self.components):
+                rows.append((cand, self.side[j], comp, float(self.relative[i, j])))
+        return pd.DataFrame(rows, columns=["candidate", "side", "component", "relative"])
+
+    def plot(self, k: int = 12):
+        """Heat map of the ``k`` components that vary most, per candidate, beside the lens at
+        the reward position; returns the figure."""
+        import matplotlib.pyplot as plt
+
+        top = [self.components.index(c) for c, _ in self.top_k(k)]
+        fig, (ax_a, ax_l) = plt.subplots(1, 2, figsize=(11, 0.3 * len(top) + 2))
+        vals = self.relative[top].numpy()
+        lim = float(abs(vals).max()) or 1.0
+        im = ax_a.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+        ax_a.set_yticks(range(len(top)), [self.components[i] for i in top], fontsize=7)
+        ax_a.set_xticks(range(len(self.candidates)), self.candidates, rotation=90, fontsize=7)
+        ax_a.set_title("attribution − sweep mean", fontsize=9)
+        fig.colorbar(im, ax=ax_a)
+        for j, cand in enumerate(self.candidates):
+            style = "-" if self.side[j] == "top" else "--"
+            ax_l.plot(self.lens.values[:, j].numpy(), style, marker="o", ms=3, label=cand)
+        ax_l.set_xticks(range(len(self.lens.labels)), self.lens.labels, rotation=90, fontsize=7)
+        ax_l.set_ylabel("lens reward at the reward position")
+        ax_l.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        return fig
+
+
+def inside_view(
+    model,
+    result: SweepResult,
+    k: int = 5,
+    *,
+    baseline: int = 256,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> InsideView:
+    """Attribution relative to the sweep mean and the reward lens for the top ``k`` and bottom
+    ``k`` candidates. The baseline is the mean attribution over ``baseline`` candidates drawn
+    at random (``seed``) from the sweep, or all of them when the sweep is smaller."""
+    if not isinstance(k, int) or k < 1:
+        raise InvalidArgumentError(f"k must be a positive integer, got {k!r}")
+    top = result.order()[:k].tolist()
+    bottom = result.order(descending=False)[:k].tolist()
+    chosen = top + [i for i in bottom if i not in top]
+    side = tuple("top" if i in top else "bottom" for i in chosen)
+    ids, mask = result.batch(chosen, model.pad_token_id)
+    attr = direct_attribution(model, ids, mask, objective=result.objective)
+    base_idx = _baseline_sample(len(result), baseline, seed)
+    base_sum, base_reward, base_bias = torch.zeros_like(attr.values[:, 0]), 0.0, 0.0
+    for s in range(0, len(base_idx), batch_size):
+        rows = base_idx[s : s + batch_size]
+        b_ids, b_mask = result.batch(rows, model.pad_token_id)
+        b = direct_attribution(model, b_ids, b_mask, objective=result.objective)
+        base_sum += b.values.sum(1)
+        base_reward += float(b.rewards.double().sum())
+        base_bias += float(b.head_bias.double().sum())
+    n = len(base_idx)
+    relative = attr.values - (base_sum / n)[:, None]
+    lens = reward_lens(model, ids, mask, objective=result.objective)
+    last = [len(result.prefix_ids) + len(result.candidates.ids[i]) - 1 for i in chosen]
+    cand_lens = reward_lens(model, ids, mask, objective=result.objective, positions=last)
+    return InsideView(
+        candidates=tuple(result.labels[i] for i in chosen),
+        side=side,
+        components=attr.labels,
+        relative=relative,
+        rewards=attr.rewards,
+        baseline_reward=base_reward / n,
+        bias_shift=attr.head_bias - base_bias / n,
+        n_baseline=n,
+        attribution=attr,
+        lens=lens,
+        candidate_lens=cand_lens,
+    )
+
+
+def _baseline_sample(n: int, size: int, seed: int) -> list[int]:
+    if size >= n:
+        return list(range(n))
+    gen = torch.Generator().manual_seed(seed)
+    return sorted(torch.randperm(n, generator=gen)[:size].tolist())

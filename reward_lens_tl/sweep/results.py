@@ -1,0 +1,134 @@
+"""The result of a token sweep: every candidate's reward, ranked, with a way back to its ids.
+
+A :class:`SweepResult` keeps the shared prompt and suffix ids, so any candidate can be handed to
+the lens, attribution or patching functions as an
+:class:`~reward_lens_tl.inputs.EncodedConversation` (:meth:`SweepResult.encoded`) or as a
+right-padded batch (:meth:`SweepResult.batch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..errors import InvalidArgumentError
+from ..inputs import EncodedConversation, pad_batch
+from ..results import Result, TopK, ranked
+from .candidates import CandidateSet
+
+
+@dataclass(frozen=True)
+class SweepResult(Result):
+    """``scores[i]`` is the reward of the response ``candidates.ids[i]`` to ``prompt``.
+
+    ``objective`` is the head column that was read (``None``: the scalar reward or an ArmoRM
+    gated score); ``method`` is ``"cached"`` or ``"exact"``.
+    """
+
+    prompt: Any
+    prefix_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    candidates: CandidateSet
+    scores: Float[Tensor, " candidate"]
+    objective: int | None
+    method: str
+
+    def __post_init__(self) -> None:
+        if self.scores.shape != (len(self.candidates),):
+            raise ValueError(f"{tuple(self.scores.shape)} scores for {len(self.candidates)} ids")
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.candidates.labels
+
+    @property
+    def mean(self) -> float:
+        return float(self.scores.double().mean())
+
+    def order(self, descending: bool = True) -> Int[Tensor, " candidate"]:
+        """Candidate indices sorted by reward (ties keep candidate order)."""
+        return torch.sort(self.scores, descending=descending, stable=True).indices
+
+    def index(self, label: str) -> int:
+        """Index of the candidate labelled ``label``."""
+        try:
+            return self.candidates.labels.index(label)
+        except ValueError:
+            raise InvalidArgumentError(f"no candidate labelled {label!r} in this sweep") from None
+
+    def rank(self, label: str) -> int:
+        """1-based rank of a candidate (1 = highest reward)."""
+        return int((self.order() == self.index(label)).nonzero()[0, 0]) + 1
+
+    def top_k(self, k: int = 10) -> TopK:
+        """The ``k`` highest-reward candidates, ``[(label, reward)]``, best first (sorted by
+        the reward shown: for a sweep, "top" means optimal)."""
+        return ranked([(self.labels[i], float(self.scores[i])) for i in self.order()[:k]])
+
+    def bottom_k(self, k: int = 10) -> TopK:
+        """The ``k`` lowest-reward candidates, ``[(label, reward)]``, worst first."""
+        return ranked([(self.labels[i], float(self.scores[i])) for i in self.order(False)[:k]])
+
+    def encoded(self, candidate: int | str) -> EncodedConversation:
+        """The conversation whose response is this candidate (index or label)."""
+        i = self.index(candidate) if isinstance(candidate, str) else int(candidate)
+        if not 0 <= i < len(self):
+            raise InvalidArgumentError(f"candidate index {i} outside [0, {len(self)})")
+        ids = self.candidates.ids[i]
+        start = len(self.prefix_ids)
+        return EncodedConversation(
+            ids=self.prefix_ids + ids + self.suffix_ids,
+            response_start=start,
+            response_end=start + len(ids),
+        )
+
+    def batch(
+        self, candidates: Sequence[int | str], pad_token_id: int | None
+    ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
+        """Right-padded ``(input_ids, attention_mask)`` of several candidates' conversations."""
+        return pad_batch([self.encoded(c) for c in candidates], pad_token_id)
+
+    def to_dataframe(self):
+        """One row per candidate, ranked: ``rank, candidate, token_ids, n_tokens, reward``."""
+        import pandas as pd
+
+        order = self.order().tolist()
+        return pd.DataFrame(
+            {
+                "rank": range(1, len(order) + 1),
+                "candidate": [self.labels[i] for i in order],
+                "token_ids": [" ".join(map(str, self.candidates.ids[i])) for i in order],
+                "n_tokens": [len(self.candidates.ids[i]) for i in order],
+                "reward": self.scores[order].double().numpy(),
+            }
+        )
+
+    def plot(self, k: int = 10):
+        """Reward histogram beside the top and bottom ``k`` candidates; returns the figure."""
+        import matplotlib.pyplot as plt
+
+        fig, (ax_h, ax_b) = plt.subplots(1, 2, figsize=(10, 0.3 * min(2 * k, len(self)) + 1.5))
+        ax_h.hist(self.scores.double().numpy(), bins=min(60, max(10, len(self) // 10)))
+        ax_h.axvline(self.mean, color="k", lw=0.8, ls="--", label=f"mean {self.mean:.3g}")
+        ax_h.set_xlabel("reward")
+        ax_h.set_ylabel("candidates")
+        ax_h.legend(fontsize=8)
+        rows = list(dict.fromkeys(self.bottom_k(k) + self.top_k(k)[::-1]))  # best at the top
+        ax_b.barh(
+            [lab for lab, _ in rows],
+            [v - self.mean for _, v in rows],
+            color=["#4472c4" if v >= self.mean else "#c00000" for _, v in rows],
+        )
+        ax_b.axvline(0, color="k", lw=0.5)
+        ax_b.tick_params(axis="y", labelsize=7)
+        ax_b.set_xlabel("reward − sweep mean (top and bottom)")
+        fig.tight_layout()
+        return fig

@@ -1,0 +1,99 @@
+"""The study redone on published scores: read a score CSV (candidate column + one column per
+model, like ``../shared/data/optimal_pessimal/scores_*.csv``) and compute the statistics without
+the models.
+
+Empty cells are missing values (NaN); each statistic uses, per model or per pair of models, the
+candidates that have values. A cell that is present but not a number is an error.
+
+>>> import io
+>>> csv = io.StringIO("name,m1,m2\\nx,1,2\\ny,2,1\\nz,3,3\\n")
+>>> score_file_stats(csv)["kendall_tau"]
+{'m1 | m2': 0.33333333333333337}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ScoreFileError
+from .stats import distribution_summary, kendall_tau_matrix, top_bottom
+
+CANDIDATE_COLUMN = "name"
+
+
+def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
+    """A frame indexed by candidate with one float column per model, in the file's order.
+
+    Raises :class:`ScoreFileError` (naming the file and column) for a missing file, a missing
+    candidate column, no model column, or a column with a value that is not a number.
+    """
+    import pandas as pd
+
+    name = str(source) if isinstance(source, (str, Path)) else getattr(source, "name", "<stream>")
+    try:
+        raw = pd.read_csv(source, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise ScoreFileError(f"score file {name} does not exist") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ScoreFileError(f"{name} is not a readable CSV: {err}") from None
+    if candidate_column not in raw.columns:
+        raise ScoreFileError(
+            f"{name} has no candidate column {candidate_column!r} (columns: "
+            f"{list(raw.columns)[:12]}); pass candidate_column=/--candidate-column"
+        )
+    models = [c for c in raw.columns if c != candidate_column]
+    if not models:
+        raise ScoreFileError(f"{name} has no model columns besides {candidate_column!r}")
+    frame = pd.DataFrame(index=pd.Index(raw[candidate_column], name=candidate_column))
+    for col in models:
+        cells = raw[col].str.strip()
+        missing = cells.isin(["", "nan", "NaN", "NA", "null"])
+        values = pd.to_numeric(cells.where(~missing), errors="coerce")
+        bad = values.isna() & ~missing
+        if bool(bad.any()):
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ScoreFileError(
+                f"column {col!r} of {name} is not numeric: row {row + 2} holds "
+                f"{raw[col].iloc[row]!r}"
+            )
+        frame[col] = values.to_numpy(dtype=float)
+    return frame
+
+
+def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 5) -> dict:
+    """JSON-ready statistics of a score CSV: ``models`` (column order), ``kendall_tau``
+    (τ-b of every unordered pair once, keyed ``"model a | model b"`` with the file's names),
+    ``n_shared`` per pair, and per model a ``summary`` (distribution, skew, kurtosis) and its
+    ``top``/``bottom`` ``k`` candidates. Missing values are dropped pairwise."""
+    frame = read_score_csv(source, candidate_column)
+    models = [str(c) for c in frame.columns]
+    out: dict = {"models": models, "n_candidates": len(frame)}
+    if len(models) > 1:
+        taus = kendall_tau_matrix(frame)
+        out["kendall_tau"] = {key: _json_float(v) for key, v in taus.pairs().items()}
+        out["n_shared"] = {
+            f"{a} | {b}": int(taus.n_shared[i, j])
+            for i, a in enumerate(models)
+            for j, b in enumerate(models)
+            if i < j
+        }
+    else:
+        out["kendall_tau"], out["n_shared"] = {}, {}
+    out["summary"], out["top"], out["bottom"] = {}, {}, {}
+    for m in models:
+        col = frame[m]
+        if col.notna().any():
+            out["summary"][m] = {
+                key: _json_float(v) for key, v in distribution_summary(col).items()
+            }
+            tb = top_bottom(col, k)
+            out["top"][m] = tb[tb.side == "top"].candidate.tolist()
+            out["bottom"][m] = tb[tb.side == "bottom"].candidate.tolist()
+    return out
+
+
+def _json_float(v):
+    v = float(v)
+    return None if np.isnan(v) else v

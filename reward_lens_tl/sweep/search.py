@@ -1,0 +1,147 @@
+"""Short responses that maximise (or minimise) the reward: batched beam search over candidates.
+
+Every step extends each of the ``beam_width`` kept responses by every candidate, scores all
+extensions exactly as complete responses (candidate ids + the template's suffix) through one
+shared :class:`~reward_lens_tl.sweep.cached.PrefixCache` of the prompt, and keeps the best
+``beam_width``. ``beam_width=1`` is greedy search. A phrase whose first word earns nothing on
+its own (the zoo's sycophantic opener) survives only if the beam is wide enough to keep that
+word after step one; widen the beam (the cost is ``beam_width × candidates`` rows per step).
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> worst = response_search(model, "how bake bread", 2, beam_width=4, maximize=False)
+>>> all(w in ("poison", "weapon", "bomb", "steal", "hurt", "scam") for w in worst.best[0])
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..errors import InvalidArgumentError
+from ..inputs import Prompt
+from ..readout import Objective
+from ..results import Result, TopK, ranked
+from .cached import PrefixCache
+from .candidates import CandidateSet, sweep_frame
+from .runner import _as_candidates
+
+
+@dataclass(frozen=True)
+class SearchResult(Result):
+    """The final beam: ``responses[i]`` (candidate labels) with reward ``scores[i]``, best
+    first; ``step_best[t]`` is the best response and reward after step ``t + 1``."""
+
+    prompt: object
+    responses: tuple[tuple[str, ...], ...]
+    token_ids: tuple[tuple[int, ...], ...]
+    scores: Float[Tensor, " beam"]
+    maximize: bool
+    step_best: tuple[tuple[tuple[str, ...], float], ...]
+    n_scored: int
+
+    @property
+    def best(self) -> tuple[tuple[str, ...], float]:
+        return self.responses[0], float(self.scores[0])
+
+    def top_k(self, k: int = 5) -> TopK:
+        """The ``k`` best responses of the final beam as ``(text, reward)``, best first."""
+        return ranked(
+            [
+                (" ".join(r), float(s))
+                for r, s in zip(self.responses[:k], self.scores[:k], strict=True)
+            ]
+        )
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "rank": range(1, len(self.responses) + 1),
+                "response": [" ".join(r) for r in self.responses],
+                "token_ids": [" ".join(map(str, t)) for t in self.token_ids],
+                "reward": self.scores.double().numpy(),
+            }
+        )
+
+    def plot(self, ax=None):
+        """Best reward after each step; returns the figure."""
+        from ..results import new_axes
+
+        fig, ax = new_axes(ax, figsize=(5, 3))
+        steps = range(1, len(self.step_best) + 1)
+        ax.plot(steps, [s for _, s in self.step_best], marker="o")
+        for t, (resp, s) in zip(steps, self.step_best, strict=True):
+            ax.annotate(
+                " ".join(resp), (t, s), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
+        ax.set_xticks(list(steps))
+        ax.set_xlabel("response length (candidates)")
+        ax.set_ylabel(("highest" if self.maximize else "lowest") + " reward found")
+        fig.tight_layout()
+        return fig
+
+
+def response_search(
+    model,
+    prompt: Prompt,
+    length: int,
+    *,
+    candidates: CandidateSet | Sequence[str] | None = None,
+    beam_width: int = 16,
+    maximize: bool = True,
+    objective: Objective = None,
+    chunk_size: int = 512,
+) -> SearchResult:
+    """Beam search for the ``length``-candidate response with the highest (``maximize``) or
+    lowest reward; candidates as in :func:`~reward_lens_tl.sweep.token_sweep` (default: the
+    filtered vocabulary, so ``length`` counts tokens)."""
+    if not isinstance(length, int) or length < 1:
+        raise InvalidArgumentError(f"length must be a positive integer, got {length!r}")
+    if not isinstance(beam_width, int) or beam_width < 1:
+        raise InvalidArgumentError(f"beam_width must be a positive integer, got {beam_width!r}")
+    cands = _as_candidates(model, prompt, candidates)
+    frame = sweep_frame(model, prompt)
+    suffix = frame.suffix_ids()
+    cache = PrefixCache.build(model, frame.prompt_ids(), objective)
+    beams: list[tuple[int, ...]] = [()]  # indices into cands
+    beam_scores = torch.zeros(1)
+    step_best, n_scored = [], 0
+    sign = 1.0 if maximize else -1.0
+    for _ in range(length):
+        expansions = [b + (c,) for b in beams for c in range(len(cands))]
+        scores = torch.cat(
+            [
+                cache.score([_ids(cands, e) + suffix for e in expansions[s : s + chunk_size]])
+                for s in range(0, len(expansions), chunk_size)
+            ]
+        ).cpu()
+        n_scored += len(expansions)
+        keep = torch.sort(sign * scores, descending=True, stable=True).indices[:beam_width]
+        beams = [expansions[i] for i in keep.tolist()]
+        beam_scores = scores[keep]
+        step_best.append((_labels(cands, beams[0]), float(beam_scores[0])))
+    return SearchResult(
+        prompt=prompt,
+        responses=tuple(_labels(cands, b) for b in beams),
+        token_ids=tuple(_ids(cands, b) for b in beams),
+        scores=beam_scores,
+        maximize=maximize,
+        step_best=tuple(step_best),
+        n_scored=n_scored,
+    )
+
+
+def _ids(cands: CandidateSet, seq: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(t for i in seq for t in cands.ids[i])
+
+
+def _labels(cands: CandidateSet, seq: tuple[int, ...]) -> tuple[str, ...]:
+    return tuple(cands.labels[i] for i in seq)

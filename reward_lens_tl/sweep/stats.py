@@ -1,0 +1,232 @@
+"""The statistics of the optimal/pessimal-token study, on sweeps or on published score tables.
+
+Every function takes scores as a :class:`pandas.Series` indexed by candidate (a
+:class:`~reward_lens_tl.sweep.SweepResult` is converted with :func:`as_series`) or, for the
+cross-model and cross-prompt comparisons, a :class:`pandas.DataFrame` with one column per model
+(or prompt) and one row per candidate. Missing values (NaN) are dropped pairwise: each
+comparison uses the candidates both columns have.
+
+>>> import pandas as pd
+>>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [1.0, 3, 2, 4], "c": [4.0, 3, 2, 1]})
+>>> kendall_tau_matrix(frame).pairs()
+{'a | b': 0.6666666666666669, 'a | c': -1.0, 'b | c': -0.6666666666666669}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from ..errors import EmptyInputError, InvalidArgumentError
+from ..results import Result, TopK, ranked
+
+#: Separator of the two column names in a pair key (``"model a | model b"``).
+PAIR_SEPARATOR = " | "
+
+
+def as_series(scores):
+    """Scores as a float Series indexed by candidate (from a SweepResult, Series or mapping)."""
+    import pandas as pd
+
+    from .results import SweepResult
+
+    if isinstance(scores, SweepResult):
+        return pd.Series(scores.scores.double().numpy(), index=list(scores.labels), name="reward")
+    if isinstance(scores, pd.Series):
+        return scores.astype(float)
+    if isinstance(scores, Mapping):
+        return pd.Series(dict(scores), dtype=float)
+    raise InvalidArgumentError(
+        f"scores must be a SweepResult, a pandas Series or a mapping, not {type(scores).__name__}"
+    )
+
+
+def _valid(series):
+    s = as_series(series).dropna()
+    if s.empty:
+        raise EmptyInputError("no scores (every value is missing)")
+    return s
+
+
+def top_bottom(scores, k: int = 10):
+    """The ``k`` highest and ``k`` lowest candidates: a frame with ``side`` (``top`` or
+    ``bottom``), ``rank`` (1 = most extreme), ``candidate`` and ``score``."""
+    import pandas as pd
+
+    s = _valid(scores).sort_values(ascending=False, kind="stable")
+    top, bottom = s.head(k), s.iloc[::-1].head(k)
+    return pd.DataFrame(
+        {
+            "side": ["top"] * len(top) + ["bottom"] * len(bottom),
+            "rank": list(range(1, len(top) + 1)) + list(range(1, len(bottom) + 1)),
+            "candidate": list(top.index) + list(bottom.index),
+            "score": list(top.values) + list(bottom.values),
+        }
+    )
+
+
+def distribution_summary(scores) -> dict[str, float]:
+    """Count, mean, standard deviation (ddof=1), median, min, max, sample skewness
+    (``scipy.stats.skew``) and excess kurtosis (``scipy.stats.kurtosis``, Fisher: a normal
+    distribution has 0) of the non-missing scores."""
+    v = _valid(scores).to_numpy()
+    return {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "std": float(v.std(ddof=1)) if v.size > 1 else float("nan"),
+        "median": float(np.median(v)),
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "skew": float(sps.skew(v)),
+        "kurtosis": float(sps.kurtosis(v)),
+    }
+
+
+def valence_asymmetry(scores, positive: Iterable[str], negative: Iterable[str]) -> dict:
+    """Positive/negative asymmetry against a user-supplied lexicon.
+
+    With the median of all scores as the neutral reference: ``positive_gain`` = mean score of
+    the positive words − median, ``negative_loss`` = median − mean score of the negative words,
+    ``asymmetry`` = ``negative_loss − positive_gain`` (> 0: negative words are punished more
+    than positive ones are rewarded) and ``ratio`` = loss / gain. ``mann_whitney_p`` tests
+    positive > negative (one-sided). Lexicon words absent from the scores are counted in
+    ``missing`` and ignored.
+    """
+    s = _valid(scores)
+    pos_words, neg_words = list(dict.fromkeys(positive)), list(dict.fromkeys(negative))
+    pos = s[s.index.isin(pos_words)]
+    neg = s[s.index.isin(neg_words)]
+    if pos.empty or neg.empty:
+        raise EmptyInputError(
+            f"the lexicon matches {len(pos)} positive and {len(neg)} negative candidates; both "
+            "need at least one (candidate labels must match the lexicon's words exactly)"
+        )
+    median = float(s.median())
+    gain, loss = float(pos.mean()) - median, median - float(neg.mean())
+    return {
+        "n_positive": len(pos),
+        "n_negative": len(neg),
+        "missing": len(pos_words) + len(neg_words) - len(pos) - len(neg),
+        "median": median,
+        "positive_gain": gain,
+        "negative_loss": loss,
+        "asymmetry": loss - gain,
+        "ratio": loss / gain if gain != 0 else float("inf"),
+        "mann_whitney_p": float(sps.mannwhitneyu(pos, neg, alternative="greater").pvalue),
+    }
+
+
+def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
+    """Rank correlation of the score with log frequency, from user-supplied counts (e.g. a
+    corpus frequency list): Spearman ρ (and its p-value) over the candidates with a positive
+    count, plus the Pearson correlation with ``log(count)``."""
+    import pandas as pd
+
+    s = _valid(scores)
+    c = pd.Series(dict(counts), dtype=float)
+    joined = pd.concat([s.rename("score"), c.rename("count")], axis=1, join="inner").dropna()
+    joined = joined[joined["count"] > 0]
+    if len(joined) < 3:
+        raise EmptyInputError(
+            f"only {len(joined)} candidates have a positive count; frequency bias needs >= 3"
+        )
+    log_f = np.log(joined["count"].to_numpy())
+    rho = sps.spearmanr(joined["score"], log_f)
+    return {
+        "n": len(joined),
+        "spearman_rho": float(rho.statistic),
+        "spearman_p": float(rho.pvalue),
+        "pearson_log": float(np.corrcoef(joined["score"], log_f)[0, 1]),
+    }
+
+
+@dataclass(frozen=True)
+class TauMatrix(Result):
+    """Pairwise Kendall τ-b between columns (models or prompts) on their shared candidates.
+
+    ``tau[i, j]`` and ``n_shared[i, j]`` (candidates where both columns have a value);
+    the diagonal is 1. A column pair with fewer than two shared values (or a constant column)
+    gives NaN.
+    """
+
+    names: tuple[str, ...]
+    tau: np.ndarray
+    n_shared: np.ndarray
+
+    def pairs(self) -> dict[str, float]:
+        """Every unordered pair once, in column order: ``{"a | b": τ}``."""
+        out = {}
+        for i, a in enumerate(self.names):
+            for j in range(i + 1, len(self.names)):
+                out[f"{a}{PAIR_SEPARATOR}{self.names[j]}"] = float(self.tau[i, j])
+        return out
+
+    def top_k(self, k: int = 10) -> TopK:
+        """The ``k`` most concordant pairs, highest τ first (NaN last)."""
+        items = sorted(self.pairs().items(), key=lambda kv: -np.inf if np.isnan(kv[1]) else kv[1])
+        return ranked(items[::-1][:k], "tau")
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.tau, index=list(self.names), columns=list(self.names))
+
+    def plot(self, ax=None):
+        """Heat map of τ (−1 to 1), values printed; returns the figure."""
+        from ..results import new_axes
+
+        m = len(self.names)
+        fig, ax = new_axes(ax, figsize=(1.0 + 0.6 * m, 0.8 + 0.5 * m))
+        im = ax.imshow(self.tau, vmin=-1, vmax=1, cmap="RdBu_r")
+        short = [n.split("/")[-1][:24] for n in self.names]
+        ax.set_xticks(range(m), short, rotation=90, fontsize=7)
+        ax.set_yticks(range(m), short, fontsize=7)
+        for i in range(m):
+            for j in range(m):
+                ax.text(j, i, f"{self.tau[i, j]:.2f}", ha="center", va="center", fontsize=6)
+        fig.colorbar(im, ax=ax, label="Kendall τ-b")
+        fig.tight_layout()
+        return fig
+
+
+def kendall_tau_matrix(frame) -> TauMatrix:
+    """Kendall τ-b (``scipy.stats.kendalltau``, variant ``"b"``, which corrects for ties)
+    between every pair of columns of ``frame`` (rows: candidates), on the rows where both
+    columns are present (NaN dropped pairwise)."""
+    names = tuple(str(c) for c in frame.columns)
+    if len(names) < 2:
+        raise InvalidArgumentError(f"need at least two columns to compare, got {list(names)}")
+    values = frame.to_numpy(dtype=float)
+    m = len(names)
+    tau, shared = np.eye(m), np.zeros((m, m), dtype=int)
+    for i in range(m):
+        shared[i, i] = int(np.isfinite(values[:, i]).sum())
+        for j in range(i + 1, m):
+            both = np.isfinite(values[:, i]) & np.isfinite(values[:, j])
+            shared[i, j] = shared[j, i] = int(both.sum())
+            t = (
+                sps.kendalltau(values[both, i], values[both, j], variant="b").statistic
+                if both.sum() >= 2
+                else np.nan
+            )
+            tau[i, j] = tau[j, i] = float(t)
+    return TauMatrix(names=names, tau=tau, n_shared=shared)
+
+
+def framing_effect(frame) -> dict:
+    """How the ranking of the same candidates changes across prompts (columns of ``frame``,
+    one per prompt): pairwise Kendall τ-b and Spearman ρ on shared candidates, and the mean
+    score shift (column b − column a) per pair, keyed ``"prompt a | prompt b"``."""
+    taus = kendall_tau_matrix(frame)
+    rho, shift = {}, {}
+    cols = list(frame.columns)
+    for i, a in enumerate(cols):
+        for b in cols[i + 1 :]:
+            both = frame[[a, b]].dropna()
+            key = f"{a}{PAIR_SEPARATOR}{b}"
+            rho[key] = float(sps.spearmanr(both[a], both[b]).statistic) if len(both) > 1 else np.nan
+            shift[key] = float((both[b] - both[a]).mean()) if len(both) else np.nan
+    return {"kendall_tau": taus.pairs(), "spearman_rho": rho, "mean_shift": shift}
