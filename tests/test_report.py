@@ -71,6 +71,11 @@ def test_numbers_equal_the_api(report, pair_file):
         "Token views",
     ]
     assert len(numbers["patching"]) == 3 and numbers["token_views"][0]["which"] == "most preferred"
+    from reward_lens_tl.sweep import token_sweep
+
+    sweep = token_sweep(model, numbers["sweep"]["prompt"], progress=False)
+    assert [label for label, _ in numbers["sweep"]["top"]] == [c for c, _ in sweep.top_k(8)]
+    assert "Token sweep" in numbers["sections"]
 
 
 def test_page_is_self_contained_and_escaped(report):

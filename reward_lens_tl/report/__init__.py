@@ -9,6 +9,7 @@ temporary name and moved into place at the end, next to ``report.json`` with its
 ``resume=True`` continues an interrupted run from ``.work/`` (with the same arguments).
 """
 
+from . import sections  # noqa: F401  (registers the extra sections)
 from .build import ReportError, build_report, register_section
 
 __all__ = ["ReportError", "build_report", "register_section"]

@@ -282,8 +282,10 @@ STEPS = [
 def _extra(fn):
     def step(ctx):
         _needs_scores(ctx)
+        before = dict(ctx["numbers"])
         section = fn(ctx)
-        return None if section is None else _store(section, {})
+        added = {k: v for k, v in ctx["numbers"].items() if before.get(k) is not v}
+        return None if section is None else _store(section, added)
 
     return step
 

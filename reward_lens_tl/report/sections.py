@@ -1,0 +1,49 @@
+"""Extra report sections from the other analyses (registered when this module is imported).
+
+- ``Token sweep``: every vocabulary token as the whole response to the pair set's most common
+  prompt (skipped, with a note, for vocabularies above :data:`MAX_SWEEP_VOCAB` tokens: run
+  ``reward-lens sweep`` for those).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .build import register_section
+from .page import Section
+
+MAX_SWEEP_VOCAB = 5000
+
+
+def _prompt_key(prompt) -> str:
+    return prompt if isinstance(prompt, str) else repr(prompt)
+
+
+def sweep_section(ctx) -> Section:
+    from ..sweep import token_sweep
+
+    model = ctx["model"]
+    section = Section("Token sweep")
+    if model.cfg.d_vocab > MAX_SWEEP_VOCAB:
+        return section.text(
+            f"Skipped: the vocabulary has {model.cfg.d_vocab} tokens (more than "
+            f"{MAX_SWEEP_VOCAB}); run `reward-lens sweep MODEL_DIR --prompt TEXT` for a sweep."
+        )
+    counts = Counter(_prompt_key(p.prompt) for p in ctx["pairs"])
+    key = counts.most_common(1)[0][0]
+    prompt = next(p.prompt for p in ctx["pairs"] if _prompt_key(p.prompt) == key)
+    result = token_sweep(model, prompt, progress=False)
+    section.text(
+        f"Every one-token response to the most common prompt ({counts[key]} pairs) of "
+        f"{len(result)} candidate tokens, built from token ids with the template's suffix. "
+        f"Prompt: {key[:120]}"
+    )
+    top, bottom = result.top_k(8), result.bottom_k(8)
+    section.text("Optimal tokens:").table(top.to_dataframe())
+    section.text("Pessimal tokens:").table(bottom.to_dataframe())
+    ctx["numbers"]["sweep"] = {"prompt": key, "top": list(top), "bottom": list(bottom)}
+    section.figure(result.plot(), "reward of every one-token response")
+    return section
+
+
+register_section("sweep", sweep_section)
