@@ -104,7 +104,10 @@ class Metrics:
     def summary(self) -> dict[str, float | int]:
         """``{"n": items, <figure>: value, ...}`` (what the CLI prints as JSON)."""
         n_items = max(self.n) if self.n else 0
-        return {"n": n_items, **{k: round(v, 4) for k, v in zip(self.names, self.values)}}
+        return {
+            "n": n_items,
+            **{k: round(v, 4) for k, v in zip(self.names, self.values, strict=True)},
+        }
 
     def to_dataframe(self):
         import pandas as pd
