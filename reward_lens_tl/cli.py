@@ -2,7 +2,8 @@
 
 ``reward-lens demo`` runs the main job on the shipped zoo model; ``reward-lens score`` scores a
 pair file with a local checkpoint; ``reward-lens info`` describes a checkpoint's conversion;
-``reward-lens zoo train`` regenerates the model zoo.
+``reward-lens zoo train`` regenerates the model zoo; ``reward-lens eval`` computes benchmark metrics
+from a score file or a model (:mod:`reward_lens_tl.evals.cli`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from .evals.cli import add_eval_parser
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -93,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe how a checkpoint converts")
     info.add_argument("model")
     info.set_defaults(func=_info)
+
+    add_eval_parser(sub)
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
