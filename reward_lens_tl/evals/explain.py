@@ -36,7 +36,11 @@ from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
 from reward_lens_tl.pairs import encoded_pair
 from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
 
-__all__ = ["FailureExplanation", "TokenDriver", "explain_failures"]
+__all__ = ["PARTS", "FailureExplanation", "TokenDriver", "explain_failures"]
+
+PARTS = ("prompt", "response", "suffix")
+"""Where a source token sits: the prompt (with the template's header), the response, or the
+template's suffix (end-of-turn, EOS)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class FailureExplanation:
     lens: PairLensResult
     crystallization: tuple[str | None, ...]
     drivers: tuple[TokenDriver, ...]
-    token_totals: tuple[tuple[int, str, int, str, float], ...]
+    token_totals: tuple[tuple[int, str, int, str, str, float], ...]
 
     def components(self):
         """One row per component: mean margin contribution over ``failures`` and over
@@ -98,17 +102,21 @@ class FailureExplanation:
         """The ``k`` components pushing hardest the wrong way on failures (vs successes)."""
         return self.components()["component"].head(k).tolist()
 
-    def tokens(self, k: int | None = 10):
+    def tokens(self, k: int | None = 10, part: str | None = None):
         """Source tokens by their net contribution to the margin per failure, summed over
-        heads, occurrences and both sides (a template token present on both sides mostly
-        cancels), most negative first: ``token``, ``value``, ``chosen`` and ``rejected``
-        (occurrences on each side)."""
+        heads, occurrences and both sides (a token present on both sides partly cancels), most
+        negative first: ``token``, ``part``, ``value``, ``chosen`` and ``rejected`` (occurrences
+        on each side). ``part`` keeps only ``"prompt"`` (prompt and template header),
+        ``"response"`` (the response's own tokens) or ``"suffix"`` (end-of-turn, EOS) tokens."""
         import pandas as pd
 
-        rows = pd.DataFrame(
-            self.token_totals, columns=["failure", "side", "position", "token", "value"]
-        )
-        grouped = rows.groupby("token", as_index=False).agg(
+        columns = ["failure", "side", "position", "token", "part", "value"]
+        rows = pd.DataFrame(self.token_totals, columns=columns)
+        if part is not None:
+            if part not in PARTS:
+                raise InvalidArgumentError(f"part must be one of {PARTS} or None, got {part!r}")
+            rows = rows[rows["part"] == part]
+        grouped = rows.groupby(["token", "part"], as_index=False).agg(
             value=("value", "sum"),
             chosen=("side", lambda s: int((s == "chosen").sum())),
             rejected=("side", lambda s: int((s == "rejected").sum())),
@@ -117,9 +125,10 @@ class FailureExplanation:
         grouped = grouped.sort_values("value", kind="stable").reset_index(drop=True)
         return grouped if k is None else grouped.head(k)
 
-    def wrong_way_tokens(self, k: int = 5) -> list[str]:
-        """The ``k`` token strings that push hardest the wrong way (either side)."""
-        return self.tokens(k)["token"].tolist()
+    def wrong_way_tokens(self, k: int = 5, part: str | None = "response") -> list[str]:
+        """The ``k`` token strings (of the responses, by default) that push hardest the wrong
+        way."""
+        return self.tokens(k, part)["token"].tolist()
 
     def per_failure(self):
         """One row per failure: item id, margin, crystallization site, top component and the
@@ -187,7 +196,7 @@ class FailureExplanation:
     def report(self, k: int = 5) -> list[str]:
         """Markdown lines: headline, wrong-way components and tokens."""
         comps = self.components().head(k)
-        toks = self.tokens(k)
+        toks = self.tokens(k, part="response")
         lines = [
             f"{len(self.comparisons)} failed comparisons; the wrong preference crystallizes "
             f"at `{self.crystallization_site()}` (most common lens site at half the margin).",
@@ -198,6 +207,9 @@ class FailureExplanation:
                 f"| {r.component} | {r.failures:+.3f} | {r.successes:+.3f} | {r.difference:+.3f} |"
                 for r in comps.itertuples()
             ),
+            "",
+            "Response tokens driving the wrong preference (head attribution by source "
+            "position, summed over heads):",
             "",
             "| token | margin contribution per failure | in chosen | in rejected |",
             "|---|---|---|---|",
@@ -301,7 +313,7 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
     lens_c = RewardLensResult(lens_values[:, :n], labels, attr.rewards[:n], "recompute")
     lens_r = RewardLensResult(lens_values[:, n:], labels, attr.rewards[n:], "recompute")
     sources = attr.sources.detach()
-    drivers, totals = _token_drivers(model, sources, ids, mask, n, offset, per_failure)
+    drivers, totals = _token_drivers(model, sources, encoded, offset, per_failure)
     return chosen - rejected, lens_c, lens_r, drivers, totals
 
 
@@ -316,29 +328,36 @@ def _lens_values(model, store, sites, ids, mask, objective) -> torch.Tensor:
     return torch.stack(values).detach().float().cpu()
 
 
-def _token_drivers(model, sources, ids, mask, n, offset, per_failure):
+def _part(enc, position: int, eos: int | None) -> str:
+    if position < enc.response_start:
+        return "prompt"
+    return "response" if position < enc.suffix_start(eos) else "suffix"
+
+
+def _token_drivers(model, sources, encoded, offset, per_failure):
     """Top head × source-token drivers per failure, and per-token totals over heads."""
     n_layers, n_heads = sources.shape[:2]
     heads = [f"L{layer}H{h}" for layer in range(n_layers) for h in range(n_heads)]
     flat = sources.reshape(n_layers * n_heads, sources.shape[2], sources.shape[3])  # [lh, row, src]
-    lengths = mask.sum(1).tolist()
-    ids = ids.cpu()
+    eos = getattr(model.tokenizer, "eos_token_id", None)
+    n = len(encoded)
     drivers, totals = [], []
-    for f in range(n):
+    for f, pair in enumerate(encoded):
         candidates = []
-        for side, row, sign in (("chosen", f, 1.0), ("rejected", n + f, -1.0)):
-            length = int(lengths[row])
-            tokens = model.tokenizer.convert_ids_to_tokens(ids[row, :length].tolist())
+        for side, row, sign, enc in (
+            ("chosen", f, 1.0, pair[0]),
+            ("rejected", n + f, -1.0, pair[1]),
+        ):
+            length = len(enc.ids)
+            tokens = model.tokenizer.convert_ids_to_tokens(list(enc.ids))
             signed = sign * flat[:, row, :length]  # [lh, src] contribution to the margin
             for p, value in enumerate(signed.sum(0).tolist()):
-                totals.append((offset + f, side, p, tokens[p], value))
+                totals.append((offset + f, side, p, tokens[p], _part(enc, p, eos), value))
             k = min(per_failure, signed.numel())
-            top = torch.topk(-signed.flatten(), k).indices.tolist()
-            for idx in top:
+            for idx in torch.topk(-signed.flatten(), k).indices.tolist():
                 head, p = divmod(idx, length)
-                candidates.append(
-                    TokenDriver(offset + f, side, p, tokens[p], heads[head], float(signed[head, p]))
-                )
+                value = float(signed[head, p])
+                candidates.append(TokenDriver(offset + f, side, p, tokens[p], heads[head], value))
         drivers += sorted(candidates, key=lambda d: d.value)[:per_failure]
     return drivers, totals
 

@@ -121,11 +121,11 @@ class ScoreRecord:
 def _scores(values: Any, name: str, count: int | None) -> tuple[float, ...]:
     if isinstance(values, str) or not isinstance(values, list | tuple):
         raise FieldError(name, f"must be a list of numbers, got {type_name(values)}")
+    if not values:
+        what = "the correct solution's score" if name == "chosen" else "a score"
+        raise FieldError(name, f"is empty: an item needs {what}")
     if count is not None and len(values) != count:
         raise FieldError(name, f"must hold exactly {count} score(s), got {len(values)}")
-    if not values:
-        what = "correct solution" if name == "chosen" else "score"
-        raise FieldError(name, f"must hold at least one {what}, got none")
     out = []
     for k, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int | float):
