@@ -353,3 +353,32 @@ def test_cli_scores_with_a_model_then_reads_back(tmp_path, capsys):
     assert main(["eval", "rewardmath", "--scores", str(out), "--format", "json"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rewardbench scores" in err
+
+
+@pytest.mark.parametrize("name", ["scalar", "multi"])
+def test_demo_section_on_both_zoo_models(name, tmp_path):
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.evals.demo import benchmark_section
+    from reward_lens_tl.zoo import load_task, zoo_path
+
+    model = HookedRewardModel.from_pretrained(zoo_path(name))
+    lines = benchmark_section(model, load_task().task, tmp_path)
+    text = "\n".join(lines)
+    assert "## Benchmarks and why they fail" in text and "| zoo " in text
+    assert (tmp_path / "benchmark_failures.png").stat().st_size > 1000
+    if name == "scalar":  # falls for the hack; the planted opener is named among the tokens
+        assert "sycophancy-hack failures" in text and "`question`" in text
+    else:  # the gated model resists both hacks: its (few) chat failures are explained instead
+        assert "this model's failures" in text
+
+
+def test_explanation_is_exact_on_the_gated_model(zoo_eval):
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.zoo import zoo_path
+
+    model = HookedRewardModel.from_pretrained(zoo_path("multi"))
+    _, scalar_result = zoo_eval
+    result = score_items(model, scalar_result.items, progress=False)
+    ex = result.failures().explain(model)
+    assert len(ex.comparisons) > 0 and ex.margin.completeness_error() < 1e-4
+    assert torch.allclose(ex.lens.margins[-1], ex.margin.rewards, atol=1e-4)

@@ -33,6 +33,9 @@ def benchmark_section(model, task, out_dir: Path) -> list[str]:
 
     table = pd.concat(frames)[["model", "figure", "value", "low", "high", "n"]]
     failures = main.failures().filter(subset="zoo-sycophancy-hack")
+    which = "sycophancy-hack failures"
+    if not len(failures):  # a model that resists the hack: explain what it does get wrong
+        failures, which = main.failures(), "failures"
     lines = [
         "\n## Benchmarks and why they fail\n",
         f"A RewardBench-style set built from the zoo task ({len(pairs)} pairs): honest pairs "
@@ -47,7 +50,7 @@ def benchmark_section(model, task, out_dir: Path) -> list[str]:
         explanation = failures.explain(model)
         save(explanation.plot(), out_dir / "benchmark_failures.png")
         lines += [
-            "`result.failures().explain(model)` on the sycophancy-hack failures:\n",
+            f"`result.failures().explain(model)` on this model's {which}:\n",
             *explanation.report(5),
             "\n![failures](benchmark_failures.png)\n",
         ]
