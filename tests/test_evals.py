@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import doctest
 import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
+from test_data import SHARED, real_data  # the shared-data location and marker, one definition
 
 from reward_lens_tl.data import PreferencePair, RankedItem
 from reward_lens_tl.errors import EmptyInputError, MalformedRecordError, RewardLensError
@@ -23,16 +22,6 @@ from reward_lens_tl.evals.errors import ScoreMismatchError, UnknownBenchmarkErro
 from reward_lens_tl.evals.metrics import rewardbench_metrics, rewardmath_metrics, rmbench_metrics
 from reward_lens_tl.evals.run import align_scores, score_items
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
-
-SHARED = Path(
-    os.environ.get(
-        "REWARD_LENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
-    )
-)
-needs_shared = pytest.mark.skipif(
-    not SHARED.is_dir(),
-    reason=f"shared reference data not found at {SHARED} (set REWARD_LENS_SHARED_DATA)",
-)
 
 
 def rb(i, c, r, subset="s"):
@@ -129,8 +118,7 @@ PUBLISHED = {
 }
 
 
-@pytest.mark.data
-@needs_shared
+@real_data
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_published_rewardmath_results_reproduce(name):
     result = read_scores(SHARED / "rewardmath" / f"{name}_scores.json", benchmark="rewardmath")
@@ -139,8 +127,7 @@ def test_published_rewardmath_results_reproduce(name):
     assert (round(m["accuracy"], 2), round(m["mrr"], 2)) == PUBLISHED[name]
 
 
-@pytest.mark.data
-@needs_shared
+@real_data
 def test_armorm_ties_change_the_figure():
     """ArmoRM ties the correct solution with a wrong one on 5 problems: the strict protocol
     (the published one) and the "w/ tie" variant differ exactly there."""
@@ -322,8 +309,7 @@ def test_explain_needs_texts_and_failures(zoo_model):
 # CLI
 
 
-@needs_shared
-@pytest.mark.data
+@real_data
 def test_cli_rewardmath_scores_json(capsys):
     from reward_lens_tl.cli import main
 
