@@ -61,9 +61,14 @@ def main(argv=None) -> str:
     model = HookedRewardModel.from_pretrained(hf, tiny_tokenizer(2000))
     rng = random.Random(0)
     problems = [
-        RankedItem(words(rng, 10, 20), words(rng, 30, 90), tuple(words(rng, 30, 90) for _ in range(9)), id=i)
+        RankedItem(
+            words(rng, 10, 20),
+            words(rng, 30, 90),
+            tuple(words(rng, 30, 90) for _ in range(9)),
+            id=i,
+        )
         for i in range(args.problems)
-    ]  # fmt: skip
+    ]
     texts = [(p.prompt, r) for p in problems for r in (p.correct, *p.wrong)]
     tmp = Path(tempfile.mkdtemp())
 
@@ -80,8 +85,8 @@ def main(argv=None) -> str:
     lines = [
         "## Evaluation harness (issue 13) — `bench_evals.py`",
         "",
-        f"6L d512 model, {args.threads} thread(s). Scoring {args.problems} RewardMATH-style problems "
-        f"({len(texts)} sequences of 30–90 words, batches of 16 sequences):",
+        f"6L d512 model, {args.threads} thread(s). Scoring {args.problems} RewardMATH-style "
+        f"problems ({len(texts)} sequences of 30–90 words, batches of 16 sequences):",
         "",
         "| variant | min time (s) | forward-equivalents per sequence |",
         "|---|---|---|",
