@@ -246,7 +246,7 @@ def direct_attribution(
         components=tuple(components),
         head_bias=read.bias.detach().float().cpu(),
         rewards=run.target.detach().float().cpu(),
-        sources=torch.stack(source_rows).float().cpu() if sources else None,
+        sources=torch.stack(source_rows).detach().float().cpu() if sources else None,
         neurons=torch.stack(neuron_rows).float().cpu() if neurons else None,
     )
 
@@ -260,7 +260,8 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     v = cache[f"blocks.{layer}.attn.hook_v"]  # [batch, k, kv_head, e]
     if v.shape[2] != model.cfg.n_heads:
         v = v.repeat_interleave(model.cfg.n_heads // v.shape[2], dim=2)
-    vo = einops.einsum(v, block.attn.W_O, u_attn, "b k h e, h e d, b d -> h b k")
+    wu = einops.einsum(block.attn.W_O, u_attn, "h e d, b d -> b h e")  # contract d_model first
+    vo = einops.einsum(v, wu, "b k h e, b h e -> h b k")
     return pattern.permute(1, 0, 2) * vo
 
 

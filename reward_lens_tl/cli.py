@@ -2,7 +2,8 @@
 
 ``reward-lens demo`` runs the main job on the shipped zoo model; ``reward-lens score`` scores a
 pair file with a local checkpoint; ``reward-lens info`` describes a checkpoint's conversion;
-``reward-lens zoo train`` regenerates the model zoo.
+``reward-lens zoo train`` regenerates the model zoo; ``reward-lens eval`` computes benchmark metrics
+from a score file or a model (:mod:`reward_lens_tl.evals.cli`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from .evals.cli import add_eval_parser
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -189,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep.cli import add_arguments as add_sweep_arguments
 
     add_sweep_arguments(sub)  # `sweep` and `sweep-stats`
+    add_eval_parser(sub)
 
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)

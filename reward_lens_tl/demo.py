@@ -31,6 +31,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
     from .contrast import encode_contrast
     from .demo_sections import causal_section, html_section, markdown, sae_section, save
+    from .evals.demo import benchmark_section
     from .lens import pair_lens
     from .model import HookedRewardModel
     from .scoring import score_pairs
@@ -103,6 +104,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
             save(fig, out_dir / f"{name}_{feature}.png")
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
+    lines += benchmark_section(model, task, out_dir)
     lines += html_section(model_dir, pairs, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")

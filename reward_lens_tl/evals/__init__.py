@@ -1,0 +1,1 @@
+"""Benchmark evaluation: score files, scoring runs, published metrics, and why a model fails."""

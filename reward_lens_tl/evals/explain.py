@@ -1,0 +1,383 @@
+"""Why a reward model fails benchmark items: attribution, driving tokens and the lens, in one pass.
+
+For the failed comparisons of an evaluation (:meth:`EvalResult.failures`), one cached forward
+per chunk of failures (chosen rows then rejected rows) gives three readings of the same run:
+
+* **components**: the exact direct attribution of each failure's margin (chosen − rejected) to
+  embeddings, heads, MLPs and biases (parts + head bias = margin), averaged over the failures
+  and set against the same average over a sample of comparisons the model got right: a component
+  whose mean is lower on failures than on successes pushes the wrong way;
+* **tokens**: every head's contribution split by source position (pattern × value, exact),
+  mapped back to the token it reads, signed as a contribution to the margin (a token of the
+  rejected response that raises its reward counts negative): the most negative tokens drive the
+  wrong preference;
+* **layer**: the reward lens of both responses; per failure, the first site where the (wrong)
+  margin reaches half its final value (``PairLensResult.crystallization``).
+
+For RewardMATH the comparison is the correct solution against its hardest (highest-scored) wrong
+one. Cost: one forward of the failures' sequences plus ``reference`` successes (default a
+quarter as many pairs as failures, sampled with ``seed``), i.e. about 1.25 forwards per failure.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from reward_lens_tl.attribution import AttributionResult, attribute_pairs, direct_attribution
+from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
+from reward_lens_tl.evals.results import Comparison, Failures
+from reward_lens_tl.inputs import pad_batch
+from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
+from reward_lens_tl.pairs import encoded_pair
+from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
+from reward_lens_tl.results import Result, TopK, ranked
+
+__all__ = ["PARTS", "FailureExplanation", "TokenDriver", "explain_failures"]
+
+PARTS = ("prompt", "response", "suffix")
+"""Where a source token sits: the prompt (with the template's header), the response, or the
+template's suffix (end-of-turn, EOS)."""
+
+
+@dataclass(frozen=True)
+class TokenDriver:
+    """A head's contribution through one source token to one failure's margin.
+
+    ``value`` is signed as a contribution to ``chosen − rejected``: negative pushes the wrong way.
+    ``side`` is ``"chosen"`` or ``"rejected"``; ``position`` indexes that side's token ids.
+    """
+
+    failure: int
+    side: str
+    position: int
+    token: str
+    head: str
+    value: float
+
+
+@dataclass(frozen=True)
+class FailureExplanation(Result):
+    """What :func:`explain_failures` found (see the module docstring).
+
+    ``margin``: attribution ``[component, failure]`` of each failure's margin; ``reference``:
+    the same over the sampled successes (``None`` if none); ``lens``: the pair lens of the
+    failures; ``crystallization``: per failure, the first lens site at half the final margin;
+    ``drivers``: per failure, its top token drivers (head × source token).
+    """
+
+    benchmark: str
+    comparisons: tuple[Comparison, ...]
+    margin: AttributionResult
+    reference: AttributionResult | None
+    lens: PairLensResult
+    crystallization: tuple[str | None, ...]
+    drivers: tuple[TokenDriver, ...]
+    token_totals: tuple[tuple[int, str, int, str, str, float], ...]
+
+    def components(self):
+        """One row per component: mean margin contribution over ``failures`` and over
+        ``successes``, and ``difference`` (failures − successes), sorted by ``difference``
+        (most wrong-way first)."""
+        import pandas as pd
+
+        fail = self.margin.values.mean(1)
+        succ = (
+            self.reference.values.mean(1) if self.reference is not None else torch.zeros_like(fail)
+        )
+        frame = pd.DataFrame(
+            {
+                "component": self.margin.labels,
+                "failures": fail.numpy(),
+                "successes": succ.numpy(),
+                "difference": (fail - succ).numpy(),
+            }
+        )
+        return frame.sort_values("difference", kind="stable").reset_index(drop=True)
+
+    def wrong_way_components(self, k: int = 5) -> list[str]:
+        """The ``k`` components pushing hardest the wrong way on failures (vs successes)."""
+        return self.components()["component"].head(k).tolist()
+
+    def tokens(self, k: int | None = 10, part: str | None = None):
+        """Source tokens by their net contribution to the margin per failure, summed over
+        heads, occurrences and both sides (a token present on both sides partly cancels), most
+        negative first: ``token``, ``part``, ``value``, ``chosen`` and ``rejected`` (occurrences
+        on each side). ``part`` keeps only ``"prompt"`` (prompt and template header),
+        ``"response"`` (the response's own tokens) or ``"suffix"`` (end-of-turn, EOS) tokens."""
+        import pandas as pd
+
+        columns = ["failure", "side", "position", "token", "part", "value"]
+        rows = pd.DataFrame(self.token_totals, columns=columns)
+        if part is not None:
+            if part not in PARTS:
+                raise InvalidArgumentError(f"part must be one of {PARTS} or None, got {part!r}")
+            rows = rows[rows["part"] == part]
+        grouped = rows.groupby(["token", "part"], as_index=False).agg(
+            value=("value", "sum"),
+            chosen=("side", lambda s: int((s == "chosen").sum())),
+            rejected=("side", lambda s: int((s == "rejected").sum())),
+        )
+        grouped["value"] = grouped["value"] / max(len(self.comparisons), 1)
+        grouped = grouped.sort_values("value", kind="stable").reset_index(drop=True)
+        return grouped if k is None else grouped.head(k)
+
+    def wrong_way_tokens(self, k: int = 5, part: str | None = "response") -> list[str]:
+        """The ``k`` token strings (of the responses, by default) that push hardest the wrong
+        way."""
+        return self.tokens(k, part)["token"].tolist()
+
+    def per_failure(self):
+        """One row per failure: item id, margin, crystallization site, top component and the
+        top token driver (side, token, head, value)."""
+        import pandas as pd
+
+        best: dict[int, TokenDriver] = {}
+        for d in self.drivers:
+            if d.failure not in best or d.value < best[d.failure].value:
+                best[d.failure] = d
+        rows = []
+        for f, c in enumerate(self.comparisons):
+            column = self.margin.values[:, f]
+            d = best.get(f)
+            rows.append(
+                {
+                    "item_id": c.item_id,
+                    "group": c.subset,
+                    "chosen_index": c.chosen_index,
+                    "rejected_index": c.rejected_index,
+                    "margin": float(self.margin.rewards[f]),
+                    "crystallizes_at": self.crystallization[f],
+                    "top_component": self.margin.labels[int(column.argmin())],
+                    "top_token": None if d is None else f"{d.side}:{d.token}@{d.position}",
+                    "top_token_head": None if d is None else d.head,
+                    "top_token_value": None if d is None else d.value,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def to_dataframe(self):
+        return self.components()
+
+    def top_k(self, k: int = 5) -> TopK:
+        """The ``k`` components with the most negative ``difference`` (failures − successes),
+        most wrong-way first (sorted by the difference shown)."""
+        frame = self.components().head(k)
+        return ranked(zip(frame["component"], frame["difference"], strict=True), "difference")
+
+    def crystallization_site(self) -> str | None:
+        """The most common crystallization site over the failures."""
+        sites = [s for s in self.crystallization if s is not None]
+        return max(sorted(set(sites)), key=sites.count) if sites else None
+
+    def plot(self, k: int = 12):
+        """Two panels: wrong-way components (failures vs successes) and the failures' lens
+        margins per site. Returns the figure."""
+        import matplotlib.pyplot as plt
+
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.25 * k + 2))
+        top = self.components().head(k)[::-1]
+        y = range(len(top))
+        left.barh([i + 0.2 for i in y], top["failures"], height=0.4, color="#c00000",
+                  label="failures")  # fmt: skip
+        left.barh([i - 0.2 for i in y], top["successes"], height=0.4, color="#4472c4",
+                  label="successes")  # fmt: skip
+        left.set_yticks(list(y), top["component"])
+        left.axvline(0, color="k", lw=0.5)
+        left.set_xlabel("mean contribution to the margin")
+        left.legend(fontsize=7)
+        left.set_title(f"{len(self.comparisons)} failures: wrong-way components")
+        self.lens.plot(ax=right)
+        right.set_title("lens margin of the failures")
+        fig.tight_layout()
+        return fig
+
+    def report(self, k: int = 5) -> list[str]:
+        """Markdown lines: headline, wrong-way components and tokens."""
+        comps = self.components().head(k)
+        toks = self.tokens(k, part="response")
+        lines = [
+            f"{len(self.comparisons)} failed comparisons; the wrong preference crystallizes "
+            f"at `{self.crystallization_site()}` (most common lens site at half the margin).",
+            "",
+            "| component | failures | successes | difference |",
+            "|---|---|---|---|",
+            *(
+                f"| {r.component} | {r.failures:+.3f} | {r.successes:+.3f} | {r.difference:+.3f} |"
+                for r in comps.itertuples()
+            ),
+            "",
+            "Response tokens driving the wrong preference (head attribution by source "
+            "position, summed over heads):",
+            "",
+            "| token | margin contribution per failure | in chosen | in rejected |",
+            "|---|---|---|---|",
+            *(
+                f"| `{r.token}` | {r.value:+.3f} | {r.chosen} | {r.rejected} |"
+                for r in toks.itertuples()
+            ),
+        ]
+        return lines
+
+
+def explain_failures(
+    model,
+    failures: Failures,
+    *,
+    reference: int | str | None = "auto",
+    batch_size: int = 8,
+    drivers_per_failure: int = 5,
+    objective=None,
+    seed: int = 0,
+) -> FailureExplanation:
+    """Explain the failed comparisons in ``failures`` (see the module docstring).
+
+    ``reference``: how many of the result's successes to attribute as the baseline — ``"auto"``
+    (a quarter as many as failures, at least one), an int, ``"all"``, or ``None``/``0`` for none.
+    """
+    pairs = failures.pairs()
+    if not pairs:
+        raise EmptyInputError("no failed comparisons to explain: the model got every item right")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+    parts = [
+        _explain_chunk(model, pairs[s : s + batch_size], s, drivers_per_failure, objective)
+        for s in range(0, len(pairs), batch_size)
+    ]
+    margin = _concat([p[0] for p in parts])
+    lens = PairLensResult(
+        chosen=_join_lens([p[1] for p in parts]), rejected=_join_lens([p[2] for p in parts])
+    )
+    ref = _reference(model, failures, reference, len(pairs), seed, batch_size, objective)
+    return FailureExplanation(
+        benchmark=failures.result.benchmark,
+        comparisons=tuple(failures),
+        margin=margin,
+        reference=ref,
+        lens=lens,
+        crystallization=tuple(lens.crystallization(0.5)),
+        drivers=tuple(d for p in parts for d in p[3]),
+        token_totals=tuple(t for p in parts for t in p[4]),
+    )
+
+
+def _reference(model, failures, reference, n_failures, seed, batch_size, objective):
+    successes = failures.result.successes()
+    if reference in (None, 0) or not len(successes):
+        return None
+    if reference == "auto":
+        n = max(1, math.ceil(n_failures / 4))
+    elif reference == "all":
+        n = len(successes)
+    elif isinstance(reference, int) and not isinstance(reference, bool) and reference > 0:
+        n = reference
+    else:
+        raise InvalidArgumentError(
+            f"reference must be 'auto', 'all', a positive int or None, got {reference!r}"
+        )
+    picked = sorted(random.Random(seed).sample(range(len(successes)), min(n, len(successes))))
+    sample = Failures(successes.result, tuple(successes[i] for i in picked))
+    return attribute_pairs(model, sample.pairs(), batch_size=batch_size, objective=objective).margin
+
+
+def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, objective):
+    """Attribution (with sources) and lens of one chunk of failures, from one forward."""
+    encoded = [encoded_pair(model, p) for p in pairs]
+    n = len(encoded)
+    ids, mask = pad_batch(
+        [c.ids for c, _ in encoded] + [r.ids for _, r in encoded], model.pad_token_id
+    )
+    ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)
+    sites = lens_sites(model, "layer")
+    store: dict[str, torch.Tensor] = {}
+
+    def grab(act, hook):
+        store[hook.name] = act.detach()
+
+    names = [name for _, name in sites]
+    if getattr(model, "gating", None) is not None:
+        names.append("hook_gate")
+    attr = direct_attribution(
+        model, ids, mask, sources=True, objective=objective,
+        fwd_hooks=[(name, grab) for name in names],
+    )  # fmt: skip
+    lens_values = _lens_values(model, store, sites, ids, mask, objective)
+    chosen = AttributionResult(
+        attr.values[:, :n], attr.labels, attr.head_bias[:n], attr.rewards[:n]
+    )
+    rejected = AttributionResult(
+        attr.values[:, n:], attr.labels, attr.head_bias[n:], attr.rewards[n:]
+    )
+    labels = tuple(label for label, _ in sites)
+    lens_c = RewardLensResult(lens_values[:, :n], labels, attr.rewards[:n], "recompute")
+    lens_r = RewardLensResult(lens_values[:, n:], labels, attr.rewards[n:], "recompute")
+    sources = attr.sources.detach()
+    drivers, totals = _token_drivers(model, sources, encoded, offset, per_failure)
+    return chosen - rejected, lens_c, lens_r, drivers, totals
+
+
+def _lens_values(model, store, sites, ids, mask, objective) -> torch.Tensor:
+    """``[site, batch]`` reward lens (recomputed norm) from the captured residuals."""
+    pos = model.pool_positions(ids, mask)
+    read = readout(model, objective, ids.shape[0], store.get("hook_gate"))
+    values = []
+    for _, name in sites:
+        x = gather_positions(store[name], pos)[:, None]
+        values.append(read.project(x, recomputed_scale(model, x))[:, 0] + read.bias)
+    return torch.stack(values).detach().float().cpu()
+
+
+def _part(enc, position: int, eos: int | None) -> str:
+    if position < enc.response_start:
+        return "prompt"
+    return "response" if position < enc.suffix_start(eos) else "suffix"
+
+
+def _token_drivers(model, sources, encoded, offset, per_failure):
+    """Top head × source-token drivers per failure, and per-token totals over heads."""
+    n_layers, n_heads = sources.shape[:2]
+    heads = [f"L{layer}H{h}" for layer in range(n_layers) for h in range(n_heads)]
+    flat = sources.reshape(n_layers * n_heads, sources.shape[2], sources.shape[3])  # [lh, row, src]
+    eos = getattr(model.tokenizer, "eos_token_id", None)
+    n = len(encoded)
+    drivers, totals = [], []
+    for f, pair in enumerate(encoded):
+        candidates = []
+        for side, row, sign, enc in (
+            ("chosen", f, 1.0, pair[0]),
+            ("rejected", n + f, -1.0, pair[1]),
+        ):
+            length = len(enc.ids)
+            tokens = model.tokenizer.convert_ids_to_tokens(list(enc.ids))
+            signed = sign * flat[:, row, :length]  # [lh, src] contribution to the margin
+            for p, value in enumerate(signed.sum(0).tolist()):
+                totals.append((offset + f, side, p, tokens[p], _part(enc, p, eos), value))
+            k = min(per_failure, signed.numel())
+            for idx in torch.topk(-signed.flatten(), k).indices.tolist():
+                head, p = divmod(idx, length)
+                value = float(signed[head, p])
+                candidates.append(TokenDriver(offset + f, side, p, tokens[p], heads[head], value))
+        drivers += sorted(candidates, key=lambda d: d.value)[:per_failure]
+    return drivers, totals
+
+
+def _concat(parts: list[AttributionResult]) -> AttributionResult:
+    return AttributionResult(
+        values=torch.cat([p.values for p in parts], 1),
+        labels=parts[0].labels,
+        head_bias=torch.cat([p.head_bias for p in parts]),
+        rewards=torch.cat([p.rewards for p in parts]),
+    )
+
+
+def _join_lens(parts: list[RewardLensResult]) -> RewardLensResult:
+    return RewardLensResult(
+        values=torch.cat([p.values for p in parts], 1),
+        labels=parts[0].labels,
+        rewards=torch.cat([p.rewards for p in parts]),
+        norm=parts[0].norm,
+    )

@@ -1,0 +1,220 @@
+"""The result of an evaluation: per-item scores, their metrics, and the comparisons a model lost.
+
+A *comparison* is one chosen response against one rejected response of an item: the pair of a
+RewardBench item; a RewardMATH problem's correct solution against its **hardest** wrong solution
+(the highest-scored one: the comparison that decides the problem); each of the 9 cells of an
+RM-Bench grid. A comparison is *failed* when ``chosen <= rejected`` (ties fail, as in every
+benchmark's protocol). ``result.failures().explain(model)`` opens the failed ones with the
+lens and attribution (:mod:`reward_lens_tl.evals.explain`).
+
+>>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+>>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
+...         ScoreRecord("rewardmath", 1, (5.0,), (1.0,))]
+>>> result = EvalResult("rewardmath", ScoreSet(recs))
+>>> [(c.item_id, c.rejected_index, c.margin) for c in result.failures()]
+[(0, 1, -1.0)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reward_lens_tl.errors import RewardLensError
+from reward_lens_tl.evals.metrics import Metrics, metrics_for
+from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+from reward_lens_tl.results import Result, TopK, ranked
+
+__all__ = ["Comparison", "EvalResult", "Failures"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One chosen-vs-rejected comparison of an item (indices into its responses)."""
+
+    item_index: int
+    item_id: Hashable
+    chosen_index: int
+    rejected_index: int
+    chosen_score: float
+    rejected_score: float
+    subset: str | None = None
+
+    @property
+    def margin(self) -> float:
+        return self.chosen_score - self.rejected_score
+
+    @property
+    def failed(self) -> bool:
+        return self.margin <= 0
+
+
+def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Comparison]:
+    """The comparisons of one record (see the module docstring)."""
+    group = record.subset if benchmark != "rmbench" else record.domain
+
+    def make(i: int, j: int) -> Comparison:
+        return Comparison(index, record.id, i, j, record.chosen[i], record.rejected[j], group)
+
+    if benchmark == "rewardmath":
+        return [make(0, int(np.argmax(record.rejected)))]
+    return [make(i, j) for i in range(len(record.chosen)) for j in range(len(record.rejected))]
+
+
+@dataclass(frozen=True)
+class EvalResult(Result):
+    """Scores of one benchmark's items, optionally aligned with the items themselves.
+
+    ``items[i]`` is the data item of ``scores[i]`` (``None`` for a score file read without its
+    data file: metrics work, explanations need the texts). ``missing`` counts data items that
+    had no score record.
+    """
+
+    benchmark: str
+    scores: ScoreSet
+    items: tuple[Any, ...] | None = None
+    missing: int = 0
+
+    def __post_init__(self) -> None:
+        if self.items is not None and len(self.items) != len(self.scores):
+            raise ValueError(f"{len(self.items)} items for {len(self.scores)} score records")
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def metrics(self, **kwargs) -> Metrics:
+        """The benchmark's metrics (keyword arguments go to the metric function)."""
+        return metrics_for(self.benchmark, self.scores, **kwargs)
+
+    def summary(self, **kwargs) -> dict[str, float | int]:
+        """``{"n": items, <figure>: percent, ...}`` plus ``skipped`` and ``missing`` counts."""
+        out = self.metrics(**kwargs).summary()
+        out["n"] = len(self.scores)
+        return {**out, "skipped": len(self.scores.skipped), "missing": self.missing}
+
+    def comparisons(self) -> list[Comparison]:
+        return [c for i, r in enumerate(self.scores) for c in comparisons(self.benchmark, i, r)]
+
+    def failures(self) -> Failures:
+        """The failed comparisons (ties included), ready to :meth:`Failures.explain`."""
+        return Failures(self, tuple(c for c in self.comparisons() if c.failed))
+
+    def successes(self) -> Failures:
+        """The comparisons the model won (the reference an explanation compares against)."""
+        return Failures(self, tuple(c for c in self.comparisons() if not c.failed))
+
+    def to_dataframe(self):
+        """One row per comparison: item id, group, indices, scores, margin, failed."""
+        import pandas as pd
+
+        rows = [
+            {
+                "item_id": c.item_id,
+                "group": c.subset,
+                "chosen_index": c.chosen_index,
+                "rejected_index": c.rejected_index,
+                "chosen": c.chosen_score,
+                "rejected": c.rejected_score,
+                "margin": c.margin,
+                "failed": c.failed,
+            }
+            for c in self.comparisons()
+        ]
+        return pd.DataFrame(rows)
+
+    def top_k(self, k: int = 5, largest: bool = False) -> TopK:
+        """The ``k`` comparisons with the smallest (worst) margins, worst first
+        (``largest=True``: the best), labelled ``item:chosen>rejected``."""
+        return _margins_top(self.to_dataframe(), k, largest)
+
+    def plot(self, ax=None):
+        """The benchmark's figures with their bootstrap intervals."""
+        return self.metrics().plot(ax)
+
+
+@dataclass(frozen=True)
+class Failures(Result, Sequence[Comparison]):
+    """Comparisons of an :class:`EvalResult` (its failures, or its successes)."""
+
+    result: EvalResult
+    comparisons: tuple[Comparison, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.comparisons)
+
+    def __iter__(self) -> Iterator[Comparison]:
+        return iter(self.comparisons)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return Failures(self.result, self.comparisons[index])
+        return self.comparisons[index]
+
+    def __repr__(self) -> str:
+        return (
+            f"Failures({len(self)} comparisons of {len(self.result)} {self.result.benchmark} items)"
+        )
+
+    def filter(self, subset: str | None = None, where=None) -> Failures:
+        """The comparisons of ``subset`` (RewardBench subset / RM-Bench domain) that also
+        satisfy ``where(comparison)``."""
+        kept = tuple(
+            c
+            for c in self.comparisons
+            if (subset is None or c.subset == subset) and (where is None or where(c))
+        )
+        return Failures(self.result, kept)
+
+    def pairs(self) -> list[Any]:
+        """Each comparison as a :class:`~reward_lens_tl.data.PreferencePair` of its texts."""
+        from reward_lens_tl.data import PreferencePair
+        from reward_lens_tl.evals.run import item_texts
+
+        if self.result.items is None:
+            raise RewardLensError(
+                "these scores came without their data items, so there are no texts to explain; "
+                "evaluate the score file together with its data file (align_scores / --data)"
+            )
+        out = []
+        for c in self.comparisons:
+            prompt, chosen, rejected = item_texts(self.result.items[c.item_index])
+            out.append(
+                PreferencePair(
+                    prompt,
+                    chosen[c.chosen_index],
+                    rejected[c.rejected_index],
+                    subset=c.subset,
+                    metadata={"item_id": c.item_id},
+                )
+            )
+        return out
+
+    def top_k(self, k: int = 5, largest: bool = False) -> TopK:
+        """These comparisons with the smallest margins, worst first."""
+        return _margins_top(self.to_dataframe(), k, largest)
+
+    def to_dataframe(self):
+        frame = self.result.to_dataframe()
+        keep = {(c.item_index, c.chosen_index, c.rejected_index) for c in self.comparisons}
+        index = [
+            (c.item_index, c.chosen_index, c.rejected_index) for c in self.result.comparisons()
+        ]
+        return frame[[k in keep for k in index]].reset_index(drop=True)
+
+    def explain(self, model, **kwargs):
+        """Why these comparisons went the way they did: see
+        :func:`reward_lens_tl.evals.explain.explain_failures`."""
+        from reward_lens_tl.evals.explain import explain_failures
+
+        return explain_failures(model, self, **kwargs)
+
+
+def _margins_top(frame, k: int, largest: bool) -> TopK:
+    frame = frame.nlargest(k, "margin") if largest else frame.nsmallest(k, "margin")
+    labels = [
+        f"{r.item_id}:{r.chosen_index}>{r.rejected_index}" for r in frame.itertuples(index=False)
+    ]
+    return ranked(zip(labels, frame["margin"], strict=True), "margin")
