@@ -33,6 +33,8 @@ def pair_file(tmp_path_factory):
             )
     rows[0]["prompt"] = EVIL + " " + rows[0]["prompt"]
     rows[0]["chosen"] = "great question " + rows[0]["chosen"]  # a large margin: shown first
+    for row in rows[1:4]:  # the planted hack on the rejected side: failures to explain
+        row["rejected"] = "great question " + row["rejected"]
     path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
@@ -55,7 +57,7 @@ def test_numbers_equal_the_api(report, pair_file):
     model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
     pairs = load_pairs(pair_file)
     scores = score_pairs(model, pairs, truncation="left")
-    assert numbers["accuracy"] == pytest.approx(scores.accuracy)
+    assert numbers["accuracy"] == pytest.approx(scores.accuracy) and scores.accuracy < 1.0
     assert numbers["chosen"] == pytest.approx(scores.chosen.tolist(), abs=1e-5)
     top = attribute_pairs(model, pairs).margin.top_k(12)
     assert [label for label, _ in numbers["top_components"]] == [label for label, _ in top]
@@ -76,6 +78,9 @@ def test_numbers_equal_the_api(report, pair_file):
     sweep = token_sweep(model, numbers["sweep"]["prompt"], progress=False)
     assert [label for label, _ in numbers["sweep"]["top"]] == [c for c, _ in sweep.top_k(8)]
     assert "Token sweep" in numbers["sections"]
+    failed = int((scores.margins <= 0).sum())
+    assert failed >= 1 and numbers["failures"]["n"] == failed
+    assert "Failures explained" in numbers["sections"]
 
 
 def test_page_is_self_contained_and_escaped(report):

@@ -1,5 +1,8 @@
 """Extra report sections from the other analyses (registered when this module is imported).
 
+- ``Failures explained``: the pairs the model gets wrong, explained with
+  :meth:`~reward_lens_tl.evals.results.Failures.explain` (wrong-way components against the
+  successes, the tokens that drive them, where the wrong preference appears);
 - ``Token sweep``: every vocabulary token as the whole response to the pair set's most common
   prompt (skipped, with a note, for vocabularies above :data:`MAX_SWEEP_VOCAB` tokens: run
   ``reward-lens sweep`` for those).
@@ -46,4 +49,35 @@ def sweep_section(ctx) -> Section:
     return section
 
 
+def failures_section(ctx) -> Section:
+    from ..evals.run import score_items
+
+    model = ctx["model"]
+    pairs = [ctx["pairs"][i] for i in ctx["kept"]]
+    result = score_items(model, pairs, truncation=ctx["truncation"], progress=False)
+    failures = result.failures()
+    section = Section("Failures explained")
+    if len(failures) == 0:
+        ctx["numbers"]["failures"] = {"n": 0}
+        return section.text(f"The model prefers the chosen response in all {len(pairs)} pairs.")
+    explanation = failures.explain(model)
+    ctx["numbers"]["failures"] = {
+        "n": len(failures),
+        "wrong_way_components": explanation.wrong_way_components(5),
+        "crystallizes_at": explanation.crystallization_site(),
+    }
+    section.text(
+        f"{len(failures)} of {len(pairs)} pairs are failed (rejected ≥ chosen). Components "
+        "pushing the margin the wrong way on the failures, against the same on successes; the "
+        "wrong preference most often appears at "
+        f"{explanation.crystallization_site()} (pair lens)."
+    )
+    section.table(explanation.components(), max_rows=8)
+    section.text("Tokens that drive the failures (net contribution to the margin):")
+    section.table(explanation.tokens(8), max_rows=8)
+    section.figure(explanation.plot(), "wrong-way components and lens of the failures")
+    return section
+
+
+register_section("failures", failures_section)
 register_section("sweep", sweep_section)
