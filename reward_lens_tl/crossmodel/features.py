@@ -3,14 +3,24 @@
 For every feature, ``n`` contrast pairs (two conversations differing in exactly that feature;
 :meth:`reward_lens_tl.zoo.ConversationTask.contrast_pairs`) are scored by every model; a model's
 *effect* of a feature is its mean margin ``r(edited) − r(base)``. Rewards of different models
-live on different scales (an implicit reward is β times a log-ratio), so effects are also given
-in each model's own reward standard deviation over all contrast conversations (``units="std"``).
+live on different scales (an implicit reward is β times a log-ratio), so effects come in three
+units:
+
+- ``"matched"`` (default): model ``b`` is put on model ``a``'s scale by the **median** over
+  features of ``effect_a / effect_b`` (features where both effects are non-zero and agree in
+  sign). A feature one model weights differently from the rest then stands out, and one ablated
+  feature cannot move the scale (a standard deviation would shrink with it); in tables and plots
+  every model is matched to the hidden rule (or to the first model without the rule);
+- ``"std"``: each model's reward standard deviation over all contrast conversations;
+- ``"raw"``: reward units.
+
 The hidden rule is included as the model ``"rule"`` (its score of each conversation), so every
-effect can be read against what was planted.
+effect can be read against what was planted: matched to the rule, an effect is in the rule's
+units (topic_match +2, harmful −3, length +0.5, sycophancy +2.5).
 
 :meth:`FeatureEffects.compare` flags a feature when two models' effects differ: the paired
 bootstrap CI of the difference excludes 0 **and** the difference is at least ``rel_threshold``
-of the larger |effect|.
+of the larger |effect| (the matching factor is held fixed in the bootstrap).
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import load_task, zoo_path
@@ -35,7 +45,7 @@ from .errors import UnknownModelError
 from .sources import as_source
 from .stats import bootstrap
 
-Units = Literal["std", "raw"]
+Units = Literal["matched", "std", "raw"]
 
 
 @dataclass(frozen=True)
@@ -56,13 +66,39 @@ class FeatureEffects:
     def models(self) -> tuple[str, ...]:
         return tuple(self.margins)
 
-    def _values(self, model: str, feature: str, units: Units) -> np.ndarray:
+    @property
+    def anchor(self) -> str:
+        """The model others are matched to in tables and plots: the rule, else the first."""
+        return "rule" if "rule" in self.margins else self.models[0]
+
+    def factor(self, a: str, b: str) -> float:
+        """Median over features of ``effect_a / effect_b`` (same-sign, non-zero effects): the
+        factor that puts ``b`` on ``a``'s scale (1.0 when no feature qualifies)."""
+        ratios = []
+        for f in self.features:
+            ea, eb = float(self._raw(a, f).mean()), float(self._raw(b, f).mean())
+            if ea != 0 and eb != 0 and np.sign(ea) == np.sign(eb):
+                ratios.append(ea / eb)
+        return float(np.median(ratios)) if ratios else 1.0
+
+    def _raw(self, model: str, feature: str) -> np.ndarray:
         if model not in self.margins:
             raise UnknownModelError(f"unknown model {model!r}; have {self.models}")
-        m = self.margins[model][feature]
-        return m / self.scales[model] if units == "std" else m
+        return self.margins[model][feature]
 
-    def to_dataframe(self, units: Units = "std"):
+    def _values(
+        self, model: str, feature: str, units: Units, anchor: str | None = None
+    ) -> np.ndarray:
+        m = self._raw(model, feature)
+        if units not in ("matched", "std", "raw"):
+            raise InvalidArgumentError(f"units must be 'matched', 'std' or 'raw', got {units!r}")
+        if units == "std":
+            return m / self.scales[model]
+        if units == "matched":
+            return m * self.factor(anchor or self.anchor, model)
+        return m
+
+    def to_dataframe(self, units: Units = "matched"):
         """One row per (model, feature): mean raw margin, effect in ``units`` with a bootstrap
         CI, and the share of pairs moved in the planted direction (``sign_agreement``)."""
         import pandas as pd
@@ -87,14 +123,16 @@ class FeatureEffects:
                 )
         return pd.DataFrame(rows)
 
-    def compare(self, a: str, b: str, *, units: Units = "std", rel_threshold: float = 0.25):
-        """Per feature: effects of ``a`` and ``b``, ``difference = b − a`` with a paired
-        bootstrap CI, ``ratio = b / a`` and ``flagged`` (see the module docstring)."""
+    def compare(self, a: str, b: str, *, units: Units = "matched", rel_threshold: float = 0.25):
+        """Per feature: effects of ``a`` and ``b`` (``b`` on ``a``'s scale when matched),
+        ``difference = b − a`` with a paired bootstrap CI, ``ratio = b / a`` and ``flagged``
+        (see the module docstring)."""
         import pandas as pd
 
         rows = []
         for feature in self.features:
-            va, vb = self._values(a, feature, units), self._values(b, feature, units)
+            va = self._values(a, feature, "raw" if units == "matched" else units)
+            vb = self._values(b, feature, units, anchor=a)
             diff = vb - va
             est, lo, hi = bootstrap(
                 lambda i: float(diff[i].mean()), len(diff), self.n_boot, self.seed
@@ -121,7 +159,7 @@ class FeatureEffects:
         frame = self.compare(a, b, **kwargs)
         return frame.loc[frame["flagged"], "feature"].tolist()
 
-    def top_k(self, k: int = 5, units: Units = "std"):
+    def top_k(self, k: int = 5, units: Units = "matched"):
         """Features with the largest spread of effect across models, ``[(feature, spread)]``."""
         spread = []
         for f in self.features:
@@ -129,7 +167,7 @@ class FeatureEffects:
             spread.append((f, max(effects) - min(effects)))
         return sorted(spread, key=lambda t: -t[1])[:k]
 
-    def plot(self, ax=None, units: Units = "std"):
+    def plot(self, ax=None, units: Units = "matched"):
         """Grouped bars: each model's effect per feature with its 95% CI (the headline figure
         of notebook 07)."""
         fig, ax = new_axes(ax, figsize=(7, 3.5))
@@ -143,7 +181,12 @@ class FeatureEffects:
                    capsize=2, label=model)  # fmt: skip
         ax.set_xticks(x, self.features)
         ax.axhline(0, color="k", lw=0.5)
-        ax.set_ylabel("effect (reward stds)" if units == "std" else "mean margin")
+        ylabel = {
+            "matched": f"effect (matched to {self.anchor})",
+            "std": "effect (reward stds)",
+            "raw": "mean margin",
+        }[units]
+        ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
         fig.tight_layout()
         return fig
