@@ -205,7 +205,9 @@ class ModelComparison:
         return bootstrap(lambda i: float(rho[i].mean()), len(rho), self.n_boot, self.seed)
 
     def cka(self, a: str, b: str) -> Tensor:
-        """Linear CKA ``[sites of a, sites of b]`` between residual representations."""
+        """Linear CKA ``[sites of a, sites of b]`` between residual representations (NaN where a
+        representation is constant over examples, e.g. the embedding of a fixed reading token
+        at the first site of an explicit RM)."""
         ra, rb = self.run(a), self.run(b)
         out = torch.zeros(len(ra.representations), len(rb.representations))
         for i, x in enumerate(ra.representations.values()):

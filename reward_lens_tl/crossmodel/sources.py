@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ..attribution import direct_attribution
+from ..errors import EmptyInputError
 from ..implicit.attribution import implicit_attribution
 from ..implicit.batches import as_encoded_pair, pair_chunks
 from ..implicit.lens import implicit_lens
@@ -178,6 +179,8 @@ def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int
     """Run ``source`` once over ``pairs`` (streamed; memory bounded by ``batch_size`` plus the
     representations of at most ``max_rep_pairs`` pairs kept for CKA)."""
     encoded = [source.encode_pair(p) for p in pairs]
+    if not encoded:
+        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
     parts: dict[str, list] = {k: [] for k in ("c", "r", "lens", "attr")}
     reps: dict[str, list[tuple[Tensor, Tensor]]] = {}
     kept = 0
