@@ -26,7 +26,7 @@ from torch import Tensor
 from ..attribution import direct_attribution
 from ..errors import EmptyInputError
 from ..implicit.attribution import implicit_attribution
-from ..implicit.batches import as_encoded_pair, pair_chunks
+from ..implicit.batches import as_encoded_pair
 from ..implicit.lens import implicit_lens
 from ..implicit.model import ImplicitRewardModel
 from ..inputs import EncodedConversation, pad_batch
@@ -176,37 +176,46 @@ def as_source(obj: Any, name: str | None = None):
 
 
 def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256):
-    """Run ``source`` once over ``pairs`` (streamed; memory bounded by ``batch_size`` plus the
-    representations of at most ``max_rep_pairs`` pairs kept for CKA)."""
-    encoded = [source.encode_pair(p) for p in pairs]
-    if not encoded:
+    """Run ``source`` once over ``pairs``, streamed: each chunk is encoded, run and reduced to
+    per-pair numbers written into arrays allocated once, so memory is bounded by
+    ``batch_size`` (plus the representations of at most ``max_rep_pairs`` pairs kept for CKA),
+    not by the number of pairs."""
+    pairs = list(pairs)
+    if not pairs:
         raise EmptyInputError("no pairs given; a comparison needs at least one pair")
-    parts: dict[str, list] = {k: [] for k in ("c", "r", "lens", "attr")}
-    reps: dict[str, list[tuple[Tensor, Tensor]]] = {}
-    kept = 0
+    n_total, n_reps = len(pairs), min(max_rep_pairs, len(pairs))
+    out: dict[str, Tensor] = {}
+    reps: dict[str, Tensor] = {}
     with torch.no_grad():
-        for encs, n in pair_chunks(encoded, batch_size):
-            keep = max(0, min(n, max_rep_pairs - kept))
+        for start in range(0, n_total, batch_size):
+            chunk = [source.encode_pair(p) for p in pairs[start : start + batch_size]]
+            encs, n = [c for c, _ in chunk] + [r for _, r in chunk], len(chunk)
+            keep = max(0, min(n, n_reps - start))
             rewards, lens, lens_labels, attr, attr_labels, store = source.run_chunk(encs, keep > 0)
-            parts["c"].append(rewards[:n])
-            parts["r"].append(rewards[n:])
-            parts["lens"].append(lens[:, :n] - lens[:, n:])
-            parts["attr"].append(attr[:, :n] - attr[:, n:])
+            if not out:
+                out = {
+                    "c": torch.empty(n_total),
+                    "r": torch.empty(n_total),
+                    "lens": torch.empty(lens.shape[0], n_total),
+                    "attr": torch.empty(attr.shape[0], n_total),
+                }
+            rows = slice(start, start + n)
+            out["c"][rows], out["r"][rows] = rewards[:n], rewards[n:]
+            out["lens"][:, rows] = lens[:, :n] - lens[:, n:]
+            out["attr"][:, rows] = attr[:, :n] - attr[:, n:]
             for label, act in store.items():
-                reps.setdefault(label, []).append((act[:keep], act[n : n + keep]))
-            kept += keep
-    representations = {
-        label: torch.cat([torch.cat([c for c, _ in v]), torch.cat([r for _, r in v])])
-        for label, v in reps.items()
-    }
+                if label not in reps:
+                    reps[label] = torch.empty(2 * n_reps, act.shape[-1])
+                reps[label][start : start + keep] = act[:keep]
+                reps[label][n_reps + start : n_reps + start + keep] = act[n : n + keep]
     return SourceRun(
         name=source.name,
-        chosen=torch.cat(parts["c"]).float(),
-        rejected=torch.cat(parts["r"]).float(),
+        chosen=out["c"],
+        rejected=out["r"],
         lens_labels=tuple(lens_labels),
-        lens_margins=torch.cat(parts["lens"], 1).float(),
+        lens_margins=out["lens"],
         attribution_labels=tuple(attr_labels),
-        attribution_margins=torch.cat(parts["attr"], 1).float(),
-        representations=representations,
+        attribution_margins=out["attr"],
+        representations=reps,
         backbone=(*source.backbone, tuple(attr_labels)),
     )

@@ -43,7 +43,7 @@ from ..attribution import AttributionResult, _concat, _select, attribution_hook_
 from ..errors import InvalidArgumentError
 from ..readout import effective_head, is_centred
 from ..results import new_axes
-from .batches import encoded_pairs, pair_chunks
+from .batches import pair_chunks
 from .errors import NonlinearUnembedError
 from .model import token_logprobs
 
@@ -280,7 +280,7 @@ def attribute_implicit_pairs(
     """:func:`implicit_attribution` of each pair's chosen and rejected response, streamed in
     chunks; ``.margin`` decomposes the implicit-reward margins."""
     chosen, rejected = [], []
-    for encs, n in pair_chunks(encoded_pairs(model, pairs), batch_size):
+    for encs, n in pair_chunks(model, pairs, batch_size):
         ids, attention, resp = model.batch(encs)
         result = implicit_attribution(model, ids, resp, attention, **kwargs)
         chosen.append(_rows(result, slice(0, n)))

@@ -79,11 +79,15 @@ def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConvers
 
 
 def pair_chunks(
-    encoded: Sequence[tuple[EncodedConversation, EncodedConversation]], batch_size: int
+    model: Any, pairs: Sequence[Any], batch_size: int
 ) -> Iterator[tuple[list[EncodedConversation], int]]:
-    """Chunks of ``batch_size`` pairs as one list ``chosen + rejected`` and the count ``n``."""
-    for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start : start + batch_size]
+    """Chunks of ``batch_size`` pairs as one list ``chosen + rejected`` and the count ``n``;
+    each chunk is encoded only when it is reached (memory bounded by the chunk)."""
+    pairs = list(pairs)
+    if not pairs:
+        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
+    for start in range(0, len(pairs), batch_size):
+        chunk = [as_encoded_pair(model, p) for p in pairs[start : start + batch_size]]
         yield [c for c, _ in chunk] + [r for _, r in chunk], len(chunk)
 
 

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError, ShapeMismatchError
 from ..results import new_axes
-from .batches import encoded_pairs, pair_chunks
+from .batches import pair_chunks
 
 Pooling = Literal["sum", "mean", "last"]
 
@@ -89,7 +89,7 @@ def policy_features(
         )
     policy = model.policy
     rows: list[Tensor] = []
-    for encs, n in pair_chunks(encoded_pairs(model, pairs), batch_size):
+    for encs, n in pair_chunks(model, pairs, batch_size):
         ids, attention, resp = model.batch(encs)
         model.check_inputs(ids, resp, attention)
         with torch.no_grad():
@@ -336,7 +336,7 @@ def explicit_pair_rewards(
 
     col = objective_index(explicit, objective) if objective is not None else None
     out = []
-    for encs, n in pair_chunks(encoded_pairs(explicit, pairs), batch_size):
+    for encs, n in pair_chunks(explicit, pairs, batch_size):
         from ..inputs import pad_batch
 
         ids, mask = pad_batch(encs, explicit.pad_token_id)

@@ -35,7 +35,7 @@ from torch import Tensor
 from ..errors import InvalidArgumentError
 from ..lens import PairLensResult, Resolution, RewardLensResult, lens_sites
 from ..results import new_axes, tidy_frame
-from .batches import encoded_pairs, pair_chunks
+from .batches import pair_chunks
 from .model import token_logprobs
 
 Reference = Literal["final", "lens"]
@@ -144,7 +144,7 @@ def pair_implicit_lens(
     """Lens of each pair's chosen and rejected response as a
     :class:`~reward_lens_tl.lens.PairLensResult` (so ``crystallization`` works unchanged)."""
     chosen, rejected = [], []
-    for encs, n in pair_chunks(encoded_pairs(model, pairs), batch_size):
+    for encs, n in pair_chunks(model, pairs, batch_size):
         ids, attention, resp = model.batch(encs)
         result = implicit_lens(model, ids, resp, attention, **kwargs).as_reward_lens()
         chosen.append((result.values[:, :n], result.rewards[:n]))

@@ -36,7 +36,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError, ShapeMismatchError, TokenOutOfVocabError
 from ..inputs import EncodedConversation, encode_conversation
-from .batches import Batch, batch_encodings, encoded_pairs, pair_chunks
+from .batches import Batch, batch_encodings, pair_chunks
 from .errors import EmptyResponseMaskError, VocabularyMismatchError
 
 
@@ -251,13 +251,15 @@ class ImplicitRewardModel:
         """``(chosen, rejected)`` implicit rewards of preference pairs (any form
         :func:`~reward_lens_tl.implicit.batches.as_encoded_pair` reads); two forwards per
         chunk, memory bounded by ``batch_size``."""
-        chosen, rejected = [], []
-        for encs, n in pair_chunks(encoded_pairs(self, pairs), batch_size):
+        pairs = list(pairs)
+        chosen, rejected = torch.empty(len(pairs)), torch.empty(len(pairs))
+        done = 0
+        for encs, n in pair_chunks(self, pairs, batch_size):
             ids, attention, resp = self.batch(encs)
             r = self.rewards(ids, resp, attention, **kwargs).cpu()
-            chosen.append(r[:n])
-            rejected.append(r[n:])
-        return torch.cat(chosen), torch.cat(rejected)
+            chosen[done : done + n], rejected[done : done + n] = r[:n], r[n:]
+            done += n
+        return chosen, rejected
 
     def score(self, prompt, response, **kwargs) -> Tensor:
         """Implicit reward of one (prompt, response) pair, from text."""
