@@ -29,6 +29,7 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
 
 def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
+    from .crossmodel.report import implicit_section
     from .contrast import encode_contrast
     from .demo_sections import causal_section, markdown, sae_section, save
     from .lens import pair_lens
@@ -103,6 +104,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
             save(fig, out_dir / f"{name}_{feature}.png")
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
+    lines += implicit_section(model, task, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")
     return {"accuracy": scores.accuracy, "out_dir": str(out_dir)}

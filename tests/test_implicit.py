@@ -275,3 +275,26 @@ def test_no_hook_left_after_an_error(irm):
     with pytest.raises(RuntimeError):
         implicit_attribution(irm, ids, resp, attention, fwd_hooks=[("blocks.0.hook_mlp_out", boom)])
     assert all(not hp.fwd_hooks for hp in irm.policy.hook_dict.values())
+
+
+def test_feature_fit_on_sae_latents(irm):
+    from reward_lens_tl.implicit import policy_activations, policy_features
+    from reward_lens_tl.sae import train_topk_sae
+
+    task = load_task().task
+    pairs = [task.response_pair(__import__("random").Random(i)) for i in range(40)]
+    hook = "blocks.1.hook_resid_post"
+    acts = policy_activations(irm, pairs, hook)
+    assert acts.shape[1] == irm.cfg.d_model and acts.shape[0] > 40 * 2 * 8
+    sae = train_topk_sae(acts, hook, d_sae=32, k=4, steps=30, batch_size=64, threads=1).sae
+    feats = policy_features(irm, pairs, hook, sae=sae)
+    assert feats.values.shape == (80, 32) and feats.names[0] == "latent0"
+    # summed latents = latents of each predicting position, summed (checked on one pair)
+    ids, attention, resp = irm.batch(list(pairs[0]))
+    _, cache = irm.policy.run_with_cache(ids, attention_mask=attention, names_filter=[hook])
+    lat = sae.encode(cache[hook])
+    predicting = torch.zeros_like(resp, dtype=torch.float32)
+    predicting[:, :-1] = resp[:, 1:].float()
+    assert torch.allclose((lat * predicting[..., None]).sum(1), feats.values[:2], atol=1e-4)
+    with pytest.raises(InvalidArgumentError, match="SAE reads"):
+        policy_features(irm, pairs, "blocks.0.hook_resid_post", sae=sae)

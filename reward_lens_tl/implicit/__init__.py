@@ -27,6 +27,7 @@ from .fit import (
     divergence,
     fit_reward,
     implicit_feature_fit,
+    policy_activations,
     policy_features,
 )
 from .lens import ImplicitLensResult, implicit_lens, pair_implicit_lens
@@ -55,6 +56,7 @@ __all__ = [
     "implicit_lens",
     "load_causal_lm",
     "pair_implicit_lens",
+    "policy_activations",
     "policy_features",
     "response_masks",
     "token_logprobs",

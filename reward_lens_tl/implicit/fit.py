@@ -94,7 +94,7 @@ def policy_features(
         model.check_inputs(ids, resp, attention)
         with torch.no_grad():
             _, cache = policy.run_with_cache(
-                ids, attention_mask=attention, names_filter=[hook_name], stop_at_layer=None
+                ids, attention_mask=attention, names_filter=[hook_name]
             )
             acts = cache[hook_name]
             if sae is not None:
@@ -107,6 +107,23 @@ def policy_features(
     names = tuple(f"{prefix}{i}" for i in range(values.shape[1]))
     groups = torch.arange(values.shape[0]) // 2
     return FeatureMatrix(values, names, groups, hook_name)
+
+
+def policy_activations(
+    model, pairs: Sequence, hook_name: str, *, batch_size: int = 16
+) -> Float[Tensor, "token d"]:
+    """The policy's activations at ``hook_name`` on every non-padding token of every pair's two
+    conversations, ``[tokens, d]`` (e.g. to train an SAE with
+    :func:`reward_lens_tl.sae.train_topk_sae`)."""
+    out = []
+    for encs, _ in pair_chunks(model, pairs, batch_size):
+        ids, attention, _ = model.batch(encs)
+        with torch.no_grad():
+            _, cache = model.policy.run_with_cache(
+                ids, attention_mask=attention, names_filter=[hook_name]
+            )
+        out.append(cache[hook_name][attention.bool()].float().cpu())
+    return torch.cat(out)
 
 
 @dataclass(frozen=True)
