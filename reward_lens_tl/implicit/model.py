@@ -36,7 +36,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError, ShapeMismatchError, TokenOutOfVocabError
 from ..inputs import EncodedConversation, encode_conversation
-from .batches import Batch, batch_encodings, pair_chunks
+from .batches import Batch, as_encoding, batch_encodings, pair_chunks
 from .errors import EmptyResponseMaskError, VocabularyMismatchError
 
 
@@ -151,8 +151,10 @@ class ImplicitRewardModel:
     def batch(
         self, encodings: Sequence[EncodedConversation], include_suffix: bool | None = None
     ) -> Batch:
-        """``(input_ids, attention_mask, response_mask)`` on the policy's device."""
+        """``(input_ids, attention_mask, response_mask)`` on the policy's device
+        (``encodings``: :class:`EncodedConversation`\\ s or zoo ``Example``\\ s)."""
         suffix = self.include_suffix if include_suffix is None else include_suffix
+        encodings = [as_encoding(self, e) for e in encodings]
         return batch_encodings(
             encodings, self.pad_token_id, suffix, self.eos_token_id, self.cfg.device
         )
