@@ -108,7 +108,6 @@ def main(argv=None) -> str:
         return ""
     torch.set_num_threads(args.threads)
     irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
-    scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
     pairs = zoo_pairs(args.pairs)
     encoded = encoded_pairs(irm, pairs)
     bs = args.batch_size

@@ -29,8 +29,8 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
 
 def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
-    from .crossmodel.report import implicit_section
     from .contrast import encode_contrast
+    from .crossmodel.report import implicit_section
     from .demo_sections import causal_section, markdown, sae_section, save
     from .lens import pair_lens
     from .model import HookedRewardModel

@@ -82,7 +82,10 @@ def test_causal_lm_logits_match_hf(family):
     mask = torch.ones_like(ids)
     ids[1, 8:], mask[1, 8:] = 0, 0
     with torch.no_grad():
-        ours, theirs = model(ids, attention_mask=mask), hf(input_ids=ids, attention_mask=mask).logits
+        ours, theirs = (
+            model(ids, attention_mask=mask),
+            hf(input_ids=ids, attention_mask=mask).logits,
+        )
     assert (ours[0] - theirs[0]).abs().max() < 1e-4
     assert (ours[1, :8] - theirs[1, :8]).abs().max() < 1e-4
 
@@ -108,7 +111,9 @@ def test_implicit_reward_equals_plain_pytorch(irm, hf_pair, examples, include_su
     ids, attention, resp = irm.batch(encs, include_suffix=include_suffix)
     ours = irm.rewards(ids, resp, attention)
     ends = [len(e) if include_suffix else e.response_end for e in encs]
-    plain = torch.tensor([plain_implicit(*hf_pair, e, 0.1, end) for e, end in zip(encs, ends)])
+    plain = torch.tensor(
+        [plain_implicit(*hf_pair, e, 0.1, end) for e, end in zip(encs, ends, strict=True)]
+    )
     assert (ours - plain).abs().max() < 1e-4
     assert ids.shape[0] == len(examples) and bool((attention == 0).any())  # padded batch
 
@@ -216,7 +221,8 @@ def test_ridge_recovers_planted_weights_and_divergence_flags_them():
     fit_b = fit_reward(feats, 3 * x[:, 0] - 2 * x[:, 2], alpha=1e-3, target_name="B")
     assert fit_a.r2 > 0.999 and fit_a.pairwise_agreement == 1.0 and fit_a.spearman > 0.99
     assert [n for n, _ in fit_a.top_k(2)] == ["a", "b"]
-    verdict = dict(zip(divergence(fit_a, fit_b).names, divergence(fit_a, fit_b).verdict))
+    table = divergence(fit_a, fit_b)
+    verdict = dict(zip(table.names, table.verdict, strict=True))
     assert verdict == {"a": "both", "b": "A only", "c": "B only", "d": ""}
     assert fit_a.n_test % 2 == 0  # pairs never straddle the split
 

@@ -42,7 +42,15 @@ from ..errors import InvalidArgumentError
 from ..results import new_axes
 from .errors import BackboneMismatchError, UnknownModelError
 from .sources import SourceRun, as_source, run_source
-from .stats import bootstrap, crystallization_depth, linear_cka, pearson, spearman, sweep_tau
+from .stats import (
+    bootstrap,
+    bootstrap_mean,
+    crystallization_depth,
+    linear_cka,
+    pearson,
+    spearman,
+    sweep_tau,
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +92,8 @@ class ModelComparison:
 
         rows = []
         for name, run in self.runs.items():
-            m = run.margins.numpy()
-            est, lo, hi = bootstrap(lambda i: float((m[i] > 0).mean()), len(m), self.n_boot, self.seed)
+            prefers = (run.margins.numpy() > 0).astype(float)
+            est, lo, hi = bootstrap_mean(prefers, self.n_boot, self.seed)
             rows.append({"model": name, "accuracy": est, "ci_low": lo, "ci_high": hi})
         return pd.DataFrame(rows)
 
@@ -93,29 +101,14 @@ class ModelComparison:
         """Per model pair: reward Pearson r, pairwise agreement, margin Spearman ρ, with CIs."""
         import pandas as pd
 
-        rows = []
-        for x, y in self._pairs_of_models(a, b):
-            rx, ry = self.run(x), self.run(y)
-            cx, cy = rx.chosen.numpy(), ry.chosen.numpy()
-            jx, jy = rx.rejected.numpy(), ry.rejected.numpy()
-            mx, my = rx.margins.numpy(), ry.margins.numpy()
-            n = len(mx)
-
-            def corr(i):
-                return pearson(np.concatenate([cx[i], jx[i]]), np.concatenate([cy[i], jy[i]]))
-
-            def agree(i):
-                return float((np.sign(mx[i]) == np.sign(my[i])).mean())
-
-            row = {"model_a": x, "model_b": y, "n_pairs": n}
-            for key, fn in (
-                ("reward_pearson", corr),
-                ("pairwise_agreement", agree),
-                ("margin_spearman", lambda i: spearman(mx[i], my[i])),
-            ):
-                est, lo, hi = bootstrap(fn, n, self.n_boot, self.seed)
-                row.update({key: est, f"{key}_low": lo, f"{key}_high": hi})
-            rows.append(row)
+        rows = [
+            {
+                "model_a": x,
+                "model_b": y,
+                **_agreement(self.run(x), self.run(y), self.n_boot, self.seed),
+            }
+            for x, y in self._pairs_of_models(a, b)
+        ]
         return pd.DataFrame(rows)
 
     def disagreements(self, a: str, b: str, k: int | None = None):
@@ -157,7 +150,7 @@ class ModelComparison:
         for name, run in self.runs.items():
             depth = crystallization_depth(run.lens_margins, fraction)
             ok = depth[np.isfinite(depth)]
-            est, lo, hi = bootstrap(lambda i: float(ok[i].mean()), len(ok), self.n_boot, self.seed)
+            est, lo, hi = bootstrap_mean(ok, self.n_boot, self.seed)
             rows.append(
                 {
                     "model": name,
@@ -201,8 +194,7 @@ class ModelComparison:
             )
         va, vb = ra.attribution_margins.numpy(), rb.attribution_margins.numpy()
         rho = np.array([spearman(va[:, i], vb[:, i]) for i in range(va.shape[1])])
-        rho = rho[np.isfinite(rho)]
-        return bootstrap(lambda i: float(rho[i].mean()), len(rho), self.n_boot, self.seed)
+        return bootstrap_mean(rho[np.isfinite(rho)], self.n_boot, self.seed)
 
     def cka(self, a: str, b: str) -> Tensor:
         """Linear CKA ``[sites of a, sites of b]`` between residual representations (NaN where a
@@ -281,6 +273,25 @@ class ModelComparison:
         return fig
 
 
+def _agreement(rx: SourceRun, ry: SourceRun, n_boot: int, seed: int) -> dict:
+    """Reward Pearson r, pairwise agreement and margin Spearman ρ, each with a bootstrap CI."""
+    cx, cy = rx.chosen.numpy(), ry.chosen.numpy()
+    jx, jy = rx.rejected.numpy(), ry.rejected.numpy()
+    mx, my = rx.margins.numpy(), ry.margins.numpy()
+    metrics = {
+        "reward_pearson": lambda i: pearson(
+            np.concatenate([cx[i], jx[i]]), np.concatenate([cy[i], jy[i]])
+        ),
+        "pairwise_agreement": lambda i: float((np.sign(mx[i]) == np.sign(my[i])).mean()),
+        "margin_spearman": lambda i: spearman(mx[i], my[i]),
+    }
+    row: dict = {"n_pairs": len(mx)}
+    for key, fn in metrics.items():
+        est, lo, hi = bootstrap(fn, len(mx), n_boot, seed)
+        row.update({key: est, f"{key}_low": lo, f"{key}_high": hi})
+    return row
+
+
 def _describe(run: SourceRun) -> str:
     n_layers, d_model, n_heads, d_head, d_mlp, labels = run.backbone
     return f"{n_layers} layers, d_model {d_model}, {n_heads} heads, {len(labels)} components"
@@ -305,11 +316,7 @@ def compare_models(
     ``pairs``: encoded ``(chosen, rejected)`` tuples, zoo contrast pairs (edited plays chosen)
     or objects with ``prompt/chosen/rejected`` text (each model encodes with its own tokenizer).
     """
-    items = (
-        list(models.items())
-        if isinstance(models, Mapping)
-        else [(None, m) for m in models]
-    )
+    items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
     sources = [as_source(m, name) for name, m in items]
     names = [s.name for s in sources]
     if len(sources) < 2:

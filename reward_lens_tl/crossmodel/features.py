@@ -43,7 +43,7 @@ from ..errors import InvalidArgumentError
 from ..results import new_axes
 from .errors import UnknownModelError
 from .sources import as_source
-from .stats import bootstrap
+from .stats import bootstrap_mean
 
 Units = Literal["matched", "std", "raw"]
 
@@ -107,7 +107,7 @@ class FeatureEffects:
         for model in self.models:
             for feature in self.features:
                 v = self._values(model, feature, units)
-                est, lo, hi = bootstrap(lambda i: float(v[i].mean()), len(v), self.n_boot, self.seed)
+                est, lo, hi = bootstrap_mean(v, self.n_boot, self.seed)
                 rule = np.sign(self.margins["rule"][feature]) if "rule" in self.margins else None
                 agree = float((np.sign(v) == rule).mean()) if rule is not None else float("nan")
                 rows.append(
@@ -134,9 +134,7 @@ class FeatureEffects:
             va = self._values(a, feature, "raw" if units == "matched" else units)
             vb = self._values(b, feature, units, anchor=a)
             diff = vb - va
-            est, lo, hi = bootstrap(
-                lambda i: float(diff[i].mean()), len(diff), self.n_boot, self.seed
-            )
+            est, lo, hi = bootstrap_mean(diff, self.n_boot, self.seed)
             ea, eb = float(va.mean()), float(vb.mean())
             big = max(abs(ea), abs(eb))
             excludes_zero = lo > 0 or hi < 0

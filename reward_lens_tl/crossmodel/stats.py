@@ -2,7 +2,8 @@
 
 >>> import torch
 >>> x = torch.randn(50, 8)
->>> round(linear_cka(x, x), 6), round(linear_cka(x, 3 * x @ torch.linalg.qr(torch.randn(8, 8))[0]), 6)
+>>> rotation = torch.linalg.qr(torch.randn(8, 8))[0]
+>>> round(linear_cka(x, x), 6), round(linear_cka(x, 3 * x @ rotation), 6)
 (1.0, 1.0)
 >>> sweep_tau({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 10, "b": 20, "c": 30, "d": 0})["tau"]
 1.0
@@ -35,6 +36,14 @@ def bootstrap(
     if not len(draws):
         return estimate, float("nan"), float("nan")
     return estimate, float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def bootstrap_mean(
+    values: np.ndarray, n_boot: int = 1000, seed: int = 0
+) -> tuple[float, float, float]:
+    """:func:`bootstrap` of the mean of ``values``."""
+    values = np.asarray(values, dtype=float)
+    return bootstrap(lambda i: float(values[i].mean()), len(values), n_boot, seed)
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:

@@ -179,7 +179,9 @@ class RewardFit:
         top = self.top_k(k)[::-1]
         ax.barh([n for n, _ in top], [v for _, v in top], color="#4472c4")
         ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel(f"ridge weight per feature std ({self.target_name}); held-out R² {self.r2:.2f}")
+        ax.set_xlabel(
+            f"ridge weight per feature std ({self.target_name}); held-out R² {self.r2:.2f}"
+        )
         fig.tight_layout()
         return fig
 

@@ -138,9 +138,7 @@ def implicit_lens(
     )
 
 
-def pair_implicit_lens(
-    model, pairs: Sequence, *, batch_size: int = 16, **kwargs
-) -> PairLensResult:
+def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
     """Lens of each pair's chosen and rejected response as a
     :class:`~reward_lens_tl.lens.PairLensResult` (so ``crystallization`` works unchanged)."""
     chosen, rejected = [], []

@@ -193,7 +193,9 @@ class ImplicitRewardModel:
                 "the response mask marks position 0, which no token predicts; responses start "
                 "after the prompt"
             )
-        if attention_mask is not None and bool(((response_mask != 0) & (attention_mask == 0)).any()):
+        if attention_mask is not None and bool(
+            ((response_mask != 0) & (attention_mask == 0)).any()
+        ):
             raise EmptyResponseMaskError("the response mask marks padding (attention_mask 0)")
         return ids
 
