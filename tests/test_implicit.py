@@ -299,8 +299,21 @@ def test_feature_fit_on_sae_latents(irm):
     ids, attention, resp = irm.batch(list(pairs[0]))
     _, cache = irm.policy.run_with_cache(ids, attention_mask=attention, names_filter=[hook])
     lat = sae.encode(cache[hook])
-    predicting = torch.zeros_like(resp, dtype=torch.float32)
-    predicting[:, :-1] = resp[:, 1:].float()
+    predicting = torch.zeros_like(resp, dtype=torch.float32)  # by hand: t - 1 predicts t
+    for row, t in resp.nonzero().tolist():
+        predicting[row, t - 1] = 1.0
     assert torch.allclose((lat * predicting[..., None]).sum(1), feats.values[:2], atol=1e-4)
     with pytest.raises(InvalidArgumentError, match="SAE reads"):
         policy_features(irm, pairs, "blocks.0.hook_resid_post", sae=sae)
+
+
+def test_pickle_checkpoints_are_refused(tmp_path):
+    from reward_lens_tl.errors import UnsafeCheckpointError
+
+    model = tiny_causal("llama")
+    model.save_pretrained(tmp_path)
+    for f in tmp_path.glob("*.safetensors"):
+        f.unlink()
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(UnsafeCheckpointError, match="safetensors"):
+        load_causal_lm(tmp_path)

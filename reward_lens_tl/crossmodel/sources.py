@@ -26,7 +26,7 @@ from torch import Tensor
 from ..attribution import direct_attribution
 from ..errors import EmptyInputError
 from ..implicit.attribution import implicit_attribution
-from ..implicit.batches import as_encoded_pair
+from ..implicit.batches import as_encoded_pair, predicting_mask
 from ..implicit.lens import implicit_lens
 from ..implicit.model import ImplicitRewardModel
 from ..inputs import EncodedConversation, pad_batch
@@ -139,8 +139,7 @@ class ImplicitReward:
     def run_chunk(self, encs: list[EncodedConversation], keep_reps: bool):
         model = self.model
         ids, attention, resp = model.batch(encs)
-        predicting = torch.zeros_like(resp, dtype=torch.float32)
-        predicting[:, :-1] = (resp[:, 1:] != 0).float()
+        predicting = predicting_mask(resp)
         weights = (predicting / predicting.sum(1, keepdim=True).clamp_min(1)).to(ids.device)
 
         def mean_over_response(act):

@@ -44,6 +44,18 @@ def response_masks(
     return mask
 
 
+def predicting_mask(response_mask: Tensor, dtype=torch.float32) -> Tensor:
+    """1 at each position whose logits score a response token (position ``t − 1`` predicts
+    token ``t``): the response mask shifted left by one.
+
+    >>> predicting_mask(torch.tensor([[0, 0, 1, 1, 0]])).tolist()
+    [[0.0, 1.0, 1.0, 0.0, 0.0]]
+    """
+    out = torch.zeros(response_mask.shape, dtype=dtype, device=response_mask.device)
+    out[:, :-1] = (response_mask[:, 1:] != 0).to(dtype)
+    return out
+
+
 def as_encoding(model: Any, item: Any) -> EncodedConversation:
     """An :class:`EncodedConversation` from itself or a zoo ``Example``."""
     if isinstance(item, EncodedConversation):

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError, ShapeMismatchError
 from ..results import new_axes
-from .batches import pair_chunks
+from .batches import pair_chunks, predicting_mask
 
 Pooling = Literal["sum", "mean", "last"]
 
@@ -63,9 +63,7 @@ def _pool(acts: Tensor, ids: Tensor, attention: Tensor, resp: Tensor, pooling: P
     if pooling == "last":
         last = attention.sum(-1) - 1
         return acts[torch.arange(acts.shape[0]), last]
-    # position p predicts token p + 1: pool over predicting positions of response tokens
-    predicting = torch.zeros_like(resp, dtype=acts.dtype)
-    predicting[:, :-1] = (resp[:, 1:] != 0).to(acts.dtype)
+    predicting = predicting_mask(resp, acts.dtype)
     pooled = (acts * predicting[..., None]).sum(1)
     return pooled / predicting.sum(1, keepdim=True) if pooling == "mean" else pooled
 

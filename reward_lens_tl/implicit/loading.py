@@ -28,9 +28,14 @@ import torch
 from sae_lens import HookedSAETransformer
 from torch import nn
 
-from ..adapters import ConversionOptions, adapter_for
-from ..errors import UnsafeCheckpointError, UnsupportedArchitectureError
-from ..loading import check_finite, load_local_tokenizer, resolve_pad_token_id
+from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
+from ..errors import UnsupportedArchitectureError
+from ..loading import (
+    check_finite,
+    load_local_tokenizer,
+    resolve_hf_model,
+    resolve_pad_token_id,
+)
 
 #: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
 CAUSAL_TO_REWARD = {
@@ -43,28 +48,10 @@ CAUSAL_TO_REWARD = {
 
 
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
-    """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode."""
-    from transformers import AutoModelForCausalLM
-
-    path = Path(path)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(
-            f"{path} is not a local checkpoint directory (no config.json); reward-lens-tl never "
-            "downloads: save the model with save_pretrained(dir) and pass that directory"
-        )
-    if not any(path.glob("*.safetensors")):
-        raise UnsafeCheckpointError(
-            f"{path} has no *.safetensors weights; pickle checkpoints are refused (loading them "
-            "can execute code). Re-save with save_pretrained(dir, safe_serialization=True)"
-        )
-    model = AutoModelForCausalLM.from_pretrained(
-        path,
-        local_files_only=True,
-        trust_remote_code=False,
-        use_safetensors=True,
-        dtype=torch.float32,
-    )
-    return model.eval()
+    """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode
+    (the reward models' loading path with the checkpoint's own class)."""
+    hf_model, _, _ = resolve_hf_model(Path(path), RewardModelAdapter())
+    return hf_model
 
 
 def _reward_view(hf_config: Any) -> Any:
