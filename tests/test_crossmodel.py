@@ -144,3 +144,12 @@ def test_bad_comparisons(scalar, pairs):
         compare_models([scalar, scalar], pairs)
     with pytest.raises(EmptyInputError):
         compare_models({"a": scalar, "b": scalar}, [])
+
+
+def test_demo_section(scalar, tmp_path):
+    from reward_lens_tl.crossmodel.report import implicit_section
+
+    lines = implicit_section(scalar, load_task().task, tmp_path)
+    text = "\n".join(lines)
+    assert (tmp_path / "implicit_feature_effects.png").is_file()
+    assert "| topic_match |" in text and "agree on" in text
