@@ -30,6 +30,7 @@ def run_demo(model_dir: str | Path | None = None, out_dir: Path = Path("reports/
 def _run_demo(model_dir, out_dir: Path) -> dict:
     from .attribution import attribute_pairs
     from .contrast import encode_contrast
+    from .crossmodel.report import implicit_section
     from .demo_sections import causal_section, html_section, markdown, sae_section, save
     from .evals.demo import benchmark_section
     from .lens import pair_lens
@@ -105,6 +106,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
     lines += benchmark_section(model, task, out_dir)
+    lines += implicit_section(model, task, out_dir)
     lines += html_section(model_dir, pairs, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")

@@ -1,0 +1,335 @@
+"""Cross-model comparison on one pair set: where do reward models disagree, and how deep.
+
+:func:`compare_models` runs every model **once** over the pairs (streamed in chunks; see
+:func:`~reward_lens_tl.crossmodel.sources.run_source`) and keeps per-pair rewards, lens margins,
+margin attributions and, for up to ``max_rep_pairs`` pairs, residual representations. Every
+metric of :class:`ModelComparison` is then computed from those cached runs, for any two models:
+
+- reward correlation (Pearson over all responses), pairwise agreement (same preferred response)
+  and margin rank correlation (Spearman), each with a bootstrap CI over pairs;
+- the disagreement list: pairs the two order differently, ranked by the difference of their
+  margins in each model's own margin standard deviations;
+- lens trajectories side by side (relative depth) and crystallization depth with CIs;
+- attribution rank correlation over matching components (same backbone only, else
+  :class:`~reward_lens_tl.crossmodel.errors.BackboneMismatchError`);
+- linear CKA between residual representations for every layer pair;
+- Kendall τ-b between token sweeps, when sweeps are given.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import load_task, zoo_path
+>>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> pairs = load_task().task.contrast_pairs("harmful", 12, seed=0)
+>>> cmp = compare_models({"a": scalar, "b": scalar}, pairs, n_boot=100)
+>>> row = cmp.agreement().iloc[0]
+>>> float(row["pairwise_agreement"]), round(float(row["margin_spearman"]), 6)
+(1.0, 1.0)
+>>> round(float(cmp.cka("a", "b")[-1, -1]), 6)
+1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from reward_lens_tl.results import Result, TopK, ranked
+
+from ..errors import InvalidArgumentError
+from ..results import new_axes
+from .errors import BackboneMismatchError, UnknownModelError
+from .sources import SourceRun, as_source, run_source
+from .stats import (
+    bootstrap,
+    bootstrap_mean,
+    crystallization_depth,
+    linear_cka,
+    pearson,
+    spearman,
+    sweep_tau,
+)
+
+
+@dataclass(frozen=True)
+class ModelComparison(Result):
+    """Cached runs of several reward-like models on one pair set, and the metrics between them.
+
+    ``sweeps`` (optional) maps model names to token-sweep results (anything with per-candidate
+    scores, e.g. a pandas Series keyed by candidate).
+    """
+
+    runs: dict[str, SourceRun]
+    n_boot: int = 1000
+    seed: int = 0
+    sweeps: Mapping[str, Any] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.runs)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(next(iter(self.runs.values())).chosen)
+
+    def run(self, name: str) -> SourceRun:
+        if name not in self.runs:
+            raise UnknownModelError(f"unknown model {name!r}; this comparison has {self.names}")
+        return self.runs[name]
+
+    def _pairs_of_models(self, a: str | None, b: str | None) -> list[tuple[str, str]]:
+        if a is not None and b is not None:
+            self.run(a), self.run(b)
+            return [(a, b)]
+        return list(combinations(self.names, 2))
+
+    # -- rewards --------------------------------------------------------------------------
+    def accuracy(self):
+        """Per model: share of pairs whose chosen response it prefers, with a bootstrap CI."""
+        import pandas as pd
+
+        rows = []
+        for name, run in self.runs.items():
+            prefers = (run.margins.numpy() > 0).astype(float)
+            est, lo, hi = bootstrap_mean(prefers, self.n_boot, self.seed)
+            rows.append({"model": name, "accuracy": est, "ci_low": lo, "ci_high": hi})
+        return pd.DataFrame(rows)
+
+    def agreement(self, a: str | None = None, b: str | None = None):
+        """Per model pair: reward Pearson r, pairwise agreement, margin Spearman ρ, with CIs."""
+        import pandas as pd
+
+        rows = [
+            {
+                "model_a": x,
+                "model_b": y,
+                **_agreement(self.run(x), self.run(y), self.n_boot, self.seed),
+            }
+            for x, y in self._pairs_of_models(a, b)
+        ]
+        return pd.DataFrame(rows)
+
+    def disagreements(self, a: str, b: str, k: int | None = None):
+        """Pairs that ``a`` and ``b`` order differently, ranked by ``|z_a − z_b|`` where
+        ``z`` is each model's margin divided by its margin std over the pair set."""
+        import pandas as pd
+
+        ma, mb = self.run(a).margins, self.run(b).margins
+        za = ma / ma.std().clamp_min(1e-12)
+        zb = mb / mb.std().clamp_min(1e-12)
+        differ = torch.sign(ma) != torch.sign(mb)
+        idx = differ.nonzero().flatten()
+        frame = pd.DataFrame(
+            {
+                "pair": idx.numpy(),
+                f"margin_{a}": ma[idx].numpy(),
+                f"margin_{b}": mb[idx].numpy(),
+                f"z_{a}": za[idx].numpy(),
+                f"z_{b}": zb[idx].numpy(),
+                "difference": (za[idx] - zb[idx]).abs().numpy(),
+            }
+        )
+        frame = frame.sort_values("difference", ascending=False, ignore_index=True)
+        return frame if k is None else frame.head(k)
+
+    def top_k(self, k: int = 10, a: str | None = None, b: str | None = None) -> TopK:
+        """The ``k`` pairs on which ``a`` and ``b`` (default: the first two) disagree most,
+        ``[(pair, |z-scored margin difference|)]``, largest first (the full rows:
+        :meth:`disagreements`)."""
+        a = a or self.names[0]
+        b = b or self.names[1]
+        frame = self.disagreements(a, b, k)
+        return ranked(
+            zip(frame.iloc[:, 0].astype(str), frame["difference"], strict=True), "difference"
+        )
+
+    # -- lens -----------------------------------------------------------------------------
+    def crystallization(self, fraction: float = 0.5):
+        """Per model: mean relative depth (0 = first site, 1 = final) at which the lens margin
+        first reaches ``fraction`` of the final margin, with a bootstrap CI over pairs."""
+        import pandas as pd
+
+        rows = []
+        for name, run in self.runs.items():
+            depth = crystallization_depth(run.lens_margins, fraction)
+            ok = depth[np.isfinite(depth)]
+            est, lo, hi = bootstrap_mean(ok, self.n_boot, self.seed)
+            rows.append(
+                {
+                    "model": name,
+                    "n_sites": len(run.lens_labels),
+                    "depth": est,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def plot_lens(self, ax=None):
+        """Mean lens margin per relative depth for each model, in units of its final margin
+        std (shaded: ± one standard error), side by side on one axis."""
+        fig, ax = new_axes(ax)
+        for name, run in self.runs.items():
+            m = run.lens_margins / run.lens_margins[-1].std().clamp_min(1e-12)
+            x = np.linspace(0, 1, m.shape[0])
+            mean = m.mean(1).numpy()
+            se = (m.std(1) / max(m.shape[1], 1) ** 0.5).numpy()
+            ax.plot(x, mean, marker="o", ms=3, label=name)
+            ax.fill_between(x, mean - se, mean + se, alpha=0.2)
+        ax.set_xlabel("relative depth (first site → final residual)")
+        ax.set_ylabel("lens margin / std of final margin")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+    # -- components -----------------------------------------------------------------------
+    def attribution_rank_correlation(self, a: str, b: str):
+        """Spearman ρ between the two models' margin attributions over their (matching)
+        components, per pair; returns ``(mean ρ, ci_low, ci_high)``."""
+        ra, rb = self.run(a), self.run(b)
+        if ra.backbone != rb.backbone:
+            raise BackboneMismatchError(
+                f"{a!r} and {b!r} have different backbones ({_describe(ra)} vs {_describe(rb)}); "
+                "component attributions only correspond when both models share one "
+                "architecture (same layers, heads and component labels). Compare their rewards, "
+                "lens or CKA instead"
+            )
+        va, vb = ra.attribution_margins.numpy(), rb.attribution_margins.numpy()
+        rho = np.array([spearman(va[:, i], vb[:, i]) for i in range(va.shape[1])])
+        return bootstrap_mean(rho[np.isfinite(rho)], self.n_boot, self.seed)
+
+    def cka(self, a: str, b: str) -> Tensor:
+        """Linear CKA ``[sites of a, sites of b]`` between residual representations (NaN where a
+        representation is constant over examples, e.g. the embedding of a fixed reading token
+        at the first site of an explicit RM)."""
+        ra, rb = self.run(a), self.run(b)
+        out = torch.zeros(len(ra.representations), len(rb.representations))
+        for i, x in enumerate(ra.representations.values()):
+            for j, y in enumerate(rb.representations.values()):
+                out[i, j] = linear_cka(x, y)
+        return out
+
+    def plot_cka(self, a: str, b: str, ax=None):
+        fig, ax = new_axes(ax, figsize=(4.5, 4))
+        matrix = self.cka(a, b)
+        im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
+        ax.set_yticks(range(matrix.shape[0]), list(self.run(a).representations))
+        ax.set_xticks(range(matrix.shape[1]), list(self.run(b).representations), rotation=90)
+        ax.set_ylabel(a)
+        ax.set_xlabel(b)
+        fig.colorbar(im, ax=ax, label="linear CKA")
+        fig.tight_layout()
+        return fig
+
+    def sweep_tau(self, a: str | None = None, b: str | None = None):
+        """Kendall τ-b between the models' token sweeps on shared candidates (models without a
+        sweep are skipped)."""
+        import pandas as pd
+
+        sweeps = dict(self.sweeps or {})
+        rows = []
+        for x, y in self._pairs_of_models(a, b):
+            if x in sweeps and y in sweeps:
+                rows.append({"model_a": x, "model_b": y, **sweep_tau(sweeps[x], sweeps[y])})
+        return pd.DataFrame(rows, columns=["model_a", "model_b", "tau", "p_value", "n_shared"])
+
+    # -- summary --------------------------------------------------------------------------
+    def summary(self):
+        """One row per model pair: agreement numbers, final-layer CKA, attribution ρ (NaN where
+        backbones differ) and sweep τ (NaN without sweeps)."""
+        frame = self.agreement()
+        cka, attr, tau = [], [], []
+        taus = self.sweep_tau()
+        for x, y in zip(frame["model_a"], frame["model_b"], strict=True):
+            cka.append(float(self.cka(x, y)[-1, -1]))
+            try:
+                attr.append(self.attribution_rank_correlation(x, y)[0])
+            except BackboneMismatchError:
+                attr.append(float("nan"))
+            hit = taus[(taus["model_a"] == x) & (taus["model_b"] == y)]
+            tau.append(float(hit["tau"].iloc[0]) if len(hit) else float("nan"))
+        frame["final_cka"] = cka
+        frame["attribution_spearman"] = attr
+        frame["sweep_tau"] = tau
+        return frame
+
+    def to_dataframe(self):
+        return self.summary()
+
+    def plot(self, ax=None):
+        """Pairwise agreement between every two models as a matrix."""
+        fig, ax = new_axes(ax, figsize=(4.5, 4))
+        names = self.names
+        matrix = np.eye(len(names))
+        for _, row in self.agreement().iterrows():
+            i, j = names.index(row["model_a"]), names.index(row["model_b"])
+            matrix[i, j] = matrix[j, i] = row["pairwise_agreement"]
+        im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+        ax.set_yticks(range(len(names)), names)
+        for i in range(len(names)):
+            for j in range(len(names)):
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=8)
+        fig.colorbar(im, ax=ax, label="pairwise agreement")
+        fig.tight_layout()
+        return fig
+
+
+def _agreement(rx: SourceRun, ry: SourceRun, n_boot: int, seed: int) -> dict:
+    """Reward Pearson r, pairwise agreement and margin Spearman ρ, each with a bootstrap CI."""
+    cx, cy = rx.chosen.numpy(), ry.chosen.numpy()
+    jx, jy = rx.rejected.numpy(), ry.rejected.numpy()
+    mx, my = rx.margins.numpy(), ry.margins.numpy()
+    metrics = {
+        "reward_pearson": lambda i: pearson(
+            np.concatenate([cx[i], jx[i]]), np.concatenate([cy[i], jy[i]])
+        ),
+        "pairwise_agreement": lambda i: float((np.sign(mx[i]) == np.sign(my[i])).mean()),
+        "margin_spearman": lambda i: spearman(mx[i], my[i]),
+    }
+    row: dict = {"n_pairs": len(mx)}
+    for key, fn in metrics.items():
+        est, lo, hi = bootstrap(fn, len(mx), n_boot, seed)
+        row.update({key: est, f"{key}_low": lo, f"{key}_high": hi})
+    return row
+
+
+def _describe(run: SourceRun) -> str:
+    n_layers, d_model, n_heads, d_head, d_mlp, labels = run.backbone
+    return f"{n_layers} layers, d_model {d_model}, {n_heads} heads, {len(labels)} components"
+
+
+def compare_models(
+    models: Mapping[str, Any] | Sequence[Any],
+    pairs: Sequence,
+    *,
+    batch_size: int = 16,
+    n_boot: int = 1000,
+    seed: int = 0,
+    max_rep_pairs: int = 256,
+    sweeps: Mapping[str, Any] | None = None,
+) -> ModelComparison:
+    """Run each model once over ``pairs`` and return the :class:`ModelComparison`.
+
+    ``models``: ``{name: model or source}`` or a list of sources / models (named by their
+    source's name). Models are ``HookedRewardModel``\\ s, ``ImplicitRewardModel``\\ s or
+    :class:`~reward_lens_tl.crossmodel.sources.ExplicitReward` /
+    :class:`~reward_lens_tl.crossmodel.sources.ImplicitReward` (an objective, a hooked variant).
+    ``pairs``: encoded ``(chosen, rejected)`` tuples, zoo contrast pairs (edited plays chosen)
+    or objects with ``prompt/chosen/rejected`` text (each model encodes with its own tokenizer).
+    """
+    items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
+    sources = [as_source(m, name) for name, m in items]
+    names = [s.name for s in sources]
+    if len(sources) < 2:
+        raise InvalidArgumentError(f"a comparison needs at least two models, got {len(sources)}")
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"model names must be unique, got {names}; pass a dict")
+    pairs = list(pairs)
+    runs = {s.name: run_source(s, pairs, batch_size, max_rep_pairs) for s in sources}
+    return ModelComparison(runs=runs, n_boot=n_boot, seed=seed, sweeps=sweeps)

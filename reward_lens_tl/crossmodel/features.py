@@ -1,0 +1,232 @@
+"""Which planted features each reward model rewards, and by how much: per-feature contrast pairs.
+
+For every feature, ``n`` contrast pairs (two conversations differing in exactly that feature;
+:meth:`reward_lens_tl.zoo.ConversationTask.contrast_pairs`) are scored by every model; a model's
+*effect* of a feature is its mean margin ``r(edited) − r(base)``. Rewards of different models
+live on different scales (an implicit reward is β times a log-ratio), so effects come in three
+units:
+
+- ``"matched"`` (default): model ``b`` is put on model ``a``'s scale by the **median** over
+  features of ``effect_a / effect_b`` (features where both effects are non-zero and agree in
+  sign). A feature one model weights differently from the rest then stands out, and one ablated
+  feature cannot move the scale (a standard deviation would shrink with it); in tables and plots
+  every model is matched to the hidden rule (or to the first model without the rule);
+- ``"std"``: each model's reward standard deviation over all contrast conversations;
+- ``"raw"``: reward units.
+
+The hidden rule is included as the model ``"rule"`` (its score of each conversation), so every
+effect can be read against what was planted: matched to the rule, an effect is in the rule's
+units (topic_match +2, harmful −3, length +0.5, sycophancy +2.5).
+
+:meth:`FeatureEffects.compare` flags a feature when two models' effects differ: the paired
+bootstrap CI of the difference excludes 0 **and** the difference is at least ``rel_threshold``
+of the larger |effect| (the matching factor is held fixed in the bootstrap).
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import load_task, zoo_path
+>>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> fx = feature_effects({"scalar": scalar}, load_task().task, n=20, n_boot=100)
+>>> fx.to_dataframe().query("model == 'scalar'")["sign_agreement"].tolist()
+[1.0, 1.0, 1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from reward_lens_tl.results import Result, ranked
+
+from ..contrast import encode_contrast
+from ..errors import InvalidArgumentError
+from ..results import new_axes
+from .errors import UnknownModelError
+from .sources import as_source
+from .stats import bootstrap_mean
+
+Units = Literal["matched", "std", "raw"]
+
+
+@dataclass(frozen=True)
+class FeatureEffects(Result):
+    """Per model and feature, the margins on that feature's contrast pairs.
+
+    ``margins[model][feature]`` ``[n]`` (raw reward units), ``scales[model]`` the model's
+    reward std over all contrast conversations, ``features`` in order.
+    """
+
+    margins: dict[str, dict[str, np.ndarray]]
+    scales: dict[str, float]
+    features: tuple[str, ...]
+    n_boot: int = 1000
+    seed: int = 0
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.margins)
+
+    @property
+    def anchor(self) -> str:
+        """The model others are matched to in tables and plots: the rule, else the first."""
+        return "rule" if "rule" in self.margins else self.models[0]
+
+    def factor(self, a: str, b: str) -> float:
+        """Median over features of ``effect_a / effect_b`` (same-sign, non-zero effects): the
+        factor that puts ``b`` on ``a``'s scale (1.0 when no feature qualifies)."""
+        ratios = []
+        for f in self.features:
+            ea, eb = float(self._raw(a, f).mean()), float(self._raw(b, f).mean())
+            if ea != 0 and eb != 0 and np.sign(ea) == np.sign(eb):
+                ratios.append(ea / eb)
+        return float(np.median(ratios)) if ratios else 1.0
+
+    def _raw(self, model: str, feature: str) -> np.ndarray:
+        if model not in self.margins:
+            raise UnknownModelError(f"unknown model {model!r}; have {self.models}")
+        return self.margins[model][feature]
+
+    def _values(
+        self, model: str, feature: str, units: Units, anchor: str | None = None
+    ) -> np.ndarray:
+        m = self._raw(model, feature)
+        if units not in ("matched", "std", "raw"):
+            raise InvalidArgumentError(f"units must be 'matched', 'std' or 'raw', got {units!r}")
+        if units == "std":
+            return m / self.scales[model]
+        if units == "matched":
+            return m * self.factor(anchor or self.anchor, model)
+        return m
+
+    def to_dataframe(self, units: Units = "matched"):
+        """One row per (model, feature): mean raw margin, effect in ``units`` with a bootstrap
+        CI, and the share of pairs moved in the planted direction (``sign_agreement``)."""
+        import pandas as pd
+
+        rows = []
+        for model in self.models:
+            for feature in self.features:
+                v = self._values(model, feature, units)
+                est, lo, hi = bootstrap_mean(v, self.n_boot, self.seed)
+                rule = np.sign(self.margins["rule"][feature]) if "rule" in self.margins else None
+                agree = float((np.sign(v) == rule).mean()) if rule is not None else float("nan")
+                rows.append(
+                    {
+                        "model": model,
+                        "feature": feature,
+                        "mean_margin": float(self.margins[model][feature].mean()),
+                        "effect": est,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "sign_agreement": agree,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def compare(self, a: str, b: str, *, units: Units = "matched", rel_threshold: float = 0.25):
+        """Per feature: effects of ``a`` and ``b`` (``b`` on ``a``'s scale when matched),
+        ``difference = b − a`` with a paired bootstrap CI, ``ratio = b / a`` and ``flagged``
+        (see the module docstring)."""
+        import pandas as pd
+
+        rows = []
+        for feature in self.features:
+            va = self._values(a, feature, "raw" if units == "matched" else units)
+            vb = self._values(b, feature, units, anchor=a)
+            diff = vb - va
+            est, lo, hi = bootstrap_mean(diff, self.n_boot, self.seed)
+            ea, eb = float(va.mean()), float(vb.mean())
+            big = max(abs(ea), abs(eb))
+            excludes_zero = lo > 0 or hi < 0
+            rows.append(
+                {
+                    "feature": feature,
+                    f"effect_{a}": ea,
+                    f"effect_{b}": eb,
+                    "difference": est,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "ratio": eb / ea if ea != 0 else float("nan"),
+                    "flagged": bool(excludes_zero and abs(est) >= rel_threshold * big),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def flagged(self, a: str, b: str, **kwargs) -> list[str]:
+        """Features whose effect differs between ``a`` and ``b``."""
+        frame = self.compare(a, b, **kwargs)
+        return frame.loc[frame["flagged"], "feature"].tolist()
+
+    def top_k(self, k: int = 5, units: Units = "matched"):
+        """Features with the largest spread of effect across models, ``[(feature, spread)]``."""
+        spread = []
+        for f in self.features:
+            effects = [float(self._values(m, f, units).mean()) for m in self.models]
+            spread.append((f, max(effects) - min(effects)))
+        return ranked(sorted(spread, key=lambda t: -t[1])[:k], "spread")
+
+    def plot(self, ax=None, units: Units = "matched"):
+        """Grouped bars: each model's effect per feature with its 95% CI (the headline figure
+        of notebook 07)."""
+        fig, ax = new_axes(ax, figsize=(7, 3.5))
+        frame = self.to_dataframe(units)
+        width = 0.8 / len(self.models)
+        x = np.arange(len(self.features))
+        for i, model in enumerate(self.models):
+            sub = frame[frame["model"] == model].set_index("feature").loc[list(self.features)]
+            err = np.stack([sub["effect"] - sub["ci_low"], sub["ci_high"] - sub["effect"]])
+            ax.bar(x + (i - (len(self.models) - 1) / 2) * width, sub["effect"], width, yerr=err,
+                   capsize=2, label=model)  # fmt: skip
+        ax.set_xticks(x, self.features)
+        ax.axhline(0, color="k", lw=0.5)
+        ylabel = {
+            "matched": f"effect (matched to {self.anchor})",
+            "std": "effect (reward stds)",
+            "raw": "mean margin",
+        }[units]
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def feature_effects(
+    models: Mapping[str, Any] | Sequence[Any],
+    task,
+    *,
+    features: Sequence[str] | None = None,
+    n: int = 40,
+    seed: int = 0,
+    n_boot: int = 1000,
+    batch_size: int = 32,
+    include_rule: bool = True,
+) -> FeatureEffects:
+    """Score ``n`` contrast pairs per feature with every model (module docstring). ``task`` is
+    a zoo :class:`~reward_lens_tl.zoo.ConversationTask` (``load_task().task``)."""
+    from ..zoo import FEATURES
+
+    features = tuple(features or FEATURES)
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown:
+        raise InvalidArgumentError(f"unknown features {unknown}; the zoo plants {FEATURES}")
+    items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
+    sources = [as_source(m, name) for name, m in items]
+    if include_rule and any(s.name == "rule" for s in sources):
+        raise InvalidArgumentError("the name 'rule' is reserved for the hidden rule")
+    pairs = {f: task.contrast_pairs(f, n, seed) for f in features}
+    encoded = {f: [encode_contrast(p) for p in ps] for f, ps in pairs.items()}
+    margins: dict[str, dict[str, np.ndarray]] = {}
+    scales: dict[str, float] = {}
+    if include_rule:
+        margins["rule"] = {f: np.array([p.rule_delta for p in ps]) for f, ps in pairs.items()}
+        scores = [x.score for ps in pairs.values() for p in ps for x in (p.edited, p.base)]
+        scales["rule"] = float(np.std(scores, ddof=1))
+    for source in sources:
+        flat = [e for f in features for pair in encoded[f] for e in pair]  # edited, base, ...
+        rewards = source.rewards(flat, batch_size).double().numpy()
+        scales[source.name] = float(rewards.std(ddof=1))
+        per = rewards.reshape(len(features), n, 2)
+        margins[source.name] = {f: per[i, :, 0] - per[i, :, 1] for i, f in enumerate(features)}
+    return FeatureEffects(margins, scales, features, n_boot, seed)

@@ -1,0 +1,220 @@
+"""Reward-like models behind one small interface, so any two can be compared.
+
+A *source* scores encoded conversations and, for a chunk of preference pairs, returns in one go
+everything the comparison needs (:class:`SourceRun`): rewards, the lens margin per site, the
+component attribution of the margin and the residual representation per layer (for CKA).
+
+- :class:`ExplicitReward`: a :class:`~reward_lens_tl.model.HookedRewardModel` (``objective=``
+  picks one objective of a multi-objective head; default: the model's reward / gated score);
+  representation = the residual at the reward-reading position;
+- :class:`ImplicitReward`: an :class:`~reward_lens_tl.implicit.ImplicitRewardModel`;
+  representation = the policy's residual averaged over the positions that predict response
+  tokens.
+
+``fwd_hooks`` make a variant of a model without copying it (an ablation, a steering vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..attribution import direct_attribution
+from ..errors import EmptyInputError
+from ..implicit.attribution import implicit_attribution
+from ..implicit.batches import as_encoded_pair, predicting_mask
+from ..implicit.lens import implicit_lens
+from ..implicit.model import ImplicitRewardModel
+from ..inputs import EncodedConversation, pad_batch
+from ..lens import lens_sites, reward_lens
+from ..readout import gather_positions
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """One source's results on a pair set (pairs ``i`` = 0..n−1)."""
+
+    name: str
+    chosen: Tensor  # [n]
+    rejected: Tensor  # [n]
+    lens_labels: tuple[str, ...]
+    lens_margins: Tensor  # [site, n]
+    attribution_labels: tuple[str, ...]
+    attribution_margins: Tensor  # [component, n]
+    representations: dict[str, Tensor]  # site label -> [2 m, d] (chosen rows, then rejected)
+    backbone: tuple
+
+    @property
+    def margins(self) -> Tensor:
+        return self.chosen - self.rejected
+
+
+def backbone_signature(cfg) -> tuple:
+    return (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp)
+
+
+class _Capture:
+    """Forward hooks storing a per-example summary of the residual at the lens sites."""
+
+    def __init__(self, sites: Sequence[tuple[str, str]], reduce):
+        self.sites, self.reduce, self.store = sites, reduce, {}
+
+    def hooks(self):
+        def make(label):
+            def hook(act, hook):
+                self.store[label] = self.reduce(act).detach().float().cpu()
+
+            return hook
+
+        return [(name, make(label)) for label, name in self.sites]
+
+
+@dataclass
+class ExplicitReward:
+    """A :class:`HookedRewardModel` as a comparison source."""
+
+    model: Any
+    objective: Any = None
+    name: str | None = None
+    fwd_hooks: Sequence = field(default_factory=tuple)
+
+    def __post_init__(self):
+        if self.name is None:
+            self.name = "explicit" if self.objective is None else str(self.objective)
+
+    def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
+        return as_encoded_pair(self.model, pair)
+
+    def _batch(self, encs):
+        ids, mask = pad_batch(encs, self.model.pad_token_id)
+        return ids.to(self.model.cfg.device), mask.to(self.model.cfg.device)
+
+    def rewards(self, encodings: Sequence[EncodedConversation], batch_size: int = 32) -> Tensor:
+        out = []
+        for start in range(0, len(encodings), batch_size):
+            ids, mask = self._batch(encodings[start : start + batch_size])
+            lens = reward_lens(
+                self.model, ids, mask, objective=self.objective, fwd_hooks=list(self.fwd_hooks)
+            )
+            out.append(lens.rewards)
+        return torch.cat(out)
+
+    def run_chunk(self, encs: list[EncodedConversation], keep_reps: bool):
+        ids, mask = self._batch(encs)
+        model = self.model
+        pos = model.pool_positions(model.check_tokens(ids, mask), mask)
+        capture = _Capture(lens_sites(model, "layer"), lambda act: gather_positions(act, pos))
+        hooks = [*self.fwd_hooks, *(capture.hooks() if keep_reps else [])]
+        lens = reward_lens(model, ids, mask, objective=self.objective, fwd_hooks=hooks)
+        attr = direct_attribution(
+            model, ids, mask, objective=self.objective, fwd_hooks=list(self.fwd_hooks)
+        )
+        return lens.rewards, lens.values, lens.labels, attr.values, attr.labels, capture.store
+
+    @property
+    def backbone(self) -> tuple:
+        return backbone_signature(self.model.cfg)
+
+
+@dataclass
+class ImplicitReward:
+    """An :class:`ImplicitRewardModel` as a comparison source (components: the policy's)."""
+
+    model: ImplicitRewardModel
+    name: str | None = "implicit"
+    fwd_hooks: Sequence = field(default_factory=tuple)
+
+    def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
+        return as_encoded_pair(self.model, pair)
+
+    def rewards(self, encodings: Sequence[EncodedConversation], batch_size: int = 32) -> Tensor:
+        return self.model.score_encodings(
+            list(encodings), batch_size, fwd_hooks=list(self.fwd_hooks)
+        )
+
+    def run_chunk(self, encs: list[EncodedConversation], keep_reps: bool):
+        model = self.model
+        ids, attention, resp = model.batch(encs)
+        predicting = predicting_mask(resp)
+        weights = (predicting / predicting.sum(1, keepdim=True).clamp_min(1)).to(ids.device)
+
+        def mean_over_response(act):
+            return (act * weights[..., None].to(act.dtype)).sum(1)
+
+        capture = _Capture(lens_sites(model.policy, "layer"), mean_over_response)
+        hooks = [*self.fwd_hooks, *(capture.hooks() if keep_reps else [])]
+        lens = implicit_lens(model, ids, resp, attention, fwd_hooks=hooks)
+        attr = implicit_attribution(model, ids, resp, attention, fwd_hooks=list(self.fwd_hooks))
+        return lens.rewards, lens.values, lens.labels, attr.values, attr.labels, capture.store
+
+    @property
+    def backbone(self) -> tuple:
+        return backbone_signature(self.model.policy.cfg)
+
+
+def as_source(obj: Any, name: str | None = None):
+    """Wrap a model as a source (sources pass through; ``name`` renames)."""
+    if isinstance(obj, (ExplicitReward, ImplicitReward)):
+        src = obj
+    elif isinstance(obj, ImplicitRewardModel):
+        src = ImplicitReward(obj)
+    elif hasattr(obj, "objective_names") and hasattr(obj, "rewards"):
+        src = ExplicitReward(obj)
+    else:
+        raise TypeError(
+            f"cannot compare a {type(obj).__name__}: pass a HookedRewardModel, an "
+            "ImplicitRewardModel, or wrap one in ExplicitReward / ImplicitReward"
+        )
+    if name is not None:
+        src.name = name
+    return src
+
+
+def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256):
+    """Run ``source`` once over ``pairs``, streamed: each chunk is encoded, run and reduced to
+    per-pair numbers written into arrays allocated once, so memory is bounded by
+    ``batch_size`` (plus the representations of at most ``max_rep_pairs`` pairs kept for CKA),
+    not by the number of pairs."""
+    pairs = list(pairs)
+    if not pairs:
+        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
+    n_total, n_reps = len(pairs), min(max_rep_pairs, len(pairs))
+    out: dict[str, Tensor] = {}
+    reps: dict[str, Tensor] = {}
+    with torch.no_grad():
+        for start in range(0, n_total, batch_size):
+            chunk = [source.encode_pair(p) for p in pairs[start : start + batch_size]]
+            encs, n = [c for c, _ in chunk] + [r for _, r in chunk], len(chunk)
+            keep = max(0, min(n, n_reps - start))
+            rewards, lens, lens_labels, attr, attr_labels, store = source.run_chunk(encs, keep > 0)
+            if not out:
+                out = {
+                    "c": torch.empty(n_total),
+                    "r": torch.empty(n_total),
+                    "lens": torch.empty(lens.shape[0], n_total),
+                    "attr": torch.empty(attr.shape[0], n_total),
+                }
+            rows = slice(start, start + n)
+            out["c"][rows], out["r"][rows] = rewards[:n], rewards[n:]
+            out["lens"][:, rows] = lens[:, :n] - lens[:, n:]
+            out["attr"][:, rows] = attr[:, :n] - attr[:, n:]
+            for label, act in store.items():
+                if label not in reps:
+                    reps[label] = torch.empty(2 * n_reps, act.shape[-1])
+                reps[label][start : start + keep] = act[:keep]
+                reps[label][n_reps + start : n_reps + start + keep] = act[n : n + keep]
+    return SourceRun(
+        name=source.name,
+        chosen=out["c"],
+        rejected=out["r"],
+        lens_labels=tuple(lens_labels),
+        lens_margins=out["lens"],
+        attribution_labels=tuple(attr_labels),
+        attribution_margins=out["attr"],
+        representations=reps,
+        backbone=(*source.backbone, tuple(attr_labels)),
+    )

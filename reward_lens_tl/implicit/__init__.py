@@ -1,0 +1,63 @@
+"""Implicit reward models: the reward a DPO policy carries relative to its reference.
+
+- :mod:`.loading`: HF causal LMs from local checkpoints → TransformerLens models (vocabulary
+  unembed kept);
+- :mod:`.model`: :class:`ImplicitRewardModel` — per-token and summed implicit rewards over an
+  explicit response-token mask;
+- :mod:`.attribution`: exact attribution of the implicit reward to the policy's components (the
+  taken token's logit is linear; the log-sum-exp is reported as its own term);
+- :mod:`.lens`: the policy's residual at every layer read out as per-token log-ratio;
+- :mod:`.fit`: a ridge fit from policy features (residual or SAE latents) to the implicit reward
+  and to an explicit reward model, and the divergence between the two fits.
+"""
+
+from .attribution import (
+    ImplicitAttribution,
+    PairImplicitAttribution,
+    attribute_implicit_pairs,
+    implicit_attribution,
+)
+from .batches import as_encoded_pair, encoded_pairs, response_masks
+from .errors import EmptyResponseMaskError, NonlinearUnembedError, VocabularyMismatchError
+from .fit import (
+    FeatureDivergence,
+    FeatureFitComparison,
+    FeatureMatrix,
+    RewardFit,
+    divergence,
+    fit_reward,
+    implicit_feature_fit,
+    policy_activations,
+    policy_features,
+)
+from .lens import ImplicitLensResult, implicit_lens, pair_implicit_lens
+from .loading import load_causal_lm
+from .model import ImplicitRewardModel, token_logprobs
+
+__all__ = [
+    "EmptyResponseMaskError",
+    "FeatureDivergence",
+    "FeatureFitComparison",
+    "FeatureMatrix",
+    "ImplicitAttribution",
+    "ImplicitLensResult",
+    "ImplicitRewardModel",
+    "NonlinearUnembedError",
+    "PairImplicitAttribution",
+    "RewardFit",
+    "VocabularyMismatchError",
+    "as_encoded_pair",
+    "attribute_implicit_pairs",
+    "divergence",
+    "encoded_pairs",
+    "fit_reward",
+    "implicit_attribution",
+    "implicit_feature_fit",
+    "implicit_lens",
+    "load_causal_lm",
+    "pair_implicit_lens",
+    "policy_activations",
+    "policy_features",
+    "response_masks",
+    "token_logprobs",
+]

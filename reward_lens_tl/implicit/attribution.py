@@ -1,0 +1,310 @@
+"""Exact attribution of an implicit reward to the policy's components.
+
+``log π(y_t) = logit_{y_t} − LSE_t`` with ``LSE_t = logsumexp(logits_t)``. What is linear and
+what is not:
+
+- the **taken token's logit** is linear in the final residual once the final norm's scale is
+  frozen at the value the policy used (as :mod:`reward_lens_tl.readout` does for rewards): it
+  splits exactly along ``W_U[:, y_t]`` into embeddings, heads, MLPs and block biases, plus the
+  unembed bias ``b_U[y_t]`` (``head_bias``);
+- the **log-sum-exp** is not linear; it is reported as one separate term (``nonlinear``);
+- the **reference** log-probs are a constant for the policy; reported as one term
+  (``reference = −β Σ log π_ref``).
+
+So ``Σ parts + head_bias + nonlinear + reference = implicit reward``, exactly.
+
+``lse="expected"`` splits instead along ``W_U[:, y_t] − E_p[W_U]`` (``p`` the policy's next-token
+distribution at that position), using the identity ``LSE = E_p[logit] + H(p)``: the components
+then carry how much they favour the taken token *over the policy's average token*, and the
+non-linear remainder is the entropy term ``−β Σ H(p_t)``. Both splits are exact; the second
+holds ``p`` (like the scale) fixed at the value the policy computed.
+
+>>> from reward_lens_tl.zoo import zoo_path
+>>> from reward_lens_tl.implicit import ImplicitRewardModel
+>>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+>>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+>>> attr = implicit_attribution(irm, ids, response, attention)
+>>> attr.labels[:3], attr.linear_error() < 1e-4, attr.completeness_error() < 1e-4
+(('embed', 'L0H0', 'L0H1'), True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import einops
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from reward_lens_tl.results import MarginResult, Result
+
+from ..attribution import AttributionResult, _concat, _select, attribution_hook_names
+from ..errors import InvalidArgumentError
+from ..readout import effective_head, is_centred
+from ..results import new_axes
+from .batches import pair_chunks
+from .errors import NonlinearUnembedError
+from .model import token_logprobs
+
+LSE = Literal["term", "expected"]
+
+
+@dataclass(frozen=True)
+class ImplicitAttribution(Result):
+    """Implicit rewards split into policy components and two explicit non-linear terms.
+
+    ``linear`` is an :class:`~reward_lens_tl.attribution.AttributionResult` whose ``rewards``
+    are the linear part computed from the policy's logits (``β Σ logit_{y_t}``, or
+    ``β Σ (logit_{y_t} − E_p logit)`` for ``lse="expected"``), so
+    ``linear.completeness_error()`` checks the parts; ``nonlinear`` is ``−β Σ LSE`` (or
+    ``−β Σ H(p)``), ``reference`` is ``−β Σ log π_ref``; ``rewards`` the implicit rewards.
+    """
+
+    linear: AttributionResult
+    nonlinear: Float[Tensor, " example"]
+    reference: Float[Tensor, " example"]
+    rewards: Float[Tensor, " example"]
+    lse: str
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.linear.labels
+
+    @property
+    def values(self) -> Float[Tensor, "component example"]:
+        return self.linear.values
+
+    def total(self) -> Float[Tensor, " example"]:
+        return self.linear.total() + self.nonlinear + self.reference
+
+    def linear_error(self) -> float:
+        """max |Σ parts + head bias − linear part| (exact up to float error)."""
+        return self.linear.completeness_error()
+
+    def completeness_error(self) -> float:
+        """max |Σ parts + head bias + nonlinear + reference − implicit reward|."""
+        return float((self.total() - self.rewards).abs().max())
+
+    def terms(self) -> dict[str, Tensor]:
+        """The explicit terms beside the components."""
+        return {
+            "head_bias": self.linear.head_bias,
+            "nonlinear": self.nonlinear,
+            "reference": self.reference,
+        }
+
+    def __sub__(self, other: ImplicitAttribution) -> ImplicitAttribution:
+        return ImplicitAttribution(
+            linear=self.linear - other.linear,
+            nonlinear=self.nonlinear - other.nonlinear,
+            reference=self.reference - other.reference,
+            rewards=self.rewards - other.rewards,
+            lse=self.lse,
+        )
+
+    def top_k(self, k: int = 10, example: int | None = None):
+        """Components with the largest |contribution| (signed values), as in
+        :meth:`AttributionResult.top_k`."""
+        return self.linear.top_k(k, example)
+
+    def to_dataframe(self):
+        """One row per (component or term, example)."""
+        import pandas as pd
+
+        rows = [self.linear.to_dataframe()]
+        for name, value in self.terms().items():
+            rows.append(
+                pd.DataFrame(
+                    {"component": name, "example": range(len(value)), "contribution": value}
+                )
+            )
+        return pd.concat(rows, ignore_index=True)
+
+    def plot(self, ax=None, k: int = 12):
+        """Top-``k`` components and the three terms (means over examples)."""
+        fig, ax = new_axes(ax, figsize=(6, 0.25 * (k + 3) + 1))
+        top = self.top_k(k)[::-1]
+        items = [(n, float(v.mean())) for n, v in self.terms().items()] + top
+        ax.barh(
+            [n for n, _ in items],
+            [v for _, v in items],
+            color=["#7f7f7f"] * 3 + ["#c00000" if v < 0 else "#4472c4" for _, v in top],
+        )
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel(f"contribution to the implicit reward (mean; lse={self.lse!r})")
+        fig.tight_layout()
+        return fig
+
+
+@dataclass(frozen=True)
+class PairImplicitAttribution(MarginResult):
+    chosen: ImplicitAttribution
+    rejected: ImplicitAttribution
+
+    @property
+    def margin(self) -> ImplicitAttribution:
+        return self.chosen - self.rejected
+
+
+def _directions(policy, logits: Tensor, ids: Tensor, lse: LSE) -> tuple[Tensor, Tensor, Tensor]:
+    """Per predicting position ``p`` (target ``ids[p+1]``): the read-out direction ``[b, p, d]``
+    in normalised-residual space, its bias ``[b, p]`` and the non-linear term ``[b, p]``."""
+    W, b = effective_head(policy)  # [d_model, vocab], [vocab]
+    logits = logits[:, :-1].float()
+    target = ids[:, 1:]
+    direction = W.T[target]  # [b, p, d]
+    bias = b[target]
+    if lse == "term":
+        nonlinear = -torch.logsumexp(logits, -1)
+    else:
+        probs = logits.softmax(-1)
+        direction = direction - probs @ W.T
+        bias = bias - probs @ b
+        nonlinear = (probs * logits.log_softmax(-1)).sum(-1)  # −H(p)
+    if is_centred(policy):
+        direction = direction - direction.mean(-1, keepdim=True)
+    return direction, bias, nonlinear
+
+
+def implicit_attribution(
+    model,
+    ids: Tensor,
+    response_mask: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    heads: bool = True,
+    lse: LSE = "term",
+    fwd_hooks: Sequence = (),
+) -> ImplicitAttribution:
+    """Attribute each example's implicit reward to the policy's components (module docstring).
+
+    Components are those of :func:`reward_lens_tl.attribution.direct_attribution` (``embed``,
+    ``L{l}H{h}`` or ``attn{l}``, ``mlp{l}``, ``bias``), each summed over the response tokens
+    with weight β. Two forwards: the policy (cached) and the reference. ``fwd_hooks`` act on
+    the policy.
+    """
+    if lse not in ("term", "expected"):
+        raise InvalidArgumentError(f"lse must be 'term' or 'expected', got {lse!r}")
+    policy = model.policy
+    if getattr(policy.cfg, "output_logits_soft_cap", -1.0) > 0:
+        raise NonlinearUnembedError(
+            "this policy soft-caps its logits (output_logits_soft_cap > 0), so the taken token's "
+            "logit is not linear in the components; exact attribution is not available"
+        )
+    if policy.cfg.use_normalization_before_and_after:
+        raise NonlinearUnembedError(
+            "post-norm policies (Gemma-2 style) are not supported by implicit attribution yet"
+        )
+    ids = model.check_inputs(ids, response_mask, attention_mask)
+    names = [*attribution_hook_names(policy, heads, False, False), "ln_final.hook_scale"]
+    with torch.no_grad(), policy.hooks(fwd_hooks=list(fwd_hooks)):
+        logits, cache = policy.run_with_cache(
+            ids, attention_mask=attention_mask, names_filter=names
+        )
+    with torch.no_grad():
+        ref_logits = model.reference(ids, attention_mask=attention_mask)
+    beta = model.beta
+    weight = beta * (response_mask[:, 1:] != 0).float()  # [b, p]
+    direction, bias, nonlinear = _directions(policy, logits, ids, lse)
+    scale = cache["ln_final.hook_scale"][:, :-1, 0]  # [b, p]
+    u = direction / scale[..., None] * weight[..., None]  # β-weighted unit per position
+
+    def along(act: Tensor) -> Tensor:  # act [b, pos, d] → [b]
+        return (act[:, :-1] * u).sum((-1, -2))
+
+    values, labels = [], []
+
+    def add(label: str, value: Tensor) -> None:
+        labels.append(label)
+        values.append(value)
+
+    add("embed", along(cache["hook_embed"]))
+    if "hook_pos_embed" in cache:
+        add("pos_embed", along(cache["hook_pos_embed"]))
+    block_bias = torch.zeros(ids.shape[0], device=u.device)
+    u_sum = u.sum(1)  # [b, d]: biases are the same at every position
+    for layer in range(policy.cfg.n_layers):
+        block = policy.blocks[layer]
+        attn_bias = (block.attn.b_O * u_sum).sum(-1)
+        mlp_bias = (block.mlp.b_out * u_sum).sum(-1)
+        block_bias = block_bias + attn_bias + mlp_bias
+        if heads:
+            z = cache[f"blocks.{layer}.attn.hook_z"][:, :-1]
+            per_head = einops.einsum(z, block.attn.W_O, u, "b p h e, h e d, b p d -> h b")
+            for h in range(policy.cfg.n_heads):
+                add(f"L{layer}H{h}", per_head[h])
+        else:
+            add(f"attn{layer}", along(cache[f"blocks.{layer}.hook_attn_out"]) - attn_bias)
+        add(f"mlp{layer}", along(cache[f"blocks.{layer}.hook_mlp_out"]) - mlp_bias)
+    add("bias", block_bias)
+
+    linear_target = (
+        weight * (_taken(logits, ids) if lse == "term" else _taken(logits, ids) + _neg_mean(logits))
+    ).sum(-1)
+    pol_logp = token_logprobs(logits, ids)[:, 1:]
+    ref_logp = token_logprobs(ref_logits, ids)[:, 1:]
+    rewards = (weight * (pol_logp - ref_logp)).sum(-1)
+
+    def cpu(t: Tensor) -> Tensor:
+        return t.detach().float().cpu()
+
+    linear = AttributionResult(
+        values=cpu(torch.stack(values)),
+        labels=tuple(labels),
+        head_bias=cpu((weight * bias).sum(-1)),
+        rewards=cpu(linear_target),
+    )
+    return ImplicitAttribution(
+        linear=linear,
+        nonlinear=cpu((weight * nonlinear).sum(-1)),
+        reference=cpu(-(weight * ref_logp).sum(-1)),
+        rewards=cpu(rewards),
+        lse=lse,
+    )
+
+
+def _taken(logits: Tensor, ids: Tensor) -> Tensor:
+    return logits[:, :-1].float().gather(-1, ids[:, 1:, None])[..., 0]
+
+
+def _neg_mean(logits: Tensor) -> Tensor:
+    """``−E_p[logit]`` at each predicting position."""
+    lg = logits[:, :-1].float()
+    return -(lg.softmax(-1) * lg).sum(-1)
+
+
+def attribute_implicit_pairs(
+    model, pairs: Sequence, *, batch_size: int = 16, **kwargs
+) -> PairImplicitAttribution:
+    """:func:`implicit_attribution` of each pair's chosen and rejected response, streamed in
+    chunks; ``.margin`` decomposes the implicit-reward margins."""
+    chosen, rejected = [], []
+    for encs, n in pair_chunks(model, pairs, batch_size):
+        ids, attention, resp = model.batch(encs)
+        result = implicit_attribution(model, ids, resp, attention, **kwargs)
+        chosen.append(_rows(result, slice(0, n)))
+        rejected.append(_rows(result, slice(n, None)))
+    return PairImplicitAttribution(chosen=_join(chosen), rejected=_join(rejected))
+
+
+def _rows(result: ImplicitAttribution, rows: slice) -> ImplicitAttribution:
+    return replace(
+        result,
+        linear=_select(result.linear, rows),
+        nonlinear=result.nonlinear[rows],
+        reference=result.reference[rows],
+        rewards=result.rewards[rows],
+    )
+
+
+def _join(parts: list[ImplicitAttribution]) -> ImplicitAttribution:
+    return ImplicitAttribution(
+        linear=_concat([p.linear for p in parts]),
+        nonlinear=torch.cat([p.nonlinear for p in parts]),
+        reference=torch.cat([p.reference for p in parts]),
+        rewards=torch.cat([p.rewards for p in parts]),
+        lse=parts[0].lse,
+    )

@@ -1,0 +1,116 @@
+"""Pairs and conversations as padded batches with explicit response-token masks.
+
+A response mask marks the *target* tokens whose log-probs count: position ``t`` is set when token
+``ids[t]`` belongs to the response. ``include_suffix`` decides whether the template's suffix after
+the response content (end-of-turn, EOS; see :class:`~reward_lens_tl.inputs.EncodedConversation`)
+counts. Position 0 never counts (no token predicts it).
+
+>>> from reward_lens_tl.inputs import EncodedConversation
+>>> enc = EncodedConversation(ids=(1, 4, 9, 5, 7, 8, 6, 2), response_start=4, response_end=6)
+>>> response_masks([enc], include_suffix=True).tolist()
+[[0, 0, 0, 0, 1, 1, 1, 1]]
+>>> response_masks([enc], include_suffix=False).tolist()
+[[0, 0, 0, 0, 1, 1, 0, 0]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from ..contrast import encode_contrast, encode_example
+from ..errors import EmptyInputError
+from ..inputs import EncodedConversation, pad_batch
+
+Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
+
+
+def response_masks(
+    encodings: Sequence[EncodedConversation],
+    include_suffix: bool = True,
+    eos_token_id: int | None = None,
+    width: int | None = None,
+) -> Int[Tensor, "batch pos"]:
+    """``[batch, width]`` long mask of each conversation's response tokens (right padded)."""
+    width = width if width is not None else max(len(e) for e in encodings)
+    mask = torch.zeros((len(encodings), width), dtype=torch.long)
+    for row, enc in enumerate(encodings):
+        end = len(enc) if include_suffix else enc.suffix_start(eos_token_id)
+        mask[row, max(enc.response_start, 1) : end] = 1
+    return mask
+
+
+def predicting_mask(response_mask: Tensor, dtype=torch.float32) -> Tensor:
+    """1 at each position whose logits score a response token (position ``t − 1`` predicts
+    token ``t``): the response mask shifted left by one.
+
+    >>> predicting_mask(torch.tensor([[0, 0, 1, 1, 0]])).tolist()
+    [[0.0, 1.0, 1.0, 0.0, 0.0]]
+    """
+    out = torch.zeros(response_mask.shape, dtype=dtype, device=response_mask.device)
+    out[:, :-1] = (response_mask[:, 1:] != 0).to(dtype)
+    return out
+
+
+def as_encoding(model: Any, item: Any) -> EncodedConversation:
+    """An :class:`EncodedConversation` from itself or a zoo ``Example``."""
+    if isinstance(item, EncodedConversation):
+        return item
+    if hasattr(item, "input_ids") and hasattr(item, "response_start"):
+        return encode_example(item)
+    raise TypeError(
+        f"expected an EncodedConversation or a zoo Example, got {type(item).__name__}; encode "
+        "text with model.encode(prompt, response)"
+    )
+
+
+def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, EncodedConversation]:
+    """``(chosen, rejected)`` from an encoded tuple, a tuple of zoo ``Example``\\ s, a zoo
+    ``ContrastPair`` (edited plays chosen) or an object with ``prompt/chosen/rejected`` text."""
+    if isinstance(pair, tuple) and len(pair) == 2:
+        return as_encoding(model, pair[0]), as_encoding(model, pair[1])
+    if hasattr(pair, "edited") and hasattr(pair, "base"):
+        return encode_contrast(pair)
+    if all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected")):
+        return model.encode(pair.prompt, pair.chosen), model.encode(pair.prompt, pair.rejected)
+    raise TypeError(
+        f"cannot read a preference pair from {type(pair).__name__}: pass (chosen, rejected) "
+        "EncodedConversations, a zoo ContrastPair, or an object with prompt/chosen/rejected"
+    )
+
+
+def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConversation, ...]]:
+    pairs = list(pairs)
+    if not pairs:
+        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
+    return [as_encoded_pair(model, p) for p in pairs]
+
+
+def pair_chunks(
+    model: Any, pairs: Sequence[Any], batch_size: int
+) -> Iterator[tuple[list[EncodedConversation], int]]:
+    """Chunks of ``batch_size`` pairs as one list ``chosen + rejected`` and the count ``n``;
+    each chunk is encoded only when it is reached (memory bounded by the chunk)."""
+    pairs = list(pairs)
+    if not pairs:
+        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
+    for start in range(0, len(pairs), batch_size):
+        chunk = [as_encoded_pair(model, p) for p in pairs[start : start + batch_size]]
+        yield [c for c, _ in chunk] + [r for _, r in chunk], len(chunk)
+
+
+def batch_encodings(
+    encodings: Sequence[EncodedConversation],
+    pad_token_id: int | None,
+    include_suffix: bool = True,
+    eos_token_id: int | None = None,
+    device: Any = None,
+) -> Batch:
+    """``(input_ids, attention_mask, response_mask)`` of right-padded conversations."""
+    ids, attention = pad_batch(encodings, pad_token_id)
+    resp = response_masks(encodings, include_suffix, eos_token_id, ids.shape[1])
+    return ids.to(device), attention.to(device), resp.to(device)

@@ -1,0 +1,409 @@
+"""Which features of the policy's activations explain its implicit reward (the seed study's
+method), and how that differs from an explicit reward model.
+
+1. :func:`policy_features`: features of each response from the policy's activations at one hook
+   — the raw residual, or SAE latents (sae_lens ``SAE.encode``) — pooled over the positions that
+   predict response tokens (``pooling="sum"`` by default: the implicit reward is a sum over those
+   positions, so a per-position linear read-out sums to a linear function of the summed
+   features), or read at the last token (``"last"``, where an explicit RM reads);
+2. :func:`fit_reward`: a ridge regression (closed form, features standardised on the training
+   split) from features to a reward, scored on held-out *pairs* (chosen and rejected of a pair
+   always fall in the same split): R², Spearman (``scipy.stats``) and pairwise agreement; the
+   features ranked by their standardised weight;
+3. :func:`divergence`: the same features fitted to two rewards (implicit and explicit), weights
+   side by side in each reward's own standard deviations: which features one reward weights and
+   the other does not. :func:`implicit_feature_fit` runs all three.
+
+>>> import torch
+>>> x = torch.randn(200, 3); y = 2 * x[:, 0] - x[:, 2]
+>>> fit = fit_reward(FeatureMatrix(x, ("a", "b", "c"), torch.arange(200) // 2), y, alpha=1e-3)
+>>> [name for name, _ in fit.top_k(2)], fit.r2 > 0.99
+(['a', 'c'], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from reward_lens_tl.results import Result, TopK, top_entries
+
+from ..errors import InvalidArgumentError, ShapeMismatchError
+from ..results import new_axes
+from .batches import pair_chunks, predicting_mask
+
+Pooling = Literal["sum", "mean", "last"]
+
+
+@dataclass(frozen=True)
+class FeatureMatrix:
+    """Features ``values [example, feature]`` with their ``names`` and each example's pair index
+    ``groups`` (rows ``2i`` and ``2i + 1`` are pair ``i``'s chosen and rejected)."""
+
+    values: Float[Tensor, "example feature"]
+    names: tuple[str, ...]
+    groups: Int[Tensor, " example"]
+    hook_name: str = ""
+
+    def __post_init__(self):
+        if self.values.ndim != 2 or self.values.shape[1] != len(self.names):
+            raise ShapeMismatchError(
+                f"features {tuple(self.values.shape)} do not match {len(self.names)} names"
+            )
+        if self.groups.shape[0] != self.values.shape[0]:
+            raise ShapeMismatchError(
+                f"{self.groups.shape[0]} group labels for {self.values.shape[0]} examples"
+            )
+
+
+def _pool(acts: Tensor, ids: Tensor, attention: Tensor, resp: Tensor, pooling: Pooling) -> Tensor:
+    if pooling == "last":
+        last = attention.sum(-1) - 1
+        return acts[torch.arange(acts.shape[0]), last]
+    predicting = predicting_mask(resp, acts.dtype)
+    pooled = (acts * predicting[..., None]).sum(1)
+    return pooled / predicting.sum(1, keepdim=True) if pooling == "mean" else pooled
+
+
+def policy_features(
+    model,
+    pairs: Sequence,
+    hook_name: str,
+    *,
+    sae=None,
+    pooling: Pooling = "sum",
+    batch_size: int = 16,
+) -> FeatureMatrix:
+    """Features of every pair's chosen and rejected response from the policy at ``hook_name``
+    (SAE latents when ``sae`` is given; its hook must be ``hook_name``)."""
+    if pooling not in ("sum", "mean", "last"):
+        raise InvalidArgumentError(f"pooling must be 'sum', 'mean' or 'last', got {pooling!r}")
+    if sae is not None and sae.cfg.metadata.hook_name != hook_name:
+        raise InvalidArgumentError(
+            f"the SAE reads {sae.cfg.metadata.hook_name!r}, not {hook_name!r}"
+        )
+    policy = model.policy
+    rows: list[Tensor] = []
+    for encs, n in pair_chunks(model, pairs, batch_size):
+        ids, attention, resp = model.batch(encs)
+        model.check_inputs(ids, resp, attention)
+        with torch.no_grad():
+            _, cache = policy.run_with_cache(
+                ids, attention_mask=attention, names_filter=[hook_name]
+            )
+            acts = cache[hook_name]
+            if sae is not None:
+                acts = sae.encode(acts.to(sae.W_enc.dtype))
+            pooled = _pool(acts.float(), ids, attention, resp, pooling).cpu()
+        # interleave: chosen_i, rejected_i
+        rows.append(torch.stack([pooled[:n], pooled[n:]], 1).reshape(2 * n, -1))
+    values = torch.cat(rows)
+    prefix = "latent" if sae is not None else "d"
+    names = tuple(f"{prefix}{i}" for i in range(values.shape[1]))
+    groups = torch.arange(values.shape[0]) // 2
+    return FeatureMatrix(values, names, groups, hook_name)
+
+
+def policy_activations(
+    model, pairs: Sequence, hook_name: str, *, batch_size: int = 16
+) -> Float[Tensor, "token d"]:
+    """The policy's activations at ``hook_name`` on every non-padding token of every pair's two
+    conversations, ``[tokens, d]`` (e.g. to train an SAE with
+    :func:`reward_lens_tl.sae.train_topk_sae`)."""
+    out = []
+    for encs, _ in pair_chunks(model, pairs, batch_size):
+        ids, attention, _ = model.batch(encs)
+        with torch.no_grad():
+            _, cache = model.policy.run_with_cache(
+                ids, attention_mask=attention, names_filter=[hook_name]
+            )
+        out.append(cache[hook_name][attention.bool()].float().cpu())
+    return torch.cat(out)
+
+
+@dataclass(frozen=True)
+class RewardFit(Result):
+    """A ridge fit of one reward on features, with held-out quality numbers.
+
+    ``weights`` are per standardised feature (reward units per feature std); ``relative`` is
+    the same divided by the reward's std (comparable across rewards of different scales).
+    """
+
+    names: tuple[str, ...]
+    weights: Float[Tensor, " feature"]
+    intercept: float
+    target_std: float
+    r2: float
+    spearman: float
+    pairwise_agreement: float
+    n_train: int
+    n_test: int
+    alpha: float
+    target_name: str = "reward"
+
+    @property
+    def relative(self) -> Float[Tensor, " feature"]:
+        return self.weights / max(self.target_std, 1e-12)
+
+    def top_k(self, k: int = 10) -> TopK:
+        """Features with the largest |standardised weight| (signed)."""
+        return top_entries(self.names, self.weights.tolist(), k, "weight")
+
+    def summary(self) -> dict:
+        return {
+            "target": self.target_name,
+            "r2": self.r2,
+            "spearman": self.spearman,
+            "pairwise_agreement": self.pairwise_agreement,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "alpha": self.alpha,
+        }
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        frame = pd.DataFrame(
+            {"feature": self.names, "weight": self.weights.numpy(), "relative": self.relative}
+        )
+        return frame.reindex(frame["weight"].abs().sort_values(ascending=False).index)
+
+    def plot(self, ax=None, k: int = 15):
+        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
+        top = self.top_k(k)[::-1]
+        ax.barh([n for n, _ in top], [v for _, v in top], color="#4472c4")
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel(
+            f"ridge weight per feature std ({self.target_name}); held-out R² {self.r2:.2f}"
+        )
+        fig.tight_layout()
+        return fig
+
+
+def _split(groups: Tensor, test_fraction: float, seed: int) -> tuple[Tensor, Tensor]:
+    unique = groups.unique()
+    gen = torch.Generator().manual_seed(seed)
+    perm = unique[torch.randperm(len(unique), generator=gen)]
+    n_test = max(1, int(round(test_fraction * len(unique))))
+    if n_test >= len(unique):
+        raise InvalidArgumentError(
+            f"{len(unique)} groups cannot be split with test_fraction={test_fraction}; "
+            "give more pairs"
+        )
+    test = torch.isin(groups, perm[:n_test])
+    return ~test, test
+
+
+def ridge(x: Tensor, y: Tensor, alpha: float) -> Tensor:
+    """Closed-form ridge weights for centred ``x [n, d]`` and ``y [n]`` (dual form if d > n)."""
+    x, y = x.double(), y.double()
+    n, d = x.shape
+    if d <= n:
+        return torch.linalg.solve(x.T @ x + alpha * torch.eye(d, dtype=x.dtype), x.T @ y)
+    return x.T @ torch.linalg.solve(x @ x.T + alpha * torch.eye(n, dtype=x.dtype), y)
+
+
+def pair_agreement(pred: Tensor, target: Tensor, groups: Tensor) -> float:
+    """Share of pairs (two rows with one group label; target not tied) ordered alike."""
+    hits, total = 0, 0
+    for g in groups.unique():
+        rows = (groups == g).nonzero().flatten()
+        if len(rows) != 2:
+            continue
+        dt = target[rows[0]] - target[rows[1]]
+        if dt == 0:
+            continue
+        total += 1
+        hits += int(torch.sign(pred[rows[0]] - pred[rows[1]]) == torch.sign(dt))
+    return hits / total if total else float("nan")
+
+
+def fit_reward(
+    features: FeatureMatrix,
+    target: Float[Tensor, " example"],
+    *,
+    alpha: float = 1.0,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    target_name: str = "reward",
+) -> RewardFit:
+    """Ridge fit of ``target`` on ``features`` (module docstring); held-out metrics."""
+    from scipy.stats import spearmanr
+
+    target = torch.as_tensor(target).float().reshape(-1)
+    if target.shape[0] != features.values.shape[0]:
+        raise ShapeMismatchError(
+            f"{target.shape[0]} targets for {features.values.shape[0]} feature rows"
+        )
+    if not alpha > 0:
+        raise InvalidArgumentError(f"alpha must be > 0, got {alpha}")
+    train, test = _split(features.groups, test_fraction, seed)
+    x = features.values.double()
+    mean, std = x[train].mean(0), x[train].std(0)
+    std = torch.where(std > 1e-8, std, torch.ones_like(std))
+    z = (x - mean) / std
+    z[:, x[train].std(0) <= 1e-8] = 0.0  # constant features carry nothing
+    y_mean = target[train].double().mean()
+    w = ridge(z[train], target[train].double() - y_mean, alpha)
+    pred = (z @ w + y_mean).float()
+    yt, pt = target[test], pred[test]
+    ss_res = float(((yt - pt) ** 2).sum())
+    ss_tot = float(((yt - yt.mean()) ** 2).sum())
+    return RewardFit(
+        names=features.names,
+        weights=w.float(),
+        intercept=float(y_mean),
+        target_std=float(target[train].std()),
+        r2=1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+        spearman=float(spearmanr(yt.numpy(), pt.numpy()).statistic),
+        pairwise_agreement=pair_agreement(pt, yt, features.groups[test]),
+        n_train=int(train.sum()),
+        n_test=int(test.sum()),
+        alpha=alpha,
+        target_name=target_name,
+    )
+
+
+@dataclass(frozen=True)
+class FeatureDivergence(Result):
+    """Weights of two fits on the same features, in each reward's own std (``relative``).
+
+    A feature is ``"<a> only"`` when its |weight| is at least ``strong`` × the largest |weight|
+    of fit ``a`` and below ``weak`` × the largest of fit ``b`` (and vice versa); ``"both"`` when
+    strong in both; ``"opposite"`` when strong in both with opposite signs.
+    """
+
+    names: tuple[str, ...]
+    weight_a: Float[Tensor, " feature"]
+    weight_b: Float[Tensor, " feature"]
+    name_a: str
+    name_b: str
+    verdict: tuple[str, ...]
+
+    @property
+    def difference(self) -> Float[Tensor, " feature"]:
+        return self.weight_a - self.weight_b
+
+    def top_k(self, k: int = 10) -> TopK:
+        """Features with the largest |weight_a − weight_b| (signed difference)."""
+        return top_entries(self.names, self.difference.tolist(), k, "weight difference")
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        frame = pd.DataFrame(
+            {
+                "feature": self.names,
+                self.name_a: self.weight_a.numpy(),
+                self.name_b: self.weight_b.numpy(),
+                "difference": self.difference.numpy(),
+                "verdict": self.verdict,
+            }
+        )
+        return frame.reindex(frame["difference"].abs().sort_values(ascending=False).index)
+
+    def plot(self, ax=None, k: int = 12):
+        fig, ax = new_axes(ax, figsize=(6, 0.3 * k + 1))
+        idx = self.difference.abs().argsort(descending=True)[:k].flip(0)
+        y = torch.arange(len(idx)).float()
+        ax.barh(y - 0.2, self.weight_a[idx], height=0.4, label=self.name_a, color="#4472c4")
+        ax.barh(y + 0.2, self.weight_b[idx], height=0.4, label=self.name_b, color="#ed7d31")
+        ax.set_yticks(y.tolist(), [self.names[i] for i in idx])
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel("weight per feature std, in each reward's std")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def divergence(
+    fit_a: RewardFit, fit_b: RewardFit, *, strong: float = 0.3, weak: float = 0.1
+) -> FeatureDivergence:
+    """Compare two fits on the same features (see :class:`FeatureDivergence`)."""
+    if fit_a.names != fit_b.names:
+        raise ShapeMismatchError("the two fits use different features; fit both on one matrix")
+    a, b = fit_a.relative, fit_b.relative
+    sa, sb = a.abs() / a.abs().max().clamp_min(1e-12), b.abs() / b.abs().max().clamp_min(1e-12)
+    verdict = []
+    for i in range(len(a)):
+        if sa[i] >= strong and sb[i] >= strong:
+            verdict.append("opposite" if a[i] * b[i] < 0 else "both")
+        elif sa[i] >= strong and sb[i] < weak:
+            verdict.append(f"{fit_a.target_name} only")
+        elif sb[i] >= strong and sa[i] < weak:
+            verdict.append(f"{fit_b.target_name} only")
+        else:
+            verdict.append("")
+    return FeatureDivergence(
+        fit_a.names, a, b, fit_a.target_name, fit_b.target_name, tuple(verdict)
+    )
+
+
+def explicit_pair_rewards(
+    explicit, pairs: Sequence, batch_size: int = 16, objective=None
+) -> Float[Tensor, " example"]:
+    """An explicit reward model's rewards, interleaved ``chosen_i, rejected_i`` like
+    :func:`policy_features` rows (``objective`` picks one objective of a multi-head)."""
+    from ..readout import objective_index
+
+    col = objective_index(explicit, objective) if objective is not None else None
+    out = []
+    for encs, n in pair_chunks(explicit, pairs, batch_size):
+        from ..inputs import pad_batch
+
+        ids, mask = pad_batch(encs, explicit.pad_token_id)
+        ids, mask = ids.to(explicit.cfg.device), mask.to(explicit.cfg.device)
+        with torch.no_grad():
+            r = explicit.objective_rewards(ids, mask)[:, col] if col is not None else None
+            r = explicit.rewards(ids, mask) if r is None else r
+        r = r.float().cpu()
+        out.append(torch.stack([r[:n], r[n:]], 1).reshape(-1))
+    return torch.cat(out)
+
+
+@dataclass(frozen=True)
+class FeatureFitComparison:
+    """:func:`implicit_feature_fit`'s result: both fits and their divergence."""
+
+    features: FeatureMatrix
+    implicit: RewardFit
+    explicit: RewardFit
+    divergence: FeatureDivergence
+
+    def summary(self):
+        import pandas as pd
+
+        return pd.DataFrame([self.implicit.summary(), self.explicit.summary()])
+
+
+def implicit_feature_fit(
+    model,
+    explicit,
+    pairs: Sequence,
+    hook_name: str,
+    *,
+    sae=None,
+    pooling: Pooling = "sum",
+    alpha: float = 1.0,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    batch_size: int = 16,
+    features: FeatureMatrix | None = None,
+) -> FeatureFitComparison:
+    """Fit the policy's features at ``hook_name`` (or given ``features``) to the implicit reward
+    and to ``explicit``'s reward on the same pairs; compare the weights."""
+    feats = features or policy_features(
+        model, pairs, hook_name, sae=sae, pooling=pooling, batch_size=batch_size
+    )
+    chosen, rejected = model.pair_rewards(pairs, batch_size)
+    implicit_target = torch.stack([chosen, rejected], 1).reshape(-1)
+    explicit_target = explicit_pair_rewards(explicit, pairs, batch_size)
+    kw = dict(alpha=alpha, test_fraction=test_fraction, seed=seed)
+    fit_i = fit_reward(feats, implicit_target, target_name="implicit", **kw)
+    fit_e = fit_reward(feats, explicit_target, target_name="explicit", **kw)
+    return FeatureFitComparison(feats, fit_i, fit_e, divergence(fit_i, fit_e))

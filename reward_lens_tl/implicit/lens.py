@@ -1,0 +1,161 @@
+"""A lens on the policy's residual stream, read out as per-token implicit reward.
+
+At each site (``resid_pre`` of every layer, optionally ``resid_mid``, and the final residual) the
+policy's residual at every position goes through the policy's **final norm** (scale recomputed
+from that residual, the logit-lens convention), the unembed and a log-softmax; the log-prob of
+the taken next token minus the reference's log-prob, times β, is the per-token lens value, and
+its sum over the response is the lens implicit reward. Two choices for the reference side:
+
+- ``reference="final"`` (default): the reference's *final* log-probs — the lens asks "what
+  implicit reward would the policy have if it stopped here", against a fixed baseline;
+- ``reference="lens"``: the reference's own lens at the same site (both models must have the
+  same number of layers) — it compares the two models' intermediate predictions.
+
+Either way the final site equals the implicit reward exactly.
+
+>>> from reward_lens_tl.zoo import zoo_path
+>>> from reward_lens_tl.implicit import ImplicitRewardModel
+>>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+>>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+>>> lens = implicit_lens(irm, ids, response, attention)
+>>> lens.labels, bool((lens.values[-1] - lens.rewards).abs().max() < 1e-5)
+(('0_pre', '1_pre', 'final'), True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from reward_lens_tl.results import Result
+
+from ..errors import InvalidArgumentError
+from ..lens import PairLensResult, Resolution, RewardLensResult, lens_sites
+from ..results import new_axes, tidy_frame
+from .batches import pair_chunks
+from .model import token_logprobs
+
+Reference = Literal["final", "lens"]
+
+
+@dataclass(frozen=True)
+class ImplicitLensResult(Result):
+    """Lens implicit rewards ``values [site, batch]`` and per-token values
+    ``token_values [site, batch, pos]`` (position ``t`` scores token ``t``; 0 outside the
+    response mask)."""
+
+    values: Float[Tensor, "site batch"]
+    token_values: Float[Tensor, "site batch pos"]
+    labels: tuple[str, ...]
+    rewards: Float[Tensor, " batch"]
+    reference: str
+
+    def as_reward_lens(self) -> RewardLensResult:
+        """The summed values as a :class:`~reward_lens_tl.lens.RewardLensResult`."""
+        return RewardLensResult(self.values, self.labels, self.rewards, f"ref={self.reference}")
+
+    def to_dataframe(self):
+        return tidy_frame(self.values, self.labels, "site", "lens_implicit_reward")
+
+    def top_k(self, k: int = 5):
+        """Sites with the largest mean |change| from the previous site."""
+        return self.as_reward_lens().top_k(k)
+
+    def plot(self, ax=None, example: int | None = None):
+        """Lens reward per site (all examples), or one example's per-token values as a heat
+        map (``example=i``)."""
+        if example is None:
+            return self.as_reward_lens().plot(ax)
+        fig, ax = new_axes(ax)
+        values = self.token_values[:, example].float().cpu()
+        lim = float(values.abs().max()) or 1.0
+        im = ax.imshow(values, aspect="auto", cmap="RdBu", vmin=-lim, vmax=lim)
+        ax.set_yticks(range(len(self.labels)), self.labels)
+        ax.set_xlabel("token position")
+        fig.colorbar(im, ax=ax, label="β·log-ratio (lens)")
+        fig.tight_layout()
+        return fig
+
+
+def _site_logprobs(model, cache, name: str, ids: Tensor) -> Tensor:
+    """Taken-token log-probs when ``model`` reads its residual at ``name`` (final norm
+    recomputed)."""
+    x = cache[name]
+    normed = model.ln_final(x) if model.cfg.normalization_type is not None else x
+    return token_logprobs(model.unembed(normed), ids)
+
+
+def implicit_lens(
+    model,
+    ids: Tensor,
+    response_mask: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    reference: Reference = "final",
+    resolution: Resolution = "layer",
+    layers: Sequence[int] | None = None,
+    fwd_hooks: Sequence = (),
+) -> ImplicitLensResult:
+    """Lens implicit reward at every site (see the module docstring). Two forwards."""
+    if reference not in ("final", "lens"):
+        raise InvalidArgumentError(f"reference must be 'final' or 'lens', got {reference!r}")
+    policy, ref = model.policy, model.reference
+    if reference == "lens" and ref.cfg.n_layers != policy.cfg.n_layers:
+        raise InvalidArgumentError(
+            f"reference='lens' needs the same depth: policy {policy.cfg.n_layers} layers, "
+            f"reference {ref.cfg.n_layers}; use reference='final'"
+        )
+    ids = model.check_inputs(ids, response_mask, attention_mask)
+    sites = lens_sites(policy, resolution, layers)
+    names = [name for _, name in sites]
+    keep = model.beta * (response_mask != 0).float()
+    with torch.no_grad():
+        with policy.hooks(fwd_hooks=list(fwd_hooks)):
+            _, cache = policy.run_with_cache(ids, attention_mask=attention_mask, names_filter=names)
+        ref_logits, ref_cache = ref.run_with_cache(
+            ids,
+            attention_mask=attention_mask,
+            names_filter=names if reference == "lens" else [names[-1]],
+        )
+        ref_final = token_logprobs(ref_logits, ids)
+        tokens = []
+        for name in names:
+            pol = _site_logprobs(policy, cache, name, ids)
+            base = _site_logprobs(ref, ref_cache, name, ids) if reference == "lens" else ref_final
+            tokens.append(keep * (pol - base))
+    token_values = torch.stack(tokens).detach().float().cpu()
+    final_policy = token_logprobs(policy.unembed(policy.ln_final(cache[names[-1]])), ids)
+    rewards = (keep * (final_policy - ref_final)).sum(-1)
+    return ImplicitLensResult(
+        values=token_values.sum(-1),
+        token_values=token_values,
+        labels=tuple(label for label, _ in sites),
+        rewards=rewards.detach().float().cpu(),
+        reference=reference,
+    )
+
+
+def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
+    """Lens of each pair's chosen and rejected response as a
+    :class:`~reward_lens_tl.lens.PairLensResult` (so ``crystallization`` works unchanged)."""
+    chosen, rejected = [], []
+    for encs, n in pair_chunks(model, pairs, batch_size):
+        ids, attention, resp = model.batch(encs)
+        result = implicit_lens(model, ids, resp, attention, **kwargs).as_reward_lens()
+        chosen.append((result.values[:, :n], result.rewards[:n]))
+        rejected.append((result.values[:, n:], result.rewards[n:]))
+
+    def join(parts):
+        return RewardLensResult(
+            values=torch.cat([v for v, _ in parts], 1),
+            labels=result.labels,
+            rewards=torch.cat([r for _, r in parts]),
+            norm=result.norm,
+        )
+
+    return PairLensResult(chosen=join(chosen), rejected=join(rejected))

@@ -1,0 +1,120 @@
+"""HF causal language models (local directory or in memory) → TransformerLens models.
+
+``HookedTransformer.from_pretrained`` only accepts official hub names; a DPO policy and its
+reference usually live in a local directory. :func:`load_causal_lm` builds the TL config and
+weights itself with the same adapters that convert reward models (:mod:`reward_lens_tl.adapters`),
+but keeps the vocabulary unembed (``lm_head``) instead of a reward head, so ``model(tokens)`` are
+the causal LM's logits. The result is a ``HookedSAETransformer`` (SAEs splice as usual).
+
+Weight processing: ``fold_ln`` moves the final norm's weight into ``W_U`` (``ln_final`` becomes
+``RMSNormPre``); ``center_unembed`` stays **off** so the logits equal HF's exactly (centring
+would shift each position's logits by a constant, which changes no log-prob but does change the
+taken token's logit that :mod:`.attribution` decomposes).
+
+>>> from reward_lens_tl.zoo import zoo_path
+>>> policy = load_causal_lm(zoo_path("policy"))
+>>> policy.cfg.d_vocab_out, policy.tokenizer is not None
+(122, True)
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+from sae_lens import HookedSAETransformer
+from torch import nn
+
+from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
+from ..checkpoint import load_tokenizer as load_local_tokenizer
+from ..errors import UnsupportedArchitectureError
+from ..loading import check_finite, resolve_hf_model, resolve_pad_token_id
+
+#: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
+CAUSAL_TO_REWARD = {
+    "LlamaForCausalLM": "LlamaForSequenceClassification",
+    "MistralForCausalLM": "MistralForSequenceClassification",
+    "Qwen2ForCausalLM": "Qwen2ForSequenceClassification",
+    "Gemma2ForCausalLM": "Gemma2ForSequenceClassification",
+    "GPT2LMHeadModel": "GPT2ForSequenceClassification",
+}
+
+
+def load_hf_causal_lm(path: str | Path) -> nn.Module:
+    """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode
+    (the reward models' loading path with the checkpoint's own class)."""
+    hf_model, _, _ = resolve_hf_model(Path(path), RewardModelAdapter())
+    return hf_model
+
+
+def _reward_view(hf_config: Any) -> Any:
+    arch = (getattr(hf_config, "architectures", None) or [None])[0]
+    if arch not in CAUSAL_TO_REWARD:
+        raise UnsupportedArchitectureError(
+            f"no causal-LM conversion for architectures={arch!r}; supported: "
+            f"{', '.join(CAUSAL_TO_REWARD)}. Models TransformerLens knows by name can be loaded "
+            "with HookedTransformer.from_pretrained(name) and passed to ImplicitRewardModel as is"
+        )
+    view = copy.deepcopy(hf_config)
+    view.architectures = [CAUSAL_TO_REWARD[arch]]
+    return view
+
+
+def load_causal_lm(
+    model_or_path: nn.Module | str | Path,
+    tokenizer: Any = None,
+    *,
+    fold_ln: bool = True,
+    device: str | torch.device | None = None,
+    n_ctx: int | None = None,
+) -> HookedSAETransformer:
+    """Convert an HF causal LM (a local directory or an in-memory model, left unmodified).
+
+    The model gets ``tokenizer`` (the checkpoint's own when not given), ``pad_token_id`` and
+    ``eos_token_id`` attributes. Gemma-2's final logit soft-cap is kept (its logits then match
+    HF's, but exact logit attribution is refused).
+    """
+    if isinstance(model_or_path, nn.Module):
+        hf_model, path = model_or_path, None
+    else:
+        path = Path(model_or_path)
+        hf_model = load_hf_causal_lm(path)
+    hf_config = copy.deepcopy(hf_model.config)
+    if not getattr(hf_config, "architectures", None):
+        hf_config.architectures = [type(hf_model).__name__]
+    view = _reward_view(hf_config)
+    adapter = adapter_for(view)
+    check_finite(hf_model)
+    options = ConversionOptions(device=device, n_ctx=n_ctx)
+    cfg = adapter.tl_config(view, options, hf_config.vocab_size)
+    cap = getattr(hf_config, "final_logit_softcapping", None)
+    if cap:
+        cfg.output_logits_soft_cap = float(cap)
+    head = hf_model.get_output_embeddings()
+    stand_in = types.SimpleNamespace(
+        model=getattr(hf_model, "model", None),
+        transformer=getattr(hf_model, "transformer", None),
+        score=head,
+        config=view,
+    )
+    state_dict = {
+        k: v.detach().float().clone() for k, v in adapter.backbone_state_dict(stand_in, cfg).items()
+    }
+    state_dict["unembed.W_U"] = head.weight.detach().T.float().clone()
+    bias = getattr(head, "bias", None)
+    state_dict["unembed.b_U"] = (
+        bias.detach().float().clone() if bias is not None else torch.zeros(cfg.d_vocab_out)
+    )
+    model = HookedSAETransformer(cfg)
+    flags = dict(fold_ln=fold_ln, center_writing_weights=True, fold_value_biases=True)
+    flags = adapter.fold_options(flags)  # center_unembed stays off
+    model.load_and_process_state_dict(state_dict, refactor_factored_attn_matrices=False, **flags)
+    model.eval()
+    tokenizer = tokenizer if tokenizer is not None else load_local_tokenizer(path)
+    model.tokenizer = tokenizer  # set directly: TL's set_tokenizer reloads it by name
+    model.pad_token_id = resolve_pad_token_id(hf_config, tokenizer)
+    model.eos_token_id = getattr(hf_config, "eos_token_id", None)
+    return model

@@ -1,0 +1,271 @@
+"""``ImplicitRewardModel``: the reward a DPO policy carries relative to its reference.
+
+``r(x, y) = β · Σ_t [log π(y_t | x, y_<t) − log π_ref(y_t | x, y_<t)]``, summed over the
+*response* tokens only (an explicit response-token mask; the prompt never counts). Whether the
+template's suffix after the response content (end-of-turn, EOS) counts is ``include_suffix``;
+the default ``True`` is what the zoo's DPO training summed (``zoo.dpo.response_mask``: response
+words, ``<|end|>`` and ``<eos>``), and what TRL's DPO does with a chat template.
+
+Policy and reference are TransformerLens models with a vocabulary unembed (load local HF
+checkpoints with :func:`~reward_lens_tl.implicit.loading.load_causal_lm`, or pass any
+``HookedTransformer``). A chunk of N sequences costs two forwards: one policy, one reference.
+
+>>> import torch
+>>> from reward_lens_tl.zoo import zoo_path
+>>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+>>> irm.beta
+0.1
+>>> enc = irm.encode("how bake bread", "great question soup")
+>>> ids, attention, response = irm.batch([enc])
+>>> response.tolist()  # response words, <|end|>, <eos>
+[[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+>>> irm.rewards(ids, response, attention).shape
+torch.Size([1])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..errors import InvalidArgumentError, ShapeMismatchError, TokenOutOfVocabError
+from ..inputs import EncodedConversation, encode_conversation
+from .batches import Batch, as_encoding, batch_encodings, pair_chunks
+from .errors import EmptyResponseMaskError, VocabularyMismatchError
+
+
+def token_logprobs(
+    logits: Float[Tensor, "batch pos vocab"], ids: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos"]:
+    """``log p(ids[t] | ids[<t])`` at position ``t`` (0 at ``t = 0``), in float32."""
+    logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+    return torch.cat([torch.zeros_like(logp[:, :1]), logp], 1)
+
+
+def check_same_vocabulary(policy: Any, reference: Any) -> None:
+    """Raise :class:`VocabularyMismatchError` unless both use one vocabulary and tokenizer."""
+    for attr in ("d_vocab", "d_vocab_out"):
+        a, b = getattr(policy.cfg, attr), getattr(reference.cfg, attr)
+        if a != b:
+            raise VocabularyMismatchError(
+                f"policy has {attr}={a} but reference has {attr}={b}: an implicit reward compares "
+                "the two models' log-probs of the same token ids, so both must share one "
+                "tokenizer and vocabulary (use the reference the policy was trained from)"
+            )
+    tok_p, tok_r = getattr(policy, "tokenizer", None), getattr(reference, "tokenizer", None)
+    if tok_p is None or tok_r is None:
+        return
+    vp, vr = tok_p.get_vocab(), tok_r.get_vocab()
+    if vp != vr:
+        diff = sorted(set(vp.items()) ^ set(vr.items()))[:5]
+        raise VocabularyMismatchError(
+            f"policy and reference tokenizers differ ({len(vp)} vs {len(vr)} entries; first "
+            f"differing (token, id): {diff}): the same ids would be different text for the two "
+            "models. Load both with the policy's tokenizer only if they really share it"
+        )
+
+
+def metadata_beta(path: str | Path | None) -> float | None:
+    """``beta`` recorded in a checkpoint's ``metadata.json`` (the zoo writes it), if any."""
+    if path is None or isinstance(path, torch.nn.Module):
+        return None
+    meta = Path(path) / "metadata.json"
+    if not meta.is_file():
+        return None
+    beta = json.loads(meta.read_text()).get("beta")
+    return None if beta is None else float(beta)
+
+
+class ImplicitRewardModel:
+    """A DPO policy's implicit reward (see the module docstring).
+
+    ``policy`` and ``reference`` are TL models with the same vocabulary; ``beta`` the DPO
+    temperature. ``tokenizer`` defaults to the policy's. Analyses of the policy's components
+    (:mod:`.attribution`, :mod:`.lens`, :mod:`.fit`) run hooks on ``policy``.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        reference: Any,
+        beta: float,
+        *,
+        include_suffix: bool = True,
+        tokenizer: Any = None,
+    ):
+        if not float(beta) > 0:
+            raise InvalidArgumentError(f"beta must be > 0 (the DPO temperature), got {beta}")
+        check_same_vocabulary(policy, reference)
+        self.policy = policy
+        self.reference = reference
+        self.beta = float(beta)
+        self.include_suffix = include_suffix
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(policy, "tokenizer", None)
+        self.pad_token_id = getattr(policy, "pad_token_id", None)
+        if self.pad_token_id is None and self.tokenizer is not None:
+            self.pad_token_id = self.tokenizer.pad_token_id
+        self.eos_token_id = getattr(policy, "eos_token_id", None)
+
+    @classmethod
+    def from_pretrained(
+        cls, policy, reference, beta: float | None = None, tokenizer=None, **kwargs
+    ) -> ImplicitRewardModel:
+        """From local HF causal-LM directories (or in-memory HF models). ``beta`` defaults to the
+        policy's ``metadata.json`` value (the zoo records it); otherwise it is required."""
+        from .loading import load_causal_lm
+
+        beta = beta if beta is not None else metadata_beta(policy)
+        if beta is None:
+            raise InvalidArgumentError(
+                "beta is not recorded with this policy: pass beta= (the DPO temperature it was "
+                "trained with)"
+            )
+        include_suffix = kwargs.pop("include_suffix", True)
+        return cls(
+            load_causal_lm(policy, tokenizer, **kwargs),
+            load_causal_lm(reference, tokenizer, **kwargs),
+            beta,
+            include_suffix=include_suffix,
+            tokenizer=tokenizer,
+        )
+
+    @property
+    def cfg(self):
+        """The policy's config (the model whose components analyses look at)."""
+        return self.policy.cfg
+
+    # -- inputs ---------------------------------------------------------------------------
+    def encode(self, prompt, response, **kwargs) -> EncodedConversation:
+        """Token ids of one conversation with the policy's tokenizer and chat template."""
+        if self.tokenizer is None:
+            raise InvalidArgumentError("no tokenizer: pass tokenizer= or feed token ids")
+        kwargs.setdefault("max_length", self.cfg.n_ctx)
+        return encode_conversation(self.tokenizer, prompt, response, **kwargs)
+
+    def batch(
+        self, encodings: Sequence[EncodedConversation], include_suffix: bool | None = None
+    ) -> Batch:
+        """``(input_ids, attention_mask, response_mask)`` on the policy's device
+        (``encodings``: :class:`EncodedConversation`\\ s or zoo ``Example``\\ s)."""
+        suffix = self.include_suffix if include_suffix is None else include_suffix
+        encodings = [as_encoding(self, e) for e in encodings]
+        return batch_encodings(
+            encodings, self.pad_token_id, suffix, self.eos_token_id, self.cfg.device
+        )
+
+    def check_inputs(
+        self, ids: Tensor, response_mask: Tensor, attention_mask: Tensor | None = None
+    ) -> Int[Tensor, "batch pos"]:
+        """Validate ids and masks; return the ids 2-D."""
+        ids = ids[None] if ids.ndim == 1 else ids
+        response_mask = response_mask[None] if response_mask.ndim == 1 else response_mask
+        if response_mask.shape != ids.shape:
+            raise ShapeMismatchError(
+                f"response_mask {tuple(response_mask.shape)} does not match input_ids "
+                f"{tuple(ids.shape)}"
+            )
+        if attention_mask is not None and attention_mask.shape[-2:] != ids.shape:
+            raise ShapeMismatchError(
+                f"attention_mask {tuple(attention_mask.shape)} does not match input_ids "
+                f"{tuple(ids.shape)}"
+            )
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.cfg.d_vocab):
+            raise TokenOutOfVocabError(
+                f"token ids outside the vocabulary [0, {self.cfg.d_vocab}); were they produced "
+                "by a different tokenizer?"
+            )
+        counts = (response_mask != 0).sum(-1)
+        if bool((counts == 0).any()):
+            rows = (counts == 0).nonzero().flatten().tolist()
+            raise EmptyResponseMaskError(
+                f"the response mask selects no token in rows {rows}: their implicit reward would "
+                "be 0 by construction. Mark the response tokens (batch()/response_masks() build "
+                "the mask from EncodedConversation.response_start)"
+            )
+        if bool((response_mask[:, 0] != 0).any()):
+            raise EmptyResponseMaskError(
+                "the response mask marks position 0, which no token predicts; responses start "
+                "after the prompt"
+            )
+        if attention_mask is not None and bool(
+            ((response_mask != 0) & (attention_mask == 0)).any()
+        ):
+            raise EmptyResponseMaskError("the response mask marks padding (attention_mask 0)")
+        return ids
+
+    # -- rewards --------------------------------------------------------------------------
+    def log_ratios(
+        self,
+        ids: Int[Tensor, "batch pos"],
+        response_mask: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        *,
+        fwd_hooks: Sequence = (),
+    ) -> tuple[Float[Tensor, "batch pos"], Float[Tensor, "batch pos"]]:
+        """Per-token ``(log π, log π_ref)`` of the taken tokens, zero outside the mask; one
+        forward each. ``fwd_hooks`` act on the policy."""
+        ids = self.check_inputs(ids, response_mask, attention_mask)
+        keep = (response_mask != 0).float()
+        with torch.no_grad(), self.policy.hooks(fwd_hooks=list(fwd_hooks)):
+            pol = token_logprobs(self.policy(ids, attention_mask=attention_mask), ids)
+        with torch.no_grad():
+            ref = token_logprobs(self.reference(ids, attention_mask=attention_mask), ids)
+        return pol * keep, ref * keep
+
+    def token_rewards(
+        self,
+        ids: Int[Tensor, "batch pos"],
+        response_mask: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        **kwargs,
+    ) -> Float[Tensor, "batch pos"]:
+        """``β (log π − log π_ref)`` of the token at each position (0 outside the mask)."""
+        pol, ref = self.log_ratios(ids, response_mask, attention_mask, **kwargs)
+        return self.beta * (pol - ref)
+
+    def rewards(
+        self,
+        ids: Int[Tensor, "batch pos"],
+        response_mask: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        **kwargs,
+    ) -> Float[Tensor, " batch"]:
+        """Implicit rewards ``[batch]``: :meth:`token_rewards` summed over the response."""
+        return self.token_rewards(ids, response_mask, attention_mask, **kwargs).sum(-1)
+
+    def score_encodings(
+        self, encodings: Sequence[EncodedConversation], batch_size: int = 32, **kwargs
+    ) -> Float[Tensor, " n"]:
+        """Implicit rewards of many conversations, streamed ``batch_size`` at a time."""
+        out = []
+        for start in range(0, len(encodings), batch_size):
+            ids, attention, resp = self.batch(encodings[start : start + batch_size])
+            out.append(self.rewards(ids, resp, attention, **kwargs).cpu())
+        return torch.cat(out)
+
+    def pair_rewards(
+        self, pairs: Sequence, batch_size: int = 16, **kwargs
+    ) -> tuple[Float[Tensor, " n"], Float[Tensor, " n"]]:
+        """``(chosen, rejected)`` implicit rewards of preference pairs (any form
+        :func:`~reward_lens_tl.implicit.batches.as_encoded_pair` reads); two forwards per
+        chunk, memory bounded by ``batch_size``."""
+        pairs = list(pairs)
+        chosen, rejected = torch.empty(len(pairs)), torch.empty(len(pairs))
+        done = 0
+        for encs, n in pair_chunks(self, pairs, batch_size):
+            ids, attention, resp = self.batch(encs)
+            r = self.rewards(ids, resp, attention, **kwargs).cpu()
+            chosen[done : done + n], rejected[done : done + n] = r[:n], r[n:]
+            done += n
+        return chosen, rejected
+
+    def score(self, prompt, response, **kwargs) -> Tensor:
+        """Implicit reward of one (prompt, response) pair, from text."""
+        ids, attention, resp = self.batch([self.encode(prompt, response, **kwargs)])
+        return self.rewards(ids, resp, attention)[0]
