@@ -182,11 +182,15 @@ def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:
 
 
 def encode_example(example) -> EncodedConversation:
-    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response start) as an
-    :class:`EncodedConversation`; an :class:`EncodedConversation` is returned as it is."""
+    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response span) as an
+    :class:`EncodedConversation` (``response_end`` recorded, so the template's end-of-turn is
+    suffix); an :class:`EncodedConversation` is returned as it is."""
     if isinstance(example, EncodedConversation):
         return example
-    return EncodedConversation(ids=tuple(example.input_ids), response_start=example.response_start)
+    start = example.response_start
+    response = getattr(example, "response", None)
+    end = start + len(response) if response is not None else None
+    return EncodedConversation(tuple(example.input_ids), start, end)
 
 
 def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
