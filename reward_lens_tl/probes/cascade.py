@@ -199,4 +199,3 @@ def build_cascade(probes, per_probe, base, pert, *, seed=0, min_n=MIN_N) -> Casc
         except TooFewExamplesError:
             continue
     return CascadeResult(tuple(cascades), tuple(corrs))
-

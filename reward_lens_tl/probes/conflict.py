@@ -123,7 +123,9 @@ class ConflictResult:
     def plot(self, ax=None):
         """Heat map of mean contributions, components × terms; returns the figure."""
         m = self.attribution.mean(2).T  # [component, term]
-        fig, ax = new_axes(ax, figsize=(1.2 * len(self.terms) + 2.5, 0.22 * len(self.components) + 1))
+        fig, ax = new_axes(
+            ax, figsize=(1.2 * len(self.terms) + 2.5, 0.22 * len(self.components) + 1)
+        )
         lim = float(m.abs().max()) or 1.0
         im = ax.imshow(m.numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
         ax.set_xticks(range(len(self.terms)), self.terms, rotation=30)
@@ -138,7 +140,9 @@ def _term_run(model, run: ReadoutRun, direction: Tensor) -> ReadoutRun:
     """``run`` read along a fixed residual ``direction`` (unit, no bias)."""
     n = run.positions.shape[0]
     d = F.normalize(direction.to(run.rewards.device, torch.float32), dim=0)
-    read = Readout(direction=d.expand(n, -1), bias=torch.zeros(n, device=d.device), centred=is_centred(model))
+    read = Readout(
+        direction=d.expand(n, -1), bias=torch.zeros(n, device=d.device), centred=is_centred(model)
+    )
     final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
     x = gather_positions(run.cache[final], run.positions)[:, None]
     scale = gather_positions(run.cache["ln_final.hook_scale"], run.positions)

@@ -53,9 +53,7 @@ def forward_sequences(
     for start in range(0, len(seqs), batch_size):
         ids, mask = pad_batch(seqs[start : start + batch_size], model.pad_token_id)
         ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)
-        run = run_readout(
-            model, ids, mask, names if inside else [], objective=objective
-        )
+        run = run_readout(model, ids, mask, names if inside else [], objective=objective)
         rewards.append(run.target.detach().float().cpu())
         if inside:
             lens.append(lens_from_run(model, run, sites).values.float())

@@ -330,8 +330,14 @@ def prompt_echo(name: str = "prompt_echo") -> Probe:
 
 def synonym_swap(
     groups: Sequence[Sequence[str]] = (
-        ("big", "large"), ("small", "little"), ("quick", "fast"), ("help", "assist"),
-        ("answer", "reply"), ("begin", "start"), ("choose", "pick"), ("often", "frequently"),
+        ("big", "large"),
+        ("small", "little"),
+        ("quick", "fast"),
+        ("help", "assist"),
+        ("answer", "reply"),
+        ("begin", "start"),
+        ("choose", "pick"),
+        ("often", "frequently"),
     ),  # fmt: skip
     name: str = "synonym_swap",
 ) -> Probe:

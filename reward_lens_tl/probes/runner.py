@@ -190,7 +190,7 @@ def run_probes(
         chosen_rewards=chosen,
         natural_sd=natural_sd,
         cascade=cascade,
-        n_forward=base.n_forward + (pert.n_forward if pert else 0) + (len(items) if chosen is not None else 0),
+        n_forward=base.n_forward + (pert.n_forward if pert else 0) + (0 if chosen is None else len(items)),
         settings={"seed": seed, "min_n": min_n, "min_relative": min_relative,
                   "confidence": confidence, "n_boot": n_boot},
     )  # fmt: skip

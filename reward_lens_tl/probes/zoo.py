@@ -118,4 +118,6 @@ def rule_delta(task: ConversationTask, original, perturbed) -> float:
 
 def zoo_examples(task: ConversationTask, n: int, seed: int, max_words: int = 12):
     """``n`` task examples as ``(prompt, response)`` texts (what ``model.encode`` takes)."""
-    return [(" ".join(e.prompt), " ".join(e.response)) for e in task.examples(n, seed, 1, max_words)]
+    return [
+        (" ".join(e.prompt), " ".join(e.response)) for e in task.examples(n, seed, 1, max_words)
+    ]
