@@ -33,6 +33,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     from .demo_sections import causal_section, markdown, sae_section, save
     from .lens import pair_lens
     from .model import HookedRewardModel
+    from .probes.demo import probes_section
     from .scoring import score_pairs
     from .zoo import load_task, zoo_path
 
@@ -103,6 +104,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
             save(fig, out_dir / f"{name}_{feature}.png")
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
+    lines += probes_section(model, task, out_dir)
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"\nreport written to {out_dir / 'report.md'}")
     return {"accuracy": scores.accuracy, "out_dir": str(out_dir)}

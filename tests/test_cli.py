@@ -56,6 +56,8 @@ def test_demo_writes_report(tmp_path, capsys):
     for name in (*names, "sae_ground_truth", "sae_margin_harmful"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert "## Observational vs causal" in report and "## SAE features" in report
+    assert "## Reward-hacking probes" in report and "Invariance probes flagged: 0 of" in report
+    assert (tmp_path / "probes.png").stat().st_size > 1000
     completeness = float(report.split("latents + terms − reward = ")[1].split(".\n")[0])
     assert completeness < 1e-4
     # the localization table: at resid_pre 0 the planted span is the top unit in every pair

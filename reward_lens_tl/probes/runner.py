@@ -182,6 +182,8 @@ def run_probes(
     cascade = None
     if inside and pert is not None:
         cascade = build_cascade(probes, per_probe, base, pert, seed=seed, min_n=min_n)
+    n_forward = base.n_forward + (pert.n_forward if pert else 0)
+    n_forward += 0 if chosen is None else len(items)
     return ProbeReport(
         rows=tuple(report_rows),
         skipped=tuple(skipped),
@@ -190,7 +192,7 @@ def run_probes(
         chosen_rewards=chosen,
         natural_sd=natural_sd,
         cascade=cascade,
-        n_forward=base.n_forward + (pert.n_forward if pert else 0) + (0 if chosen is None else len(items)),
+        n_forward=n_forward,
         settings={"seed": seed, "min_n": min_n, "min_relative": min_relative,
                   "confidence": confidence, "n_boot": n_boot},
     )  # fmt: skip
