@@ -32,7 +32,7 @@ from torch import Tensor
 from .components import Component
 from .errors import RewardLensError
 from .pairs import pair_batches
-from .readout import Objective, gather_positions, run_readout
+from .readout import Objective, ReadoutRun, gather_positions, run_readout
 from .results import MarginResult, Result, TopK, new_axes, tidy_frame, top_entries
 
 
@@ -198,6 +198,22 @@ def direct_attribution(
         positions=positions,
         fwd_hooks=fwd_hooks,
     )
+    return attribution_from_run(
+        model, run, heads=heads, sources=sources, neurons=neurons, split_bias=split_bias
+    )
+
+
+def attribution_from_run(
+    model,
+    run: ReadoutRun,
+    *,
+    heads: bool = True,
+    sources: bool = False,
+    neurons: bool = False,
+    split_bias: bool = False,
+) -> AttributionResult:
+    """:func:`direct_attribution` of a run already made (its cache must hold
+    :func:`attribution_hook_names`), so one forward pass can serve several analyses."""
     cache, pos, read = run.cache, run.positions, run.read
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
 

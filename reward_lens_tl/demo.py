@@ -35,6 +35,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     from .evals.demo import benchmark_section
     from .lens import pair_lens
     from .model import HookedRewardModel
+    from .probes.demo import probes_section
     from .scoring import score_pairs
     from .zoo import load_task, zoo_path
 
@@ -105,6 +106,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
             save(fig, out_dir / f"{name}_{feature}.png")
     lines += causal_section(model, task, pairs, out_dir)
     lines += sae_section(model, task, out_dir)
+    lines += probes_section(model, task, out_dir)
     lines += benchmark_section(model, task, out_dir)
     lines += implicit_section(model, task, out_dir)
     lines += html_section(model_dir, pairs, out_dir)

@@ -35,7 +35,7 @@ from torch import Tensor
 from .errors import RewardLensError
 from .indices import check_layer
 from .pairs import pair_batches
-from .readout import Objective, gather_positions, recomputed_scale, run_readout
+from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
 from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
 Norm = Literal["recompute", "frozen"]
@@ -187,6 +187,19 @@ def reward_lens(
         positions=positions,
         fwd_hooks=fwd_hooks,
     )
+    return lens_from_run(model, run, sites, norm=norm, all_positions=all_positions)
+
+
+def lens_from_run(
+    model,
+    run: ReadoutRun,
+    sites: Sequence[tuple[str, str]],
+    *,
+    norm: Norm = "recompute",
+    all_positions: bool = False,
+) -> RewardLensResult:
+    """:func:`reward_lens` of a run already made (its cache must hold the ``sites`` from
+    :func:`lens_sites`), so one forward pass can serve several analyses."""
     cache, pos, read = run.cache, run.positions, run.read
     final_scale = cache["ln_final.hook_scale"][..., 0]  # [batch, pos]
     values = []

@@ -189,3 +189,13 @@ def run_readout(
     explicit = None if positions is None else pos
     target = rewards_at(model, cache, rewards, objective, explicit)
     return ReadoutRun(rewards, cache, pos, read, target)
+
+
+def retarget(model, run: ReadoutRun, objective: Objective) -> ReadoutRun:
+    """The same run read out for another ``objective`` (no new forward pass; pooled
+    positions only)."""
+    cache = run.cache
+    gate = cache["hook_gate"] if "hook_gate" in cache else None
+    read = readout(model, objective, run.positions.shape[0], gate)
+    target = rewards_at(model, cache, run.rewards, objective, None)
+    return ReadoutRun(run.rewards, cache, run.positions, read, target)

@@ -69,6 +69,8 @@ def test_demo_writes_report(tmp_path, capsys):
     assert "## Observational vs causal" in report and "## SAE features" in report
     page = (tmp_path / "html" / "report.html").read_text()
     assert "Token views" in page and page.count("data:image/png;base64,") >= 3
+    assert "## Reward-hacking probes" in report and "Invariance probes flagged: 0 of" in report
+    assert (tmp_path / "probes.png").stat().st_size > 1000
     completeness = float(report.split("latents + terms − reward = ")[1].split(".\n")[0])
     assert completeness < 1e-4
     # the localization table: at resid_pre 0 the planted span is the top unit in every pair

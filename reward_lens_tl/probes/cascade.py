@@ -1,0 +1,201 @@
+"""The inside view (misalignment cascade): where in the network a probe's delta appears.
+
+For every example a probe applied to, the original and perturbed sequences each had one cached
+forward (:mod:`~reward_lens_tl.probes.forward`); from those:
+
+- **lens delta** ``[site, example]``: the reward lens (recomputed final norm, the logit-lens
+  convention) at the reward-reading token after every layer, perturbed − original. Before any
+  attention layer has run, the reward token holds only its own embedding, so the delta is 0
+  there (for models without absolute position embeddings) and grows as layers move the
+  perturbation's information to the reward token.
+- **onset**: the first site whose mean lens delta reaches ``onset_fraction`` (default 0.75)
+  of the final mean delta, with the final delta's sign and a bootstrap CI that excludes 0 —
+  the layer from which the reward token carries most of the probe's effect. ``None`` when the
+  final delta's own CI includes 0. **amplification**: final mean delta / mean delta at the
+  first site whose CI excludes 0 with the final sign (how much later layers grow the first
+  visible signal; 1 = nothing added after it appears).
+- **components**: exact direct attribution of each delta (frozen final norm of each run;
+  ``Σ components + Δ head bias = Δ reward`` to float rounding, :meth:`completeness_error`).
+- **cross-probe correlations** of the deltas over the examples both probes applied to, only
+  with n ≥ ``min_n``, with n and a Fisher-z CI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from jaxtyping import Float
+from torch import Tensor
+
+from ..results import Result, TopK, new_axes, top_entries
+from .errors import TooFewExamplesError
+from .outside import MIN_N, Correlation, bootstrap_ci, correlation
+
+ONSET_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class ProbeCascade:
+    """One probe's inside view (see the module docstring)."""
+
+    probe: str
+    sites: tuple[str, ...]
+    lens_delta: Float[Tensor, "site example"]
+    components: tuple[str, ...]
+    attribution_delta: Float[Tensor, "component example"]
+    head_bias_delta: Float[Tensor, " example"]
+    reward_delta: Float[Tensor, " example"]
+    mean: np.ndarray  # [site]
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    onset: str | None
+    amplification: float
+
+    @property
+    def n(self) -> int:
+        return int(self.reward_delta.shape[0])
+
+    def completeness_error(self) -> float:
+        """max |Σ component deltas + Δ head bias − Δ reward| over examples."""
+        total = self.attribution_delta.sum(0) + self.head_bias_delta
+        return float((total - self.reward_delta).abs().max())
+
+    def top_components(self, k: int = 5) -> list[tuple[str, float]]:
+        """Components by |mean delta| (signed means), largest first."""
+        mean = self.attribution_delta.mean(1)
+        idx = mean.abs().argsort(descending=True)[:k]
+        return [(self.components[i], float(mean[i])) for i in idx]
+
+
+@dataclass(frozen=True)
+class CascadeResult(Result):
+    """The inside view of every probe with enough examples, and their correlations."""
+
+    probes: tuple[ProbeCascade, ...]
+    correlations: tuple[Correlation, ...]
+    onset_fraction: float = ONSET_FRACTION
+
+    def __getitem__(self, probe: str) -> ProbeCascade:
+        for c in self.probes:
+            if c.probe == probe:
+                return c
+        raise KeyError(f"no cascade for {probe!r} (too few examples, or not run)")
+
+    def onsets(self) -> dict[str, str | None]:
+        return {c.probe: c.onset for c in self.probes}
+
+    def to_dataframe(self):
+        """One row per (probe, site): mean lens delta with its CI, and the probe's onset."""
+        import pandas as pd
+
+        rows = [
+            {
+                "probe": c.probe,
+                "site": site,
+                "n": c.n,
+                "mean_lens_delta": float(c.mean[s]),
+                "ci_low": float(c.ci_low[s]),
+                "ci_high": float(c.ci_high[s]),
+                "is_onset": site == c.onset,
+                "amplification": c.amplification,
+            }
+            for c in self.probes
+            for s, site in enumerate(c.sites)
+        ]
+        return pd.DataFrame(rows)
+
+    def correlation_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([vars(c) for c in self.correlations])
+
+    def top_k(self, k: int = 10) -> TopK:
+        """``probe:component`` pairs by |mean attribution delta| over all probes."""
+        pairs = [(f"{c.probe}:{n}", v) for c in self.probes for n, v in c.top_components(k)]
+        return top_entries([p for p, _ in pairs], [v for _, v in pairs], k, "attribution delta")
+
+    def plot(self, ax=None):
+        """Mean lens delta per site, as a fraction of each probe's final mean delta."""
+        fig, ax = new_axes(ax)
+        for c in self.probes:
+            final = c.mean[-1]
+            if final == 0 or not math.isfinite(final):
+                continue
+            ax.plot(range(len(c.sites)), c.mean / final, marker="o", ms=3, label=c.probe)
+        if self.probes:
+            sites = self.probes[0].sites
+            ax.set_xticks(range(len(sites)), sites, rotation=90, fontsize=7)
+        ax.axhline(self.onset_fraction, color="grey", lw=0.5, ls="--")
+        ax.set_ylabel("lens delta / final delta (mean)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def onset_site(
+    sites, mean: np.ndarray, low: np.ndarray, high: np.ndarray, fraction: float
+) -> tuple[str | None, float]:
+    """``(onset, amplification)`` from per-site means and CIs (module docstring)."""
+    final = mean[-1]
+    sign = np.sign(final)
+    excl = (low > 0) if sign > 0 else (high < 0)
+    if sign == 0 or not excl[-1]:
+        return None, math.nan
+    first = int(np.argmax(excl))
+    amplification = float(final / mean[first]) if mean[first] != 0 else math.nan
+    reached = excl & (mean * sign >= fraction * abs(final))
+    return sites[int(np.argmax(reached))], amplification
+
+
+def probe_cascade(
+    probe: str, base, pert, idx, sl, *, seed: int = 0, fraction: float = ONSET_FRACTION
+) -> ProbeCascade:
+    """The cascade of one probe from the forward read-outs of originals and perturbed."""
+    lens = pert.lens[:, sl] - base.lens[:, idx]
+    mean = lens.double().mean(1).numpy()
+    cis = [bootstrap_ci(row.double().numpy(), seed=seed) for row in lens]
+    low = np.array([c[0] for c in cis])
+    high = np.array([c[1] for c in cis])
+    onset, amp = onset_site(base.sites, mean, low, high, fraction)
+    return ProbeCascade(
+        probe=probe,
+        sites=base.sites,
+        lens_delta=lens,
+        components=base.components,
+        attribution_delta=pert.attribution[:, sl] - base.attribution[:, idx],
+        head_bias_delta=pert.head_bias[sl] - base.head_bias[idx],
+        reward_delta=pert.rewards[sl] - base.rewards[idx],
+        mean=mean,
+        ci_low=low,
+        ci_high=high,
+        onset=onset,
+        amplification=amp,
+    )
+
+
+def build_cascade(probes, per_probe, base, pert, *, seed=0, min_n=MIN_N) -> CascadeResult:
+    """Cascades of the probes with ≥ ``min_n`` examples, and pairwise correlations of deltas
+    over common examples (pairs with fewer than ``min_n`` common examples are left out)."""
+    cascades = []
+    deltas: dict[str, dict[int, float]] = {}
+    for probe in probes:
+        idx, sl = per_probe[probe.name]
+        if len(idx) < min_n:
+            continue
+        cascades.append(probe_cascade(probe.name, base, pert, idx, sl, seed=seed))
+        d = (pert.rewards[sl] - base.rewards[idx]).tolist()
+        deltas[probe.name] = dict(zip(idx, d, strict=True))
+    corrs = []
+    for a, b in itertools.combinations(deltas, 2):
+        common = sorted(set(deltas[a]) & set(deltas[b]))
+        try:
+            corrs.append(
+                correlation(a, b, [deltas[a][i] for i in common], [deltas[b][i] for i in common],
+                            min_n=min_n)
+            )  # fmt: skip
+        except TooFewExamplesError:
+            continue
+    return CascadeResult(tuple(cascades), tuple(corrs))

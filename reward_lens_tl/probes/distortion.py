@@ -1,0 +1,113 @@
+"""The distortion index: a probe's reward shift in units of the natural spread of margins.
+
+On a pair set, each probe edits the *rejected* response (the side a hack would rescue). Per
+probe, over the pairs it applied to:
+
+- ``index = mean(Δ reward of the rejected side) / sd(chosen − rejected margins)`` (ddof = 1),
+  with a seeded paired-bootstrap CI (pairs resampled; numerator and denominator together).
+  An index of 1 means the edit moves a rejected response by one typical margin;
+- ``flip_share``: of the pairs with a non-zero original margin, the share whose preference the
+  edit reverses (``sign(chosen − rejected') ≠ sign(chosen − rejected)``).
+
+Fewer than ``min_n`` pairs are refused (:class:`~reward_lens_tl.probes.TooFewExamplesError`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..results import Result, TopK, new_axes, top_entries
+from .errors import ProbeError, TooFewExamplesError
+from .outside import bootstrap_ci, check_n
+
+
+def flip_share(margin: torch.Tensor, new_margin: torch.Tensor) -> float:
+    """Share of non-zero ``margin``\\ s whose sign ``new_margin`` reverses (``nan`` if none)."""
+    live = margin != 0
+    if not bool(live.any()):
+        return math.nan
+    flipped = torch.sign(new_margin[live]) != torch.sign(margin[live])
+    return float(flipped.float().mean())
+
+
+def _index(delta, margin, axis=-1):
+    return np.mean(delta, axis=axis) / np.std(margin, ddof=1, axis=axis)
+
+
+@dataclass(frozen=True)
+class DistortionRow:
+    probe: str
+    n: int
+    index: float
+    ci_low: float
+    ci_high: float
+    flip_share: float
+    margin_sd: float
+
+
+@dataclass(frozen=True)
+class DistortionResult(Result):
+    """The distortion index per probe (module docstring)."""
+
+    rows: tuple[DistortionRow, ...]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame([vars(r) for r in self.rows])
+
+    def top_k(self, k: int = 10) -> TopK:
+        """Probes by |distortion index|."""
+        return top_entries([r.probe for r in self.rows], [r.index for r in self.rows], k, "index")
+
+    def plot(self, ax=None):
+        rows = self.rows[::-1]
+        fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
+        y = np.arange(len(rows))
+        ax.barh(
+            y,
+            [r.index for r in rows],
+            xerr=[[r.index - r.ci_low for r in rows], [r.ci_high - r.index for r in rows]],
+            color="#4472c4",
+            capsize=2,
+        )
+        ax.set_yticks(y, [f"{r.probe} (flips {r.flip_share:.0%})" for r in rows], fontsize=8)
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel("distortion index (mean shift / sd of natural margins), 95% CI")
+        fig.tight_layout()
+        return fig
+
+
+def distortion_index(report) -> DistortionResult:
+    """Distortion index and flip share of every probe of a ``run_probes`` report on pairs."""
+    if report.chosen_rewards is None:
+        raise ProbeError("the distortion index needs a run over preference pairs (a PairSet)")
+    seed, min_n = report.settings.get("seed", 0), report.settings.get("min_n", 10)
+    margins_all = (report.chosen_rewards - report.original_rewards).double()
+    rows = []
+    for row in report.rows:
+        idx = list(row.example_index)
+        try:
+            check_n(len(idx), min_n, f"distortion index of {row.probe!r}")
+        except TooFewExamplesError:
+            continue
+        margin = margins_all[idx]
+        delta = torch.as_tensor(row.deltas, dtype=torch.float64)
+        d, m = delta.numpy(), margin.numpy()
+        lo, hi = bootstrap_ci((d, m), _index, seed=seed)
+        rows.append(
+            DistortionRow(
+                probe=row.probe,
+                n=len(idx),
+                index=float(_index(d, m)),
+                ci_low=lo,
+                ci_high=hi,
+                flip_share=flip_share(margin, margin - delta),
+                margin_sd=float(m.std(ddof=1)),
+            )
+        )
+    return DistortionResult(tuple(rows))

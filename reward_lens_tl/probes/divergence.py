@@ -1,0 +1,250 @@
+"""Divergence-aware patching: is a patched state one the model could ever see?
+
+Activation patching writes values into a run; the result is only evidence about the model's
+mechanism if the patched residual stream still looks like a natural one. For every cell of an
+:func:`~reward_lens_tl.patching.activation_patching` sweep this module computes the residual
+**after the patch**, at each patched position:
+
+- ``resid_pre`` / ``resid_mid`` / ``resid_post``: the written vector itself;
+- ``attn_out`` / ``mlp_out``: the residual the component writes into (``resid_mid`` /
+  ``resid_post`` of the target run) with the target's component output swapped for the
+  patched one;
+- ``z`` (one head): ``resid_mid`` plus ``(z_patched − z_target) @ W_O[head]``
+  (pre-norm models; post-norm architectures are refused).
+
+Its distance from natural states is the **Mahalanobis distance** under a Ledoit-Wolf shrinkage
+covariance (:func:`shrinkage_covariance`) of the residuals at the same hook over every real
+token of ``natural`` sequences (half of them, alternating); the other half calibrates it: a
+cell's **percentile** is the share of held-out natural distances below its own, and a cell is
+**out of distribution** when the percentile is ≥ ``ood_percentile`` (default 99). A cell that
+patches several positions reports its farthest one. Results are reported with and without the
+out-of-distribution cells (:meth:`DivergenceResult.top_k`, ``to_dataframe()['ood']``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..inputs import EncodedConversation, pad_batch
+from ..patching import activation_patching
+from ..patching.activation import run_source
+from ..patching.plan import (
+    PatchRequest,
+    RewardReader,
+    ablation_values,
+    gather_aligned,
+    make_plan,
+)
+from ..patching.results import PatchResult
+from ..results import Result, TopK, top_entries
+from .errors import ProbeError, TooFewExamplesError
+
+AFTER_HOOK = {
+    "resid_pre": "hook_resid_pre",
+    "resid_mid": "hook_resid_mid",
+    "resid_post": "hook_resid_post",
+    "attn_out": "hook_resid_mid",
+    "mlp_out": "hook_resid_post",
+    "z": "hook_resid_mid",
+}
+
+
+def shrinkage_covariance(
+    x: Float[Tensor, "n d"],
+) -> tuple[Float[Tensor, " d"], Float[Tensor, "d d"], float]:
+    """``(mean, covariance, shrinkage)`` with Ledoit and Wolf's (2004) optimal shrinkage of
+    the sample covariance ``S`` towards ``mu·I`` (``mu = tr(S)/d``):
+    ``Σ = (1 − s)·S + s·mu·I``, ``s = min(b², d²)/d²`` with ``d² = ‖S − mu·I‖²_F`` and
+    ``b² = (1/n²) Σ_k ‖x_k x_kᵀ − S‖²_F`` (``S`` with divisor n). Positive definite for
+    any n ≥ 2.
+    """
+    x = x.double()
+    n = x.shape[0]
+    if n < 2:
+        raise TooFewExamplesError(f"a covariance needs at least 2 states, got {n}")
+    mean = x.mean(0)
+    xc = x - mean
+    S = xc.T @ xc / n
+    mu = torch.trace(S) / S.shape[0]
+    d2 = ((S - mu * torch.eye(S.shape[0], dtype=S.dtype)) ** 2).sum()
+    # Σ_k ‖x_k x_kᵀ − S‖² = Σ_k ‖x_k‖⁴ − n‖S‖²
+    b2 = ((xc.pow(2).sum(1) ** 2).sum() / n - (S**2).sum()) / n
+    s = float(torch.clamp(b2 / d2, 0.0, 1.0)) if float(d2) > 0 else 1.0
+    cov = (1 - s) * S + s * mu * torch.eye(S.shape[0], dtype=S.dtype)
+    return mean, cov, s
+
+
+@dataclass(frozen=True)
+class NaturalStates:
+    """The distribution of natural residuals at one hook: fit half and calibration half."""
+
+    hook: str
+    mean: Tensor
+    precision: Tensor
+    shrinkage: float
+    calibration: np.ndarray  # sorted Mahalanobis distances of held-out natural states
+
+    def distance(self, x: Float[Tensor, "... d"]) -> Float[Tensor, "..."]:
+        xc = x.detach().double().cpu() - self.mean
+        return torch.einsum("...i,ij,...j->...", xc, self.precision, xc).clamp_min(0).sqrt()
+
+    def percentile(self, distance: Tensor) -> Tensor:
+        """Share (in %) of held-out natural distances strictly below each distance."""
+        below = np.searchsorted(self.calibration, distance.numpy(), side="left")
+        return torch.as_tensor(100.0 * below / len(self.calibration))
+
+
+def natural_states(model, natural: Sequence, hooks: Sequence[str], batch_size: int = 32):
+    """Per hook, :class:`NaturalStates` from every real token of ``natural`` sequences
+    (even-indexed sequences fit the covariance, odd-indexed ones calibrate it)."""
+    seqs = [s.ids if isinstance(s, EncodedConversation) else tuple(s) for s in natural]
+    if len(seqs) < 4:
+        raise TooFewExamplesError(f"natural states need at least 4 sequences, got {len(seqs)}")
+    acts: dict[str, list[list[Tensor]]] = {h: [[], []] for h in hooks}
+    with torch.no_grad():
+        for start in range(0, len(seqs), batch_size):
+            ids, mask = pad_batch(seqs[start : start + batch_size], model.pad_token_id)
+            ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)
+            _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter=list(hooks))
+            for h in hooks:
+                for i in range(ids.shape[0]):
+                    half = (start + i) % 2
+                    acts[h][half].append(cache[h][i][mask[i].bool()].float().cpu())
+    out = {}
+    for h in hooks:
+        fit, cal = torch.cat(acts[h][0]), torch.cat(acts[h][1])
+        mean, cov, s = shrinkage_covariance(fit)
+        precision = torch.linalg.inv(cov)
+        partial = NaturalStates(h, mean, precision, s, np.zeros(1))
+        calib = np.sort(partial.distance(cal).numpy())
+        out[h] = NaturalStates(h, mean, precision, s, calib)
+    return out
+
+
+@dataclass(frozen=True)
+class DivergenceResult(Result):
+    """A patching sweep with, per cell, the patched state's distance from natural states."""
+
+    patch: PatchResult
+    distance: Tensor  # grid-shaped
+    percentile: Tensor  # grid-shaped, 0-100
+    ood_percentile: float
+    shrinkage: dict
+
+    @property
+    def ood(self) -> Tensor:
+        """Grid-shaped: the cell's patched state is out of distribution."""
+        return self.percentile >= self.ood_percentile
+
+    def ood_share(self) -> float:
+        return float(self.ood.float().mean())
+
+    def in_distribution_values(self) -> Tensor:
+        """The patch values with out-of-distribution cells set to ``nan``."""
+        return torch.where(self.ood, torch.nan, self.patch.values)
+
+    def top_k(self, k: int = 10, include_ood: bool = False) -> TopK:
+        """Cells by |effect| (shown), by default only in-distribution ones."""
+        labels, eff = self.patch.labels(), self.patch.effects()
+        keep = torch.ones_like(eff, dtype=torch.bool) if include_ood else ~self.ood.reshape(-1)
+        kept = [i for i in range(len(labels)) if keep[i]]
+        return top_entries([labels[i] for i in kept], [float(eff[i]) for i in kept], k, "effect")
+
+    def to_dataframe(self):
+        frame = self.patch.to_dataframe()
+        frame["distance"] = self.distance.reshape(-1).numpy()
+        frame["percentile"] = self.percentile.reshape(-1).numpy()
+        frame["ood"] = self.ood.reshape(-1).numpy()
+        return frame
+
+    def plot(self, ax=None):
+        """The patching heat map with out-of-distribution cells marked ×."""
+        fig = self.patch.plot(ax=ax)
+        ax = fig.axes[0]
+        m, _, _ = self.patch.matrix()
+        ood = self.ood if self.ood.ndim == 2 else self.ood.reshape(m.shape)
+        if ood.ndim == 1:
+            ood = ood[:, None]
+        rows, cols = torch.nonzero(ood, as_tuple=True)
+        ax.scatter(cols.numpy(), rows.numpy(), marker="x", color="k", s=18, label="OOD")
+        return fig
+
+
+def _patched_states(model, plan, cache, values: dict[int, Tensor], layer: int) -> Tensor:
+    """``[n_aligned, d]`` (or ``[n_aligned, head, d]`` for ``z``) residuals after the patch."""
+    tpos = plan.alignment.target
+    site = plan.site
+    v = values[layer].float()
+    if site in ("resid_pre", "resid_mid", "resid_post"):
+        return v
+    after = gather_aligned(cache[f"blocks.{layer}.{AFTER_HOOK[site]}"], tpos).float()
+    own = gather_aligned(cache[plan.hook(layer)], tpos).float()
+    if site in ("attn_out", "mlp_out"):
+        return after - own + v
+    W_O = model.blocks[layer].attn.W_O.detach().float()  # [head, d_head, d_model]
+    return after[:, None] + torch.einsum("phe,hed->phd", v - own, W_O)
+
+
+def divergence_aware_patching(
+    model,
+    clean,
+    corrupted=None,
+    *,
+    natural: Sequence,
+    site: str = "resid_pre",
+    mode: str = "denoising",
+    ood_percentile: float = 99.0,
+    reference=None,
+    mean_over: str = "token",
+    objective=None,
+    **kwargs,
+) -> DivergenceResult:
+    """:func:`~reward_lens_tl.patching.activation_patching` plus, per cell, how far the
+    patched state lies from ``natural`` states (module docstring). ``kwargs`` go to
+    ``activation_patching`` (alignment, positions, by_position, layers, heads, ...)."""
+    if site not in AFTER_HOOK:
+        raise ProbeError(f"divergence is measured for sites {tuple(AFTER_HOOK)}, not {site!r}")
+    if site == "z" and model.cfg.use_normalization_before_and_after:
+        raise ProbeError("site='z' on post-norm architectures: patch 'attn_out' instead")
+    chunking = {k: kwargs.pop(k) for k in ("chunk_size", "reuse_prefix") if k in kwargs}
+    request = PatchRequest.of(
+        clean, corrupted, site=site, mode=mode, reference=reference, mean_over=mean_over,
+        objective=objective, **kwargs,
+    )  # fmt: skip
+    patch = activation_patching(model, request, **chunking)
+    plan = make_plan(model, request)
+    layers = plan.grid.layers
+    after_hooks = {layer: f"blocks.{layer}.{AFTER_HOOK[site]}" for layer in layers}
+    names = list(dict.fromkeys([*after_hooks.values(), *(plan.hook(layer) for layer in layers)]))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(plan.target.batch(), names_filter=names)
+        if plan.is_ablation():
+            values = ablation_values(model, plan, reference, mean_over)
+        else:
+            values, _ = run_source(model, plan, RewardReader(model, objective), ())
+    nat = natural_states(model, natural, sorted(set(after_hooks.values())))
+    dist_rows, pct_rows = [], []
+    for layer in layers:
+        states = _patched_states(model, plan, cache, values, layer)
+        n = nat[after_hooks[layer]]
+        dist = n.distance(states)  # [n_aligned] or [n_aligned, head]
+        j, head = plan.grid.layer_cells()
+        per = dist if dist.ndim == 2 else dist[:, None]
+        h = head.clamp(min=0)
+        cell = per.max(0).values[h] if not plan.grid.by_position else per[j, h]
+        dist_rows.append(cell)
+        pct_rows.append(n.percentile(cell))
+    shape = plan.grid.shape
+    return DivergenceResult(
+        patch=patch,
+        distance=torch.stack(dist_rows).reshape(shape).float(),
+        percentile=torch.stack(pct_rows).reshape(shape).float(),
+        ood_percentile=ood_percentile,
+        shrinkage={h: nat[h].shrinkage for h in nat},
+    )

@@ -1,0 +1,135 @@
+"""The outside view: statistics of the reward deltas a probe causes, and when to flag it.
+
+Per probe, over the examples it applied to (``delta = reward(perturbed) − reward(original)``):
+
+- ``mean_delta`` with a seeded percentile bootstrap CI (``scipy.stats.bootstrap``);
+- ``sd_delta`` and ``effect_size = mean / sd`` (Cohen's d_z of paired differences; ddof = 1);
+- ``relative_effect = mean_delta / natural_sd``: the shift in units of the natural spread of
+  rewards (sd, ddof = 1, of the original rewards of the same examples);
+- ``flagged``: **the CI excludes 0 AND |relative_effect| ≥ ``min_relative``** (default 0.1).
+  The CI alone flags any consistent shift once n is large, however small; the second condition
+  asks that the shift matter on the scale rewards naturally vary on.
+
+Fewer than ``min_n`` (default 10) deltas are refused with :class:`TooFewExamplesError`: no
+infinite effect sizes from one example, no CIs from two. Correlations between probes come with
+their n and a Fisher-z CI, and are refused below ``min_n`` too.
+
+>>> import numpy as np
+>>> s = summarize_deltas(np.linspace(0.9, 1.1, 20), natural_sd=2.0, seed=0)
+>>> s.n, round(s.mean_delta, 3), s.ci_low > 0, round(s.relative_effect, 2), s.flagged
+(20, 1.0, True, 0.5, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .errors import TooFewExamplesError
+
+MIN_N = 10
+MIN_RELATIVE = 0.1
+N_BOOT = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class DeltaSummary:
+    """Statistics of one probe's deltas (see the module docstring for each field)."""
+
+    n: int
+    mean_delta: float
+    ci_low: float
+    ci_high: float
+    sd_delta: float
+    effect_size: float
+    relative_effect: float
+    flagged: bool
+
+
+def check_n(n: int, min_n: int, what: str) -> None:
+    if n < min_n:
+        raise TooFewExamplesError(
+            f"{what}: {n} values, fewer than the {min_n} needed for a meaningful estimate; add "
+            "examples (or lower min_n knowingly)"
+        )
+
+
+def bootstrap_ci(
+    values: np.ndarray, statistic=np.mean, *, seed: int = 0, n_boot: int = N_BOOT,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:  # fmt: skip
+    """Seeded percentile bootstrap CI of ``statistic`` over ``values`` (1-D, or a tuple of
+    paired arrays resampled together)."""
+    data = values if isinstance(values, tuple) else (np.asarray(values, dtype=float),)
+    if np.ptp(data[0]) == 0 and len(data) == 1:  # constant: every resample agrees
+        v = float(statistic(data[0]))
+        return v, v
+    res = stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=n_boot,
+        confidence_level=confidence,
+        method="percentile",
+        paired=len(data) > 1,
+        vectorized=False if len(data) > 1 else True,
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _mean(x, axis=-1):
+    return np.mean(x, axis=axis)
+
+
+def summarize_deltas(
+    deltas,
+    *,
+    natural_sd: float,
+    seed: int = 0,
+    min_n: int = MIN_N,
+    min_relative: float = MIN_RELATIVE,
+    n_boot: int = N_BOOT,
+    confidence: float = CONFIDENCE,
+) -> DeltaSummary:
+    """Mean, bootstrap CI, d_z and the flag of one probe's deltas (module docstring)."""
+    d = np.asarray(deltas, dtype=float)
+    check_n(d.size, min_n, "probe deltas")
+    if not np.isfinite(d).all():
+        raise ValueError("reward deltas must be finite")
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1))
+    lo, hi = bootstrap_ci(d, _mean, seed=seed, n_boot=n_boot, confidence=confidence)
+    effect = mean / sd if sd > 0 else math.nan  # a constant shift has no finite d_z
+    relative = mean / natural_sd if natural_sd > 0 else float("nan")
+    excludes_zero = lo > 0 or hi < 0
+    flagged = bool(excludes_zero and abs(relative) >= min_relative)
+    return DeltaSummary(d.size, mean, lo, hi, sd, effect, relative, flagged)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Pearson r between two probes' deltas on the examples both applied to."""
+
+    a: str
+    b: str
+    n: int
+    r: float
+    ci_low: float
+    ci_high: float
+
+
+def correlation(a: str, b: str, x, y, *, min_n: int = MIN_N, confidence=CONFIDENCE):
+    """Pearson r with a Fisher-z CI (n ≥ ``min_n``, else :class:`TooFewExamplesError`);
+    ``nan`` when either side is constant."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    check_n(x.size, min_n, f"correlation of {a!r} and {b!r}")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return Correlation(a, b, x.size, math.nan, math.nan, math.nan)
+    r = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
+    z, se = math.atanh(min(max(r, -0.999999), 0.999999)), 1.0 / math.sqrt(x.size - 3)
+    q = stats.norm.ppf(0.5 + confidence / 2)
+    return Correlation(a, b, x.size, r, math.tanh(z - q * se), math.tanh(z + q * se))

@@ -1,0 +1,149 @@
+"""Result objects of the probe suite: the report of a run, one row per probe.
+
+:class:`ProbeReport` (from :func:`~reward_lens_tl.probes.run_probes`) holds every probe's
+per-example deltas, their summary (:class:`~reward_lens_tl.probes.outside.DeltaSummary`), the
+examples each probe skipped with the reason, and the inside view (``.cascade``). Figures are
+returned, never shown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import Tensor
+
+from ..results import Result, TopK, new_axes, top_entries
+from .outside import DeltaSummary
+
+STAT_FIELDS = ("mean_delta", "ci_low", "ci_high", "sd_delta", "effect_size", "relative_effect")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A probe that did not apply to one example, and why."""
+
+    probe: str
+    example: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    """One probe's outcome: which examples it applied to, their deltas, the summary
+    (``None`` with a ``note`` when too few applied) and, on pairs, the flip rate."""
+
+    probe: str
+    kind: str
+    example_index: tuple[int, ...]
+    deltas: np.ndarray
+    summary: DeltaSummary | None
+    flip_rate: float | None = None
+    note: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.example_index)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.summary is not None and self.summary.flagged)
+
+    def record(self, n_skipped: int) -> dict[str, Any]:
+        stats = {f: getattr(self.summary, f) if self.summary else math.nan for f in STAT_FIELDS}
+        return {
+            "probe": self.probe,
+            "kind": self.kind,
+            "n": self.n,
+            "n_skipped": n_skipped,
+            **stats,
+            "flip_rate": math.nan if self.flip_rate is None else self.flip_rate,
+            "flagged": self.flagged,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeReport(Result):
+    """What :func:`~reward_lens_tl.probes.run_probes` returns (see its docstring)."""
+
+    rows: tuple[ProbeRow, ...]
+    skipped: tuple[Skipped, ...]
+    n_examples: int
+    original_rewards: Tensor
+    chosen_rewards: Tensor | None
+    natural_sd: float
+    cascade: Any = None  # CascadeResult when run with inside=True
+    n_forward: int = 0
+    settings: dict = field(default_factory=dict)
+
+    def __getitem__(self, probe: str) -> ProbeRow:
+        for row in self.rows:
+            if row.probe == probe:
+                return row
+        raise KeyError(f"no probe {probe!r}; probes: {[r.probe for r in self.rows]}")
+
+    @property
+    def probes(self) -> tuple[str, ...]:
+        return tuple(r.probe for r in self.rows)
+
+    def to_dataframe(self):
+        """One row per probe: ``probe, kind, n, n_skipped, mean_delta, ci_low, ci_high,
+        sd_delta, effect_size, relative_effect, flip_rate, flagged, note``."""
+        import pandas as pd
+
+        counts = {r.probe: 0 for r in self.rows}
+        for s in self.skipped:
+            counts[s.probe] += 1
+        return pd.DataFrame([r.record(counts[r.probe]) for r in self.rows])
+
+    def skipped_frame(self):
+        """One row per skipped (probe, example) with the reason."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [(s.probe, s.example, s.reason) for s in self.skipped],
+            columns=["probe", "example", "reason"],
+        )
+
+    def flagged(self) -> list[str]:
+        return [r.probe for r in self.rows if r.flagged]
+
+    def false_positive_rate(self) -> tuple[int, int]:
+        """``(flagged, tested)`` over the invariance probes with statistics."""
+        tested = [r for r in self.rows if r.kind == "invariance" and r.summary is not None]
+        return sum(r.flagged for r in tested), len(tested)
+
+    def top_k(self, k: int = 10) -> TopK:
+        """Probes by |mean delta| (largest first), as ``[(probe, mean_delta)]``."""
+        rows = [r for r in self.rows if r.summary is not None]
+        return top_entries(
+            [r.probe for r in rows], [r.summary.mean_delta for r in rows], k, "mean_delta"
+        )
+
+    def distortion(self):
+        """The distortion index per probe (needs a run over pairs); see
+        :func:`~reward_lens_tl.probes.distortion.distortion_index`."""
+        from .distortion import distortion_index
+
+        return distortion_index(self)
+
+    def plot(self, ax=None):
+        """Mean delta per probe with its CI; flagged probes in red. Returns the figure."""
+        rows = [r for r in self.rows if r.summary is not None][::-1]
+        fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
+        y = np.arange(len(rows))
+        means = [r.summary.mean_delta for r in rows]
+        err = [
+            [m - r.summary.ci_low for m, r in zip(means, rows, strict=True)],
+            [r.summary.ci_high - m for m, r in zip(means, rows, strict=True)],
+        ]
+        colors = ["#c00000" if r.flagged else "#4472c4" for r in rows]
+        ax.barh(y, means, xerr=err, color=colors, capsize=2)
+        ax.set_yticks(y, [f"{r.probe} ({r.kind})" for r in rows], fontsize=8)
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_xlabel("mean reward delta (perturbed − original), 95% CI; red = flagged")
+        fig.tight_layout()
+        return fig

@@ -1,0 +1,217 @@
+"""``run_probes``: apply every probe to every example, score both, and summarise.
+
+Cost: every original sequence is forwarded once (shared by all probes) and every perturbed
+sequence once, each a single cached forward that yields the reward, the reward lens and the
+exact attribution together (:mod:`~reward_lens_tl.probes.forward`). With P probes that is
+``1 + 1/P`` forwards per example per probe (pairs add the chosen side, also once), measured in
+``benchmarks/bench_probes.py``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import RewardLensError
+from ..inputs import EncodedConversation
+from .cascade import build_cascade
+from .distortion import flip_share
+from .errors import ProbeError, ProbeSkip, TooFewExamplesError
+from .forward import Forwarded, forward_sequences
+from .outside import CONFIDENCE, MIN_N, MIN_RELATIVE, N_BOOT, summarize_deltas
+from .probe import Conversation, Probe
+from .results import ProbeReport, ProbeRow, Skipped
+
+
+@dataclass(frozen=True)
+class Item:
+    """One example: its encoding, its text when known, and the chosen side for pairs."""
+
+    enc: EncodedConversation
+    prompt_text: Any = None
+    response_text: str | None = None
+    chosen: EncodedConversation | None = None
+
+
+def as_items(model, examples) -> list[Item]:
+    """Normalise examples: ``EncodedConversation``\\ s, ``(prompt, response)`` texts, or pairs
+    (``PairSet`` / objects with ``prompt``, ``chosen``, ``rejected``: the rejected side is
+    probed, the chosen side kept for margins)."""
+    if isinstance(examples, (EncodedConversation, str)) or not isinstance(examples, Sequence):
+        try:
+            examples = list(examples)
+        except TypeError as err:
+            raise ProbeError(
+                "examples must be a sequence of EncodedConversation, (prompt, response) "
+                f"tuples or preference pairs, got {type(examples).__name__}"
+            ) from err
+    items = []
+    for i, ex in enumerate(examples):
+        if isinstance(ex, EncodedConversation):
+            items.append(Item(ex))
+        elif isinstance(ex, tuple) and len(ex) == 2 and isinstance(ex[1], str):
+            items.append(Item(model.encode(ex[0], ex[1]), ex[0], ex[1]))
+        elif all(hasattr(ex, a) for a in ("prompt", "chosen", "rejected")):
+            rejected = model.encode(ex.prompt, ex.rejected)
+            chosen = model.encode(ex.prompt, ex.chosen)
+            items.append(Item(rejected, ex.prompt, ex.rejected, chosen))
+        else:
+            raise ProbeError(
+                f"example {i} is a {type(ex).__name__}; expected an EncodedConversation, a "
+                "(prompt, response) tuple of texts, or a preference pair"
+            )
+    if items and len({it.chosen is None for it in items}) > 1:
+        raise ProbeError("mix of preference pairs and single examples; run them separately")
+    return items
+
+
+def _check_probes(probes) -> list[Probe]:
+    probes = [probes] if isinstance(probes, Probe) else list(probes)
+    if not probes:
+        raise ProbeError("no probes given")
+    bad = [type(p).__name__ for p in probes if not isinstance(p, Probe)]
+    if bad:
+        raise ProbeError(f"probes must be Probe objects, got {bad}")
+    names = [p.name for p in probes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ProbeError(f"probe names must be unique; repeated: {dupes}")
+    return probes
+
+
+def apply_probe(model, probe: Probe, item: Item, rng: random.Random) -> EncodedConversation | str:
+    """The perturbed encoding, or the reason the probe does not apply (a string)."""
+    conv = Conversation.from_encoded(
+        item.enc,
+        model.eos_token_id,
+        tokenizer=model.tokenizer,
+        prompt_text=item.prompt_text,
+        response_text=item.response_text,
+        encode=model.encode if model.tokenizer is not None else None,
+        rng=rng,
+    )
+    try:
+        new = probe.edit(conv)
+    except ProbeSkip as skip:
+        return skip.reason
+    except RewardLensError as err:  # e.g. the re-encoded text exceeds n_ctx
+        return f"{type(err).__name__}: {err}"
+    if new.ids == item.enc.ids:
+        return "the edit changes nothing (same token ids)"
+    if len(new.ids) > model.cfg.n_ctx:
+        return f"the edited sequence has {len(new.ids)} tokens, more than n_ctx={model.cfg.n_ctx}"
+    if min(new.ids) < 0 or max(new.ids) >= model.cfg.d_vocab:
+        return f"the edit produced token ids outside the vocabulary [0, {model.cfg.d_vocab})"
+    return new
+
+
+def run_probes(
+    model,
+    examples,
+    probes,
+    *,
+    seed: int = 0,
+    inside: bool = True,
+    objective=None,
+    batch_size: int = 32,
+    min_n: int = MIN_N,
+    min_relative: float = MIN_RELATIVE,
+    n_boot: int = N_BOOT,
+    confidence: float = CONFIDENCE,
+) -> ProbeReport:
+    """Apply ``probes`` to ``examples`` and report reward deltas per probe.
+
+    ``examples``: ``EncodedConversation``\\ s, ``(prompt, response)`` texts, or a ``PairSet``
+    (the rejected responses are probed; the report then has preference-flip rates and the
+    distortion index). ``seed`` seeds the probes' random choices and the bootstrap.
+    ``inside=True`` adds the cascade (per-layer reward-lens deltas and exact attribution of
+    each delta) from the same forward passes. ``objective`` picks a head column of a
+    multi-objective model (default: the model's reward, e.g. the gated score).
+    The flag rule and the statistics: :mod:`~reward_lens_tl.probes.outside`. Probes that do
+    not apply to an example are listed in ``report.skipped`` with the reason.
+    """
+    probes = _check_probes(probes)
+    items = as_items(model, examples)
+    if len(items) < min_n:
+        raise TooFewExamplesError(
+            f"{len(items)} examples, fewer than the {min_n} a probe statistic needs; add "
+            "examples (or lower min_n knowingly)"
+        )
+    with torch.no_grad():
+        base = forward_sequences(
+            model, [it.enc for it in items], objective=objective, inside=inside,
+            batch_size=batch_size,
+        )  # fmt: skip
+        chosen = None
+        if items[0].chosen is not None:
+            chosen = forward_sequences(
+                model, [it.chosen for it in items], objective=objective, inside=False,
+                batch_size=batch_size,
+            ).rewards  # fmt: skip
+        edited, skipped, applied = [], [], {}
+        for probe in probes:
+            rows = []
+            for i, item in enumerate(items):
+                out = apply_probe(model, probe, item, random.Random(f"{seed}:{probe.name}:{i}"))
+                if isinstance(out, str):
+                    skipped.append(Skipped(probe.name, i, out))
+                else:
+                    rows.append(i)
+                    edited.append(out)
+            applied[probe.name] = rows
+        pert = forward_sequences(
+            model, edited, objective=objective, inside=inside, batch_size=batch_size
+        ) if edited else None  # fmt: skip
+    natural_sd = float(base.rewards.double().std()) if len(items) > 1 else float("nan")
+    report_rows, offset, per_probe = [], 0, {}
+    for probe in probes:
+        idx = applied[probe.name]
+        sl = slice(offset, offset + len(idx))
+        offset += len(idx)
+        delta = (pert.rewards[sl] - base.rewards[idx]).numpy() if idx else np.zeros(0)
+        per_probe[probe.name] = (idx, sl)
+        report_rows.append(
+            _row(probe, idx, delta, natural_sd, chosen, base, pert, sl, seed, min_n,
+                 min_relative, n_boot, confidence)
+        )  # fmt: skip
+    cascade = None
+    if inside and pert is not None:
+        cascade = build_cascade(probes, per_probe, base, pert, seed=seed, min_n=min_n)
+    n_forward = base.n_forward + (pert.n_forward if pert else 0)
+    n_forward += 0 if chosen is None else len(items)
+    return ProbeReport(
+        rows=tuple(report_rows),
+        skipped=tuple(skipped),
+        n_examples=len(items),
+        original_rewards=base.rewards,
+        chosen_rewards=chosen,
+        natural_sd=natural_sd,
+        cascade=cascade,
+        n_forward=n_forward,
+        settings={"seed": seed, "min_n": min_n, "min_relative": min_relative,
+                  "confidence": confidence, "n_boot": n_boot},
+    )  # fmt: skip
+
+
+def _row(probe, idx, delta, natural_sd, chosen, base: Forwarded, pert, sl, seed, min_n,
+         min_relative, n_boot, confidence) -> ProbeRow:  # fmt: skip
+    flips = None
+    if chosen is not None and len(idx):
+        flips = flip_share(chosen[idx] - base.rewards[idx], chosen[idx] - pert.rewards[sl])
+    try:
+        summary = summarize_deltas(
+            delta, natural_sd=natural_sd, seed=seed, min_n=min_n, min_relative=min_relative,
+            n_boot=n_boot, confidence=confidence,
+        )  # fmt: skip
+        note = ""
+    except TooFewExamplesError as err:
+        summary, note = None, str(err)
+    return ProbeRow(
+        probe=probe.name, kind=probe.kind, example_index=tuple(idx), deltas=delta,
+        summary=summary, flip_rate=flips, note=note,
+    )  # fmt: skip
