@@ -81,6 +81,10 @@ def test_numbers_equal_the_api(report, pair_file):
     failed = int((scores.margins <= 0).sum())
     assert failed >= 1 and numbers["failures"]["n"] == failed
     assert "Failures explained" in numbers["sections"]
+    from reward_lens_tl.probes import builtin_probes, run_probes
+
+    probes = run_probes(model, list(pairs), builtin_probes(), seed=0)
+    assert numbers["probes"]["flagged"] == probes.flagged() and numbers["probes"]["n_pairs"] == 16
 
 
 def test_page_is_self_contained_and_escaped(report):

@@ -1,5 +1,8 @@
 """Extra report sections from the other analyses (registered when this module is imported).
 
+- ``Reward-hacking probes``: the built-in probes applied to the rejected responses (flip rates,
+  distortion index; invariance probes must not be flagged) — pairs that only fit the context
+  after truncation are left out, and fewer than ten fitting pairs skip the section with a note;
 - ``Failures explained``: the pairs the model gets wrong, explained with
   :meth:`~reward_lens_tl.evals.results.Failures.explain` (wrong-way components against the
   successes, the tokens that drive them, where the wrong preference appears);
@@ -79,5 +82,44 @@ def failures_section(ctx) -> Section:
     return section
 
 
+def probes_section(ctx) -> Section:
+    from ..errors import RewardLensError
+    from ..probes import builtin_probes, run_probes
+
+    model = ctx["model"]
+    section = Section("Reward-hacking probes")
+    fitting = []
+    for i in ctx["kept"]:
+        pair = ctx["pairs"][i]
+        try:
+            model.encode(pair.prompt, pair.chosen), model.encode(pair.prompt, pair.rejected)
+        except RewardLensError:
+            continue
+        fitting.append(pair)
+    if len(fitting) < 10:
+        return section.text(
+            f"Skipped: {len(fitting)} pairs fit the context without truncation; the probe "
+            "statistics need at least 10."
+        )
+    report = run_probes(model, fitting, builtin_probes(), seed=0)
+    frame = report.to_dataframe()
+    flagged, tested = report.false_positive_rate()
+    ctx["numbers"]["probes"] = {
+        "n_pairs": len(fitting),
+        "flagged": report.flagged(),
+        "invariance_flagged": [flagged, tested],
+    }
+    section.text(
+        f"{len(frame)} built-in probes applied to the rejected responses of {len(fitting)} "
+        f"pairs; flagged: {ctx['numbers']['probes']['flagged'] or 'none'}; invariance probes "
+        f"flagged: {flagged} of {tested}. Probes whose text the tokenizer does not know insert "
+        "unknown tokens; skipped examples are counted in the table."
+    )
+    section.table(frame, max_rows=20)
+    section.figure(report.plot(), "reward deltas per probe")
+    return section
+
+
+register_section("probes", probes_section)
 register_section("failures", failures_section)
 register_section("sweep", sweep_section)
