@@ -132,10 +132,6 @@ class PairAttribution(MarginResult):
     chosen: AttributionResult
     rejected: AttributionResult
 
-    @property
-    def margin(self) -> AttributionResult:
-        return self.chosen - self.rejected
-
 
 def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:
     names = ["hook_embed"]

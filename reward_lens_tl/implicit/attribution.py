@@ -141,12 +141,10 @@ class ImplicitAttribution(Result):
 
 @dataclass(frozen=True)
 class PairImplicitAttribution(MarginResult):
+    """Implicit-reward attribution of chosen and rejected; ``.margin`` is their difference."""
+
     chosen: ImplicitAttribution
     rejected: ImplicitAttribution
-
-    @property
-    def margin(self) -> ImplicitAttribution:
-        return self.chosen - self.rejected
 
 
 def _directions(policy, logits: Tensor, ids: Tensor, lse: LSE) -> tuple[Tensor, Tensor, Tensor]:

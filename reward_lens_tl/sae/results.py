@@ -153,10 +153,6 @@ class PairFeatureAttribution(MarginResult):
     chosen: FeatureAttribution
     rejected: FeatureAttribution
 
-    @property
-    def margin(self) -> FeatureAttribution:
-        return self.chosen - self.rejected
-
 
 @dataclass(frozen=True)
 class FeatureEffects(Result):
