@@ -31,6 +31,7 @@ from sae_lens import HookedSAETransformer
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from . import fast_attention
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .errors import (
@@ -59,6 +60,7 @@ class HookedRewardModel(HookedSAETransformer):
         tokenizer: Any = None,
     ):
         super().__init__(cfg)
+        fast_attention.install(self)
         self.hook_reward = HookPoint()
         self.setup()
         self.adapter = adapter if adapter is not None else LlamaAdapter()
@@ -202,6 +204,11 @@ class HookedRewardModel(HookedSAETransformer):
         return pos
 
     # -- forward --------------------------------------------------------------------------
+    def set_fast_attention(self, enabled: bool = True) -> None:
+        """Use SDPA for attention when no hook reads the pattern (default on; exact, see
+        :mod:`reward_lens_tl.fast_attention`), or TL's explicit-pattern path everywhere."""
+        fast_attention.set_enabled(self, enabled)
+
     def forward(
         self,
         input,
