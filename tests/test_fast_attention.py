@@ -160,7 +160,7 @@ def test_frozen_prefix_cache_and_gradients_match():
             )
         store = {}
 
-        def keep(act, hook):
+        def keep(act, hook, store=store):
             act.retain_grad()
             store[hook.name] = act
 
