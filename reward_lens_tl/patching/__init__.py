@@ -51,7 +51,7 @@ from .mechanisms import (
     minimal_head_sets,
 )
 from .plan import margin_fraction, reward_change
-from .results import PatchResult
+from .results import MultiSitePatchResult, PatchResult
 
 __all__ = [
     "Agreement",
@@ -63,6 +63,7 @@ __all__ = [
     "AlignmentError",
     "Grid",
     "MethodComparison",
+    "MultiSitePatchResult",
     "PatchResult",
     "PatchingError",
     "Run",

@@ -59,7 +59,8 @@ from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
 from ..readout import Objective
 from .alignment import AlignmentKind
-from .grids import HEAD_SITES
+from .errors import PatchingError
+from .grids import HEAD_SITES, canonical_site
 from .plan import (
     Metric,
     PatchPlan,
@@ -71,7 +72,7 @@ from .plan import (
     margin_fraction,
     reward_change,
 )
-from .results import PatchResult
+from .results import MultiSitePatchResult, PatchResult
 
 DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
 NO_CHANGE = 1 << 40  # "this cell writes nothing new"
@@ -99,46 +100,74 @@ class TargetState:
 
 def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence) -> TargetState:
     """Forward the target run once, caching block inputs and its key-value cache."""
+    return run_targets(model, [plan], reader, fwd_hooks)[0]
+
+
+def run_targets(
+    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
+) -> list[TargetState]:
+    """One target forward shared by several plans (same runs and alignment, other sites):
+    one :class:`TargetState` per plan, sharing block inputs and the key-value cache."""
     n_layers = model.cfg.n_layers
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)]
     names.append(f"blocks.{n_layers - 1}.hook_resid_post")
-    site_names = [plan.hook(layer) for layer in plan.grid.layers]
-    ids = plan.target.batch()
+    site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
+    ids = plans[0].target.batch()
     kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
             ids,
             attention_mask=torch.ones_like(ids),
             return_type="reward",
-            names_filter=list(dict.fromkeys(names + site_names)),
+            names_filter=list(dict.fromkeys(names + [n for ns in site_names for n in ns])),
             past_kv_cache=kv,
         )
-    return TargetState(
+    shared = dict(
         reward=float(reader.read(out)[0]),
         ids=ids,
         block_inputs=[cache[n] for n in names],
         keys=[e.past_keys for e in kv.entries],
         values=[e.past_values for e in kv.entries],
-        site_values={
-            layer: gather_aligned(cache[name], plan.alignment.target)
-            for layer, name in zip(plan.grid.layers, site_names, strict=True)
-        },
     )
+    return [
+        TargetState(
+            **shared,
+            site_values={
+                layer: gather_aligned(cache[name], plan.alignment.target)
+                for layer, name in zip(plan.grid.layers, names_, strict=True)
+            },
+        )
+        for plan, names_ in zip(plans, site_names, strict=True)
+    ]
 
 
 def run_source(
     model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
 ) -> tuple[dict[int, Tensor], float]:
     """The source run's site activations at the aligned positions, and its reward."""
-    names = [plan.hook(layer) for layer in plan.grid.layers]
+    values, reward = run_sources(model, [plan], reader, fwd_hooks)
+    return values[0], reward
+
+
+def run_sources(
+    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
+) -> tuple[list[dict[int, Tensor]], float]:
+    """One source forward shared by several plans: per plan, the site activations at the
+    aligned positions; and the source reward."""
+    site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
-            plan.source.batch(), return_type="reward", names_filter=names
+            plans[0].source.batch(),
+            return_type="reward",
+            names_filter=list(dict.fromkeys(n for ns in site_names for n in ns)),
         )
-    values = {
-        layer: gather_aligned(cache[name], plan.alignment.source)
-        for layer, name in zip(plan.grid.layers, names, strict=True)
-    }
+    values = [
+        {
+            layer: gather_aligned(cache[name], plan.alignment.source)
+            for layer, name in zip(plan.grid.layers, names_, strict=True)
+        }
+        for plan, names_ in zip(plans, site_names, strict=True)
+    ]
     return values, float(reader.read(out)[0])
 
 
@@ -159,7 +188,7 @@ def activation_patching(
     clean,
     corrupted=None,
     *,
-    site: str = "resid_pre",
+    site: str | Sequence[str] = "resid_pre",
     mode: str = "denoising",
     alignment: AlignmentKind = "end",
     prefix_length: int | None = None,
@@ -174,12 +203,15 @@ def activation_patching(
     chunk_size: int = 16,
     reuse_prefix: bool = True,
     fwd_hooks: Sequence = (),
-) -> PatchResult:
+) -> PatchResult | MultiSitePatchResult:
     """Patch every cell of a grid and score each patched run.
 
     ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]`` right padded), lists of ids or
     :class:`EncodedConversation`. ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``,
-    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``. ``mode``:
+    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``; or a sequence of
+    them, e.g. ``("attn_out", "mlp_out")``, swept over one shared clean and one shared
+    corrupted run and returned as a :class:`MultiSitePatchResult` (one :class:`PatchResult`
+    per site; ``by_position``/``heads`` apply to the sites that have that axis). ``mode``:
     ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
     ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
     metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
@@ -192,48 +224,64 @@ def activation_patching(
     pass (memory: :func:`chunk_memory_bytes`). ``fwd_hooks`` are your own interventions, active
     in every forward pass of the sweep. Hooks are removed even when something raises.
     """
-    plan = make_plan(
-        model,
-        clean,
-        corrupted,
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        objective=objective,
-    )
+    sites = [site] if isinstance(site, str) else list(site)
+    if not sites or not all(isinstance(s, str) for s in sites):
+        raise PatchingError(f"site must be a site name or a sequence of them, not {site!r}")
+    if len({canonical_site(s) for s in sites}) != len(sites):
+        raise PatchingError(f"site={site!r} names a site twice")
+    plans = [
+        make_plan(
+            model,
+            clean,
+            corrupted,
+            site=s,
+            mode=mode,
+            alignment=alignment,
+            prefix_length=prefix_length,
+            positions=positions,
+            by_position=by_position,
+            layers=layers,
+            heads=heads if canonical_site(s) in HEAD_SITES or len(sites) == 1 else None,
+            objective=objective,
+        )
+        for s in sites
+    ]
     reader = RewardReader(model, objective)
     fwd_hooks = list(fwd_hooks)
     with torch.no_grad():
-        target = run_target(model, plan, reader, fwd_hooks)
-        if plan.is_ablation():
-            values = ablation_values(model, plan, reference, mean_over, fwd_hooks)
+        targets = run_targets(model, plans, reader, fwd_hooks)
+        if plans[0].is_ablation():
+            values = [ablation_values(model, p, reference, mean_over, fwd_hooks) for p in plans]
             source_reward = None
         else:
-            values, source_reward = run_source(model, plan, reader, fwd_hooks)
+            values, source_reward = run_sources(model, plans, reader, fwd_hooks)
+        target_reward = targets[0].reward
         name = "custom"
         if metric is None:
-            metric, name = default_metric(plan, target.reward, source_reward)
-        sweep = Sweep(model, plan, target, values, reader, fwd_hooks, reuse_prefix)
-        metric_values, rewards = sweep.run(metric, chunk_size)
-        baseline = float(check_metric_output(metric(target_reward_tensor(target)), 1)[0])
-    return PatchResult(
-        values=metric_values,
-        grid=plan.grid,
-        site=plan.site,
-        mode=plan.mode,
-        method="activation",
-        alignment=plan.alignment,
-        metric_name=name,
-        target_reward=target.reward,
-        source_reward=source_reward,
-        baseline=baseline,
-        rewards=rewards,
-    )
+            metric, name = default_metric(plans[0], target_reward, source_reward)
+        baseline = float(check_metric_output(metric(target_reward_tensor(targets[0])), 1)[0])
+        results = []
+        for plan, target, source_values in zip(plans, targets, values, strict=True):
+            sweep = Sweep(model, plan, target, source_values, reader, fwd_hooks, reuse_prefix)
+            metric_values, rewards = sweep.run(metric, chunk_size)
+            results.append(
+                PatchResult(
+                    values=metric_values,
+                    grid=plan.grid,
+                    site=plan.site,
+                    mode=plan.mode,
+                    method="activation",
+                    alignment=plan.alignment,
+                    metric_name=name,
+                    target_reward=target_reward,
+                    source_reward=source_reward,
+                    baseline=baseline,
+                    rewards=rewards,
+                )
+            )
+    if isinstance(site, str):
+        return results[0]
+    return MultiSitePatchResult({r.site: r for r in results})
 
 
 class Sweep:
