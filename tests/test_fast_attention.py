@@ -204,3 +204,27 @@ def test_gated_mlp_without_weight_copies_is_tl_mlp():
         )
     # sae_lens's mlp.hook_in still fires, with the MLP's input
     assert (cache["blocks.1.mlp.hook_in"] - cache["blocks.1.ln2.hook_normalized"]).abs().max() == 0
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2"])
+def test_rotary_tables_are_hfs(family):
+    """Angles as HF computes them (position * inv_freq in float32); TL's position / freq
+    drifts by ~ulp(position), ~1e-4 in the reward of a d512 model at 1,000 tokens."""
+    from transformer_lens.components.abstract_attention import AbstractAttention
+
+    n = 4096
+    hf = tiny_reward_model(family, max_position_embeddings=n)
+    model = HookedRewardModel.from_pretrained(hf, n_ctx=n)
+    attn = model.blocks[0].attn
+    x = torch.zeros(1, n, model.cfg.d_head)
+    cos, sin = hf.model.rotary_emb(x, torch.arange(n)[None])
+    with torch.no_grad():
+        model.rewards(torch.randint(6, 90, (1, 3000)))  # extends the tables past 2048
+    assert attn.rotary_cos.shape[0] >= 3000
+    m = attn.rotary_cos.shape[0]
+    assert (attn.rotary_cos - cos[0, :m]).abs().max() <= 1e-6
+    assert (attn.rotary_sin - sin[0, :m]).abs().max() <= 1e-6
+    tl_sin, _ = AbstractAttention.calculate_sin_cos_rotary(
+        attn, attn.cfg.rotary_dim, m, base=attn._rotary_base()
+    )
+    assert (tl_sin - sin[0, :m]).abs().max() > 1e-5  # what the override fixes
