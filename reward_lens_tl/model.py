@@ -31,7 +31,7 @@ from sae_lens import HookedSAETransformer
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from . import fast_attention
+from . import fast_attention, pooled_forward
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .errors import (
@@ -245,6 +245,20 @@ class HookedRewardModel(HookedSAETransformer):
             )
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
+        if pooled_forward.applies(self, start_at_layer, attention_mask, kwargs):
+            resid = super().forward(
+                input,
+                return_type=None,
+                attention_mask=attention_mask,
+                tokens=tokens,
+                stop_at_layer=self.cfg.n_layers - 1,
+                **kwargs,
+            )
+            pool = pool_positions
+            if pool is None:
+                pool = self.pool_positions(tokens, attention_mask)
+            resid = pooled_forward.last_block_at(self, resid, pool, attention_mask)
+            return self._pooled_reward(resid, tokens, attention_mask, torch.zeros_like(pool))
         resid = super().forward(
             input,
             return_type=None,

@@ -271,6 +271,27 @@ def activation_patching(
         )
         for s in sites
     ]
+    results = sweep_plans(
+        model, plans, objective, metric, reference, mean_over, chunk_size, reuse_prefix, fwd_hooks
+    )
+    if isinstance(site, str):
+        return results[0]
+    return MultiSitePatchResult({r.site: r for r in results})
+
+
+def sweep_plans(
+    model,
+    plans: Sequence[PatchPlan],
+    objective: Objective,
+    metric: Metric | None,
+    reference,
+    mean_over: str,
+    chunk_size: int,
+    reuse_prefix: bool,
+    fwd_hooks: Sequence,
+) -> list[PatchResult]:
+    """Run plans that share their runs (same inputs, mode and alignment; other sites) over
+    one target and one source forward; one :class:`PatchResult` per plan."""
     reader = RewardReader(model, objective)
     fwd_hooks = list(fwd_hooks)
     with torch.no_grad():
@@ -293,26 +314,22 @@ def activation_patching(
             outputs = run_shared_chunks(sweeps, metric)
         else:
             outputs = [sweep.run(metric, chunk_size) for sweep in sweeps]
-        results = []
-        for plan, (metric_values, rewards) in zip(plans, outputs, strict=True):
-            results.append(
-                PatchResult(
-                    values=metric_values,
-                    grid=plan.grid,
-                    site=plan.site,
-                    mode=plan.mode,
-                    method="activation",
-                    alignment=plan.alignment,
-                    metric_name=name,
-                    target_reward=target_reward,
-                    source_reward=source_reward,
-                    baseline=baseline,
-                    rewards=rewards,
-                )
-            )
-    if isinstance(site, str):
-        return results[0]
-    return MultiSitePatchResult({r.site: r for r in results})
+    return [
+        PatchResult(
+            values=metric_values,
+            grid=plan.grid,
+            site=plan.site,
+            mode=plan.mode,
+            method="activation",
+            alignment=plan.alignment,
+            metric_name=name,
+            target_reward=target_reward,
+            source_reward=source_reward,
+            baseline=baseline,
+            rewards=rewards,
+        )
+        for plan, (metric_values, rewards) in zip(plans, outputs, strict=True)
+    ]
 
 
 class Sweep:
