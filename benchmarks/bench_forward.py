@@ -21,7 +21,7 @@ from reward_lens_tl import HookedRewardModel  # noqa: E402
 from reward_lens_tl.testing import perturb_, random_batch  # noqa: E402
 
 
-def build():
+def build(n_ctx: int = 512):
     cfg = transformers.LlamaConfig(
         vocab_size=2000,
         hidden_size=512,
@@ -29,7 +29,7 @@ def build():
         num_hidden_layers=6,
         num_attention_heads=8,
         num_key_value_heads=8,
-        max_position_embeddings=512,
+        max_position_embeddings=n_ctx,
         pad_token_id=0,
         num_labels=1,
     )

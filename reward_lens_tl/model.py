@@ -31,6 +31,7 @@ from sae_lens import HookedSAETransformer
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from . import fast_attention, pooled_forward
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
@@ -64,6 +65,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         bos_token_id: int | None = None,
     ):
         super().__init__(cfg)
+        fast_attention.install(self)
         self.hook_reward = HookPoint()
         self.setup()
         self.adapter = adapter if adapter is not None else LlamaAdapter()
@@ -208,6 +210,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return pos
 
     # -- forward --------------------------------------------------------------------------
+    def set_fast_attention(self, enabled: bool = True) -> None:
+        """Use SDPA for attention when no hook reads the pattern (default on; exact, see
+        :mod:`reward_lens_tl.fast_attention`), or TL's explicit-pattern path everywhere."""
+        fast_attention.set_enabled(self, enabled)
+
     def forward(
         self,
         input,
@@ -252,6 +259,20 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             return out
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
+        if pooled_forward.applies(self, start_at_layer, attention_mask, kwargs):
+            resid = super().forward(
+                input,
+                return_type=None,
+                attention_mask=attention_mask,
+                tokens=tokens,
+                stop_at_layer=self.cfg.n_layers - 1,
+                **kwargs,
+            )
+            pool = pool_positions
+            if pool is None:
+                pool = self.pool_positions(tokens, attention_mask)
+            resid = pooled_forward.last_block_at(self, resid, pool, attention_mask)
+            return self._pooled_reward(resid, tokens, attention_mask, torch.zeros_like(pool))
         resid = super().forward(
             input,
             return_type=None,
@@ -301,6 +322,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def _carry_reward_forward(self, logits, tokens, attention_mask):
         """Positions after each row's reading position (padding, a trailing EOS the pooling
         rule skips) hold that row's reward, so ``logits[:, -1]`` is every row's reward."""
+        if self.pad_token_id is None:  # HF reads the last position: nothing comes after it
+            return logits
         pool = self.pool_positions(tokens, attention_mask).to(logits.device)
         rows = torch.arange(logits.shape[0], device=logits.device)
         after = torch.arange(logits.shape[1], device=logits.device)[None, :] > pool[:, None]
@@ -389,6 +412,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             mask = self.infer_attention_mask(tokens)
         if kwargs.get("pool_positions") is not None:
             return torch.as_tensor(kwargs["pool_positions"]).reshape(-1)
+        if self.pad_token_id is None and tokens.shape[0] > 1:
+            return None  # HF cannot pool such a batch either; pass pool_positions= to read rows
         return self.pool_positions(tokens, mask).cpu()
 
     def hooks(self, fwd_hooks=(), bwd_hooks=(), *args, **kwargs):

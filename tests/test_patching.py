@@ -503,7 +503,9 @@ def test_shared_prefix_writes_are_skipped_exactly(llama):
         )
         target = float(llama.rewards(corrupted[None])[0])
     res = activation_patching(llama, clean, corrupted, site="z", by_position=True)
-    assert bool((res.rewards[:, :5] == target).all())
+    # exactly the sweep's own target run (batched with the source run: ~1e-8 from a lone one)
+    assert bool((res.rewards[:, :5] == res.target_reward).all())
+    assert abs(res.target_reward - target) <= 1e-6
     assert (res.rewards - by_pos).abs().max() <= 1e-5
     res = activation_patching(llama, clean, corrupted, site="z", metric=lambda r: r)
     assert (res.values - all_pos).abs().max() <= 1e-5

@@ -51,7 +51,7 @@ from .mechanisms import (
     minimal_head_sets,
 )
 from .plan import PatchRequest, margin_fraction, reward_change
-from .results import PatchResult
+from .results import MultiSitePatchResult, PatchResult
 
 __all__ = [
     "PatchRequest",
@@ -64,6 +64,7 @@ __all__ = [
     "AlignmentError",
     "Grid",
     "MethodComparison",
+    "MultiSitePatchResult",
     "PatchResult",
     "PatchingError",
     "Run",

@@ -48,6 +48,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -57,7 +58,9 @@ from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from .grids import HEAD_SITES
+from ..readout import Objective
+from .errors import PatchingError
+from .grids import HEAD_SITES, canonical_site
 from .plan import (
     Metric,
     PatchPlan,
@@ -70,7 +73,7 @@ from .plan import (
     margin_fraction,
     reward_change,
 )
-from .results import PatchResult
+from .results import MultiSitePatchResult, PatchResult
 
 DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
 NO_CHANGE = 1 << 40  # "this cell writes nothing new"
@@ -98,46 +101,98 @@ class TargetState:
 
 def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence) -> TargetState:
     """Forward the target run once, caching block inputs and its key-value cache."""
+    return run_target_and_source(model, [plan], reader, fwd_hooks, with_source=False)[0][0]
+
+
+def run_targets(
+    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
+) -> list[TargetState]:
+    """One target forward shared by several plans (same runs and alignment, other sites):
+    one :class:`TargetState` per plan, sharing block inputs and the key-value cache."""
+    return run_target_and_source(model, plans, reader, fwd_hooks, with_source=False)[0]
+
+
+def run_target_and_source(
+    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence, with_source=True
+) -> tuple[list[TargetState], list[dict[int, Tensor]] | None, float | None]:
+    """The target run (block inputs, key-value cache, site values) and, when the source run
+    has the same length, the source run in the same forward (batch row 1); a source of
+    another length gets its own forward."""
     n_layers = model.cfg.n_layers
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)]
     names.append(f"blocks.{n_layers - 1}.hook_resid_post")
-    site_names = [plan.hook(layer) for layer in plan.grid.layers]
-    ids = plan.target.batch()
-    kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
+    site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
+    ids = plans[0].target.batch()
+    together = with_source and plans[0].source.batch().shape == ids.shape
+    batch = torch.cat([ids, plans[0].source.batch().to(ids.device)]) if together else ids
+    kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, batch.shape[0])
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
-            ids,
-            attention_mask=torch.ones_like(ids),
+            batch,
+            attention_mask=torch.ones_like(batch),
             return_type="reward",
-            names_filter=list(dict.fromkeys(names + site_names)),
+            names_filter=list(dict.fromkeys(names + [n for ns in site_names for n in ns])),
             past_kv_cache=kv,
         )
-    return TargetState(
-        reward=float(reader.read(out)[0]),
+    rewards = reader.read(out)
+    shared = dict(
+        reward=float(rewards[0]),
         ids=ids,
-        block_inputs=[cache[n] for n in names],
-        keys=[e.past_keys for e in kv.entries],
-        values=[e.past_values for e in kv.entries],
-        site_values={
-            layer: gather_aligned(cache[name], plan.alignment.target)
-            for layer, name in zip(plan.grid.layers, site_names, strict=True)
-        },
+        block_inputs=[cache[n][:1] for n in names],
+        keys=[e.past_keys[:1] for e in kv.entries],
+        values=[e.past_values[:1] for e in kv.entries],
     )
+    targets = [
+        TargetState(
+            **shared,
+            site_values={
+                layer: gather_aligned(cache[name][:1], plan.alignment.target)
+                for layer, name in zip(plan.grid.layers, names_, strict=True)
+            },
+        )
+        for plan, names_ in zip(plans, site_names, strict=True)
+    ]
+    if not with_source:
+        return targets, None, None
+    if not together:
+        return (targets, *run_sources(model, plans, reader, fwd_hooks))
+    sources = [
+        {
+            layer: gather_aligned(cache[name][1:], plan.alignment.source)
+            for layer, name in zip(plan.grid.layers, names_, strict=True)
+        }
+        for plan, names_ in zip(plans, site_names, strict=True)
+    ]
+    return targets, sources, float(rewards[1])
 
 
 def run_source(
     model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
 ) -> tuple[dict[int, Tensor], float]:
     """The source run's site activations at the aligned positions, and its reward."""
-    names = [plan.hook(layer) for layer in plan.grid.layers]
+    values, reward = run_sources(model, [plan], reader, fwd_hooks)
+    return values[0], reward
+
+
+def run_sources(
+    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
+) -> tuple[list[dict[int, Tensor]], float]:
+    """One source forward shared by several plans: per plan, the site activations at the
+    aligned positions; and the source reward."""
+    site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
-            plan.source.batch(), return_type="reward", names_filter=names
+            plans[0].source.batch(),
+            return_type="reward",
+            names_filter=list(dict.fromkeys(n for ns in site_names for n in ns)),
         )
-    values = {
-        layer: gather_aligned(cache[name], plan.alignment.source)
-        for layer, name in zip(plan.grid.layers, names, strict=True)
-    }
+    values = [
+        {
+            layer: gather_aligned(cache[name], plan.alignment.source)
+            for layer, name in zip(plan.grid.layers, names_, strict=True)
+        }
+        for plan, names_ in zip(plans, site_names, strict=True)
+    ]
     return values, float(reader.read(out)[0])
 
 
@@ -161,7 +216,7 @@ def activation_patching(
     chunk_size: int = 16,
     reuse_prefix: bool = True,
     **request,
-) -> PatchResult:
+) -> PatchResult | MultiSitePatchResult:
     """Patch every cell of a grid and score each patched run.
 
     The sweep is described by a :class:`PatchRequest` (pass one as ``clean``) or by its fields
@@ -169,7 +224,10 @@ def activation_patching(
 
     ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]`` right padded), lists of ids or
     :class:`EncodedConversation`. ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``,
-    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``. ``mode``:
+    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``; or a sequence of
+    them, e.g. ``("attn_out", "mlp_out")``, swept over one shared clean and one shared
+    corrupted run and returned as a :class:`MultiSitePatchResult` (one :class:`PatchResult`
+    per site; ``by_position``/``heads`` apply to the sites that have that axis). ``mode``:
     ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
     ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
     metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
@@ -183,36 +241,88 @@ def activation_patching(
     in every forward pass of the sweep. Hooks are removed even when something raises.
     """
     req = PatchRequest.of(clean, corrupted, **request)
-    plan = make_plan(model, req)
-    objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
-    reference, mean_over = req.reference, req.mean_over
+    site = req.site
+    sites = [site] if isinstance(site, str) else list(site)
+    if not sites or not all(isinstance(s, str) for s in sites):
+        raise PatchingError(f"site must be a site name or a sequence of them, not {site!r}")
+    if len({canonical_site(s) for s in sites}) != len(sites):
+        raise PatchingError(f"site={site!r} names a site twice")
+    plans = [
+        make_plan(
+            model,
+            req.replace(
+                site=s,
+                heads=req.heads if canonical_site(s) in HEAD_SITES or len(sites) == 1 else None,
+            ),
+        )
+        for s in sites
+    ]
+    results = sweep_plans(
+        model,
+        plans,
+        req.objective,
+        req.metric,
+        req.reference,
+        req.mean_over,
+        chunk_size,
+        reuse_prefix,
+        list(req.fwd_hooks),
+    )
+    if isinstance(site, str):
+        return results[0]
+    return MultiSitePatchResult({r.site: r for r in results})
+
+
+def sweep_plans(
+    model,
+    plans: Sequence[PatchPlan],
+    objective: Objective,
+    metric: Metric | None,
+    reference,
+    mean_over: str,
+    chunk_size: int,
+    reuse_prefix: bool,
+    fwd_hooks: Sequence,
+) -> list[PatchResult]:
+    """Run plans that share their runs (same inputs, mode and alignment; other sites) over
+    one target and one source forward; one :class:`PatchResult` per plan."""
     reader = RewardReader(model, objective)
     with torch.no_grad():
-        target = run_target(model, plan, reader, fwd_hooks)
-        if plan.is_ablation():
-            values = ablation_values(model, plan, reference, mean_over, fwd_hooks)
+        if plans[0].is_ablation():
+            targets = run_targets(model, plans, reader, fwd_hooks)
+            values = [ablation_values(model, p, reference, mean_over, fwd_hooks) for p in plans]
             source_reward = None
         else:
-            values, source_reward = run_source(model, plan, reader, fwd_hooks)
+            targets, values, source_reward = run_target_and_source(model, plans, reader, fwd_hooks)
+        target_reward = targets[0].reward
         name = "custom"
         if metric is None:
-            metric, name = default_metric(plan, target.reward, source_reward)
-        sweep = Sweep(model, plan, target, values, reader, fwd_hooks, reuse_prefix)
-        metric_values, rewards = sweep.run(metric, chunk_size)
-        baseline = float(check_metric_output(metric(target_reward_tensor(target)), 1)[0])
-    return PatchResult(
-        values=metric_values,
-        grid=plan.grid,
-        site=plan.site,
-        mode=plan.mode,
-        method="activation",
-        alignment=plan.alignment,
-        metric_name=name,
-        target_reward=target.reward,
-        source_reward=source_reward,
-        baseline=baseline,
-        rewards=rewards,
-    )
+            metric, name = default_metric(plans[0], target_reward, source_reward)
+        baseline = float(check_metric_output(metric(target_reward_tensor(targets[0])), 1)[0])
+        sweeps = [
+            Sweep(model, plan, target, source_values, reader, fwd_hooks, reuse_prefix)
+            for plan, target, source_values in zip(plans, targets, values, strict=True)
+        ]
+        if can_share_chunks(sweeps, chunk_size):
+            outputs = run_shared_chunks(sweeps, metric)
+        else:
+            outputs = [sweep.run(metric, chunk_size) for sweep in sweeps]
+    return [
+        PatchResult(
+            values=metric_values,
+            grid=plan.grid,
+            site=plan.site,
+            mode=plan.mode,
+            method="activation",
+            alignment=plan.alignment,
+            metric_name=name,
+            target_reward=target_reward,
+            source_reward=source_reward,
+            baseline=baseline,
+            rewards=rewards,
+        )
+        for plan, (metric_values, rewards) in zip(plans, outputs, strict=True)
+    ]
 
 
 class Sweep:
@@ -283,23 +393,32 @@ class Sweep:
         rows, head, j = rows[keep], head[keep], j[keep]
         return rows, self.plan.alignment.target[j], head, j
 
+    def chunk_hook(self, layer: int, j: Tensor, head: Tensor, p0: int, n: int, offset: int = 0):
+        """The in-block hook writing these cells' patches into rows ``offset ..`` of an
+        ``n``-variant chunk that starts at position ``p0``."""
+        rows, pos, head, jj = self.patch_entries(layer, j, head)
+        src = self.source_values[layer]
+        if self.plan.site in HEAD_SITES:
+            vals = src[jj.to(src.device), head.to(src.device)]
+        else:
+            vals = src[jj]
+        return (self.plan.hook(layer), patch_hook(rows + offset, pos - p0, head, vals, n))
+
     def run_chunk(self, layer: int, j: Tensor, head: Tensor, p0: int) -> Tensor:
         plan, n = self.plan, j.shape[0]
         p0 = p0 if self.shortcuts else 0
-        rows, pos, head, jj = self.patch_entries(layer, j, head)
-        src = self.source_values[layer]
-        vals = src[jj.to(src.device), head.to(src.device)] if plan.site in HEAD_SITES else src[jj]
         start = layer + 1 if plan.site == "resid_post" else layer
         x = self.target.block_inputs[start][:, p0:]
         hooks = list(self.fwd_hooks)
         if plan.site in DIRECT_SITES:
+            rows, pos, _, jj = self.patch_entries(layer, j, head)
             x = x.expand(n, -1, -1).clone()
-            x[rows, pos - p0] = vals.to(x.dtype)
+            x[rows, pos - p0] = self.source_values[layer][jj].to(x.dtype)
         else:
             # block `layer` runs once up to the hook point (its input is the same for every
             # variant); the hook widens the batch to the n variants and writes their patches
-            hooks.append((plan.hook(layer), patch_hook(rows, pos - p0, head, vals, n)))
-        with self.model.hooks(fwd_hooks=[*hooks, *self.reader.hooks()]):
+            hooks.append(self.chunk_hook(layer, j, head, p0, n))
+        with scoped_hooks(self.model, [*hooks, *self.reader.hooks()]):
             out = self.forward_from(x, n, start, p0, in_block=plan.site not in DIRECT_SITES)
         return self.reader.read(out)
 
@@ -364,6 +483,90 @@ class Sweep:
             keys, values = torch.cat([keys, k], 1), torch.cat([values, v], 1)
         entry = TransformerLensKeyValueCacheEntry(keys, values, frozen=True)
         return block(resid[:, -1:], past_kv_cache_entry=entry)
+
+
+SHAREABLE_SITES = frozenset({"attn_out", "mlp_out", "z", "resid_mid"})
+
+
+def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int) -> bool:
+    """Several sites patched inside the same blocks (by a hook, not through the block input)
+    whose cells of one layer fit in one chunk run as one forward per layer."""
+    layers = {sweep.plan.grid.layers for sweep in sweeps}
+    return (
+        len(sweeps) > 1
+        and len(layers) == 1
+        and all(sweep.plan.site in SHAREABLE_SITES for sweep in sweeps)
+        and sum(sweep.plan.grid.cells_per_layer for sweep in sweeps) <= chunk_size
+    )
+
+
+def run_shared_chunks(sweeps: Sequence[Sweep], metric: Metric) -> list[tuple[Tensor, Tensor]]:
+    """Per layer, the cells of every sweep in one forward: each site's hook writes its own
+    rows (the batch is widened by the first hook that fires), so the values are those of
+    separate runs."""
+    first_sweep = sweeps[0]
+    outs = [torch.empty(len(s.plan.grid.layers) * s.plan.grid.cells_per_layer) for s in sweeps]
+    rewards = [torch.empty_like(o) for o in outs]
+    device = first_sweep.plan.alignment.target.device
+    for li, layer in enumerate(first_sweep.plan.grid.layers):
+        parts = []
+        for sweep in sweeps:
+            j, head = sweep.plan.grid.layer_cells(device=device)
+            first = sweep.first_change(layer, j, head)
+            parts.append((sweep, j, head, first, (first != NO_CHANGE).nonzero().flatten()))
+        n = sum(len(work) for *_, work in parts)
+        r_all = None
+        if n:
+            p0 = min(int(first[work].min()) for _, _, _, first, work in parts if len(work))
+            p0 = p0 if first_sweep.shortcuts else 0
+            hooks, offset = list(first_sweep.fwd_hooks), 0
+            for sweep, j, head, _, work in parts:
+                if len(work):
+                    hooks.append(sweep.chunk_hook(layer, j[work], head[work], p0, n, offset))
+                    offset += len(work)
+            x = first_sweep.target.block_inputs[layer][:, p0:]
+            with scoped_hooks(first_sweep.model, [*hooks, *first_sweep.reader.hooks()]):
+                out = first_sweep.forward_from(x, n, layer, p0, in_block=True)
+            r_all = first_sweep.reader.read(out)
+        offset = 0
+        for k, (sweep, _, _, first, work) in enumerate(parts):
+            r = torch.full((first.shape[0],), sweep.target.reward, dtype=torch.float32)
+            if len(work):
+                r = r.to(r_all.dtype).to(r_all.device)
+                r[work] = r_all[offset : offset + len(work)]
+                offset += len(work)
+            per_layer = sweep.plan.grid.cells_per_layer
+            vals = check_metric_output(metric(r), per_layer)
+            outs[k][li * per_layer : (li + 1) * per_layer] = vals.detach().float().cpu()
+            rewards[k][li * per_layer : (li + 1) * per_layer] = r.detach().float().cpu()
+    return [
+        (o.reshape(s.plan.grid.shape), r.reshape(s.plan.grid.shape))
+        for o, r, s in zip(outs, rewards, sweeps, strict=True)
+    ]
+
+
+@contextmanager
+def scoped_hooks(model, fwd_hooks: Sequence):
+    """``model.hooks(fwd_hooks)``, but on exit only the hook points it touched are cleaned
+    (TL's context manager walks every hook point of the model, ~1 ms per chunk on a small
+    model). Hooks named by a filter function go through ``model.hooks``."""
+    if not all(isinstance(name, str) for name, _ in fwd_hooks):
+        with model.hooks(fwd_hooks=fwd_hooks):
+            yield
+        return
+    model.check_hook_names(name for name, _ in fwd_hooks)
+    model.context_level += 1
+    level, points = model.context_level, []
+    try:
+        for name, fn in fwd_hooks:
+            point = model.hook_dict[name]
+            points.append(point)
+            point.add_hook(fn, dir="fwd", level=level)
+        yield
+    finally:
+        for point in points:
+            point.remove_hooks("fwd", including_permanent=False, level=level)
+        model.context_level -= 1
 
 
 def patch_hook(rows: Tensor, pos: Tensor, head: Tensor, vals: Tensor, n: int):

@@ -105,7 +105,7 @@ class PatchRequest:
 
     clean: Any
     corrupted: Any = None
-    site: str = "resid_pre"
+    site: str | Sequence[str] = "resid_pre"
     mode: str = "denoising"
     alignment: AlignmentKind = "end"
     prefix_length: int | None = None

@@ -164,3 +164,63 @@ class PatchResult(Result):
         fig.colorbar(im, ax=ax)
         fig.tight_layout()
         return fig
+
+
+@dataclass(frozen=True)
+class MultiSitePatchResult(Result):
+    """Several sites swept over the same clean and corrupted runs
+    (``activation_patching(..., site=("attn_out", "mlp_out"))``): one :class:`PatchResult` per
+    site, in the order asked, sharing the target/source rewards and the metric.
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.patching import activation_patching
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, _ = random_batch(2, [8, 8], low=6)
+    >>> both = activation_patching(model, ids[0], ids[1], site=("attn_out", "mlp_out"))
+    >>> both.sites, both["mlp_out"].shape, both.labels()[:2]
+    (('attn_out', 'mlp_out'), (2,), ('attn_out L0', 'attn_out L1'))
+    """
+
+    results: dict[str, PatchResult]
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        return tuple(self.results)
+
+    def __getitem__(self, site: str) -> PatchResult:
+        if site not in self.results:
+            raise KeyError(f"no site {site!r} in this result; sites: {self.sites}")
+        return self.results[site]
+
+    def labels(self) -> tuple[str, ...]:
+        """``"{site} {cell label}"`` for every cell of every site, in :meth:`flat` order."""
+        return tuple(f"{s} {label}" for s, r in self.results.items() for label in r.labels())
+
+    def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
+        return torch.cat([r.flat(which) for r in self.results.values()])
+
+    def top_k(self, k: int = 10) -> TopK:
+        """The ``k`` cells of all sites with the largest ``|effect|``, ``[(label, effect)]``."""
+        effects = torch.cat([r.effects() for r in self.results.values()])
+        return top_entries(self.labels(), effects.tolist(), k, "effect")
+
+    def to_dataframe(self):
+        """The sites' frames stacked, with a leading ``site`` column."""
+        import pandas as pd
+
+        frames = [r.to_dataframe().assign(site=s) for s, r in self.results.items()]
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["site", *[c for c in frame.columns if c != "site"]]]
+
+    def plot(self, ax=None, cmap: str = "RdBu"):
+        """One heat map per site, side by side; returns the figure (``ax`` is ignored: the
+        figure has one panel per site)."""
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(self.results), figsize=(4 * len(self.results), 4))
+        axes = list(axes) if len(self.results) > 1 else [axes]
+        for ax, result in zip(axes, self.results.values(), strict=True):
+            result.plot(ax=ax, cmap=cmap)
+        fig.tight_layout()
+        return fig

@@ -1,0 +1,269 @@
+"""An exact fast attention path: ``scaled_dot_product_attention`` when nobody looks at the pattern.
+
+TransformerLens computes attention as an explicit einsum: it materialises the
+``[batch, head, query, key]`` scores and pattern (so ``hook_attn_scores`` / ``hook_pattern``
+can see and edit them), which makes a forward pass grow quadratically in memory traffic and
+fall behind HF's fused kernels at long context. A reward-model forward rarely needs the
+pattern, so each converted model swaps its attention modules' class for a subclass
+(:func:`install`; per instance, never a global patch of TransformerLens) whose ``forward``
+uses :func:`torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
+``pattern @ v`` step and TL's own code for everything else:
+
+- ``hook_q``, ``hook_k``, ``hook_v``, ``hook_rot_q``, ``hook_rot_k``, ``hook_z``,
+  ``hook_result`` (with ``use_attn_result``) and everything downstream fire with the same
+  values (TL's path ≤ 1e-5; HF parity unchanged);
+- TL's own path runs whenever the pattern is needed or SDPA cannot express the attention: a
+  hook (or cache entry, which is a hook) on ``hook_attn_scores`` or ``hook_pattern``, score
+  soft-capping (Gemma-2), ALiBi or relative position biases, attention sinks, log-n scaling,
+  OLMo's QK norm and clipping, non-causal attention, an additive mask, 4-bit weights, or a
+  replaced (e.g. SAE-spliced) score/pattern hook point;
+- padding (``attention_mask``, left or right), TL's frozen key-value caches (used by batched
+  patching), grouped-query attention, ``attn_scale`` and sliding-window (local) layers are
+  handled by the mask given to SDPA. Query rows with no visible key (left padding) give
+  ``z = 0``, as TL's NaN-to-zero pattern does.
+
+``model.set_fast_attention(False)`` switches every layer back to TL's path (e.g. to compare).
+
+>>> import torch
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+>>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+>>> ids, mask = random_batch(2, [9, 6])
+>>> fast = model.rewards(ids, mask)
+>>> model.set_fast_attention(False)
+>>> bool((model.rewards(ids, mask) - fast).abs().max() < 1e-5)
+True
+"""
+
+from __future__ import annotations
+
+import einops
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Float
+from torch import Tensor
+from transformer_lens.components.abstract_attention import AbstractAttention
+from transformer_lens.components.mlps.gated_mlp import GatedMLP
+from transformer_lens.hook_points import HookPoint
+
+PATTERN_HOOKS = ("hook_attn_scores", "hook_pattern")
+UNSUPPORTED_ARCHITECTURES = frozenset({"OlmoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM"})
+
+
+def hook_is_active(hook) -> bool:
+    """Whether a hook point has any hook (TL's or a plain PyTorch one) or was replaced."""
+    if type(hook) is not HookPoint:
+        return True
+    return bool(
+        hook.fwd_hooks
+        or hook.bwd_hooks
+        or hook._forward_hooks
+        or hook._forward_pre_hooks
+        or hook._backward_hooks
+        or hook._backward_pre_hooks
+    )
+
+
+def config_supports_sdpa(cfg) -> bool:
+    """Whether SDPA can compute this configuration's attention exactly (hooks aside)."""
+    return not (
+        (cfg.attn_scores_soft_cap is not None and cfg.attn_scores_soft_cap > 0)
+        or cfg.positional_embedding_type in ("alibi", "relative_positional_bias")
+        or cfg.use_attention_sinks
+        or cfg.use_logn_attn
+        or cfg.clip_qkv is not None
+        or cfg.load_in_4bit
+        or cfg.original_architecture in UNSUPPORTED_ARCHITECTURES
+    )
+
+
+class SDPAAttentionMixin(AbstractAttention):
+    """Mixed in front of TL's ``Attention`` / ``GroupedQueryAttention`` by :func:`install`."""
+
+    __slots__ = ()  # same instance layout as the TL class, so ``__class__`` can be swapped
+    fast_attention: bool = True
+
+    def uses_sdpa(self, additive_attention_mask, position_bias) -> bool:
+        return (
+            self.fast_attention
+            and additive_attention_mask is None
+            and position_bias is None
+            and (self._attention_dir_override or self.cfg.attention_dir) == "causal"
+            and config_supports_sdpa(self.cfg)
+            and not any(hook_is_active(getattr(self, name)) for name in PATTERN_HOOKS)
+        )
+
+    def forward(
+        self,
+        query_input,
+        key_input,
+        value_input,
+        past_kv_cache_entry=None,
+        additive_attention_mask=None,
+        attention_mask=None,
+        position_bias=None,
+    ):
+        if not self.uses_sdpa(additive_attention_mask, position_bias):
+            return super().forward(
+                query_input,
+                key_input,
+                value_input,
+                past_kv_cache_entry=past_kv_cache_entry,
+                additive_attention_mask=additive_attention_mask,
+                attention_mask=attention_mask,
+                position_bias=position_bias,
+            )
+        q, k, v = self.calculate_qkv_matrices(query_input, key_input, value_input)
+        offset = 0
+        if past_kv_cache_entry is not None:
+            offset = past_kv_cache_entry.past_keys.size(1)
+            k, v = past_kv_cache_entry.append(k, v)
+        if self.cfg.positional_embedding_type == "rotary":
+            q = self.hook_rot_q(self.apply_rotary(q, offset, attention_mask))
+            k = self.hook_rot_k(self.apply_rotary(k, 0, attention_mask))
+        z = self.hook_z(self.sdpa_z(q, k, v, offset, attention_mask))
+        return self.attention_output(z)
+
+    def visible_keys(
+        self, n_query: int, n_key: int, offset: int, attention_mask, device
+    ) -> Bool[Tensor, "batch 1 query key"] | None:
+        """TL's causal (and sliding-window) mask and the padding mask; ``None`` when plain
+        causal attention with no padding is exact (SDPA's ``is_causal``)."""
+        padded = attention_mask is not None and not bool(attention_mask.bool().all())
+        if offset == 0 and n_query == n_key and self.attn_type == "global" and not padded:
+            return None
+        mask = self._make_causal_mask(n_query, n_key, offset, device)
+        if padded:
+            mask = mask & attention_mask.bool().to(device)[:, None, None, :]
+        return mask
+
+    def sdpa_z(
+        self,
+        q: Float[Tensor, "batch query head d_head"],
+        k: Float[Tensor, "batch key kv_head d_head"],
+        v: Float[Tensor, "batch key kv_head d_head"],
+        offset: int,
+        attention_mask,
+    ) -> Float[Tensor, "batch query head d_head"]:
+        repeat = q.shape[2] // k.shape[2]
+        if repeat > 1:  # grouped-query attention, as TL expands it
+            k = torch.repeat_interleave(k, dim=2, repeats=repeat)
+            v = torch.repeat_interleave(v, dim=2, repeats=repeat)
+        mask = self.visible_keys(q.shape[1], k.shape[1], offset, attention_mask, q.device)
+        empty = None
+        if mask is not None:
+            empty = ~mask.any(-1, keepdim=True)  # rows TL's pattern turns into zeros
+            mask = mask | empty  # keep SDPA finite there; zeroed below
+        z = F.scaled_dot_product_attention(
+            q.transpose(1, 2),
+            k.transpose(1, 2).to(q.dtype),
+            v.transpose(1, 2).to(q.dtype),
+            attn_mask=mask,
+            is_causal=mask is None,
+            scale=1.0 / self.attn_scale,
+        )
+        if empty is not None and bool(empty.any()):
+            z = z.masked_fill(empty, 0.0)
+        return z.transpose(1, 2).to(v.dtype)
+
+    def calculate_sin_cos_rotary(self, rotary_dim, n_ctx, base=10000, dtype=torch.float32):
+        """Rotary tables computed as HF computes them (``position * inv_freq`` in float32):
+        TL's ``position / freq`` rounds differently, which moves the angles by up to ~ulp
+        (position) and the reward by ~1e-4 at 1,000 tokens. Scaled ropes use TL's own."""
+        cfg = self.cfg
+        if (
+            cfg.use_NTK_by_parts_rope
+            or cfg.use_yarn_rope
+            or cfg.use_dynamic_ntk_rope
+            or getattr(cfg, "rotary_scaling_factor", 1.0) != 1.0
+            or dtype == torch.float64
+        ):
+            return super().calculate_sin_cos_rotary(rotary_dim, n_ctx, base=base, dtype=dtype)
+        exponent = torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim
+        inv_freq = 1.0 / (base**exponent)
+        angles = torch.arange(n_ctx, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        if cfg.rotary_adjacent_pairs:
+            angles = angles.repeat_interleave(2, dim=-1)
+        else:
+            angles = torch.cat([angles, angles], dim=-1)
+        return angles.sin().to(dtype), angles.cos().to(dtype)
+
+    def attention_output(
+        self, z: Float[Tensor, "batch pos head d_head"]
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """TL's output projection (with ``hook_result`` when ``use_attn_result`` is set)."""
+        if self.cfg.use_attn_result:
+            w = einops.rearrange(self.W_O, "head d_head d_model -> 1 1 head d_head d_model")
+            result = self.hook_result((z.to(w.dtype)[..., None] * w).sum(-2))
+            return result.sum(-2) + self.b_O
+        w = einops.rearrange(self.W_O, "head d_head d_model -> d_model (head d_head)")
+        z = z.to(w.dtype).reshape(z.shape[0], z.shape[1], -1)
+        return F.linear(z, w.contiguous(), self.b_O)
+
+
+class StridedGatedMLP(GatedMLP):
+    """TL's gated MLP without the per-call ``W.T.contiguous()`` weight copies (float32 only,
+    where the product is the same; TL copies to match HF's bfloat16 rounding). The copies
+    cost ~15% of a 128-token forward of a d512 model."""
+
+    __slots__ = ()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        if (
+            x.dtype != torch.float32
+            or self.W_gate.dtype != torch.float32
+            or self.W_gate.device != x.device
+            or self.cfg.is_layer_norm_activation()
+        ):
+            return super().forward(x)
+        pre_act = self.hook_pre(x @ self.W_gate)
+        pre_linear = self.hook_pre_linear(x @ self.W_in)
+        post_act = self.hook_post(self.act_fn(pre_act) * pre_linear + self.b_in)
+        return F.linear(post_act, self.W_out.T, self.b_out)
+
+
+_SUBCLASSES: dict[type, type] = {}
+
+
+def fast_class(cls: type) -> type:
+    """The SDPA subclass of a TL attention class (created once per class)."""
+    if issubclass(cls, SDPAAttentionMixin):
+        return cls
+    if cls not in _SUBCLASSES:
+        _SUBCLASSES[cls] = type(f"SDPA{cls.__name__}", (SDPAAttentionMixin, cls), {"__slots__": ()})
+    return _SUBCLASSES[cls]
+
+
+def install(model) -> None:
+    """Give every attention module (and plain gated MLP) of ``model`` the fast path (this
+    instance only; the modules keep their parameters, hooks and names)."""
+    for block in model.blocks:
+        attn = block.attn
+        if isinstance(attn, AbstractAttention) and type(attn).forward is AbstractAttention.forward:
+            attn.__class__ = fast_class(type(attn))
+            if attn.cfg.positional_embedding_type == "rotary":
+                sin, cos = attn.calculate_sin_cos_rotary(
+                    attn.cfg.rotary_dim,
+                    attn.rotary_sin.shape[0],
+                    base=attn._rotary_base(),
+                    dtype=attn.rotary_sin.dtype,
+                )
+                attn.rotary_sin.copy_(sin)
+                attn.rotary_cos.copy_(cos)
+        if type(getattr(block, "mlp", None)) is GatedMLP:
+            install_mlp(block.mlp)
+
+
+def install_mlp(mlp: GatedMLP) -> None:
+    wrapped = "forward" in vars(mlp)
+    if wrapped and not isinstance(getattr(mlp, "hook_in", None), HookPoint):
+        return  # an instance-level forward we do not know: leave the module alone
+    mlp.__class__ = StridedGatedMLP
+    if wrapped:  # sae_lens's HookedSAETransformer wraps the bound forward to add hook_in
+        mlp.forward = lambda x: StridedGatedMLP.forward(mlp, mlp.hook_in(x))
+
+
+def set_enabled(model, enabled: bool) -> None:
+    for block in model.blocks:
+        if isinstance(block.attn, SDPAAttentionMixin):
+            block.attn.fast_attention = bool(enabled)

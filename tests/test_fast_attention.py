@@ -1,0 +1,230 @@
+"""The SDPA attention path: HF parity, equality with TL's own path, and the fallbacks."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
+SOFT_CAPPED = {"gemma2"}  # score soft-capping: SDPA cannot do it, TL's path runs
+LENGTHS = [12, 9, 5, 16]  # longer than mistral's (5) and gemma2's (4) sliding windows
+
+
+def batch_for(family, seed=1):
+    ids, mask = random_batch(4, LENGTHS, seed=seed, low=6)
+    if family == "armorm":
+        ids[:, 3:5] = torch.tensor([3, 4])  # gating pattern of the tiny ArmoRM
+    return ids, mask
+
+
+def left_padded(ids, mask):
+    """The same rows, left padded."""
+    out, out_mask = torch.zeros_like(ids), torch.zeros_like(mask)
+    for i, n in enumerate(mask.sum(1).tolist()):
+        out[i, ids.shape[1] - n :] = ids[i, :n]
+        out_mask[i, ids.shape[1] - n :] = 1
+    return out, out_mask
+
+
+@pytest.fixture
+def sdpa_calls(monkeypatch):
+    calls = []
+    original = F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("attn_mask") is None)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
+    return calls
+
+
+def hf_reward(hf, family, ids, mask):
+    out = hf(input_ids=ids, attention_mask=mask)
+    return out.score if family == "armorm" else out.logits[:, 0]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_hf_parity_through_the_fast_path(family, sdpa_calls):
+    hf = tiny_reward_model(family)
+    ids, mask = batch_for(family)
+    model = HookedRewardModel.from_pretrained(hf)
+    with torch.no_grad():
+        ref = hf_reward(hf, family, ids, mask)
+        sdpa_calls.clear()
+        ours = model.rewards(ids, mask)
+    assert (ours - ref).abs().max() <= 1e-4
+    expected = 0 if family in SOFT_CAPPED else model.cfg.n_layers
+    assert len(sdpa_calls) == expected
+
+
+def z_names(name):
+    return name.endswith(("hook_z", "hook_attn_out", "hook_resid_post", "hook_rot_k"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_fast_path_equals_tl_path_with_hooks_on_z(family, padding):
+    model = HookedRewardModel.from_pretrained(tiny_reward_model(family))
+    ids, mask = batch_for(family, seed=2)
+    if padding == "left":
+        ids, mask = left_padded(ids, mask)
+        model.pad_token_id = None  # read the last position, the only one HF pools left-padded
+    runs = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        with torch.no_grad():
+            runs.append(model.run_with_cache(ids, attention_mask=mask, names_filter=z_names))
+    (r_fast, c_fast), (r_tl, c_tl) = runs
+    assert sorted(c_fast.keys()) == sorted(c_tl.keys()) and len(c_fast.keys()) > 0
+    for name in c_tl.keys():
+        assert (c_fast[name] - c_tl[name]).abs().max() <= 1e-5, name
+    assert (r_fast - r_tl).abs().max() <= 1e-5
+
+
+def test_use_attn_result_fires_hook_result(sdpa_calls):
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    model.set_use_attn_result(True)
+    ids, mask = batch_for("llama")
+    caches = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        sdpa_calls.clear()
+        with torch.no_grad():
+            names = lambda n: z_names(n) or n.endswith("hook_result")  # noqa: E731
+            caches.append(model.run_with_cache(ids, attention_mask=mask, names_filter=names)[1])
+        assert len(sdpa_calls) == (2 if fast else 0)
+    fast_cache, tl_cache = caches
+    for layer in range(model.cfg.n_layers):
+        name = f"blocks.{layer}.attn.hook_result"
+        assert (fast_cache[name] - tl_cache[name]).abs().max() <= 1e-5
+    # heads sum to the attention output (its bias aside)
+    summed = fast_cache["blocks.0.attn.hook_result"].sum(-2) + model.blocks[0].attn.b_O
+    assert (summed - fast_cache["blocks.0.hook_attn_out"]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["hook_pattern", "hook_attn_scores"])
+def test_pattern_requests_fall_back_with_the_same_numbers(name, sdpa_calls):
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
+    ids, mask = batch_for("qwen2")
+    with torch.no_grad():
+        plain = model.rewards(ids, mask)
+        assert len(sdpa_calls) == model.cfg.n_layers
+        sdpa_calls.clear()
+        out, cache = model.run_with_cache(
+            ids, attention_mask=mask, return_type="reward", names_filter=f"blocks.1.attn.{name}"
+        )
+        assert len(sdpa_calls) == 1  # layer 0 fast, layer 1 through TL's path
+        assert cache[f"blocks.1.attn.{name}"].shape == (4, 4, 16, 16)
+        assert (out - plain).abs().max() <= 1e-5
+
+        def knock_out_head(act, hook):  # an editing hook must take effect
+            act = act.clone()
+            if name == "hook_pattern":
+                act[:, 2] = 0.0
+            else:
+                act[:, 2] = act[:, 2].masked_fill(act[:, 2] > -1e30, 0.0)
+            return act
+
+        hooks = [(f"blocks.0.attn.{name}", knock_out_head)]
+        edited = model.run_with_hooks(
+            ids, attention_mask=mask, return_type="reward", fwd_hooks=hooks
+        )
+        model.set_fast_attention(False)
+        edited_tl = model.run_with_hooks(
+            ids, attention_mask=mask, return_type="reward", fwd_hooks=hooks
+        )
+    assert (edited - plain).abs().max() > 1e-3
+    assert (edited - edited_tl).abs().max() <= 1e-5
+
+
+def test_frozen_prefix_cache_and_gradients_match():
+    """Batched patching restarts from a frozen key-value prefix; AtP differentiates through
+    attention. Both agree with TL's path."""
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("mistral"))
+    ids, _ = random_batch(1, [14], seed=3, low=6)
+    p0 = 6
+    results = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        cache = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
+        with torch.no_grad():
+            model(ids[:, :p0], attention_mask=torch.ones_like(ids[:, :p0]), past_kv_cache=cache)
+        cache.freeze()
+        with torch.no_grad():
+            tail = model(
+                ids[:, p0:], past_kv_cache=cache, attention_mask=torch.ones_like(ids[:, p0:])
+            )
+        store = {}
+
+        def keep(act, hook, store=store):
+            act.retain_grad()
+            store[hook.name] = act
+
+        with model.hooks(fwd_hooks=[(lambda n: n.endswith("hook_z"), keep)]):
+            model.rewards(ids).sum().backward()
+        results.append((tail, {n: a.grad for n, a in store.items()}))
+    (tail_fast, grads_fast), (tail_tl, grads_tl) = results
+    with torch.no_grad():
+        full = model(ids)[:, p0:]
+    assert (tail_fast - tail_tl).abs().max() <= 1e-5
+    assert (tail_fast - full).abs().max() <= 1e-4
+    assert grads_fast.keys() == grads_tl.keys()
+    for name, grad in grads_tl.items():
+        assert (grads_fast[name] - grad).abs().max() <= 1e-5
+
+
+def test_other_models_untouched():
+    """The fast path is installed per instance: TL's own classes keep their forward."""
+    from transformer_lens.components import GroupedQueryAttention
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    assert isinstance(model.blocks[0].attn, GroupedQueryAttention)
+    assert type(model.blocks[0].attn) is not GroupedQueryAttention
+    assert GroupedQueryAttention.forward.__qualname__ == "AbstractAttention.forward"
+
+
+def test_gated_mlp_without_weight_copies_is_tl_mlp():
+    from transformer_lens.components.mlps.gated_mlp import GatedMLP
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
+    mlp = model.blocks[1].mlp
+    assert type(mlp) is not GatedMLP and isinstance(mlp, GatedMLP)
+    x = torch.randn(2, 5, model.cfg.d_model)
+    with torch.no_grad():
+        assert (mlp(x) - GatedMLP.forward(mlp, x)).abs().max() <= 1e-6
+        ids, mask = batch_for("qwen2")
+        _, cache = model.run_with_cache(
+            ids,
+            attention_mask=mask,
+            names_filter=lambda n: n.endswith(("hook_in", "ln2.hook_normalized")),
+        )
+    # sae_lens's mlp.hook_in still fires, with the MLP's input
+    assert (cache["blocks.1.mlp.hook_in"] - cache["blocks.1.ln2.hook_normalized"]).abs().max() == 0
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2"])
+def test_rotary_tables_are_hfs(family):
+    """Angles as HF computes them (position * inv_freq in float32); TL's position / freq
+    drifts by ~ulp(position), ~1e-4 in the reward of a d512 model at 1,000 tokens."""
+    from transformer_lens.components.abstract_attention import AbstractAttention
+
+    n = 4096
+    hf = tiny_reward_model(family, max_position_embeddings=n)
+    model = HookedRewardModel.from_pretrained(hf, n_ctx=n)
+    attn = model.blocks[0].attn
+    x = torch.zeros(1, n, model.cfg.d_head)
+    cos, sin = hf.model.rotary_emb(x, torch.arange(n)[None])
+    with torch.no_grad():
+        model.rewards(torch.randint(6, 90, (1, 3000)))  # extends the tables past 2048
+    assert attn.rotary_cos.shape[0] >= 3000
+    m = attn.rotary_cos.shape[0]
+    assert (attn.rotary_cos - cos[0, :m]).abs().max() <= 1e-6
+    assert (attn.rotary_sin - sin[0, :m]).abs().max() <= 1e-6
+    tl_sin, _ = AbstractAttention.calculate_sin_cos_rotary(
+        attn, attn.cfg.rotary_dim, m, base=attn._rotary_base()
+    )
+    assert (tl_sin - sin[0, :m]).abs().max() > 1e-5  # what the override fixes

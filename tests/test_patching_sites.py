@@ -1,0 +1,66 @@
+"""Several patching sites in one call: shared clean and corrupted runs, same values."""
+
+import pytest
+import torch
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.patching import MultiSitePatchResult, PatchingError, activation_patching
+from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+SITES = ("attn_out", "mlp_out", "heads", "resid_post")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    ids, _ = random_batch(2, [11, 9], low=6, seed=4)
+    ids[1, :4] = ids[0, :4]  # a shared prefix: the no-op writes there are skipped
+    return ids[0], ids[1, :9]
+
+
+@pytest.mark.parametrize("sites", [SITES, SITES[:3]], ids=["separate", "one-forward-per-layer"])
+@pytest.mark.parametrize("mode", ["denoising", "noising", "zero"])
+def test_one_call_equals_single_site_calls(model, pair, mode, sites):
+    """With only in-block sites (attn_out, mlp_out, heads) every layer's cells of all sites
+    run as one forward; with resid_post among them each site keeps its own chunks."""
+    args = pair if mode != "zero" else pair[:1]
+    both = activation_patching(model, *args, site=sites, mode=mode, heads=[1, 3])
+    assert isinstance(both, MultiSitePatchResult)
+    assert both.sites == ("attn_out", "mlp_out", "z", "resid_post")[: len(sites)]
+    for site in both.sites:
+        single = activation_patching(
+            model, *args, site=site, mode=mode, heads=[1, 3] if site == "z" else None
+        )
+        assert both[site].shape == single.shape
+        assert (both[site].values - single.values).abs().max() <= 1e-6
+        assert (both[site].rewards - single.rewards).abs().max() <= 1e-6
+        assert both[site].target_reward == single.target_reward
+    assert both["z"].grid.heads == (1, 3)
+
+
+def test_labels_frame_and_top_k(model, pair):
+    both = activation_patching(model, *pair, site=("attn_out", "mlp_out"))
+    n = model.cfg.n_layers
+    assert both.labels() == tuple(f"{s} L{i}" for s in ("attn_out", "mlp_out") for i in range(n))
+    frame = both.to_dataframe()
+    assert list(frame["site"]) == ["attn_out"] * n + ["mlp_out"] * n
+    assert torch.allclose(torch.tensor(frame["value"].values), both.flat().double())
+    top = both.top_k(2)
+    effects = (both.flat() - both["attn_out"].baseline).abs()
+    assert abs(top[0][1] - float(both.flat()[effects.argmax()])) == 0
+    assert len(both.plot().axes) >= 2
+
+
+def test_bad_site_lists(model, pair):
+    with pytest.raises(PatchingError, match="twice"):
+        activation_patching(model, *pair, site=("z", "heads"))
+    with pytest.raises(PatchingError, match="sequence"):
+        activation_patching(model, *pair, site=())
+    with pytest.raises(PatchingError, match="unknown patching site"):
+        activation_patching(model, *pair, site=("attn_out", "mlp"))
+    with pytest.raises(KeyError, match="sites"):
+        activation_patching(model, *pair, site=("attn_out", "mlp_out"))["z"]
