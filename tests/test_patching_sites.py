@@ -50,8 +50,9 @@ def test_labels_frame_and_top_k(model, pair):
     assert list(frame["site"]) == ["attn_out"] * n + ["mlp_out"] * n
     assert torch.allclose(torch.tensor(frame["value"].values), both.flat().double())
     top = both.top_k(2)
-    effects = (both.flat() - both["attn_out"].baseline).abs()
-    assert abs(top[0][1] - float(both.flat()[effects.argmax()])) == 0
+    effects = both.flat() - both["attn_out"].baseline
+    assert top[0] == (both.labels()[effects.abs().argmax()], float(effects[effects.abs().argmax()]))
+    assert abs(top[0][1]) >= abs(top[1][1])
     assert len(both.plot().axes) >= 2
 
 

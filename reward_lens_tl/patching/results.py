@@ -185,10 +185,11 @@ class MultiSitePatchResult:
         return torch.cat([r.flat(which) for r in self.results.values()])
 
     def top_k(self, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` cells of all sites with the largest ``|effect|``, ``[(label, value)]``."""
-        labels, vals = self.labels(), self.flat()
-        scores = torch.cat([r.ranking_score() for r in self.results.values()])
-        return [(labels[i], float(vals[i])) for i in scores.argsort(descending=True)[:k]]
+        """The ``k`` cells of all sites with the largest ``|effect|`` (``values - baseline``),
+        shown as ``[(label, effect)]`` (sorted by the value shown)."""
+        labels = self.labels()
+        effects = torch.cat([r.effects() for r in self.results.values()])
+        return [(labels[i], float(effects[i])) for i in effects.abs().argsort(descending=True)[:k]]
 
     def to_dataframe(self):
         """The sites' frames stacked, with a leading ``site`` column."""
