@@ -244,7 +244,8 @@ def main(argv=None) -> str:
     parser.add_argument(
         "--resid-only",
         action="store_true",
-        help="only the resid_pre layer x position sweep (ours, first chunk size) vs TL's",
+        help="only the resid_pre layer x position sweep (ours, first --chunks value; 0 = the "
+        "default automatic chunking) vs TL's",
     )
     args = parser.parse_args(argv)
     _, model = build(n_ctx=max(512, args.tokens))
@@ -273,7 +274,7 @@ def resid_only(model, clean, corrupted, args) -> str:
     """The resid_pre layer × position sweep alone (issue 16: the lead at long context)."""
     torch.set_num_threads(args.threads[0])
     lines = [
-        f"## resid_pre layer × position ({args.tokens} tokens, chunk {args.chunks[0]}, "
+        f"## resid_pre layer × position ({args.tokens} tokens, chunk {args.chunks[0] or 'auto'}, "
         f"{args.threads[0]} thread(s), load average {os.getloadavg()[0]:.1f})",
         "",
         f"| round | TL (extrapolated ×{args.tl_stride}) s | ours s | ours vs TL |",
@@ -281,7 +282,7 @@ def resid_only(model, clean, corrupted, args) -> str:
     ]
     with torch.no_grad():
         tl_run, idx, full = tl_subset(model, clean, corrupted, "resid_pre", args.tl_stride)
-        run = ours(model, clean, corrupted, "resid_pre", True, args.chunks[0])
+        run = ours(model, clean, corrupted, "resid_pre", True, args.chunks[0] or None)
         mine = run()
         tl_values = tl_run()
         err = float((mine.values[idx.l.to_list(), idx.p.to_list()] - tl_values).abs().max())

@@ -50,8 +50,9 @@ def test_labels_frame_and_top_k(model, pair):
     assert list(frame["site"]) == ["attn_out"] * n + ["mlp_out"] * n
     assert torch.allclose(torch.tensor(frame["value"].values), both.flat().double())
     top = both.top_k(2)
-    effects = (both.flat() - both["attn_out"].baseline).abs()
-    assert abs(top[0][1] - float(both.flat()[effects.argmax()])) == 0
+    effects = both.flat() - both["attn_out"].baseline
+    assert top[0] == (both.labels()[effects.abs().argmax()], float(effects[effects.abs().argmax()]))
+    assert abs(top[0][1]) >= abs(top[1][1])
     assert len(both.plot().axes) >= 2
 
 
@@ -64,3 +65,25 @@ def test_bad_site_lists(model, pair):
         activation_patching(model, *pair, site=("attn_out", "mlp"))
     with pytest.raises(KeyError, match="sites"):
         activation_patching(model, *pair, site=("attn_out", "mlp_out"))["z"]
+
+
+def test_default_chunks_shrink_with_length(model, monkeypatch):
+    """By default a forward holds at most CHUNK_TOKENS variant-positions (fewer variants for
+    longer runs); the values do not depend on the chunking."""
+    from reward_lens_tl.patching import activation
+
+    ids, _ = random_batch(2, [30, 30], low=6, seed=6)
+    fixed = activation_patching(model, ids[0], ids[1], site="resid_pre", chunk_size=1)
+    monkeypatch.setattr(activation, "CHUNK_TOKENS", 64)
+    seen = []
+    original = activation.Sweep.run_chunk
+
+    def spy(self, layer, j, head, p0):
+        seen.append((len(j), 30 - p0))
+        return original(self, layer, j, head, p0)
+
+    monkeypatch.setattr(activation.Sweep, "run_chunk", spy)
+    auto = activation_patching(model, ids[0], ids[1], site="resid_pre")
+    assert (auto.values - fixed.values).abs().max() <= 1e-5
+    assert all(n * length <= 64 or n == 1 for n, length in seen)
+    assert max(n for n, _ in seen) > 1  # late positions still share a forward

@@ -77,6 +77,8 @@ from .results import MultiSitePatchResult, PatchResult
 
 DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
 NO_CHANGE = 1 << 40  # "this cell writes nothing new"
+AUTO_CHUNK = 16  # default variants per forward (fastest at 128 tokens on CPU)
+CHUNK_TOKENS = 2048  # default cap on variants × computed positions (16 up to 128 tokens)
 
 
 def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
@@ -213,7 +215,7 @@ def activation_patching(
     clean,
     corrupted=None,
     *,
-    chunk_size: int = 16,
+    chunk_size: int | None = None,
     reuse_prefix: bool = True,
     **request,
 ) -> PatchResult | MultiSitePatchResult:
@@ -237,8 +239,10 @@ def activation_patching(
     (default for residual sites) or all aligned positions at once (default for components and
     heads). ``metric``: callable on the patched rewards ``[variant]``; ``objective`` selects a
     head column for multi-objective models. ``chunk_size`` bounds the variants per forward
-    pass (memory: :func:`chunk_memory_bytes`). ``fwd_hooks`` are your own interventions, active
-    in every forward pass of the sweep. Hooks are removed even when something raises.
+    pass (memory: :func:`chunk_memory_bytes`); the default (``None``) takes up to 16 and at
+    most ``CHUNK_TOKENS`` (2048) variant-positions, i.e. fewer variants for longer runs.
+    ``fwd_hooks`` are your own interventions, active in every forward pass of the sweep.
+    Hooks are removed even when something raises.
     """
     req = PatchRequest.of(clean, corrupted, **request)
     site = req.site
@@ -280,7 +284,7 @@ def sweep_plans(
     metric: Metric | None,
     reference,
     mean_over: str,
-    chunk_size: int,
+    chunk_size: int | None,
     reuse_prefix: bool,
     fwd_hooks: Sequence,
 ) -> list[PatchResult]:
@@ -335,7 +339,27 @@ class Sweep:
         self.shortcuts = reuse_prefix and not fwd_hooks and not gated
         self.pool = plan.target.pool
 
-    def run(self, metric: Metric, chunk_size: int) -> tuple[Tensor, Tensor]:
+    def chunks(self, cells: Tensor, first: Tensor, chunk_size: int | None) -> list[Tensor]:
+        """Split cells (sorted by first change) into forward passes: ``chunk_size`` each, or
+        by default up to ``AUTO_CHUNK`` variants and ``CHUNK_TOKENS`` variant-positions (a
+        chunk computes positions ``p0 ..`` for each variant)."""
+        if chunk_size is not None:
+            return list(cells.split(max(1, int(chunk_size))))
+        n_pos = self.target.block_inputs[0].shape[1]
+        out, start = [], 0
+        starts = first[cells].tolist()
+        for i in range(1, len(cells) + 1):
+            p0 = starts[start] if self.shortcuts else 0
+            if (
+                i == len(cells)
+                or i - start >= AUTO_CHUNK
+                or (i - start + 1) * (n_pos - p0) > CHUNK_TOKENS
+            ):
+                out.append(cells[start:i])
+                start = i
+        return out
+
+    def run(self, metric: Metric, chunk_size: int | None) -> tuple[Tensor, Tensor]:
         grid = self.plan.grid
         per_layer = grid.cells_per_layer
         values = torch.empty(len(grid.layers) * per_layer)
@@ -345,7 +369,7 @@ class Sweep:
             first = self.first_change(layer, j, head)
             order = first.argsort(stable=True)
             noop = order[first[order] == NO_CHANGE]
-            work = order[first[order] != NO_CHANGE].split(max(1, int(chunk_size)))
+            work = self.chunks(order[first[order] != NO_CHANGE], first, chunk_size)
             for chunk in [c for c in (noop, *work) if len(c)]:
                 if chunk is noop:  # every write equals the value already there
                     r = torch.full((len(chunk),), self.target.reward)
@@ -488,10 +512,13 @@ class Sweep:
 SHAREABLE_SITES = frozenset({"attn_out", "mlp_out", "z", "resid_mid"})
 
 
-def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int) -> bool:
+def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int | None) -> bool:
     """Several sites patched inside the same blocks (by a hook, not through the block input)
     whose cells of one layer fit in one chunk run as one forward per layer."""
     layers = {sweep.plan.grid.layers for sweep in sweeps}
+    if chunk_size is None:
+        n_pos = sweeps[0].target.block_inputs[0].shape[1]
+        chunk_size = min(AUTO_CHUNK, max(2, CHUNK_TOKENS // n_pos))
     return (
         len(sweeps) > 1
         and len(layers) == 1
