@@ -21,7 +21,7 @@ contributions by neuron.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import einops
@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .components import Component
 from .errors import RewardLensError
-from .pairs import pair_batches
+from .pairs import map_pair_batches
 from .readout import Objective, gather_positions, run_readout
 from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
@@ -271,20 +271,25 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     return pattern.permute(1, 0, 2) * vo
 
 
-def attribute_pairs(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairAttribution:
+def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairAttribution:
     """Direct attribution of each pair's chosen and rejected response, streamed in chunks
-    (memory is bounded by ``batch_size``); ``.margin`` decomposes the reward margins."""
+    (memory is bounded by ``batch_size``; ``pairs`` may be any iterable); ``.margin``
+    decomposes the reward margins. Runs split across processes under ``torchrun``
+    (:mod:`reward_lens_tl.distributed`)."""
     if kwargs.get("sources"):
         raise RewardLensError(
             "source positions differ between responses of different lengths; call "
             "direct_attribution(..., sources=True) on a pair's two sequences instead"
         )
-    chosen, rejected = [], []
-    for ids, mask, n in pair_batches(model, pairs, batch_size):
+
+    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[AttributionResult, AttributionResult]:
         result = direct_attribution(model, ids, mask, **kwargs)
-        chosen.append(_select(result, slice(0, n)))
-        rejected.append(_select(result, slice(n, None)))
-    return PairAttribution(chosen=_concat(chosen), rejected=_concat(rejected))
+        return _select(result, slice(0, n)), _select(result, slice(n, None))
+
+    parts = [c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size)]
+    return PairAttribution(
+        chosen=_concat([c for c, _ in parts]), rejected=_concat([r for _, r in parts])
+    )
 
 
 def _select(result: AttributionResult, rows: slice) -> AttributionResult:

@@ -28,6 +28,7 @@ def _demo(args) -> int:
 
 def _score(args) -> int:
     from .data import load_pairs
+    from .distributed import is_main_process
     from .model import HookedRewardModel
     from .scoring import score_pairs
 
@@ -42,6 +43,8 @@ def _score(args) -> int:
         progress=True,
         on_error=args.on_error,
     )
+    if not is_main_process():  # under torchrun every rank has the result; rank 0 reports it
+        return 0
     frame = scores.to_dataframe()
     if csv is not None:
         frame.to_csv(csv, index=False)
