@@ -32,7 +32,7 @@ from torch import Tensor
 from .components import Component
 from .errors import RewardLensError
 from .pairs import map_pair_batches
-from .readout import Objective, gather_positions, run_readout
+from .readout import Objective, gather_positions, run_readout, wide
 from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
 
@@ -230,7 +230,9 @@ def direct_attribution(
             add(Component("attn_bias", layer), attn_bias)
         if heads:
             z = gather_positions(cache[f"blocks.{layer}.attn.hook_z"], pos)  # [batch, head, e]
-            per_head = einops.einsum(z, block.attn.W_O, u_attn, "b h e, h e d, b d -> h b")
+            per_head = einops.einsum(
+                wide(z), wide(block.attn.W_O), u_attn, "b h e, h e d, b d -> h b"
+            )
             for h in range(model.cfg.n_heads):
                 add(Component("head", layer, h), per_head[h])
             if sources:
@@ -244,7 +246,9 @@ def direct_attribution(
             add(Component("mlp_bias", layer), mlp_bias)
         if neurons:
             post = gather_positions(cache[f"blocks.{layer}.mlp.hook_post"], pos)
-            neuron_rows.append(einops.einsum(post, block.mlp.W_out, u_mlp, "b n, n d, b d -> b n"))
+            neuron_rows.append(
+                einops.einsum(wide(post), wide(block.mlp.W_out), u_mlp, "b n, n d, b d -> b n")
+            )
     if not split_bias:
         add(Component("bias"), bias)
     return AttributionResult(
@@ -267,8 +271,8 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     v = cache[f"blocks.{layer}.attn.hook_v"]  # [batch, k, kv_head, e]
     if v.shape[2] != model.cfg.n_heads:
         v = v.repeat_interleave(model.cfg.n_heads // v.shape[2], dim=2)
-    vo = einops.einsum(v, block.attn.W_O, u_attn, "b k h e, h e d, b d -> h b k")
-    return pattern.permute(1, 0, 2) * vo
+    vo = einops.einsum(wide(v), wide(block.attn.W_O), u_attn, "b k h e, h e d, b d -> h b k")
+    return wide(pattern).permute(1, 0, 2) * vo
 
 
 def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairAttribution:
