@@ -542,6 +542,9 @@ def load_reward_model(
         objective_names=objective_names,
         adapter=adapter,
     )
+    verify = verify if verify is not None else conv.adapter.verify_by_default
+    hf_model = conv.hf_model if verify else None
+    conv.hf_model = None  # a checkpoint's HF model is freed before the hooked copy is built
     model = MODEL_KINDS[conv.adapter.model_kind](
         conv.cfg,
         adapter=conv.adapter,
@@ -559,6 +562,6 @@ def load_reward_model(
     if dtype != torch.float32:
         model = model.to(dtype)
     model.eval()
-    if verify if verify is not None else conv.adapter.verify_by_default:
-        verify_parity(model, conv.hf_model, conv.adapter)
+    if verify:
+        verify_parity(model, hf_model, conv.adapter)
     return model

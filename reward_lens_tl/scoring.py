@@ -120,11 +120,12 @@ def score_pairs(
     """
     from tqdm.auto import tqdm
 
-    from .distributed import is_main_process
+    from .distributed import world
 
-    total = len(pairs) if hasattr(pairs, "__len__") else None
-    show = progress and is_main_process()
-    bar = tqdm(total=total, disable=not show, desc="scoring", unit="pair")
+    rank, size = world()  # under torchrun rank 0's bar counts rank 0's pairs (no total)
+    total = len(pairs) if hasattr(pairs, "__len__") and size == 1 else None
+    desc = "scoring" if size == 1 else f"scoring (rank 0 of {size})"
+    bar = tqdm(total=total, disable=not progress or rank != 0, desc=desc, unit="pair")
 
     def run(ids: Tensor, mask: Tensor, n: int) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
