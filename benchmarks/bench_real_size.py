@@ -197,7 +197,10 @@ def real_size(n_pairs: int, dtype: torch.dtype, batch_size: int = 4, smoke: bool
         ids, mask, _ = next(pair_batches(model, pairs[:2], 2))
         ref = hf(input_ids=ids, attention_mask=mask).logits[:, 0].float()
     err = float((torch.cat([check.chosen, check.rejected]) - ref).abs().max())
-    print(f"HF forward: {base / n_pairs:.2f} s/pair; |ours − HF| = {err:.2e} ({dtype})")
+    print(
+        f"HF forward: {base / n_pairs:.2f} s/pair; |ours − HF| = {err:.2e} ({dtype}; "
+        f"rewards up to {float(ref.abs().max()):.2f})"
+    )
     rows = {
         "score_pairs": lambda: score_pairs(model, pairs, batch_size=batch_size),
         "pair_lens": lambda: pair_lens(model, pairs, batch_size=batch_size),
