@@ -290,7 +290,9 @@ def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -
         result = direct_attribution(model, ids, mask, **kwargs)
         return _select(result, slice(0, n)), _select(result, slice(n, None))
 
-    parts = [c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size)]
+    parts = [
+        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+    ]
     return PairAttribution(
         chosen=_concat([c for c, _ in parts]), rejected=_concat([r for _, r in parts])
     )

@@ -220,7 +220,9 @@ def pair_lens(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> Pair
         result = reward_lens(model, ids, mask, **kwargs)
         return _rows(result, slice(0, n)), _rows(result, slice(n, None))
 
-    parts = [c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size)]
+    parts = [
+        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+    ]
     return PairLensResult(
         chosen=_join([c for c, _ in parts]), rejected=_join([r for _, r in parts])
     )

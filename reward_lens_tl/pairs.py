@@ -86,6 +86,7 @@ def encode_pairs(
     on_error: OnError = "raise",
     *,
     start: int = 0,
+    skip_hint: bool = True,
 ) -> tuple[list[Encoded], list[int], list[SkippedPair]]:
     """Encode every pair: ``(encoded, kept_indices, skipped)``; ``pairs[0]`` is pair ``start``
     of the whole set.
@@ -103,7 +104,8 @@ def encode_pairs(
         except RewardLensError as err:
             skip = SkippedPair(i, getattr(pair, "record", None), str(err))
             if on_error == "raise":
-                raise type(err)(f"{skip} (pass on_error='skip' to skip such pairs)") from err
+                hint = " (pass on_error='skip' to skip such pairs)" if skip_hint else ""
+                raise type(err)(f"{skip}{hint}") from err
             skipped.append(skip)
             continue
         kept.append(i)
@@ -142,24 +144,28 @@ def map_pair_batches(
     *,
     batch_size: int = 16,
     truncation: str = "error",
-    on_error: OnError = "raise",
+    on_error: OnError | None = "raise",
 ) -> list[PairChunk]:
     """``fn(ids, mask, n)`` on each batch of ``batch_size`` input pairs (rows ``[:n]`` chosen,
     ``[n:]`` rejected; skipped pairs leave their batch shorter), in input order.
 
-    ``pairs`` is streamed: one batch of pairs and its encodings are held at a time. Under
-    ``torchrun`` the batches are split across ranks and gathered back in order on every rank
-    (:mod:`reward_lens_tl.distributed`). Raises :class:`EmptyInputError` for an empty set.
+    ``on_error=None`` raises like ``"raise"`` but without suggesting ``on_error="skip"`` (for
+    analyses whose results have no room for skipped pairs). ``pairs`` is streamed: one batch
+    of pairs and its encodings are held at a time. Under ``torchrun`` the batches are split
+    across ranks and gathered back in order on every rank (:mod:`reward_lens_tl.distributed`).
+    Raises :class:`EmptyInputError` for an empty set.
     """
     from .distributed import gather_results, shard, world
 
     check_batch_size(batch_size)
-    check_on_error(on_error)
+    hint = on_error is not None
+    on_error = check_on_error("raise" if on_error is None else on_error)
     rank, size = world()
     local, error, counter = [], None, [0]
     for k, batch in shard(_counted(pairs, counter), batch_size, rank, size):
         try:
-            local.append((k, _run_batch(model, batch, k * batch_size, fn, truncation, on_error)))
+            chunk = _run_batch(model, batch, k * batch_size, fn, truncation, on_error, hint)
+            local.append((k, chunk))
         except Exception as err:
             if size == 1:
                 raise
@@ -176,8 +182,10 @@ def _counted(items: Iterable[Any], counter: list[int]) -> Iterator[Any]:
         yield item
 
 
-def _run_batch(model, batch: list, start: int, fn, truncation: str, on_error) -> PairChunk:
-    encoded, kept, skipped = encode_pairs(model, batch, truncation, on_error, start=start)
+def _run_batch(model, batch: list, start: int, fn, truncation, on_error, hint) -> PairChunk:
+    encoded, kept, skipped = encode_pairs(
+        model, batch, truncation, on_error, start=start, skip_hint=hint
+    )
     output = None
     if encoded:
         ids, mask = pad_batch([c for c, _ in encoded] + [r for _, r in encoded], model.pad_token_id)

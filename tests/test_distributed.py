@@ -99,3 +99,12 @@ def test_cli_score_under_torchrun(tmp_path):
     one = subprocess.run([sys.executable, *base, str(tmp_path / "one.csv")], env=env, timeout=300)
     assert many.returncode == 0 and one.returncode == 0
     assert (tmp_path / "many.csv").read_text() == (tmp_path / "one.csv").read_text()
+
+
+@pytest.mark.parametrize("module", ["distributed", "pairs", "scoring", "lens", "attribution"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    found = doctest.testmod(importlib.import_module(f"reward_lens_tl.{module}"))
+    assert found.attempted > 0 and found.failed == 0
