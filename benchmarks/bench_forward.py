@@ -21,7 +21,8 @@ from reward_lens_tl import HookedRewardModel  # noqa: E402
 from reward_lens_tl.testing import perturb_, random_batch  # noqa: E402
 
 
-def build(n_ctx: int = 512):
+def build(n_ctx: int = 512, tokenizer=None):
+    """``(hf, converted)``: the benchmark's 6L d512 Llama-style classifier (random weights)."""
     cfg = transformers.LlamaConfig(
         vocab_size=2000,
         hidden_size=512,
@@ -35,7 +36,7 @@ def build(n_ctx: int = 512):
     )
     torch.manual_seed(0)
     hf = perturb_(transformers.LlamaForSequenceClassification(cfg), scale=0.01).eval()
-    return hf, HookedRewardModel.from_pretrained(hf)
+    return hf, HookedRewardModel.from_pretrained(hf, tokenizer)
 
 
 def main(argv=None) -> str:

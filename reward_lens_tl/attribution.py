@@ -21,7 +21,7 @@ contributions by neuron.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import einops
@@ -31,8 +31,8 @@ from torch import Tensor
 
 from .components import Component
 from .errors import RewardLensError
-from .pairs import pair_batches
-from .readout import Objective, ReadoutRun, gather_positions, run_readout
+from .pairs import map_pair_batches
+from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
 from .results import MarginResult, Result, TopK, new_axes, tidy_frame, top_entries
 
 
@@ -235,7 +235,9 @@ def attribution_from_run(
             add(Component("attn_bias", layer), attn_bias)
         if heads:
             z = gather_positions(cache[f"blocks.{layer}.attn.hook_z"], pos)  # [batch, head, e]
-            per_head = einops.einsum(z, block.attn.W_O, u_attn, "b h e, h e d, b d -> h b")
+            per_head = einops.einsum(
+                wide(z), wide(block.attn.W_O), u_attn, "b h e, h e d, b d -> h b"
+            )
             for h in range(model.cfg.n_heads):
                 add(Component("head", layer, h), per_head[h])
             if sources:
@@ -249,7 +251,9 @@ def attribution_from_run(
             add(Component("mlp_bias", layer), mlp_bias)
         if neurons:
             post = gather_positions(cache[f"blocks.{layer}.mlp.hook_post"], pos)
-            neuron_rows.append(einops.einsum(post, block.mlp.W_out, u_mlp, "b n, n d, b d -> b n"))
+            neuron_rows.append(
+                einops.einsum(wide(post), wide(block.mlp.W_out), u_mlp, "b n, n d, b d -> b n")
+            )
     if not split_bias:
         add(Component("bias"), bias)
     return AttributionResult(
@@ -272,25 +276,32 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     v = cache[f"blocks.{layer}.attn.hook_v"]  # [batch, k, kv_head, e]
     if v.shape[2] != model.cfg.n_heads:
         v = v.repeat_interleave(model.cfg.n_heads // v.shape[2], dim=2)
-    wu = einops.einsum(block.attn.W_O, u_attn, "h e d, b d -> b h e")  # contract d_model first
-    vo = einops.einsum(v, wu, "b k h e, b h e -> h b k")
-    return pattern.permute(1, 0, 2) * vo
+    wu = einops.einsum(wide(block.attn.W_O), u_attn, "h e d, b d -> b h e")  # d_model first
+    vo = einops.einsum(wide(v), wu, "b k h e, b h e -> h b k")
+    return wide(pattern).permute(1, 0, 2) * vo
 
 
-def attribute_pairs(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairAttribution:
+def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairAttribution:
     """Direct attribution of each pair's chosen and rejected response, streamed in chunks
-    (memory is bounded by ``batch_size``); ``.margin`` decomposes the reward margins."""
+    (memory is bounded by ``batch_size``; ``pairs`` may be any iterable); ``.margin``
+    decomposes the reward margins. Runs split across processes under ``torchrun``
+    (:mod:`reward_lens_tl.distributed`)."""
     if kwargs.get("sources"):
         raise RewardLensError(
             "source positions differ between responses of different lengths; call "
             "direct_attribution(..., sources=True) on a pair's two sequences instead"
         )
-    chosen, rejected = [], []
-    for ids, mask, n in pair_batches(model, pairs, batch_size):
+
+    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[AttributionResult, AttributionResult]:
         result = direct_attribution(model, ids, mask, **kwargs)
-        chosen.append(_select(result, slice(0, n)))
-        rejected.append(_select(result, slice(n, None)))
-    return PairAttribution(chosen=_concat(chosen), rejected=_concat(rejected))
+        return _select(result, slice(0, n)), _select(result, slice(n, None))
+
+    parts = [
+        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+    ]
+    return PairAttribution(
+        chosen=_concat([c for c, _ in parts]), rejected=_concat([r for _, r in parts])
+    )
 
 
 def _select(result: AttributionResult, rows: slice) -> AttributionResult:

@@ -31,6 +31,7 @@ def _demo(args) -> int:
 
 def _score(args) -> int:
     from .data import load_pairs
+    from .distributed import is_main_process
     from .model import HookedRewardModel
     from .scoring import score_pairs
 
@@ -45,6 +46,8 @@ def _score(args) -> int:
         progress=True,
         on_error=args.on_error,
     )
+    if not is_main_process():  # under torchrun every rank has the result; rank 0 reports it
+        return 0
     frame = scores.to_dataframe()
     if csv is not None:
         frame.to_csv(csv, index=False)
@@ -93,6 +96,7 @@ def _info(args) -> int:
 def _report(args) -> int:
     import torch
 
+    from .distributed import is_main_process
     from .report import build_report
 
     torch.set_num_threads(args.threads)
@@ -106,6 +110,8 @@ def _report(args) -> int:
         format=args.format,
         truncation=args.truncation,
     )
+    if not is_main_process():  # under torchrun rank 0 wrote the page and reports it
+        return 0
     print(
         f"report written to {Path(args.out) / 'report.html'}: accuracy {numbers['accuracy']:.1%} "
         f"over {numbers['n_scored']} pairs ({numbers['n_skipped']} skipped)"

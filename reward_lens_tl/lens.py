@@ -24,8 +24,8 @@ norm, so its last layer does not reach the reward.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -34,7 +34,7 @@ from torch import Tensor
 
 from .errors import RewardLensError
 from .indices import check_layer
-from .pairs import pair_batches
+from .pairs import map_pair_batches
 from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
 from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
@@ -222,23 +222,32 @@ def lens_from_run(
     )
 
 
-def pair_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
+def pair_lens(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairLensResult:
     """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
-    as one right-padded batch. ``pairs``: objects with ``prompt/chosen/rejected`` or
-    ``(chosen, rejected)`` tuples of :class:`~reward_lens_tl.inputs.EncodedConversation`."""
-    chosen, rejected = [], []
-    for ids, mask, n in pair_batches(model, pairs, batch_size):
+    as one right-padded batch. ``pairs`` (any iterable, streamed): objects with
+    ``prompt/chosen/rejected`` or ``(chosen, rejected)`` tuples of
+    :class:`~reward_lens_tl.inputs.EncodedConversation`. Runs split across processes under
+    ``torchrun`` (:mod:`reward_lens_tl.distributed`)."""
+
+    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[RewardLensResult, RewardLensResult]:
         result = reward_lens(model, ids, mask, **kwargs)
-        chosen.append((result.values[:, :n], result.rewards[:n]))
-        rejected.append((result.values[:, n:], result.rewards[n:]))
-    labels, norm = result.labels, result.norm
+        return _rows(result, slice(0, n)), _rows(result, slice(n, None))
 
-    def join(parts):
-        return RewardLensResult(
-            values=torch.cat([v for v, _ in parts], 1),
-            labels=labels,
-            rewards=torch.cat([r for _, r in parts]),
-            norm=norm,
-        )
+    parts = [
+        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+    ]
+    return PairLensResult(
+        chosen=_join([c for c, _ in parts]), rejected=_join([r for _, r in parts])
+    )
 
-    return PairLensResult(chosen=join(chosen), rejected=join(rejected))
+
+def _rows(result: RewardLensResult, rows: slice) -> RewardLensResult:
+    return replace(result, values=result.values[:, rows], rewards=result.rewards[rows])
+
+
+def _join(parts: list[RewardLensResult]) -> RewardLensResult:
+    return replace(
+        parts[0],
+        values=torch.cat([p.values for p in parts], 1),
+        rewards=torch.cat([p.rewards for p in parts]),
+    )

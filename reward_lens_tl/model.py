@@ -548,6 +548,9 @@ def load_reward_model(
     """
     conv = convert_hf_model(model_or_path, tokenizer, **options)
     dtype = options.get("dtype", torch.float32)
+    verify = verify if verify is not None else conv.adapter.verify_by_default
+    hf_model = conv.hf_model if verify else None
+    conv.hf_model = None  # a checkpoint's HF model is freed before the hooked copy is built
     model = MODEL_KINDS[conv.adapter.model_kind](
         conv.cfg,
         adapter=conv.adapter,
@@ -565,6 +568,6 @@ def load_reward_model(
     if dtype != torch.float32:
         model = model.to(dtype)
     model.eval()
-    if verify if verify is not None else conv.adapter.verify_by_default:
-        verify_parity(model, conv.hf_model, conv.adapter)
+    if verify:
+        verify_parity(model, hf_model, conv.adapter)
     return model

@@ -17,7 +17,7 @@ encoded (the error names the pair), ``"skip"`` records it as a :class:`SkippedPa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -73,26 +73,39 @@ def encoded_pair(model, pair: Any, truncation: str = "error") -> Encoded:
     )
 
 
+def check_on_error(on_error: Any) -> OnError:
+    if on_error not in ("raise", "skip"):
+        raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return on_error
+
+
 def encode_pairs(
-    model, pairs: Sequence, truncation: str = "error", on_error: OnError = "raise"
+    model,
+    pairs: Sequence,
+    truncation: str = "error",
+    on_error: OnError = "raise",
+    *,
+    start: int = 0,
+    skip_hint: bool = True,
 ) -> tuple[list[Encoded], list[int], list[SkippedPair]]:
-    """Encode every pair: ``(encoded, kept_indices, skipped)``.
+    """Encode every pair: ``(encoded, kept_indices, skipped)``; ``pairs[0]`` is pair ``start``
+    of the whole set.
 
     With ``on_error="raise"`` the first failure is re-raised with the same class and a message
     that starts with the pair's index (and source record); with ``"skip"`` it is recorded.
     """
-    if on_error not in ("raise", "skip"):
-        raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_on_error(on_error)
     if len(pairs) == 0:
         raise EmptyInputError("the pair set is empty: nothing to score")
     encoded, kept, skipped = [], [], []
-    for i, pair in enumerate(pairs):
+    for i, pair in enumerate(pairs, start):
         try:
             encoded.append(encoded_pair(model, pair, truncation))
         except RewardLensError as err:
             skip = SkippedPair(i, getattr(pair, "record", None), str(err))
             if on_error == "raise":
-                raise type(err)(f"{skip} (pass on_error='skip' to skip such pairs)") from err
+                hint = " (pass on_error='skip' to skip such pairs)" if skip_hint else ""
+                raise type(err)(f"{skip}{hint}") from err
             skipped.append(skip)
             continue
         kept.append(i)
@@ -110,3 +123,78 @@ def pair_batches(
         chunk = [encoded_pair(model, p, truncation) for p in pairs[start : start + batch_size]]
         ids, mask = pad_batch([c for c, _ in chunk] + [r for _, r in chunk], model.pad_token_id)
         yield ids.to(device), mask.to(device), len(chunk)
+
+
+@dataclass(frozen=True)
+class PairChunk:
+    """What one batch of pairs gave: the input positions it kept (with each pair's ``subset``
+    and ``record``), the pairs it skipped, and ``output`` (``None`` if all were skipped)."""
+
+    kept: tuple[int, ...]
+    subsets: tuple[str | None, ...]
+    records: tuple[int | None, ...]
+    skipped: tuple[SkippedPair, ...]
+    output: Any
+
+
+def map_pair_batches(
+    model,
+    pairs: Iterable[Any],
+    fn: Callable[[Tensor, Tensor, int], Any],
+    *,
+    batch_size: int = 16,
+    truncation: str = "error",
+    on_error: OnError | None = "raise",
+) -> list[PairChunk]:
+    """``fn(ids, mask, n)`` on each batch of ``batch_size`` input pairs (rows ``[:n]`` chosen,
+    ``[n:]`` rejected; skipped pairs leave their batch shorter), in input order.
+
+    ``on_error=None`` raises like ``"raise"`` but without suggesting ``on_error="skip"`` (for
+    analyses whose results have no room for skipped pairs). ``pairs`` is streamed: one batch
+    of pairs and its encodings are held at a time. Under ``torchrun`` the batches are split
+    across ranks and gathered back in order on every rank (:mod:`reward_lens_tl.distributed`).
+    Raises :class:`EmptyInputError` for an empty set.
+    """
+    from .distributed import gather_results, shard, world
+
+    check_batch_size(batch_size)
+    hint = on_error is not None
+    on_error = check_on_error("raise" if on_error is None else on_error)
+    rank, size = world()
+    local, error, counter = [], None, [0]
+    for k, batch in shard(_counted(pairs, counter), batch_size, rank, size):
+        try:
+            chunk = _run_batch(model, batch, k * batch_size, fn, truncation, on_error, hint)
+            local.append((k, chunk))
+        except Exception as err:
+            if size == 1:
+                raise
+            error = (k, err)
+            break
+    if counter[0] == 0 and error is None:
+        raise EmptyInputError("the pair set is empty: nothing to score")
+    return [chunk for _, chunk in gather_results(local, error)]
+
+
+def _counted(items: Iterable[Any], counter: list[int]) -> Iterator[Any]:
+    for item in items:
+        counter[0] += 1
+        yield item
+
+
+def _run_batch(model, batch: list, start: int, fn, truncation, on_error, hint) -> PairChunk:
+    encoded, kept, skipped = encode_pairs(
+        model, batch, truncation, on_error, start=start, skip_hint=hint
+    )
+    output = None
+    if encoded:
+        ids, mask = pad_batch([c for c, _ in encoded] + [r for _, r in encoded], model.pad_token_id)
+        device = model.cfg.device
+        output = fn(ids.to(device), mask.to(device), len(encoded))
+    return PairChunk(
+        kept=tuple(kept),
+        subsets=tuple(getattr(batch[i - start], "subset", None) for i in kept),
+        records=tuple(getattr(batch[i - start], "record", None) for i in kept),
+        skipped=tuple(skipped),
+        output=output,
+    )

@@ -89,17 +89,24 @@ class Readout:
     def project(
         self, x: Float[Tensor, "batch pos d_model"], scale: Float[Tensor, "batch pos"]
     ) -> Float[Tensor, "batch pos"]:
-        """``norm(x) · direction`` for residuals at any positions, given their scale; no bias."""
+        """``norm(x) · direction`` for residuals at any positions, given their scale; no bias.
+        Computed in float32 at least (bf16/fp16 models read out without a second rounding)."""
+        x = wide(x)
         if self.centred:
             x = x - x.mean(-1, keepdim=True)
-        return (x * self.direction[:, None, :]).sum(-1) / scale
+        return (x * wide(self.direction)[:, None, :]).sum(-1) / scale
 
     def unit(self, scale: Float[Tensor, " batch"]) -> Float[Tensor, "batch d_model"]:
         """``u`` with ``c · u`` = the contribution of component ``c`` under a frozen scale."""
-        d = self.direction
+        d = wide(self.direction)
         if self.centred:
             d = d - d.mean(-1, keepdim=True)
         return d / scale[:, None]
+
+
+def wide(t: Tensor) -> Tensor:
+    """``t`` in float32 if it is a lower-precision float (bf16, fp16), else unchanged."""
+    return t.float() if t.is_floating_point() and t.element_size() < 4 else t
 
 
 def readout(model, objective: Objective, batch: int, gate: Tensor | None = None) -> Readout:
@@ -120,6 +127,7 @@ def readout(model, objective: Objective, batch: int, gate: Tensor | None = None)
 
 def recomputed_scale(model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "..."]:
     """The scale the final norm would compute for ``x`` (RMS, or std for LayerNorm)."""
+    x = wide(x)
     if is_centred(model):
         x = x - x.mean(-1, keepdim=True)
     return (x.pow(2).mean(-1) + model.cfg.eps).sqrt()

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .errors import EmptyInputError
 from .inputs import Truncation
-from .pairs import OnError, SkippedPair, check_batch_size, encode_pairs, pair_batches
+from .pairs import OnError, SkippedPair, map_pair_batches
 from .results import Result, TopK, top_entries
 
 
@@ -108,7 +108,10 @@ def score_pairs(
     progress: bool = False,
     on_error: OnError = "raise",
 ) -> PairScores:
-    """Score every pair; chosen and rejected of a chunk run as one batch.
+    """Score every pair; chosen and rejected of a chunk run as one batch. ``pairs`` may be
+    any iterable: it is streamed one batch at a time, so memory does not grow with the number
+    of pairs beyond the scores themselves. Under ``torchrun`` the batches are split across the
+    processes and every rank returns the full result (:mod:`reward_lens_tl.distributed`).
 
     A pair that cannot be encoded (too long for the context under ``truncation``, a prompt the
     chat template rejects, ...) stops the run with ``on_error="raise"`` (the error names the
@@ -117,25 +120,34 @@ def score_pairs(
     """
     from tqdm.auto import tqdm
 
-    check_batch_size(batch_size)
-    pairs = list(pairs)
-    encoded, kept, skipped = encode_pairs(model, pairs, truncation, on_error)
-    if not encoded:
-        raise EmptyInputError(f"all {len(pairs)} pairs were skipped; the first: {skipped[0]}")
-    chosen, rejected = [], []
-    batches = pair_batches(model, encoded, batch_size)
-    total = -(-len(encoded) // batch_size)
-    with torch.no_grad():
-        for ids, mask, n in tqdm(batches, total=total, disable=not progress, desc="scoring"):
+    from .distributed import world
+
+    rank, size = world()  # under torchrun rank 0's bar counts rank 0's pairs (no total)
+    total = len(pairs) if hasattr(pairs, "__len__") and size == 1 else None
+    desc = "scoring" if size == 1 else f"scoring (rank 0 of {size})"
+    bar = tqdm(total=total, disable=not progress or rank != 0, desc=desc, unit="pair")
+
+    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[Tensor, Tensor]:
+        with torch.no_grad():
             rewards = model.rewards(ids, mask).float().cpu()
-            chosen.append(rewards[:n])
-            rejected.append(rewards[n:])
+        bar.update(n)
+        return rewards[:n], rewards[n:]
+
+    with bar:
+        chunks = map_pair_batches(
+            model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
+        )
+    skipped = tuple(s for c in chunks for s in c.skipped)
+    done = [c for c in chunks if c.output is not None]
+    if not done:
+        n_pairs = len(skipped)
+        raise EmptyInputError(f"all {n_pairs} pairs were skipped; the first: {skipped[0]}")
     return PairScores(
-        chosen=torch.cat(chosen),
-        rejected=torch.cat(rejected),
-        subsets=tuple(getattr(pairs[i], "subset", None) for i in kept),
+        chosen=torch.cat([c.output[0] for c in done]),
+        rejected=torch.cat([c.output[1] for c in done]),
+        subsets=tuple(s for c in done for s in c.subsets),
         objective_names=model.objective_names,
-        indices=tuple(kept),
-        records=tuple(getattr(pairs[i], "record", None) for i in kept),
-        skipped=tuple(skipped),
+        indices=tuple(i for c in done for i in c.kept),
+        records=tuple(r for c in done for r in c.records),
+        skipped=skipped,
     )

@@ -106,11 +106,14 @@ def run_eval_command(args) -> int:
     """The ``eval`` subcommand: one line on stderr and status 2 on a user error."""
     import torch
 
+    from reward_lens_tl.distributed import is_main_process
     from reward_lens_tl.errors import RewardLensError
 
     torch.set_num_threads(1)
     try:
         result, model = _evaluate(args)
+        if not is_main_process():  # under torchrun every rank has the result; rank 0 prints
+            return 0
         _print(result, args)
         if args.explain:
             if model is None:

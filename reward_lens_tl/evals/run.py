@@ -18,13 +18,14 @@ score file as soon as its chunk is done, so a rerun with the same ``out`` contin
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from os import PathLike
 from typing import Any
 
 import torch
 
 from reward_lens_tl.data import GridItem, ItemSet, RankedItem
+from reward_lens_tl.distributed import broadcast, is_main_process, map_in_rounds
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
 from reward_lens_tl.evals.errors import ScoreMismatchError
 from reward_lens_tl.evals.results import EvalResult
@@ -79,19 +80,34 @@ def _record(benchmark: str, item: Any, key: Hashable, rewards: list[float]) -> S
     )
 
 
-def _chunks(model, todo: Sequence[tuple[int, Any]], batch_size: int, truncation: str) -> Iterator:
-    """``(entries, ids, mask)`` per chunk; entries are ``(position, item, n_sequences)``."""
-    entries, encoded = [], []
+def _chunks(todo: Sequence[tuple[int, Any]], batch_size: int) -> list[list[tuple[int, Any]]]:
+    """``todo`` grouped into forward passes of about ``batch_size`` sequences (whole items)."""
+    chunks, current, n_seq = [], [], 0
     for position, item in todo:
+        _, chosen, rejected = item_texts(item)
+        current.append((position, item))
+        n_seq += len(chosen) + len(rejected)
+        if n_seq >= batch_size:
+            chunks.append(current)
+            current, n_seq = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _score_chunk(model, chunk, keys, benchmark, truncation, objective) -> list[ScoreRecord]:
+    """One right-padded forward of every response of the chunk's items: their records."""
+    encoded, sizes = [], []
+    for _, item in chunk:
         prompt, chosen, rejected = item_texts(item)
-        encs = [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
-        entries.append((position, item, len(encs)))
-        encoded += encs
-        if len(encoded) >= batch_size:
-            yield entries, *pad_batch(encoded, model.pad_token_id)
-            entries, encoded = [], []
-    if entries:
-        yield entries, *pad_batch(encoded, model.pad_token_id)
+        encoded += [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
+        sizes.append(len(chosen) + len(rejected))
+    rewards = _rewards(model, *pad_batch(encoded, model.pad_token_id), objective).tolist()
+    records, start = [], 0
+    for (position, item), n in zip(chunk, sizes, strict=True):
+        records.append(_record(benchmark, item, keys[position], rewards[start : start + n]))
+        start += n
+    return records
 
 
 def _rewards(model, ids, mask, objective) -> torch.Tensor:
@@ -121,6 +137,10 @@ def score_items(
     in it are not scored again (the file must belong to the same items: an id it holds that
     ``items`` lacks is a :class:`ScoreMismatchError`). ``objective`` picks a column of a plain
     multi-objective head. Returns an :class:`EvalResult` aligned with ``items``.
+
+    Under ``torchrun`` the chunks are split by rank (chunk ``k`` on rank ``k mod N``), every
+    rank returns the complete result and rank 0 alone writes ``out``, after each round of
+    ``N`` chunks (:mod:`reward_lens_tl.distributed`).
     """
     from tqdm.auto import tqdm
 
@@ -131,8 +151,9 @@ def score_items(
         raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
     benchmark = check_benchmark(benchmark_of(items[0]))
     keys = _unique_ids(items, benchmark)
-    writer = ScoreWriter(out, benchmark, resume=resume) if out is not None else None
-    done = dict(writer.done) if writer is not None else {}
+    main = is_main_process()
+    writer = ScoreWriter(out, benchmark, resume=resume) if out is not None and main else None
+    done = broadcast(dict(writer.done) if writer is not None else {})  # rank 0 read the file
     unknown = [k for k in done if k not in set(keys)]
     if unknown:
         raise ScoreMismatchError(
@@ -142,19 +163,22 @@ def score_items(
     todo = [(i, it) for i, (it, k) in enumerate(zip(items, keys, strict=True)) if k not in done]
     scored = dict(done)
     bar = tqdm(
-        total=len(items), initial=len(items) - len(todo), disable=not progress, desc=benchmark
+        total=len(items),
+        initial=len(items) - len(todo),
+        disable=not (progress and main),
+        desc=benchmark,
     )
+
+    def score(chunk):
+        return _score_chunk(model, chunk, keys, benchmark, truncation, objective)
+
     with torch.no_grad(), writer or _Null():
-        for entries, ids, mask in _chunks(model, todo, batch_size, truncation):
-            rewards = _rewards(model, ids, mask, objective).tolist()
-            new, start = [], 0
-            for position, item, n in entries:
-                new.append(_record(benchmark, item, keys[position], rewards[start : start + n]))
-                start += n
+        for finished in map_in_rounds(_chunks(todo, batch_size), score):
+            new = [record for _, records in finished for record in records]
             if writer is not None:
                 writer.write_all(new)
             scored |= {r.id: r for r in new}
-            bar.update(len(entries))
+            bar.update(len(new))
     bar.close()
     records = [scored[k] for k in keys]
     source = str(out) if out is not None else "<memory>"

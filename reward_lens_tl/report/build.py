@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from ..distributed import barrier, is_main_process, map_items
 from ..errors import RewardLensError
 from .page import Section, page_html
 
@@ -49,6 +50,7 @@ def build_report(
     counted; ``n_patch`` largest-margin pairs are patched; ``resume`` reuses finished steps."""
     from tqdm.auto import tqdm
 
+    main = is_main_process()
     out = _writable_dir(out_dir)
     args = {
         "model": str(Path(model_dir).resolve()),
@@ -62,9 +64,11 @@ def build_report(
     work = _work_dir(out, args, resume)
     ctx = _context(model_dir, pairs_path, args, batch_size)
     steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
+    finished = {name for name, _ in steps if _step_path(work, name).exists()}
+    barrier()  # every rank has seen which steps a resumed run finished before any is written
     sections = []
-    for name, step in tqdm(steps, desc="report", disable=not progress):
-        stored = _cached(work, name, lambda step=step: step(ctx))
+    for name, step in tqdm(steps, desc="report", disable=not (progress and main)):
+        stored = _cached(work, name, name in finished, lambda step=step: step(ctx))
         if stored is not None:
             ctx["numbers"].update(stored["numbers"])
         sections.append(stored)
@@ -76,10 +80,12 @@ def build_report(
         f"({numbers['n_skipped']} skipped), seed {seed}; every number is reproducible with the "
         "reward_lens_tl API"
     )
-    page = page_html(title, subtitle, [_section(s) for s in sections])
-    _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
-    _write_atomic(out / "report.html", page)
-    shutil.rmtree(work, ignore_errors=True)
+    if main:  # under torchrun every rank has the numbers; rank 0 writes the page
+        page = page_html(title, subtitle, [_section(s) for s in sections])
+        _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
+        _write_atomic(out / "report.html", page)
+        shutil.rmtree(work, ignore_errors=True)
+    barrier()
     return numbers
 
 
@@ -232,15 +238,22 @@ def _step_patching(ctx) -> dict:
         "patched from the chosen run, end-aligned at the reward token): the fraction of the "
         "margin each cell restores."
     )
-    found = []
-    for i in picks:
+
+    def patch(i: int) -> tuple[dict, str]:
         chosen, rejected = ctx["encoded"][i]
         result = activation_patching(
             ctx["model"], chosen, rejected, site="resid_pre", alignment="end"
         )
         m, rows, cols = result.matrix()
-        found.append({"pair": ctx["numbers"]["pair_ids"][i], "top": list(result.top_k(3))})
-        section.raw(grid_html(m.tolist(), rows, cols, title=f"pair {found[-1]['pair']}"))
+        pair = ctx["numbers"]["pair_ids"][i]
+        return {"pair": pair, "top": list(result.top_k(3))}, grid_html(
+            m.tolist(), rows, cols, title=f"pair {pair}"
+        )
+
+    found = []
+    for _, (entry, grid) in map_items(picks, patch):  # pairs split across torchrun's ranks
+        found.append(entry)
+        section.raw(grid)
     ctx["numbers"]["patching"] = found
     return _store(section, {"patching": found})
 
@@ -316,12 +329,19 @@ def _section(stored: dict):
     return _Done
 
 
-def _cached(work: Path, name: str, compute):
-    path = work / f"{name.replace(':', '_')}.json"
-    if path.exists():
+def _step_path(work: Path, name: str) -> Path:
+    return work / f"{name.replace(':', '_')}.json"
+
+
+def _cached(work: Path, name: str, finished: bool, compute):
+    """A finished step's stored result, or ``compute()`` stored by rank 0 (every rank computes:
+    the pair-set analyses inside are split across ranks and need all of them)."""
+    path = _step_path(work, name)
+    if finished:
         return json.loads(path.read_text())
     result = compute()
-    _write_atomic(path, json.dumps(result, default=float))
+    if is_main_process():
+        _write_atomic(path, json.dumps(result, default=float))
     return result
 
 
@@ -329,7 +349,7 @@ def _writable_dir(out_dir) -> Path:
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write_test"
+        probe = out / f".write_test.{os.getpid()}"
         probe.write_text("")
         probe.unlink()
     except OSError as err:
@@ -353,9 +373,11 @@ def _work_dir(out: Path, args: dict, resume: bool) -> Path:
                 "with the same arguments or start again without --resume"
             )
         return work
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    manifest.write_text(json.dumps(args))
+    if is_main_process():  # a fresh run: rank 0 clears the folder, the others wait for it
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        manifest.write_text(json.dumps(args))
+    barrier()
     return work
 
 
