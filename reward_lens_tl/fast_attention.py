@@ -37,6 +37,8 @@ True
 
 from __future__ import annotations
 
+import weakref
+
 import einops
 import torch
 import torch.nn.functional as F
@@ -75,6 +77,21 @@ def config_supports_sdpa(cfg) -> bool:
         or cfg.load_in_4bit
         or cfg.original_architecture in UNSUPPORTED_ARCHITECTURES
     )
+
+
+_PADDING_SEEN: list = [(None, None, False)]  # [(weakref to a mask, its version, answer)]
+
+
+def has_padding(attention_mask: Tensor) -> bool:
+    """Whether the mask hides any position. Every layer of a forward gets the same mask
+    tensor, so the answer (a device-to-host copy on CUDA) is kept for that tensor: one
+    synchronisation per forward, not one per layer."""
+    seen, version, answer = _PADDING_SEEN[0]
+    if seen is not None and seen() is attention_mask and version == attention_mask._version:
+        return answer
+    answer = not bool(attention_mask.bool().all())
+    _PADDING_SEEN[0] = (weakref.ref(attention_mask), attention_mask._version, answer)
+    return answer
 
 
 class SDPAAttentionMixin(AbstractAttention):
@@ -124,12 +141,20 @@ class SDPAAttentionMixin(AbstractAttention):
         z = self.hook_z(self.sdpa_z(q, k, v, offset, attention_mask))
         return self.attention_output(z)
 
+    def _extend_rotary_embeddings(self, new_size: int) -> None:
+        """TL rebuilds the tables whenever a call needs position ``n_ctx`` (the pooled last
+        block's query sits one past a full row's keys), but caps the size at ``n_ctx``, so
+        it rebuilt the same tables on every such call; grow them only when they grow. The
+        positions used come from the mask there and stay below ``n_ctx``."""
+        if new_size > self.rotary_cos.shape[0]:
+            super()._extend_rotary_embeddings(new_size)
+
     def visible_keys(
         self, n_query: int, n_key: int, offset: int, attention_mask, device
     ) -> Bool[Tensor, "batch 1 query key"] | None:
         """TL's causal (and sliding-window) mask and the padding mask; ``None`` when plain
         causal attention with no padding is exact (SDPA's ``is_causal``)."""
-        padded = attention_mask is not None and not bool(attention_mask.bool().all())
+        padded = attention_mask is not None and has_padding(attention_mask)
         if offset == 0 and n_query == n_key and self.attn_type == "global" and not padded:
             return None
         mask = self._make_causal_mask(n_query, n_key, offset, device)
@@ -162,7 +187,7 @@ class SDPAAttentionMixin(AbstractAttention):
             is_causal=mask is None,
             scale=1.0 / self.attn_scale,
         )
-        if empty is not None and bool(empty.any()):
+        if empty is not None:  # no ``empty.any()`` test: it would wait for the device
             z = z.masked_fill(empty, 0.0)
         return z.transpose(1, 2).to(v.dtype)
 

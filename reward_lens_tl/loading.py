@@ -81,12 +81,13 @@ def convert_hf_model(
     )
     head = adapter.reward_head(hf_model, options)
     cfg = adapter.tl_config(hf_config, options, head.n_objectives)
+    # on the CPU whatever device the HF model is on: TL folds on the state dict's devices
     state_dict = {
-        k: v.detach().to(torch.float32).clone()
+        k: v.detach().to("cpu", torch.float32, copy=True)
         for k, v in adapter.backbone_state_dict(hf_model, cfg).items()
     }
-    state_dict["unembed.W_U"] = head.W.float()
-    state_dict["unembed.b_U"] = head.b.float()
+    state_dict["unembed.W_U"] = head.W.to("cpu", torch.float32)
+    state_dict["unembed.b_U"] = head.b.to("cpu", torch.float32)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
     flags = adapter.fold_options(
         dict(
@@ -170,7 +171,8 @@ def verify_parity(
     if pattern:  # a gated head needs its prompt-end marker (the assistant header) in the row
         mid = ids.shape[1] // 2
         ids[:, mid : mid + len(pattern)] = torch.tensor(pattern)
-    ref = adapter.reference_rewards(hf_model, ids).float()
+    hf_device = next(hf_model.parameters()).device  # the HF model may be on a GPU
+    ref = adapter.reference_rewards(hf_model, ids.to(hf_device)).float()
     ours = model.objective_rewards(ids) if ref.ndim == 2 else model.rewards(ids)
     err = float((ours.float().cpu() - ref.cpu()).abs().max())
     tol = atol if atol is not None else (1e-3 if model.cfg.dtype == torch.float32 else 5e-2)

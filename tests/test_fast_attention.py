@@ -228,3 +228,37 @@ def test_rotary_tables_are_hfs(family):
         attn, attn.cfg.rotary_dim, m, base=attn._rotary_base()
     )
     assert (tl_sin - sin[0, :m]).abs().max() > 1e-5  # what the override fixes
+
+
+def test_full_context_rows_do_not_rebuild_rotary_tables(monkeypatch):
+    """The pooled last block's query sits one past a full row; TL capped its table growth at
+    n_ctx and so rebuilt the same tables on every such call."""
+    from transformer_lens.components.abstract_attention import AbstractAttention
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    n = model.cfg.n_ctx
+    rebuilt = []
+    original = AbstractAttention._extend_rotary_embeddings
+    monkeypatch.setattr(
+        AbstractAttention,
+        "_extend_rotary_embeddings",
+        lambda self, size: rebuilt.append(size) or original(self, size),
+    )
+    ids, mask = random_batch(2, [n, n - 5], vocab=model.cfg.d_vocab, seed=0)
+    with torch.no_grad():
+        first, again = model.rewards(ids, mask), model.rewards(ids, mask)
+        full, _ = model.run_with_cache(  # a hook on ln_final: the full (unpooled) path
+            ids, attention_mask=mask, return_type="reward", names_filter="ln_final.hook_normalized"
+        )
+    assert rebuilt == [] and torch.equal(first, again)
+    assert (first - full).abs().max() < 1e-5
+
+
+def test_padding_answer_follows_the_mask_tensor():
+    from reward_lens_tl.fast_attention import has_padding
+
+    mask = torch.ones(2, 5, dtype=torch.long)
+    assert not has_padding(mask) and not has_padding(mask)
+    mask[1, 4] = 0  # edited in place: its version changes, the answer is recomputed
+    assert has_padding(mask)
+    assert not has_padding(torch.ones(2, 5, dtype=torch.long))

@@ -79,6 +79,7 @@ DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
 NO_CHANGE = 1 << 40  # "this cell writes nothing new"
 AUTO_CHUNK = 16  # default variants per forward (fastest at 128 tokens on CPU)
 CHUNK_TOKENS = 2048  # default cap on variants × computed positions (16 up to 128 tokens)
+AUTO_CHUNK_CUDA = 64  # on a GPU wider chunks pay (3.5× at 128 tokens, 5.3× at 512 on an H100)
 
 
 def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
@@ -87,6 +88,18 @@ def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
     d_mlp = cfg.d_mlp or 4 * cfg.d_model
     per_token = 14 * cfg.d_model + 4 * d_mlp + 3 * cfg.n_heads * n_tokens
     return int(chunk_size * n_tokens * per_token * torch.finfo(cfg.dtype).bits // 8)
+
+
+def auto_chunk_limits(model, n_pos: int) -> tuple[int, int]:
+    """Default ``(variants, variant-positions)`` per forward: ``AUTO_CHUNK``/``CHUNK_TOKENS``
+    on the CPU; on CUDA ``AUTO_CHUNK_CUDA`` variants and as many positions as a quarter of
+    the free GPU memory holds (:func:`chunk_memory_bytes`)."""
+    device = torch.device(model.cfg.device or "cpu")
+    if device.type != "cuda":
+        return AUTO_CHUNK, CHUNK_TOKENS
+    free, _ = torch.cuda.mem_get_info(device)
+    per_token = chunk_memory_bytes(model, n_pos, 1) / max(n_pos, 1)
+    return AUTO_CHUNK_CUDA, max(n_pos, int(free / 4 / per_token))
 
 
 @dataclass(frozen=True)
@@ -240,7 +253,9 @@ def activation_patching(
     heads). ``metric``: callable on the patched rewards ``[variant]``; ``objective`` selects a
     head column for multi-objective models. ``chunk_size`` bounds the variants per forward
     pass (memory: :func:`chunk_memory_bytes`); the default (``None``) takes up to 16 and at
-    most ``CHUNK_TOKENS`` (2048) variant-positions, i.e. fewer variants for longer runs.
+    most ``CHUNK_TOKENS`` (2048) variant-positions on the CPU, i.e. fewer variants for longer
+    runs, and up to 64 on CUDA within a quarter of the free GPU memory
+    (:func:`auto_chunk_limits`).
     ``fwd_hooks`` are your own interventions, active in every forward pass of the sweep.
     Hooks are removed even when something raises.
     """
@@ -346,14 +361,15 @@ class Sweep:
         if chunk_size is not None:
             return list(cells.split(max(1, int(chunk_size))))
         n_pos = self.target.block_inputs[0].shape[1]
+        max_variants, max_tokens = auto_chunk_limits(self.model, n_pos)
         out, start = [], 0
         starts = first[cells].tolist()
         for i in range(1, len(cells) + 1):
             p0 = starts[start] if self.shortcuts else 0
             if (
                 i == len(cells)
-                or i - start >= AUTO_CHUNK
-                or (i - start + 1) * (n_pos - p0) > CHUNK_TOKENS
+                or i - start >= max_variants
+                or (i - start + 1) * (n_pos - p0) > max_tokens
             ):
                 out.append(cells[start:i])
                 start = i
@@ -518,7 +534,8 @@ def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int | None) -> bool:
     layers = {sweep.plan.grid.layers for sweep in sweeps}
     if chunk_size is None:
         n_pos = sweeps[0].target.block_inputs[0].shape[1]
-        chunk_size = min(AUTO_CHUNK, max(2, CHUNK_TOKENS // n_pos))
+        max_variants, max_tokens = auto_chunk_limits(sweeps[0].model, n_pos)
+        chunk_size = min(max_variants, max(2, max_tokens // n_pos))
     return (
         len(sweeps) > 1
         and len(layers) == 1
