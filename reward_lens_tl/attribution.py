@@ -281,10 +281,13 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     return wide(pattern).permute(1, 0, 2) * vo
 
 
-def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairAttribution:
+def attribute_pairs(
+    model, pairs: Iterable, *, batch_size: int = 16, truncation: str = "error", **kwargs
+) -> PairAttribution:
     """Direct attribution of each pair's chosen and rejected response, streamed in chunks
     (memory is bounded by ``batch_size``; ``pairs`` may be any iterable); ``.margin``
-    decomposes the reward margins. Runs split across processes under ``torchrun``
+    decomposes the reward margins. ``truncation`` (``"error"``, ``"left"``, ``"right"``)
+    applies to pairs given as text. Runs split across processes under ``torchrun``
     (:mod:`reward_lens_tl.distributed`)."""
     if kwargs.get("sources"):
         raise RewardLensError(
@@ -297,7 +300,10 @@ def attribute_pairs(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -
         return _select(result, slice(0, n)), _select(result, slice(n, None))
 
     parts = [
-        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+        c.output
+        for c in map_pair_batches(
+            model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=None
+        )
     ]
     return PairAttribution(
         chosen=_concat([c for c, _ in parts]), rejected=_concat([r for _, r in parts])

@@ -222,19 +222,24 @@ def lens_from_run(
     )
 
 
-def pair_lens(model, pairs: Iterable, *, batch_size: int = 16, **kwargs) -> PairLensResult:
+def pair_lens(
+    model, pairs: Iterable, *, batch_size: int = 16, truncation: str = "error", **kwargs
+) -> PairLensResult:
     """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
     as one right-padded batch. ``pairs`` (any iterable, streamed): objects with
     ``prompt/chosen/rejected`` or ``(chosen, rejected)`` tuples of
-    :class:`~reward_lens_tl.inputs.EncodedConversation`. Runs split across processes under
-    ``torchrun`` (:mod:`reward_lens_tl.distributed`)."""
+    :class:`~reward_lens_tl.inputs.EncodedConversation`; ``truncation`` applies to pairs given
+    as text. Runs split across processes under ``torchrun`` (:mod:`reward_lens_tl.distributed`)."""
 
     def run(ids: Tensor, mask: Tensor, n: int) -> tuple[RewardLensResult, RewardLensResult]:
         result = reward_lens(model, ids, mask, **kwargs)
         return _rows(result, slice(0, n)), _rows(result, slice(n, None))
 
     parts = [
-        c.output for c in map_pair_batches(model, pairs, run, batch_size=batch_size, on_error=None)
+        c.output
+        for c in map_pair_batches(
+            model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=None
+        )
     ]
     return PairLensResult(
         chosen=_join([c for c, _ in parts]), rejected=_join([r for _, r in parts])

@@ -156,3 +156,30 @@ def test_page_in_a_real_browser(report, tmp_path):
     assert sections >= 5 and EVIL in text  # shown as text, not run
     pixels = mpimg.imread(shot)
     assert pixels.std() > 0.05 and Path(shot).stat().st_size > 20_000
+
+
+def test_report_on_pairs_that_need_truncation(tmp_path):
+    """Real data has prompts longer than the context: the failures are explained with the
+    report's truncation and the sweep takes the most common prompt that fits."""
+    task, rng, rows = load_task().task, random.Random(1), []
+    long_prompt = None
+    while len(rows) < 12:
+        a, b = task.response_pair(rng, max_words=5)
+        if a.score == b.score:
+            continue
+        good, bad = (a, b) if a.score > b.score else (b, a)
+        prompt = " ".join(good.prompt)
+        if long_prompt is None:
+            long_prompt = " ".join([prompt] * 20)  # > 64 tokens: fits only truncated
+        row = {"prompt": prompt, "chosen": " ".join(good.response)}
+        row["rejected"] = " ".join(bad.response)
+        if len(rows) < 5:  # the most common prompt; the planted hack makes these failures
+            row |= {"prompt": long_prompt, "rejected": "great question " + row["rejected"]}
+        rows.append(row)
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    numbers = build_report(zoo_path("scalar"), path, tmp_path / "out", progress=False)
+    assert numbers["n_scored"] == 12 and numbers["n_skipped"] == 0
+    assert numbers["failures"]["n"] >= 1
+    assert numbers["sweep"]["prompt"] != long_prompt
+    assert "Token sweep" in numbers["sections"] and "Failures explained" in numbers["sections"]

@@ -120,7 +120,7 @@ def run_eval_command(args) -> int:
                 raise ValueError("--explain needs a model: give MODEL_DIR and DATA")
             failures = result.failures()
             if len(failures):
-                explanation = failures.explain(model)
+                explanation = failures.explain(model, truncation=args.truncation)
                 print("\n".join(["", *explanation.report(args.explain)]))
     except (RewardLensError, ValueError, FileNotFoundError, KeyError, OSError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -233,11 +233,13 @@ def explain_failures(
     drivers_per_failure: int = 5,
     objective=None,
     seed: int = 0,
+    truncation: str = "error",
 ) -> FailureExplanation:
     """Explain the failed comparisons in ``failures`` (see the module docstring).
 
     ``reference``: how many of the result's successes to attribute as the baseline — ``"auto"``
     (a quarter as many as failures, at least one), an int, ``"all"``, or ``None``/``0`` for none.
+    ``truncation`` encodes the texts as scoring them did (``"error"``, ``"left"``, ``"right"``).
     """
     pairs = failures.pairs()
     if not pairs:
@@ -245,14 +247,18 @@ def explain_failures(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
     parts = [
-        _explain_chunk(model, pairs[s : s + batch_size], s, drivers_per_failure, objective)
+        _explain_chunk(
+            model, pairs[s : s + batch_size], s, drivers_per_failure, objective, truncation
+        )
         for s in range(0, len(pairs), batch_size)
     ]
     margin = _concat([p[0] for p in parts])
     lens = PairLensResult(
         chosen=_join_lens([p[1] for p in parts]), rejected=_join_lens([p[2] for p in parts])
     )
-    ref = _reference(model, failures, reference, len(pairs), seed, batch_size, objective)
+    ref = _reference(
+        model, failures, reference, len(pairs), seed, batch_size, objective, truncation
+    )
     return FailureExplanation(
         benchmark=failures.result.benchmark,
         comparisons=tuple(failures),
@@ -265,7 +271,7 @@ def explain_failures(
     )
 
 
-def _reference(model, failures, reference, n_failures, seed, batch_size, objective):
+def _reference(model, failures, reference, n_failures, seed, batch_size, objective, truncation):
     successes = failures.result.successes()
     if reference in (None, 0) or not len(successes):
         return None
@@ -281,12 +287,14 @@ def _reference(model, failures, reference, n_failures, seed, batch_size, objecti
         )
     picked = sorted(random.Random(seed).sample(range(len(successes)), min(n, len(successes))))
     sample = Failures(successes.result, tuple(successes[i] for i in picked))
-    return attribute_pairs(model, sample.pairs(), batch_size=batch_size, objective=objective).margin
+    return attribute_pairs(
+        model, sample.pairs(), batch_size=batch_size, objective=objective, truncation=truncation
+    ).margin
 
 
-def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, objective):
+def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, objective, truncation):
     """Attribution (with sources) and lens of one chunk of failures, from one forward."""
-    encoded = [encoded_pair(model, p) for p in pairs]
+    encoded = [encoded_pair(model, p, truncation) for p in pairs]
     n = len(encoded)
     ids, mask = pad_batch(
         [c.ids for c, _ in encoded] + [r.ids for _, r in encoded], model.pad_token_id

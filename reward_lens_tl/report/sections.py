@@ -7,8 +7,8 @@
   :meth:`~reward_lens_tl.evals.results.Failures.explain` (wrong-way components against the
   successes, the tokens that drive them, where the wrong preference appears);
 - ``Token sweep``: every vocabulary token as the whole response to the pair set's most common
-  prompt (skipped, with a note, for vocabularies above :data:`MAX_SWEEP_VOCAB` tokens: run
-  ``reward-lens sweep`` for those).
+  prompt that fits the context (skipped, with a note, for vocabularies above
+  :data:`MAX_SWEEP_VOCAB` tokens: run ``reward-lens sweep`` for those).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def _prompt_key(prompt) -> str:
 
 
 def sweep_section(ctx) -> Section:
+    from ..errors import SequenceTooLongError
     from ..sweep import token_sweep
 
     model = ctx["model"]
@@ -36,11 +37,20 @@ def sweep_section(ctx) -> Section:
             f"{MAX_SWEEP_VOCAB}); run `reward-lens sweep MODEL_DIR --prompt TEXT` for a sweep."
         )
     counts = Counter(_prompt_key(p.prompt) for p in ctx["pairs"])
-    key = counts.most_common(1)[0][0]
-    prompt = next(p.prompt for p in ctx["pairs"] if _prompt_key(p.prompt) == key)
-    result = token_sweep(model, prompt, progress=False)
+    prompts = {_prompt_key(p.prompt): p.prompt for p in ctx["pairs"]}
+    for key, _ in counts.most_common():  # the most common prompt that fits the context
+        try:
+            result = token_sweep(model, prompts[key], progress=False)
+            break
+        except SequenceTooLongError:
+            continue
+    else:
+        return section.text(
+            f"Skipped: none of the {len(counts)} prompts fits the model's context of "
+            f"{model.cfg.n_ctx} tokens with a one-token response."
+        )
     section.text(
-        f"Every one-token response to the most common prompt ({counts[key]} pairs) of "
+        f"Every one-token response to the most common prompt that fits ({counts[key]} pairs) of "
         f"{len(result)} candidate tokens, built from token ids with the template's suffix. "
         f"Prompt: {key[:120]}"
     )
@@ -63,7 +73,7 @@ def failures_section(ctx) -> Section:
     if len(failures) == 0:
         ctx["numbers"]["failures"] = {"n": 0}
         return section.text(f"The model prefers the chosen response in all {len(pairs)} pairs.")
-    explanation = failures.explain(model)
+    explanation = failures.explain(model, truncation=ctx["truncation"])
     ctx["numbers"]["failures"] = {
         "n": len(failures),
         "wrong_way_components": explanation.wrong_way_components(5),
