@@ -38,12 +38,14 @@ True
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import einops
 import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
+from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 from transformer_lens.components.abstract_attention import AbstractAttention
 from transformer_lens.components.mlps.gated_mlp import GatedMLP
 from transformer_lens.hook_points import HookPoint
@@ -77,6 +79,25 @@ def config_supports_sdpa(cfg) -> bool:
         or cfg.load_in_4bit
         or cfg.original_architecture in UNSUPPORTED_ARCHITECTURES
     )
+
+
+@dataclass
+class RotatedPrefixEntry(TransformerLensKeyValueCacheEntry):
+    """A frozen key-value cache entry that also holds its keys already rotated (rotary
+    models): the SDPA path rotates only the new keys instead of the whole prefix again on
+    every call (patching sweeps reuse one prefix for many variants). TL's own path, taken
+    when a hook reads the pattern, still uses the unrotated ``past_keys``."""
+
+    rotated_keys: Tensor | None = None
+
+
+def prepend(prefix: Tensor, new: Tensor) -> Tensor:
+    """``cat([prefix, new], 1)``; the prefix is often expanded along the batch (stride 0),
+    which ``torch.cat`` copies slowly, so it is written into a new tensor instead."""
+    out = new.new_empty((new.shape[0], prefix.shape[1] + new.shape[1], *new.shape[2:]))
+    out[:, : prefix.shape[1]] = prefix
+    out[:, prefix.shape[1] :] = new
+    return out
 
 
 _PADDING_SEEN: list = [(None, None, False)]  # [(weakref to a mask, its version, answer)]
@@ -132,12 +153,21 @@ class SDPAAttentionMixin(AbstractAttention):
             )
         q, k, v = self.calculate_qkv_matrices(query_input, key_input, value_input)
         offset = 0
+        rotary = self.cfg.positional_embedding_type == "rotary"
+        rotated = getattr(past_kv_cache_entry, "rotated_keys", None)
         if past_kv_cache_entry is not None:
             offset = past_kv_cache_entry.past_keys.size(1)
-            k, v = past_kv_cache_entry.append(k, v)
-        if self.cfg.positional_embedding_type == "rotary":
+        if rotary and rotated is not None:  # only the new keys need rotating
+            k = prepend(rotated, self.apply_rotary(k, offset, attention_mask))
+            v = prepend(past_kv_cache_entry.past_values, v)
             q = self.hook_rot_q(self.apply_rotary(q, offset, attention_mask))
-            k = self.hook_rot_k(self.apply_rotary(k, 0, attention_mask))
+            k = self.hook_rot_k(k)
+        else:
+            if past_kv_cache_entry is not None:
+                k, v = past_kv_cache_entry.append(k, v)
+            if rotary:
+                q = self.hook_rot_q(self.apply_rotary(q, offset, attention_mask))
+                k = self.hook_rot_k(self.apply_rotary(k, 0, attention_mask))
         z = self.hook_z(self.sdpa_z(q, k, v, offset, attention_mask))
         return self.attention_output(z)
 

@@ -262,3 +262,29 @@ def test_padding_answer_follows_the_mask_tensor():
     mask[1, 4] = 0  # edited in place: its version changes, the answer is recomputed
     assert has_padding(mask)
     assert not has_padding(torch.ones(2, 5, dtype=torch.long))
+
+
+def test_sweeps_reuse_rotated_prefix_keys_on_both_attention_paths():
+    """Patching sweeps hand the attention pre-rotated prefix keys (``RotatedPrefixEntry``);
+    a pattern hook sends the layers through TL's path, which must use the unrotated ones."""
+    from reward_lens_tl.patching import activation_patching
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    gen = torch.Generator().manual_seed(3)
+    clean = torch.randint(3, model.cfg.d_vocab, (11,), generator=gen)
+    corrupted = clean.clone()
+    corrupted[4:7] = torch.randint(3, model.cfg.d_vocab, (3,), generator=gen)
+
+    def sweep(**kw):
+        return activation_patching(
+            model, clean, corrupted, alignment="exact", metric=lambda r: r, **kw
+        ).values
+
+    fast, plain = sweep(), sweep(reuse_prefix=False)
+    for layer in range(model.cfg.n_layers):
+        model.add_hook(f"blocks.{layer}.attn.hook_pattern", lambda x, hook: x)
+    try:
+        tl_path = sweep()
+    finally:
+        model.reset_hooks()
+    assert (fast - plain).abs().max() < 1e-5 and (tl_path - plain).abs().max() < 1e-5

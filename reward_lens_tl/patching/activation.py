@@ -55,9 +55,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
-from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
+from ..fast_attention import RotatedPrefixEntry, prepend
 from ..readout import Objective
 from .errors import PatchingError
 from .grids import HEAD_SITES, canonical_site
@@ -111,7 +111,17 @@ class TargetState:
     block_inputs: list[Float[Tensor, "1 pos d_model"]]  # resid_pre[0..L-1], resid_post[L-1]
     keys: list[Tensor] | None  # per layer [1, pos, kv_head, d_head] (pre-rotary)
     values: list[Tensor] | None
+    rotated_keys: list[Tensor] | None  # the keys rotated (rotary models), else None
     site_values: dict[int, Tensor]  # per grid layer, the site activation at aligned positions
+
+
+def rotated_keys(model, keys: list[Tensor]) -> list[Tensor] | None:
+    """Each layer's cached keys of one unpadded run, rotated as its attention rotates them
+    (positions ``0 ..``), so sweeps rotate only the keys they compute."""
+    if model.cfg.positional_embedding_type != "rotary":
+        return None
+    blocks = model.blocks
+    return [block.attn.apply_rotary(k, 0, None) for block, k in zip(blocks, keys, strict=True)]
 
 
 def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence) -> TargetState:
@@ -156,6 +166,7 @@ def run_target_and_source(
         block_inputs=[cache[n][:1] for n in names],
         keys=[e.past_keys[:1] for e in kv.entries],
         values=[e.past_values[:1] for e in kv.entries],
+        rotated_keys=rotated_keys(model, [e.past_keys[:1] for e in kv.entries]),
     )
     targets = [
         TargetState(
@@ -492,16 +503,20 @@ class Sweep:
         (batch 1 at ``narrow_layer``, where the block still runs unwidened, except for the
         patched ``k`` or ``v`` whose hook widens it)."""
         entries = []
-        for layer, (k, v) in enumerate(zip(self.target.keys, self.target.values, strict=True)):
+        rotated = self.target.rotated_keys or [None] * len(self.target.keys)
+        for layer, (k, v, rk) in enumerate(
+            zip(self.target.keys, self.target.values, rotated, strict=True)
+        ):
             nk = nv = n
             if layer == narrow_layer:
                 nk = n if self.plan.site == "k" else 1
                 nv = n if self.plan.site == "v" else 1
             entries.append(
-                TransformerLensKeyValueCacheEntry(
+                RotatedPrefixEntry(
                     past_keys=k[:, :p0].expand(nk, -1, -1, -1),
                     past_values=v[:, :p0].expand(nv, -1, -1, -1),
                     frozen=True,
+                    rotated_keys=None if rk is None else rk[:, :p0].expand(nk, -1, -1, -1),
                 )
             )
         mask = torch.ones(n, p0, dtype=torch.long, device=self.target.ids.device)
@@ -517,11 +532,15 @@ class Sweep:
         before = resid[:, :-1]
         keys = self.target.keys[last][:, :p0].expand(n, -1, -1, -1)
         values = self.target.values[last][:, :p0].expand(n, -1, -1, -1)
+        rotated = self.target.rotated_keys
+        rotated = None if rotated is None else rotated[last][:, :p0].expand(n, -1, -1, -1)
         if before.shape[1]:
             normed = block.ln1(before)
             _, k, v = block.attn.calculate_qkv_matrices(normed[:, :1], normed, normed)
-            keys, values = torch.cat([keys, k], 1), torch.cat([values, v], 1)
-        entry = TransformerLensKeyValueCacheEntry(keys, values, frozen=True)
+            keys, values = prepend(keys, k), prepend(values, v)
+            if rotated is not None:
+                rotated = prepend(rotated, block.attn.apply_rotary(k, p0, None))
+        entry = RotatedPrefixEntry(keys, values, frozen=True, rotated_keys=rotated)
         return block(resid[:, -1:], past_kv_cache_entry=entry)
 
 
