@@ -30,90 +30,149 @@ True
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import ActivationCache
 from transformer_lens.utilities.slice import Slice
 
-from .errors import RewardLensError
+from .errors import InvalidArgumentError, RewardLensError
 
 REWARD = "reward"
 
 
 def _per_row_method(name: str):
-    """TL's ``ActivationCache.<name>`` taking ``pos_slice="reward"`` (or ``-1``) per row."""
+    """TL's ``ActivationCache.<name>`` taking ``pos_slice="reward"`` per row."""
     base = getattr(ActivationCache, name)
 
     def method(self, *args, pos_slice=None, return_labels=False, **kwargs):
-        return self._per_row(
-            base.__get__(self), *args, pos_slice=pos_slice, return_labels=return_labels, **kwargs
-        )
+        bound = base.__get__(self)
+        with self._final_weight_in_projection(name, args, kwargs) as kwargs:
+            return self._per_row(
+                bound, *args, pos_slice=pos_slice, return_labels=return_labels, **kwargs
+            )
 
     method.__name__ = name
     method.__doc__ = (
-        f"TL's ``{name}``; ``pos_slice='reward'`` (or TL's ``-1``) reads each row's reward "
-        "position, giving ``[..., batch, d_model]``."
+        f"TL's ``{name}``; ``pos_slice='reward'`` reads each row's reward position, giving "
+        "``[..., batch, d_model]`` (or ``[..., batch]`` with a 1-D ``project_output_onto``)."
     )
     return method
+
+
+#: Cache methods whose ``apply_ln=True`` + ``project_output_onto`` TL fuses (its analytical
+#: path skips ``apply_ln_to_stack``), with the position of their ``layer`` argument.
+_PROJECTING = {"get_full_resid_decomposition": 0, "stack_neuron_results": 0}
 
 
 class RewardActivationCache(ActivationCache):
     """An ``ActivationCache`` that knows each row's reward-reading position."""
 
-    def __init__(self, cache_dict, model, has_batch_dim: bool = True, reward_positions=None):
+    def __init__(
+        self,
+        cache_dict,
+        model,
+        has_batch_dim: bool = True,
+        reward_positions=None,
+        positions_note: str = "",
+    ):
         super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
         self.reward_positions: Int[Tensor, " batch"] | None = reward_positions
+        self._positions_note = positions_note
+        self._weight_folded_into_projection = False
 
     # -- per-row gathering ---------------------------------------------------------------
     def _rows(self) -> Int[Tensor, " batch"]:
         if self.reward_positions is None:
+            why = self._positions_note or "it was built without token ids"
             raise RewardLensError(
-                "this cache does not know the reward positions (it was built from a run without "
-                "token ids, e.g. start_at_layer): pass explicit positions instead of 'reward'"
+                f"this cache does not know the reward positions: {why}. Pass explicit positions "
+                "instead of pos_slice='reward', or rerun run_with_cache with the token ids"
             )
-        if not self.has_batch_dim:
-            raise RewardLensError("pos_slice='reward' needs a cache with its batch dimension")
         return self.reward_positions
 
+    def _one_position(self) -> int | None:
+        """The reading position shared by every row, or ``None`` when rows differ."""
+        pos = self._rows()
+        return int(pos[0]) if bool((pos == pos[0]).all()) else None
+
     def gather_reward_positions(
-        self, stack: Float[Tensor, "... batch pos d"]
+        self, stack: Float[Tensor, "... batch pos d"], pos_dim: int = -2
     ) -> Float[Tensor, "... batch d"]:
-        """``stack[..., b, reward_positions[b], :]`` for every row ``b``."""
+        """``stack[..., b, reward_positions[b], :]`` for every row ``b`` (``pos_dim=-1`` for a
+        stack without its last ``d`` axis)."""
         pos = self._rows().to(stack.device)
+        if not self.has_batch_dim:
+            return stack.select(pos_dim, int(pos[0]))
         rows = torch.arange(pos.shape[0], device=stack.device)
+        if pos_dim == -1:
+            return stack[..., rows, pos]
         return stack[..., rows, pos, :]
 
-    def _reads_reward(self, pos_slice) -> bool:
-        """``"reward"``, or TL's last-position habit ``-1`` on a cache that knows the reward
-        positions (on a right-padded batch ``-1`` would be a pad for the shorter rows)."""
-        if _is_reward(pos_slice):
-            return True
-        last = (
-            pos_slice == -1
-            if isinstance(pos_slice, int)
-            else (
-                isinstance(pos_slice, Slice)
-                and isinstance(pos_slice.slice, int)
-                and pos_slice.slice == -1
-            )
-        )
-        return bool(last) and self.reward_positions is not None and self.has_batch_dim
-
     def _per_row(self, method, *args, pos_slice=None, return_labels=False, **kwargs):
-        if not self._reads_reward(pos_slice):
+        if not _is_reward(pos_slice):
             return method(*args, pos_slice=pos_slice, return_labels=return_labels, **kwargs)
+        shared = self._one_position()
+        if shared is not None:  # every row read at one position (left padding): TL's own slice
+            return method(*args, pos_slice=shared, return_labels=return_labels, **kwargs)
         out = method(*args, pos_slice=None, return_labels=return_labels, **kwargs)
+        project = kwargs.get("project_output_onto")
+        pos_dim = -1 if project is not None and project.ndim == 1 else -2
         if return_labels:
             stack, labels = out
-            return self.gather_reward_positions(stack), labels
-        return self.gather_reward_positions(out)
+            return self.gather_reward_positions(stack, pos_dim), labels
+        return self.gather_reward_positions(out, pos_dim)
 
     accumulated_resid = _per_row_method("accumulated_resid")
     decompose_resid = _per_row_method("decompose_resid")
     stack_head_results = _per_row_method("stack_head_results")
     stack_neuron_results = _per_row_method("stack_neuron_results")
     get_full_resid_decomposition = _per_row_method("get_full_resid_decomposition")
+
+    def get_neuron_results(self, layer, neuron_slice=None, pos_slice=None, **kwargs):
+        """TL's ``get_neuron_results``; ``pos_slice='reward'`` reads each row's reward
+        position."""
+        base = ActivationCache.get_neuron_results.__get__(self)
+        if not _is_reward(pos_slice):
+            return base(layer, neuron_slice, pos_slice, **kwargs)
+        shared = self._one_position()
+        if shared is not None:
+            return base(layer, neuron_slice, shared, **kwargs)
+        project = kwargs.get("project_output_onto")
+        out = base(layer, neuron_slice, None, **kwargs)  # [batch, pos, neuron, (d | n_out)]
+        pos_dim = -2 if project is not None and project.ndim == 1 else -3
+        return self.gather_reward_positions(out.movedim(pos_dim, -2), -2)
+
+    @contextlib.contextmanager
+    def _final_weight_in_projection(self, name, args, kwargs):
+        """With ``apply_ln=True`` and ``project_output_onto`` at the final norm, TL's fused path
+        never calls :meth:`apply_ln_to_stack`, so an unfolded final norm weight would be lost:
+        fold it into the projection (``W → w ⊙ W``) and skip it in ``apply_ln_to_stack``."""
+        project = kwargs.get("project_output_onto")
+        layer = args[_PROJECTING[name]] if name in _PROJECTING and args else kwargs.get("layer")
+        fused = (
+            not self._weight_folded_into_projection  # an outer call already folded it
+            and name in _PROJECTING
+            and project is not None
+            and kwargs.get("apply_ln", False)
+            and not kwargs.get("mlp_input", False)
+            and (layer is None or layer == -1 or layer == self.model.cfg.n_layers)
+        )
+        if not fused:
+            yield kwargs
+            return
+        self._check_no_final_bias()
+        w = getattr(self.model.ln_final, "w", None)
+        if w is not None:
+            w = w.to(project.device, project.dtype)
+            project = w * project if project.ndim == 1 else w[:, None] * project
+        self._weight_folded_into_projection = True
+        try:
+            yield {**kwargs, "project_output_onto": project}
+        finally:
+            self._weight_folded_into_projection = False
 
     # -- the final norm ------------------------------------------------------------------
     def apply_ln_to_stack(
@@ -132,7 +191,11 @@ class RewardActivationCache(ActivationCache):
         final = layer is None or layer == -1 or layer == self.model.cfg.n_layers
         if final and not recompute_ln:
             self._check_no_final_bias()
-        if self._reads_reward(pos_slice):
+        self._check_one_row(has_batch_dim, batch_slice)
+        if _is_reward(pos_slice):
+            shared = self._one_position()
+            pos_slice = shared if shared is not None else pos_slice
+        if _is_reward(pos_slice):
             out = self._apply_ln_per_row(residual_stack, layer, mlp_input, recompute_ln)
         else:
             out = super().apply_ln_to_stack(
@@ -144,13 +207,28 @@ class RewardActivationCache(ActivationCache):
                 has_batch_dim,
                 recompute_ln,
             )
-        if final and not recompute_ln:
+        if final and not recompute_ln and not self._weight_folded_into_projection:
             out = out * self._final_weight(out)
         return out
 
+    def _check_one_row(self, has_batch_dim, batch_slice) -> None:
+        """A stack without a batch axis needs one row of the cache to take scales from."""
+        first = next(iter(self.cache_dict.values()), None)
+        rows = None if first is None else first.shape[0]
+        if has_batch_dim or not self.has_batch_dim or batch_slice is not None or rows == 1:
+            return
+        raise InvalidArgumentError(
+            "has_batch_dim=False: this stack has no batch axis but the cache holds several rows; "
+            "pass batch_slice=<row> to say whose scales to use (or keep the batch axis)"
+        )
+
     def _apply_ln_per_row(self, stack, layer, mlp_input, recompute_ln):
         if recompute_ln:
-            raise RewardLensError("recompute_ln with pos_slice='reward' is not supported")
+            raise RewardLensError(
+                "recompute_ln with pos_slice='reward' on a batch whose rows are read at "
+                "different positions is not supported: left-pad the batch (model.to_tokens, "
+                "pad_batch) so every row is read at -1"
+            )
         cfg = self.model.cfg
         if cfg.normalization_type not in ("LN", "LNPre", "RMS", "RMSPre"):
             return stack
@@ -177,29 +255,68 @@ class RewardActivationCache(ActivationCache):
                 "reward_lens_tl.attribution.direct_attribution"
             )
 
-    def logit_attrs(self, residual_stack, tokens=0, incorrect_tokens=None, pos_slice=None, **kw):
-        """TL's ``logit_attrs``; ``tokens`` are objective indices of the reward head (``0``
-        for a scalar head), and ``pos_slice="reward"`` reads each row's reward position."""
-        if not self._reads_reward(pos_slice):
-            return super().logit_attrs(residual_stack, tokens, incorrect_tokens, pos_slice, **kw)
+    def logit_attrs(
+        self,
+        residual_stack,
+        tokens=0,
+        incorrect_tokens=None,
+        pos_slice=None,
+        batch_slice=None,
+        has_batch_dim=True,
+    ):
+        """TL's ``logit_attrs``; ``tokens`` are objective indices (or names) of the reward
+        head (``0`` for a scalar head; refused for a gated head, whose direction depends on
+        the input: use :meth:`residual_stack_to_reward`), and ``pos_slice="reward"`` reads each
+        row's reward position."""
         direction = self.model.tokens_to_residual_directions(tokens)
         if incorrect_tokens is not None:
             direction = direction - self.model.tokens_to_residual_directions(incorrect_tokens)
-        scaled = self.apply_ln_to_stack(residual_stack, -1, pos_slice=REWARD)
+        if _is_reward(pos_slice):
+            shared = self._one_position()
+            pos_slice = shared if shared is not None else pos_slice
+        scaled = self.apply_ln_to_stack(
+            residual_stack,
+            -1,
+            pos_slice=pos_slice,
+            batch_slice=batch_slice,
+            has_batch_dim=has_batch_dim,
+        )
         return (scaled * direction).sum(-1)
 
     def residual_stack_to_reward(
-        self, stack: Float[Tensor, "... batch d_model"], objective: int = 0
+        self, stack: Float[Tensor, "... batch d_model"], objective: str | int | None = None
     ) -> Float[Tensor, "... batch"]:
-        """Contributions to objective ``objective`` (a head column) of a stack read at each
-        row's reward position: final norm with its cached scale, then ``W_R[:, objective]``
-        (without the head's bias ``b_R``). For ``accumulated_resid`` the last entry plus
-        ``b_R`` is the reward (a reward lens); for a decomposition (``decompose_resid`` with
-        the biases, ``get_full_resid_decomposition``) the entries sum to the reward minus
-        ``b_R``."""
-        scaled = self.apply_ln_to_stack(stack, -1, pos_slice=REWARD)
-        direction = self.model.tokens_to_residual_directions(objective)
-        return (scaled * direction).sum(-1)
+        """Contributions to the model's reward of a stack read at each row's reward position
+        (``pos_slice="reward"``): the final norm with its cached scale, then the head
+        (without its bias: see :meth:`reward_bias`). The reward is the scalar head, or, for a
+        gated ArmoRM-style head, the gated score (per row, with the gate of this run: cache
+        ``hook_gate``); ``objective=`` (a name or index) reads one head column instead, and
+        is required for a multi-objective head without a gate. For ``accumulated_resid`` the
+        last entry plus the bias is the reward (a reward lens); for a decomposition
+        (``decompose_resid``, ``get_full_resid_decomposition``) the entries sum to it."""
+        self._check_no_final_bias()
+        normed = self._apply_ln_per_row(stack, None, False, False)
+        read = self._readout(objective)
+        return (normed * read.direction.to(normed.dtype)).sum(-1)
+
+    def reward_bias(self, objective: str | int | None = None) -> Float[Tensor, " batch"]:
+        """The head's bias along the reward :meth:`residual_stack_to_reward` reads (per row)."""
+        return self._readout(objective).bias
+
+    def _readout(self, objective):
+        from .readout import readout
+
+        gate = self["hook_gate"] if "hook_gate" in self.cache_dict else None
+        if getattr(self.model, "gating", None) is not None and objective is None and gate is None:
+            raise RewardLensError(
+                "the gated score's direction depends on this run's gate, which the cache does "
+                "not hold: run run_with_cache without a names_filter that drops 'hook_gate', or "
+                "name an objective (objective='...')"
+            )
+        batch = self._rows().shape[0] if self.has_batch_dim else 1
+        if gate is not None and not self.has_batch_dim:
+            gate = gate[None]
+        return readout(self.model, objective, batch, gate)
 
 
 def _is_reward(pos_slice) -> bool:

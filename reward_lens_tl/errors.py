@@ -109,3 +109,8 @@ class NotForRewardModelsError(RewardLensError, NotImplementedError):
 
 class MissingAttentionMaskError(RewardLensError, ValueError):
     """Padding that cannot be told from real tokens without an ``attention_mask``."""
+
+
+class AmbiguousObjectiveError(RewardLensError, ValueError):
+    """A multi-objective model's reward was asked for in a form that does not say which: the
+    gated score (the default) has an input-dependent direction; name an objective instead."""

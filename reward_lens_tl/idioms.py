@@ -7,7 +7,8 @@ either mean something else or nothing. :class:`RewardModelIdioms` (mixed into
 :class:`~reward_lens_tl.errors.NotForRewardModelsError` that says what to use instead:
 
 - ``to_tokens((prompt, response))`` / ``to_tokens([(p, r), ...])``: the conversation's ids
-  with the chat template (BOS, headers, EOS), right padded; a bare string is refused;
+  with the chat template (BOS, headers, EOS), left padded; a bare string is refused;
+- ``to_str_tokens((prompt, response))``: the tokens of that conversation;
 - ``generate``, ``loss_fn``: refused (a reward model has no next-token distribution);
 - ``tokens_to_residual_directions(i)``: the reward head's column ``i`` (objective ``i``; ``0`` for
   a scalar head); a string is refused.
@@ -21,12 +22,13 @@ torch.Size([1, 12])
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from .errors import NotForRewardModelsError
+from .errors import AmbiguousObjectiveError, NotForRewardModelsError
 from .indices import check_index
 
 _TEXT = (
@@ -42,30 +44,44 @@ class RewardModelIdioms:
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
-        """Ids of ``(prompt, response)`` (or a list of them) through the chat template, right
-        padded with the pad id (``attention_mask``: ``ids != pad`` or :func:`pad_batch`).
+        """Ids of ``(prompt, response)`` (or a list of them) through the chat template, **left**
+        padded with the pad id, so ``[:, -1]`` is every row's reading position (see
+        :mod:`reward_lens_tl.padding`); the forward infers the mask from the leading pads.
 
         ``truncate=True`` drops the end of a response that does not fit the context
         (``truncation="right"``: end-of-turn and EOS stay); ``False`` raises instead. A bare
-        string or list of strings is refused: without the template, the reward changes."""
+        string or list of strings is refused: without the template, the reward changes.
+        ``padding_side="right"`` is honoured (and the forward then warns that ``-1`` is a pad
+        in the shorter rows)."""
         from .inputs import pad_batch
 
+        pairs = self._conversations(input, "to_tokens")
+        mode = "right" if truncate else "error"
+        encoded = [self.encode(p, r, truncation=mode) for p, r in pairs]
+        ids, _ = pad_batch(encoded, self.pad_token_id, padding_side or "left")
+        return ids.to(self.cfg.device) if move_to_device else ids
+
+    def to_str_tokens(self, input, prepend_bos=None, padding_side=None):
+        """TL's ``to_str_tokens``: a ``(prompt, response)`` pair gives the tokens of its encoded
+        conversation (template, BOS, EOS); ids (a tensor or list of ints) are converted as TL
+        does; a bare string is refused (see :meth:`to_tokens`)."""
+        if _is_pair(input):
+            return self._require_tokenizer().convert_ids_to_tokens(list(self.encode(*input).ids))
+        if isinstance(input, str):
+            raise NotForRewardModelsError(f"to_str_tokens got text. {_TEXT}")
+        if isinstance(input, list) and input and all(_is_pair(p) for p in input):
+            return [self.to_str_tokens(p) for p in input]
+        return super().to_str_tokens(input, prepend_bos=prepend_bos, padding_side=padding_side)
+
+    def _conversations(self, input, where: str) -> list:
         if isinstance(input, str) or (
             isinstance(input, list) and input and all(isinstance(x, str) for x in input)
         ):
-            raise NotForRewardModelsError(f"to_tokens got text. {_TEXT}")
-        if padding_side not in (None, "right"):
-            raise NotForRewardModelsError(
-                "reward batches are right padded (HF's pooling reads the last non-pad token); "
-                "pass padding_side=None or 'right'"
-            )
+            raise NotForRewardModelsError(f"{where} got text. {_TEXT}")
         pairs = [input] if _is_pair(input) else list(input)
         if not pairs or not all(_is_pair(p) for p in pairs):
-            raise NotForRewardModelsError(f"to_tokens expects (prompt, response) pairs. {_TEXT}")
-        mode = "right" if truncate else "error"
-        encoded = [self.encode(p, r, truncation=mode) for p, r in pairs]
-        ids, _ = pad_batch(encoded, self.pad_token_id)
-        return ids.to(self.cfg.device) if move_to_device else ids
+            raise NotForRewardModelsError(f"{where} expects (prompt, response) pairs. {_TEXT}")
+        return pairs
 
     def generate(self, *args, **kwargs):
         """Refused: a reward model has no next-token distribution to sample from."""
@@ -83,13 +99,27 @@ class RewardModelIdioms:
         )
 
     def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
-        """The reward head's direction for objective index ``tokens`` (``0`` for a scalar
-        head): ``W_R[:, i]``. Vocabulary tokens (strings) have no direction here."""
+        """The reward head's direction for objective ``tokens`` (an index, ``0`` for a scalar
+        head, or an objective name): ``W_R[:, i]``. Vocabulary tokens (other strings) have no
+        direction here. On a gated ArmoRM-style head, whose reward (the gated score) has a
+        direction that depends on the input, an index is ambiguous and refused: name the
+        objective, or use ``model.score_direction(ids)``."""
+        names = tuple(getattr(self, "objective_names", ()))
         if isinstance(tokens, str):
+            if tokens in names and len(names) > 1:
+                return self.W_U[:, names.index(tokens)]
             raise NotForRewardModelsError(
                 f"{tokens!r} is text; a reward model has no vocabulary unembed. The direction "
                 "read by the reward is model.W_R[:, objective] (model.w_r for a scalar head): "
                 "pass an objective index, e.g. tokens_to_residual_directions(0)"
+                + (f", or an objective name from {names}" if len(names) > 1 else "")
+            )
+        if getattr(self, "gating", None) is not None:
+            raise AmbiguousObjectiveError(
+                f"tokens_to_residual_directions({tokens!r}) on a gated head: the model's reward "
+                "is the gated score, whose direction depends on the input "
+                "(model.score_direction(ids), or cache.residual_stack_to_reward(stack)); for one "
+                f"objective pass its name, one of {names}"
             )
         n = self.cfg.d_vocab_out
         if isinstance(tokens, Tensor) and tokens.numel() > 1:
@@ -110,6 +140,66 @@ class RewardModelIdioms:
             f"to_single_token({string!r}): a reward model's outputs are objectives, not "
             "vocabulary tokens; pass an objective index (0 for a scalar head)"
         )
+
+
+#: TransformerLens's language-model metrics, which read ``logits`` as a vocabulary distribution.
+LM_UTILITIES = ("lm_cross_entropy_loss", "lm_accuracy")
+_LM_MODULES = (
+    "transformer_lens.utils",
+    "transformer_lens.utilities",
+    "transformer_lens.utilities.lm_utils",
+)
+
+
+def guard_lm_utilities() -> None:
+    """Make ``transformer_lens.utils.lm_cross_entropy_loss`` / ``lm_accuracy`` refuse a reward
+    model's outputs (a typed error with a pointer) instead of raising an index error or
+    returning a meaningless accuracy. Every other input goes to TransformerLens's function
+    unchanged; the wrapper is installed once, on import of :mod:`reward_lens_tl.model`."""
+    import importlib
+
+    for module_name in _LM_MODULES:
+        module = importlib.import_module(module_name)
+        for name in LM_UTILITIES:
+            fn = getattr(module, name, None)
+            if fn is not None and not getattr(fn, "_reward_lens_guard", False):
+                setattr(module, name, _guarded(fn, name))
+
+
+def _guarded(fn, name: str):
+    @functools.wraps(fn)
+    def wrapper(logits, tokens, *args, **kwargs):
+        if _reads_reward_logits(logits, tokens):
+            raise NotForRewardModelsError(
+                f"utils.{name} reads logits as a next-token distribution over the vocabulary; a "
+                "reward model's outputs are rewards (one column per objective). For a "
+                "preference loss use -logsigmoid(margin) with the margins of "
+                "reward_lens_tl.scoring.score_pairs; for accuracy, "
+                "reward_lens_tl.evals (pairwise accuracy)"
+            )
+        return fn(logits, tokens, *args, **kwargs)
+
+    wrapper._reward_lens_guard = True
+    return wrapper
+
+
+def _reads_reward_logits(logits, tokens) -> bool:
+    if getattr(logits, "_reward_lens_outputs", False):
+        return True
+    return (
+        isinstance(logits, Tensor)
+        and isinstance(tokens, Tensor)
+        and not tokens.dtype.is_floating_point
+        and tokens.numel() > 0
+        and int(tokens.max()) >= logits.shape[-1]
+    )
+
+
+def mark_reward_outputs(out):
+    """Tag a forward's per-position outputs as rewards (read by the LM-utility guard)."""
+    if isinstance(out, Tensor):
+        out._reward_lens_outputs = True
+    return out
 
 
 def _is_pair(x) -> bool:

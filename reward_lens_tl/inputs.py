@@ -1,4 +1,4 @@
-"""Text in, token ids out: conversations → ids, and ids → right-padded batches.
+"""Text in, token ids out: conversations → ids, and ids → left-padded batches.
 
 Ids are assembled directly from the tokenizer: with a chat template, the template renders the
 conversation and is tokenized once (no decode → re-encode round trip; a template's BOS is not
@@ -17,7 +17,7 @@ response *content*; the fixed parts always survive (see :func:`encode_conversati
 >>> from reward_lens_tl.inputs import pad_batch
 >>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
 >>> ids.tolist(), mask.tolist()
-([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]])
+([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
 """
 
 from __future__ import annotations
@@ -28,16 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import (
-    EmptyInputError,
-    MissingPadTokenError,
-    SequenceTooLongError,
-    TemplateError,
-)
+from .errors import SequenceTooLongError, TemplateError
+from .padding import PaddingSide, left_pad
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
@@ -336,31 +331,16 @@ class UnknownTokenWarning(UserWarning):
 
 
 def pad_batch(
-    sequences: Sequence[Sequence[int] | EncodedConversation], pad_token_id: int | None
+    sequences: Sequence[Sequence[int] | EncodedConversation],
+    pad_token_id: int | None,
+    padding_side: PaddingSide = "left",
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """Right-pad id sequences (or :class:`EncodedConversation`\\ s); returns
-    ``(input_ids, attention_mask)``."""
+    """Pad id sequences (or :class:`EncodedConversation`\\ s) into ``(input_ids,
+    attention_mask)``, **left** padded: every row's reward is then read at the same position
+    counted from the end (``-1`` when the pooling token is the last one), so TransformerLens's
+    ``[:, -1]`` habits read each row's reward (see :mod:`reward_lens_tl.padding`)."""
     seqs = [s.ids if isinstance(s, EncodedConversation) else s for s in sequences]
-    if not seqs:
-        raise EmptyInputError("pad_batch got no sequences")
-    if any(len(s) == 0 for s in seqs):
-        raise EmptyInputError(
-            f"sequence {[len(s) for s in seqs].index(0)} has no token ids; a reward needs at "
-            "least one token"
-        )
-    if pad_token_id is None:
-        if len(seqs) > 1:
-            raise MissingPadTokenError(
-                "cannot batch several sequences without a pad token id; set tokenizer.pad_token"
-            )
-        pad_token_id = 0
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, seq in enumerate(seqs):
-        ids[i, : len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
-        mask[i, : len(seq)] = 1
-    return ids, mask
+    return left_pad(seqs, pad_token_id, padding_side)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

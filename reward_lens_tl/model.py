@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from sae_lens import HookedSAETransformer
 from torch import Tensor
+from transformer_lens import ActivationCache
 from transformer_lens.hook_points import HookPoint
+from transformer_lens.utilities.slice import Slice
 
-from . import fast_attention, pooled_forward
+from . import fast_attention, padding, pooled_forward
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
@@ -46,8 +49,13 @@ from .errors import (
     TokenOutOfVocabError,
     UnknownHookError,
 )
-from .idioms import RewardModelIdioms
+from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
 from .loading import convert_hf_model, verify_parity
+
+guard_lm_utilities()
+
+#: What ``forward`` can return (TL's ``"loss"`` / ``"both"`` are refused with a pointer).
+RETURN_TYPES = ("logits", "objectives", "reward", None)
 
 
 class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
@@ -228,35 +236,36 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     ):
         """TL's forward, plus ``return_type="reward"`` for the pooled reward.
 
-        ``"logits"`` (default) gives ``[batch, pos, n_objectives]``. ``"reward"`` gives what
-        :meth:`rewards` documents and fires ``hook_reward`` (and the gating hooks). With
-        ``start_at_layer``, pass ``tokens`` (or ``pool_positions``) so the reward position is
-        known. LM losses do not exist for reward models.
+        ``"logits"`` (default) gives the model's reward at every position,
+        ``[batch, pos, n_objectives]`` (for a gated ArmoRM-style head, the gated score,
+        ``[batch, pos, 1]``); ``"objectives"`` gives the head's per-objective outputs at every
+        position for any head. ``"reward"`` gives what :meth:`rewards` documents and fires
+        ``hook_reward`` (and the gating hooks). Whenever token ids are known (``input``, or
+        ``tokens=`` with ``start_at_layer``), a left-padded batch without ``attention_mask``
+        gets its mask from the leading pad ids. A batch whose position ``-1`` is not every
+        row's reading position warns (:class:`~reward_lens_tl.padding.ReadingPositionWarning`)
+        unless it asks for ``"reward"``. LM losses do not exist for reward models.
         """
         if return_type in ("loss", "both"):
             raise NotForRewardModelsError(
                 "reward models have no language-model loss; use return_type='reward' (or "
                 "'logits' for the reward at every position)"
             )
+        if return_type not in RETURN_TYPES:
+            raise InvalidArgumentError(
+                f"return_type must be one of {RETURN_TYPES}, got {return_type!r}"
+            )
         if start_at_layer is None:
             input = self.check_tokens(input, attention_mask)
             tokens = input
-            if attention_mask is None and kwargs.get("past_kv_cache") is None:
-                attention_mask = self.infer_attention_mask(tokens)
         elif tokens is not None:
             tokens = self.check_tokens(tokens, attention_mask)
+        if tokens is not None and attention_mask is None and kwargs.get("past_kv_cache") is None:
+            attention_mask = self.infer_attention_mask(tokens)
         if return_type != "reward":
-            out = super().forward(
-                input,
-                return_type=return_type,
-                attention_mask=attention_mask,
-                start_at_layer=start_at_layer,
-                tokens=tokens,
-                **kwargs,
+            return self._per_position(
+                input, return_type, tokens, attention_mask, start_at_layer, kwargs
             )
-            if return_type == "logits" and self._carries_forward(start_at_layer, kwargs):
-                out = self._carry_reward_forward(out, tokens, attention_mask)
-            return out
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
         if pooled_forward.applies(self, start_at_layer, attention_mask, kwargs):
@@ -284,6 +293,50 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         )
         return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
 
+    def _per_position(self, input, return_type, tokens, attention_mask, start_at_layer, kwargs):
+        """``"logits"`` / ``"objectives"`` / ``None`` / ``stop_at_layer`` forwards."""
+        if tokens is not None and kwargs.get("past_kv_cache") is None:
+            self.check_reading_position(tokens, attention_mask)
+        gated = return_type == "logits" and self._gated_logits_needed(kwargs)
+        if not gated:
+            out = super().forward(
+                input,
+                return_type="logits" if return_type == "objectives" else return_type,
+                attention_mask=attention_mask,
+                start_at_layer=start_at_layer,
+                tokens=tokens,
+                **kwargs,
+            )
+            logits = return_type is not None and kwargs.get("stop_at_layer") is None
+            return mark_reward_outputs(out) if logits else out
+        resid = super().forward(
+            input,
+            return_type=None,
+            attention_mask=attention_mask,
+            start_at_layer=start_at_layer,
+            tokens=tokens,
+            stop_at_layer=self.cfg.n_layers,
+            **kwargs,
+        )
+        return mark_reward_outputs(self._gated_per_position(resid, tokens))
+
+    def _gated_logits_needed(self, kwargs) -> bool:
+        return getattr(self, "gating", None) is not None and kwargs.get("stop_at_layer") is None
+
+    def _gated_per_position(self, resid, tokens):  # overridden by HookedArmoRM
+        raise NotImplementedError
+
+    def check_reading_position(
+        self, tokens: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+    ) -> None:
+        """Warn (:class:`~reward_lens_tl.padding.ReadingPositionWarning`) when position ``-1``
+        of ``tokens`` is not every row's reading position (right padding of unequal lengths,
+        or a trailing pad == EOS that HF's rule skips)."""
+        if self.pad_token_id is None or padding.warnings_silenced():
+            return
+        positions = self.pool_positions(tokens, attention_mask)
+        padding.warn_if_last_is_not_read(positions, tokens.shape[1], self.pad_token_id)
+
     def infer_attention_mask(self, tokens: Int[Tensor, "batch pos"]) -> Tensor | None:
         """The attention mask of a *left*-padded batch given without one, from the pad id.
 
@@ -303,33 +356,13 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
                 raise MissingAttentionMaskError(
                     f"rows start with {leading.tolist()} copies of token {pad}, which is both the "
                     "pad and the BOS id: left padding cannot be told from BOS. Pass "
-                    "attention_mask (or pad on the right)"
+                    "attention_mask (pad_batch returns it)"
                 )
             return None
         if bool((leading == tokens.shape[1]).any()):
             raise EmptyInputError("a row is all padding: every sequence needs a real token")
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         return (positions[None, :] >= leading[:, None]).long()
-
-    @staticmethod
-    def _carries_forward(start_at_layer, kwargs) -> bool:
-        return (
-            start_at_layer is None
-            and kwargs.get("past_kv_cache") is None
-            and kwargs.get("stop_at_layer") is None
-        )
-
-    def _carry_reward_forward(self, logits, tokens, attention_mask):
-        """Positions after each row's reading position (padding, a trailing EOS the pooling
-        rule skips) hold that row's reward, so ``logits[:, -1]`` is every row's reward."""
-        if self.pad_token_id is None:  # HF reads the last position: nothing comes after it
-            return logits
-        pool = self.pool_positions(tokens, attention_mask).to(logits.device)
-        rows = torch.arange(logits.shape[0], device=logits.device)
-        after = torch.arange(logits.shape[1], device=logits.device)[None, :] > pool[:, None]
-        if not bool(after.any()):
-            return logits
-        return torch.where(after[..., None], logits[rows, pool][:, None, :], logits)
 
     def _pooled_reward(self, resid, tokens, attention_mask, pool_positions):
         if pool_positions is None:
@@ -386,35 +419,64 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         """TL's ``run_with_cache``; a name (or list of names) that does not exist is an error.
 
         The cache is a :class:`~reward_lens_tl.cache.RewardActivationCache`: it knows each
-        row's reward position, so ``pos_slice="reward"`` reads one position per row."""
+        row's reward position (``cache.reward_positions``, in the cache's own position
+        coordinates when ``pos_slice=`` kept only some), so ``pos_slice="reward"`` reads one
+        position per row."""
         if isinstance(names_filter, str):
             self.check_hook_names([names_filter])
         elif isinstance(names_filter, (list, tuple)):
             self.check_hook_names(names_filter)
+        # TL drops the batch axis before slicing positions, which breaks on the head's
+        # [batch, n_objectives] hook points: drop it here, after TL's slicing, instead
+        unbatched = kwargs.pop("remove_batch_dim", False)
         out, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
-        if isinstance(cache, RewardActivationCache):
+        if isinstance(cache, RewardActivationCache) or not isinstance(cache, ActivationCache):
             return out, cache
-        positions = self._cache_reward_positions(model_args, kwargs)
+        cache_dict = cache.cache_dict
+        if unbatched:
+            cache_dict = {name: act[0] for name, act in cache_dict.items()}
+        positions, note = self._cache_reward_positions(model_args, kwargs)
         wrapped = RewardActivationCache(
-            cache.cache_dict, self, has_batch_dim=cache.has_batch_dim, reward_positions=positions
+            cache_dict,
+            self,
+            has_batch_dim=not unbatched,
+            reward_positions=positions,
+            positions_note=note,
         )
         return out, wrapped
 
-    def _cache_reward_positions(self, model_args, kwargs) -> Tensor | None:
+    def _cache_reward_positions(self, model_args, kwargs) -> tuple[Tensor | None, str]:
+        """Each row's reading position in the cache's coordinates, or ``None`` and why not."""
         tokens = model_args[0] if model_args else kwargs.get("input")
         if kwargs.get("start_at_layer") is not None:
             tokens = kwargs.get("tokens")
-        if not isinstance(tokens, Tensor) or tokens.dtype.is_floating_point:
-            return None
-        tokens = tokens if tokens.ndim == 2 else tokens[None]
-        mask = kwargs.get("attention_mask")
-        if mask is None:
-            mask = self.infer_attention_mask(tokens)
         if kwargs.get("pool_positions") is not None:
-            return torch.as_tensor(kwargs["pool_positions"]).reshape(-1)
-        if self.pad_token_id is None and tokens.shape[0] > 1:
-            return None  # HF cannot pool such a batch either; pass pool_positions= to read rows
-        return self.pool_positions(tokens, mask).cpu()
+            positions = torch.as_tensor(kwargs["pool_positions"]).reshape(-1).cpu()
+        elif not isinstance(tokens, Tensor) or tokens.dtype.is_floating_point:
+            return (
+                None,
+                "it was built from a run without token ids (pass tokens= with start_at_layer)",
+            )
+        else:
+            tokens = tokens if tokens.ndim == 2 else tokens[None]
+            mask = kwargs.get("attention_mask")
+            if mask is None:
+                mask = self.infer_attention_mask(tokens)
+            if self.pad_token_id is None and tokens.shape[0] > 1:
+                return None, "the model has no pad id, so rows of a batch have no reading rule"
+            positions = self.pool_positions(tokens, mask).cpu()
+        pos_slice = kwargs.get("pos_slice")
+        if pos_slice is None or tokens is None:
+            return positions, ""
+        kept = torch.as_tensor(Slice.unwrap(pos_slice).indices(tokens.shape[-1]))
+        kept = kept.reshape(-1) % tokens.shape[-1]
+        where = positions[:, None] == kept[None, :]
+        if not bool(where.any(1).all()):
+            return None, (
+                f"run_with_cache(pos_slice={pos_slice!r}) did not keep every row's reading "
+                f"position {positions.tolist()}"
+            )
+        return where.long().argmax(1), ""
 
     def hooks(self, fwd_hooks=(), bwd_hooks=(), *args, **kwargs):
         """TL's ``hooks`` context manager; string hook names are checked first."""
@@ -423,8 +485,13 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return super().hooks(fwd_hooks, bwd_hooks, *args, **kwargs)
 
     def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
-        """TL's ``run_with_hooks``; string hook names are checked first."""
+        """TL's ``run_with_hooks``; string hook names are checked first, and a patch of
+        another run's activations (TransformerLens's ``patching`` functions) whose length
+        differs from this run's is refused instead of being paired prefix-aligned."""
         self.check_hook_names(n for n, _ in [*fwd_hooks, *bwd_hooks] if isinstance(n, str))
+        tokens = model_args[0] if model_args else kwargs.get("input")
+        if isinstance(tokens, Tensor) and not tokens.dtype.is_floating_point:
+            check_patch_lengths(fwd_hooks, tokens.shape[-1])
         return super().run_with_hooks(
             *model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs
         )
@@ -491,14 +558,28 @@ class HookedArmoRM(HookedRewardModel):
     def gate_positions(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
         return gating_positions(tokens, self.gating_token_pattern)
 
-    def _final_reward(self, pooled, normed, tokens):
+    def _gate_from(self, normed: Tensor, tokens: Tensor | None) -> Float[Tensor, "batch n_obj"]:
         if tokens is None:
-            raise RewardLensError("ArmoRM scores need tokens= to find the gating position")
-        rows = torch.arange(pooled.shape[0], device=pooled.device)
+            raise RewardLensError(
+                "ArmoRM scores need tokens= (with start_at_layer) to find the gating position"
+            )
+        rows = torch.arange(normed.shape[0], device=normed.device)
         prompt_state = normed[rows, self.gate_positions(tokens).to(normed.device)]
-        gate = self.hook_gate(self.gating(prompt_state.to(self.reward_transform_matrix.dtype)))
+        return self.hook_gate(self.gating(prompt_state.to(self.reward_transform_matrix.dtype)))
+
+    def _final_reward(self, pooled, normed, tokens):
+        gate = self._gate_from(normed, tokens)
         transformed = pooled @ self.reward_transform_matrix.to(pooled.dtype)
         return self.hook_score((gate.to(pooled.dtype) * transformed).sum(-1))
+
+    def _gated_per_position(self, resid, tokens):
+        """The gated score at every position, ``[batch, pos, 1]``: the objectives there mixed
+        with this row's gate, ``objectives @ (T @ gate)`` (at the reading position: the score)."""
+        normed = self.ln_final(resid) if self.cfg.normalization_type is not None else resid
+        objectives = self.unembed(normed)
+        gate = self._gate_from(normed, tokens).to(objectives.dtype)
+        mix = gate @ self.reward_transform_matrix.T.to(objectives.dtype)  # [batch, n_obj]
+        return (objectives * mix[:, None, :]).sum(-1, keepdim=True)
 
     def gate(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
         _, cache = self.run_with_cache(
@@ -516,6 +597,30 @@ class HookedArmoRM(HookedRewardModel):
         gate = self.gate(input_ids, attention_mask)
         direction = (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
         return direction * self.final_norm_weight()
+
+
+def check_patch_lengths(fwd_hooks, n_pos: int) -> None:
+    """Refuse a hook that copies another run's activation (``clean_activation=``, as
+    TransformerLens's ``patching.get_act_patch_*`` builds them) of another length: TL pairs
+    position ``p`` with ``p`` (prefix-aligned), which is wrong for a chosen/rejected pair."""
+    for name, fn in fwd_hooks:
+        clean = fn.keywords.get("clean_activation") if isinstance(fn, partial) else None
+        if not isinstance(clean, Tensor) or clean.ndim < 2:
+            continue
+        pattern = isinstance(name, str) and name.endswith(("hook_pattern", "hook_attn_scores"))
+        lengths = {int(clean.shape[2]), int(clean.shape[3])} if pattern else {int(clean.shape[1])}
+        if lengths != {n_pos}:
+            from .patching.errors import AlignmentError
+
+            raise AlignmentError(
+                f"patching {name!r}: the clean activation covers {sorted(lengths)} positions and "
+                f"this run {n_pos}. TransformerLens's patching pairs position p with p, i.e. "
+                "prefix-aligned, not at the reward token. Encode both in one batch, "
+                "ids = model.to_tokens([(prompt, chosen), (prompt, rejected)]) (left padded: "
+                "end-aligned), and patch ids[:1] into ids[1:]; or use "
+                "reward_lens_tl.patching.activation_patching(model, clean, corrupted, "
+                "alignment='end')"
+            )
 
 
 MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
@@ -561,7 +666,7 @@ def load_reward_model(
         tokenizer=conv.tokenizer,
     )
     model.load_and_process_state_dict(
-        conv.state_dict, refactor_factored_attn_matrices=False, **conv.fold_flags
+        conv.state_dict, **{"refactor_factored_attn_matrices": False, **conv.fold_flags}
     )
     if conv.extras:
         model.attach_gating(**conv.extras)
