@@ -30,4 +30,4 @@ def test_notebook_executes(path, tmp_path):
         )
         changed = int(text.split("changed lines: ")[1].split()[0])
         print(f"{path.name}: {changed} lines changed from the TransformerLens original")
-        assert changed <= 10
+        assert changed <= 12

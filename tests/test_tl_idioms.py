@@ -8,6 +8,7 @@ from transformer_lens import utils
 from reward_lens_tl import HookedRewardModel, pad_batch
 from reward_lens_tl.attribution import direct_attribution
 from reward_lens_tl.errors import MissingAttentionMaskError, NotForRewardModelsError
+from reward_lens_tl.padding import ReadingPositionWarning
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.zoo import zoo_path
 
@@ -22,7 +23,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def batch(model):
-    """A right-padded batch of unequal lengths, and its rewards read the HF way."""
+    """A (left-padded) batch of unequal lengths, and its rewards read the HF way."""
     encoded = [model.encode(PROMPT, LONG), model.encode(PROMPT, SHORT)]
     ids, mask = pad_batch(encoded, model.pad_token_id)
     with torch.no_grad():
@@ -39,16 +40,30 @@ def test_to_tokens_routes_through_the_conversation(model, batch):
         model.to_tokens(["explain", "the oven"])
 
 
-def test_last_position_of_a_ragged_batch_is_each_rows_reward(model, batch):
+def test_last_position_of_a_batch_is_each_rows_reward(model, batch):
     ids, mask, reward = batch
-    assert ids[1, -1] == model.pad_token_id  # the short row is padded
+    assert ids[1, 0] == model.pad_token_id  # the short row is padded on the left
     with torch.no_grad():
         logits = model(ids)
         masked = model(ids, attention_mask=mask)
     assert torch.allclose(logits[:, -1, 0], reward, atol=1e-5)
     assert torch.allclose(masked[:, -1, 0], reward, atol=1e-5)
+    assert model.pool_positions(ids, mask).tolist() == [ids.shape[1] - 1] * 2
+
+
+def test_right_padding_warns_and_reward_reads_stay_right(model, batch):
+    _, _, reward = batch
+    encoded = [model.encode(PROMPT, LONG), model.encode(PROMPT, SHORT)]
+    ids, mask = pad_batch(encoded, model.pad_token_id, padding_side="right")
+    with pytest.warns(ReadingPositionWarning, match="rows \\[1\\]"), torch.no_grad():
+        logits, cache = model.run_with_cache(ids, attention_mask=mask)
     pool = model.pool_positions(ids, mask)
     assert torch.allclose(logits[torch.arange(2), pool, 0], reward, atol=1e-5)
+    # the explicit per-row read-out is right whatever the padding
+    lens = cache.residual_stack_to_reward(cache.accumulated_resid(pos_slice="reward"))
+    assert torch.allclose(lens[-1] + model.b_R[0], reward, atol=1e-4)
+    heads = cache.stack_head_results(pos_slice="reward")
+    assert heads.shape == (model.cfg.n_layers * model.cfg.n_heads, 2, model.cfg.d_model)
 
 
 def test_left_padding_without_a_mask(model, batch):
