@@ -1,0 +1,82 @@
+"""Left padding is exact on every family: a left-padded batch scores as its rows one by one
+(ours and HF's, unpadded), position ``-1`` is every row's reading token, and the invariants
+(attribution parts + bias = reward, the lens ends at the reward) hold under it."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.attribution import direct_attribution
+from reward_lens_tl.lens import reward_lens
+from reward_lens_tl.padding import left_pad, left_pad_tensor
+from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
+LENGTHS = [12, 5, 9, 16]  # longer than the sliding windows (mistral 5, gemma2 4)
+ONE_BY_ONE = dict(atol=1e-5, rtol=1e-5)
+
+
+def batch_for(family):
+    ids, mask = random_batch(len(LENGTHS), LENGTHS, seed=3, low=5)
+    if family == "armorm":  # the gating pattern (3, 4) ends each prompt
+        for row, offset in enumerate((mask == 0).sum(1).tolist()):
+            ids[row, offset + 2 : offset + 4] = torch.tensor([3, 4])
+    return ids, mask
+
+
+def hf_one(hf, row):
+    with torch.no_grad():
+        out = hf(input_ids=row[None])
+    return out.score[0] if hasattr(out, "score") else out.logits[0, 0]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def pair(family):
+    hf = tiny_reward_model(family)
+    return hf, HookedRewardModel.from_pretrained(hf)
+
+
+def test_left_padded_batch_equals_rows_one_by_one(family, pair):
+    hf, model = pair
+    ids, mask = batch_for(family)
+    assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()  # left padded
+    rows = [ids[i][mask[i].bool()] for i in range(len(LENGTHS))]
+    with torch.no_grad():
+        batched = model.rewards(ids, mask)
+        inferred = model.rewards(ids)  # no mask: inferred from the leading pad ids
+        ours = torch.stack([model.rewards(r[None])[0] for r in rows])
+        logits = model(ids, attention_mask=mask)[:, -1, 0]
+    hf_rows = torch.stack([hf_one(hf, r) for r in rows])
+    assert_close(batched, ours, **ONE_BY_ONE)
+    assert_close(inferred, ours, **ONE_BY_ONE)
+    assert_close(logits, ours, **ONE_BY_ONE)
+    assert_close(ours, hf_rows, atol=1e-4, rtol=1e-4)
+    assert model.pool_positions(ids, mask).tolist() == [ids.shape[1] - 1] * len(LENGTHS)
+
+
+def test_right_and_left_padding_agree(family, pair):
+    _, model = pair
+    ids, mask = batch_for(family)
+    real = [ids[i][mask[i].bool()].tolist() for i in range(len(LENGTHS))]
+    right, right_mask = left_pad(real, 0, padding_side="right")
+    again, again_mask = left_pad_tensor(right, right_mask, 0)
+    assert torch.equal(again, ids) and torch.equal(again_mask, mask)
+    with torch.no_grad():
+        assert_close(model.rewards(right, right_mask), model.rewards(ids, mask), **ONE_BY_ONE)
+
+
+def test_invariants_hold_under_left_padding(family, pair):
+    _, model = pair
+    ids, mask = batch_for(family)
+    with torch.no_grad():
+        reward = model.rewards(ids, mask)
+    attribution = direct_attribution(model, ids, mask, neurons=family == "llama")
+    assert_close(attribution.values.sum(0) + attribution.head_bias, reward, atol=1e-4, rtol=1e-4)
+    lens = reward_lens(model, ids, mask)
+    assert_close(lens.values[-1], reward, atol=1e-4, rtol=1e-4)
