@@ -1,16 +1,16 @@
 """``RewardActivationCache``: TransformerLens's ``ActivationCache`` plus per-row read-outs.
 
-A TL user reads the last position (``pos_slice=-1``). In a right-padded batch of unequal
-lengths that is a pad for every shorter row, and a reward model reads each sequence at its own
-pooling position anyway. ``run_with_cache`` on a reward model therefore returns this cache,
-which knows each row's reading position (``cache.reward_positions``) and accepts
-``pos_slice="reward"`` wherever TL takes a ``pos_slice`` — ``accumulated_resid``,
-``decompose_resid``, ``stack_head_results``, ``stack_neuron_results``,
-``get_full_resid_decomposition``, ``apply_ln_to_stack``, ``logit_attrs`` — returning
-``[..., batch, d_model]`` stacks read at one position per row. TL's ``pos_slice=-1`` means the
-same here (the last *real* token the reward is read from), so a ported logit-lens cell gives
-the right numbers on ragged batches instead of reading pads. :meth:`residual_stack_to_reward`
-turns such a stack into reward contributions (final norm with its frozen scale, then the head).
+A TL user reads the last position (``pos_slice=-1``). Every batch this library builds is left
+padded, so ``-1`` is each row's reading token there (see :mod:`reward_lens_tl.padding`), and TL's
+``pos_slice`` arguments mean exactly what they mean in TL. This cache also knows each row's
+reading position (``cache.reward_positions``, in the cache's own coordinates when
+``run_with_cache(pos_slice=...)`` kept only some positions) and accepts ``pos_slice="reward"``
+wherever TL takes a ``pos_slice`` — ``accumulated_resid``, ``decompose_resid``,
+``stack_head_results``, ``stack_neuron_results``, ``get_neuron_results``,
+``get_full_resid_decomposition``, ``apply_ln_to_stack``, ``logit_attrs`` — reading one position
+per row whatever the padding. :meth:`residual_stack_to_reward` turns a stack read there into
+contributions to the model's reward (final norm with its frozen scale, then the head; for a
+gated ArmoRM-style head, the gated score with this run's gate).
 
 It also refuses the one TL idiom that silently goes wrong on a model loaded without weight
 processing: ``apply_ln_to_stack`` ignores the final norm's weight in TL. Here the weight is

@@ -14,6 +14,18 @@ then lets TL fold the weights (in float32; ``center_unembed`` is always off), ca
 optionally checks the result against HF with :func:`verify_parity`. This module does not import
 the model module (the model imports it), so there is no import cycle.
 
+**TransformerLens's keywords.** Every keyword of TL's ``HookedTransformer.from_pretrained`` is
+either honoured with TL's meaning or refused with a typed error that says why and what to do
+(:func:`check_tl_keywords`): ``fold_ln``, ``center_writing_weights``, ``fold_value_biases``,
+``dtype`` (a ``torch.dtype`` or TL's strings ``"float32"``, ``"bf16"``, ...; ``torch_dtype`` is an
+alias), ``device``, ``n_ctx``, ``tokenizer`` are honoured, and so is
+``refactor_factored_attn_matrices=True`` for models without rotary embeddings (TL cannot refactor
+a rotary QK circuit: refused there). ``center_unembed=True`` is refused (a one-column head would
+become zero; several objectives would be mixed). The others are accepted at the value that means
+"nothing to do" (``n_devices=1``, ``move_to_device=True``, ``first_n_layers=None``,
+``checkpoint_index=None``, ``default_prepend_bos=None``, ...) and refused otherwise. A keyword
+that is not an option at all (a typo) is refused with the closest option named.
+
 >>> from reward_lens_tl.testing import tiny_reward_model
 >>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
 >>> conversion.cfg.d_vocab_out, conversion.adapter.model_kind
@@ -23,6 +35,7 @@ the model module (the model imports it), so there is no import cycle.
 from __future__ import annotations
 
 import copy
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +48,9 @@ from .adapters.base import pad_token_id_of
 from .checkpoint import checkpoint_dir, load_config, load_tokenizer
 from .errors import (
     ConversionMismatchError,
+    InvalidArgumentError,
     NonFiniteWeightsError,
+    NotForRewardModelsError,
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
@@ -57,6 +72,8 @@ class Conversion:
     tokenizer: Any
     fold_flags: dict[str, bool]
     extras: dict[str, Any]
+    #: the dtype the model is cast to after folding (``dtype=`` / ``torch_dtype=``, resolved)
+    dtype: torch.dtype = torch.float32
 
 
 def convert_hf_model(
@@ -66,13 +83,30 @@ def convert_hf_model(
     fold_ln: bool = True,
     center_writing_weights: bool = True,
     fold_value_biases: bool = True,
-    dtype: torch.dtype = torch.float32,
+    center_unembed: bool = False,
+    refactor_factored_attn_matrices: bool = False,
+    dtype: torch.dtype | str = torch.float32,
     device: str | torch.device | None = None,
     n_ctx: int | None = None,
     objective_names: list[str] | None = None,
     adapter: RewardModelAdapter | None = None,
+    **tl_keywords: Any,
 ) -> Conversion:
-    """Read and convert; see :func:`reward_lens_tl.model.load_reward_model` for the options."""
+    """Read and convert; see :func:`reward_lens_tl.model.load_reward_model` for the options.
+
+    ``tl_keywords`` are TransformerLens ``from_pretrained`` keywords with no option of their own
+    here (``n_devices``, ``move_to_device``, ``first_n_layers``, ...): accepted at their no-op
+    values, otherwise refused (:func:`check_tl_keywords`); any other name is an error.
+    """
+    flags = dict(
+        fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights,
+        fold_value_biases=fold_value_biases,
+        center_unembed=center_unembed,
+        refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+    )
+    check_flags(flags)
+    dtype = check_tl_keywords(model_or_path, dtype, tl_keywords)
     hf_model, hf_config, path = resolve_hf_model(model_or_path, adapter)
     adapter = adapter or adapter_for(hf_config)
     check_finite(hf_model)
@@ -81,6 +115,8 @@ def convert_hf_model(
     )
     head = adapter.reward_head(hf_model, options)
     cfg = adapter.tl_config(hf_config, options, head.n_objectives)
+    if refactor_factored_attn_matrices:
+        check_refactor_supported(cfg)
     # on the CPU whatever device the HF model is on: TL folds on the state dict's devices
     state_dict = {
         k: v.detach().to("cpu", torch.float32, copy=True)
@@ -89,13 +125,8 @@ def convert_hf_model(
     state_dict["unembed.W_U"] = head.W.to("cpu", torch.float32)
     state_dict["unembed.b_U"] = head.b.to("cpu", torch.float32)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
-    flags = adapter.fold_options(
-        dict(
-            fold_ln=fold_ln,
-            center_writing_weights=center_writing_weights,
-            fold_value_biases=fold_value_biases,
-        )
-    )
+    requested = {k: v for k, v in flags.items() if k != "center_unembed"}
+    fold_flags = adapter.fold_options(requested)
     return Conversion(
         hf_model=hf_model,
         adapter=adapter,
@@ -106,9 +137,263 @@ def convert_hf_model(
         eos_token_id=getattr(hf_config, "eos_token_id", None),
         bos_token_id=getattr(hf_config, "bos_token_id", None),
         tokenizer=tokenizer,
-        fold_flags=flags,
+        fold_flags=fold_flags,
         extras=adapter.extra_modules(hf_model, cfg, fold_ln),
+        dtype=dtype,
     )
+
+
+# -- TransformerLens's from_pretrained keywords ----------------------------------------------
+#: The options of ``from_pretrained`` / :func:`convert_hf_model` (``verify`` is taken by
+#: :func:`~reward_lens_tl.model.load_reward_model` before conversion).
+OPTIONS: tuple[str, ...] = (
+    "tokenizer",
+    "fold_ln",
+    "center_writing_weights",
+    "fold_value_biases",
+    "center_unembed",
+    "refactor_factored_attn_matrices",
+    "dtype",
+    "torch_dtype",
+    "device",
+    "n_ctx",
+    "objective_names",
+    "adapter",
+    "verify",
+)
+
+#: TL ``from_pretrained`` keywords without an option here: the value(s) accepted (they mean
+#: "nothing to do", which is what happens) and why any other value is refused.
+TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
+    "n_devices": (
+        (1,),
+        InvalidArgumentError,
+        "splitting one model's layers over several devices is not supported. Load it on one "
+        "device (device='cuda:0'); to use several GPUs, run pair-set analyses under torchrun "
+        "(see reward_lens_tl.distributed)",
+    ),
+    "move_to_device": (
+        (True,),
+        InvalidArgumentError,
+        "the converted model is always placed on `device`. To keep it on the CPU pass "
+        "device='cpu' (and move it later with model.to(...))",
+    ),
+    "first_n_layers": (
+        (None,),
+        NotForRewardModelsError,
+        "the reward head reads the last layer's residual stream, so a model cut after n layers "
+        "does not compute this model's reward. To read earlier layers use "
+        "model(ids, stop_at_layer=n), model.run_with_cache(...) or the reward lens "
+        "(reward_lens_tl.lens.reward_lens)",
+    ),
+    "checkpoint_index": (
+        (None,),
+        InvalidArgumentError,
+        "TL's training-checkpoint selection is for its own model names; reward-lens-tl loads "
+        "exactly the checkpoint it is given: pass that checkpoint's directory (or HF model)",
+    ),
+    "checkpoint_value": (
+        (None,),
+        InvalidArgumentError,
+        "TL's training-checkpoint selection is for its own model names; reward-lens-tl loads "
+        "exactly the checkpoint it is given: pass that checkpoint's directory (or HF model)",
+    ),
+    "checkpoint_label": (
+        (None,),
+        InvalidArgumentError,
+        "TL's training-checkpoint selection is for its own model names; reward-lens-tl loads "
+        "exactly the checkpoint it is given: pass that checkpoint's directory (or HF model)",
+    ),
+    "default_prepend_bos": (
+        (None, False),
+        NotForRewardModelsError,
+        "reward-lens-tl never prepends a BOS on its own: whether a conversation starts with one "
+        "is the chat template's decision (model.encode(prompt, response), "
+        "model.to_tokens((prompt, response))), and the reward depends on it. To score ids with "
+        "a BOS, put it in the ids",
+    ),
+    "default_padding_side": (
+        (None, "left"),
+        InvalidArgumentError,
+        "model.to_tokens pads on the left by default (so [:, -1] is every row's reading "
+        "position); for right padding pass padding_side='right' per call "
+        "(model.to_tokens(..., padding_side='right'), inputs.pad_batch(..., 'right'))",
+    ),
+    "trust_remote_code": (
+        (False,),
+        UnsafeCheckpointError,
+        "reward-lens-tl never executes a checkpoint's remote code; supported architectures "
+        "are converted from their weights (reward_lens_tl.adapters.supported_architectures())",
+    ),
+    "load_in_8bit": (
+        (False,),
+        InvalidArgumentError,
+        "quantised weights are not supported (the weights are folded in float32); for a "
+        "smaller model pass dtype=torch.bfloat16",
+    ),
+    "load_in_4bit": (
+        (False,),
+        InvalidArgumentError,
+        "quantised weights are not supported (the weights are folded in float32); for a "
+        "smaller model pass dtype=torch.bfloat16",
+    ),
+    "local_files_only": (
+        (True,),
+        InvalidArgumentError,
+        "reward-lens-tl only reads local files (it never downloads): download the checkpoint "
+        "first (huggingface_hub.snapshot_download) and pass its directory",
+    ),
+    "use_safetensors": (
+        (True,),
+        UnsafeCheckpointError,
+        "reward-lens-tl only reads safetensors weights (pickle files can run code); convert "
+        "the checkpoint to safetensors first",
+    ),
+}
+
+#: HF hub / loader keywords TL forwards to ``AutoModel.from_pretrained``: nothing here
+#: downloads or dispatches, so they are refused with a pointer.
+HF_LOADER_KEYWORDS: tuple[str, ...] = (
+    "cache_dir",
+    "revision",
+    "token",
+    "use_auth_token",
+    "force_download",
+    "proxies",
+    "subfolder",
+    "device_map",
+    "low_cpu_mem_usage",
+    "attn_implementation",
+    "quantization_config",
+    "output_loading_info",
+)
+
+BOOL_FLAGS: tuple[str, ...] = (
+    "fold_ln",
+    "center_writing_weights",
+    "fold_value_biases",
+    "center_unembed",
+    "refactor_factored_attn_matrices",
+)
+
+#: TL's dtype strings (``HookedTransformer.DTYPE_FROM_STRING``).
+DTYPE_NAMES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+
+
+def check_flags(flags: dict[str, Any]) -> None:
+    """The weight-processing flags are booleans, and ``center_unembed`` is off."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+    if flags.get("center_unembed"):
+        raise NotForRewardModelsError(
+            "center_unembed=True subtracts the mean over W_U's output columns, which is harmless "
+            "for a language model only because softmax ignores a shift of all logits. A reward "
+            "head has no softmax: with one column (a scalar reward) it sets W_R to zero, so every "
+            "reward becomes b_R; with several objectives it subtracts their mean from each, "
+            "mixing them. Pass center_unembed=False (fold_ln, center_writing_weights, "
+            "fold_value_biases and refactor_factored_attn_matrices keep the reward exact)."
+        )
+
+
+def check_tl_keywords(
+    model_or_path: Any, dtype: torch.dtype | str, keywords: dict[str, Any]
+) -> torch.dtype:
+    """Check TransformerLens keywords that have no option here; return the resolved dtype.
+
+    Raises a :class:`~reward_lens_tl.errors.RewardLensError` subclass for a keyword at a value
+    that cannot be honoured (saying why and what to do) and for a name that is no option at all
+    (naming the closest one).
+    """
+    keywords = dict(keywords)
+    torch_dtype = keywords.pop("torch_dtype", None)
+    hf_model = keywords.pop("hf_model", None)
+    if hf_model is not None and hf_model is not model_or_path:
+        raise InvalidArgumentError(
+            "hf_model= is TL's way to pass an already-loaded model next to a model name; here "
+            "the model itself is the first argument: "
+            "HookedRewardModel.from_pretrained(hf_model, tokenizer=...) (a local checkpoint "
+            "directory works too)"
+        )
+    for name, value in keywords.items():
+        if name in TL_NO_OP_KEYWORDS:
+            allowed, error, why = TL_NO_OP_KEYWORDS[name]
+            if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+                shown = " or ".join(repr(a) for a in allowed)
+                raise error(f"{name}={value!r} is not supported: {why}. (Accepted: {shown}.)")
+        elif name in HF_LOADER_KEYWORDS:
+            raise InvalidArgumentError(
+                f"{name}= is a Hugging Face download/loading keyword; reward-lens-tl never "
+                "downloads and loads the model itself. Load or download it first "
+                "(huggingface_hub.snapshot_download(..., revision=...)) and pass the local "
+                "directory or the HF model to from_pretrained"
+            )
+        else:
+            raise unknown_keyword(name)
+    if torch_dtype is not None:
+        resolved = resolve_dtype(torch_dtype, "torch_dtype")
+        if dtype not in (torch.float32, "float32") and resolve_dtype(dtype) != resolved:
+            raise InvalidArgumentError(
+                f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype"
+            )
+        return resolved
+    return resolve_dtype(dtype)
+
+
+def unknown_keyword(name: str) -> InvalidArgumentError:
+    """The error for a keyword that is no option, with the closest options named."""
+    if name == "verify":
+        return InvalidArgumentError(
+            "verify= is an option of from_pretrained / load_reward_model; convert_hf_model does "
+            "not build the model: call verify_parity(model, hf_model, adapter) afterwards"
+        )
+    known = [*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model"]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return InvalidArgumentError(
+        f"from_pretrained got an unknown keyword {name!r}.{hint} Options: {', '.join(OPTIONS)}. "
+        "TransformerLens keywords accepted at their no-op values: "
+        f"{', '.join([*TL_NO_OP_KEYWORDS, 'hf_model'])}."
+    )
+
+
+def resolve_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    """A floating ``torch.dtype``, or one of TL's dtype strings (``"bf16"``, ``"float16"``...)."""
+    if isinstance(dtype, str) and dtype in DTYPE_NAMES:
+        return DTYPE_NAMES[dtype]
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    raise InvalidArgumentError(
+        f"{name} must be a floating torch.dtype (torch.float32, torch.bfloat16, ...) or one of "
+        f"{sorted(DTYPE_NAMES)}, got {dtype!r}"
+    )
+
+
+def check_refactor_supported(cfg: Any) -> None:
+    """TL's ``refactor_factored_attn_matrices`` needs a QK circuit that does not depend on
+    positions (no rotary embeddings) and one key/value head per query head."""
+    arch = getattr(cfg, "original_architecture", None) or "this model"
+    if cfg.positional_embedding_type == "rotary":
+        raise InvalidArgumentError(
+            f"refactor_factored_attn_matrices=True is not possible for {arch}: it uses rotary "
+            "position embeddings, so its QK circuit depends on the query and key positions and "
+            "W_Q W_K^T cannot be refactored (TransformerLens asserts the same). Load with "
+            "refactor_factored_attn_matrices=False; the position-free OV circuit is "
+            "model.OV (a FactoredMatrix) either way"
+        )
+    if getattr(cfg, "n_key_value_heads", None) is not None:
+        raise InvalidArgumentError(
+            f"refactor_factored_attn_matrices=True is not supported for {arch}: it shares "
+            "key/value heads between query heads (grouped-query attention), which TL's "
+            "refactoring does not handle. Load with refactor_factored_attn_matrices=False"
+        )
 
 
 def resolve_hf_model(

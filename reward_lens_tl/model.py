@@ -14,7 +14,7 @@ does it inside the forward pass so ``run_with_cache`` also sees the pooled hook 
 >>> import torch
 >>> from reward_lens_tl.testing import tiny_reward_model
 >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])          # right padded, pad id 0
+>>> ids = torch.tensor([[1, 5, 6, 7], [0, 1, 8, 9]])          # left padded, pad id 0
 >>> model.rewards(ids).shape, model(ids).shape
 (torch.Size([2]), torch.Size([2, 4, 1]))
 """
@@ -498,8 +498,12 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     def add_sae(self, sae, use_error_term=None, exclude_special_tokens=False):
         """sae_lens's ``add_sae``, but a hook name that does not exist is an error (sae_lens
-        only logs a warning and skips)."""
+        only logs a warning and skips), and excluding the token the reward is read at is
+        refused (:func:`~reward_lens_tl.sae.splice.check_special_token_exclusion`)."""
+        from .sae.splice import check_special_token_exclusion
+
         self.check_hook_names([sae.cfg.metadata.hook_name])
+        exclude_special_tokens = check_special_token_exclusion(self, sae, exclude_special_tokens)
         return super().add_sae(sae, use_error_term, exclude_special_tokens)
 
     # -- text convenience -----------------------------------------------------------------
@@ -645,14 +649,16 @@ def load_reward_model(
     - ``adapter``: force an adapter instead of looking one up by architecture;
     - ``verify``: compare with the HF model on random tokens and raise on disagreement.
 
-    (The options are :func:`~reward_lens_tl.loading.convert_hf_model`'s keywords.)
+    (The options are :func:`~reward_lens_tl.loading.convert_hf_model`'s keywords.
+    TransformerLens's other ``from_pretrained`` keywords are honoured with TL's meaning or
+    refused with a typed error: see :mod:`reward_lens_tl.loading`.)
 
     >>> from reward_lens_tl.testing import tiny_reward_model
     >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
     'LNPre'
     """
     conv = convert_hf_model(model_or_path, tokenizer, **options)
-    dtype = options.get("dtype", torch.float32)
+    dtype = conv.dtype
     verify = verify if verify is not None else conv.adapter.verify_by_default
     hf_model = conv.hf_model if verify else None
     conv.hf_model = None  # a checkpoint's HF model is freed before the hooked copy is built

@@ -10,6 +10,14 @@ With the error term on, the spliced model computes exactly the original reward (
 output is its reconstruction plus ``x − x̂``); without it, the reward is that of the
 reconstruction, and :func:`splice_report` measures how far it moves.
 
+**Special tokens.** sae_lens's ``exclude_special_tokens`` bypasses the SAE at the tokenizer's
+structural special tokens (BOS, EOS, pad, SEP, decoder-start) or at a list of ids. A reward
+model reads its reward at one of those (the EOS closing the chat template), so excluding it
+makes the spliced reward ignore the SAE there while the cached latents still describe a
+reconstruction: attributions from the cache no longer add up.
+:func:`check_special_token_exclusion` (called by ``HookedRewardModel.add_sae``) refuses such an
+exclusion and allows one that only touches tokens the reward is never read from (the BOS).
+
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
 >>> from reward_lens_tl.sae.testing import random_topk_sae
@@ -26,12 +34,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
 from sae_lens import SAE
+from sae_lens.util import get_special_token_ids
 from torch import Tensor
 
+from ..errors import InvalidArgumentError
 from ..results import Result, TopK, top_entries
 from .activations import check_hook
 from .errors import SAEHookError, SAESiteError
@@ -63,6 +74,164 @@ def check_saes(model, saes: Sequence[SAE]) -> None:
                 f"SAE for {name} has d_in={sae.cfg.d_in} but the residual stream has "
                 f"d_model={model.cfg.d_model}: was it trained on another model?"
             )
+
+
+def check_special_token_exclusion(
+    model, sae: SAE, exclude_special_tokens: Any = False
+) -> bool | list[int]:
+    """Check sae_lens's ``exclude_special_tokens`` against where ``model`` reads its reward;
+    return the value to hand to sae_lens (``False``, ``True`` or a list of ids).
+
+    ``True`` excludes sae_lens's special ids (the tokenizer's BOS, EOS, pad, SEP and
+    decoder-start ids); a list, tuple, set or tensor excludes those ids (returned as a list:
+    sae_lens treats anything but a list as ``True``). The exclusion is refused with
+    :class:`~reward_lens_tl.errors.InvalidArgumentError` when it contains an id the reward is
+    read at (:func:`reading_token_ids`): there sae_lens would pass the original activation
+    through, so the spliced reward would not be the SAE's, while the cache still holds latents
+    (and, with the error term, a zero error) at that token. Excluding ids the reward is never
+    read at (e.g. the BOS) is allowed. ``None`` means ``False``.
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> from reward_lens_tl.sae.testing import random_topk_sae
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> sae = random_topk_sae(model, "blocks.2.hook_resid_post")
+    >>> check_special_token_exclusion(model, sae, torch.tensor([model.bos_token_id]))
+    [1]
+    >>> check_special_token_exclusion(model, sae, True)
+    Traceback (most recent call last):
+    ...
+    reward_lens_tl.errors.InvalidArgumentError: exclude_special_tokens=True would bypass ...
+    """
+    if exclude_special_tokens is None or exclude_special_tokens is False:
+        return False
+    if exclude_special_tokens is True:
+        return _check_true(model, sae)
+    excluded = _as_id_list(model, exclude_special_tokens)
+    if not excluded:
+        return False
+    read = reading_token_ids(model)
+    clash = sorted(set(excluded) & read)
+    if clash:
+        raise InvalidArgumentError(
+            f"exclude_special_tokens={excluded} would bypass the SAE at {sae_hook_name(sae)} "
+            f"on {_describe(model, clash)}, where this model reads its reward. "
+            + _consequence(model, sorted(set(excluded) - read))
+        )
+    return excluded
+
+
+def reading_token_ids(model) -> set[int]:
+    """Token ids the reward can be read at (or, for a gated head, the gate).
+
+    The EOS id(s) of the config and tokenizer (unless the EOS is also the pad id: HF's rule
+    then never reads it), the token a conversation encoded with the chat template is read at
+    (``model.encode("a", "b")`` pooled by the model's own rule), and the first id of an
+    ArmoRM-style gating pattern (where the gate reads the prompt).
+    """
+    ids: set[int] = set()
+    pad = model.pad_token_id
+    tokenizer = getattr(model, "tokenizer", None)
+    for eos in (model.eos_token_id, getattr(tokenizer, "eos_token_id", None)):
+        for i in eos if isinstance(eos, (list, tuple)) else [eos]:
+            if i is not None and int(i) != pad:
+                ids.add(int(i))
+    if tokenizer is not None:
+        from ..inputs import encode_conversation
+
+        try:  # model.encode without its unknown-token warning (which fires once per tokenizer)
+            enc = encode_conversation(tokenizer, "a", "b", max_length=model.cfg.n_ctx)
+            tokens = torch.tensor([list(enc.ids)])
+            ids.add(int(tokens[0, model.pool_positions(tokens)[0]]))
+        except Exception:  # noqa: BLE001 - a tokenizer that cannot encode: EOS ids only
+            pass
+    pattern = tuple(getattr(model, "gating_token_pattern", ()) or ())
+    if pattern:
+        ids.add(int(pattern[0]))
+    return ids
+
+
+def _check_true(model, sae: SAE) -> bool:
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise InvalidArgumentError(
+            "exclude_special_tokens=True needs the model's tokenizer to know the special ids, "
+            "and this model has none (sae_lens would only log a warning and exclude nothing). "
+            "Pass the ids to exclude as a list, e.g. exclude_special_tokens=[bos_id], or load "
+            "the model with tokenizer=..."
+        )
+    special = {int(i) for i in get_special_token_ids(tokenizer)}
+    clash = sorted(special & reading_token_ids(model))
+    if clash:
+        raise InvalidArgumentError(
+            f"exclude_special_tokens=True would bypass the SAE at {sae_hook_name(sae)} on every "
+            f"special token {_describe(model, sorted(special))}, including "
+            f"{_describe(model, clash)}, where this model reads its reward. "
+            + _consequence(model, sorted(special - set(clash)))
+        )
+    return True
+
+
+def _consequence(model, allowed: list[int]) -> str:
+    bos = getattr(model, "bos_token_id", None)
+    if not allowed and isinstance(bos, int) and bos not in reading_token_ids(model):
+        allowed = [bos]
+    hint = (
+        f"exclude_special_tokens={allowed} ({_describe(model, allowed)}, never read)"
+        if allowed
+        else "exclude_special_tokens=[bos_id] (a token the reward is never read at)"
+    )
+    return (
+        "sae_lens passes the original activation through at an excluded token, so the spliced "
+        "reward would not be the SAE's reward, while the cache still holds the SAE's latents "
+        "there (and, with the error term, a zero error): attributions computed from the cached "
+        "latents would not add up to the reward. Pass exclude_special_tokens=False, or exclude "
+        f"only tokens the reward is not read at, e.g. {hint}."
+    )
+
+
+def _as_id_list(model, value: Any) -> list[int]:
+    if isinstance(value, Tensor):
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise InvalidArgumentError(
+                f"exclude_special_tokens must be True/False or token ids, got a {value.dtype} "
+                "tensor"
+            )
+        value = value.flatten().tolist()
+    if isinstance(value, (int, str)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise InvalidArgumentError(
+            "exclude_special_tokens must be True, False or a list of token ids (e.g. "
+            f"[model.bos_token_id]), got {value!r}"
+        )
+    ids: list[int] = []
+    for i in value:
+        if isinstance(i, Tensor) and i.numel() == 1 and not i.is_floating_point():
+            i = int(i)
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise InvalidArgumentError(
+                f"exclude_special_tokens must hold integer token ids, got {i!r} in {value!r}"
+            )
+        if not 0 <= i < model.cfg.d_vocab:
+            raise InvalidArgumentError(
+                f"exclude_special_tokens holds id {i}, outside the vocabulary "
+                f"[0, {model.cfg.d_vocab})"
+            )
+        if i not in ids:
+            ids.append(i)
+    return ids
+
+
+def _describe(model, ids: list[int]) -> str:
+    tokenizer = getattr(model, "tokenizer", None)
+    names = None
+    if tokenizer is not None:
+        try:
+            names = tokenizer.convert_ids_to_tokens(list(ids))
+        except Exception:  # noqa: BLE001 - ids are enough
+            names = None
+    if not names:
+        return ", ".join(f"id {i}" for i in ids)
+    return ", ".join(f"{n!r} (id {i})" for n, i in zip(names, ids, strict=True))
 
 
 def _as_list(saes: SAE | Sequence[SAE]) -> list[SAE]:
