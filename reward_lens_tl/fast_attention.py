@@ -12,17 +12,30 @@ uses :func:`torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
 - ``hook_q``, ``hook_k``, ``hook_v``, ``hook_rot_q``, ``hook_rot_k``, ``hook_z``,
   ``hook_result`` (with ``use_attn_result``) and everything downstream fire with the same
   values (TL's path ≤ 1e-5; HF parity unchanged);
-- TL's own path runs whenever the pattern is needed or SDPA cannot express the attention: a
-  hook (or cache entry, which is a hook) on ``hook_attn_scores`` or ``hook_pattern``, score
-  soft-capping (Gemma-2), ALiBi or relative position biases, attention sinks, log-n scaling,
-  OLMo's QK norm and clipping, non-causal attention, an additive mask, 4-bit weights, or a
-  replaced (e.g. SAE-spliced) score/pattern hook point;
+- TL's own path runs whenever the pattern is needed or SDPA cannot express the attention:
+  anything that could observe or change ``hook_attn_scores`` or ``hook_pattern`` (see
+  below), score soft-capping (Gemma-2), ALiBi or relative position biases, attention sinks,
+  log-n scaling, OLMo's QK norm and clipping, non-causal attention, an additive mask, or
+  4-bit weights;
+- hooks on the attention module itself (forward, pre, with keywords) see the same calls
+  and values on both paths, so they keep SDPA;
 - padding (``attention_mask``, left or right), TL's frozen key-value caches (used by batched
   patching), grouped-query attention, ``attn_scale`` and sliding-window (local) layers are
   handled by the mask given to SDPA. Query rows with no visible key (left padding) give
   ``z = 0``, as TL's NaN-to-zero pattern does.
 
 ``model.set_fast_attention(False)`` switches every layer back to TL's path (e.g. to compare).
+
+**Hooks.** Every shortcut of the forward pass (this one, the pooled last block of
+:mod:`reward_lens_tl.pooled_forward`) asks one question, :func:`hooked`: could anything
+observe or change a call of the modules it skips or reshapes? Yes when there is a PyTorch
+global module hook (``torch.nn.modules.module.register_module_forward_hook`` and its pre /
+backward siblings), or on any of those modules a forward, forward-pre or backward hook
+(TL's hooks, permanent, contextual, cache or ``run_with_hooks`` ones, are PyTorch hooks on
+``HookPoint``s), an instance ``forward`` override added after the model was built, a
+module of a class from outside TransformerLens / ``torch.nn`` / this package, or a hook point
+replaced by anything but a plain ``HookPoint`` (an SAE splice). The check reads a few
+dictionaries per module and never touches the device.
 
 >>> import torch
 >>> from reward_lens_tl import HookedRewardModel
@@ -38,13 +51,15 @@ True
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import einops
 import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.modules import module as torch_module
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 from transformer_lens.components.abstract_attention import AbstractAttention
 from transformer_lens.components.mlps.gated_mlp import GatedMLP
@@ -54,18 +69,84 @@ PATTERN_HOOKS = ("hook_attn_scores", "hook_pattern")
 UNSUPPORTED_ARCHITECTURES = frozenset({"OlmoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM"})
 
 
-def hook_is_active(hook) -> bool:
-    """Whether a hook point has any hook (TL's or a plain PyTorch one) or was replaced."""
-    if type(hook) is not HookPoint:
-        return True
+KNOWN_FORWARD = "_reward_lens_known_forward"  # instance ``forward``s present at install
+TRUSTED_PACKAGES = ("transformer_lens", "torch.nn", "reward_lens_tl")
+_TRUSTED: dict[type, bool] = {}
+
+
+def global_hooks() -> bool:
+    """Whether PyTorch has a global module hook (``register_module_forward_hook`` and its
+    pre / backward siblings): it sees every call of every module."""
     return bool(
-        hook.fwd_hooks
-        or hook.bwd_hooks
-        or hook._forward_hooks
-        or hook._forward_pre_hooks
-        or hook._backward_hooks
-        or hook._backward_pre_hooks
+        torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
     )
+
+
+def trusted_class(cls: type) -> bool:
+    """Whether ``cls`` comes from TransformerLens, ``torch.nn`` or this package (a module of
+    any other class, e.g. a user's own component or an SAE wrapper, may record or change
+    what it sees)."""
+    known = _TRUSTED.get(cls)
+    if known is None:
+        where = getattr(cls, "__module__", None) or ""
+        known = any(where == p or where.startswith(p + ".") for p in TRUSTED_PACKAGES)
+        _TRUSTED[cls] = known
+    return known
+
+
+def attached(module: nn.Module) -> bool:
+    """Whether something is attached to ``module`` itself: a forward, forward-pre or
+    backward hook (TL's hooks, permanent or not, are PyTorch hooks on a ``HookPoint``), an
+    instance-level ``forward`` override (accelerate-style wrappers) that the model was not
+    built with, or a class from outside TransformerLens / ``torch.nn`` / this package (a
+    user's own component, an SAE wrapper)."""
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    ):
+        return True
+    state = module.__dict__
+    forward = state.get("forward")
+    if forward is not None and forward is not state.get(KNOWN_FORWARD):
+        return True
+    cls = type(module)
+    if cls is HookPoint:
+        return bool(module.fwd_hooks or module.bwd_hooks)
+    return not trusted_class(cls)
+
+
+def hooked(roots: Iterable[nn.Module]) -> bool:
+    """Whether any hook could observe or change a call of a module in the subtrees of
+    ``roots``: a global module hook, something :func:`attached` to one of their modules, or
+    a hook point (a ``hook_*`` child) replaced by anything other than a plain ``HookPoint``
+    (an SAE splice). Every shortcut of the forward pass asks this about the modules whose
+    calls it skips or reshapes, and runs only when the answer is no. Cheap: a few dictionary
+    look-ups per module, no device work."""
+    if global_hooks():
+        return True
+    stack = list(roots)
+    while stack:
+        module = stack.pop()
+        if attached(module):
+            return True
+        for name, child in module._modules.items():
+            if child is None:
+                continue
+            if type(child) is not HookPoint and name.startswith("hook_"):
+                return True
+            stack.append(child)
+    return False
+
+
+def hook_points_hooked(parent: nn.Module, names: Iterable[str]) -> bool:
+    """:func:`hooked` for the hook points ``names`` of ``parent`` (also replaced ones)."""
+    points = [parent._modules[name] for name in names]
+    return any(type(p) is not HookPoint for p in points) or hooked(points)
 
 
 def config_supports_sdpa(cfg) -> bool:
@@ -86,7 +167,9 @@ class RotatedPrefixEntry(TransformerLensKeyValueCacheEntry):
     """A frozen key-value cache entry that also holds its keys already rotated (rotary
     models): the SDPA path rotates only the new keys instead of the whole prefix again on
     every call (patching sweeps reuse one prefix for many variants). TL's own path, taken
-    when a hook reads the pattern, still uses the unrotated ``past_keys``."""
+    when a hook reads the pattern, still uses the unrotated ``past_keys``. Hooks see the
+    same on both paths: ``hook_k`` the new keys only, ``hook_rot_k`` the whole rotated key
+    sequence (prefix included), so a hook editing keys acts on both alike."""
 
     rotated_keys: Tensor | None = None
 
@@ -128,7 +211,7 @@ class SDPAAttentionMixin(AbstractAttention):
             and position_bias is None
             and (self._attention_dir_override or self.cfg.attention_dir) == "causal"
             and config_supports_sdpa(self.cfg)
-            and not any(hook_is_active(getattr(self, name)) for name in PATTERN_HOOKS)
+            and not hook_points_hooked(self, PATTERN_HOOKS)
         )
 
     def forward(
@@ -285,13 +368,16 @@ def fast_class(cls: type) -> type:
     if issubclass(cls, SDPAAttentionMixin):
         return cls
     if cls not in _SUBCLASSES:
-        _SUBCLASSES[cls] = type(f"SDPA{cls.__name__}", (SDPAAttentionMixin, cls), {"__slots__": ()})
+        namespace = {"__slots__": (), "__module__": __name__}
+        _SUBCLASSES[cls] = type(f"SDPA{cls.__name__}", (SDPAAttentionMixin, cls), namespace)
     return _SUBCLASSES[cls]
 
 
 def install(model) -> None:
     """Give every attention module (and plain gated MLP) of ``model`` the fast path (this
-    instance only; the modules keep their parameters, hooks and names)."""
+    instance only; the modules keep their parameters, hooks and names), and note the
+    instance-level ``forward``s the model was built with (sae_lens wraps each MLP's), so
+    that :func:`attached` counts only those added later."""
     for block in model.blocks:
         attn = block.attn
         if isinstance(attn, AbstractAttention) and type(attn).forward is AbstractAttention.forward:
@@ -307,6 +393,10 @@ def install(model) -> None:
                 attn.rotary_cos.copy_(cos)
         if type(getattr(block, "mlp", None)) is GatedMLP:
             install_mlp(block.mlp)
+    for module in model.modules():
+        forward = module.__dict__.get("forward")
+        if forward is not None:
+            module.__dict__[KNOWN_FORWARD] = forward
 
 
 def install_mlp(mlp: GatedMLP) -> None:

@@ -8,9 +8,13 @@ projected from every earlier position (TransformerLens's frozen key-value cache 
 the mask hiding positions at and after the reading one). The reward is the same (≤ 1e-5); a
 128-token forward of a 6-layer model saves ~1/7 of its matrix products.
 
-It is used only when it is honest: no hook (nor cache entry) on any hook point of the last
-block or of ``ln_final`` (they would see one position instead of all) and no SAE spliced
-into them, a plain pre-norm block (no parallel attention/MLP, post-norm, split q/k/v
+It is used only when it is honest: nothing may observe or change a call of the last block,
+``ln_final`` or the unembed, or of any of their submodules (they would see one position
+instead of all): no TL hook or cache entry on their hook points, no PyTorch forward / pre /
+backward hook on these modules, no global module hook, no replaced hook point (a spliced
+SAE), no ``forward`` override (:func:`~reward_lens_tl.fast_attention.hooked` decides).
+Hooks on earlier blocks or on the model itself see what they see on TL's path and keep it.
+It also needs a plain pre-norm block (no parallel attention/MLP, post-norm, split q/k/v
 inputs, attention sinks, log-n scaling), a global (not sliding-window) last layer, no gated
 head (ArmoRM reads a prompt position too), no ``start_at_layer`` / key-value cache, and a
 known attention mask.
@@ -20,13 +24,11 @@ from __future__ import annotations
 
 import torch
 from jaxtyping import Float, Int
-from sae_lens import SAE
-from torch import Tensor
+from torch import Tensor, nn
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
-from transformer_lens.hook_points import HookPoint
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from .fast_attention import hook_is_active
+from .fast_attention import hooked
 
 
 def structure_allows(model) -> bool:
@@ -46,12 +48,21 @@ def structure_allows(model) -> bool:
     )
 
 
+def reshaped_modules(model) -> list[nn.Module]:
+    """The modules (with their submodules) that the pooled block calls on one position
+    instead of the whole sequence, or with other arguments: the last block, the final norm
+    and the head. Earlier blocks, ``hook_reward`` and the model's own call see exactly what
+    they see on TL's path."""
+    roots = [model.blocks[-1], getattr(model, "ln_final", None), model.unembed]
+    return [root for root in roots if root is not None]
+
+
 def observed(model) -> bool:
-    """Whether any hook could see the last block or the final norm."""
-    modules = [*model.blocks[-1].modules(), *model.ln_final.modules()]
-    return any(
-        (isinstance(m, HookPoint) and hook_is_active(m)) or isinstance(m, SAE) for m in modules
-    )
+    """Whether any hook could observe or change a call the pooled block reshapes: TL and
+    PyTorch hooks of every kind (forward, pre, backward, with keywords, global), replaced
+    hook points such as spliced SAEs, ``forward`` overrides
+    (:func:`~reward_lens_tl.fast_attention.hooked`)."""
+    return hooked(reshaped_modules(model))
 
 
 def applies(model, start_at_layer, attention_mask, kwargs) -> bool:
