@@ -48,15 +48,21 @@ def main(argv=None) -> str:
     hf, model = build()
     ids, mask = random_batch(8, [128, 120, 128, 100, 128, 90, 128, 128], vocab=2000, seed=0)
     resid_names = lambda name: name.endswith("hook_resid_post")  # noqa: E731
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padded: HF needs the positions
     with torch.no_grad():
         err = float(
-            (model.rewards(ids, mask) - hf(input_ids=ids, attention_mask=mask).logits[:, 0])
+            (
+                model.rewards(ids, mask)
+                - hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, 0]
+            )
             .abs()
             .max()
         )
         best = interleaved_min(
             {
-                "HF forward": lambda: hf(input_ids=ids, attention_mask=mask),
+                "HF forward": lambda: hf(
+                    input_ids=ids, attention_mask=mask, position_ids=positions
+                ),
                 "HookedRewardModel.rewards": lambda: model.rewards(ids, mask),
                 "run_with_cache(resid_post)": lambda: model.run_with_cache(
                     ids, attention_mask=mask, return_type="reward", names_filter=resid_names

@@ -125,7 +125,8 @@ def parity(args) -> list[str]:
         "| fp16 vs HF fp32 |",
         "|---|---|---|---|---|---|",
     ]
-    ids, mask = random_batch(4, [12, 9, 5, 16], seed=1, low=6)
+    # right padded: compared with plain HF, which counts positions from column 0 (GPT-2)
+    ids, mask = random_batch(4, [12, 9, 5, 16], seed=1, low=6, padding_side="right")
     ids[:, 3:5] = torch.tensor([3, 4])  # the tiny ArmoRM's gating pattern (harmless elsewhere)
     ids, mask = ids.to(args.device), mask.to(args.device)
 
@@ -177,7 +178,9 @@ def forward(args) -> list[str]:
         hf_m, ours_m = models[name]
         for length in args.lengths:
             rows = [length, 3 * length // 4] * (args.batch // 2)
-            ids, mask = random_batch(len(rows), rows, vocab=2000, seed=length)
+            ids, mask = random_batch(
+                len(rows), rows, vocab=2000, seed=length, padding_side="right"
+            )  # plain HF below counts positions from column 0
             ids, mask = ids.to(args.device), mask.to(args.device)
             with torch.no_grad():
                 ref = hf_m(input_ids=ids, attention_mask=mask).logits[:, 0].float()

@@ -2,8 +2,8 @@
 
 Model: 6-layer d512 Llama-style sequence classifier (8 heads, d_head 64, MLP 1376), random
 weights, built locally, converted with ``n_ctx=4096``; float32, CPU, 1 thread. Batch 2 per
-length ``T``: one row of ``T`` tokens and one of ``3T/4`` (right padded, with
-``attention_mask``). Methods, interleaved round by round:
+length ``T``: one row of ``T`` tokens and one of ``3T/4`` (left padded, as the library pads, with
+``attention_mask``; HF gets the matching ``position_ids``). Methods, interleaved round by round:
 
 - ``HF forward``: ``LlamaForSequenceClassification`` with ``attn_implementation="sdpa"``;
 - ``model.rewards``: the pooled reward (the SDPA attention path);
@@ -51,6 +51,7 @@ def build(n_ctx: int = 4096):
 
 def methods(hf, model, ids, mask, tl_path: bool):
     resid = lambda name: name.endswith("hook_resid_post")  # noqa: E731
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # HF does not derive them from the mask
 
     def tl_rewards():
         model.set_fast_attention(False)
@@ -60,7 +61,7 @@ def methods(hf, model, ids, mask, tl_path: bool):
             model.set_fast_attention(True)
 
     fns = {
-        "HF forward": lambda: hf(input_ids=ids, attention_mask=mask),
+        "HF forward": lambda: hf(input_ids=ids, attention_mask=mask, position_ids=positions),
         "model.rewards": lambda: model.rewards(ids, mask),
         "run_with_cache (resid_post)": lambda: model.run_with_cache(
             ids, attention_mask=mask, return_type="reward", names_filter=resid
@@ -109,7 +110,7 @@ def main(argv=None) -> str:
     torch.set_num_threads(args.threads)
     hf, model = build(max(4096, *args.lengths))
     lines = [
-        f"6L d512 Llama-style, batch 2 (T and 3T/4 tokens, right padded), fp32, "
+        f"6L d512 Llama-style, batch 2 (T and 3T/4 tokens, left padded), fp32, "
         f"{args.threads} thread(s), {args.repeats} interleaved rounds, load average before: "
         f"{os.getloadavg()[0]:.1f}",
         "",
@@ -119,7 +120,8 @@ def main(argv=None) -> str:
     for length in args.lengths:
         ids, mask = random_batch(2, [length, 3 * length // 4], vocab=VOCAB, seed=length)
         with torch.no_grad():
-            ref = hf(input_ids=ids, attention_mask=mask).logits[:, 0]
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            ref = hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, 0]
             err = float((model.rewards(ids, mask) - ref).abs().max() / ref.abs().max())
             times = time_rounds(methods(hf, model, ids, mask, length <= args.tl_path), args.repeats)
         lines += summarise(length, times, err)

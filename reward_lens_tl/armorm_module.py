@@ -146,8 +146,19 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
         self.reward_transform_matrix = nn.Parameter(torch.eye(n_obj), requires_grad=False)
         self.post_init()
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ArmoRMOutput:
-        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+    ) -> ArmoRMOutput:
+        """Like the checkpoint's own forward. As in every HF Llama, positions are ``arange``
+        unless ``position_ids`` are given: a left-padded batch needs
+        ``position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)`` to score like each row
+        alone."""
+        hidden = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+        ).last_hidden_state
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
         last = first_pad_minus_one(input_ids, self.config.pad_token_id)
         rewards = self.regression_layer(hidden[rows, last])

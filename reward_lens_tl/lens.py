@@ -226,7 +226,7 @@ def pair_lens(
     model, pairs: Iterable, *, batch_size: int = 16, truncation: str = "error", **kwargs
 ) -> PairLensResult:
     """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
-    as one right-padded batch. ``pairs`` (any iterable, streamed): objects with
+    as one left-padded batch. ``pairs`` (any iterable, streamed): objects with
     ``prompt/chosen/rejected`` or ``(chosen, rejected)`` tuples of
     :class:`~reward_lens_tl.inputs.EncodedConversation`; ``truncation`` applies to pairs given
     as text. Runs split across processes under ``torchrun`` (:mod:`reward_lens_tl.distributed`)."""

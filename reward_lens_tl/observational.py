@@ -171,7 +171,8 @@ def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
     planted = torch.zeros(model.cfg.n_layers)
     final = torch.zeros(model.cfg.n_layers)
     for i, p in enumerate(pairs):
-        planted += delta[:, i, list(p.edited_positions)].sum(-1)
+        offset = ids.shape[1] - len(p.edited.ids)  # left padding (both sides have this length)
+        planted += delta[:, i, [offset + q for q in p.edited_positions]].sum(-1)
         final += delta[:, i, reward_positions[i]]
     total = delta.sum((1, 2))
     return tuple((planted / total).tolist()), tuple((final / total).tolist())

@@ -1,4 +1,5 @@
-"""Preference pairs as model batches: chosen and rejected of a chunk in one padded batch.
+"""Preference pairs as model batches: chosen and rejected of a chunk in one left-padded batch
+(:func:`~reward_lens_tl.inputs.pad_batch`: position ``-1`` is every row's last token).
 
 A pair is anything with ``prompt``, ``chosen`` and ``rejected`` (e.g.
 :class:`reward_lens_tl.data.PreferencePair`) or an already-encoded ``(chosen, rejected)`` tuple

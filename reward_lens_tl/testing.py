@@ -18,6 +18,7 @@ import transformers
 from torch import nn
 
 from .armorm_module import LlamaForRewardModelWithGating, armorm_config
+from .errors import InvalidArgumentError
 
 VOCAB = 97
 PAD = 0
@@ -121,16 +122,28 @@ def random_batch(
     vocab: int = VOCAB,
     pad: int = PAD,
     low: int = 3,
+    padding_side: str = "left",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded random ids (never the pad id inside a sequence) and their attention mask."""
+    """Random ids (never the pad id inside a sequence) and their attention mask, **left**
+    padded like every batch the library builds (``padding_side="right"`` for right padding).
+    Row ``i`` holds the same ``lengths[i]`` random ids on either side: left padded, they are
+    ``ids[i, width - lengths[i]:]``.
+
+    >>> ids, mask = random_batch(2, [3, 1], vocab=9)
+    >>> mask.tolist(), random_batch(2, [3, 1], vocab=9, padding_side="right")[1].tolist()
+    ([[1, 1, 1], [0, 0, 1]], [[1, 1, 1], [1, 0, 0]])
+    """
+    if padding_side not in ("left", "right"):
+        raise InvalidArgumentError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
     gen = torch.Generator().manual_seed(seed)
     lengths = lengths or [seq_len] * batch
     width = max(lengths)
     ids = torch.full((len(lengths), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, n in enumerate(lengths):
-        ids[i, :n] = torch.randint(low, vocab, (n,), generator=gen)
-        mask[i, :n] = 1
+        span = slice(width - n, width) if padding_side == "left" else slice(0, n)
+        ids[i, span] = torch.randint(low, vocab, (n,), generator=gen)
+        mask[i, span] = 1
     return ids, mask
 
 

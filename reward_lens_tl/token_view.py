@@ -31,6 +31,7 @@ from torch import Tensor
 from .attribution import direct_attribution
 from .html import token_html
 from .inputs import EncodedConversation
+from .padding import reading_position_known
 from .readout import Objective
 from .results import Result, TopK, new_axes, top_entries
 
@@ -118,7 +119,8 @@ def token_attribution(
     top: int = 3,
 ) -> TokenAttribution:
     """Per-token view of one ``example`` (an :class:`EncodedConversation`, ids ``[pos]`` or
-    ``[1, pos]``, or a ``(prompt, response)`` pair encoded with ``model.encode``).
+    ``[1, pos]``, or a ``(prompt, response)`` pair encoded with ``model.encode``). A row of a
+    left-padded batch is shown without its leading padding.
 
     ``mode="attribution"``: the exact per-token decomposition; ``mode="position"``: the change
     of the reward read at each position. ``top`` components are listed per token on hover."""
@@ -162,7 +164,7 @@ def _hover(sources: Tensor, src: int, top: int) -> str:
 
 
 def _position_view(model, ids, start) -> TokenAttribution:
-    with torch.no_grad():
+    with torch.no_grad(), reading_position_known():  # every position is shown, not just -1
         per_pos = model(ids)[0, :, 0].float().cpu()
         reward = float(model.rewards(ids)[0])
     pos = int(model.pool_positions(ids)[0])
@@ -190,6 +192,9 @@ def _as_ids(model, example) -> tuple[Tensor, int | None]:
     ids = ids[None] if ids.ndim == 1 else ids
     if ids.shape[0] != 1:
         raise ValueError(f"token_attribution shows one example; got a batch of {ids.shape[0]}")
+    mask = model.infer_attention_mask(model.check_tokens(ids))
+    if mask is not None:  # a row of a left-padded batch: show its tokens only
+        ids = ids[:, int((mask[0] == 0).sum()) :]
     return ids, None
 
 

@@ -14,14 +14,15 @@ LENGTHS = [12, 9, 5, 16]  # longer than mistral's (5) and gemma2's (4) sliding w
 
 
 def batch_for(family, seed=1):
-    ids, mask = random_batch(4, LENGTHS, seed=seed, low=6)
+    """Right padded: the tests that compare paddings left-pad it with ``left_padded``."""
+    ids, mask = random_batch(4, LENGTHS, seed=seed, low=6, padding_side="right")
     if family == "armorm":
         ids[:, 3:5] = torch.tensor([3, 4])  # gating pattern of the tiny ArmoRM
     return ids, mask
 
 
 def left_padded(ids, mask):
-    """The same rows, left padded."""
+    """The same rows of a right-padded batch, left padded."""
     out, out_mask = torch.zeros_like(ids), torch.zeros_like(mask)
     for i, n in enumerate(mask.sum(1).tolist()):
         out[i, ids.shape[1] - n :] = ids[i, :n]
@@ -67,6 +68,7 @@ def z_names(name):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("padding", ["right", "left"])
+@pytest.mark.filterwarnings("ignore::reward_lens_tl.padding.ReadingPositionWarning")  # right
 def test_fast_path_equals_tl_path_with_hooks_on_z(family, padding):
     model = HookedRewardModel.from_pretrained(tiny_reward_model(family))
     ids, mask = batch_for(family, seed=2)
@@ -88,7 +90,7 @@ def test_fast_path_equals_tl_path_with_hooks_on_z(family, padding):
 def test_use_attn_result_fires_hook_result(sdpa_calls):
     model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
     model.set_use_attn_result(True)
-    ids, mask = batch_for("llama")
+    ids, mask = left_padded(*batch_for("llama"))
     caches = []
     for fast in (True, False):
         model.set_fast_attention(fast)
@@ -196,7 +198,7 @@ def test_gated_mlp_without_weight_copies_is_tl_mlp():
     x = torch.randn(2, 5, model.cfg.d_model)
     with torch.no_grad():
         assert (mlp(x) - GatedMLP.forward(mlp, x)).abs().max() <= 1e-6
-        ids, mask = batch_for("qwen2")
+        ids, mask = left_padded(*batch_for("qwen2"))
         _, cache = model.run_with_cache(
             ids,
             attention_mask=mask,

@@ -55,8 +55,10 @@ def test_plain_fallback_format():
     assert toks.count("<bos>") == 1
 
 
-def test_pad_batch_right_pads():
+def test_pad_batch_left_pads_unless_asked():
     ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0, padding_side="right")
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
 
 

@@ -13,9 +13,11 @@ FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
 
 
 def batch_for(family, seed=0):
+    """Left padded (rows of 12, 9 and 7 tokens in 12 columns)."""
     ids, mask = random_batch(3, [12, 9, 7], seed=seed, low=6)
-    if family == "armorm":
-        ids[:, 3:5] = torch.tensor([3, 4])  # gating pattern of the tiny ArmoRM
+    if family == "armorm":  # gating pattern of the tiny ArmoRM at each row's positions 3, 4
+        for row, offset in enumerate((mask == 0).sum(1).tolist()):
+            ids[row, offset + 3 : offset + 5] = torch.tensor([3, 4])
     return ids, mask
 
 
@@ -37,8 +39,8 @@ def test_completeness_every_family(family_model):
     assert (attr.sources.sum(-1) - attr.head_matrix()).abs().max() <= 1e-5
     mlps = torch.stack([attr[f"mlp{layer}"] for layer in range(model.cfg.n_layers)])
     assert (attr.neurons.sum(-1) - mlps).abs().max() <= 1e-5
-    # nothing attends to padding or to the future
-    assert attr.sources[..., 1, 9:].abs().max() == 0
+    # nothing attends to padding (row 1's first 3 columns)
+    assert attr.sources[..., 1, :3].abs().max() == 0
 
 
 def test_lens_end_point_every_family(family_model):
@@ -115,15 +117,15 @@ def test_crystallization_definition():
 
 def test_explicit_positions_and_errors():
     model = HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
-    ids, mask = random_batch(2, [8, 5], seed=3)
+    ids, mask = random_batch(2, [8, 5], seed=3)  # left padded: row 1 starts at column 3
     per_pos = model(ids, attention_mask=mask)[..., 0]
-    attr = direct_attribution(model, ids, mask, positions=[3, 2])
-    assert (attr.rewards - per_pos[[0, 1], [3, 2]]).abs().max() <= 1e-5
+    attr = direct_attribution(model, ids, mask, positions=[3, 5])
+    assert (attr.rewards - per_pos[[0, 1], [3, 5]]).abs().max() <= 1e-5
     assert attr.completeness_error() <= 1e-4
-    lens = reward_lens(model, ids, mask, positions=[3, 2])
-    assert (lens.values[-1] - per_pos[[0, 1], [3, 2]]).abs().max() <= 1e-4
+    lens = reward_lens(model, ids, mask, positions=[3, 5])
+    assert (lens.values[-1] - per_pos[[0, 1], [3, 5]]).abs().max() <= 1e-4
     with pytest.raises(RewardLensError, match="padding"):
-        direct_attribution(model, ids, mask, positions=[3, 6])
+        direct_attribution(model, ids, mask, positions=[3, 1])
     with pytest.raises(RewardLensError, match="out of range"):
         reward_lens(model, ids, mask, layers=[5])
     assert reward_lens(model, ids, mask, layers=[-1]).labels == ("1_pre", "final")

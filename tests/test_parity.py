@@ -1,4 +1,9 @@
-"""Converted reward = HF reward (≤ 1e-4, float32) for every supported family and setting."""
+"""Converted reward = HF reward (≤ 1e-4, float32) for every supported family and setting.
+
+Batches are left padded (``random_batch``'s default, like the library's). HF models count
+positions from column 0 whatever the mask, so HF is given each row's own positions
+(``hf_positions``); the converted model derives them from the mask itself.
+"""
 
 import pytest
 import torch
@@ -11,9 +16,23 @@ FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3"]
 LENGTHS = [12, 9, 5, 16]  # > the sliding windows (mistral 5, gemma2 4); different lengths
 
 
+def hf_positions(mask):
+    """Each row's positions counted from its first real token (what HF needs under left
+    padding; ``None`` for an unpadded batch)."""
+    return None if mask is None else (mask.cumsum(-1) - 1).clamp(min=0)
+
+
 def hf_rewards(hf, ids, mask):
     with torch.no_grad():
-        return hf(input_ids=ids, attention_mask=mask).logits[:, 0]
+        return hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask)).logits[:, 0]
+
+
+def with_gating_pattern(ids, mask, at):
+    """Write the gating pattern (3, 4) at position ``at`` of every row (after its padding)."""
+    offsets = (mask == 0).sum(1)
+    for row, offset in enumerate(offsets.tolist()):
+        ids[row, offset + at : offset + at + 2] = torch.tensor([3, 4])
+    return ids
 
 
 def convert(hf, fold):
@@ -40,9 +59,9 @@ def test_batched_equals_one_by_one(family):
     ids, mask = random_batch(4, LENGTHS, seed=2)
     with torch.no_grad():
         batched = model.rewards(ids, mask)
-        single = torch.stack([model.rewards(ids[i : i + 1, :n]) for i, n in enumerate(LENGTHS)])
+        single = torch.stack([model.rewards(ids[i : i + 1, -n:]) for i, n in enumerate(LENGTHS)])
         hf_single = torch.stack(
-            [hf_rewards(hf, ids[i : i + 1, :n], None) for i, n in enumerate(LENGTHS)]
+            [hf_rewards(hf, ids[i : i + 1, -n:], None) for i, n in enumerate(LENGTHS)]
         )
     assert (batched - single[:, 0]).abs().max() <= 1e-5
     assert (single[:, 0] - hf_single[:, 0]).abs().max() <= TOL
@@ -52,10 +71,10 @@ def test_pad_equals_eos_skips_trailing_eos():
     hf = tiny_reward_model("llama", pad_token_id=2, eos_token_id=2)
     model = convert(hf, True)
     ids, mask = random_batch(3, [6, 8, 4], seed=3, pad=2)
-    ids[0, 5] = 2  # a real trailing EOS: HF reads the token before it
+    ids[0, -1] = 2  # a real trailing EOS: HF reads the token before it
     with torch.no_grad():
         ours = model.rewards(ids, mask)
-    assert model.pool_positions(ids).tolist() == [4, 7, 3]
+    assert model.pool_positions(ids).tolist() == [6, 7, 7]
     assert (ours - hf_rewards(hf, ids, mask)).abs().max() <= TOL
 
 
@@ -108,9 +127,9 @@ def test_llama_attention_bias():
 def test_armorm_parity(fold):
     hf = tiny_reward_model("armorm")
     ids, mask = random_batch(3, [12, 9, 7], seed=7, low=5)
-    ids[:, 3:5] = torch.tensor([3, 4])  # the gating pattern ends the prompt
+    ids = with_gating_pattern(ids, mask, 3)  # the gating pattern ends the prompt
     with torch.no_grad():
-        ref = hf(ids, mask)
+        ref = hf(ids, mask, position_ids=hf_positions(mask))
         model = HookedRewardModel.from_pretrained(hf, fold_ln=fold)
         score = model.rewards(ids, mask)
         objectives = model.objective_rewards(ids, mask)
@@ -141,9 +160,10 @@ def test_armorm_directory_round_trip(tmp_path):
     hf.save_pretrained(tmp_path, safe_serialization=True)
     model = HookedRewardModel.from_pretrained(tmp_path)
     ids, mask = random_batch(2, [9, 7], seed=9, low=5)
-    ids[:, 2:4] = torch.tensor([3, 4])
+    ids = with_gating_pattern(ids, mask, 2)
     with torch.no_grad():
-        assert (model.rewards(ids, mask) - hf(ids, mask).score).abs().max() <= TOL
+        ref = hf(ids, mask, position_ids=hf_positions(mask)).score
+        assert (model.rewards(ids, mask) - ref).abs().max() <= TOL
 
 
 def test_multi_label_head_with_objective_names():
@@ -151,7 +171,7 @@ def test_multi_label_head_with_objective_names():
     model = HookedRewardModel.from_pretrained(hf, objective_names=["a", "b"])
     ids, mask = random_batch(2, [9, 6], seed=10)
     with torch.no_grad():
-        ref = hf(input_ids=ids, attention_mask=mask).logits
+        ref = hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
     assert model.rewards(ids, mask).shape == (2, 2)
     assert (model.rewards(ids, mask) - ref).abs().max() <= TOL
 

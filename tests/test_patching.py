@@ -1,6 +1,7 @@
 """Activation and attribution patching: equality with TransformerLens, identities, signs,
 alignments, exactness of AtP's linearisation and of the AtP* QK fix, cleanliness."""
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from transformer_lens import patching as tl_patching
 
 from reward_lens_tl import EncodedConversation, HookedRewardModel
+from reward_lens_tl.padding import ReadingPositionWarning
 from reward_lens_tl.patching import (
     AlignmentError,
     PatchingError,
@@ -32,9 +34,9 @@ def _one_thread():
 
 
 def pair(length=9, seed=5, lengths=None):
-    ids, _ = random_batch(2, lengths or [length, length], low=6, seed=seed)
+    ids, _ = random_batch(2, lengths or [length, length], low=6, seed=seed)  # left padded
     n0, n1 = (lengths or [length, length])[:2]
-    return ids[0, :n0], ids[1, :n1]
+    return ids[0, -n0:], ids[1, -n1:]
 
 
 def no_hooks_left(model) -> bool:
@@ -96,18 +98,34 @@ def test_equals_transformer_lens(model, site, by_position, tl_fn):
 
 
 def test_multi_objective_gated_model_equals_transformer_lens():
+    """A gated head's logits are its gated score (what TL's patching reads); one objective is
+    checked against the same patch written by hand (``return_type="objectives"``)."""
     model = HookedRewardModel.from_pretrained(tiny_reward_model("armorm"))
     clean, corrupted = pair(seed=2)
     clean[3:5] = corrupted[3:5] = torch.tensor([3, 4])  # gating pattern
     _, clean_cache = model.run_with_cache(clean[None])
     with torch.no_grad():
         expected = tl_patching.get_act_patch_resid_pre(
-            model, corrupted[None], clean_cache, lambda logits: logits[0, -1, 1]
+            model, corrupted[None], clean_cache, lambda logits: logits[0, -1, 0]
         )
-    got = activation_patching(
+    got = activation_patching(model, clean, corrupted, alignment="exact", metric=lambda r: r)
+    assert (got.values - expected).abs().max() <= 1e-5
+    harmless = activation_patching(
         model, clean, corrupted, alignment="exact", objective="harmless", metric=lambda r: r
     )
-    assert (got.values - expected).abs().max() <= 1e-5
+    for layer, pos in [(0, 2), (1, 6), (1, 8)]:
+        name = f"blocks.{layer}.hook_resid_pre"
+
+        def write(act, hook, pos=pos):
+            act = act.clone()
+            act[0, pos] = clean_cache[hook.name][0, pos]
+            return act
+
+        with torch.no_grad():
+            by_hand = model.run_with_hooks(
+                corrupted[None], return_type="objectives", fwd_hooks=[(name, write)]
+            )
+        assert abs(float(harmless.values[layer, pos]) - float(by_hand[0, -1, 1])) <= 1e-5
 
 
 # -- identities and signs ------------------------------------------------------------------
@@ -208,18 +226,29 @@ def test_exact_alignment_requires_equal_lengths(llama):
 
 # -- ablations -----------------------------------------------------------------------------
 def test_mean_ablation_uses_reference_means(llama):
+    """Means over the reference's real tokens; per position, positions count from each
+    sequence's first token whichever side the reference is padded on."""
     clean, _ = pair()
-    ref, mask = random_batch(4, [12, 8, 10, 9], low=6, seed=11)
+    lengths = [12, 8, 10, 9]
+    ref, mask = random_batch(4, lengths, low=6, seed=11, padding_side="right")
+    left = random_batch(4, lengths, low=6, seed=11)  # the same rows, left padded
     hook = "blocks.1.hook_mlp_out"
-    _, cache = llama.run_with_cache(ref, attention_mask=mask, names_filter=hook)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReadingPositionWarning)  # right padded on purpose
+        _, cache = llama.run_with_cache(ref, attention_mask=mask, names_filter=hook)
     w = mask[..., None].float()
     token_mean = (cache[hook] * w).sum((0, 1)) / w.sum()
-    position_mean = (cache[hook] * w).sum(0) / w.sum(0)
+    position_mean = (cache[hook] * w).sum(0) / w.sum(0)  # right padded: column = position
     with torch.no_grad():
         reward = float(llama.rewards(clean[None])[0])
-    for mean_over, mean in [("token", token_mean), ("position", position_mean[: len(clean)])]:
+    for mean_over, mean, reference in [
+        ("token", token_mean, (ref, mask)),
+        ("position", position_mean[: len(clean)], (ref, mask)),
+        ("position", position_mean[: len(clean)], left),
+        ("position", position_mean[: len(clean)], left[0]),  # mask inferred from the pads
+    ]:
         res = activation_patching(
-            llama, clean, site="mlp_out", mode="mean", reference=(ref, mask), mean_over=mean_over
+            llama, clean, site="mlp_out", mode="mean", reference=reference, mean_over=mean_over
         )
         with torch.no_grad():
             ablated = llama.run_with_hooks(

@@ -87,8 +87,8 @@ def test_positions_under_end_alignment_keep_labels_and_sides(mode):
     source when denoising, the target when noising), and cells keep the labels of the full
     alignment."""
     model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    ids, _ = random_batch(2, [10, 7], low=6, seed=8)
-    clean, corrupted = ids[0, :10], ids[1, :7]
+    ids, _ = random_batch(2, [10, 7], low=6, seed=8)  # left padded
+    clean, corrupted = ids[0], ids[1, -7:]
     full = activation_patching(model, clean, corrupted, mode=mode, alignment="end")
     some = activation_patching(
         model, clean, corrupted, mode=mode, alignment="end", positions=[5, 7]

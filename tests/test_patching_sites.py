@@ -17,9 +17,10 @@ def model():
 
 @pytest.fixture(scope="module")
 def pair():
-    ids, _ = random_batch(2, [11, 9], low=6, seed=4)
-    ids[1, :4] = ids[0, :4]  # a shared prefix: the no-op writes there are skipped
-    return ids[0], ids[1, :9]
+    ids, _ = random_batch(2, [11, 9], low=6, seed=4)  # left padded
+    clean, corrupted = ids[0], ids[1, -9:]
+    corrupted[:4] = clean[:4]  # a shared prefix: the no-op writes there are skipped
+    return clean, corrupted
 
 
 @pytest.mark.parametrize("sites", [SITES, SITES[:3]], ids=["separate", "one-forward-per-layer"])

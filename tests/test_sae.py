@@ -78,8 +78,8 @@ def test_activations_exclude_padding_and_match_unpadded_runs(llama, batch):
     ids, mask = batch
     acts = collect_activations(llama, "blocks.0.hook_resid_post", [(ids, mask)])
     assert acts.shape == (int(mask.sum()), llama.cfg.d_model)
-    n = int(mask[1].sum())
-    _, cache = llama.run_with_cache(ids[1:2, :n], names_filter="blocks.0.hook_resid_post")
+    n = int(mask[1].sum())  # left padded: row 1's tokens are its last n columns
+    _, cache = llama.run_with_cache(ids[1:2, -n:], names_filter="blocks.0.hook_resid_post")
     start = int(mask[0].sum())
     torch.testing.assert_close(acts[start : start + n], cache["blocks.0.hook_resid_post"][0])
     # an id tensor alone: padding found from the pad id; or plain id lists
@@ -211,7 +211,8 @@ def test_final_residual_feature_attribution_is_complete(family, batch):
     attr = feature_attribution(model, sae, *batch)
     assert attr.completeness_error() <= 1e-4
     torch.testing.assert_close(attr.rewards, model.rewards(*batch).float())
-    at_pos = feature_attribution(model, sae, *batch, positions=[1, 2, 3, 0])
+    # columns of each row's tokens 1, 2, 3, 0 (left padded: rows start at columns 3, 6, 0, 9)
+    at_pos = feature_attribution(model, sae, *batch, positions=[4, 8, 3, 9])
     assert at_pos.completeness_error() <= 1e-4
     assert (attr.values != 0).sum(-1).le(8).all()  # TopK: at most k latents contribute
     assert _no_saes_or_hooks(model)
@@ -266,8 +267,9 @@ def test_max_activating_contexts_find_the_maximum(llama, batch, trained_mid):
     ctx = max_activating_contexts(llama, sae, [(ids, mask)], features=feats, k=3, window=(2, 1))
     for f in feats[:2]:
         assert ctx[f][0].activation == pytest.approx(float(z[:, f].max()), abs=1e-5)
-        c = ctx[f][0]
-        assert int(ids[c.example, c.position]) in c.window
+        c = ctx[f][0]  # positions count the sequence's own tokens (not padded columns)
+        sequence = ids[c.example][mask[c.example].bool()]
+        assert int(sequence[c.position]) == c.window[c.position - c.window_start]
         assert ctx.frequency[feats.index(f)] == pytest.approx(float((z[:, f] > 0).float().mean()))
     assert ctx[feats[2]] == ()  # a latent that never fires has no contexts
     assert "[[" in ctx.to_dataframe()["context"].iloc[0]

@@ -13,8 +13,11 @@ from .decoders import context_length
 
 
 class GPT2Adapter(RewardModelAdapter):
-    """GPT-2 reward models. Use right padding: TL shifts absolute positions under left padding
-    and HF GPT-2 does not (measured: 0.40 reward difference), so left padding is not parity."""
+    """GPT-2 reward models. Under left padding TL counts absolute positions from each row's
+    first real token (from the attention mask), so a left-padded batch scores like each row
+    alone; HF GPT-2 fed the same batch without ``position_ids`` counts from column 0 and does
+    not (measured: 0.40 reward difference). Compare with HF one row at a time, or pass HF
+    ``position_ids = (mask.cumsum(-1) - 1).clamp(min=0)``."""
 
     architectures = ("GPT2ForSequenceClassification",)
 

@@ -360,8 +360,9 @@ def _token_drivers(model, sources, encoded, offset, per_failure):
             ("rejected", n + f, -1.0, pair[1]),
         ):
             length = len(enc.ids)
+            pads = flat.shape[2] - length  # the batch is left padded
             tokens = model.tokenizer.convert_ids_to_tokens(list(enc.ids))
-            signed = sign * flat[:, row, :length]  # [lh, src] contribution to the margin
+            signed = sign * flat[:, row, pads:]  # [lh, src] contribution to the margin
             for p, value in enumerate(signed.sum(0).tolist()):
                 totals.append((offset + f, side, p, tokens[p], _part(enc, p, eos), value))
             k = min(per_failure, signed.numel())

@@ -2,7 +2,7 @@
 
 Every distinct response of an item is scored once: a RewardBench pair is 2 sequences, a
 RewardMATH problem 10 (not 9 pairs = 18), an RM-Bench grid 6 (not 9 pairs = 18). Items are
-grouped into chunks of about ``batch_size`` sequences, each chunk is one right-padded forward of
+grouped into chunks of about ``batch_size`` sequences, each chunk is one left-padded forward of
 ``model.rewards`` (the model's own pooling rule), and each item's record is appended to the
 score file as soon as its chunk is done, so a rerun with the same ``out`` continues.
 
@@ -96,7 +96,7 @@ def _chunks(todo: Sequence[tuple[int, Any]], batch_size: int) -> list[list[tuple
 
 
 def _score_chunk(model, chunk, keys, benchmark, truncation, objective) -> list[ScoreRecord]:
-    """One right-padded forward of every response of the chunk's items: their records."""
+    """One left-padded forward of every response of the chunk's items: their records."""
     encoded, sizes = [], []
     for _, item in chunk:
         prompt, chosen, rejected = item_texts(item)

@@ -3,7 +3,8 @@
 A response mask marks the *target* tokens whose log-probs count: position ``t`` is set when token
 ``ids[t]`` belongs to the response. ``include_suffix`` decides whether the template's suffix after
 the response content (end-of-turn, EOS; see :class:`~reward_lens_tl.inputs.EncodedConversation`)
-counts. Position 0 never counts (no token predicts it).
+counts. A sequence's first token never counts (no token predicts it). Batches are left padded,
+like every batch of the library: a shorter sequence's mask is shifted right by its padding.
 
 >>> from reward_lens_tl.inputs import EncodedConversation
 >>> enc = EncodedConversation(ids=(1, 4, 9, 5, 7, 8, 6, 2), response_start=4, response_end=6)
@@ -11,6 +12,8 @@ counts. Position 0 never counts (no token predicts it).
 [[0, 0, 0, 0, 1, 1, 1, 1]]
 >>> response_masks([enc], include_suffix=False).tolist()
 [[0, 0, 0, 0, 1, 1, 0, 0]]
+>>> response_masks([enc], include_suffix=False, width=10).tolist()   # two pads on the left
+[[0, 0, 0, 0, 0, 0, 1, 1, 0, 0]]
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from jaxtyping import Int
 from torch import Tensor
 
 from ..contrast import encode_contrast, encode_example
-from ..errors import EmptyInputError
+from ..errors import EmptyInputError, InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
+from ..padding import PaddingSide
 
 Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 
@@ -34,13 +38,19 @@ def response_masks(
     include_suffix: bool = True,
     eos_token_id: int | None = None,
     width: int | None = None,
+    padding_side: PaddingSide = "left",
 ) -> Int[Tensor, "batch pos"]:
-    """``[batch, width]`` long mask of each conversation's response tokens (right padded)."""
-    width = width if width is not None else max(len(e) for e in encodings)
+    """``[batch, width]`` long mask of each conversation's response tokens, laid out like
+    :func:`~reward_lens_tl.inputs.pad_batch` pads them (left padded unless asked)."""
+    longest = max(len(e) for e in encodings)
+    width = width if width is not None else longest
+    if width < longest:
+        raise InvalidArgumentError(f"width={width} is shorter than the longest conversation")
     mask = torch.zeros((len(encodings), width), dtype=torch.long)
     for row, enc in enumerate(encodings):
+        offset = width - len(enc) if padding_side == "left" else 0
         end = len(enc) if include_suffix else enc.suffix_start(eos_token_id)
-        mask[row, max(enc.response_start, 1) : end] = 1
+        mask[row, offset + max(enc.response_start, 1) : offset + end] = 1
     return mask
 
 
@@ -110,7 +120,7 @@ def batch_encodings(
     eos_token_id: int | None = None,
     device: Any = None,
 ) -> Batch:
-    """``(input_ids, attention_mask, response_mask)`` of right-padded conversations."""
+    """``(input_ids, attention_mask, response_mask)`` of left-padded conversations."""
     ids, attention = pad_batch(encodings, pad_token_id)
     resp = response_masks(encodings, include_suffix, eos_token_id, ids.shape[1])
     return ids.to(device), attention.to(device), resp.to(device)

@@ -62,9 +62,10 @@ class FeatureMatrix:
 
 
 def _pool(acts: Tensor, ids: Tensor, attention: Tensor, resp: Tensor, pooling: Pooling) -> Tensor:
-    if pooling == "last":
-        last = attention.sum(-1) - 1
-        return acts[torch.arange(acts.shape[0]), last]
+    if pooling == "last":  # each row's last real token (the last column when left padded)
+        columns = torch.arange(attention.shape[-1], device=attention.device)
+        last = (columns * (attention != 0)).argmax(-1)
+        return acts[torch.arange(acts.shape[0]), last.to(acts.device)]
     predicting = predicting_mask(resp, acts.dtype)
     pooled = (acts * predicting[..., None]).sum(1)
     return pooled / predicting.sum(1, keepdim=True) if pooling == "mean" else pooled

@@ -21,9 +21,9 @@ interventions, active in every forward pass) and leaves no hook behind, even whe
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
 >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [10, 8], low=6)
->>> patched = activation_patching(model, ids[0], ids[1, :8], site="resid_pre", alignment="end")
->>> estimate = attribution_patching(model, ids[0], ids[1, :8], site="resid_pre")
+>>> ids, _ = random_batch(2, [10, 8], low=6)   # left padded; each run drops its padding
+>>> patched = activation_patching(model, ids[0], ids[1], site="resid_pre", alignment="end")
+>>> estimate = attribution_patching(model, ids[0], ids[1], site="resid_pre")
 >>> patched.shape == estimate.shape == (2, 8)
 True
 """

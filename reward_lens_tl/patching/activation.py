@@ -37,8 +37,8 @@ target's reward exactly and costs no forward pass, and chunks start at the first
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
 >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [9, 7], low=6)
->>> result = activation_patching(model, ids[0], ids[1, :7], site="resid_pre")
+>>> ids, _ = random_batch(2, [9, 7], low=6)   # left padded: row 1 starts with 2 pads
+>>> result = activation_patching(model, ids[0], ids[1], site="resid_pre")
 >>> result.axes, result.shape
 (('layer', 'pos'), (2, 7))
 >>> bool((result.values[0] - result.values[0, -1]).abs().max() < 2)   # a fraction per cell
@@ -57,7 +57,7 @@ from torch import Tensor
 from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..fast_attention import RotatedPrefixEntry, prepend
+from ..fast_attention import RotatedPrefixEntry, hooked, prepend
 from ..readout import Objective
 from .errors import PatchingError
 from .grids import HEAD_SITES, canonical_site
@@ -248,12 +248,13 @@ def activation_patching(
     The sweep is described by a :class:`PatchRequest` (pass one as ``clean``) or by its fields
     as keywords (``activation_patching(model, clean, corrupted, site=..., ...)``):
 
-    ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]`` right padded), lists of ids or
-    :class:`EncodedConversation`. ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``,
-    ``attn_out``, ``mlp_out``, ``z`` (alias ``heads``), ``q``, ``k``, ``v``; or a sequence of
-    them, e.g. ``("attn_out", "mlp_out")``, swept over one shared clean and one shared
-    corrupted run and returned as a :class:`MultiSitePatchResult` (one :class:`PatchResult`
-    per site; ``by_position``/``heads`` apply to the sites that have that axis). ``mode``:
+    ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]``; a padded row, left or right, is
+    stripped of its padding), lists of ids or :class:`EncodedConversation`. ``site``:
+    ``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``, ``z`` (alias
+    ``heads``), ``q``, ``k``, ``v``; or a sequence of them, e.g. ``("attn_out", "mlp_out")``,
+    swept over one shared clean and one shared corrupted run and returned as a
+    :class:`MultiSitePatchResult` (one :class:`PatchResult` per site;
+    ``by_position``/``heads`` apply to the sites that have that axis). ``mode``:
     ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
     ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
     metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
@@ -362,7 +363,11 @@ class Sweep:
         self.model, self.plan, self.target = model, plan, target
         self.source_values, self.reader, self.fwd_hooks = source_values, reader, fwd_hooks
         gated = getattr(model, "gating", None) is not None
-        self.shortcuts = reuse_prefix and not fwd_hooks and not gated
+        # hooks already on the model (perma hooks, torch or global hooks, spliced SAEs) could
+        # see the reused prefix or the last block at the reading positions only
+        ln_final = getattr(model, "ln_final", None)
+        roots = [model.blocks, model.unembed] + ([ln_final] if ln_final is not None else [])
+        self.shortcuts = reuse_prefix and not fwd_hooks and not gated and not hooked(roots)
         self.pool = plan.target.pool
 
     def chunks(self, cells: Tensor, first: Tensor, chunk_size: int | None) -> list[Tensor]:

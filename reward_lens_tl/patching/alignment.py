@@ -15,8 +15,10 @@ rule. Three are offered, and none of them silently copies ``[0:min_len]``:
 - ``"exact"``: position ``p`` with ``p``; both runs must have the same length, else
   :class:`AlignmentError`.
 
-Each run is cut after its reward-reading token: later tokens (right padding, a trailing EOS
-that the pooling rule skips) cannot influence the reward under causal attention.
+Each run is stripped of leading padding (a row of a left-padded batch, e.g.
+``model.to_tokens([...])[1]``) and cut after its reward-reading token: later tokens (right
+padding, a trailing EOS that the pooling rule skips) cannot influence the reward under causal
+attention. Positions are therefore counted from each sequence's first real token.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model
@@ -25,6 +27,8 @@ that the pooling rule skips) cannot influence the reward under causal attention.
 >>> a = align(clean, corrupted, "end")
 >>> a.target.tolist(), a.source.tolist()
 ([2, 3, 4], [0, 1, 2])
+>>> as_run(model, [0, 0, 1, 9, 7]).ids.tolist()   # a left-padded row (pad id 0)
+[1, 9, 7]
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class Run:
 
 
 def as_run(model, x: Tensor | EncodedConversation | Sequence[int]) -> Run:
-    """A :class:`Run` from token ids (1-D, or ``[1, pos]`` possibly right-padded), an
+    """A :class:`Run` from token ids (1-D, or ``[1, pos]``; left or right padded: leading pads,
+    as :meth:`HookedRewardModel.infer_attention_mask` finds them, are stripped), an
     :class:`EncodedConversation`, or a list of ids. The reading position follows the model's
     pooling rule (:meth:`HookedRewardModel.pool_positions`)."""
     response_start = None
@@ -77,6 +82,10 @@ def as_run(model, x: Tensor | EncodedConversation | Sequence[int]) -> Run:
             "time, or use reward_lens_tl.patching.compare_methods for a set of pairs"
         )
     tokens = model.check_tokens(ids[None])
+    mask = model.infer_attention_mask(tokens)
+    if mask is not None:  # a row of a left-padded batch: positions start at its first token
+        ids = ids[int((mask[0] == 0).sum()) :]
+        tokens = tokens[:, -ids.shape[0] :]
     pool = int(model.pool_positions(tokens)[0])
     return Run(ids=ids[: pool + 1], pool=pool, response_start=response_start)
 

@@ -381,8 +381,8 @@ def compare_methods(
     ``pairs``: objects with ``prompt``/``chosen``/``rejected`` (encoded with the model's
     tokenizer), zoo contrast pairs (``edited`` plays chosen) or ``(chosen, rejected)`` zoo
     examples, ``(chosen, rejected)`` :class:`EncodedConversation` tuples, ``(chosen_ids,
-    rejected_ids)`` tuples of 1-D ids, or one ``(chosen_ids, rejected_ids)`` tuple of
-    right-padded ``[n_pairs, pos]`` batches.
+    rejected_ids)`` tuples of 1-D ids, or one ``(chosen_ids, rejected_ids)`` tuple of padded
+    ``[n_pairs, pos]`` batches (left or right padded: each row's padding is stripped).
 
     ``components="heads"``: every head (all aligned positions) and every MLP, with ``direct``
     = direct attribution of the margin (chosen − rejected) and the causal methods denoising the
@@ -395,7 +395,7 @@ def compare_methods(
         isinstance(pairs, tuple)
         and len(pairs) == 2
         and all(isinstance(p, Tensor) and p.ndim == 2 for p in pairs)
-    ):  # (chosen_ids, rejected_ids) batches, right padded: one pair per row
+    ):  # (chosen_ids, rejected_ids) batches, one pair per row (as_run strips the padding)
         pairs = list(zip(pairs[0], pairs[1], strict=True))
     allowed = ("direct", "atp", "atp+qk", "atp*", "patching")
     if set(methods) - set(allowed) or len(methods) < 2:

@@ -46,6 +46,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..inputs import EncodedConversation, pad_batch
+from ..padding import reading_position_known
 from ..readout import Objective, objective_index
 from .alignment import Alignment, AlignmentKind, Run, align, as_run, identity_alignment
 from .errors import PatchingError
@@ -262,17 +263,36 @@ def gather_aligned(act: Tensor, positions: Tensor) -> Tensor:
 
 
 def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
-    """Ids and mask of a reference set given as a ``[n, pos]`` tensor (right padded with the
-    model's pad id), an ``(ids, mask)`` tuple, or a list of id sequences / conversations."""
+    """Ids and mask of a reference set given as a ``[n, pos]`` tensor (padded with the model's
+    pad id, on the left or the right; tokens after each row's reading position do not count),
+    an ``(ids, mask)`` tuple, or a list of id sequences / conversations (left padded)."""
     if isinstance(reference, tuple) and len(reference) == 2 and isinstance(reference[0], Tensor):
         return reference[0], reference[1]
     if isinstance(reference, Tensor):
         ids = model.check_tokens(reference)
-        pool = model.pool_positions(ids)
+        leading = model.infer_attention_mask(ids)  # left padding, if any
+        pool = model.pool_positions(ids, leading)
         mask = (torch.arange(ids.shape[1], device=ids.device)[None] <= pool[:, None]).long()
-        return ids, mask
+        return ids, mask if leading is None else mask * leading.to(mask)
     seqs = [list(r.ids) if isinstance(r, EncodedConversation) else list(r) for r in reference]
     return pad_batch(seqs, model.pad_token_id)
+
+
+def first_token_columns(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``(columns, keep)`` ``[batch, pos]``: ``columns[b, p]`` is the column of row ``b``'s
+    ``p``-th real token (its real tokens are contiguous: left or right padding) and ``keep``
+    says whether that token exists."""
+    width = mask.shape[1]
+    first = (mask != 0).long().argmax(1)  # each row's first real token
+    cols = torch.arange(width, device=mask.device)[None] + first[:, None]
+    keep = (cols < width) & (mask.gather(1, cols.clamp(max=width - 1)) != 0)
+    return cols.clamp(max=width - 1), keep.long()
+
+
+def gather_columns(act: Tensor, columns: Tensor) -> Tensor:
+    """``act[b, columns[b, p]]`` for ``act`` ``[batch, pos, ...]``."""
+    index = columns.to(act.device).reshape(*columns.shape, *([1] * (act.ndim - 2)))
+    return act.gather(1, index.expand(*columns.shape, *act.shape[2:]))
 
 
 def reference_means(
@@ -285,25 +305,28 @@ def reference_means(
 ) -> dict[str, Tensor]:
     """Masked means of the hooked activations over a reference set: ``[...]`` per name for
     ``mean_over="token"``, ``[pos, ...]`` for ``"position"`` (``nan`` where no sequence
-    reaches)."""
+    reaches; positions counted from each sequence's first real token, whatever the padding)."""
     if mean_over not in ("token", "position"):
         raise PatchingError(f"mean_over must be 'token' or 'position', not {mean_over!r}")
     ids, mask = reference_batch(model, reference)
     sums: dict[str, Tensor] = {}
     count = torch.zeros(ids.shape[1])
-    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)), reading_position_known():
         for start in range(0, ids.shape[0], batch_size):
             chunk_ids = ids[start : start + batch_size].to(model.cfg.device)
             chunk_mask = mask[start : start + batch_size].to(model.cfg.device)
             _, cache = model.run_with_cache(
                 chunk_ids, attention_mask=chunk_mask, return_type=None, names_filter=list(names)
             )
-            w = chunk_mask.float()
+            keep, columns = chunk_mask, None
+            if mean_over == "position":  # position p = each sequence's p-th token
+                columns, keep = first_token_columns(chunk_mask)
             for name in names:
-                act = cache[name]
+                act = cache[name] if columns is None else gather_columns(cache[name], columns)
+                w = keep.to(act.device, torch.float32)
                 weights = w.reshape(*w.shape, *([1] * (act.ndim - 2)))
                 sums[name] = sums.get(name, 0) + (act * weights).sum(0)
-            count += chunk_mask.sum(0).float().cpu()
+            count += keep.sum(0).float().cpu()
     if mean_over == "token":
         return {n: s.sum(0) / count.sum() for n, s in sums.items()}
     denom = count.to(next(iter(sums.values())).device)

@@ -32,6 +32,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..inputs import EncodedConversation, pad_batch
+from ..padding import reading_position_known
 from ..patching import activation_patching
 from ..patching.activation import run_source
 from ..patching.plan import (
@@ -107,7 +108,7 @@ def natural_states(model, natural: Sequence, hooks: Sequence[str], batch_size: i
     if len(seqs) < 4:
         raise TooFewExamplesError(f"natural states need at least 4 sequences, got {len(seqs)}")
     acts: dict[str, list[list[Tensor]]] = {h: [[], []] for h in hooks}
-    with torch.no_grad():
+    with torch.no_grad(), reading_position_known():  # every real token is read, not just -1
         for start in range(0, len(seqs), batch_size):
             ids, mask = pad_batch(seqs[start : start + batch_size], model.pad_token_id)
             ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)

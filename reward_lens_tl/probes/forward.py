@@ -1,6 +1,6 @@
 """One cached forward pass per sequence serves the reward, the reward lens and the attribution.
 
-:func:`forward_sequences` batches sequences (right padded), runs ``run_with_cache`` once per
+:func:`forward_sequences` batches sequences (left padded), runs ``run_with_cache`` once per
 batch with the hook points both analyses need, and reads out the pooled reward, the
 reward-lens value at every residual site (recomputed norm) and the exact direct attribution
 (frozen norm; parts + head bias = reward). ``n_forward`` counts the sequences forwarded, which

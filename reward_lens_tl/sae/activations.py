@@ -2,7 +2,7 @@
 
 SAE training wants a stream of ``[batch, d_in]`` activation vectors. This module turns the
 inputs the rest of the library uses (token-id batches, preference pairs, the zoo's examples and
-contrast pairs) into padded model batches, runs the model only as far as the hook
+contrast pairs) into left-padded model batches, runs the model only as far as the hook
 (``stop_at_layer``), and yields the non-padding rows. ``shuffled_batches`` and ``rebatch``
 turn those rows into the fixed-size batches sae_lens's ``SAETrainer`` consumes.
 
@@ -26,6 +26,7 @@ from torch import Tensor
 
 from ..adapters import hf_last_non_pad
 from ..inputs import EncodedConversation, pad_batch
+from ..padding import reading_position_known
 from ..pairs import pair_batches
 from .errors import EmptyActivationsError, SAEHookError
 
@@ -49,11 +50,15 @@ def stop_layer(model, hook_name: str) -> int | None:
 
 
 def _mask_from_pad(model, ids: Tensor) -> Tensor:
-    """Attention mask of right-padded ids (everything after the last non-pad is padding)."""
+    """Attention mask of padded ids, left or right: leading pad ids (as
+    :meth:`~reward_lens_tl.model.HookedRewardModel.infer_attention_mask` finds them) and
+    everything after the last non-pad token are padding."""
     if model.pad_token_id is None:
         return torch.ones_like(ids)
     last = hf_last_non_pad(ids, model.pad_token_id)
-    return (torch.arange(ids.shape[1], device=ids.device)[None] <= last[:, None]).long()
+    mask = (torch.arange(ids.shape[1], device=ids.device)[None] <= last[:, None]).long()
+    leading = model.infer_attention_mask(ids)
+    return mask if leading is None else mask * leading.to(mask)
 
 
 def _ids_of(item: Any) -> Sequence[int] | None:
@@ -67,13 +72,15 @@ def _ids_of(item: Any) -> Sequence[int] | None:
 
 
 def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
-    """Normalise ``source`` into right-padded ``(ids, mask)`` batches on the model's device.
+    """Normalise ``source`` into ``(ids, mask)`` batches on the model's device; the batches it
+    builds are left padded (``pad_batch``), batches given as tensors keep their padding.
 
-    ``source`` may be a ``[batch, pos]`` id tensor (padding found from ``pad_token_id``), an
-    iterable of ``(ids, mask)`` batches or of id tensors, a sequence of id lists, of encoded
-    conversations or of zoo ``Example`` objects (anything with ``.input_ids``), or of pairs
-    (preference pairs with ``prompt/chosen/rejected``, encoded ``(chosen, rejected)`` tuples,
-    or zoo ``ContrastPair`` objects with ``.edited/.base``; both sides of every pair are used).
+    ``source`` may be a ``[batch, pos]`` id tensor (padding, left or right, found from
+    ``pad_token_id``), an iterable of ``(ids, mask)`` batches or of id tensors, a sequence of
+    id lists, of encoded conversations or of zoo ``Example`` objects (anything with
+    ``.input_ids``), or of pairs (preference pairs with ``prompt/chosen/rejected``, encoded
+    ``(chosen, rejected)`` tuples, or zoo ``ContrastPair`` objects with ``.edited/.base``; both
+    sides of every pair are used).
     """
     device = model.cfg.device
     if isinstance(source, Tensor):
@@ -130,7 +137,8 @@ def iter_batch_activations(
     check_hook(model, hook_name)
     stop = stop_layer(model, hook_name)
     for ids, mask in model_batches(model, source, batch_size):
-        with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
+        # every real token is read (by the mask), never position -1: no reading-position warning
+        with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)), reading_position_known():
             _, cache = model.run_with_cache(
                 ids, attention_mask=mask, names_filter=hook_name, stop_at_layer=stop
             )

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import RewardLensError
+from ..errors import InvalidArgumentError, RewardLensError
 from ..inputs import pad_batch
+from ..padding import reading_position_known
 from ..readout import Objective, readout
 from ..results import Result, TopK, new_axes, top_entries
 from .activations import _as_encoded_pair
@@ -86,16 +87,18 @@ def _reward_position(model, ids: Sequence[int]) -> int:
 def site_activations(
     model, sequences: Sequence, positions: Sequence, sites: Sequence[str], batch_size: int = 32
 ) -> Float[Tensor, "site token d_model"]:
-    """Residuals at ``sites`` for the listed token positions of every sequence."""
+    """Residuals at ``sites`` for the listed token positions of every sequence (positions in
+    the sequence; the batches are left padded, so each is shifted by its row's padding)."""
     model.check_hook_names(sites)
     chunks = []
     for start in range(0, len(sequences), batch_size):
         seqs = [list(s) for s in sequences[start : start + batch_size]]
         ids, mask = pad_batch(seqs, model.pad_token_id)
         ids, mask = ids.to(model.cfg.device), mask.to(model.cfg.device)
-        _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter=list(sites))
+        with reading_position_known():  # read at the listed positions, not at -1
+            _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter=list(sites))
         rows = [
-            (i, int(p))
+            (i, ids.shape[1] - len(seqs[i]) + _in_sequence(int(p), len(seqs[i])))
             for i, where in enumerate(positions[start : start + batch_size])
             for p in (where if isinstance(where, Sequence) else (where,))
         ]
@@ -103,6 +106,13 @@ def site_activations(
         p = torch.tensor([r[1] for r in rows], device=ids.device)
         chunks.append(torch.stack([cache[s][b, p] for s in sites]))
     return torch.cat(chunks, 1)
+
+
+def _in_sequence(position: int, length: int) -> int:
+    """A position of a sequence of ``length`` tokens, counted from its start (``-1`` = last)."""
+    if not -length <= position < length:
+        raise InvalidArgumentError(f"position {position} outside a sequence of {length} tokens")
+    return position % length
 
 
 def concept_vectors_from_sets(

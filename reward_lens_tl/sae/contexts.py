@@ -1,7 +1,8 @@
 """Max-activating contexts: where SAE latents fire most strongly over a set of sequences.
 
 Sequences are streamed in model batches; for each requested latent the ``k`` strongest
-(sequence, position) activations are kept with a window of token ids around them, and each
+(sequence, position) activations are kept with a window of token ids around them (positions
+count each sequence's tokens from its first real one, whatever the padding), and each
 latent's firing frequency over non-padding tokens is counted.
 
 >>> from reward_lens_tl import HookedRewardModel
@@ -64,7 +65,8 @@ def max_activating_contexts(
         b, p, _ = z.shape
         flat = z.reshape(b * p, -1).T  # [F, b*pos]
         val, idx = flat.topk(min(k, b * p), dim=-1)
-        loc = torch.stack([idx // p + len(sequences), idx % p], -1)
+        in_seq = (real.long().cumsum(1) - 1).flatten()  # column -> position in its sequence
+        loc = torch.stack([idx // p + len(sequences), in_seq[idx]], -1)
         best_val, order = torch.cat([best_val, val], 1).topk(
             min(k, best_val.shape[1] + val.shape[1]), -1
         )

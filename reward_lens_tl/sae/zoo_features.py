@@ -263,7 +263,7 @@ def _ablation_effect(model, sae, ids, mask, activity: Tensor, latent: int, n_eff
         return 0.0
     rows = active.to(ids.device)
     sub_ids, sub_mask = ids[rows], mask[rows]
-    width = int(sub_mask.sum(1).max())
-    sub_ids, sub_mask = sub_ids[:, :width].to(model.cfg.device), sub_mask[:, :width]
+    width = int(sub_mask.sum(1).max())  # left padded: drop the columns only padding fills
+    sub_ids, sub_mask = sub_ids[:, -width:].to(model.cfg.device), sub_mask[:, -width:]
     effect = latent_ablation(model, sae, sub_ids, sub_mask.to(model.cfg.device), [latent])
     return float(effect.values.mean())

@@ -7,11 +7,13 @@ cache's batch equals the input's) and running only the continuation positions. T
 cache length as the position offset, so rotary and absolute positions of the continuation are
 those of the full sequence.
 
-Continuations of different lengths are right padded; causal attention keeps padded positions
-from influencing real ones, and each row's reward is read where the HF pooling rule reads it in
-the *full* sequence (``model.pool_positions`` on prefix + continuation), so the result equals
-full-sequence scoring (tests: ≤ 1e-4). A reading position inside the prefix (possible when
-``pad == eos`` and a continuation is all padding ids) is served from the prefix run.
+Continuations of different lengths are right padded, unlike the library's other batches (left
+padding would put pads between the cached prefix and the continuation, in the middle of each
+sequence); causal attention keeps padded positions from influencing real ones, and each row's
+reward is read where the HF pooling rule reads it in the *full* sequence
+(``model.pool_positions`` on prefix + continuation), so the result equals full-sequence scoring
+(tests: ≤ 1e-4). A reading position inside the prefix (possible when ``pad == eos`` and a
+continuation is all padding ids) is served from the prefix run.
 
 >>> import torch
 >>> from reward_lens_tl import HookedRewardModel
@@ -105,7 +107,10 @@ class PrefixCache:
         n, p = len(continuations), len(self.prefix_ids)
         if n == 0:
             raise EmptyInputError("no continuations to score")
-        new_ids, new_mask = pad_batch([tuple(c) for c in continuations], model.pad_token_id)
+        # right: pads after the continuation, never between the cached prefix and it
+        new_ids, new_mask = pad_batch(
+            [tuple(c) for c in continuations], model.pad_token_id, padding_side="right"
+        )
         if p + new_ids.shape[1] > model.cfg.n_ctx:
             raise SequenceTooLongError(
                 f"prompt ({p} tokens) plus the longest candidate and suffix "

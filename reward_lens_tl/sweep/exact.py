@@ -26,7 +26,8 @@ from ..readout import Objective, objective_index
 
 @dataclass(frozen=True)
 class ExactScorer:
-    """Scores ``prefix + continuation`` with one full forward per batch (right padded)."""
+    """Scores ``prefix + continuation`` with one full forward per batch (left padded, so each
+    row scores exactly as alone)."""
 
     model: object
     prefix_ids: tuple[int, ...]

@@ -3,7 +3,8 @@
 A :class:`SweepResult` keeps the shared prompt and suffix ids, so any candidate can be handed to
 the lens, attribution or patching functions as an
 :class:`~reward_lens_tl.inputs.EncodedConversation` (:meth:`SweepResult.encoded`) or as a
-right-padded batch (:meth:`SweepResult.batch`).
+left-padded batch (:meth:`SweepResult.batch`; position ``-1`` is then every row's last token,
+as everywhere in the library).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class SweepResult(Result):
     def batch(
         self, candidates: Sequence[int | str], pad_token_id: int | None
     ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-        """Right-padded ``(input_ids, attention_mask)`` of several candidates' conversations."""
+        """Left-padded ``(input_ids, attention_mask)`` of several candidates' conversations
+        (:func:`~reward_lens_tl.inputs.pad_batch`)."""
         return pad_batch([self.encoded(c) for c in candidates], pad_token_id)
 
     def to_dataframe(self):

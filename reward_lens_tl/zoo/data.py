@@ -1,7 +1,10 @@
 """Training batches for the zoo: padded tensors and the pair mixtures each model trains on.
 
-Sequences are right-padded with ``<pad>`` (id 0) and come with an ``attention_mask``. All
-randomness comes from the ``random.Random`` passed in, so batches are reproducible.
+Sequences are right-padded with ``<pad>`` (id 0) and come with an ``attention_mask``: these
+batches feed the plain HF models the zoo trains, which count positions from column 0 whatever
+the mask says (left padding would shift them). The library's own batches are left padded
+(:func:`reward_lens_tl.inputs.pad_batch`). All randomness comes from the ``random.Random``
+passed in, so batches are reproducible.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ PAD_ID = VOCAB["<pad>"]
 
 def collate(sequences: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
     """Right-pad ``sequences`` with ``<pad>`` → ``(input_ids, attention_mask)``, both long."""
-    return pad_batch(sequences, PAD_ID)
+    # right: plain HF models count positions from column 0 (dpo's response masks assume it too)
+    return pad_batch(sequences, PAD_ID, padding_side="right")
 
 
 def collate_examples(examples: Sequence[Example]) -> tuple[Tensor, Tensor]:

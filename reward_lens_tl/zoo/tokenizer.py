@@ -8,7 +8,9 @@ template writes them:
 
 (turns repeat for multi-turn chats). ``<eos>`` closes a conversation that ends with an assistant
 turn, so a sequence classifier reads the reward there. ``add_generation_prompt=True`` ends the
-prompt with the ``<|assistant|>`` header instead. ``<pad>`` is id 0 and padding is on the right.
+prompt with the ``<|assistant|>`` header instead. ``<pad>`` is id 0 and the tokenizer pads on
+the right, for HF's own models (which count positions from column 0); reward-lens-tl ignores
+that setting and left-pads its batches (:func:`reward_lens_tl.inputs.pad_batch`).
 
 >>> tok = build_tokenizer()
 >>> chat = [{"role": "user", "content": "how bake bread"}, {"role": "assistant", "content": "soup"}]
@@ -73,7 +75,7 @@ def build_tokenizer(model_max_length: int = 64) -> PreTrainedTokenizerFast:
         unk_token=UNK,
         pad_token=PAD,
         extra_special_tokens=list(ROLE_TOKENS),
-        padding_side="right",
+        padding_side="right",  # for plain HF use of the zoo checkpoints (arange positions)
         model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
     )
