@@ -297,9 +297,16 @@ def test_logit_lens(model, hf, ids, run):
 @covers("decompose_resid", "stack_head_results", "full_decomposition", "full_decomposition_1d")
 @covers("stack_neuron_results", "get_neuron_results", "residual_directions")
 def test_direct_attribution_adds_up(model, hf, ids, run):
-    if not model.is_scalar:
-        pytest.skip("TL's logit_attrs / W_U projections read one head column: see the gated test")
     _, cache = run
+    if not model.is_scalar:  # the gated score: the same decompositions, read per row
+        expected = hf_rewards(hf, model, ids) - cache.reward_bias()
+        for parts in (
+            cache.decompose_resid(pos_slice=-1),
+            cache.get_full_resid_decomposition(pos_slice=-1),
+            cache.get_full_resid_decomposition(pos_slice="reward", expand_neurons=False),
+        ):
+            assert_close(cache.residual_stack_to_reward(parts).sum(0), expected, **ATOL)
+        return
     expected = hf_rewards(hf, model, ids) - model.b_R[0]
     direction = model.tokens_to_residual_directions(0)
     assert_close(direction, model.W_R[:, 0])
@@ -331,10 +338,12 @@ def test_direct_attribution_adds_up(model, hf, ids, run):
 
 @covers("logit_attrs_no_batch", "logit_attrs_no_batch_ambiguous")
 def test_logit_attrs_on_one_row(model, ids, run):
-    if not model.is_scalar:
-        pytest.skip("scalar idiom")
     _, cache = run
     stack = cache.accumulated_resid(pos_slice=-1)
+    if not model.is_scalar:  # objective 0 is not the gated reward: refused, not misread
+        with pytest.raises(AmbiguousObjectiveError):
+            cache.logit_attrs(stack[:, 1], tokens=0, batch_slice=1, has_batch_dim=False)
+        return
     both = cache.logit_attrs(stack, tokens=0, pos_slice=-1)
     one = cache.logit_attrs(stack[:, 1], tokens=0, pos_slice=-1, batch_slice=1, has_batch_dim=False)
     assert_close(one, both[:, 1])
