@@ -282,7 +282,12 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
                 pool = self.pool_positions(tokens, attention_mask)
             resid = pooled_forward.last_block_at(self, resid, pool, attention_mask)
             return self._pooled_reward(resid, tokens, attention_mask, torch.zeros_like(pool))
-        resid = super().forward(
+        resid = self._final_residual(input, attention_mask, start_at_layer, tokens, kwargs)
+        return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
+
+    def _final_residual(self, input, attention_mask, start_at_layer, tokens, kwargs):
+        """The residual stream after the last block (before the final norm)."""
+        return super().forward(
             input,
             return_type=None,
             attention_mask=attention_mask,
@@ -291,7 +296,6 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             stop_at_layer=self.cfg.n_layers,
             **kwargs,
         )
-        return self._pooled_reward(resid, tokens, attention_mask, pool_positions)
 
     def _per_position(self, input, return_type, tokens, attention_mask, start_at_layer, kwargs):
         """``"logits"`` / ``"objectives"`` / ``None`` / ``stop_at_layer`` forwards."""
@@ -309,15 +313,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             )
             logits = return_type is not None and kwargs.get("stop_at_layer") is None
             return mark_reward_outputs(out) if logits else out
-        resid = super().forward(
-            input,
-            return_type=None,
-            attention_mask=attention_mask,
-            start_at_layer=start_at_layer,
-            tokens=tokens,
-            stop_at_layer=self.cfg.n_layers,
-            **kwargs,
-        )
+        resid = self._final_residual(input, attention_mask, start_at_layer, tokens, kwargs)
         return mark_reward_outputs(self._gated_per_position(resid, tokens))
 
     def _gated_logits_needed(self, kwargs) -> bool:

@@ -73,30 +73,27 @@ def plain_rewards(model, ids, mask):
     return logits[torch.arange(ids.shape[0]), pos, 0]
 
 
-@pytest.fixture
-def pooled_calls(monkeypatch):
+def count_calls(monkeypatch, owner, name: str) -> list:
+    """Replace ``owner.name`` by a wrapper that records each call (undone by monkeypatch)."""
     calls = []
-    original = pooled_forward.last_block_at
+    original = getattr(owner, name)
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(pooled_forward, "last_block_at", counting)
+    monkeypatch.setattr(owner, name, counting)
     return calls
+
+
+@pytest.fixture
+def pooled_calls(monkeypatch):
+    return count_calls(monkeypatch, pooled_forward, "last_block_at")
 
 
 @pytest.fixture
 def sdpa_calls(monkeypatch):
-    calls = []
-    original = F.scaled_dot_product_attention
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
-    return calls
+    return count_calls(monkeypatch, F, "scaled_dot_product_attention")
 
 
 def centre(x):

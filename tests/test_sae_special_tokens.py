@@ -32,14 +32,10 @@ SAE_HOOKS = ("hook_sae_input", "hook_sae_acts_post", "hook_sae_error")
 
 @pytest.fixture(scope="module")
 def zoo():
-    try:
-        from reward_lens_tl.zoo import load_task, zoo_path
-    except ImportError as err:
-        pytest.skip(f"the model zoo package is not importable ({err})")
-    path = zoo_path("scalar")
-    if not (path / "config.json").exists():
-        pytest.skip(f"zoo model missing at {path}: run the zoo training to create it")
-    return HookedRewardModel.from_pretrained(path), load_task().task
+    """The shipped zoo model (it is package data: missing means a broken install, a failure)."""
+    from reward_lens_tl.zoo import load_task, zoo_path
+
+    return HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
 
 
 @pytest.fixture(scope="module")
