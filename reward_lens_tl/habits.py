@@ -105,9 +105,7 @@ HABITS: tuple[Habit, ...] = (
         "model(ids, return_type='objectives')[:, -1]",
         "every objective's head output at the reading token",
     ),
-    _right(
-        "rewards", "model.rewards(ids)", "HF's pooled reward; no gradient graph kept unless asked"
-    ),
+    _right("rewards", "model.rewards(ids)", "HF's pooled reward, every row read by HF's rule"),
     _refused(
         "return_type_loss",
         "model(ids, return_type='loss')",
@@ -392,3 +390,25 @@ def markdown_table() -> str:
 
 def by_key() -> dict[str, Habit]:
     return {h.key: h for h in HABITS}
+
+
+def update_readme(path) -> bool:
+    """Rewrite the table between ``<!-- habits:start -->`` and ``<!-- habits:end -->`` in the
+    README at ``path``; returns whether it changed (``python -m reward_lens_tl.habits``)."""
+    import re
+    from pathlib import Path
+
+    path = Path(path)
+    text = path.read_text()
+    table = f"<!-- habits:start -->\n{markdown_table()}\n<!-- habits:end -->"
+    new = re.sub(
+        r"<!-- habits:start -->\n.*?\n<!-- habits:end -->", lambda _: table, text, flags=re.S
+    )
+    path.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    print(update_readme(Path(__file__).resolve().parents[1] / "README.md"))

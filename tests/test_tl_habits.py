@@ -146,7 +146,6 @@ def test_metric_is_the_reward(model, hf, ids, run):
     assert logits.shape == (2, ids.shape[1], 1)  # gated heads: the score at every position
     assert_close(logits[:, -1, 0], expected, **ATOL)
     assert_close(model.rewards(ids), expected, **ATOL)
-    assert not model.rewards(ids).requires_grad or torch.is_grad_enabled()
 
 
 @covers("logits_objectives")
@@ -676,4 +675,6 @@ def test_readme_table_is_the_catalogue():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     match = re.search(r"<!-- habits:start -->\n(.*?)\n<!-- habits:end -->", readme, re.S)
     assert match, "README.md lost its habits table markers"
-    assert match.group(1).strip() == markdown_table().strip()
+    assert match.group(1).strip() == markdown_table().strip(), (
+        "README's table is stale: run python -m reward_lens_tl.habits"
+    )

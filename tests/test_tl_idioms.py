@@ -150,3 +150,19 @@ def test_unprocessed_model_classic_dla_is_right_or_refused(batch):
         _, g_cache = gpt2.run_with_cache(g_ids, attention_mask=g_mask)
     with pytest.raises(Exception, match="LayerNorm keeps its bias"):
         g_cache.apply_ln_to_stack(g_cache.decompose_resid(pos_slice=-1), pos_slice=-1)
+
+
+def test_pad_equal_to_eos_reads_at_minus_two_and_says_so():
+    """With pad == EOS and every row ending in EOS, HF's rule skips that EOS: the reward is read
+    at -2 in every row. The forward says so; pos_slice="reward" reads the right token."""
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama", pad_token_id=2))
+    ids, mask = random_batch(2, [7, 5], seed=3, low=5)
+    ids[:, -1] = 2  # a trailing EOS (== pad) in every row
+    with torch.no_grad():
+        reward = model.rewards(ids, mask)
+        with pytest.warns(ReadingPositionWarning, match="position -2"):
+            logits, cache = model.run_with_cache(ids, attention_mask=mask)
+    assert model.pool_positions(ids, mask).tolist() == [ids.shape[1] - 2] * 2
+    assert torch.allclose(logits[:, -2, 0], reward, atol=1e-5)
+    lens = cache.residual_stack_to_reward(cache.accumulated_resid(pos_slice="reward"))
+    assert torch.allclose(lens[-1] + model.b_R[0], reward, atol=1e-4)
