@@ -2,7 +2,8 @@
 
 The reward head is the unembed, so logit-lens style analyses port with a few lines changed.
 Heavy dependencies (torch, TransformerLens, sae_lens) load on first use of a name, so
-``import reward_lens_tl.data`` and the CLI's ``--help`` stay fast.
+``import reward_lens_tl.data`` and the CLI's ``--help`` stay fast. ``reward_lens_tl.check(path)``
+diagnoses your own reward model (:mod:`reward_lens_tl.diagnostics`).
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model
@@ -27,13 +28,17 @@ _EXPORTS = {
     "EncodedConversation": "inputs",
     "encode_conversation": "inputs",
     "pad_batch": "inputs",
+    "check": "diagnostics",
+    "CheckReport": "diagnostics",
 }
 
 __all__ = [
+    "CheckReport",
     "EncodedConversation",
     "HookedArmoRM",
     "HookedRewardModel",
     "adapter_for",
+    "check",
     "encode_conversation",
     "load_reward_model",
     "pad_batch",
@@ -43,6 +48,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from .adapters import adapter_for, register_adapter, supported_architectures
+    from .diagnostics import CheckReport, check
     from .inputs import EncodedConversation, encode_conversation, pad_batch
     from .model import HookedArmoRM, HookedRewardModel, load_reward_model
 

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .components import Component
 from .errors import RewardLensError
-from .pairs import map_pair_batches
+from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches, pair_index_columns
 from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
 from .results import MarginResult, Result, TopK, new_axes, tidy_frame, top_entries
 
@@ -127,10 +127,19 @@ class AttributionResult(Result):
 @dataclass(frozen=True)
 class PairAttribution(MarginResult):
     """Attribution of each pair's chosen and rejected response; ``.margin`` is their
-    difference (frame, figure and top entries are the margin's)."""
+    difference (frame, figure and top entries are the margin's). Example ``j`` is input pair
+    ``indices[j]`` (source ``records[j]``); pairs skipped with ``on_error="skip"`` are listed
+    in ``skipped``."""
 
     chosen: AttributionResult
     rejected: AttributionResult
+    indices: tuple[int, ...] = ()
+    records: tuple[int | None, ...] = ()
+    skipped: tuple[SkippedPair, ...] = ()
+
+    def to_dataframe(self):
+        """The margin's frame, with each row's input pair ``index`` and source ``record``."""
+        return pair_index_columns(self.margin.to_dataframe(), self.indices, self.records)
 
 
 def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:
@@ -282,13 +291,31 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
 
 
 def attribute_pairs(
-    model, pairs: Iterable, *, batch_size: int = 16, truncation: str = "error", **kwargs
+    model,
+    pairs: Iterable,
+    *,
+    batch_size: int = 16,
+    truncation: str = "error",
+    on_error: OnError = "raise",
+    **kwargs,
 ) -> PairAttribution:
     """Direct attribution of each pair's chosen and rejected response, streamed in chunks
     (memory is bounded by ``batch_size``; ``pairs`` may be any iterable); ``.margin``
-    decomposes the reward margins. ``truncation`` (``"error"``, ``"left"``, ``"right"``)
-    applies to pairs given as text. Runs split across processes under ``torchrun``
-    (:mod:`reward_lens_tl.distributed`)."""
+    decomposes the reward margins. ``truncation`` (``"error"``, ``"left"``, ``"right"``,
+    ``"both"``) applies to pairs given as text. A pair that cannot be encoded stops the run
+    (``on_error="raise"``, the error names the pair) or is left out and listed in ``.skipped``
+    (``"skip"``); ``.indices`` says which input pair each example is. Runs split across
+    processes under ``torchrun`` (:mod:`reward_lens_tl.distributed`).
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+    >>> from types import SimpleNamespace as Pair
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+    >>> pairs = [Pair(prompt="w6", chosen=c, rejected="w8") for c in ("w7 " * 99, "w7")]
+    >>> result = attribute_pairs(model, pairs, on_error="skip")
+    >>> result.indices, [s.index for s in result.skipped]
+    ((1,), [0])
+    """
     if kwargs.get("sources"):
         raise RewardLensError(
             "source positions differ between responses of different lengths; call "
@@ -299,14 +326,16 @@ def attribute_pairs(
         result = direct_attribution(model, ids, mask, **kwargs)
         return _select(result, slice(0, n)), _select(result, slice(n, None))
 
-    parts = [
-        c.output
-        for c in map_pair_batches(
-            model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=None
-        )
-    ]
+    chunks = map_pair_batches(
+        model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
+    )
+    done, skipped = finished_chunks(chunks)
     return PairAttribution(
-        chosen=_concat([c for c, _ in parts]), rejected=_concat([r for _, r in parts])
+        chosen=_concat([c.output[0] for c in done]),
+        rejected=_concat([c.output[1] for c in done]),
+        indices=tuple(i for c in done for i in c.kept),
+        records=tuple(r for c in done for r in c.records),
+        skipped=skipped,
     )
 
 

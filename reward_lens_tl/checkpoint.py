@@ -69,7 +69,7 @@ def read_config_dict(path: Path) -> dict[str, Any]:
     """``config.json`` as a dict; a typed error naming the file when it is not a JSON object."""
     file = Path(path) / "config.json"
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8-sig"))  # a BOM is allowed
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(
             f"{file} is not valid JSON ({err}); the checkpoint is corrupt"

@@ -15,6 +15,15 @@ from typing import Any
 
 from .checkpoint import checkpoint_dir, read_config_dict, refuse_remote_code
 
+#: Endings of HF architecture names of language models (no reward head of their own).
+CAUSAL_LM_ENDINGS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+IMPLICIT_REWARD_HINT = (
+    "a causal language model, not a reward model: it has no reward head, so no adapter applies. "
+    "If it is a DPO policy, its implicit reward (beta x log-ratio to its reference model) is "
+    "reward_lens_tl.implicit.ImplicitRewardModel.from_pretrained(policy_dir, reference_dir, "
+    "beta=...)"
+)
+
 
 def describe_files(path: str | Path) -> dict[str, Any]:
     """Facts read from ``config.json`` and the tokenizer files, without loading weights."""
@@ -26,7 +35,7 @@ def describe_files(path: str | Path) -> dict[str, Any]:
     archs = config.get("architectures") or ["?"]
     pad = config.get("pad_token_id")
     n_labels = len(config.get("id2label") or {}) or config.get("num_labels", 1)
-    return {
+    facts = {
         "architecture": archs[0],
         "model type": config.get("model_type"),
         "layers": config.get("num_hidden_layers", config.get("n_layer")),
@@ -41,6 +50,19 @@ def describe_files(path: str | Path) -> dict[str, Any]:
         "pooling rule": pooling_rule(archs[0], pad, config.get("eos_token_id")),
         "weights": ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "none",
     }
+    if is_causal_lm(archs[0]):
+        facts.update({"outputs": "vocabulary logits", "pooling rule": "none (no reward head)"})
+        facts["note"] = IMPLICIT_REWARD_HINT
+    return facts
+
+
+def is_causal_lm(architecture: str) -> bool:
+    """Whether an HF architecture name is a language model rather than a reward model.
+
+    >>> is_causal_lm("LlamaForCausalLM"), is_causal_lm("LlamaForSequenceClassification")
+    (True, False)
+    """
+    return architecture.endswith(CAUSAL_LM_ENDINGS)
 
 
 def pooling_rule(architecture: str, pad: Any, eos: Any) -> str:
@@ -55,7 +77,7 @@ def pooling_rule(architecture: str, pad: Any, eos: Any) -> str:
 
 def _json(file: Path) -> dict:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

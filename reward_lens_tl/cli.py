@@ -1,24 +1,147 @@
-"""The ``reward-lens`` command line.
+"""The reward-lens command line.
 
-``reward-lens demo`` runs the main job on the shipped zoo model; ``reward-lens score`` scores a
-pair file with a local checkpoint; ``reward-lens info`` describes a checkpoint's conversion;
-``reward-lens zoo train`` regenerates the model zoo; ``reward-lens eval`` computes benchmark metrics
-from a score file or a model (:mod:`reward_lens_tl.evals.cli`).
+Subcommands: ``demo`` (the main job on the shipped zoo model), ``score`` (a pair file with a local
+checkpoint), ``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for your
+own reward model), ``report`` (one HTML page), ``sweep`` / ``sweep-stats`` (token sweeps),
+``eval`` (benchmark metrics, :mod:`reward_lens_tl.evals.cli`) and ``zoo train``.
+
+Building the parser imports nothing heavy (no torch, TransformerLens or transformers), so
+``--help`` and argument mistakes answer at once: every handler imports its implementation when
+it runs, and the subcommands another module defines (``sweep``, ``sweep-stats``, ``eval``) get
+their arguments only when one of them is parsed (:class:`LazySubParsers`).
+
+Errors print one line (``reward-lens: error: ...``, exit status 2; ``--debug`` shows the
+traceback), after closing any progress bar; warnings print as ``warning: <message>`` without
+source files or lines; absolute paths of this machine are shortened (:func:`scrub_paths`).
+
+>>> parser = build_parser()
+>>> parser.parse_args(["check", "model_dir", "--format", "json"]).format
+'json'
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
+import re
 import sys
+import warnings
 from pathlib import Path
-
-from .evals.cli import add_eval_parser
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+DESCRIPTION = (
+    "Mechanistic interpretability of reward models as TransformerLens HookedTransformers: "
+    "score, inspect, check and report on a local checkpoint. Run 'reward-lens COMMAND --help' "
+    "for a command's options."
+)
 
+#: Subcommands whose arguments another module defines: name -> (help, "module:function").
+#: The module is imported only when that subcommand is parsed.
+LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "sweep": (
+        "score every single-token (or listed) response to one prompt, ranked",
+        "reward_lens_tl.sweep.cli:add_arguments",
+    ),
+    "sweep-stats": (
+        "statistics of a score CSV (candidate column + one per model)",
+        "reward_lens_tl.sweep.cli:add_arguments",
+    ),
+    "eval": (
+        "benchmark metrics (RewardBench, RewardMATH, RM-Bench) from scores or a model",
+        "reward_lens_tl.evals.cli:add_eval_parser",
+    ),
+}
+
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+
+# -- argument types and plain text --------------------------------------------------------------
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (``--limit -1`` is an argument error).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), got {value}")
+    return value
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText markup (double backticks, ``:func:`x``` roles).
+
+    >>> plain_text("``reward-lens eval``: see :mod:`~reward_lens_tl.evals`")
+    'reward-lens eval: see reward_lens_tl.evals'
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", text)
+    return text.replace("``", "")
+
+
+def scrub_paths(text: str) -> str:
+    """``text`` with this machine's absolute paths shortened: the working directory and the
+    package's installation folder are dropped, the home directory becomes ``~``.
+
+    >>> scrub_paths(str(Path.cwd() / "data" / "pairs.jsonl")) == str(Path("data", "pairs.jsonl"))
+    True
+    """
+    roots = {str(Path.cwd()): "", str(_PACKAGE_PARENT): "", str(Path.home()): "~" + os.sep}
+    for root in sorted(roots, key=len, reverse=True):
+        if len(root) > 1:
+            text = text.replace(root + os.sep, roots[root])
+    return text
+
+
+# -- printing next to progress bars --------------------------------------------------------------
+def _end_progress_bars() -> None:
+    """Close every open tqdm bar, so that what is printed next starts on a line of its own."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
+
+
+def _print_line(text: str) -> None:
+    """Print one line on stderr, above any open progress bar (never glued onto it)."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None and len(getattr(tqdm.tqdm, "_instances", ())):
+        tqdm.tqdm.write(text, file=sys.stderr)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for the CLI: ``warning: <message>``, with no source file,
+    line number or code line, and no absolute local paths.
+
+    >>> import contextlib
+    >>> with contextlib.redirect_stderr(sys.stdout):
+    ...     show_warning(UserWarning("3 records skipped"), UserWarning, "/src/x.py", 12)
+    warning: 3 records skipped
+    """
+    _print_line(f"warning: {scrub_paths(str(message))}")
+
+
+def print_error(message: str) -> None:
+    """``reward-lens: error: <message>`` on one line, after closing any progress bar.
+
+    >>> import contextlib
+    >>> with contextlib.redirect_stderr(sys.stdout):
+    ...     print_error("cannot read pairs.jsonl:\\nline 3 is not JSON")
+    reward-lens: error: cannot read pairs.jsonl: line 3 is not JSON
+    """
+    _end_progress_bars()
+    one_line = " ".join(part.strip() for part in scrub_paths(message).splitlines())
+    print(f"reward-lens: error: {one_line}", file=sys.stderr, flush=True)
+
+
+# -- handlers -------------------------------------------------------------------------------------
 def _demo(args) -> int:
     import torch
 
@@ -76,11 +199,12 @@ def _writable_file(path: str) -> Path:
 
 
 def _info(args) -> int:
-    from .checkpoint_info import describe_files
+    from .checkpoint_info import describe_files, is_causal_lm
 
-    for key, value in describe_files(args.model).items():
+    facts = describe_files(args.model)
+    for key, value in facts.items():
         print(f"{key + ':':16}{value}", flush=True)
-    if args.no_parity:
+    if args.no_parity or is_causal_lm(facts["architecture"]):
         return 0
     from .loading import convert_hf_model, verify_parity
     from .model import HookedRewardModel
@@ -93,9 +217,21 @@ def _info(args) -> int:
     return 0
 
 
+def _check(args) -> int:
+    from .diagnostics import check
+
+    report = check(args.model, data=args.data)
+    print(report.to_json() if args.format == "json" else report.to_text(), flush=True)
+    if getattr(args, "debug", False) and report.errors:
+        raise report.errors[0]  # the traceback of the first failed check
+    return 1 if report.failed else 0
+
+
 def _report(args) -> int:
     import torch
 
+    if args.resume:
+        check_work_files(Path(args.out) / ".work")
     from .distributed import is_main_process
     from .report import build_report
 
@@ -119,6 +255,35 @@ def _report(args) -> int:
     return 0
 
 
+def check_work_files(work: Path) -> None:
+    """Refuse to resume a report whose stored JSON files (``.work/*.json``) are corrupt, naming
+    the file and what to do (a typed error, not a traceback from deep inside the run).
+
+    >>> import tempfile
+    >>> work = Path(tempfile.mkdtemp())
+    >>> _ = (work / "args.json").write_text('{"model": ')
+    >>> try:
+    ...     check_work_files(work)
+    ... except Exception as err:
+    ...     print(type(err).__name__, "start again without --resume" in str(err))
+    DataFormatError True
+    """
+    from .errors import DataFormatError
+
+    for file in sorted(work.glob("*.json")) if work.is_dir() else ():
+        try:
+            json.loads(file.read_text(encoding="utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            todo = (
+                "start again without --resume"
+                if file.name == "args.json"
+                else "delete it and --resume again to recompute that step"
+            )
+            raise DataFormatError(
+                f"{file} is corrupt ({err}): the interrupted run cannot be resumed from it; {todo}"
+            ) from None
+
+
 def _zoo_train(args) -> int:
     from .zoo import train_zoo
 
@@ -128,11 +293,70 @@ def _zoo_train(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reward-lens", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+# -- the parser -----------------------------------------------------------------------------------
+class LazySubParsers(argparse._SubParsersAction):
+    """Subparsers some of which get their arguments on first use: :meth:`add_lazy` registers a
+    subcommand (its name and help, shown by ``--help``) and the ``"module:function"`` that adds
+    its arguments; that module is imported only when the subcommand is parsed."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._builders: dict[str, str] = {}
+
+    def add_lazy(self, name: str, help: str, builder: str) -> argparse.ArgumentParser:
+        self._builders[name] = builder
+        return self.add_parser(name, help=help, description=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.build(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+    def build(self, name: str) -> None:
+        """Import the module that defines ``name``'s arguments and let it add them."""
+        builder = self._builders.get(name)
+        if builder is None:
+            return
+        for other in [n for n, b in self._builders.items() if b == builder]:
+            del self._builders[other]
+        module, function = builder.split(":")
+        getattr(importlib.import_module(module), function)(_Placeholders(self))
+        _add_debug_flag(self)
+
+
+class _Placeholders:
+    """Stands in for the subparsers handed to another module's ``add_*`` function: its
+    ``add_parser`` returns the subparser already registered under that name (its description
+    made plain text)."""
+
+    def __init__(self, sub: LazySubParsers):
+        self._sub = sub
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        if name not in self._sub.choices:  # a subcommand LAZY_SUBCOMMANDS does not list
+            return self._sub.add_parser(name, **kwargs)
+        parser = self._sub.choices[name]
+        if kwargs.get("description"):
+            parser.description = plain_text(kwargs["description"])
+        return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``reward-lens`` parser; building it (and printing its help) imports nothing heavy."""
+    parser = argparse.ArgumentParser(prog="reward-lens", description=DESCRIPTION)
+    parser.register("action", "parsers", LazySubParsers)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo_and_score(sub)
+    _add_info_and_check(sub)
+    _add_report(sub)
+    for name, (help_text, builder) in LAZY_SUBCOMMANDS.items():
+        sub.add_lazy(name, help_text, builder)
+    _add_zoo(sub)
+    _add_debug_flag(sub)
+    return parser
+
+
+def _add_demo_and_score(sub) -> None:
     demo = sub.add_parser("demo", help="run the main job on the shipped zoo model")
     demo.add_argument("--model", default=None, help="local checkpoint (default: zoo scalar)")
     demo.add_argument("--out", default="reports/demo", help="output directory")
@@ -142,14 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("model", help="local checkpoint directory (config.json + safetensors)")
     score.add_argument("pairs", help="pair file: HH-RLHF, LLMBar, RM-Bench, RewardBench jsonl, …")
     score.add_argument("--format", default=None, help="the file's format (default: guessed)")
-    score.add_argument("--limit", type=int, default=None, help="score at most this many pairs")
-    score.add_argument("--batch-size", type=int, default=16, help="pairs per forward pass")
+    score.add_argument("--limit", type=positive_int, default=None, help="at most this many pairs")
+    score.add_argument("--batch-size", type=positive_int, default=16, help="pairs per forward")
     score.add_argument(
         "--truncation",
-        choices=["error", "left", "right"],
+        choices=["error", "left", "right", "both"],
         default="error",
         help="a conversation longer than the context: error, drop the oldest prompt content "
-        "(left) or the end of the response (right); template markers are always kept",
+        "(left), the end of the response (right), or both (half the content budget each); "
+        "template markers are always kept",
     )
     score.add_argument(
         "--on-error",
@@ -165,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.set_defaults(func=_score)
 
+
+def _add_info_and_check(sub) -> None:
     info = sub.add_parser(
         "info", help="describe a checkpoint (template, padding, pooling, context) and check parity"
     )
@@ -172,6 +399,23 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--no-parity", action="store_true", help="only read the files; load nothing")
     info.set_defaults(func=_info)
 
+    check = sub.add_parser(
+        "check",
+        help="diagnose your own reward model: HF parity, batch and padding invariance, reading "
+        "position, pad/EOS/BOS, template, determinism (exit 1 on a failed check)",
+    )
+    check.add_argument("model", help="local checkpoint directory")
+    check.add_argument(
+        "--data",
+        default=None,
+        help="a pair file (any format `score` reads): its first pairs are the test conversations "
+        "and a sample of up to 200 pairs gives the share of unknown tokens",
+    )
+    check.add_argument("--format", choices=["text", "json"], default="text", help="output style")
+    check.set_defaults(func=_check)
+
+
+def _add_report(sub) -> None:
     report = sub.add_parser(
         "report", help="one self-contained HTML page: scores, lens, components, patching, tokens"
     )
@@ -179,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("pairs", help="pair file (any format `score` reads)")
     report.add_argument("--out", default="reports/report", help="output directory")
     report.add_argument(
-        "--limit", type=int, default=None, help="a seeded sample of this many pairs"
+        "--limit", type=positive_int, default=None, help="a seeded sample of this many pairs"
     )
     report.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     report.add_argument(
@@ -188,18 +432,17 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", default=None, help="the pair file's format (default: guessed)")
     report.add_argument(
         "--truncation",
-        choices=["error", "left", "right"],
+        choices=["error", "left", "right", "both"],
         default="left",
         help="conversations longer than the context: drop the oldest prompt content (left), "
-        "the end of the response (right), or skip the pair (error)",
+        "the end of the response (right), both (half the content budget each), or skip the "
+        "pair (error)",
     )
-    report.add_argument("--threads", type=int, default=1, help="torch threads")
+    report.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     report.set_defaults(func=_report)
-    from .sweep.cli import add_arguments as add_sweep_arguments
 
-    add_sweep_arguments(sub)  # `sweep` and `sweep-stats`
-    add_eval_parser(sub)
 
+def _add_zoo(sub) -> None:
     zoo = sub.add_parser("zoo", help="the planted-mechanism model zoo")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
     train = zoo_sub.add_parser("train", help="regenerate the zoo models")
@@ -210,8 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--fast", action="store_true", help="tiny-step config (for smoke tests)")
     train.set_defaults(func=_zoo_train)
-    _add_debug_flag(sub)
-    return parser
 
 
 def _add_debug_flag(sub: argparse._SubParsersAction) -> None:
@@ -229,20 +470,35 @@ def _add_debug_flag(sub: argparse._SubParsersAction) -> None:
                 _add_debug_flag(action)
 
 
+# -- main -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.debug:
-        return args.func(args)
+    """Run one command; returns the exit status (2 for a user error, 130 when interrupted)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = show_warning
+        args = build_parser().parse_args(argv)
+        return _run(args)
+
+
+def _run(args) -> int:
+    """Call the handler: a typed error or an interruption is one line (the traceback with
+    ``--debug``); anything else is a bug and keeps its traceback, on a line of its own."""
     from .errors import RewardLensError
 
+    expected = () if args.debug else (RewardLensError, OSError)
     try:
         return args.func(args)
-    except (RewardLensError, OSError) as err:
-        print(f"reward-lens: error: {type(err).__name__}: {err}", file=sys.stderr)
+    except expected as err:
+        print_error(f"{type(err).__name__}: {err}")
         return 2
     except KeyboardInterrupt:
-        print("reward-lens: interrupted", file=sys.stderr)
+        if args.debug:
+            _end_progress_bars()
+            raise
+        print_error("interrupted")
         return 130
+    except BaseException:
+        _end_progress_bars()
+        raise
 
 
 if __name__ == "__main__":

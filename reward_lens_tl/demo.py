@@ -44,7 +44,7 @@ def _run_demo(model_dir, out_dir: Path) -> dict:
     model = HookedRewardModel.from_pretrained(model_dir)
     task = load_task().task
     lines = [
-        f"# reward-lens demo\n\nmodel: `{model_dir}` ({model.adapter.describe()}, "
+        f"# reward-lens demo\n\nmodel: `{Path(model_dir).name}` ({model.adapter.describe()}, "
         f"{model.cfg.n_layers} layers, d_model {model.cfg.d_model})\n"
     ]
     print(lines[0])

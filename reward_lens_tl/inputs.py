@@ -12,7 +12,8 @@ doubled by the tokenizer). Without one, the documented plain format is used::
 Every encoding records three spans: ``ids[:response_start]`` is the prompt with the template's
 fixed parts (BOS, role headers), ``ids[response_start:response_end]`` is the response content,
 ``ids[response_end:]`` the template's suffix (end-of-turn, EOS). Truncation cuts only prompt or
-response *content*; the fixed parts always survive (see :func:`encode_conversation`).
+response *content* (or both, ``truncation="both"``); the fixed parts always survive (see
+:func:`encode_conversation`).
 
 >>> from reward_lens_tl.inputs import pad_batch
 >>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
@@ -22,22 +23,23 @@ response *content*; the fixed parts always survive (see :func:`encode_conversati
 
 from __future__ import annotations
 
+import operator
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import SequenceTooLongError, TemplateError
+from .errors import InvalidArgumentError, SequenceTooLongError, TemplateError
 from .padding import PaddingSide, left_pad
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
-Truncation = Literal["error", "left", "right"]
-TRUNCATION_MODES = ("error", "left", "right")
+Truncation = Literal["error", "left", "right", "both"]
+TRUNCATION_MODES = ("error", "left", "right", "both")
 #: Share of a sequence's tokens that may be the unknown token before ``encode`` warns.
 UNK_WARN_SHARE = 0.2
 
@@ -49,6 +51,9 @@ class EncodedConversation:
     ``response_end`` is where the template's suffix (end-of-turn, EOS) begins. It may be left
     out when building one by hand from ``ids`` and ``response_start``: then a trailing EOS id (if
     ``eos_token_id`` is given to :meth:`suffix_start`) counts as the suffix, else nothing does.
+    ``dropped`` is what truncation removed: ``(prompt content tokens dropped from the start,
+    response content tokens dropped from the end)``; it is not part of equality.
+    Out-of-range or non-integer positions are an :class:`InvalidArgumentError`.
 
     >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 2), response_start=2)
     >>> enc.suffix_start(eos_token_id=2), enc.response_ids(eos_token_id=2)
@@ -58,17 +63,26 @@ class EncodedConversation:
     ids: tuple[int, ...]
     response_start: int
     response_end: int | None = None
+    dropped: tuple[int, int] = field(default=(0, 0), compare=False, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ids", tuple(int(i) for i in self.ids))
+        object.__setattr__(self, "ids", tuple(_as_int(i, "a token id") for i in self.ids))
         n = len(self.ids)
-        if not 0 <= self.response_start <= n:
-            raise ValueError(f"response_start={self.response_start} outside [0, {n}]")
-        if self.response_end is not None and not self.response_start <= self.response_end <= n:
-            raise ValueError(
-                f"response_end={self.response_end} outside [response_start={self.response_start}"
-                f", {n}]"
+        start = _as_int(self.response_start, "response_start")
+        object.__setattr__(self, "response_start", start)
+        if not 0 <= start <= n:
+            raise InvalidArgumentError(
+                f"response_start={start} is outside [0, {n}] for {n} ids; it is the index of the "
+                "response's first token (len(prompt ids) when built by hand)"
             )
+        if self.response_end is not None:
+            end = _as_int(self.response_end, "response_end")
+            object.__setattr__(self, "response_end", end)
+            if not start <= end <= n:
+                raise InvalidArgumentError(
+                    f"response_end={end} is outside [response_start={start}, {n}] for {n} ids; "
+                    "it is where the template's suffix starts (leave it out for none)"
+                )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -94,6 +108,22 @@ class EncodedConversation:
     def suffix_ids(self, eos_token_id: int | None = None) -> tuple[int, ...]:
         """The template's suffix after the response (end-of-turn, EOS)."""
         return self.ids[self.suffix_start(eos_token_id) :]
+
+
+def _as_int(value: Any, name: str) -> int:
+    """``value`` as an int (Python, numpy or one-element integer tensor); floats and bools are
+    an :class:`InvalidArgumentError`, never truncated."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")).endswith("bool"):
+        raise InvalidArgumentError(f"{name} must be an int, got the bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError as err:
+        raise InvalidArgumentError(
+            f"{name} must be an int, got {value!r} ({type(value).__name__}); pass integer "
+            "positions and token ids, not floats"
+        ) from err
 
 
 def prompt_messages(prompt: Prompt) -> list[dict[str, str]]:
@@ -130,19 +160,32 @@ def encode_conversation(
     - ``"left"``: drop the *oldest prompt content* (earlier turns first, then the start of the
       last user message); BOS, role headers, the assistant header and the response survive;
     - ``"right"``: drop the *end of the response content*; the end-of-turn and EOS survive, so
-      the reward is still read where the model expects it.
+      the reward is still read where the model expects it;
+    - ``"both"``: drop the start of the prompt content *and* the end of the response content,
+      for a pair whose prompt and response are both long. The content budget ``b`` (the most
+      content tokens that fit beside the template's fixed parts) is split: the prompt keeps
+      its last ``b // 2`` tokens and the response its first ``b - b // 2``; a side shorter
+      than its half keeps all of itself and gives the rest to the other side.
 
-    The truncated ids are exactly what the template gives for the shortened text. If even an
-    empty prompt (or response) does not fit, :class:`SequenceTooLongError` says so.
+    The truncated ids are exactly what the template gives for the shortened text, and
+    ``.dropped`` records how many content tokens each side lost. If even an empty prompt (or
+    response) does not fit, :class:`SequenceTooLongError` says so and names the mode that can.
 
     >>> from reward_lens_tl.testing import tiny_tokenizer
     >>> tok = tiny_tokenizer()
     >>> enc = encode_conversation(tok, "w6 w7 w8 w9", "w10 w11", max_length=7, truncation="left")
     >>> tok.convert_ids_to_tokens(list(enc.ids))
     ['<bos>', '<|user|>', 'w9', '<|assistant|>', 'w10', 'w11', '<eos>']
+    >>> enc = encode_conversation(
+    ...     tok, "w6 w7 w8 w9", "w10 w11 w12", max_length=9, truncation="both"
+    ... )
+    >>> tok.convert_ids_to_tokens(list(enc.ids)), enc.dropped
+    (['<bos>', '<|user|>', 'w8', 'w9', '<|assistant|>', 'w10', 'w11', 'w12', '<eos>'], (2, 0))
     """
-    if truncation not in TRUNCATION_MODES:
-        raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, got {truncation!r}")
+    if not isinstance(truncation, str) or truncation not in TRUNCATION_MODES:
+        raise InvalidArgumentError(
+            f"truncation must be one of {TRUNCATION_MODES}, got {truncation!r}"
+        )
     if not isinstance(response, str):
         raise TemplateError(f"a response is a string, got {type(response).__name__}")
     messages = prompt_messages(prompt)
@@ -159,12 +202,11 @@ def encode_conversation(
     if truncation == "error":
         raise SequenceTooLongError(
             f"conversation has {len(enc)} tokens, more than max_length={max_length}; shorten it "
-            "or pass truncation='left' (drop the oldest prompt content) or 'right' (drop the end "
-            "of the response)"
+            "or pass truncation='left' (drop the oldest prompt content), 'right' (drop the end "
+            "of the response) or 'both' (both, when prompt and response are long)"
         )
-    if truncation == "right":
-        return _truncate_response(tokenizer, build, messages, response, max_length)
-    return _truncate_prompt(tokenizer, build, messages, response, max_length)
+    truncate = {"right": _truncate_response, "left": _truncate_prompt, "both": _truncate_both}
+    return truncate[truncation](tokenizer, build, messages, response, max_length)
 
 
 # -- truncation that keeps the template's fixed parts ------------------------------------------
@@ -172,11 +214,17 @@ def _content_tokens(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _largest_fitting(n: int, fits: Callable[[int], bool]) -> int | None:
+def _largest_fitting(n: int, fits: Callable[[int], bool], room: int | None = None) -> int | None:
     """The largest ``k`` in ``[0, n]`` with ``fits(k)`` (binary search; ``fits`` is monotone up
-    to tokenizer merges, so the answer is re-checked by the caller)."""
+    to tokenizer merges, so the answer is re-checked by the caller). ``room``, the tokens left
+    beside the template's parts when nothing is kept, is tried first: it is usually the answer
+    and then costs two encodings instead of ``log2(n)``."""
     if not fits(0):
         return None
+    if room is not None:
+        guess = min(max(room, 0), n)
+        if fits(guess) and (guess == n or not fits(guess + 1)):
+            return guess
     lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -193,14 +241,19 @@ def _truncate_response(tokenizer, build, messages, response, max_length) -> Enco
 
     def attempt(k: int) -> EncodedConversation:
         if k not in cache:
-            cache[k] = build(messages, tokenizer.decode(toks[:k]) if k else "")
+            enc = build(messages, _kept_start(tokenizer, response, toks, k))
+            cache[k] = replace(enc, dropped=(0, len(toks) - k))
         return cache[k]
 
-    k = _largest_fitting(len(toks), lambda k: len(attempt(k)) <= max_length)
+    room = max_length - len(attempt(0))
+    k = _largest_fitting(len(toks), lambda k: len(attempt(k)) <= max_length, room)
     if k is None:
+        everything = sum(len(_content_tokens(tokenizer, m["content"])) for m in messages)
+        no_prompt = build(_drop_oldest(tokenizer, messages, None, everything), response)
         raise SequenceTooLongError(
             f"the prompt alone takes {len(attempt(0))} tokens with the template, more than "
-            f"max_length={max_length}: truncation='right' only cuts the response; use 'left'"
+            f"max_length={max_length}: truncation='right' only cuts the response; "
+            + _other_mode("left", "response", len(no_prompt) <= max_length)
         )
     return attempt(k)
 
@@ -212,22 +265,82 @@ def _truncate_prompt(tokenizer, build, messages, response, max_length) -> Encode
 
     def attempt(drop: int) -> EncodedConversation:
         if drop not in cache:
-            cache[drop] = build(_drop_oldest(tokenizer, messages, contents, drop), response)
+            enc = build(_drop_oldest(tokenizer, messages, contents, drop), response)
+            cache[drop] = replace(enc, dropped=(drop, 0))
         return cache[drop]
 
-    kept = _largest_fitting(total, lambda keep: len(attempt(total - keep)) <= max_length)
+    room = max_length - len(attempt(total))
+    kept = _largest_fitting(total, lambda keep: len(attempt(total - keep)) <= max_length, room)
     if kept is None:
+        no_response = build(messages, "")
         raise SequenceTooLongError(
             f"the response alone takes {len(attempt(total))} tokens with the template, more "
-            f"than max_length={max_length}: truncation='left' only cuts the prompt; use 'right'"
+            f"than max_length={max_length}: truncation='left' only cuts the prompt; "
+            + _other_mode("right", "prompt", len(no_response) <= max_length)
         )
     return attempt(total - kept)
+
+
+def _other_mode(mode: str, side: str, fits: bool) -> str:
+    if fits:
+        return f"use '{mode}'"
+    return (
+        f"the {side} is long too, so '{mode}' cannot fit it either: use truncation='both' "
+        "(drops the start of the prompt and the end of the response)"
+    )
+
+
+def split_budget(budget: int, n_prompt: int, n_response: int) -> tuple[int, int]:
+    """How ``truncation="both"`` shares ``budget`` content tokens: ``(prompt tokens kept,
+    response tokens kept)``. The prompt gets up to ``budget // 2``, the response up to the
+    rest; a side that needs less gives the unused part to the other.
+
+    >>> split_budget(58, 100, 100), split_budget(58, 10, 100), split_budget(58, 100, 10)
+    ((29, 29), (10, 48), (48, 10))
+    """
+    keep_prompt = min(n_prompt, budget // 2)
+    keep_response = min(n_response, budget - keep_prompt)
+    return min(n_prompt, budget - keep_response), keep_response
+
+
+def _truncate_both(tokenizer, build, messages, response, max_length) -> EncodedConversation:
+    contents = [_content_tokens(tokenizer, m["content"]) for m in messages]
+    n_prompt = sum(len(c) for c in contents)
+    toks = _content_tokens(tokenizer, response)
+    cache: dict[int, EncodedConversation] = {}
+
+    def attempt(budget: int) -> EncodedConversation:
+        if budget not in cache:
+            keep_p, keep_r = split_budget(budget, n_prompt, len(toks))
+            msgs = _drop_oldest(tokenizer, messages, contents, n_prompt - keep_p)
+            enc = build(msgs, _kept_start(tokenizer, response, toks, keep_r))
+            cache[budget] = replace(enc, dropped=(n_prompt - keep_p, len(toks) - keep_r))
+        return cache[budget]
+
+    room = max_length - len(attempt(0))
+    budget = _largest_fitting(n_prompt + len(toks), lambda b: len(attempt(b)) <= max_length, room)
+    if budget is None:
+        raise SequenceTooLongError(
+            f"the template alone (an empty prompt and response) takes {len(attempt(0))} tokens, "
+            f"more than max_length={max_length}: no truncation can fit it; use a model with a "
+            "longer context or fewer turns"
+        )
+    return attempt(budget)
+
+
+def _kept_start(tokenizer: Any, text: str, toks: list[int], k: int) -> str:
+    """The text of the first ``k`` of ``text``'s tokens (the text itself when nothing is cut)."""
+    if k >= len(toks):
+        return text
+    return tokenizer.decode(toks[:k]) if k else ""
 
 
 def _drop_oldest(tokenizer, messages, contents, drop: int) -> list[dict[str, str]]:
     """Messages with the ``drop`` oldest content tokens removed. Emptied turns disappear, but
     the last message (the one the response answers) always stays, possibly empty; a leading
-    assistant turn left without its user turn goes too."""
+    assistant turn left without its user turn goes too. ``contents=None`` tokenizes them."""
+    if contents is None:
+        contents = [_content_tokens(tokenizer, m["content"]) for m in messages]
     out: list[dict[str, str]] = []
     last = len(messages) - 1
     for i, (m, toks) in enumerate(zip(messages, contents, strict=True)):

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from .errors import RewardLensError
 from .indices import check_layer
-from .pairs import map_pair_batches
+from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches, pair_index_columns
 from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
 from .results import Result, TopK, new_axes, tidy_frame, top_entries
 
@@ -83,10 +83,15 @@ class RewardLensResult(Result):
 
 @dataclass(frozen=True)
 class PairLensResult(Result):
-    """Lens of chosen and rejected responses and their margin per site."""
+    """Lens of chosen and rejected responses and their margin per site. Example ``j`` is
+    input pair ``indices[j]`` (source ``records[j]``); pairs skipped with
+    ``on_error="skip"`` are listed in ``skipped``."""
 
     chosen: RewardLensResult
     rejected: RewardLensResult
+    indices: tuple[int, ...] = ()
+    records: tuple[int | None, ...] = ()
+    skipped: tuple[SkippedPair, ...] = ()
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -119,7 +124,7 @@ class PairLensResult(Result):
         frame = tidy_frame(self.margins, self.labels, "site", "margin")
         frame["chosen"] = tidy_frame(self.chosen.values, self.labels, "s", "v")["v"]
         frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
-        return frame
+        return pair_index_columns(frame, self.indices, self.records)
 
     def plot(self, ax=None):
         fig, ax = new_axes(ax)
@@ -223,26 +228,47 @@ def lens_from_run(
 
 
 def pair_lens(
-    model, pairs: Iterable, *, batch_size: int = 16, truncation: str = "error", **kwargs
+    model,
+    pairs: Iterable,
+    *,
+    batch_size: int = 16,
+    truncation: str = "error",
+    on_error: OnError = "raise",
+    **kwargs,
 ) -> PairLensResult:
     """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
     as one left-padded batch. ``pairs`` (any iterable, streamed): objects with
     ``prompt/chosen/rejected`` or ``(chosen, rejected)`` tuples of
     :class:`~reward_lens_tl.inputs.EncodedConversation`; ``truncation`` applies to pairs given
-    as text. Runs split across processes under ``torchrun`` (:mod:`reward_lens_tl.distributed`)."""
+    as text. A pair that cannot be encoded stops the run (``on_error="raise"``, the error names
+    the pair) or is left out and listed in ``.skipped`` (``"skip"``); ``.indices`` says which
+    input pair each example is. Runs split across processes under ``torchrun``
+    (:mod:`reward_lens_tl.distributed`).
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+    >>> from types import SimpleNamespace as Pair
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+    >>> pairs = [Pair(prompt="w6", chosen="w7", rejected=r) for r in ("w8 " * 99, "w8")]
+    >>> lens = pair_lens(model, pairs, on_error="skip")
+    >>> lens.indices, lens.margins.shape[1], str(lens.skipped[0])[:6]
+    ((1,), 1, 'pair 0')
+    """
 
     def run(ids: Tensor, mask: Tensor, n: int) -> tuple[RewardLensResult, RewardLensResult]:
         result = reward_lens(model, ids, mask, **kwargs)
         return _rows(result, slice(0, n)), _rows(result, slice(n, None))
 
-    parts = [
-        c.output
-        for c in map_pair_batches(
-            model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=None
-        )
-    ]
+    chunks = map_pair_batches(
+        model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
+    )
+    done, skipped = finished_chunks(chunks)
     return PairLensResult(
-        chosen=_join([c for c, _ in parts]), rejected=_join([r for _, r in parts])
+        chosen=_join([c.output[0] for c in done]),
+        rejected=_join([c.output[1] for c in done]),
+        indices=tuple(i for c in done for i in c.kept),
+        records=tuple(r for c in done for r in c.records),
+        skipped=skipped,
     )
 
 

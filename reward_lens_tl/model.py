@@ -58,6 +58,16 @@ guard_lm_utilities()
 RETURN_TYPES = ("logits", "objectives", "reward", None)
 
 
+class TokenIdsTypeError(ShapeMismatchError, TypeError):
+    """Token ids given as something other than an integer tensor (text, a Python list, a float
+    or bool tensor); the message says how to build them. Also a ``TypeError``."""
+
+
+class NonFiniteActivationError(RewardLensError, ValueError):
+    """A reward is NaN or infinite. The message names the first hook point whose output at
+    the reading token is not finite (e.g. a float16 overflow in an MLP) and what to do."""
+
+
 class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     """A reward model as a ``HookedTransformer`` (through sae_lens's ``HookedSAETransformer``)."""
 
@@ -138,16 +148,22 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def check_tokens(
         self, tokens: Tensor, attention_mask: Tensor | None = None
     ) -> Int[Tensor, "batch pos"]:
-        """Validate token ids (shape, vocabulary, context length, mask); return them 2-D."""
-        if isinstance(tokens, (str, list)):
-            raise TypeError(
-                "HookedRewardModel takes token ids, not strings (BOS and chat templates matter for "
-                "rewards): build them with reward_lens_tl.inputs.encode_conversation / "
-                "model.encode(prompt, response)"
-            )
+        """Validate token ids (shape, vocabulary, context length, mask); return them 2-D.
+
+        Ids are an integer tensor: text, Python lists, float and bool tensors are refused with
+        a :class:`TokenIdsTypeError` that says how to build one.
+        """
+        if not isinstance(tokens, Tensor):
+            raise TokenIdsTypeError(_not_a_tensor_message(tokens))
         if tokens.ndim == 1:
             tokens = tokens[None]
-        if tokens.ndim != 2 or tokens.dtype.is_floating_point:
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise TokenIdsTypeError(
+                f"expected integer token ids [batch, pos], got a {tokens.dtype} tensor"
+                + (" (an attention mask?)" if tokens.dtype == torch.bool else "")
+                + ": ids are never rounded or cast; pass the tokenizer's integer ids"
+            )
+        if tokens.ndim != 2:
             raise ShapeMismatchError(
                 f"expected integer token ids [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}"
             )
@@ -268,6 +284,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             )
         if kwargs.get("stop_at_layer") is not None:
             raise RewardLensError("return_type='reward' cannot be combined with stop_at_layer")
+        args = (input, attention_mask, pool_positions, start_at_layer, tokens, kwargs)
+        reward = self._reward(*args)
+        if not bool(torch.isfinite(reward).all()):  # one check per forward; located on error
+            raise non_finite_reward_error(self, reward, args)
+        return reward
+
+    def _reward(self, input, attention_mask, pool_positions, start_at_layer, tokens, kwargs):
+        """The pooled reward (the last block at the reading positions when nothing can see it)."""
         if pooled_forward.applies(self, start_at_layer, attention_mask, kwargs):
             resid = super().forward(
                 input,
@@ -494,11 +518,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     def add_sae(self, sae, use_error_term=None, exclude_special_tokens=False):
         """sae_lens's ``add_sae``, but a hook name that does not exist is an error (sae_lens
-        only logs a warning and skips), and excluding the token the reward is read at is
+        only logs a warning and skips), so is an SAE whose ``d_in`` is not the hook's width
+        (:func:`~reward_lens_tl.sae.splice.check_sae_width`; sae_lens would fail inside the
+        next forward), and excluding the token the reward is read at is
         refused (:func:`~reward_lens_tl.sae.splice.check_special_token_exclusion`)."""
-        from .sae.splice import check_special_token_exclusion
+        from .sae.splice import check_sae_width, check_special_token_exclusion
 
         self.check_hook_names([sae.cfg.metadata.hook_name])
+        check_sae_width(self, sae)
         exclude_special_tokens = check_special_token_exclusion(self, sae, exclude_special_tokens)
         return super().add_sae(sae, use_error_term, exclude_special_tokens)
 
@@ -597,6 +624,117 @@ class HookedArmoRM(HookedRewardModel):
         gate = self.gate(input_ids, attention_mask)
         direction = (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
         return direction * self.final_norm_weight()
+
+
+def _not_a_tensor_message(tokens: Any) -> str:
+    if _holds_text(tokens):
+        return (
+            "HookedRewardModel takes token ids, not strings (BOS and chat templates matter for "
+            "rewards): build them with reward_lens_tl.inputs.encode_conversation / "
+            "model.encode(prompt, response)"
+        )
+    if isinstance(tokens, (list, tuple)):
+        return (
+            f"token ids came as a Python {type(tokens).__name__} (a list of ints); pass a tensor: "
+            "torch.tensor([...]) for one sequence, or reward_lens_tl.pad_batch(sequences, "
+            "model.pad_token_id) for several (it returns input_ids and attention_mask)"
+        )
+    return (
+        f"expected a tensor of integer token ids, got a {type(tokens).__name__}; convert it "
+        "with torch.as_tensor(...)"
+    )
+
+
+def _holds_text(obj: Any, depth: int = 0) -> bool:
+    if isinstance(obj, (str, dict)):
+        return True
+    if isinstance(obj, (list, tuple)) and depth < 2:
+        return any(_holds_text(x, depth + 1) for x in obj[:8])
+    return False
+
+
+#: Hook points the non-finite search skips: masked attention scores are ``-inf`` by design,
+#: and hooking either would move attention off the fast path the failing run took.
+_NOT_SEARCHED = ("hook_attn_scores", "hook_pattern")
+#: Hook points of pooled outputs, ``[batch, ...]`` without a position axis.
+_POOLED_HOOKS = ("hook_reward", "hook_gate", "hook_score")
+
+
+def non_finite_reward_error(model, reward: Tensor, args: tuple) -> NonFiniteActivationError:
+    """The error for a reward that is not finite: which rows, which value, and the first hook
+    point whose output at the reading token is not finite. Finding it re-runs the forward with
+    read-only hooks, on this error path only (a finite reward costs one ``isfinite`` check)."""
+    flat = reward.detach().reshape(reward.shape[0], -1)
+    rows = (~torch.isfinite(flat)).any(-1).nonzero().flatten().tolist()
+    head = f"the reward of row(s) {rows[:8]} is {_first_bad_value(flat[rows])}"
+    return NonFiniteActivationError(f"{head}: {_locate_non_finite(model, args, rows)} "
+                                    f"{_non_finite_advice(model)}")  # fmt: skip
+
+
+def _locate_non_finite(model, args: tuple, rows: list[int]) -> str:
+    _, attention_mask, pool_positions, _, tokens, kwargs = args
+    if kwargs.get("past_kv_cache") is not None:
+        return "(not located: a run that extends a key-value cache is not repeated)."
+    positions = pool_positions
+    if positions is None and tokens is not None:
+        positions = model.pool_positions(tokens, attention_mask)
+    if positions is None:
+        return "(not located: the reading positions are unknown without tokens=)."
+    rows_t = torch.as_tensor(rows)
+    at = torch.as_tensor(positions).reshape(-1).cpu()[rows_t]
+    found: list[str] = []
+
+    def probe(act, hook):
+        if not found:
+            where = _non_finite_at(act, hook.name, rows_t, at)
+            if where is not None:
+                found.append(where)
+
+    searched = [(lambda name: not name.endswith(_NOT_SEARCHED), probe)]
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=searched):
+            model._reward(*args)
+    except Exception as err:  # noqa: BLE001 - locating must never hide the real error
+        return f"(not located: re-running with hooks raised {type(err).__name__}: {err})."
+    if not found:
+        return (
+            "(not located: a second run with read-only hooks is finite at every hook point; the "
+            "unhooked run takes faster paths: compare with model.set_fast_attention(False))."
+        )
+    name = found[0].split(" ", 1)[0]
+    edited = " (a hook attached there edits it)" if model.hook_dict[name].fwd_hooks else ""
+    return f"{found[0]}{edited}, the first hook point whose output there is not finite."
+
+
+def _non_finite_at(act: Tensor, name: str, rows: Tensor, at: Tensor) -> str | None:
+    """``"<name> at row r, position p (the reading token) is inf"`` or ``None`` if finite."""
+    rows = rows.to(act.device)
+    pooled = name.endswith(_POOLED_HOOKS) or act.ndim < 2
+    if act.shape[0] <= int(rows.max()) or (not pooled and act.shape[1] <= int(at.max())):
+        return None  # no batch or position axis that the rows and reading positions index
+    sel = act[rows] if pooled else act[rows, at.to(act.device)]
+    finite = torch.isfinite(sel.reshape(len(rows), -1)).all(-1)
+    if bool(finite.all()):
+        return None
+    i = int((~finite).nonzero()[0])
+    place = "" if pooled else f", position {int(at[i])} (the reading token)"
+    return f"{name} at row {int(rows[i])}{place} is {_first_bad_value(sel[i])}"
+
+
+def _first_bad_value(values: Tensor) -> str:
+    return str(float(values[~torch.isfinite(values)].reshape(-1)[0]))
+
+
+def _non_finite_advice(model) -> str:
+    if model.embed.W_E.dtype == torch.float16:
+        return (
+            "The model overflows in float16 (largest value 65504): load it with "
+            "dtype=torch.bfloat16 or torch.float32 (from_pretrained(..., dtype=...))."
+        )
+    return (
+        "Check the hooks that edit activations and any residual passed with start_at_layer "
+        "(checkpoint weights are checked finite when they load)."
+    )
 
 
 def check_patch_lengths(fwd_hooks, n_pos: int) -> None:

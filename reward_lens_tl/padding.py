@@ -62,19 +62,19 @@ def left_pad(
     pad_token_id: int | None,
     padding_side: PaddingSide = "left",
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """Pad id sequences into ``(input_ids, attention_mask)``; left padding unless asked."""
+    """Pad id sequences into ``(input_ids, attention_mask)``; left padding unless asked.
+
+    Each sequence must hold integer ids (Python ints, an integer tensor or array): floats,
+    including integral ones like ``1.0``, and bools are refused with
+    :class:`~reward_lens_tl.errors.InvalidArgumentError`, never truncated to ids.
+    """
     if padding_side not in PADDING_SIDES:
         raise InvalidArgumentError(
             f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}"
         )
-    seqs = [list(s) for s in sequences]
+    seqs = [_id_row(s, i) for i, s in enumerate(sequences)]
     if not seqs:
         raise EmptyInputError("got no sequences to pad")
-    if any(len(s) == 0 for s in seqs):
-        raise EmptyInputError(
-            f"sequence {[len(s) for s in seqs].index(0)} has no token ids; a reward needs at "
-            "least one token"
-        )
     if pad_token_id is None:
         if len(seqs) > 1:
             raise MissingPadTokenError(
@@ -86,9 +86,35 @@ def left_pad(
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, seq in enumerate(seqs):
         span = slice(width - len(seq), width) if padding_side == "left" else slice(0, len(seq))
-        ids[i, span] = torch.as_tensor(seq, dtype=torch.long)
+        ids[i, span] = seq
         mask[i, span] = 1
     return ids, mask
+
+
+def _id_row(seq: Sequence[int], index: int) -> Int[Tensor, " pos"]:
+    """One sequence of token ids as a 1-D long tensor; anything that is not integer ids (floats,
+    even integral ones like ``1.0``, bools, text, nested lists) is refused, never cast."""
+    try:
+        if isinstance(seq, Tensor):
+            row = seq.detach().cpu()
+        else:  # arrays as they are; other sequences (tuples, lists of ints) element by element
+            row = torch.as_tensor(seq if hasattr(seq, "__array__") else list(seq))
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise InvalidArgumentError(
+            f"sequence {index} is not a sequence of integer token ids ({err}); encode text "
+            "with model.encode(prompt, response) or reward_lens_tl.inputs.encode_conversation"
+        ) from None
+    if row.numel() == 0:
+        raise EmptyInputError(
+            f"sequence {index} has no token ids; a reward needs at least one token"
+        )
+    if row.dtype == torch.bool or row.is_floating_point() or row.is_complex() or row.ndim != 1:
+        kind = f"a {row.ndim}-D tensor" if row.ndim != 1 else f"{row.dtype} values"
+        raise InvalidArgumentError(
+            f"sequence {index} holds {kind} (first values {row.reshape(-1)[:4].tolist()}), not "
+            "integer token ids; ids are never rounded or cast: pass the tokenizer's integer ids"
+        )
+    return row.long()
 
 
 def left_pad_tensor(

@@ -65,7 +65,7 @@ def encoded_pair(model, pair: Any, truncation: str = "error") -> Encoded:
             if len(enc) > model.cfg.n_ctx:
                 raise SequenceTooLongError(
                     f"the {side} sequence has {len(enc)} tokens, more than the model's context "
-                    f"of {model.cfg.n_ctx}; encode it with truncation='left' or 'right'"
+                    f"of {model.cfg.n_ctx}; encode it with truncation='left', 'right' or 'both'"
                 )
         return pair
     return (
@@ -199,3 +199,23 @@ def _run_batch(model, batch: list, start: int, fn, truncation, on_error, hint) -
         skipped=tuple(skipped),
         output=output,
     )
+
+
+def finished_chunks(chunks: list[PairChunk]) -> tuple[list[PairChunk], tuple[SkippedPair, ...]]:
+    """The chunks that ran (at least one kept pair) and every skipped pair, in input order;
+    :class:`EmptyInputError` naming the first skipped pair when every pair was skipped."""
+    skipped = tuple(s for c in chunks for s in c.skipped)
+    done = [c for c in chunks if c.output is not None]
+    if not done:
+        raise EmptyInputError(f"all {len(skipped)} pairs were skipped; the first: {skipped[0]}")
+    return done, skipped
+
+
+def pair_index_columns(frame, indices: Sequence[int], records: Sequence[int | None]):
+    """``frame`` (one row per ``example`` of a pair result) with the input pair's ``index``
+    and source ``record`` beside each row's ``example`` (examples count kept pairs only)."""
+    examples = frame["example"].tolist()
+    at = frame.columns.get_loc("example") + 1
+    frame.insert(at, "index", [indices[e] for e in examples] if indices else examples)
+    frame.insert(at + 1, "record", [records[e] for e in examples] if records else None)
+    return frame

@@ -22,9 +22,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .errors import EmptyInputError
 from .inputs import Truncation
-from .pairs import OnError, SkippedPair, map_pair_batches
+from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches
 from .results import Result, TopK, top_entries
 
 
@@ -137,11 +136,7 @@ def score_pairs(
         chunks = map_pair_batches(
             model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
         )
-    skipped = tuple(s for c in chunks for s in c.skipped)
-    done = [c for c in chunks if c.output is not None]
-    if not done:
-        n_pairs = len(skipped)
-        raise EmptyInputError(f"all {n_pairs} pairs were skipped; the first: {skipped[0]}")
+    done, skipped = finished_chunks(chunks)
     return PairScores(
         chosen=torch.cat([c.output[0] for c in done]),
         rejected=torch.cat([c.output[1] for c in done]),

@@ -44,6 +44,10 @@ def adapter_for(hf_config: Any) -> RewardModelAdapter:
         if adapter.matches(hf_config):
             return adapter
     archs = getattr(hf_config, "architectures", None)
+    from ..checkpoint_info import IMPLICIT_REWARD_HINT, is_causal_lm  # (an import cycle)
+
+    if archs and is_causal_lm(archs[0]):
+        raise UnsupportedArchitectureError(f"{archs[0]} is {IMPLICIT_REWARD_HINT}")
     raise UnsupportedArchitectureError(
         f"no adapter for architectures={archs!r} (model_type="
         f"{getattr(hf_config, 'model_type', None)!r}). Supported: "

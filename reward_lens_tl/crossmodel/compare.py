@@ -43,7 +43,7 @@ from reward_lens_tl.results import Result, TopK, ranked
 from ..errors import InvalidArgumentError
 from ..results import new_axes
 from .errors import BackboneMismatchError, UnknownModelError
-from .sources import SourceRun, as_source, run_source
+from .sources import SourceRun, as_source, check_shared_tokenizer, run_source
 from .stats import (
     bootstrap,
     bootstrap_mean,
@@ -322,6 +322,9 @@ def compare_models(
     :class:`~reward_lens_tl.crossmodel.sources.ImplicitReward` (an objective, a hooked variant).
     ``pairs``: encoded ``(chosen, rejected)`` tuples, zoo contrast pairs (edited plays chosen)
     or objects with ``prompt/chosen/rejected`` text (each model encodes with its own tokenizer).
+    Token ids (the first two forms) need models that share one vocabulary; for models whose
+    tokenizers differ they raise
+    :class:`~reward_lens_tl.crossmodel.sources.PreEncodedPairsError`: pass text.
     """
     items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
     sources = [as_source(m, name) for name, m in items]
@@ -331,5 +334,6 @@ def compare_models(
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"model names must be unique, got {names}; pass a dict")
     pairs = list(pairs)
+    check_shared_tokenizer(sources, pairs)
     runs = {s.name: run_source(s, pairs, batch_size, max_rep_pairs) for s in sources}
     return ModelComparison(runs=runs, n_boot=n_boot, seed=seed, sweeps=sweeps)

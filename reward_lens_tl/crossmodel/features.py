@@ -44,7 +44,7 @@ from ..contrast import encode_contrast
 from ..errors import InvalidArgumentError
 from ..results import new_axes
 from .errors import UnknownModelError
-from .sources import as_source
+from .sources import as_source, check_shared_tokenizer
 from .stats import bootstrap_mean
 
 Units = Literal["matched", "std", "raw"]
@@ -216,6 +216,8 @@ def feature_effects(
     if include_rule and any(s.name == "rule" for s in sources):
         raise InvalidArgumentError("the name 'rule' is reserved for the hidden rule")
     pairs = {f: task.contrast_pairs(f, n, seed) for f in features}
+    # the zoo's contrast pairs are token ids: models with another tokenizer would read other words
+    check_shared_tokenizer(sources, [next(iter(pairs.values()))[0]])
     encoded = {f: [encode_contrast(p) for p in ps] for f, ps in pairs.items()}
     margins: dict[str, dict[str, np.ndarray]] = {}
     scales: dict[str, float] = {}

@@ -27,6 +27,7 @@ from ..attribution import direct_attribution
 from ..errors import EmptyInputError
 from ..implicit.attribution import implicit_attribution
 from ..implicit.batches import as_encoded_pair, predicting_mask
+from ..implicit.errors import VocabularyMismatchError
 from ..implicit.lens import implicit_lens
 from ..implicit.model import ImplicitRewardModel
 from ..inputs import EncodedConversation, pad_batch
@@ -172,6 +173,51 @@ def as_source(obj: Any, name: str | None = None):
     if name is not None:
         src.name = name
     return src
+
+
+class PreEncodedPairsError(VocabularyMismatchError):
+    """Pre-encoded pairs (token ids) given to models whose tokenizers differ: the same ids are
+    different text for each model. Pass the pairs as text (prompt/chosen/rejected)."""
+
+
+def is_text_pair(pair: Any) -> bool:
+    """Whether each model encodes ``pair`` itself (an object with prompt/chosen/rejected
+    text), rather than receiving token ids (encoded tuples, zoo examples and contrast pairs)."""
+    if isinstance(pair, tuple) or (hasattr(pair, "edited") and hasattr(pair, "base")):
+        return False
+    return all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected"))
+
+
+def check_shared_tokenizer(sources: Sequence, pairs: Sequence) -> None:
+    """Refuse pre-encoded pairs for sources whose vocabularies differ
+    (:class:`PreEncodedPairsError`, naming the models); text pairs are always fine, since each
+    model encodes them with its own tokenizer and template."""
+    encoded = [i for i, p in enumerate(pairs) if not is_text_pair(p)]
+    if not encoded or len(sources) < 2:
+        return
+    keys = {s.name: _vocabulary_key(s) for s in sources}
+    if any(vocab is None for _, vocab in keys.values()):  # no tokenizer: sizes only
+        keys = {name: (size, None) for name, (size, _) in keys.items()}
+    if len(set(keys.values())) > 1:
+        sizes = {name: key[0] for name, key in keys.items()}
+        raise PreEncodedPairsError(
+            f"pairs {encoded[:5]} are token ids, but the models' tokenizers differ (vocabulary "
+            f"sizes {sizes}): the same ids are different words for each model. Pass the pairs "
+            "as text, objects with prompt/chosen/rejected (e.g. reward_lens_tl.data pair sets), "
+            "so that each model encodes them with its own tokenizer"
+        )
+
+
+def _vocabulary_key(source) -> tuple:
+    """``(d_vocab, vocabulary)``; the vocabulary is ``None`` for a model without tokenizer
+    (then only the size can be compared)."""
+    model = source.model
+    cfg = model.cfg if hasattr(model, "cfg") else model.policy.cfg
+    tokenizer = getattr(model, "tokenizer", None)
+    vocab = None
+    if tokenizer is not None:
+        vocab = tuple(sorted(tokenizer.get_vocab().items()))
+    return (cfg.d_vocab, vocab)
 
 
 def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256):

@@ -1,9 +1,10 @@
 """Shared plumbing for the loaders: reading record files, field checks, and bad-record handling.
 
 Files are JSON lists (``.json``) or JSON lines (``.jsonl``, ``.ndjson``), optionally gzip-compressed
-(detected from the content, not the name). Any other name is read as a JSON list if its first
-non-blank character is ``[``, else as JSON lines. A record is identified by its 0-based position
-among the file's records (blank lines are not records).
+(detected from the content, not the name), UTF-8 with or without a byte-order mark (read as
+``encoding="utf-8-sig"`` would; Windows tools often write one). Any other name is read as a JSON
+list if its first non-blank character is ``[``, else as JSON lines. A record is identified by its
+0-based position among the file's records (blank lines are not records).
 
 A parse function turns one record into an item or raises :class:`FieldError`; :func:`collect`
 turns that into a :class:`MalformedRecordError` naming file, record and field, or, with
@@ -33,6 +34,8 @@ from reward_lens_tl.errors import (
 )
 
 T = TypeVar("T")
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark some editors put at the start of a file (skipped when reading)."""
 RECORD = "<record>"
 """The field name used when a whole record (not one of its fields) is unusable."""
 
@@ -81,10 +84,19 @@ def iter_records(path: Path) -> Iterator[tuple[int, Any]]:
         ) from err
 
 
+def _lines(f: IO[bytes]) -> Iterator[bytes]:
+    """The file's lines, the first without a UTF-8 byte-order mark."""
+    first = True
+    for raw in f:
+        yield raw.removeprefix(BOM) if first else raw
+        first = False
+
+
 def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
     layout = _layout(path)
     with open_bytes(path) as f:
-        for raw in f:
+        lines = _lines(f)
+        for raw in lines:
             _check_text(path, raw)
             if raw.strip():
                 break
@@ -97,7 +109,7 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
             return
         yield 0, _json_line(raw)
         index = 1
-        for raw in f:
+        for raw in lines:
             if raw.strip():
                 _check_text(path, raw)
                 yield index, _json_line(raw)

@@ -8,15 +8,20 @@
     reward-lens eval rmbench MODEL_DIR rmbench/ --out rm.jsonl --explain 5
 
 With ``--format json`` one JSON object is printed: ``{"n": <items>, <figure>: <percent>, ...,
-"skipped": <bad records skipped>, "missing": <data items without a score>}`` (RewardMATH:
-``accuracy``, ``mrr``, ``accuracy_with_ties``), plus ``"ci"`` with each figure's interval. Errors
+"skipped": <bad records and unscorable items skipped>, "missing": <data items without a score>}``
+(RewardMATH: ``accuracy``, ``mrr``, ``accuracy_with_ties``), plus ``"ci"`` with each figure's
+interval and, when items were skipped, ``"skipped_items"``: ``[{"id", "reason"}, ...]``. Errors
 print one line on stderr and exit with status 2.
+
+Scoring with a model: an item that does not fit the model's context (under ``--truncation``) is
+an error naming its id, or with ``--on-error skip`` is skipped and listed. ``--out`` records the
+model's fingerprint and the arguments; a rerun resumes it only if they match, one run at a
+time, and a run that scores nothing leaves no file behind.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
 from reward_lens_tl.evals.scores import BENCHMARKS
 
@@ -35,6 +40,12 @@ def add_eval_parser(sub) -> None:
     p.add_argument("--data", dest="data_opt", help="data file matching --scores (for --explain)")
     p.add_argument("--out", help="score file to write while scoring (a rerun resumes it)")
     p.add_argument("--format", choices=["json", "table"], default="table", help="output style")
+    p.add_argument(
+        "--on-error",
+        choices=["raise", "skip"],
+        default="raise",
+        help="an item that cannot be scored (e.g. too long): stop (raise) or skip and list it",
+    )
     p.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass")
     p.add_argument("--limit", type=int, default=None, help="score only the first N data items")
     p.add_argument("--skip-bad", action="store_true", help="skip malformed records (counted)")
@@ -45,9 +56,10 @@ def add_eval_parser(sub) -> None:
     )
     p.add_argument(
         "--truncation",
-        choices=["error", "left", "right"],
+        choices=["error", "left", "right", "both"],
         default="error",
-        help="what to do with conversations longer than the model's context",
+        help="conversations longer than the model's context: error (or skip, with --on-error "
+        "skip), drop the oldest prompt content (left), the end of the response (right) or both",
     )
     p.set_defaults(func=run_eval_command)
 
@@ -82,30 +94,53 @@ def _evaluate(args):
     model = HookedRewardModel.from_pretrained(args.model)
     items = _load_items(args.benchmark, args.data, args.skip_bad, args.limit)
     result = score_items(
-        model, items, out=args.out, batch_size=args.batch_size, truncation=args.truncation
+        model,
+        items,
+        out=args.out,
+        batch_size=args.batch_size,
+        truncation=args.truncation,
+        on_error=args.on_error,
     )
     return result, model
+
+
+def _skipped_items(result) -> list[dict]:
+    """The items a scoring run skipped (``on_error="skip"``): id and reason."""
+    from reward_lens_tl.evals.run import NOT_SCORED
+
+    return [
+        {"id": s.id, "reason": s.reason} for s in result.scores.skipped if s.field == NOT_SCORED
+    ]
 
 
 def _print(result, args) -> None:
     metrics = result.metrics(n_boot=args.n_boot, seed=args.seed)
     summary = result.summary(n_boot=0)
+    skipped = _skipped_items(result)
     if args.format == "json":
         summary["ci"] = {
             name: [round(lo, 4), round(hi, 4)]
             for name, lo, hi in zip(metrics.names, metrics.low, metrics.high, strict=True)
         }
+        if skipped:
+            summary["skipped_items"] = skipped
         print(json.dumps(summary))
         return
     frame = metrics.to_dataframe()
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"\n{summary['n']} items; {summary['skipped']} skipped; {summary['missing']} missing")
+    for skip in skipped[:20]:
+        print(f"  skipped item {skip['id']!r}: {skip['reason']}")
+    if len(skipped) > 20:
+        print(f"  … and {len(skipped) - 20} more")
 
 
 def run_eval_command(args) -> int:
-    """The ``eval`` subcommand: one line on stderr and status 2 on a user error."""
+    """The ``eval`` subcommand: one line on stderr (after closing the progress bar, local paths
+    shortened) and status 2 on a user error; with ``--debug`` the error propagates."""
     import torch
 
+    from reward_lens_tl.cli import print_error
     from reward_lens_tl.distributed import is_main_process
     from reward_lens_tl.errors import RewardLensError
 
@@ -123,7 +158,9 @@ def run_eval_command(args) -> int:
                 explanation = failures.explain(model, truncation=args.truncation)
                 print("\n".join(["", *explanation.report(args.explain)]))
     except (RewardLensError, ValueError, FileNotFoundError, KeyError, OSError) as err:
+        if getattr(args, "debug", False):
+            raise
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"reward-lens eval: error: {message}", file=sys.stderr)
+        print_error(f"eval: {message}")
         return 2
     return 0

@@ -7,6 +7,7 @@ Malformed score records raise the shared :class:`~reward_lens_tl.errors.Malforme
 from __future__ import annotations
 
 from reward_lens_tl.errors import RewardLensError
+from reward_lens_tl.provenance import ProvenanceMismatchError
 
 
 class ScoreMismatchError(RewardLensError, ValueError):
@@ -17,3 +18,9 @@ class ScoreMismatchError(RewardLensError, ValueError):
 
 class UnknownBenchmarkError(RewardLensError, ValueError):
     """A benchmark name the harness does not know (the message lists the known ones)."""
+
+
+class ScoreProducerMismatchError(ScoreMismatchError, ProvenanceMismatchError):
+    """A score file being resumed was written by another model (weights, config, tokenizer) or
+    with other result-changing arguments (truncation, objective), or one of its records scored
+    an item whose texts have changed since; the message names both producers."""

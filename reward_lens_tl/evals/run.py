@@ -4,7 +4,14 @@ Every distinct response of an item is scored once: a RewardBench pair is 2 seque
 RewardMATH problem 10 (not 9 pairs = 18), an RM-Bench grid 6 (not 9 pairs = 18). Items are
 grouped into chunks of about ``batch_size`` sequences, each chunk is one left-padded forward of
 ``model.rewards`` (the model's own pooling rule), and each item's record is appended to the
-score file as soon as its chunk is done, so a rerun with the same ``out`` continues.
+score file as soon as its chunk is done, so a rerun with the same ``out`` continues. The file
+records the model's fingerprint and the arguments that change scores, and each record a hash of
+its item's texts: a rerun by another model, with other arguments or on changed items is refused
+(:class:`~reward_lens_tl.evals.errors.ScoreProducerMismatchError`), never mixed in.
+
+An item that cannot be encoded (longer than the context under ``truncation``, a prompt the chat
+template rejects) stops the run with ``on_error="raise"`` (the error names the item's id) or,
+with ``on_error="skip"``, is left out and listed in the result's ``scores.skipped``.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.data import PreferencePair
@@ -24,15 +31,28 @@ from typing import Any
 
 import torch
 
-from reward_lens_tl.data import GridItem, ItemSet, RankedItem
+from reward_lens_tl.data import GridItem, ItemSet, RankedItem, SkippedRecord
 from reward_lens_tl.distributed import broadcast, is_main_process, map_in_rounds
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
-from reward_lens_tl.evals.errors import ScoreMismatchError
+from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, RewardLensError
+from reward_lens_tl.evals.errors import ScoreMismatchError, ScoreProducerMismatchError
 from reward_lens_tl.evals.results import EvalResult
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet, ScoreWriter, check_benchmark
 from reward_lens_tl.inputs import pad_batch
+from reward_lens_tl.pairs import check_on_error
+from reward_lens_tl.provenance import check_finite, content_hash, model_fingerprint
 
-__all__ = ["align_scores", "benchmark_of", "item_id", "item_texts", "score_items"]
+#: The ``field`` of a :class:`SkippedRecord` for an item ``on_error="skip"`` left unscored.
+NOT_SCORED = "<item>"
+
+__all__ = [
+    "NOT_SCORED",
+    "align_scores",
+    "benchmark_of",
+    "item_hash",
+    "item_id",
+    "item_texts",
+    "score_items",
+]
 
 
 def benchmark_of(item: Any) -> str:
@@ -71,12 +91,31 @@ def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
     return item.prompt, (item.chosen,), (item.rejected,)
 
 
+def item_hash(item: Any) -> str:
+    """A hash of an item's texts (prompt, chosen and rejected responses), kept in its score
+    record so a resumed run can tell that the record scored the same texts.
+
+    >>> from reward_lens_tl.data import PreferencePair
+    >>> item_hash(PreferencePair("q", "a", "b")) == item_hash(PreferencePair("q", "a", "c"))
+    False
+    """
+    prompt, chosen, rejected = item_texts(item)
+    return content_hash([prompt, list(chosen), list(rejected)])
+
+
 def _record(benchmark: str, item: Any, key: Hashable, rewards: list[float]) -> ScoreRecord:
     _, chosen, _ = item_texts(item)
     subset = getattr(item, "subset", None)
     domain = getattr(item, "domain", None)
+    check_finite(rewards, f"item {key!r}")
     return ScoreRecord(
-        benchmark, key, tuple(rewards[: len(chosen)]), tuple(rewards[len(chosen) :]), subset, domain
+        benchmark,
+        key,
+        tuple(rewards[: len(chosen)]),
+        tuple(rewards[len(chosen) :]),
+        subset,
+        domain,
+        item=item_hash(item),
     )
 
 
@@ -95,28 +134,51 @@ def _chunks(todo: Sequence[tuple[int, Any]], batch_size: int) -> list[list[tuple
     return chunks
 
 
-def _score_chunk(model, chunk, keys, benchmark, truncation, objective) -> list[ScoreRecord]:
-    """One left-padded forward of every response of the chunk's items: their records."""
-    encoded, sizes = [], []
-    for _, item in chunk:
-        prompt, chosen, rejected = item_texts(item)
-        encoded += [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
-        sizes.append(len(chosen) + len(rejected))
-    rewards = _rewards(model, *pad_batch(encoded, model.pad_token_id), objective).tolist()
+def _encode_item(model, item, key, position, truncation, on_error):
+    """Every response of ``item`` encoded, or a :class:`SkippedRecord` (``on_error="skip"``)."""
+    prompt, chosen, rejected = item_texts(item)
+    try:
+        return [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
+    except RewardLensError as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if on_error == "skip":
+            return SkippedRecord(position, key, NOT_SCORED, reason)
+        message = (
+            f"item {key!r} (position {position}): {reason} (on_error='skip', --on-error skip on "
+            "the command line, skips such items)"
+        )
+        try:
+            named = type(err)(message)  # the same class, so callers catch what they expect
+        except TypeError:  # a class whose constructor takes other arguments
+            named = InvalidArgumentError(message)
+        raise named from err
+
+
+def _score_chunk(model, chunk, keys, benchmark, truncation, column, on_error):
+    """One left-padded forward of every response of the chunk's items that could be encoded:
+    ``(records, skipped)``."""
+    encoded, scored, skipped = [], [], []
+    for position, item in chunk:
+        enc = _encode_item(model, item, keys[position], position, truncation, on_error)
+        if isinstance(enc, SkippedRecord):
+            skipped.append(enc)
+            continue
+        encoded += enc
+        scored.append((position, item, len(enc)))
     records, start = [], 0
-    for (position, item), n in zip(chunk, sizes, strict=True):
-        records.append(_record(benchmark, item, keys[position], rewards[start : start + n]))
-        start += n
-    return records
+    if encoded:
+        rewards = _rewards(model, *pad_batch(encoded, model.pad_token_id), column).tolist()
+        for position, item, n in scored:
+            records.append(_record(benchmark, item, keys[position], rewards[start : start + n]))
+            start += n
+    return records, skipped
 
 
-def _rewards(model, ids, mask, objective) -> torch.Tensor:
-    from reward_lens_tl.readout import objective_index
-
+def _rewards(model, ids, mask, column) -> torch.Tensor:
     device = model.cfg.device
     rewards = model.rewards(ids.to(device), mask.to(device))
     if rewards.ndim == 2:
-        rewards = rewards[:, objective_index(model, objective)]
+        rewards = rewards[:, column]
     return rewards.float().cpu()
 
 
@@ -130,13 +192,19 @@ def score_items(
     truncation: str = "error",
     progress: bool = True,
     objective: str | int | None = None,
+    on_error: str = "raise",
 ) -> EvalResult:
     """Score benchmark items (pairs, RewardMATH problems or RM-Bench grids; one kind).
 
     ``out`` is the score file written as items are scored; with ``resume=True`` items already
-    in it are not scored again (the file must belong to the same items: an id it holds that
-    ``items`` lacks is a :class:`ScoreMismatchError`). ``objective`` picks a column of a plain
-    multi-objective head. Returns an :class:`EvalResult` aligned with ``items``.
+    in it are not scored again. The file must come from the same model and arguments and hold
+    only these items, with the same texts (else :class:`ScoreProducerMismatchError` /
+    :class:`ScoreMismatchError`); one process writes it at a time
+    (:class:`~reward_lens_tl.provenance.FileInUseError`), and a run that scores nothing leaves
+    no file. ``objective`` picks a column of a plain multi-objective head. ``on_error``:
+    ``"raise"`` stops at an item that cannot be encoded (naming its id), ``"skip"`` leaves it
+    out (listed in ``result.scores.skipped``). Returns an :class:`EvalResult` aligned with the
+    scored items; :class:`EmptyInputError` if every item was skipped.
 
     Under ``torchrun`` the chunks are split by rank (chunk ``k`` on rank ``k mod N``), every
     rank returns the complete result and rank 0 alone writes ``out``, after each round of
@@ -144,45 +212,91 @@ def score_items(
     """
     from tqdm.auto import tqdm
 
+    from reward_lens_tl.readout import objective_index
+
     items = list(items)
     if not items:
         raise EmptyInputError("score_items got no items")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_on_error(on_error)
     benchmark = check_benchmark(benchmark_of(items[0]))
     keys = _unique_ids(items, benchmark)
-    main = is_main_process()
-    writer = ScoreWriter(out, benchmark, resume=resume) if out is not None and main else None
-    done = broadcast(dict(writer.done) if writer is not None else {})  # rank 0 read the file
-    unknown = [k for k in done if k not in set(keys)]
-    if unknown:
-        raise ScoreMismatchError(
-            f"{out}: holds scores for id {unknown[0]!r}, which the items do not have; "
-            "use another --out file or resume=False"
-        )
-    todo = [(i, it) for i, (it, k) in enumerate(zip(items, keys, strict=True)) if k not in done]
-    scored = dict(done)
-    bar = tqdm(
-        total=len(items),
-        initial=len(items) - len(todo),
-        disable=not (progress and main),
-        desc=benchmark,
-    )
-
-    def score(chunk):
-        return _score_chunk(model, chunk, keys, benchmark, truncation, objective)
-
+    column = objective_index(model, objective)
+    writer, done = _open_writer(out, benchmark, resume, model, _args(truncation, column))
     with torch.no_grad(), writer or _Null():
+        _check_resumed(out, done, items, keys)
+
+        def score(chunk):
+            return _score_chunk(model, chunk, keys, benchmark, truncation, column, on_error)
+
+        todo = [(i, it) for i, (it, k) in enumerate(zip(items, keys, strict=True)) if k not in done]
+        scored, skipped = dict(done), []
+        bar = tqdm(
+            total=len(items),
+            initial=len(items) - len(todo),
+            disable=not (progress and is_main_process()),
+            desc=benchmark,
+        )
         for finished in map_in_rounds(_chunks(todo, batch_size), score):
-            new = [record for _, records in finished for record in records]
+            new = [record for _, (records, _) in finished for record in records]
+            skipped += [skip for _, (_, skips) in finished for skip in skips]
             if writer is not None:
                 writer.write_all(new)
             scored |= {r.id: r for r in new}
-            bar.update(len(new))
-    bar.close()
-    records = [scored[k] for k in keys]
+            bar.update(sum(len(records) + len(skips) for _, (records, skips) in finished))
+        bar.close()
+    return _result(benchmark, items, keys, scored, skipped, out)
+
+
+def _args(truncation: str, column: int | None) -> dict[str, Any]:
+    """The arguments that change scores, as recorded in a score file's producer."""
+    return {"truncation": truncation, "objective": column}
+
+
+def _open_writer(out, benchmark, resume, model, args):
+    """Rank 0's :class:`ScoreWriter` (``None`` elsewhere or without ``out``), its producer the
+    model's fingerprint and ``args``, and the records it holds, on every rank; an error opening
+    it is raised on every rank."""
+    writer, error = None, None
+    if out is not None and is_main_process():
+        try:
+            producer = {"model": model_fingerprint(model), "args": args}
+            writer = ScoreWriter(out, benchmark, resume=resume, producer=producer)
+        except Exception as err:  # noqa: BLE001 - re-raised on every rank below
+            error = err
+    done, error = broadcast((dict(writer.done) if writer is not None else {}, error))
+    if error is not None:
+        raise error
+    return writer, done
+
+
+def _check_resumed(out, done: dict, items: Sequence[Any], keys: Sequence[Hashable]) -> None:
+    """Every resumed record must belong to an item here, and have scored the same texts."""
+    by_key = dict(zip(keys, items, strict=True))
+    for key, record in done.items():
+        if key not in by_key:
+            raise ScoreMismatchError(
+                f"{out}: holds scores for id {key!r}, which the items do not have; "
+                "use another --out file or resume=False"
+            )
+        expected = item_hash(by_key[key])
+        if record.item != expected:
+            was = "records no item hash" if record.item is None else f"has item hash {record.item}"
+            raise ScoreProducerMismatchError(
+                f"{out}: the record of id {key!r} {was}, but this run's item has {expected}: its "
+                "prompt or responses changed since it was scored; use another --out file or "
+                "resume=False"
+            )
+
+
+def _result(benchmark, items, keys, scored, skipped, out) -> EvalResult:
+    kept = [(item, scored[k]) for item, k in zip(items, keys, strict=True) if k in scored]
+    if not kept:
+        raise EmptyInputError(f"all {len(items)} items were skipped; the first: {skipped[0]}")
     source = str(out) if out is not None else "<memory>"
-    return EvalResult(benchmark, ScoreSet(records, (), source), tuple(items))
+    scores = ScoreSet([r for _, r in kept], tuple(skipped), source)
+    return EvalResult(benchmark, scores, tuple(item for item, _ in kept))
 
 
 class _Null:

@@ -1,10 +1,16 @@
 """Per-item score files: the format a scoring run writes as it goes, and readers for it.
 
-**Format** (JSON lines, UTF-8, one record per scored item, written in scoring order)::
+**Format** (JSON lines, UTF-8): a header line naming what produced the scores, then one record
+per scored item, written in scoring order::
 
+    {"format": "reward-lens-scores/1", "benchmark": "rewardmath",
+     "producer": {"model": {"name": "scalar", "weights": "…", ...}, "args": {...}}}
     {"benchmark": "rewardmath", "id": 17, "subset": null, "domain": null,
-     "chosen": [1.25], "rejected": [0.5, 2.0, ...]}
+     "chosen": [1.25], "rejected": [0.5, 2.0, ...], "item": "3f9a…"}
 
+* ``producer`` (header): the model's fingerprint
+  (:func:`~reward_lens_tl.provenance.model_fingerprint`) and the arguments that change scores
+  (truncation, objective); files without a header (hand-written, other tools) are read too;
 * ``benchmark``: ``"rewardbench"``, ``"rewardmath"`` or ``"rmbench"`` (the same in every record);
 * ``id``: the item's id (str or int, unique in the file): RewardBench's ``id`` (or
   ``"<subset>/<index>"`` when a record has none), RewardMATH's ``problem_id``, RM-Bench's
@@ -12,14 +18,20 @@
 * ``subset`` / ``domain``: optional strings (RewardBench subset; RM-Bench subset and domain);
 * ``chosen`` / ``rejected``: the rewards, as lists of finite numbers: one chosen and one rejected
   (RewardBench), the correct solution and every wrong one in file order (RewardMATH), the three
-  chosen and three rejected styles concise / detailed / markdown (RM-Bench).
+  chosen and three rejected styles concise / detailed / markdown (RM-Bench);
+* ``item`` (optional): a hash of the item's texts, so a resumed run knows the record scored the
+  same prompt and responses.
 
-A run appends each record as soon as its item is scored and flushes, so an interrupted run loses at
-most the items in flight; rerunning with the same output file continues where it stopped (a torn
-last line from a crash is dropped with a warning). Reading checks every record: a malformed one
-raises :class:`~reward_lens_tl.errors.MalformedRecordError` naming the file, the record and the
-field, or with ``skip_bad=True`` is skipped, counted in ``.skipped`` and reported in one warning;
-good records are never dropped.
+A run appends each record as soon as its item is scored, so an interrupted run loses at most the
+items in flight. Rerunning with the same output file continues where it stopped, after checking
+that the file was written by the same model with the same arguments (else
+:class:`~reward_lens_tl.evals.errors.ScoreProducerMismatchError` names both) and that each
+record's item is unchanged; one writer at a time
+(:class:`~reward_lens_tl.provenance.FileInUseError`). A torn last line from a crash is dropped
+with a warning, by readers and by the resuming writer. Reading checks every record: a malformed
+one (a non-finite score included) raises :class:`~reward_lens_tl.errors.MalformedRecordError`
+naming the file, the record and the field, or with ``skip_bad=True`` is skipped, counted in
+``.skipped`` and reported in one warning; good records are never dropped.
 
 The published RewardMATH ``*_scores.json`` files (one record per problem with ``problem``,
 ``solution_reference`` and ``score``) are read too: the solution whose reference is
@@ -35,10 +47,9 @@ ScoreSet(1 rewardbench records from '...scores.jsonl', 0 skipped)
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -46,6 +57,7 @@ from typing import Any
 
 from reward_lens_tl.data import ItemSet, SkippedRecord, load_rewardmath_scores
 from reward_lens_tl.data._records import (
+    Unparsable,
     collect,
     iter_records,
     reject,
@@ -54,7 +66,13 @@ from reward_lens_tl.data._records import (
     warn_skipped,
 )
 from reward_lens_tl.data._validate import FieldError, check_id, check_optional_str, type_name
-from reward_lens_tl.evals.errors import ScoreMismatchError, UnknownBenchmarkError
+from reward_lens_tl.errors import MalformedRecordError
+from reward_lens_tl.evals.errors import (
+    ScoreMismatchError,
+    ScoreProducerMismatchError,
+    UnknownBenchmarkError,
+)
+from reward_lens_tl.provenance import ResumableLog
 
 __all__ = [
     "BENCHMARKS",
@@ -67,6 +85,9 @@ __all__ = [
 
 BENCHMARKS: tuple[str, ...] = ("rewardbench", "rewardmath", "rmbench")
 """The benchmarks a score file can belong to."""
+
+SCORE_FORMAT = "reward-lens-scores/1"
+"""The ``format`` of a score file's header line."""
 
 #: (chosen, rejected) response counts per benchmark; ``None`` = one or more.
 _COUNTS: dict[str, tuple[int, int | None]] = {
@@ -96,6 +117,8 @@ class ScoreRecord:
     rejected: tuple[float, ...]
     subset: str | None = None
     domain: str | None = None
+    #: A hash of the scored item's texts (written by :func:`~reward_lens_tl.evals.run.score_items`).
+    item: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "benchmark", check_benchmark(self.benchmark))
@@ -105,10 +128,11 @@ class ScoreRecord:
             object.__setattr__(self, name, _scores(getattr(self, name), name, n))
         check_optional_str(self.subset, "subset")
         check_optional_str(self.domain, "domain")
+        check_optional_str(self.item, "item")
 
     def to_json(self) -> dict[str, Any]:
         """The record as written to a score file."""
-        return {
+        out = {
             "benchmark": self.benchmark,
             "id": self.id,
             "subset": self.subset,
@@ -116,6 +140,7 @@ class ScoreRecord:
             "chosen": list(self.chosen),
             "rejected": list(self.rejected),
         }
+        return out if self.item is None else {**out, "item": self.item}
 
 
 def _scores(values: Any, name: str, count: int | None) -> tuple[float, ...]:
@@ -154,12 +179,16 @@ def parse_record(index: int, record: Any) -> ScoreRecord:
         require(record, "rejected"),
         subset=check_optional_str(record.get("subset"), "subset"),
         domain=check_optional_str(record.get("domain"), "domain"),
+        item=check_optional_str(record.get("item"), "item"),
     )
 
 
 @dataclass(frozen=True, repr=False)
 class ScoreSet(ItemSet[ScoreRecord]):
-    """The records of one score file (or run), with ``skipped`` records and their ``source``."""
+    """The records of one score file (or run), with ``skipped`` records and their ``source``;
+    ``producer`` is the file header's record of what produced them (``None`` if it has none)."""
+
+    producer: Mapping | None = None
 
     @property
     def benchmark(self) -> str | None:
@@ -178,7 +207,8 @@ class ScoreSet(ItemSet[ScoreRecord]):
         """One row per record: ``id``, ``subset``, ``domain``, ``chosen``, ``rejected``."""
         import pandas as pd
 
-        return pd.DataFrame([r.to_json() for r in self.items]).drop(columns="benchmark")
+        frame = pd.DataFrame([r.to_json() for r in self.items])
+        return frame.drop(columns=[c for c in ("benchmark", "item") if c in frame])
 
 
 def _is_published_rewardmath(path: Path) -> bool:
@@ -200,9 +230,10 @@ def read_scores(
     if _is_published_rewardmath(path):
         scores = _published_rewardmath(path, skip_bad)
     else:
+        header, lines = _header_and_records(path)
         records, skipped = collect(
             path,
-            iter_records(path),
+            lines,
             lambda i, r: (i, parse_record(i, r)),
             skip_bad=skip_bad,
             limit=None,
@@ -210,12 +241,43 @@ def read_scores(
         )
         kept = _consistent(path, records, skip_bad, skipped)
         warn_skipped(path, skipped)
-        scores = ScoreSet(kept, skipped, str(path))
+        producer = header.get("producer") if header else None
+        scores = ScoreSet(kept, skipped, str(path), producer=producer)
     if benchmark is not None and scores.benchmark not in (None, check_benchmark(benchmark)):
         raise ScoreMismatchError(
             f"{path}: holds {scores.benchmark} scores, not {check_benchmark(benchmark)}"
         )
     return scores
+
+
+def _is_header(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("format") == SCORE_FORMAT
+
+
+def _header_and_records(path: Path) -> tuple[dict | None, list[tuple[int, Any]]]:
+    """The file's header (or ``None``) and its records numbered from 0 after the header; a
+    torn last line (no newline, not JSON: a writer killed mid-line) is dropped with a warning."""
+    records = list(iter_records(path))
+    header = None
+    if records and _is_header(records[0][1]):
+        header = records.pop(0)[1]
+        records = [(i - 1, r) for i, r in records]
+    if records and isinstance(records[-1][1], Unparsable) and _ends_without_newline(path):
+        warnings.warn(
+            f"{path}: ignored a torn last line (a run interrupted mid-write); resume the run "
+            "to score that item again",
+            stacklevel=4,
+        )
+        records.pop()
+    return header, records
+
+
+def _ends_without_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            return False  # gzip: a torn archive is reported by the reader
+        f.seek(-1, 2)
+        return f.read(1) != b"\n"
 
 
 def _consistent(
@@ -262,62 +324,99 @@ def _published_rewardmath(path: Path, skip_bad: bool) -> ScoreSet:
 class ScoreWriter:
     """Append :class:`ScoreRecord`\\ s to a score file as they are made (a context manager).
 
-    With ``resume=True`` an existing file is read first (its ids are in :attr:`done`; a torn last
-    line left by a crash is dropped with a warning); with ``resume=False`` it is overwritten.
+    ``producer`` records what makes the scores (see the module docstring; ``None`` records an
+    empty one). With ``resume=True`` an existing file is read first: it must have been written
+    with the same ``producer`` (else :class:`ScoreProducerMismatchError` naming both), its ids
+    are in :attr:`done`, and a torn last line left by a crash is dropped with a warning. With
+    ``resume=False`` it is emptied. The file is locked from construction until the ``with``
+    block ends (:class:`~reward_lens_tl.provenance.FileInUseError` for a second writer), and a
+    file that received no record is removed at the end, so a failed run leaves no empty file.
     """
 
-    def __init__(self, path: str | PathLike[str], benchmark: str, *, resume: bool = True):
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        benchmark: str,
+        *,
+        resume: bool = True,
+        producer: Mapping | None = None,
+    ):
         self.path = Path(path)
         self.benchmark = check_benchmark(benchmark)
         self.done: dict[Hashable, ScoreRecord] = {}
-        if resume and self.path.exists():
-            self._drop_torn_tail()
-            for record in read_scores(self.path, benchmark=self.benchmark):
-                self.done[record.id] = record
-        elif self.path.exists():
-            self.path.unlink()
-        self._file = None
-
-    def _drop_torn_tail(self) -> None:
-        data = self.path.read_bytes()
-        if not data or data.endswith(b"\n"):
-            return
-        cut = data.rfind(b"\n") + 1
-        tail = data[cut:].decode("utf-8", errors="replace")
+        header = {"format": SCORE_FORMAT, "benchmark": self.benchmark, "producer": producer or {}}
+        self._log = ResumableLog(
+            self.path,
+            header,
+            fresh=not resume,
+            mismatch=ScoreProducerMismatchError,
+            what="another model or with other arguments",
+        ).__enter__()  # locked now, so nobody writes between reading and appending
         try:
-            json.loads(tail)
-        except json.JSONDecodeError:
-            warnings.warn(
-                f"{self.path}: dropped a torn last line from an interrupted run ({len(tail)} "
-                "characters); its item will be scored again",
-                stacklevel=3,
-            )
-            self.path.write_bytes(data[:cut])
-            return
-        self.path.write_bytes(data + b"\n")
+            for record in _resumed_records(self.path, self._log.records, self.benchmark):
+                self.done[record.id] = record
+        except BaseException:
+            self.close()
+            raise
+        self._open = False
 
     def __enter__(self) -> ScoreWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in __exit__)
+        if self._log is None:
+            raise RuntimeError(f"{self.path}: this ScoreWriter was closed; make a new one")
+        self._open = True
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self.close()
+
+    def close(self) -> None:
+        """Release the file (removing it if no record was ever written)."""
+        if self._log is not None:
+            self._log.__exit__(None, None, None)
+            self._log = None
+        self._open = False
+
+    def __del__(self) -> None:  # a writer made but never entered still releases its lock
+        if getattr(self, "_log", None) is not None:
+            self.close()
 
     def write(self, record: ScoreRecord) -> None:
         self.write_all([record])
 
     def write_all(self, records: Iterable[ScoreRecord]) -> None:
-        """Append records and flush (one line each)."""
-        if self._file is None:
+        """Append records (one line each, the header first in a new file)."""
+        if not self._open:
             raise RuntimeError("use ScoreWriter as a context manager: with ScoreWriter(...) as w")
+        records = list(records)
         for record in records:
             if record.benchmark != self.benchmark:
                 raise ScoreMismatchError(
                     f"{self.path}: a {record.benchmark} record cannot join {self.benchmark} scores"
                 )
-            self._file.write(json.dumps(record.to_json()) + "\n")
-            self.done[record.id] = record
-        self._file.flush()
+        self._log.append(r.to_json() for r in records)
+        self.done |= {r.id: r for r in records}
+
+
+def _resumed_records(path: Path, lines: list[tuple[int, Any]], benchmark: str) -> list[ScoreRecord]:
+    """The records of a file being resumed; a malformed one or a repeated id names the line."""
+    out: list[ScoreRecord] = []
+    seen: dict[Hashable, int] = {}
+    for line, raw in lines:
+        try:
+            record = parse_record(line, raw)
+        except MalformedRecordError as err:
+            raise MalformedRecordError(
+                f"{path}, line {line}: {err}; delete the file (or fix the line) to resume"
+            ) from None
+        if record.benchmark != benchmark:
+            raise ScoreMismatchError(
+                f"{path}, line {line}: holds {record.benchmark} scores, not {benchmark}"
+            )
+        if record.id in seen:
+            raise MalformedRecordError(
+                f"{path}, line {line}: field 'id': repeats the id {record.id!r} of line "
+                f"{seen[record.id]}; delete the file to score again"
+            )
+        seen[record.id] = line
+        out.append(record)
+    return out

@@ -26,6 +26,7 @@ torch.Size([1])
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,26 @@ def check_same_vocabulary(policy: Any, reference: Any) -> None:
         )
 
 
+def check_beta(beta: Any) -> float:
+    """``beta`` as a float, or :class:`~reward_lens_tl.errors.InvalidArgumentError` unless it is
+    a finite number > 0 (``inf`` would turn every zero log-ratio into NaN, a bool is no
+    temperature).
+
+    >>> check_beta(0.1)
+    0.1
+    """
+    try:
+        value = None if isinstance(beta, (bool, str)) else float(beta)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise InvalidArgumentError(
+            f"beta must be a finite number > 0 (the DPO temperature the policy was trained "
+            f"with, e.g. 0.1), got {beta!r}"
+        )
+    return value
+
+
 def metadata_beta(path: str | Path | None) -> float | None:
     """``beta`` recorded in a checkpoint's ``metadata.json`` (the zoo writes it), if any."""
     if path is None or isinstance(path, torch.nn.Module):
@@ -99,12 +120,11 @@ class ImplicitRewardModel:
         include_suffix: bool = True,
         tokenizer: Any = None,
     ):
-        if not float(beta) > 0:
-            raise InvalidArgumentError(f"beta must be > 0 (the DPO temperature), got {beta}")
+        beta = check_beta(beta)
         check_same_vocabulary(policy, reference)
         self.policy = policy
         self.reference = reference
-        self.beta = float(beta)
+        self.beta = beta
         self.include_suffix = include_suffix
         self.tokenizer = tokenizer if tokenizer is not None else getattr(policy, "tokenizer", None)
         self.pad_token_id = getattr(policy, "pad_token_id", None)
@@ -245,8 +265,14 @@ class ImplicitRewardModel:
         attention_mask: Int[Tensor, "batch pos"] | None = None,
         **kwargs,
     ) -> Float[Tensor, " batch"]:
-        """Implicit rewards ``[batch]``: :meth:`token_rewards` summed over the response."""
-        return self.token_rewards(ids, response_mask, attention_mask, **kwargs).sum(-1)
+        """Implicit rewards ``[batch]``: :meth:`token_rewards` summed over the response (a
+        reward that is not finite raises
+        :class:`~reward_lens_tl.model.NonFiniteActivationError` naming the model and row)."""
+        pol, ref = self.log_ratios(ids, response_mask, attention_mask, **kwargs)
+        out = (self.beta * (pol - ref)).sum(-1)
+        if not bool(torch.isfinite(out).all()):
+            raise _non_finite_implicit(out, pol, ref)
+        return out
 
     def score_encodings(
         self, encodings: Sequence[EncodedConversation], batch_size: int = 32, **kwargs
@@ -278,3 +304,22 @@ class ImplicitRewardModel:
         """Implicit reward of one (prompt, response) pair, from text."""
         ids, attention, resp = self.batch([self.encode(prompt, response, **kwargs)])
         return self.rewards(ids, resp, attention)[0]
+
+
+def _non_finite_implicit(rewards: Tensor, pol: Tensor, ref: Tensor):
+    """The error for implicit rewards that are not finite: which rows, and which model's
+    log-probs are not finite first (policy or reference)."""
+    from ..model import NonFiniteActivationError
+
+    rows = (~torch.isfinite(rewards)).nonzero().flatten().tolist()
+    culprits = [
+        f"the {label}'s log-probs (first at row {int(bad[0, 0])}, position {int(bad[0, 1])})"
+        for label, logp in (("policy", pol), ("reference", ref))
+        if len(bad := (~torch.isfinite(logp)).nonzero())
+    ]
+    cause = " and ".join(culprits) + " are not finite" if culprits else "beta × log-ratio overflows"
+    return NonFiniteActivationError(
+        f"the implicit reward of row(s) {rows[:8]} is not finite: {cause}. "
+        "A float16 model overflows beyond 65504: load policy and reference with "
+        "dtype=torch.bfloat16 or torch.float32"
+    )

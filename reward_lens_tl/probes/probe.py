@@ -23,7 +23,12 @@ model's template, so it needs the example's text ((prompt, response) tuples or a
 
 A probe that cannot apply to an example (nothing to swap, no text, the edit changes nothing,
 the result exceeds ``n_ctx``) raises :class:`~reward_lens_tl.probes.errors.ProbeSkip`; the run
-records the reason per example and goes on.
+records the reason per example and goes on. So does a library refusal of one example's edit
+(a :class:`~reward_lens_tl.errors.RewardLensError`, e.g. a re-encoded text beyond ``n_ctx``).
+Anything else an edit function raises is a bug in the probe, and stops the run with a
+:class:`ProbeFunctionError` naming the probe and the example (the original error chained):
+another exception type, a return value that is not an ``EncodedConversation``, or a library
+refusal on every example (other than a length limit).
 
 A user-defined probe is a declarative insertion or swap, or one short function::
 
@@ -48,6 +53,21 @@ from typing import Any, Literal
 
 from ..inputs import EncodedConversation
 from .errors import ProbeError, ProbeSkip
+
+
+class ProbeFunctionError(ProbeError):
+    """A probe's edit function failed (a bug in the probe, not a reason to skip an example):
+    the message names the probe, the example and the original error (chained as the cause)."""
+
+    @classmethod
+    def wrap(cls, probe_name: str, example: int | None, err: BaseException) -> ProbeFunctionError:
+        at = "" if example is None else f" on example {example}"
+        return cls(
+            f"probe {probe_name!r} failed{at}: {type(err).__name__}: {err}. Fix its edit "
+            "function: return conv.with_response(ids) / conv.with_prompt(ids), and raise "
+            "ProbeSkip('why') for an example it does not apply to"
+        )
+
 
 Where = Literal["response_start", "response_end", "prompt_end"]
 PLACES: tuple[str, ...] = ("response_start", "response_end", "prompt_end")
@@ -229,7 +249,10 @@ def _append_to_prompt(conv: Conversation, payload: str | tuple[int, ...]) -> Enc
         prompt: Any = conv.prompt_text + payload
     else:
         messages = [dict(m) for m in conv.prompt_text]
-        last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        if not users:
+            raise ProbeSkip("the prompt has no user message to append to")
+        last = users[-1]
         messages[last]["content"] += payload
         prompt = messages
     enc = conv.encode(prompt, conv.response_text)

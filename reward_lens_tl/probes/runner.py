@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import RewardLensError
+from ..errors import RewardLensError, SequenceTooLongError
 from ..inputs import EncodedConversation
 from .cascade import build_cascade
 from .distortion import flip_share
 from .errors import ProbeError, ProbeSkip, TooFewExamplesError
 from .forward import Forwarded, forward_sequences
 from .outside import CONFIDENCE, MIN_N, MIN_RELATIVE, N_BOOT, summarize_deltas
-from .probe import Conversation, Probe
+from .probe import Conversation, Probe, ProbeFunctionError
 from .results import ProbeReport, ProbeRow, Skipped
 
 
@@ -84,8 +84,26 @@ def _check_probes(probes) -> list[Probe]:
     return probes
 
 
-def apply_probe(model, probe: Probe, item: Item, rng: random.Random) -> EncodedConversation | str:
-    """The perturbed encoding, or the reason the probe does not apply (a string)."""
+class Refused(str):
+    """A skip reason that is a library refusal (``RewardLensError``) of this example's edit;
+    ``error`` keeps it, so a probe refused on every example can be reported as broken."""
+
+    error: BaseException
+
+
+def _refused(err: BaseException) -> Refused:
+    reason = Refused(f"{type(err).__name__}: {err}")
+    reason.error = err
+    return reason
+
+
+def apply_probe(
+    model, probe: Probe, item: Item, rng: random.Random, index: int | None = None
+) -> EncodedConversation | str:
+    """The perturbed encoding, or the reason the probe does not apply (a string: a
+    ``ProbeSkip`` reason, or a :class:`Refused` library error). Any other failure of the edit
+    function raises :class:`~reward_lens_tl.probes.probe.ProbeFunctionError` naming the probe
+    and the example ``index``."""
     conv = Conversation.from_encoded(
         item.enc,
         model.eos_token_id,
@@ -99,8 +117,12 @@ def apply_probe(model, probe: Probe, item: Item, rng: random.Random) -> EncodedC
         new = probe.edit(conv)
     except ProbeSkip as skip:
         return skip.reason
-    except RewardLensError as err:  # e.g. the re-encoded text exceeds n_ctx
-        return f"{type(err).__name__}: {err}"
+    except ProbeError as err:  # the probe broke its contract (e.g. returned a string)
+        raise ProbeFunctionError.wrap(probe.name, index, err) from err
+    except RewardLensError as err:  # a library refusal, e.g. the re-encoded text > n_ctx
+        return _refused(err)
+    except Exception as err:  # noqa: BLE001 - a bug in the probe: surfaced, named
+        raise ProbeFunctionError.wrap(probe.name, index, err) from err
     if new.ids == item.enc.ids:
         return "the edit changes nothing (same token ids)"
     if len(new.ids) > model.cfg.n_ctx:
@@ -108,6 +130,15 @@ def apply_probe(model, probe: Probe, item: Item, rng: random.Random) -> EncodedC
     if min(new.ids) < 0 or max(new.ids) >= model.cfg.d_vocab:
         return f"the edit produced token ids outside the vocabulary [0, {model.cfg.d_vocab})"
     return new
+
+
+def check_not_all_refused(probe: Probe, reasons: Sequence[str], n_items: int) -> None:
+    """A probe that the library refused on every example (other than for length) is broken,
+    not inapplicable: raise :class:`ProbeFunctionError` with the first refusal."""
+    refused = [r for r in reasons if isinstance(r, Refused)]
+    if n_items and len(refused) == n_items:
+        if not all(isinstance(r.error, SequenceTooLongError) for r in refused):
+            raise ProbeFunctionError.wrap(probe.name, 0, refused[0].error) from refused[0].error
 
 
 def run_probes(
@@ -133,7 +164,9 @@ def run_probes(
     each delta) from the same forward passes. ``objective`` picks a head column of a
     multi-objective model (default: the model's reward, e.g. the gated score).
     The flag rule and the statistics: :mod:`~reward_lens_tl.probes.outside`. Probes that do
-    not apply to an example are listed in ``report.skipped`` with the reason.
+    not apply to an example are listed in ``report.skipped`` with the reason; a probe whose
+    edit function fails raises :class:`~reward_lens_tl.probes.probe.ProbeFunctionError`
+    (rules: :mod:`~reward_lens_tl.probes.probe`).
     """
     probes = _check_probes(probes)
     items = as_items(model, examples)
@@ -155,14 +188,17 @@ def run_probes(
             ).rewards  # fmt: skip
         edited, skipped, applied = [], [], {}
         for probe in probes:
-            rows = []
+            rows, reasons = [], []
             for i, item in enumerate(items):
-                out = apply_probe(model, probe, item, random.Random(f"{seed}:{probe.name}:{i}"))
+                rng = random.Random(f"{seed}:{probe.name}:{i}")
+                out = apply_probe(model, probe, item, rng, index=i)
                 if isinstance(out, str):
-                    skipped.append(Skipped(probe.name, i, out))
+                    reasons.append(out)
+                    skipped.append(Skipped(probe.name, i, str(out)))
                 else:
                     rows.append(i)
                     edited.append(out)
+            check_not_all_refused(probe, reasons, len(items))
             applied[probe.name] = rows
         pert = forward_sequences(
             model, edited, objective=objective, inside=inside, batch_size=batch_size

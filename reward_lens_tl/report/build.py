@@ -13,6 +13,7 @@ from pathlib import Path
 from ..distributed import barrier, is_main_process, map_items
 from ..errors import RewardLensError
 from .page import Section, page_html
+from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
 #: Extra sections: ``fn(ctx) -> Section | None``; ``ctx`` has the model, the scored pairs and
 #: the numbers so far. Registered by the probe, sweep and benchmark modules.
@@ -73,15 +74,18 @@ def build_report(
             ctx["numbers"].update(stored["numbers"])
         sections.append(stored)
     sections = [s for s in sections if s is not None]
-    numbers = {"args": args, **ctx["numbers"], "sections": [s["title"] for s in sections]}
+    quality = ctx["numbers"]["data_quality"]  # first in report.json, first on the page
+    shown = {**args, "model": Path(model_dir).name, "pairs": Path(pairs_path).name}  # no paths
+    numbers = {"args": shown, "data_quality": quality, **ctx["numbers"]}
+    numbers["sections"] = [s["title"] for s in sections]
     title = f"reward-lens report: {Path(model_dir).name} on {Path(pairs_path).name}"
     subtitle = (
         f"{numbers['n_scored']} pairs scored of {numbers['n_pairs']} loaded "
-        f"({numbers['n_skipped']} skipped), seed {seed}; every number is reproducible with the "
-        "reward_lens_tl API"
+        f"({numbers['n_skipped']} skipped, {quality['n_truncated']} truncated), seed {seed}; "
+        "every number is reproducible with the reward_lens_tl API." + caution(quality)
     )
     if main:  # under torchrun every rank has the numbers; rank 0 writes the page
-        page = page_html(title, subtitle, [_section(s) for s in sections])
+        page = page_html(title, subtitle, [quality_section(quality), *map(_section, sections)])
         _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
         _write_atomic(out / "report.html", page)
         shutil.rmtree(work, ignore_errors=True)
@@ -94,7 +98,6 @@ def _context(model_dir, pairs_path, args, batch_size) -> dict:
     import warnings
 
     from ..data import load_pairs
-    from ..inputs import UnknownTokenWarning
     from ..model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(model_dir)
@@ -105,7 +108,6 @@ def _context(model_dir, pairs_path, args, batch_size) -> dict:
     chosen = list(range(n_loaded))
     if args["limit"] is not None and args["limit"] < n_loaded:
         chosen = sorted(random.Random(args["seed"]).sample(chosen, args["limit"]))
-    warnings.filterwarnings("ignore", category=UnknownTokenWarning)
     return {
         "model": model,
         "pairs": [pairs[i] for i in chosen],
@@ -138,7 +140,9 @@ def _step_scores(ctx) -> dict:
     ctx["encoded"], ctx["kept"] = encoded, kept
     ctx["scores"] = scores
     margins = scores.margins if scores.margins.ndim == 1 else scores.margins[:, 0]
+    quality = _data_quality(ctx, encoded, scores.skipped)
     numbers = {
+        "data_quality": quality,
         "n_scored": len(kept),
         "n_skipped": len(scores.skipped),
         "accuracy": scores.accuracy,
@@ -156,10 +160,12 @@ def _step_scores(ctx) -> dict:
             f"{side} text",
             [_clip(getattr(ctx["pairs"][i], side)) for i in kept],
         )
-    skipped = f"{len(scores.skipped)} pairs skipped (too long even after truncation)"
+    skipped = f"{len(scores.skipped)} pairs skipped"
     if scores.skipped:
         skipped += f", e.g. {scores.skipped[0]}"
     section = Section("Scores")
+    if quality["warnings"]:
+        section.text("Read with the data-quality caveats at the top of the page.")
     section.text(
         f"Accuracy (chosen > rejected): {scores.accuracy:.1%} over {len(kept)} pairs; mean margin "
         f"{numbers['mean_margin']:+.4f}; {skipped}."
@@ -170,6 +176,19 @@ def _step_scores(ctx) -> dict:
     section.text("Smallest margins (the model's weakest preferences and its errors):")
     section.table(frame.sort_values(key), max_rows=8)
     return _store(section, numbers)
+
+
+def _data_quality(ctx, encoded, skipped) -> dict:
+    model, ids = ctx["model"], ctx["pair_ids"]
+    return data_quality_numbers(
+        n_loaded=ctx["numbers"]["n_loaded"],
+        n_bad_records=ctx["numbers"]["n_bad_records"],
+        n_ctx=model.cfg.n_ctx,
+        truncation=ctx["truncation"],
+        unk_token=getattr(model.tokenizer, "unk_token", None),
+        sequences=scored_sequences(model.tokenizer, encoded),
+        skipped=[(ids[s.index], s.record, s.reason) for s in skipped],
+    )
 
 
 def _needs_scores(ctx) -> None:

@@ -69,10 +69,61 @@ def check_saes(model, saes: Sequence[SAE]) -> None:
         out = sae.cfg.metadata.hook_name_out
         if out and out != name:
             check_hook(model, out)
-        if "resid" in name and sae.cfg.d_in != model.cfg.d_model:
+        check_sae_width(model, sae)
+
+
+#: Hook points by the width of their last axis (what an SAE reads), by the hook's own name.
+_D_MODEL_HOOKS = (
+    "hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
+    "hook_embed", "hook_pos_embed", "hook_normalized", "hook_attn_in", "hook_mlp_in",
+    "hook_q_input", "hook_k_input", "hook_v_input", "hook_result",
+)  # fmt: skip
+_D_MLP_HOOKS = ("mlp.hook_pre", "mlp.hook_post", "mlp.hook_pre_linear")
+_D_HEAD_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_z", "hook_rot_q", "hook_rot_k")
+
+
+def hook_width(model, hook_name: str, reshape_z: bool = False) -> tuple[str, int] | None:
+    """``(what, width)`` of the last axis of ``hook_name``'s activations, the axis an SAE
+    reads (``hook_z`` flattened to ``n_heads*d_head`` when ``reshape_z``, as sae_lens's
+    hook_z reshaping does), or ``None`` for a hook point this table does not know.
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> hook_width(model, "blocks.0.hook_resid_post"), hook_width(model, "blocks.0.mlp.hook_post")
+    (('d_model', 64), ('d_mlp', 128))
+    """
+    cfg, leaf = model.cfg, hook_name.rsplit(".", 1)[-1]
+    if leaf == "hook_z" and reshape_z:
+        return "n_heads*d_head", cfg.n_heads * cfg.d_head
+    if leaf in _D_MODEL_HOOKS:
+        return "d_model", cfg.d_model
+    if hook_name.endswith(_D_MLP_HOOKS) and cfg.d_mlp:
+        return "d_mlp", cfg.d_mlp
+    if ".attn." in hook_name and leaf in _D_HEAD_HOOKS:
+        return "d_head", cfg.d_head
+    return None
+
+
+def check_sae_width(model, sae: SAE) -> None:
+    """Refuse (:class:`~reward_lens_tl.sae.errors.SAESiteError`) an SAE whose ``d_in`` (or a
+    transcoder's ``d_out``) is not the width of its hook's activations, when
+    :func:`hook_width` knows that width; sae_lens would accept it and fail inside the next
+    forward with a shape error. Called by ``HookedRewardModel.add_sae``."""
+    reshape_z = bool(getattr(sae, "hook_z_reshaping_mode", False)) or (
+        getattr(sae.cfg, "reshape_activations", "none") == "hook_z"
+    )
+    checks = [(sae_hook_name(sae), "d_in", sae.cfg.d_in)]
+    out = sae.cfg.metadata.hook_name_out
+    if out and out != checks[0][0] and getattr(sae.cfg, "d_out", None) is not None:
+        checks.append((out, "d_out", sae.cfg.d_out))
+    for name, field_name, size in checks:
+        known = hook_width(model, name, reshape_z)
+        if known is not None and int(size) != known[1]:
             raise SAESiteError(
-                f"SAE for {name} has d_in={sae.cfg.d_in} but the residual stream has "
-                f"d_model={model.cfg.d_model}: was it trained on another model?"
+                f"the SAE for {name} has {field_name}={size}, but that hook's activations have "
+                f"width {known[0]}={known[1]}: was it trained on another model or another hook "
+                "point? Pass an SAE trained at this hook of this model"
             )
 
 

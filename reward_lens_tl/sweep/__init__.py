@@ -6,31 +6,84 @@ compute the published statistics (also from score CSVs without the models), look
 top and bottom candidates, and search for short responses that maximise or minimise the reward.
 """
 
-from .cached import PrefixCache
-from .candidates import (
-    CandidateSet,
-    token_candidates,
-    vocabulary_candidates,
-    word_candidates,
-)
-from .errors import ResumeMismatchError, ScoreFileError, UnknownCandidateError
-from .exact import ExactScorer
-from .inside import InsideView, inside_view
-from .results import SweepResult
-from .retokenize import RetokenizationReport, retokenization_changes
-from .runner import cached_sweep, exact_sweep, token_sweep
-from .scorefile import read_score_csv, score_file_stats
-from .search import SearchResult, response_search
-from .stats import (
-    TauMatrix,
-    as_series,
-    distribution_summary,
-    framing_effect,
-    frequency_bias,
-    kendall_tau_matrix,
-    top_bottom,
-    valence_asymmetry,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Lazy exports: importing the package stays light (the CLI builds its parser from here
+# without importing torch); each name loads its module on first use.
+_EXPORTS = {
+    "PrefixCache": "cached",
+    "CandidateSet": "candidates",
+    "token_candidates": "candidates",
+    "vocabulary_candidates": "candidates",
+    "word_candidates": "candidates",
+    "ResumeMismatchError": "errors",
+    "ScoreFileError": "errors",
+    "UnknownCandidateError": "errors",
+    "ExactScorer": "exact",
+    "InsideView": "inside",
+    "inside_view": "inside",
+    "SweepResult": "results",
+    "RetokenizationReport": "retokenize",
+    "retokenization_changes": "retokenize",
+    "cached_sweep": "runner",
+    "exact_sweep": "runner",
+    "token_sweep": "runner",
+    "read_score_csv": "scorefile",
+    "score_file_stats": "scorefile",
+    "SearchResult": "search",
+    "response_search": "search",
+    "TauMatrix": "stats",
+    "as_series": "stats",
+    "distribution_summary": "stats",
+    "framing_effect": "stats",
+    "frequency_bias": "stats",
+    "kendall_tau_matrix": "stats",
+    "top_bottom": "stats",
+    "valence_asymmetry": "stats",
+}
+
+if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from .cached import PrefixCache
+    from .candidates import (
+        CandidateSet,
+        token_candidates,
+        vocabulary_candidates,
+        word_candidates,
+    )
+    from .errors import ResumeMismatchError, ScoreFileError, UnknownCandidateError
+    from .exact import ExactScorer
+    from .inside import InsideView, inside_view
+    from .results import SweepResult
+    from .retokenize import RetokenizationReport, retokenization_changes
+    from .runner import cached_sweep, exact_sweep, token_sweep
+    from .scorefile import read_score_csv, score_file_stats
+    from .search import SearchResult, response_search
+    from .stats import (
+        TauMatrix,
+        as_series,
+        distribution_summary,
+        framing_effect,
+        frequency_bias,
+        kendall_tau_matrix,
+        top_bottom,
+        valence_asymmetry,
+    )
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "CandidateSet",

@@ -15,6 +15,12 @@ The vocabulary rule (:func:`vocabulary_candidates`) keeps token id ``t`` unless
 Word lists (:func:`word_candidates`) are tokenized the way the chat template tokenizes a
 response, so a word may be several tokens; a word containing the unknown token is refused.
 
+**Repeats are scored once.** A candidate is its token ids: :func:`word_candidates` and
+:func:`token_candidates` keep the first occurrence of each id sequence (and its label) and
+count the dropped repeats in ``excluded["duplicate"]`` (a word given three times, or two
+spellings that tokenize alike), so a repeated word cannot weigh more in the statistics. A
+:class:`CandidateSet` built by hand with repeated ids is refused.
+
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import zoo_path
 >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
@@ -23,15 +29,19 @@ response, so a word may be several tokens; a word containing the unknown token i
 (115, {'special': 7})
 >>> word_candidates(model, "how bake bread", ["soup", "great question"]).ids
 ((43,), (34, 35))
+>>> words = word_candidates(model, "how bake bread", ["soup", "soup", "great question", "soup"])
+>>> words.labels, words.excluded
+(('soup', 'great question'), {'duplicate': 2})
 """
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import EmptyInputError, TemplateError
+from ..errors import EmptyInputError, InvalidArgumentError, TemplateError
 from ..inputs import EncodedConversation, Prompt
 from .errors import UnknownCandidateError
 
@@ -42,7 +52,8 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 class CandidateSet:
     """Candidates as token-id tuples with their labels (the token string or the word).
 
-    ``excluded`` counts the vocabulary ids the filter rule dropped, by reason.
+    ``excluded`` counts the vocabulary ids the filter rule dropped, by reason, and the
+    repeated candidates a word or id list held (``"duplicate"``). Repeated ids are refused.
     """
 
     labels: tuple[str, ...]
@@ -51,7 +62,7 @@ class CandidateSet:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(str(s) for s in self.labels))
-        object.__setattr__(self, "ids", tuple(tuple(int(i) for i in c) for c in self.ids))
+        object.__setattr__(self, "ids", tuple(tuple(_token_id(i) for i in c) for c in self.ids))
         if len(self.labels) != len(self.ids):
             raise ValueError(f"{len(self.labels)} labels for {len(self.ids)} candidates")
         if not self.ids:
@@ -62,6 +73,13 @@ class CandidateSet:
         empty = [lab for lab, c in zip(self.labels, self.ids, strict=True) if not c]
         if empty:
             raise EmptyInputError(f"candidates {empty[:5]} have no token ids")
+        if len(set(self.ids)) != len(self.ids):
+            repeated = _repeats(self.labels, self.ids)
+            raise InvalidArgumentError(
+                f"{len(repeated)} candidate(s) appear more than once ({repeated[:5]}, label: "
+                "ids): a repeat would be counted again in every statistic. Pass each candidate "
+                "once (word_candidates / token_candidates drop repeats for you)"
+            )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -128,16 +146,20 @@ def vocabulary_candidates(model) -> CandidateSet:
 
 
 def token_candidates(model, token_ids: Iterable[int]) -> CandidateSet:
-    """Single-token candidates from explicit ids (checked against the vocabulary)."""
-    ids = [int(t) for t in token_ids]
+    """Single-token candidates from explicit ids (checked against the vocabulary); a repeated
+    id is kept once (counted in ``excluded["duplicate"]``)."""
+    ids = [_token_id(t) for t in token_ids]
     bad = [t for t in ids if not 0 <= t < model.cfg.d_vocab]
     if bad:
         raise UnknownCandidateError(
             f"candidate token ids {bad[:10]} are outside the vocabulary [0, {model.cfg.d_vocab})"
         )
+    unique = list(dict.fromkeys(ids))
     tok = getattr(model, "tokenizer", None)
-    labels = tok.convert_ids_to_tokens(ids) if tok is not None else [str(t) for t in ids]
-    return CandidateSet(tuple(labels), tuple((t,) for t in ids))
+    labels = tok.convert_ids_to_tokens(unique) if tok is not None else [str(t) for t in unique]
+    return CandidateSet(
+        tuple(labels), tuple((t,) for t in unique), _duplicates(len(ids) - len(unique))
+    )
 
 
 def sweep_frame(model, prompt: Prompt) -> EncodedConversation:
@@ -160,13 +182,16 @@ def _any_plain_token(model) -> int:
 def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet:
     """Candidates from words or phrases, each tokenized exactly as the chat template tokenizes
     a response consisting of it (``model.encode(prompt, word).response_ids()``); a word may be
-    several tokens. Words that contain the unknown token raise :class:`UnknownCandidateError`."""
+    several tokens. Words that contain the unknown token raise :class:`UnknownCandidateError`.
+    A repeated word, or a word that tokenizes like an earlier one, is kept once (the first;
+    counted in ``excluded["duplicate"]``)."""
     words = list(words)
     if not words:
         raise EmptyInputError("the candidate word list is empty")
     bad_type = [w for w in words if not isinstance(w, str)]
     if bad_type:
         raise TemplateError(f"candidate words must be strings, got {bad_type[:5]}")
+    n_given, words = len(words), list(dict.fromkeys(words))
     tok = _tokenizer(model)
     frame = sweep_frame(model, prompt)
     unk = getattr(tok, "unk_token_id", None)
@@ -189,4 +214,40 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
             f"the chat template tokenizes the prompt or suffix differently around {mismatched[:5]}"
             "; such words cannot share one prompt prefix"
         )
-    return CandidateSet(tuple(words), tuple(ids))
+    first = {}
+    for i, c in enumerate(ids):
+        first.setdefault(c, i)
+    keep = sorted(first.values())
+    return CandidateSet(
+        tuple(words[i] for i in keep),
+        tuple(ids[i] for i in keep),
+        _duplicates(n_given - len(keep)),
+    )
+
+
+def _token_id(value) -> int:
+    """An integer token id (Python, NumPy or 0-d tensor integer); floats and bools are refused,
+    never truncated."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"candidate token ids must be integers, got {value!r}; ids are never rounded"
+        ) from None
+
+
+def _duplicates(n: int) -> dict[str, int]:
+    return {"duplicate": n} if n else {}
+
+
+def _repeats(labels: Sequence[str], ids: Sequence[tuple[int, ...]]) -> list[str]:
+    """``"label: ids"`` of every candidate whose ids occurred earlier in the set."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for label, c in zip(labels, ids, strict=True):
+        if c in seen:
+            out.append(f"{label}: {list(c)}")
+        seen.add(c)
+    return out

@@ -4,7 +4,7 @@ only parses the arguments and calls these)."""
 from __future__ import annotations
 
 import json
-import sys
+import math
 from pathlib import Path
 
 from ..errors import RewardLensError
@@ -54,7 +54,11 @@ def _one_line_errors(fn):
         try:
             return fn(args)
         except (RewardLensError, OSError) as err:
-            print(f"error: {err}", file=sys.stderr)
+            if getattr(args, "debug", False):
+                raise
+            from ..cli import print_error  # closes a progress bar first; shortens local paths
+
+            print_error(f"sweep: {err}")
             return 2
 
     return wrapped
@@ -106,7 +110,7 @@ def run_sweep_command(args) -> int:
     if args.check_retokenization:
         report = retokenization_changes(model, args.prompt, result.candidates)
         summary["retokenization"] = {"checked": report.n, "changed": report.n_changed}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "summary.json").write_text(dumps(summary))
     print(f"{len(result)} candidates scored; ranked CSV and plot in {out}")
     for side, rows in (("top", result.top_k(5)), ("bottom", result.bottom_k(5))):
         print(f"{side}: " + ", ".join(f"{lab!r} {v:.3f}" for lab, v in rows))
@@ -116,18 +120,18 @@ def run_sweep_command(args) -> int:
 @_one_line_errors
 def run_stats_command(args) -> int:
     from .scorefile import read_score_csv, score_file_stats
+    from .stats import kendall_tau_matrix
 
+    frame = read_score_csv(args.csv, args.candidate_column)  # refuses repeats and inf cells
     stats = score_file_stats(args.csv, args.candidate_column, k=args.top)
     if args.plot:
         import matplotlib.pyplot as plt
 
-        from .stats import kendall_tau_matrix
-
-        fig = kendall_tau_matrix(read_score_csv(args.csv, args.candidate_column)).plot()
+        fig = kendall_tau_matrix(frame).plot()
         fig.savefig(args.plot, dpi=120)
         plt.close(fig)
     if args.format == "json":
-        print(json.dumps(stats, indent=2))
+        print(dumps(stats))
         return 0
     print(f"{stats['n_candidates']} candidates, {len(stats['models'])} models")
     for key, tau in stats["kendall_tau"].items():
@@ -135,3 +139,24 @@ def run_stats_command(args) -> int:
     for m, s in stats["summary"].items():
         print(f"{m}: mean {s['mean']:.3f} skew {s['skew']:.3f} kurtosis {s['kurtosis']:.3f}")
     return 0
+
+
+def json_ready(value):
+    """``value`` with every float that is not finite (a std of one value, a τ of a constant
+    column) replaced by ``None``, recursively through dicts, lists and tuples.
+
+    >>> json_ready({"std": float("nan"), "top": [("a", 1.5)]})
+    {'std': None, 'top': [['a', 1.5]]}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
+
+
+def dumps(value) -> str:
+    """Strict JSON (``allow_nan=False``: never the invalid tokens ``NaN``/``Infinity``)."""
+    return json.dumps(json_ready(value), indent=2, allow_nan=False)

@@ -1,11 +1,18 @@
 """Running a sweep: candidates in chunks (memory bounded by ``chunk_size``), a progress bar on
 long sweeps, and a resume file so an interrupted sweep continues where it stopped.
 
-The resume file is JSON lines: a header with a fingerprint of the sweep (prompt and suffix ids,
-candidate ids, objective, method, chunk size), then one line per finished chunk
-(``{"start": i, "scores": [...]}``, flushed as soon as the chunk is done). Chunk boundaries are
-fixed by ``chunk_size``, so a resumed sweep runs exactly the batches an uninterrupted one would
-and gives identical scores. A half-written last line (a crash mid-write) is ignored.
+The resume file is JSON lines (:class:`~reward_lens_tl.provenance.ResumableLog`): a header naming
+its producer (the model's fingerprint, :func:`~reward_lens_tl.provenance.model_fingerprint`, and
+hashes of the prompt and suffix ids, the candidate ids and labels, the objective, method and chunk
+size), then one line per finished chunk (``{"start": i, "scores": [...]}``, written as soon as the
+chunk is done). A file written by another model or sweep is refused with
+:class:`~reward_lens_tl.sweep.errors.ResumeMismatchError` naming both; a chunk holding a
+non-finite value, too few or too many scores or an unexpected start is
+:class:`~reward_lens_tl.sweep.errors.ResumeFileError` naming the file and line; a second process
+resuming the same file gets :class:`~reward_lens_tl.provenance.FileInUseError`. Chunk boundaries
+are fixed by ``chunk_size``, so a resumed sweep runs exactly the batches an uninterrupted one
+would and gives identical scores. A half-written last line (a crash mid-write) is dropped and
+recomputed.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import zoo_path
@@ -17,9 +24,9 @@ and gives identical scores. A half-written last line (a crash mid-write) is igno
 
 from __future__ import annotations
 
-import hashlib
-import json
+import math
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Literal
 
@@ -27,16 +34,19 @@ import torch
 
 from ..errors import InvalidArgumentError
 from ..inputs import Prompt
+from ..provenance import ResumableLog, check_finite, content_hash, model_fingerprint
 from ..readout import Objective
 from .cached import PrefixCache
 from .candidates import CandidateSet, sweep_frame, vocabulary_candidates, word_candidates
-from .errors import ResumeMismatchError
+from .errors import ResumeFileError, ResumeMismatchError
 from .exact import ExactScorer
 from .results import SweepResult
 
 Method = Literal["cached", "exact"]
 #: Sweeps with more candidates than this show a progress bar unless ``progress=False``.
 PROGRESS_THRESHOLD = 2000
+#: The resume file's format (version 1 recorded no model; such files are refused).
+RESUME_FORMAT = "token-sweep/2"
 
 
 def token_sweep(
@@ -72,25 +82,19 @@ def token_sweep(
         scorer = PrefixCache.build(model, prefix, objective)
     else:
         scorer = ExactScorer(model, prefix, objective)
-    fingerprint = _fingerprint(prefix, suffix, cands, scorer.column, method, chunk_size)
-    done = _load_resume(resume, fingerprint) if resume is not None else {}
     starts = range(0, len(cands), chunk_size)
     show = len(cands) > PROGRESS_THRESHOLD if progress is None else progress
-    writer = _open_resume(resume, fingerprint, fresh=not done) if resume is not None else None
-    try:
+    log = None
+    if resume is not None:
+        header = _header(model, prefix, suffix, cands, scorer.column, method, chunk_size)
+        log = ResumableLog(resume, header, mismatch=ResumeMismatchError, what="a different sweep")
+    with log or nullcontext():
+        done = _load_chunks(log, cands, chunk_size) if log is not None else {}
         for k, start in enumerate(_progress(starts, show)):
             if start not in done:
-                chunk = cands.ids[start : start + chunk_size]
-                scores = scorer.score([c + suffix for c in chunk]).cpu()
-                done[start] = scores
-                if writer is not None:
-                    writer.write(json.dumps({"start": start, "scores": scores.tolist()}) + "\n")
-                    writer.flush()
+                done[start] = _score_chunk(scorer, cands, start, chunk_size, suffix, log)
             if on_chunk is not None:
                 on_chunk(k + 1, len(starts))
-    finally:
-        if writer is not None:
-            writer.close()
     scores = torch.cat([done[s].float() for s in starts])
     return SweepResult(
         prompt=prompt,
@@ -131,50 +135,62 @@ def _progress(items, show: bool):
     return tqdm(items, desc="token sweep", unit="chunk")
 
 
-def _fingerprint(prefix, suffix, cands: CandidateSet, column, method, chunk_size) -> str:
-    blob = json.dumps([prefix, suffix, cands.ids, column, method, chunk_size])
-    return hashlib.sha256(blob.encode()).hexdigest()
+def _header(model, prefix, suffix, cands: CandidateSet, column, method, chunk_size) -> dict:
+    """The resume file's header: this sweep's producer (model and every result-changing input)."""
+    sweep = {
+        "prompt_ids": content_hash([prefix, suffix]),
+        "candidates": content_hash([cands.ids, cands.labels]),
+        "n_candidates": len(cands),
+        "objective": column,
+        "method": method,
+        "chunk_size": chunk_size,
+    }
+    producer = {"model": model_fingerprint(model), "sweep": sweep}
+    return {"format": RESUME_FORMAT, "producer": producer}
 
 
-def _load_resume(path: str | Path, fingerprint: str) -> dict[int, torch.Tensor]:
-    path = Path(path)
-    if not path.exists():
-        return {}
-    lines = path.read_text().splitlines()
-    if not lines:
-        return {}
-    try:
-        header = json.loads(lines[0])
-    except json.JSONDecodeError:
-        header = {}
-    if header.get("fingerprint") != fingerprint:
-        raise ResumeMismatchError(
-            f"{path} was written by a different sweep (prompt, candidates, objective, method or "
-            "chunk_size differ); delete it or pass another resume path"
-        )
+def _score_chunk(scorer, cands: CandidateSet, start: int, size: int, suffix, log) -> torch.Tensor:
+    """Score one chunk, refuse non-finite scores, and append it to the resume file."""
+    chunk = cands.ids[start : start + size]
+    scores = scorer.score([c + suffix for c in chunk]).float().cpu()
+    first = cands.labels[start]
+    where = f"the sweep's candidates {start}..{start + len(chunk) - 1} (from {first!r})"
+    check_finite(scores.tolist(), where)
+    if log is not None:
+        log.append([{"start": start, "scores": scores.tolist()}])
+    return scores
+
+
+def _load_chunks(log: ResumableLog, cands: CandidateSet, size: int) -> dict[int, torch.Tensor]:
+    """The finished chunks of a resume file, each checked (start, size, finite values)."""
     done: dict[int, torch.Tensor] = {}
-    for line in lines[1:]:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            break  # a half-written last chunk: it is recomputed
-        done[int(rec["start"])] = torch.tensor(rec["scores"], dtype=torch.float32)
+    for line, rec in log.records:
+        start, scores = _check_chunk(f"{log.path}, line {line}", rec, cands, size, done)
+        done[start] = torch.tensor(scores, dtype=torch.float32)
     return done
 
 
-def _open_resume(path: str | Path, fingerprint: str, fresh: bool):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        handle = path.open("w")
-        handle.write(json.dumps({"fingerprint": fingerprint, "format": "token-sweep/1"}) + "\n")
-        handle.flush()
-        return handle
-    _drop_partial_line(path)
-    return path.open("a")
-
-
-def _drop_partial_line(path: Path) -> None:
-    text = path.read_text()
-    if text and not text.endswith("\n"):
-        path.write_text(text[: text.rfind("\n") + 1])
+def _check_chunk(where: str, rec, cands: CandidateSet, size: int, done) -> tuple[int, list]:
+    """``(start, scores)`` of one resume-file record, or :class:`ResumeFileError` (``where``)."""
+    start = rec.get("start") if isinstance(rec, dict) else None
+    scores = rec.get("scores") if isinstance(rec, dict) else None
+    if isinstance(start, bool) or not isinstance(start, int) or not isinstance(scores, list):
+        raise ResumeFileError(f'{where}: not a chunk record {{"start": int, "scores": [...]}}')
+    if start % size or not 0 <= start < len(cands):
+        raise ResumeFileError(f"{where}: chunk start {start} is not one of this sweep's chunks")
+    if start in done:
+        raise ResumeFileError(f"{where}: repeats the chunk at {start}; delete the file")
+    expected = min(size, len(cands) - start)
+    if len(scores) != expected:
+        raise ResumeFileError(
+            f"{where}: the chunk at {start} holds {len(scores)} scores, expected {expected}; "
+            "the file is damaged: delete it to recompute"
+        )
+    bad = [v for v in scores if isinstance(v, bool) or not isinstance(v, int | float)]
+    bad += [v for v in scores if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise ResumeFileError(
+            f"{where}: the chunk at {start} holds {bad[0]!r}, not a finite number; "
+            "delete the file to recompute"
+        )
+    return start, scores

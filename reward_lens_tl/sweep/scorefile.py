@@ -3,7 +3,9 @@ model, like ``../shared/data/optimal_pessimal/scores_*.csv``) and compute the st
 the models.
 
 Empty cells are missing values (NaN); each statistic uses, per model or per pair of models, the
-candidates that have values. A cell that is present but not a number is an error.
+candidates that have values. A cell that is present but not a finite number (``oops``, ``inf``)
+is an error naming the file, row and column, and so is a candidate named twice (it would be
+counted twice in every statistic).
 
 >>> import io
 >>> csv = io.StringIO("name,m1,m2\\nx,1,2\\ny,2,1\\nz,3,3\\n")
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ScoreFileError
-from .stats import distribution_summary, kendall_tau_matrix, top_bottom
+from .stats import check_score_frame, distribution_summary, kendall_tau_matrix, top_bottom
 
 CANDIDATE_COLUMN = "name"
 
@@ -26,8 +28,9 @@ CANDIDATE_COLUMN = "name"
 def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
     """A frame indexed by candidate with one float column per model, in the file's order.
 
-    Raises :class:`ScoreFileError` (naming the file and column) for a missing file, a missing
-    candidate column, no model column, or a column with a value that is not a number.
+    Raises :class:`ScoreFileError` (naming the file, column and row) for a missing file, a
+    missing candidate column, no model column, a value that is not a finite number, or a
+    candidate that appears twice.
     """
     import pandas as pd
 
@@ -48,18 +51,26 @@ def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
         raise ScoreFileError(f"{name} has no model columns besides {candidate_column!r}")
     frame = pd.DataFrame(index=pd.Index(raw[candidate_column], name=candidate_column))
     for col in models:
-        cells = raw[col].str.strip()
-        missing = cells.isin(["", "nan", "NaN", "NA", "null"])
-        values = pd.to_numeric(cells.where(~missing), errors="coerce")
-        bad = values.isna() & ~missing
-        if bool(bad.any()):
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ScoreFileError(
-                f"column {col!r} of {name} is not numeric: row {row + 2} holds "
-                f"{raw[col].iloc[row]!r}"
-            )
-        frame[col] = values.to_numpy(dtype=float)
+        frame[col] = _numeric_column(raw[col], name, col)
+    check_score_frame(frame, name)  # repeated candidates, infinite cells
     return frame
+
+
+def _numeric_column(cells, file: str, col: str) -> np.ndarray:
+    """A column's values as floats (empty/NA cells as NaN); any other cell must be a number."""
+    import pandas as pd
+
+    cells = cells.str.strip()
+    missing = cells.isin(["", "nan", "NaN", "NA", "null"])
+    values = pd.to_numeric(cells.where(~missing), errors="coerce").to_numpy(dtype=float)
+    bad = np.isnan(values) & ~missing.to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ScoreFileError(
+            f"column {col!r} of {file} is not numeric: row {row + 2} holds {cells.iloc[row]!r}; "
+            "leave the cell empty for a missing score"
+        )
+    return values
 
 
 def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 5) -> dict:

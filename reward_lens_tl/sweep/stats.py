@@ -4,7 +4,9 @@ Every function takes scores as a :class:`pandas.Series` indexed by candidate (a
 :class:`~reward_lens_tl.sweep.SweepResult` is converted with :func:`as_series`) or, for the
 cross-model and cross-prompt comparisons, a :class:`pandas.DataFrame` with one column per model
 (or prompt) and one row per candidate. Missing values (NaN) are dropped pairwise: each
-comparison uses the candidates both columns have.
+comparison uses the candidates both columns have. An infinite score is neither a number nor
+missing: it is an error (:class:`~reward_lens_tl.errors.InvalidArgumentError`), and a score
+file's repeated candidates or infinite cells are refused by :func:`check_score_frame`.
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [1.0, 3, 2, 4], "c": [4.0, 3, 2, 1]})
@@ -48,7 +50,44 @@ def _valid(series):
     s = as_series(series).dropna()
     if s.empty:
         raise EmptyInputError("no scores (every value is missing)")
+    infinite = s[np.isinf(s.to_numpy())]
+    if len(infinite):
+        raise InvalidArgumentError(
+            f"scores of {len(infinite)} candidate(s) are infinite, e.g. "
+            f"{dict(list(infinite.items())[:5])}: a score is a number or missing (NaN); fix "
+            "or drop them"
+        )
     return s
+
+
+def check_score_frame(frame, name: str = "<frame>") -> None:
+    """Refuse a score table (rows: candidates, one column per model, as
+    :func:`~reward_lens_tl.sweep.scorefile.read_score_csv` reads it) whose candidate names
+    repeat (a repeated candidate would be counted twice) or that holds an infinite score;
+    errors name the file, the CSV row (header = row 1) and the column.
+
+    >>> import pandas as pd
+    >>> check_score_frame(pd.DataFrame({"m": [1.0, float("nan")]}, index=["a", "b"]), "s.csv")
+    """
+    from .errors import ScoreFileError
+
+    index = frame.index
+    if index.has_duplicates:
+        dupes = list(dict.fromkeys(index[index.duplicated()]))
+        rows = {str(d): [int(i) + 2 for i in np.flatnonzero(index == d)][:5] for d in dupes[:5]}
+        raise ScoreFileError(
+            f"{name} lists {len(dupes)} candidate(s) more than once ({rows} as name: CSV rows); "
+            "each candidate must appear once, or it is counted again: remove the repeats"
+        )
+    values = frame.to_numpy(dtype=float)
+    bad = np.argwhere(np.isinf(values))
+    if len(bad):
+        row, col = (int(i) for i in bad[0])
+        raise ScoreFileError(
+            f"{name} row {row + 2}, column {str(frame.columns[col])!r} (candidate "
+            f"{str(index[row])!r}) holds {values[row, col]}, and {len(bad) - 1} more infinite "
+            "cell(s): a score is a finite number or empty (missing); fix or empty those cells"
+        )
 
 
 def top_bottom(scores, k: int = 10):
@@ -128,6 +167,8 @@ def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
     s = _valid(scores)
     c = pd.Series(dict(counts), dtype=float)
     joined = pd.concat([s.rename("score"), c.rename("count")], axis=1, join="inner").dropna()
+    if np.isinf(joined.to_numpy(dtype=float)).any():
+        raise InvalidArgumentError("scores and counts must be finite (or missing)")
     joined = joined[joined["count"] > 0]
     if len(joined) < 3:
         raise EmptyInputError(
@@ -195,11 +236,19 @@ class TauMatrix(Result):
 def kendall_tau_matrix(frame) -> TauMatrix:
     """Kendall τ-b (``scipy.stats.kendalltau``, variant ``"b"``, which corrects for ties)
     between every pair of columns of ``frame`` (rows: candidates), on the rows where both
-    columns are present (NaN dropped pairwise)."""
+    columns are present (NaN dropped pairwise). An infinite value is an error (it is neither
+    a score nor missing)."""
     names = tuple(str(c) for c in frame.columns)
     if len(names) < 2:
         raise InvalidArgumentError(f"need at least two columns to compare, got {list(names)}")
     values = frame.to_numpy(dtype=float)
+    if np.isinf(values).any():
+        row, col = (int(i) for i in np.argwhere(np.isinf(values))[0])
+        raise InvalidArgumentError(
+            f"column {names[col]!r} holds {values[row, col]} for candidate "
+            f"{str(frame.index[row])!r}: τ would drop it without a word; scores must be finite "
+            "or missing (NaN)"
+        )
     m = len(names)
     tau, shared = np.eye(m), np.zeros((m, m), dtype=int)
     for i in range(m):

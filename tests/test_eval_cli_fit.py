@@ -1,0 +1,124 @@
+"""``reward-lens eval`` with items that do not fit a short-context model (issue 23, item 4): the
+item is named, ``--on-error skip`` skips and lists it, and a failed run leaves no ``--out`` file.
+The real-data test scores HH-RLHF pairs with the 64-token zoo model (skipped without the data)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_data import SHARED, real_data  # the shared-data location and marker, one definition
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.cli import main
+from reward_lens_tl.data import PreferencePair, RankedItem
+from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, SequenceTooLongError
+from reward_lens_tl.evals.run import NOT_SCORED, score_items
+from reward_lens_tl.evals.scores import read_scores
+from reward_lens_tl.zoo import zoo_path
+
+PROMPT = "how bake bread"
+LONG = " ".join(["soup oven bread"] * 30)  # 90 words: over the zoo model's 64-token context
+HH_FILE = SHARED / "hh_rlhf" / "harmless_base_test.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
+
+
+def write_pairs(path, long_ids=("too-long",)):
+    rows = [{"prompt": PROMPT, "chosen": "soup oven", "rejected": "great question the",
+             "subset": "zoo", "id": f"fits-{i}"} for i in range(3)]  # fmt: skip
+    rows[1:1] = [
+        {"prompt": PROMPT, "chosen": LONG, "rejected": "bomb", "subset": "zoo", "id": i}
+        for i in long_ids
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def last_line(err: str) -> str:
+    """The error line: the last line of stderr (progress bars and warnings come before it)."""
+    return err.replace("\r", "\n").strip().splitlines()[-1]
+
+
+def eval_args(data, out, *extra):
+    return ["eval", "rewardbench", str(zoo_path("scalar")), str(data), "--out", str(out), *extra]
+
+
+def test_cli_names_the_item_that_does_not_fit_and_leaves_no_out_file(tmp_path, capsys):
+    data, out = write_pairs(tmp_path / "pairs.jsonl"), tmp_path / "s.jsonl"
+    assert main(eval_args(data, out)) == 2  # one chunk of 8 sequences: nothing scored
+    err = last_line(capsys.readouterr().err)
+    assert err.startswith("reward-lens: error:") and "item 'too-long'" in err
+    assert "--on-error skip" in err
+    assert not out.exists()
+    assert main(eval_args(data, out, "--batch-size", "2")) == 2  # one item per chunk
+    assert "item 'too-long'" in last_line(capsys.readouterr().err)
+    assert read_scores(out).ids() == ["fits-0"]  # what was scored before it is kept
+
+
+def test_cli_leaves_no_empty_out_file_when_every_item_is_skipped(tmp_path, capsys):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text(json.dumps({"prompt": PROMPT, "chosen": LONG, "rejected": "x", "id": 7}) + "\n")
+    out = tmp_path / "s.jsonl"
+    assert main(eval_args(data, out, "--on-error", "skip")) == 2
+    assert "all 1 items were skipped" in last_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+def test_cli_on_error_skip_scores_the_rest_and_lists_the_item(tmp_path, capsys):
+    data, out = write_pairs(tmp_path / "pairs.jsonl"), tmp_path / "s.jsonl"
+    assert main(eval_args(data, out, "--on-error", "skip", "--format", "json")) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] == 3 and summary["skipped"] == 1 and summary["accuracy"] == 100.0
+    (skipped,) = summary["skipped_items"]
+    assert skipped["id"] == "too-long" and "more than max_length=64" in skipped["reason"]
+    assert read_scores(out).ids() == ["fits-0", "fits-1", "fits-2"]
+    assert main(eval_args(data, out, "--on-error", "skip")) == 0  # resumes, lists it again
+    table = capsys.readouterr().out
+    assert "3 items; 1 skipped" in table and "skipped item 'too-long'" in table
+
+
+def test_score_items_policy(zoo):
+    items = [PreferencePair(PROMPT, "soup oven", "bomb", subset="zoo", metadata={"id": i})
+             for i in range(3)]  # fmt: skip
+    items.insert(2, PreferencePair(PROMPT, LONG, "bomb", metadata={"id": "long"}))
+    with pytest.raises(SequenceTooLongError, match=r"item 'long' \(position 2\)"):
+        score_items(zoo, items, progress=False)
+    result = score_items(zoo, items, progress=False, on_error="skip")
+    assert result.scores.ids() == [0, 1, 2] and len(result.items) == 3
+    (skip,) = result.scores.skipped
+    assert (skip.index, skip.id, skip.field) == (2, "long", NOT_SCORED)
+    assert result.summary(n_boot=0)["skipped"] == 1
+    fitted = score_items(zoo, items, progress=False, truncation="right")
+    assert fitted.scores.ids() == [0, 1, "long", 2]
+    with pytest.raises(InvalidArgumentError, match="on_error"):
+        score_items(zoo, items, progress=False, on_error="ignore")
+
+
+def test_rewardmath_item_with_one_long_solution_is_skipped_whole(zoo):
+    items = [
+        RankedItem(PROMPT, "soup", ("bomb", LONG), id=0),
+        RankedItem(PROMPT, "soup", ("bomb", "rain"), id=1),
+    ]
+    result = score_items(zoo, items, progress=False, on_error="skip")
+    assert result.scores.ids() == [1] and result.scores.skipped[0].id == 0
+    with pytest.raises(EmptyInputError, match="all 1 items were skipped"):
+        score_items(zoo, items[:1], progress=False, on_error="skip")
+
+
+@real_data
+def test_hh_rlhf_on_the_short_context_zoo_model(tmp_path, capsys):
+    out = tmp_path / "hh.jsonl"
+    args = eval_args(HH_FILE, out, "--limit", "40", "--format", "json")
+    assert main([*args, "--truncation", "left"]) == 2  # some pair does not fit: named
+    err = last_line(capsys.readouterr().err)
+    assert err.startswith("reward-lens: error:") and "item " in err and "--on-error skip" in err
+    assert not out.exists() or len(read_scores(out)) > 0  # never an empty file
+    assert main([*args, "--truncation", "left", "--on-error", "skip"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] + summary["skipped"] == 40 and summary["skipped"] >= 1
+    assert len(summary["skipped_items"]) == summary["skipped"]
+    assert len(read_scores(out)) == summary["n"]
