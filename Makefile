@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-all bench lint format clean-venv
+.PHONY: demo test test-notebooks test-all bench lint format clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q
+
+test-notebooks: $(STAMP)
+	$(PY) -m pytest -q tests/test_notebooks.py
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

@@ -6,6 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# Minutes of kernel time: the slow tier (`make test-notebooks`, run by .ci/run after `make test`).
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
