@@ -57,3 +57,8 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module 'reward_lens_tl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy exports too, so tab completion in Jupyter finds them."""
+    return sorted({*globals(), *_EXPORTS})

@@ -59,7 +59,7 @@ def ranked(pairs, value_name: str = "value") -> TopK:
 def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value") -> TopK:
     """The ``k`` ``(label, value)`` pairs with the largest ``|value|``, sorted that way."""
     pairs = [(str(label), float(v)) for label, v in zip(labels, values, strict=True)]
-    pairs.sort(key=lambda p: -abs(p[1]) if p[1] == p[1] else 0.0)  # NaN last
+    pairs.sort(key=lambda p: (p[1] != p[1], -abs(p[1]) if p[1] == p[1] else 0.0))  # NaN last
     out = TopK(pairs[: max(int(k), 0)])
     out.value_name = value_name
     return out

@@ -90,3 +90,18 @@ def test_html_is_escaped(model):
     page = scores._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page
     _check_sorted(scores.top_k(1))
+
+
+def test_top_entries_put_nan_after_every_number_and_dir_lists_lazy_exports():
+    import math
+
+    import reward_lens_tl
+    from reward_lens_tl.results import top_entries
+
+    top = top_entries(["nan", "zero", "big"], [float("nan"), 0.0, -3.0], k=3)
+    assert [label for label, _ in top] == ["big", "zero", "nan"]
+    assert math.isnan(top[2][1])
+    assert [label for label, _ in top_entries(["nan", "zero"], [float("nan"), 0.0], k=1)] == [
+        "zero"
+    ]
+    assert {"HookedRewardModel", "pad_batch", "check"} <= set(dir(reward_lens_tl))
