@@ -37,6 +37,8 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.utils import ModelOutput
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 ARMORM_ARCHITECTURE = "LlamaForRewardModelWithGating"
 #: ``<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`` in the Llama-3 tokenizer.
 LLAMA3_GATING_PATTERN = (128009, 128006, 78191, 128007, 271)
@@ -106,7 +108,7 @@ def gating_positions(input_ids: Tensor, pattern: Sequence[int]) -> Tensor:
     hits = (windows == pat).all(-1)  # [batch, n_windows]
     if not bool(hits.any(-1).all()):
         missing = (~hits.any(-1)).nonzero().flatten().tolist()
-        raise ValueError(
+        raise InvalidArgumentError(
             f"gating token pattern {list(pattern)} not found in batch rows {missing}; ArmoRM-style "
             "models need the prompt to end with the chat template's assistant header"
         )

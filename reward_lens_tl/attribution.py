@@ -29,6 +29,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 from .components import Component
 from .errors import RewardLensError
 from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches, pair_index_columns
@@ -55,9 +57,13 @@ class AttributionResult(Result):
 
     def __post_init__(self):
         if self.values.shape[0] != len(self.labels):
-            raise ValueError(f"{self.values.shape[0]} values for {len(self.labels)} labels")
+            raise InvalidArgumentError(
+                f"{self.values.shape[0]} values for {len(self.labels)} labels"
+            )
         if self.components and len(self.components) != len(self.labels):
-            raise ValueError(f"{len(self.components)} components for {len(self.labels)} labels")
+            raise InvalidArgumentError(
+                f"{len(self.components)} components for {len(self.labels)} labels"
+            )
 
     @property
     def tl_labels(self) -> tuple[str, ...]:
@@ -77,7 +83,7 @@ class AttributionResult(Result):
     def __sub__(self, other: AttributionResult) -> AttributionResult:
         """Difference of two attributions (e.g. chosen − rejected = margin attribution)."""
         if self.labels != other.labels:
-            raise ValueError("attributions of different components cannot be subtracted")
+            raise InvalidArgumentError("attributions of different components cannot be subtracted")
         return AttributionResult(
             values=self.values - other.values,
             labels=self.labels,

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 KINDS = ("embed", "pos_embed", "head", "attn", "mlp", "bias", "attn_bias", "mlp_bias")
 
 
@@ -41,7 +43,7 @@ class Component:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"unknown component kind {self.kind!r}; one of {KINDS}")
+            raise InvalidArgumentError(f"unknown component kind {self.kind!r}; one of {KINDS}")
 
     @property
     def label(self) -> str:

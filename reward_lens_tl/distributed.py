@@ -40,6 +40,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from reward_lens_tl.errors import UsageError
+
 #: How long a rank waits for the others in a collective before giving up.
 TIMEOUT = timedelta(minutes=30)
 
@@ -58,7 +60,7 @@ def world() -> tuple[int, int]:
 def init_from_env(timeout: timedelta = TIMEOUT) -> None:
     """Initialise the default process group from ``torchrun``'s environment (``env://``)."""
     if not dist.is_available():
-        raise RuntimeError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
+        raise UsageError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
     dist.init_process_group(timeout=timeout)
     atexit.register(_destroy)
 

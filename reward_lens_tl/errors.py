@@ -114,3 +114,20 @@ class MissingAttentionMaskError(RewardLensError, ValueError):
 class AmbiguousObjectiveError(RewardLensError, ValueError):
     """A multi-objective model's reward was asked for in a form that does not say which: the
     gated score (the default) has an input-dependent direction; name an objective instead."""
+
+
+class UnknownNameError(RewardLensError, KeyError):
+    """A name (probe, site, feature, figure, zoo model) that a result or registry does not
+    hold; the message lists the ones it does."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ArgumentTypeError(RewardLensError, TypeError):
+    """An argument of the wrong kind (the message says which kinds are accepted)."""
+
+
+class UsageError(RewardLensError, RuntimeError):
+    """An object used in a way it does not support (e.g. a writer outside its ``with``
+    block, or after it was closed); the message says how to use it."""

@@ -42,6 +42,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from reward_lens_tl.errors import InvalidArgumentError, UsageError
+
 from .errors import DataFormatError, RewardLensError
 
 try:  # POSIX; elsewhere an O_EXCL lock file next to the data file stands in
@@ -386,7 +388,7 @@ class ResumableLog:
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append ``records`` (one JSON line each, preceded by the header in a new file)."""
         if self._fd is None:
-            raise RuntimeError("use ResumableLog as a context manager: with ResumableLog(...)")
+            raise UsageError("use ResumableLog as a context manager: with ResumableLog(...)")
         lines = [json.dumps(dict(r), allow_nan=False) + "\n" for r in records]
         if not lines:
             return
@@ -458,4 +460,4 @@ def _parse_line(path: Path, number: int, line: str) -> Any:
 
 
 def _refuse_constant(name: str) -> float:
-    raise ValueError(f"holds {name}, not a finite number")
+    raise InvalidArgumentError(f"holds {name}, not a finite number")

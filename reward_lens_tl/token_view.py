@@ -28,6 +28,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 from .attribution import direct_attribution
 from .html import token_html
 from .inputs import EncodedConversation
@@ -53,7 +55,7 @@ class TokenAttribution(Result):
     def completeness_error(self) -> float:
         """``|Σ values + b_R − reward|`` (attribution mode; 0 up to float rounding)."""
         if self.mode != "attribution":
-            raise ValueError("completeness holds for mode='attribution' only")
+            raise InvalidArgumentError("completeness holds for mode='attribution' only")
         return abs(float(self.values.sum()) + self.head_bias - self.reward)
 
     def labels(self) -> list[str]:
@@ -128,7 +130,7 @@ def token_attribution(
     if mode == "position":
         return _position_view(model, ids, start)
     if mode != "attribution":
-        raise ValueError(f"mode={mode!r}: choose 'attribution' or 'position'")
+        raise InvalidArgumentError(f"mode={mode!r}: choose 'attribution' or 'position'")
     attr = direct_attribution(model, ids, sources=True, objective=objective)
     sources = attr.sources[:, :, 0].detach()  # [layer, head, src]
     per_token = sources.sum((0, 1)).clone()
@@ -191,7 +193,9 @@ def _as_ids(model, example) -> tuple[Tensor, int | None]:
     ids = torch.as_tensor(example, device=model.cfg.device)
     ids = ids[None] if ids.ndim == 1 else ids
     if ids.shape[0] != 1:
-        raise ValueError(f"token_attribution shows one example; got a batch of {ids.shape[0]}")
+        raise InvalidArgumentError(
+            f"token_attribution shows one example; got a batch of {ids.shape[0]}"
+        )
     mask = model.infer_attention_mask(model.check_tokens(ids))
     if mask is not None:  # a row of a left-padded batch: show its tokens only
         ids = ids[:, int((mask[0] == 0).sum()) :]

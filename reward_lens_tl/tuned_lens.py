@@ -32,6 +32,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 from .lens import RewardLensResult, lens_sites
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
@@ -228,7 +230,9 @@ class TunedRewardLens:
             resolution=self.resolution,
         )
         if labels != self.labels:
-            raise ValueError(f"this lens was fitted on sites {self.labels}, model has {labels}")
+            raise InvalidArgumentError(
+                f"this lens was fitted on sites {self.labels}, model has {labels}"
+            )
         values = feats.lens + (feats.normed * self.deltas[:, None]).sum(-1) + self.offsets[:, None]
         return RewardLensResult(values=values, labels=labels, rewards=feats.target, norm="tuned")
 

@@ -168,3 +168,20 @@ def test_conversion_leaves_hf_model_unchanged(family):
     assert _digest(hf) == before
     assert grads == [p.requires_grad for p in hf.parameters()]
     assert hf.config.to_dict() == cfg_before
+
+
+def test_no_bare_builtin_raises_in_the_library():
+    """Every deliberate error is a RewardLensError subclass (``except RewardLensError`` catches
+    it); the only built-in raise left is the abstract ``Result.to_dataframe``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "reward_lens_tl"
+    pattern = re.compile(r"raise (ValueError|TypeError|KeyError|IndexError|RuntimeError)\(")
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in root.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from reward_lens_tl.errors import ArgumentTypeError
+
 from ..attribution import direct_attribution
 from ..errors import EmptyInputError
 from ..implicit.attribution import implicit_attribution
@@ -166,7 +168,7 @@ def as_source(obj: Any, name: str | None = None):
     elif hasattr(obj, "objective_names") and hasattr(obj, "rewards"):
         src = ExplicitReward(obj)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"cannot compare a {type(obj).__name__}: pass a HookedRewardModel, an "
             "ImplicitRewardModel, or wrap one in ExplicitReward / ImplicitReward"
         )

@@ -41,6 +41,7 @@ from reward_lens_tl.data._validate import (
     check_str,
     prompt_messages,
 )
+from reward_lens_tl.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,7 +123,7 @@ class PreferencePair:
     def messages(self, which: Literal["chosen", "rejected"]) -> tuple[Message, ...]:
         """The whole conversation ending in the chosen or the rejected response."""
         if which not in ("chosen", "rejected"):
-            raise ValueError(f"which must be 'chosen' or 'rejected', got {which!r}")
+            raise InvalidArgumentError(f"which must be 'chosen' or 'rejected', got {which!r}")
         response = self.chosen if which == "chosen" else self.rejected
         return (*self.prompt_messages(), {"role": "assistant", "content": response})
 

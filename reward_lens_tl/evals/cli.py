@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 
+from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.evals.scores import BENCHMARKS
 
 
@@ -81,14 +82,14 @@ def _evaluate(args):
 
     if args.scores:
         if args.model:
-            raise ValueError("give either --scores FILE or MODEL_DIR DATA, not both")
+            raise InvalidArgumentError("give either --scores FILE or MODEL_DIR DATA, not both")
         scores = read_scores(args.scores, benchmark=args.benchmark, skip_bad=args.skip_bad)
         if args.data_opt:
             items = _load_items(args.benchmark, args.data_opt, args.skip_bad, args.limit)
             return align_scores(scores, items), None
         return EvalResult(args.benchmark, scores), None
     if not (args.model and args.data):
-        raise ValueError("give --scores FILE, or MODEL_DIR and a DATA file to score")
+        raise InvalidArgumentError("give --scores FILE, or MODEL_DIR and a DATA file to score")
     from reward_lens_tl.model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(args.model)
@@ -152,7 +153,7 @@ def run_eval_command(args) -> int:
         _print(result, args)
         if args.explain:
             if model is None:
-                raise ValueError("--explain needs a model: give MODEL_DIR and DATA")
+                raise InvalidArgumentError("--explain needs a model: give MODEL_DIR and DATA")
             failures = result.failures()
             if len(failures):
                 explanation = failures.explain(model, truncation=args.truncation)

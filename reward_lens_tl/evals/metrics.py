@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
+from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, UnknownNameError
 from reward_lens_tl.evals.scores import ScoreRecord
 from reward_lens_tl.results import Result, TopK, ranked
 
@@ -95,7 +95,7 @@ class Metrics(Result):
 
     def __getitem__(self, name: str) -> float:
         if name not in self.names:
-            raise KeyError(f"no figure {name!r}; figures: {', '.join(self.names)}")
+            raise UnknownNameError(f"no figure {name!r}; figures: {', '.join(self.names)}")
         return self.values[self.names.index(name)]
 
     def interval(self, name: str) -> tuple[float, float]:

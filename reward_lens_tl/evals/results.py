@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from reward_lens_tl.errors import RewardLensError
+from reward_lens_tl.errors import InvalidArgumentError, RewardLensError
 from reward_lens_tl.evals.metrics import Metrics, metrics_for
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
 from reward_lens_tl.results import Result, TopK, ranked
@@ -80,7 +80,9 @@ class EvalResult(Result):
 
     def __post_init__(self) -> None:
         if self.items is not None and len(self.items) != len(self.scores):
-            raise ValueError(f"{len(self.items)} items for {len(self.scores)} score records")
+            raise InvalidArgumentError(
+                f"{len(self.items)} items for {len(self.scores)} score records"
+            )
 
     def __len__(self) -> int:
         return len(self.scores)

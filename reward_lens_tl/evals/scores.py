@@ -66,7 +66,7 @@ from reward_lens_tl.data._records import (
     warn_skipped,
 )
 from reward_lens_tl.data._validate import FieldError, check_id, check_optional_str, type_name
-from reward_lens_tl.errors import MalformedRecordError
+from reward_lens_tl.errors import MalformedRecordError, UsageError
 from reward_lens_tl.evals.errors import (
     ScoreMismatchError,
     ScoreProducerMismatchError,
@@ -362,7 +362,7 @@ class ScoreWriter:
 
     def __enter__(self) -> ScoreWriter:
         if self._log is None:
-            raise RuntimeError(f"{self.path}: this ScoreWriter was closed; make a new one")
+            raise UsageError(f"{self.path}: this ScoreWriter was closed; make a new one")
         self._open = True
         return self
 
@@ -386,7 +386,7 @@ class ScoreWriter:
     def write_all(self, records: Iterable[ScoreRecord]) -> None:
         """Append records (one line each, the header first in a new file)."""
         if not self._open:
-            raise RuntimeError("use ScoreWriter as a context manager: with ScoreWriter(...) as w")
+            raise UsageError("use ScoreWriter as a context manager: with ScoreWriter(...) as w")
         records = list(records)
         for record in records:
             if record.benchmark != self.benchmark:

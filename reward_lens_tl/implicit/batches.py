@@ -25,6 +25,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from reward_lens_tl.errors import ArgumentTypeError
+
 from ..contrast import encode_contrast, encode_example
 from ..errors import EmptyInputError, InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
@@ -72,7 +74,7 @@ def as_encoding(model: Any, item: Any) -> EncodedConversation:
         return item
     if hasattr(item, "input_ids") and hasattr(item, "response_start"):
         return encode_example(item)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"expected an EncodedConversation or a zoo Example, got {type(item).__name__}; encode "
         "text with model.encode(prompt, response)"
     )
@@ -87,7 +89,7 @@ def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, Encoded
         return encode_contrast(pair)
     if all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected")):
         return model.encode(pair.prompt, pair.chosen), model.encode(pair.prompt, pair.rejected)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"cannot read a preference pair from {type(pair).__name__}: pass (chosen, rejected) "
         "EncodedConversations, a zoo ContrastPair, or an object with prompt/chosen/rejected"
     )

@@ -39,6 +39,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
+
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
 from ..results import Result, TopK, new_axes, top_entries
@@ -78,17 +80,17 @@ class Localization(Result):
         _check_kind(kind)
         features = sorted({r["feature"] for r in self.rows})
         if feature is None and len(features) > 1:
-            raise ValueError(f"this table has several features {features}: pass feature=")
+            raise InvalidArgumentError(f"this table has several features {features}: pass feature=")
         rows = [r for r in self.rows if r["site"] == site and feature in (None, r["feature"])]
         if not rows:
-            raise KeyError(f"no row for site {site!r} and feature {feature!r}")
+            raise UnknownNameError(f"no row for site {site!r} and feature {feature!r}")
         return rows[0][f"top1_{kind}"]
 
     def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
         """The earliest site where more than ``majority`` of the pairs' top unit is ``kind``."""
         _check_kind(kind)
         if feature not in {r["feature"] for r in self.rows}:
-            raise KeyError(f"no rows for feature {feature!r}")
+            raise UnknownNameError(f"no rows for feature {feature!r}")
         for r in self.rows:
             if r["feature"] == feature and r[f"top1_{kind}"] > majority:
                 return r["site"]
@@ -122,7 +124,7 @@ class Localization(Result):
 
 def _check_kind(kind: str) -> None:
     if kind not in UNIT_KINDS:
-        raise ValueError(f"kind={kind!r}: choose one of {UNIT_KINDS}")
+        raise InvalidArgumentError(f"kind={kind!r}: choose one of {UNIT_KINDS}")
 
 
 def localization(model, pairs, *, objective=None) -> Localization:

@@ -22,6 +22,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
+
 from ..results import Result, TopK, new_axes, top_entries
 from .alignment import Alignment
 from .grids import Grid
@@ -55,7 +57,9 @@ class PatchResult(Result):
 
     def __post_init__(self):
         if tuple(self.values.shape) != self.grid.shape:
-            raise ValueError(f"values {tuple(self.values.shape)} vs grid {self.grid.shape}")
+            raise InvalidArgumentError(
+                f"values {tuple(self.values.shape)} vs grid {self.grid.shape}"
+            )
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -73,7 +77,7 @@ class PatchResult(Result):
         """``values`` (or ``"rewards"``, ``"magnitude"``) flattened in label order."""
         t = getattr(self, which)
         if t is None:
-            raise ValueError(f"this result has no {which!r}")
+            raise InvalidArgumentError(f"this result has no {which!r}")
         return t.reshape(-1)
 
     def effects(self) -> Float[Tensor, " cell"]:
@@ -91,10 +95,12 @@ class PatchResult(Result):
         ``[(label, effect)]``; ``by="magnitude"`` ranks and shows AtP*'s GradDrop magnitude."""
         if by == "magnitude":
             if self.magnitude is None:
-                raise ValueError("this result has no magnitude (only AtP* with GradDrop does)")
+                raise InvalidArgumentError(
+                    "this result has no magnitude (only AtP* with GradDrop does)"
+                )
             return top_entries(self.labels(), self.flat("magnitude").tolist(), k, "magnitude")
         if by != "effect":
-            raise ValueError(f"by={by!r}: choose 'effect' or 'magnitude'")
+            raise InvalidArgumentError(f"by={by!r}: choose 'effect' or 'magnitude'")
         return top_entries(self.labels(), self.effects().tolist(), k, "effect")
 
     def to_dataframe(self):
@@ -190,7 +196,7 @@ class MultiSitePatchResult(Result):
 
     def __getitem__(self, site: str) -> PatchResult:
         if site not in self.results:
-            raise KeyError(f"no site {site!r} in this result; sites: {self.sites}")
+            raise UnknownNameError(f"no site {site!r} in this result; sites: {self.sites}")
         return self.results[site]
 
     def labels(self) -> tuple[str, ...]:

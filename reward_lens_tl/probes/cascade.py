@@ -30,6 +30,8 @@ import numpy as np
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import UnknownNameError
+
 from ..results import Result, TopK, new_axes, top_entries
 from .errors import TooFewExamplesError
 from .outside import MIN_N, Correlation, bootstrap_ci, correlation
@@ -82,7 +84,7 @@ class CascadeResult(Result):
         for c in self.probes:
             if c.probe == probe:
                 return c
-        raise KeyError(f"no cascade for {probe!r} (too few examples, or not run)")
+        raise UnknownNameError(f"no cascade for {probe!r} (too few examples, or not run)")
 
     def onsets(self) -> dict[str, str | None]:
         return {c.probe: c.onset for c in self.probes}

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 from .errors import TooFewExamplesError
 
 MIN_N = 10
@@ -99,7 +101,7 @@ def summarize_deltas(
     d = np.asarray(deltas, dtype=float)
     check_n(d.size, min_n, "probe deltas")
     if not np.isfinite(d).all():
-        raise ValueError("reward deltas must be finite")
+        raise InvalidArgumentError("reward deltas must be finite")
     mean = float(d.mean())
     sd = float(d.std(ddof=1))
     lo, hi = bootstrap_ci(d, _mean, seed=seed, n_boot=n_boot, confidence=confidence)

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from reward_lens_tl.errors import UnknownNameError
+
 from ..results import Result, TopK, new_axes, top_entries
 from .outside import DeltaSummary
 
@@ -83,7 +85,7 @@ class ProbeReport(Result):
         for row in self.rows:
             if row.probe == probe:
                 return row
-        raise KeyError(f"no probe {probe!r}; probes: {[r.probe for r in self.rows]}")
+        raise UnknownNameError(f"no probe {probe!r}; probes: {[r.probe for r in self.rows]}")
 
     @property
     def probes(self) -> tuple[str, ...]:

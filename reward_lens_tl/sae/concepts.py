@@ -55,7 +55,7 @@ def contrast_sets(model, pairs: Sequence, at: str = "reward"):
     (needs aligned sides: swap edits, not the ``length`` insertion).
     """
     if at not in ("reward", "planted"):
-        raise ValueError(f"at={at!r}: expected 'reward' or 'planted'")
+        raise InvalidArgumentError(f"at={at!r}: expected 'reward' or 'planted'")
     pos_ids, pos_at, neg_ids, neg_at = [], [], [], []
     for pair in pairs:
         chosen, rejected = _as_encoded_pair(pair)

@@ -57,6 +57,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from reward_lens_tl.errors import InvalidArgumentError
+
 from ..inputs import pad_batch
 from .activations import collect_activations, iter_batch_activations
 from .attribution import latent_ablation
@@ -207,7 +209,7 @@ def planted_feature_report(
     a tenth of the smallest planted weight), the row reports the one with the largest effect;
     if there is none, the best-correlated latent (``passed`` is then false)."""
     if metric not in METRICS:
-        raise ValueError(f"metric={metric!r}: expected one of {METRICS}")
+        raise InvalidArgumentError(f"metric={metric!r}: expected one of {METRICS}")
     examples = task.examples(n, seed)
     z, ind, owner, reads = latent_table(model, sae, examples, features, batch_size)
     per_seq = torch.zeros(len(examples), z.shape[1]).index_add_(0, owner, z)

@@ -64,7 +64,7 @@ class CandidateSet:
         object.__setattr__(self, "labels", tuple(str(s) for s in self.labels))
         object.__setattr__(self, "ids", tuple(tuple(_token_id(i) for i in c) for c in self.ids))
         if len(self.labels) != len(self.ids):
-            raise ValueError(f"{len(self.labels)} labels for {len(self.ids)} candidates")
+            raise InvalidArgumentError(f"{len(self.labels)} labels for {len(self.ids)} candidates")
         if not self.ids:
             raise EmptyInputError(
                 "the candidate set is empty: pass at least one word or token id (or leave "

@@ -41,7 +41,9 @@ class SweepResult(Result):
 
     def __post_init__(self) -> None:
         if self.scores.shape != (len(self.candidates),):
-            raise ValueError(f"{tuple(self.scores.shape)} scores for {len(self.candidates)} ids")
+            raise InvalidArgumentError(
+                f"{tuple(self.scores.shape)} scores for {len(self.candidates)} ids"
+            )
 
     def __len__(self) -> int:
         return len(self.candidates)

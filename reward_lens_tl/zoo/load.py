@@ -20,6 +20,7 @@ from transformers import (
 
 from reward_lens_tl.armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
 from reward_lens_tl.checkpoint import SAFE_KWARGS
+from reward_lens_tl.errors import UnknownNameError
 from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
 
@@ -30,7 +31,7 @@ ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy")
 def zoo_path(name: str = "scalar") -> Path:
     """Directory of a shipped zoo model (``scalar``, ``multi``, ``reference`` or ``policy``)."""
     if name not in ZOO_NAMES:
-        raise KeyError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
+        raise UnknownNameError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
     return MODELS_DIR / name
 
 

@@ -30,6 +30,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.zoo.vocab import (
     ASSISTANT,
     BOS,
@@ -94,7 +95,7 @@ def prompt_topic(prompt: Sequence[str]) -> str:
     """The single topic whose words appear in ``prompt`` (``ValueError`` if none or several)."""
     topics = {TOPIC_OF[w] for w in prompt if w in TOPIC_OF}
     if len(topics) != 1:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"a prompt needs words of exactly one topic, got {sorted(topics)}: {prompt}"
         )
     return topics.pop()
@@ -293,7 +294,7 @@ class ConversationTask:
     ) -> ContrastPair:
         """One pair for :meth:`contrast_pairs` drawn from ``rng`` (``max_words`` >= 3)."""
         if feature not in FEATURES:
-            raise ValueError(f"unknown feature {feature!r}; expected one of {FEATURES}")
+            raise InvalidArgumentError(f"unknown feature {feature!r}; expected one of {FEATURES}")
         while (pair := self._contrast_pair(rng, feature, max_words)) is None:
             pass
         return self._swap_fillers(rng, pair, filler_swaps) if filler_swaps else pair
@@ -361,7 +362,9 @@ class ConversationTask:
     ) -> ContrastPair:
         """One pair for :meth:`prompt_neutral_pairs` drawn from ``rng``."""
         if kind not in PROMPT_PLANTED_KINDS:
-            raise ValueError(f"unknown prompt word kind {kind!r}; expected {PROMPT_PLANTED_KINDS}")
+            raise InvalidArgumentError(
+                f"unknown prompt word kind {kind!r}; expected {PROMPT_PLANTED_KINDS}"
+            )
         pool = HARMFUL_WORDS if kind == "harmful" else SYCOPHANTIC_PHRASE
         base = self.sample_example(rng, max_words=max_words)
         k = rng.randint(1, len(base.prompt))

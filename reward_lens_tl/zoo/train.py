@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForSequenceClassification
 
 from reward_lens_tl.armorm_module import LlamaForRewardModelWithGating, armorm_config
+from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.zoo.artifacts import save_zoo_model, weights_sha256
 from reward_lens_tl.zoo.data import (
     OBJECTIVES,
@@ -200,7 +201,9 @@ def train_zoo(
 
     unknown = set(which) - set(ZOO_PARTS)
     if unknown:
-        raise ValueError(f"unknown zoo parts {sorted(unknown)}; expected a subset of {ZOO_PARTS}")
+        raise InvalidArgumentError(
+            f"unknown zoo parts {sorted(unknown)}; expected a subset of {ZOO_PARTS}"
+        )
     out, task = Path(output_dir), ConversationTask()
     written: dict[str, dict] = {}
     scalar = None
