@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-notebooks test-all bench lint format clean-venv
+.PHONY: demo test test-notebooks test-other-tiers test-all bench lint format clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,16 +16,24 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/reward-lens demo --out reports/demo
+	$(VENV)/bin/reward-lens report --out reports/demo
+
+# Test tiers (CONTRIBUTING.md): the fast tier is every test and docstring example not marked
+# with one of the other tiers' markers; `test-all` runs every tier, `test-other-tiers` all but the
+# fast one (CI runs it after `test`). RUN_SLOW=1 lets the zoo retraining run without `-m slow`.
+OTHER_TIERS := slow or notebooks or torchrun or browser
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not ($(OTHER_TIERS))" -q
 
 test-notebooks: $(STAMP)
-	$(PY) -m pytest -q tests/test_notebooks.py
+	$(PY) -m pytest -m notebooks -q
+
+test-other-tiers: $(STAMP)
+	RUN_SLOW=1 $(PY) -m pytest -m "$(OTHER_TIERS)" -q
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	RUN_SLOW=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
@@ -33,6 +41,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check reward_lens_tl tests benchmarks
 	$(VENV)/bin/ruff format --check reward_lens_tl tests benchmarks
+	$(VENV)/bin/mypy reward_lens_tl
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format reward_lens_tl tests benchmarks

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.utils import ModelOutput
 
-from reward_lens_tl.errors import InvalidArgumentError
+from reward_lens_tl.errors import InvalidArgumentError, MissingPadTokenError
 
 ARMORM_ARCHITECTURE = "LlamaForRewardModelWithGating"
 #: ``<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`` in the Llama-3 tokenizer.
@@ -162,7 +162,12 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
         ).last_hidden_state
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
-        last = first_pad_minus_one(input_ids, self.config.pad_token_id)
+        pad_token_id = self.config.pad_token_id
+        if pad_token_id is None:
+            raise MissingPadTokenError(
+                "ArmoRM pools the token before the first pad: its config needs a pad_token_id"
+            )
+        last = first_pad_minus_one(input_ids, pad_token_id)
         rewards = self.regression_layer(hidden[rows, last])
         gate_pos = gating_positions(input_ids, self.config.gating_token_pattern)
         prompt_embedding = hidden[rows, gate_pos]

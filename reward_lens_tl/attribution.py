@@ -22,20 +22,34 @@ contributions by neuron.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, overload
 
 import einops
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from reward_lens_tl.errors import InvalidArgumentError
-
 from .components import Component
-from .errors import RewardLensError
-from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches, pair_index_columns
+from .errors import InvalidArgumentError, RewardLensError, UsageError
+from .pairs import OnError, SkippedPair, pair_index_columns
 from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
-from .results import MarginResult, Result, TopK, new_axes, tidy_frame, top_entries
+from .results import (
+    SIGNED,
+    MarginResult,
+    Result,
+    TopK,
+    axes,
+    bar_chart,
+    run_pair_batches,
+    tidy_frame,
+    top_entries,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,8 @@ class AttributionResult(Result):
     ``values.sum(0) + head_bias == rewards`` (see :meth:`completeness_error`). Optional
     ``sources [layer, head, example, src_pos]`` and ``neurons [layer, example, d_mlp]``.
     """
+
+    example_axes = axes(values=1, head_bias=0, rewards=0, sources=2, neurons=1)
 
     values: Float[Tensor, "component example"]
     labels: tuple[str, ...]
@@ -64,6 +80,7 @@ class AttributionResult(Result):
             raise InvalidArgumentError(
                 f"{len(self.components)} components for {len(self.labels)} labels"
             )
+        super().__post_init__()
 
     @property
     def tl_labels(self) -> tuple[str, ...]:
@@ -99,7 +116,7 @@ class AttributionResult(Result):
         """Per-head values arranged ``[layer, head, example]`` (needs head-level labels)."""
         rows: dict[int, list[Tensor]] = {}
         for component, v in zip(self.components, self.values, strict=True):
-            if component.kind == "head":
+            if component.kind == "head" and component.layer is not None:
                 rows.setdefault(component.layer, []).append(v)
         if not rows:
             raise RewardLensError("no per-head components: run with heads=True")
@@ -115,19 +132,10 @@ class AttributionResult(Result):
     def to_dataframe(self):
         return tidy_frame(self.values, self.labels, "component", "contribution")
 
-    def plot(self, ax=None, k: int = 15):
+    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
         """Bar chart of the top-``k`` components (mean over examples); returns the figure."""
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
-        top = self.top_k(k)[::-1]
-        ax.barh(
-            [label for label, _ in top],
-            [v for _, v in top],
-            color=["#c00000" if v < 0 else "#4472c4" for _, v in top],
-        )
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel("contribution to the reward (mean over examples)")
-        fig.tight_layout()
-        return fig
+        xlabel = "contribution to the reward (mean over examples)"
+        return bar_chart(ax, self.top_k(k), xlabel, colors=SIGNED)[0]
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,8 @@ class PairAttribution(MarginResult):
     difference (frame, figure and top entries are the margin's). Example ``j`` is input pair
     ``indices[j]`` (source ``records[j]``); pairs skipped with ``on_error="skip"`` are listed
     in ``skipped``."""
+
+    example_axes = axes(chosen=0, rejected=0, indices=0, records=0)
 
     chosen: AttributionResult
     rejected: AttributionResult
@@ -164,13 +174,143 @@ def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> 
     return names
 
 
-def _post_norm_unit(model, cache, layer: int, which: str, u: Tensor, pos: Tensor) -> Tensor:
-    """``u`` seen from before a post-norm (``ln1_post``/``ln2_post``) with frozen scale."""
+@dataclass(frozen=True)
+class Reading:
+    """Where and along what each row's residual is read, for :func:`decompose`.
+
+    ``unit [batch, read, d_model]`` is the read-out direction divided by the final norm's
+    frozen scale at each read position (times any per-position weight), so that a component
+    whose output there is ``c`` contributes ``Σ_read c · unit``. ``positions [batch, read]``
+    says where; ``None`` means the first ``read`` positions of every row. A reward is read at
+    one position per row (:func:`attribution_from_run`); an implicit reward at every predicting
+    position, weighted by the response mask (:mod:`reward_lens_tl.implicit.attribution`).
+    """
+
+    unit: Float[Tensor, "batch read d_model"]
+    positions: Int[Tensor, "batch read"] | None = None
+
+    def at(self, act: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch read ..."]:
+        """``act`` at the read positions."""
+        if self.positions is None:
+            return act[:, : self.unit.shape[1]]
+        rows = torch.arange(act.shape[0], device=act.device)[:, None]
+        return act[rows, self.positions.to(act.device)]
+
+    def along(self, act: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, " batch"]:
+        """``Σ_read act · unit`` per row."""
+        return (self.at(act) * self.unit).sum((-1, -2))
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What :func:`decompose` returns: the components, their contributions
+    ``values [component, batch]``, and the optional source and neuron splits."""
+
+    components: tuple[Component, ...]
+    values: Float[Tensor, "component batch"]
+    sources: Float[Tensor, "layer head batch src"] | None
+    neurons: Float[Tensor, "layer batch d_mlp"] | None
+
+
+def _post_norm_unit(model, cache, layer: int, which: str, reading: Reading) -> Tensor:
+    """The unit seen from before a post-norm (``ln1_post``/``ln2_post``) with frozen scale."""
     if not model.cfg.use_normalization_before_and_after:
-        return u
+        return reading.unit
     norm = getattr(model.blocks[layer], which)
-    scale = gather_positions(cache[f"blocks.{layer}.{which}.hook_scale"], pos)  # [batch, 1]
-    return u * norm.w / scale
+    scale = reading.at(cache[f"blocks.{layer}.{which}.hook_scale"])  # [batch, read, 1]
+    return reading.unit * norm.w / scale
+
+
+def decompose(
+    model,
+    cache,
+    reading: Reading,
+    *,
+    heads: bool = True,
+    sources: bool = False,
+    neurons: bool = False,
+    split_bias: bool = False,
+) -> Parts:
+    """The decomposition walk shared by every direct attribution: the residual read along
+    ``reading`` split exactly into embeddings, heads (or attention layers), MLPs and block
+    output biases (the cache must hold :func:`attribution_hook_names`). ``sources`` needs one
+    read position per row.
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(2, [7, 4])
+    >>> _, cache = model.run_with_cache(ids, attention_mask=mask)
+    >>> u = torch.zeros(2, 1, model.cfg.d_model)  # a zero direction: every part is 0
+    >>> with torch.no_grad():
+    ...     parts = decompose(model, cache, Reading(u), heads=False)
+    >>> [c.label for c in parts.components], float(parts.values.abs().sum())
+    (['embed', 'attn0', 'mlp0', 'attn1', 'mlp1', 'bias'], 0.0)
+    """
+    if sources and reading.unit.shape[1] != 1:
+        raise InvalidArgumentError("sources=True needs one read position per row")
+    u = reading.unit
+    values, components, source_rows, neuron_rows = [], [], [], []
+
+    def add(component: Component, value: Tensor) -> None:
+        components.append(component)
+        values.append(value)
+
+    add(Component("embed"), reading.along(cache["hook_embed"]))
+    if "hook_pos_embed" in cache:
+        add(Component("pos_embed"), reading.along(cache["hook_pos_embed"]))
+    bias = torch.zeros(u.shape[0], device=u.device, dtype=u.dtype)
+    for layer in range(model.cfg.n_layers):
+        block = model.blocks[layer]
+        u_attn = _post_norm_unit(model, cache, layer, "ln1_post", reading)
+        u_mlp = _post_norm_unit(model, cache, layer, "ln2_post", reading)
+        attn_bias = (block.attn.b_O * u_attn).sum((-1, -2))
+        mlp_bias = (block.mlp.b_out * u_mlp).sum((-1, -2))
+        bias = bias + attn_bias + mlp_bias
+        if split_bias:
+            add(Component("attn_bias", layer), attn_bias)
+        if heads:
+            z = reading.at(cache[f"blocks.{layer}.attn.hook_z"])  # [batch, read, head, e]
+            per_head = einops.einsum(
+                wide(z), wide(block.attn.W_O), u_attn, "b r h e, h e d, b r d -> h b"
+            )
+            for h in range(model.cfg.n_heads):
+                add(Component("head", layer, h), per_head[h])
+            if sources:
+                if reading.positions is None:
+                    raise UsageError("sources=True needs explicit read positions (Reading)")
+                pos = reading.positions[:, 0]
+                source_rows.append(_head_sources(model, cache, layer, pos, u_attn[:, 0]))
+        else:
+            attn_out = reading.along(cache[f"blocks.{layer}.hook_attn_out"])
+            add(Component("attn", layer), attn_out - attn_bias)
+        mlp_out = reading.along(cache[f"blocks.{layer}.hook_mlp_out"])
+        add(Component("mlp", layer), mlp_out - mlp_bias)
+        if split_bias:
+            add(Component("mlp_bias", layer), mlp_bias)
+        if neurons:
+            post = reading.at(cache[f"blocks.{layer}.mlp.hook_post"])  # [batch, read, d_mlp]
+            neuron_rows.append(
+                einops.einsum(wide(post), wide(block.mlp.W_out), u_mlp, "b r n, n d, b r d -> b n")
+            )
+    if not split_bias:
+        add(Component("bias"), bias)
+    return Parts(
+        components=tuple(components),
+        values=torch.stack(values),
+        sources=torch.stack(source_rows) if sources else None,
+        neurons=torch.stack(neuron_rows) if neurons else None,
+    )
+
+
+@overload
+def _cpu(t: Tensor) -> Tensor: ...
+@overload
+def _cpu(t: None) -> None: ...
+@overload
+def _cpu(t: Tensor | None) -> Tensor | None: ...
+def _cpu(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.detach().float().cpu()
 
 
 def direct_attribution(
@@ -227,58 +367,23 @@ def attribution_from_run(
     :func:`attribution_hook_names`), so one forward pass can serve several analyses."""
     cache, pos, read = run.cache, run.positions, run.read
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
-
-    values, components = [], []
-
-    def add(component: Component, value: Tensor) -> None:
-        components.append(component)
-        values.append(value)
-
-    add(Component("embed"), (gather_positions(cache["hook_embed"], pos) * u).sum(-1))
-    if "hook_pos_embed" in cache:
-        add(Component("pos_embed"), (gather_positions(cache["hook_pos_embed"], pos) * u).sum(-1))
-    bias = torch.zeros_like(read.bias)
-    source_rows, neuron_rows = [], []
-    for layer in range(model.cfg.n_layers):
-        block = model.blocks[layer]
-        u_attn = _post_norm_unit(model, cache, layer, "ln1_post", u, pos)
-        u_mlp = _post_norm_unit(model, cache, layer, "ln2_post", u, pos)
-        attn_bias = (block.attn.b_O * u_attn).sum(-1)
-        mlp_bias = (block.mlp.b_out * u_mlp).sum(-1)
-        bias = bias + attn_bias + mlp_bias
-        if split_bias:
-            add(Component("attn_bias", layer), attn_bias)
-        if heads:
-            z = gather_positions(cache[f"blocks.{layer}.attn.hook_z"], pos)  # [batch, head, e]
-            per_head = einops.einsum(
-                wide(z), wide(block.attn.W_O), u_attn, "b h e, h e d, b d -> h b"
-            )
-            for h in range(model.cfg.n_heads):
-                add(Component("head", layer, h), per_head[h])
-            if sources:
-                source_rows.append(_head_sources(model, cache, layer, pos, u_attn))
-        else:
-            attn_out = gather_positions(cache[f"blocks.{layer}.hook_attn_out"], pos)
-            add(Component("attn", layer), (attn_out * u).sum(-1) - attn_bias)
-        mlp_out = gather_positions(cache[f"blocks.{layer}.hook_mlp_out"], pos)
-        add(Component("mlp", layer), (mlp_out * u).sum(-1) - mlp_bias)
-        if split_bias:
-            add(Component("mlp_bias", layer), mlp_bias)
-        if neurons:
-            post = gather_positions(cache[f"blocks.{layer}.mlp.hook_post"], pos)
-            neuron_rows.append(
-                einops.einsum(wide(post), wide(block.mlp.W_out), u_mlp, "b n, n d, b d -> b n")
-            )
-    if not split_bias:
-        add(Component("bias"), bias)
+    parts = decompose(
+        model,
+        cache,
+        Reading(u[:, None], pos[:, None]),
+        heads=heads,
+        sources=sources,
+        neurons=neurons,
+        split_bias=split_bias,
+    )
     return AttributionResult(
-        values=torch.stack(values).detach().float().cpu(),
-        labels=tuple(c.label for c in components),
-        components=tuple(components),
-        head_bias=read.bias.detach().float().cpu(),
-        rewards=run.target.detach().float().cpu(),
-        sources=torch.stack(source_rows).detach().float().cpu() if sources else None,
-        neurons=torch.stack(neuron_rows).float().cpu() if neurons else None,
+        values=_cpu(parts.values),
+        labels=tuple(c.label for c in parts.components),
+        components=parts.components,
+        head_bias=_cpu(read.bias),
+        rewards=_cpu(run.target),
+        sources=_cpu(parts.sources),
+        neurons=_cpu(parts.neurons),
     )
 
 
@@ -328,41 +433,15 @@ def attribute_pairs(
             "direct_attribution(..., sources=True) on a pair's two sequences instead"
         )
 
-    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[AttributionResult, AttributionResult]:
-        result = direct_attribution(model, ids, mask, **kwargs)
-        return _select(result, slice(0, n)), _select(result, slice(n, None))
-
-    chunks = map_pair_batches(
-        model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
-    )
-    done, skipped = finished_chunks(chunks)
-    return PairAttribution(
-        chosen=_concat([c.output[0] for c in done]),
-        rejected=_concat([c.output[1] for c in done]),
-        indices=tuple(i for c in done for i in c.kept),
-        records=tuple(r for c in done for r in c.records),
-        skipped=skipped,
-    )
-
-
-def _select(result: AttributionResult, rows: slice) -> AttributionResult:
-    return replace(
-        result,
-        values=result.values[:, rows],
-        head_bias=result.head_bias[rows],
-        rewards=result.rewards[rows],
-        sources=None,
-        neurons=None if result.neurons is None else result.neurons[:, rows],
-    )
-
-
-def _concat(parts: list[AttributionResult]) -> AttributionResult:
-    first = parts[0]
-    return AttributionResult(
-        values=torch.cat([p.values for p in parts], 1),
-        labels=first.labels,
-        components=first.components,
-        head_bias=torch.cat([p.head_bias for p in parts]),
-        rewards=torch.cat([p.rewards for p in parts]),
-        neurons=None if first.neurons is None else torch.cat([p.neurons for p in parts], 1),
+    analysis = partial(
+        direct_attribution, model, **kwargs
+    )  # (ids, mask) of chosen rows then rejected rows
+    return run_pair_batches(
+        model,
+        pairs,
+        analysis,
+        PairAttribution,
+        batch_size=batch_size,
+        truncation=truncation,
+        on_error=on_error,
     )

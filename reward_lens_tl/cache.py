@@ -36,7 +36,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import ActivationCache
-from transformer_lens.utilities.slice import Slice
+from transformer_lens.utilities.slice import Slice, SliceInput
 
 from .errors import InvalidArgumentError, RewardLensError
 
@@ -131,17 +131,24 @@ class RewardActivationCache(ActivationCache):
     stack_neuron_results = _per_row_method("stack_neuron_results")
     get_full_resid_decomposition = _per_row_method("get_full_resid_decomposition")
 
-    def get_neuron_results(self, layer, neuron_slice=None, pos_slice=None, **kwargs):
+    def get_neuron_results(
+        self,
+        layer: int,
+        neuron_slice: Slice | SliceInput = None,
+        pos_slice: Slice | SliceInput | str = None,
+        project_output_onto: Tensor | None = None,
+    ) -> Tensor:
         """TL's ``get_neuron_results``; ``pos_slice='reward'`` reads each row's reward
         position."""
         base = ActivationCache.get_neuron_results.__get__(self)
+        project = project_output_onto
         if not _is_reward(pos_slice):
-            return base(layer, neuron_slice, pos_slice, **kwargs)
+            return base(layer, neuron_slice, pos_slice, project_output_onto=project)
         shared = self._one_position()
         if shared is not None:
-            return base(layer, neuron_slice, shared, **kwargs)
-        project = kwargs.get("project_output_onto")
-        out = base(layer, neuron_slice, None, **kwargs)  # [batch, pos, neuron, (d | n_out)]
+            return base(layer, neuron_slice, shared, project_output_onto=project)
+        # [batch, pos, neuron, (d | n_out)]
+        out = base(layer, neuron_slice, None, project_output_onto=project)
         pos_dim = -2 if project is not None and project.ndim == 1 else -3
         return self.gather_reward_positions(out.movedim(pos_dim, -2), -2)
 

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ._deprecation import deprecated_names
 from .errors import (
     CheckpointError,
     CheckpointWeightsError,
@@ -197,8 +198,16 @@ def _weights_message(path: Path, info: dict) -> str:
     return f"{path}: the weights do not match config.json: " + "; ".join(parts) + "." + hint
 
 
-def load_tokenizer(path: Path | None):
-    """The checkpoint's tokenizer, or ``None`` when it has no tokenizer files."""
+def checkpoint_tokenizer(path: Path | None):
+    """The tokenizer saved in the checkpoint directory ``path``, or ``None`` when it has no
+    tokenizer files (formerly ``load_tokenizer``, a deprecated alias now; the zoo's
+    :func:`~reward_lens_tl.zoo.load_tokenizer` loads a zoo model's tokenizer by name through
+    this function); corrupt files raise :class:`TokenizerLoadError`.
+
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> checkpoint_tokenizer(zoo_path("scalar")).eos_token, checkpoint_tokenizer(None)
+    ('<eos>', None)
+    """
     if path is None or not any(
         (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
     ):
@@ -230,3 +239,8 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+__getattr__ = deprecated_names(
+    __name__, {"load_tokenizer": "reward_lens_tl.checkpoint.checkpoint_tokenizer"}
+)

@@ -1,9 +1,11 @@
 """The reward-lens command line.
 
-Subcommands: ``demo`` (the main job on the shipped zoo model), ``score`` (a pair file with a local
-checkpoint), ``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for your
-own reward model), ``report`` (one HTML page), ``sweep`` / ``sweep-stats`` (token sweeps),
-``eval`` (benchmark metrics, :mod:`reward_lens_tl.evals.cli`) and ``zoo train``.
+Subcommands: ``report`` (one report, HTML and markdown; on the shipped zoo model and its data
+without arguments: the main job, ``make demo``), ``score`` (a pair file with a local
+checkpoint), ``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for
+your own reward model), ``sweep`` / ``sweep-stats`` (token sweeps), ``eval`` (benchmark
+metrics, :mod:`reward_lens_tl.evals.cli`), ``zoo train``, and ``demo`` (deprecated: ``report``
+on the zoo).
 
 Building the parser imports nothing heavy (no torch, TransformerLens or transformers), so
 ``--help`` and argument mistakes answer at once: every handler imports its implementation when
@@ -29,6 +31,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import cast
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -143,13 +146,15 @@ def print_error(message: str) -> None:
 
 # -- handlers -------------------------------------------------------------------------------------
 def _demo(args) -> int:
-    import torch
-
-    from .demo import run_demo
-
-    torch.set_num_threads(1)  # the zoo model is tiny: one thread is fastest (and robust)
-    run_demo(model_dir=args.model, out_dir=Path(args.out))
-    return 0
+    """``reward-lens demo`` (deprecated): ``reward-lens report`` on the zoo."""
+    warnings.warn(
+        "'reward-lens demo' is deprecated; use 'reward-lens report' (without a pair file it "
+        "reports on the zoo, as 'make demo' does)",
+        FutureWarning,
+        stacklevel=2,
+    )
+    model = [args.model] if args.model else []
+    return _report(build_parser().parse_args(["report", *model, "--out", args.out]))
 
 
 def _score(args) -> int:
@@ -211,6 +216,7 @@ def _info(args) -> int:
 
     model = HookedRewardModel.from_pretrained(args.model)
     hf = convert_hf_model(args.model).hf_model
+    assert hf is not None  # a converted checkpoint keeps its HF model
     err = verify_parity(model, hf, model.adapter)
     print(f"{'adapter:':16}{model.adapter.describe()}")
     print(f"{'parity:':16}max |converted − HF| = {err:.2e} on random tokens (float32, ≤ 1e-3 ok)")
@@ -235,22 +241,15 @@ def _report(args) -> int:
     from .distributed import is_main_process
     from .report import build_report
 
-    torch.set_num_threads(args.threads)
-    numbers = build_report(
-        args.model,
-        args.pairs,
-        args.out,
-        limit=args.limit,
-        seed=args.seed,
-        resume=args.resume,
-        format=args.format,
-        truncation=args.truncation,
-    )
+    torch.set_num_threads(args.threads)  # the zoo model is tiny: one thread is fastest
+    options = {k: getattr(args, k) for k in ("limit", "seed", "resume", "format", "truncation")}
+    numbers = build_report(args.model, args.pairs, args.out, markdown=True, **options)
     if not is_main_process():  # under torchrun rank 0 wrote the page and reports it
         return 0
     print(
-        f"report written to {Path(args.out) / 'report.html'}: accuracy {numbers['accuracy']:.1%} "
-        f"over {numbers['n_scored']} pairs ({numbers['n_skipped']} skipped)"
+        f"report written to {Path(args.out) / 'report.html'} and report.md: accuracy "
+        f"{numbers['accuracy']:.1%} over {numbers['n_scored']} pairs ({numbers['n_skipped']} "
+        f"skipped); sections: {', '.join(numbers['sections'])}"
     )
     return 0
 
@@ -345,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reward-lens", description=DESCRIPTION)
     parser.register("action", "parsers", LazySubParsers)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = cast(LazySubParsers, parser.add_subparsers(dest="command", required=True))
     _add_demo_and_score(sub)
     _add_info_and_check(sub)
     _add_report(sub)
@@ -356,8 +355,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_truncation(parser: argparse.ArgumentParser, default: str, error: str) -> None:
+    """``--truncation``: what to do with a conversation longer than the context (``error``
+    says what the ``"error"`` choice does for this command)."""
+    parser.add_argument(
+        "--truncation",
+        choices=["error", "left", "right", "both"],
+        default=default,
+        help="a conversation longer than the context: drop the oldest prompt content (left), "
+        "the end of the response (right), or both (half the content budget each), or "
+        f"{error} (error); template markers are always kept",
+    )
+
+
 def _add_demo_and_score(sub) -> None:
-    demo = sub.add_parser("demo", help="run the main job on the shipped zoo model")
+    demo = sub.add_parser(
+        "demo", help="deprecated: 'reward-lens report' (on the zoo without a pair file)"
+    )
     demo.add_argument("--model", default=None, help="local checkpoint (default: zoo scalar)")
     demo.add_argument("--out", default="reports/demo", help="output directory")
     demo.set_defaults(func=_demo)
@@ -368,14 +382,7 @@ def _add_demo_and_score(sub) -> None:
     score.add_argument("--format", default=None, help="the file's format (default: guessed)")
     score.add_argument("--limit", type=positive_int, default=None, help="at most this many pairs")
     score.add_argument("--batch-size", type=positive_int, default=16, help="pairs per forward")
-    score.add_argument(
-        "--truncation",
-        choices=["error", "left", "right", "both"],
-        default="error",
-        help="a conversation longer than the context: error, drop the oldest prompt content "
-        "(left), the end of the response (right), or both (half the content budget each); "
-        "template markers are always kept",
-    )
+    _add_truncation(score, "error", "stop")
     score.add_argument(
         "--on-error",
         choices=["raise", "skip"],
@@ -417,10 +424,20 @@ def _add_info_and_check(sub) -> None:
 
 def _add_report(sub) -> None:
     report = sub.add_parser(
-        "report", help="one self-contained HTML page: scores, lens, components, patching, tokens"
+        "report",
+        help="one report (HTML page and markdown): scores, lens, components, patching, tokens, "
+        "probes, failures; without a pair file, the zoo report ('make demo')",
     )
-    report.add_argument("model", help="local checkpoint directory")
-    report.add_argument("pairs", help="pair file (any format `score` reads)")
+    report.add_argument(
+        "model", nargs="?", default=None, help="local checkpoint directory (default: zoo scalar)"
+    )
+    report.add_argument(
+        "pairs",
+        nargs="?",
+        default=None,
+        help="pair file (any format `score` reads); without one, the zoo's rule-labelled pairs "
+        "and the sections only the zoo's ground truth allows",
+    )
     report.add_argument("--out", default="reports/report", help="output directory")
     report.add_argument(
         "--limit", type=positive_int, default=None, help="a seeded sample of this many pairs"
@@ -430,14 +447,7 @@ def _add_report(sub) -> None:
         "--resume", action="store_true", help="continue an interrupted run (same arguments)"
     )
     report.add_argument("--format", default=None, help="the pair file's format (default: guessed)")
-    report.add_argument(
-        "--truncation",
-        choices=["error", "left", "right", "both"],
-        default="left",
-        help="conversations longer than the context: drop the oldest prompt content (left), "
-        "the end of the response (right), both (half the content budget each), or skip the "
-        "pair (error)",
-    )
+    _add_truncation(report, "left", "skip the pair")
     report.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     report.set_defaults(func=_report)
 

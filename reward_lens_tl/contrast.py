@@ -19,7 +19,8 @@ The ground-truth tools (:func:`~reward_lens_tl.patching.localization`,
 
 ``response_start`` is ``edited.response_start``. Build one from two texts with
 :meth:`ContrastPair.from_texts` or from two id lists with :meth:`ContrastPair.from_ids`: the
-edited positions are then found by diffing the ids. The zoo's own pairs are converted by
+edited positions are then found by diffing the ids. The zoo's own pairs
+(:class:`~reward_lens_tl.zoo.ExamplePair`, the same fields over zoo examples) are converted by
 :func:`as_contrast_pair`, which every tool calls on what it is given.
 
 >>> pair = ContrastPair.from_ids([1, 3, 7, 4, 8, 9, 2], [1, 3, 7, 4, 8, 50, 2], response_start=4,
@@ -151,15 +152,17 @@ def changed_positions(base: Sequence[int], edited: Sequence[int]) -> tuple[int, 
 
 
 def as_contrast_pair(pair: Any) -> ContrastPair:
-    """A :class:`ContrastPair` from one, from a zoo contrast pair, or from an
+    """A :class:`ContrastPair` from one, from a zoo :class:`~reward_lens_tl.zoo.ExamplePair`
+    (or any object with ``base``, ``edited`` and ``edited_positions``), or from an
     ``(edited, base)`` tuple of encoded conversations (positions found by diffing)."""
     if isinstance(pair, ContrastPair):
         return pair
-    if hasattr(pair, "edited") and hasattr(pair, "base") and hasattr(pair, "changed_positions"):
+    positions = _declared_positions(pair)
+    if positions is not None:
         return ContrastPair(
             base=encode_example(pair.base),
             edited=encode_example(pair.edited),
-            edited_positions=tuple(pair.changed_positions),
+            edited_positions=tuple(positions),
             neutral_positions=tuple(getattr(pair, "neutral_positions", ())),
             feature=str(pair.feature),
             rule_delta=getattr(pair, "rule_delta", None),
@@ -175,6 +178,16 @@ def as_contrast_pair(pair: Any) -> ContrastPair:
         f"cannot use a {type(pair).__name__} as a contrast pair: build a "
         "reward_lens_tl.contrast.ContrastPair (from_texts / from_ids)"
     )
+
+
+def _declared_positions(pair: Any) -> Sequence[int] | None:
+    """The edited positions an object with ``base`` and ``edited`` declares: its
+    ``edited_positions``, or the ``changed_positions`` of objects written for the zoo's former
+    ``ContrastPair``; ``None`` for anything else."""
+    if not (hasattr(pair, "edited") and hasattr(pair, "base")):
+        return None
+    positions = getattr(pair, "edited_positions", None)  # first: the old name would warn
+    return positions if positions is not None else getattr(pair, "changed_positions", None)
 
 
 def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:

@@ -34,6 +34,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,6 +44,7 @@ from torch import Tensor, nn
 
 from .errors import InvalidArgumentError, RewardLensError, SequenceTooLongError
 from .inputs import EncodedConversation, encode_conversation, pad_batch
+from .padding import PaddingSide
 from .results import Result
 
 STATUSES = ("pass", "warn", "fail")
@@ -148,9 +150,10 @@ class CheckReport(Result):
 def check(
     model_or_path: Any, data: str | os.PathLike[str] | None = None, *, tokenizer: Any = None
 ) -> CheckReport:
-    """Diagnose a reward model: a local checkpoint directory (every check), an HF module (every
-    check; pass ``tokenizer=`` for the text checks) or a ``HookedRewardModel`` (the checks of
-    the converted model only). ``data`` is a pair file (any format ``load_pairs`` reads).
+    """Diagnose a reward model, ``model_or_path``: a local checkpoint directory (every check),
+    an HF module (every check; pass its ``tokenizer`` for the text checks) or a
+    ``HookedRewardModel`` (the checks of the converted model only). ``data`` is a pair file
+    (any format ``load_pairs`` reads).
 
     Never raises for a problem of the model: a checkpoint that cannot be loaded is a failed
     ``load`` row. An argument that is neither of the three is an :class:`InvalidArgumentError`.
@@ -232,7 +235,7 @@ def _text_checks(model, seqs) -> list[CheckRow]:
     if model.tokenizer is not None:
         for i, enc in enumerate(seqs[:3]):
             name = f"reading position {i + 1}"
-            rows.append(_guarded_row(name, lambda e=enc, n=name: _reading(model, e, n)))
+            rows.append(_guarded_row(name, partial(_reading, model, enc, name)))
     rows.append(_guarded_row("pad / EOS / BOS", lambda: _special_ids(model)))
     rows.append(_guarded_row("chat template", lambda: _template(model, seqs)))
     return rows
@@ -343,7 +346,7 @@ def _fit(model, prompt, response) -> EncodedConversation | None:
 
 # -- the checks -----------------------------------------------------------------------------------
 @torch.no_grad()
-def _rewards(model, seqs, padding_side: str = "left") -> Float[Tensor, "batch ..."]:
+def _rewards(model, seqs, padding_side: PaddingSide = "left") -> Float[Tensor, "batch ..."]:
     """Our rewards of ``seqs`` as one padded batch (each row alone when given one sequence)."""
     ids, mask = pad_batch(seqs, model.pad_token_id, padding_side)
     device = model.cfg.device
@@ -383,7 +386,7 @@ def _padding_side(model, seqs, singles) -> CheckRow:
 
 
 @torch.no_grad()
-def _hf_rewards(model, hf, seqs, padding_side: str | None = None) -> Tensor:
+def _hf_rewards(model, hf, seqs, padding_side: PaddingSide | None = None) -> Tensor:
     """HF's own rewards (per objective for a multi-output head), one by one or as a batch."""
     device = next(hf.parameters()).device
     groups = [[s] for s in seqs] if padding_side is None else [seqs]

@@ -1,15 +1,20 @@
-"""Typed errors raised by reward-lens-tl.
+"""Every typed error reward-lens-tl raises, in one hierarchy and one module.
 
 Every error says what went wrong and what to do about it. They subclass the builtin exception
 a user would naturally catch (``ValueError``, ``KeyError``, ``NotImplementedError``) as well as
 :class:`RewardLensError`, so ``except RewardLensError`` catches everything this library raises on
-purpose.
+purpose. Subpackages re-export the errors of their area (``reward_lens_tl.patching.AlignmentError``
+is this module's ``AlignmentError``); the ``errors`` modules of subpackages are those re-exports,
+kept so existing imports go on working.
 
 >>> from reward_lens_tl.errors import SequenceTooLongError, RewardLensError
 >>> issubclass(SequenceTooLongError, ValueError)
 True
 >>> issubclass(SequenceTooLongError, RewardLensError)
 True
+>>> from reward_lens_tl.patching import AlignmentError
+>>> AlignmentError.__module__
+'reward_lens_tl.errors'
 """
 
 from __future__ import annotations
@@ -128,6 +133,270 @@ class ArgumentTypeError(RewardLensError, TypeError):
     """An argument of the wrong kind (the message says which kinds are accepted)."""
 
 
+class UnknownKeywordError(InvalidArgumentError, ArgumentTypeError):
+    """A keyword argument a function does not take (a typo, an option of another function);
+    the message names the closest ones. Both a ``TypeError`` (as Python raises for an unknown
+    keyword) and a ``ValueError`` (what earlier versions raised)."""
+
+
 class UsageError(RewardLensError, RuntimeError):
     """An object used in a way it does not support (e.g. a writer outside its ``with``
     block, or after it was closed); the message says how to use it."""
+
+
+# --------------------------------------------------------------------------------------------
+# the model's forward pass
+
+
+class TokenIdsTypeError(ShapeMismatchError, TypeError):
+    """Token ids given as something other than an integer tensor (text, a Python list, a float
+    or bool tensor); the message says how to build them. Also a ``TypeError``."""
+
+
+class NonFiniteActivationError(RewardLensError, ValueError):
+    """A reward is NaN or infinite. The message names the first hook point whose output at
+    the reading token is not finite (e.g. a float16 overflow in an MLP) and what to do."""
+
+
+# --------------------------------------------------------------------------------------------
+# data records
+
+
+class FieldError(MalformedRecordError):
+    """One field failed validation. ``field`` names it; loaders add the file and record."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"field {field!r}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------
+# resumable files and computed numbers (provenance)
+
+
+class ProvenanceMismatchError(RewardLensError, ValueError):
+    """A resumable file written by another producer (model, inputs or arguments) than this run;
+    the message names what differs, the file's value and this run's."""
+
+
+class FileInUseError(RewardLensError, RuntimeError):
+    """Another process is writing the same resumable file; wait for it or use another path."""
+
+
+class ResumableFileError(DataFormatError):
+    """A resumable file whose content cannot be resumed (a non-finite value, a record of the
+    wrong size, a broken header); the message names the file and the line."""
+
+
+class NonFiniteResultError(RewardLensError, ValueError):
+    """A computed score is NaN or infinite; it is never written to a file or returned."""
+
+
+# --------------------------------------------------------------------------------------------
+# patching
+
+
+class AlignmentError(RewardLensError, ValueError):
+    """Clean and corrupted positions cannot be aligned as requested (e.g. ``"exact"`` with two
+    lengths, or ``"prefix"`` without a known prefix length)."""
+
+
+class PatchingError(RewardLensError, ValueError):
+    """A patching request that cannot be carried out as given (unknown site or mode, a metric
+    returning the wrong shape, an undefined restored fraction, ...)."""
+
+
+class UnsupportedModelError(RewardLensError, NotImplementedError):
+    """A model feature a patching method does not handle (the message says which, and what
+    still works)."""
+
+
+# --------------------------------------------------------------------------------------------
+# sparse autoencoders
+
+
+class SAEHookError(UnknownHookError):
+    """An SAE's hook name does not exist on the model (sae_lens would only log a warning)."""
+
+
+class SAESiteError(RewardLensError, ValueError):
+    """An SAE is used where its site or shape does not fit the analysis (e.g. a direct
+    feature attribution for an SAE that does not read the final residual stream)."""
+
+
+class UnsupportedSAEError(RewardLensError, NotImplementedError):
+    """An sae_lens SAE whose decoder is not linear in its latents (run-time activation
+    normalisation) or that writes to a different hook (transcoders), where linearity is needed."""
+
+
+class EmptyActivationsError(RewardLensError, ValueError):
+    """No (non-padding) activations were produced from the input given."""
+
+
+# --------------------------------------------------------------------------------------------
+# probes
+
+
+class ProbeError(RewardLensError, ValueError):
+    """A probe or a probe run that is set up wrongly (bad ``at=``, duplicate names, ...)."""
+
+
+class TooFewExamplesError(ProbeError):
+    """Fewer examples than a statistic needs to mean anything (no infinite effect sizes, no
+    correlations of ±1 from two points): the message says how many there are and are needed."""
+
+
+class ProbeFunctionError(ProbeError):
+    """A probe's edit function failed (a bug in the probe, not a reason to skip an example):
+    the message names the probe, the example and the original error (chained as the cause)."""
+
+    @classmethod
+    def wrap(cls, probe_name: str, example: int | None, err: BaseException) -> ProbeFunctionError:
+        at = "" if example is None else f" on example {example}"
+        return cls(
+            f"probe {probe_name!r} failed{at}: {type(err).__name__}: {err}. Fix its edit "
+            "function: return conv.with_response(ids) / conv.with_prompt(ids), and raise "
+            "ProbeSkip('why') for an example it does not apply to"
+        )
+
+
+class ProbeSkip(Exception):  # noqa: N818 - a control-flow signal, not an error the user sees
+    """Raised inside a probe's edit function: this probe does not apply to this example.
+
+    The reason is recorded per example in the report (``report.skipped``); the run goes on.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ProbeNotApplicableError(ProbeError):
+    """A probe does not apply to one example (``probes.runner.apply_probe``): its edit raised
+    :class:`ProbeSkip`, changed nothing, or left the context or the vocabulary, or the library
+    refused the edited text (``refusal`` keeps that error). ``reason`` is the line
+    ``report.skipped`` lists; ``run_probes`` records it and goes on.
+
+    >>> err = ProbeNotApplicableError("the edit changes nothing (same token ids)")
+    >>> err.reason, err.refusal is None, isinstance(err, RewardLensError)
+    ('the edit changes nothing (same token ids)', True, True)
+    """
+
+    def __init__(self, reason: str, refusal: RewardLensError | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.refusal = refusal
+
+
+# --------------------------------------------------------------------------------------------
+# token sweeps
+
+
+class UnknownCandidateError(TokenOutOfVocabError):
+    """A candidate word (or token id) that the model's vocabulary does not have; the message
+    names the candidates."""
+
+
+class ScoreFileError(DataFormatError):
+    """A score CSV without the candidate column, with too few model columns, with a column
+    that is not numeric or not finite, or with a repeated candidate (the message names the
+    file, the column and the row)."""
+
+
+class ResumeMismatchError(ProvenanceMismatchError):
+    """A resume file written by a different sweep (another model, prompt, candidate set,
+    objective, method or chunk size); the message names what differs, the file's value and
+    this run's. Delete it or pass another path."""
+
+
+class ResumeFileError(ResumableFileError):
+    """A resume file's chunk that cannot be used (a non-finite score, too few or too many
+    scores, a start that is not one of the sweep's chunks); the message names file and line."""
+
+
+# --------------------------------------------------------------------------------------------
+# implicit reward models
+
+
+class VocabularyMismatchError(RewardLensError, ValueError):
+    """Policy and reference do not share one tokenizer and vocabulary, so their log-probs of the
+    same token ids are not log-probs of the same text and their ratio is meaningless."""
+
+
+class EmptyResponseMaskError(RewardLensError, ValueError):
+    """A response mask selects no token of some row (an implicit reward would silently be 0)."""
+
+
+class NonlinearUnembedError(RewardLensError, ValueError):
+    """The policy's logits go through a non-linearity after the unembed (a logit soft-cap), so
+    the taken token's logit has no exact linear split into components."""
+
+
+# --------------------------------------------------------------------------------------------
+# cross-model comparison
+
+
+class BackboneMismatchError(RewardLensError, ValueError):
+    """Component attributions of two models were compared, but their backbones differ (depth,
+    width, heads or component labels), so no component of one corresponds to one of the other."""
+
+
+class UnknownModelError(RewardLensError, KeyError):
+    """A model name that is not part of the comparison."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class PreEncodedPairsError(VocabularyMismatchError):
+    """Pre-encoded pairs (token ids) given to models whose tokenizers differ: the same ids are
+    different text for each model. Pass the pairs as text (prompt/chosen/rejected)."""
+
+
+# --------------------------------------------------------------------------------------------
+# evaluations
+
+
+class ScoreMismatchError(RewardLensError, ValueError):
+    """A score file and a data file (or a resumed run) disagree: unknown or duplicate item ids,
+    another benchmark, or a different number of responses; the message names file, record and
+    field."""
+
+
+class UnknownBenchmarkError(RewardLensError, ValueError):
+    """A benchmark name the harness does not know (the message lists the known ones)."""
+
+
+class ScoreProducerMismatchError(ScoreMismatchError, ProvenanceMismatchError):
+    """A score file being resumed was written by another model (weights, config, tokenizer) or
+    with other result-changing arguments (truncation, objective), or one of its records scored
+    an item whose texts have changed since; the message names both producers."""
+
+
+# --------------------------------------------------------------------------------------------
+# the HTML report
+
+
+class ReportError(RewardLensError, ValueError):
+    """A report that cannot be written as asked (unwritable folder, a resume with other
+    arguments); nothing half-written is left under the final name."""
+
+
+# --------------------------------------------------------------------------------------------
+# result objects: row operations and field checks (reward_lens_tl.results)
+
+
+class NoExampleAxisError(UsageError):
+    """``take``/``concat`` on a result whose numbers are not per example (an aggregate, such
+    as a per-feature report); the message says why."""
+
+
+class ResultMismatchError(InvalidArgumentError):
+    """Results that cannot be joined: a field shared by all examples differs between the parts
+    (other component labels, another hook), or per-example arrays whose other axes disagree."""
+
+
+class ResultFieldError(ShapeMismatchError):
+    """A result built with a field of the wrong type or shape (checked when shape checks are on:
+    :func:`reward_lens_tl.results.check_result_shapes`)."""

@@ -53,6 +53,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import einops
 import torch
@@ -146,7 +147,9 @@ def hooked(roots: Iterable[nn.Module]) -> bool:
 def hook_points_hooked(parent: nn.Module, names: Iterable[str]) -> bool:
     """:func:`hooked` for the hook points ``names`` of ``parent`` (also replaced ones)."""
     points = [parent._modules[name] for name in names]
-    return any(type(p) is not HookPoint for p in points) or hooked(points)
+    if any(type(p) is not HookPoint for p in points):
+        return True
+    return hooked([p for p in points if p is not None])
 
 
 def config_supports_sdpa(cfg) -> bool:
@@ -384,7 +387,7 @@ def install(model) -> None:
             attn.__class__ = fast_class(type(attn))
             if attn.cfg.positional_embedding_type == "rotary":
                 sin, cos = attn.calculate_sin_cos_rotary(
-                    attn.cfg.rotary_dim,
+                    attn.cfg.rotary_dim or attn.cfg.d_head,  # TL's config sets it when rotary
                     attn.rotary_sin.shape[0],
                     base=attn._rotary_base(),
                     dtype=attn.rotary_sin.dtype,
@@ -400,12 +403,17 @@ def install(model) -> None:
 
 
 def install_mlp(mlp: GatedMLP) -> None:
-    wrapped = "forward" in vars(mlp)
-    if wrapped and not isinstance(getattr(mlp, "hook_in", None), HookPoint):
+    if "forward" not in vars(mlp):
+        mlp.__class__ = StridedGatedMLP
+        return
+    hook_in = getattr(mlp, "hook_in", None)
+    if not isinstance(hook_in, HookPoint):
         return  # an instance-level forward we do not know: leave the module alone
+    # sae_lens's HookedSAETransformer wraps the bound forward to add hook_in: so do we
+    point: HookPoint = hook_in
     mlp.__class__ = StridedGatedMLP
-    if wrapped:  # sae_lens's HookedSAETransformer wraps the bound forward to add hook_in
-        mlp.forward = lambda x: StridedGatedMLP.forward(mlp, mlp.hook_in(x))
+    strided = cast(StridedGatedMLP, mlp)
+    vars(mlp)["forward"] = lambda x: StridedGatedMLP.forward(strided, point(x))
 
 
 def set_enabled(model, enabled: bool) -> None:

@@ -11,19 +11,20 @@ either mean something else or nothing. :class:`RewardModelIdioms` (mixed into
 - ``to_str_tokens((prompt, response))``: the tokens of that conversation;
 - ``generate``, ``loss_fn``: refused (a reward model has no next-token distribution);
 - ``tokens_to_residual_directions(i)``: the reward head's column ``i`` (objective ``i``; ``0`` for
-  a scalar head); a string is refused.
+  a scalar head) or an objective's name; vocabulary text is refused.
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import zoo_path
 >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
 >>> model.to_tokens(("explain how to bake bread", "the oven")).shape
-torch.Size([1, 12])
+torch.Size([1, 13])
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -38,8 +39,27 @@ _TEXT = (
 )
 
 
-class RewardModelIdioms:
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+    from .inputs import EncodedConversation
+
+    _Host = HookedTransformer  # what the mixin is mixed into, for the type checker
+else:
+    _Host = object
+
+
+class RewardModelIdioms(_Host):
     """TL's tokenisation and LM utilities, answered the reward-model way."""
+
+    if TYPE_CHECKING:  # provided by HookedRewardModel
+        pad_token_id: int | None
+
+        def encode(
+            self, prompt: Any, response: str, *, truncation: Any = "error"
+        ) -> EncodedConversation: ...
+
+        def _require_tokenizer(self) -> Any: ...
 
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
@@ -179,7 +199,7 @@ def _guarded(fn, name: str):
             )
         return fn(logits, tokens, *args, **kwargs)
 
-    wrapper._reward_lens_guard = True
+    wrapper._reward_lens_guard = True  # type: ignore[attr-defined]  # marks it as installed
     return wrapper
 
 
@@ -198,7 +218,7 @@ def _reads_reward_logits(logits, tokens) -> bool:
 def mark_reward_outputs(out):
     """Tag a forward's per-position outputs as rewards (read by the LM-utility guard)."""
     if isinstance(out, Tensor):
-        out._reward_lens_outputs = True
+        out._reward_lens_outputs = True  # type: ignore[attr-defined]  # a marker on this tensor
     return out
 
 

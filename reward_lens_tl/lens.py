@@ -25,8 +25,9 @@ norm, so its last layer does not reach the reward.)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Float
@@ -34,9 +35,13 @@ from torch import Tensor
 
 from .errors import RewardLensError
 from .indices import check_layer
-from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches, pair_index_columns
+from .pairs import OnError, SkippedPair, pair_index_columns
 from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
-from .results import Result, TopK, new_axes, tidy_frame, top_entries
+from .results import Result, TopK, axes, new_axes, run_pair_batches, tidy_frame, top_entries
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]
@@ -44,11 +49,13 @@ Resolution = Literal["layer", "sublayer"]
 
 @dataclass(frozen=True)
 class RewardLensResult(Result):
-    """Lens values ``[site, batch]`` (or ``[site, batch, pos]`` with ``all_positions``)."""
+    """Lens values ``[site, example]`` (or ``[site, example, pos]`` with ``all_positions``)."""
 
-    values: Float[Tensor, "site batch ..."]
+    example_axes = axes(values=1, rewards=0)
+
+    values: Float[Tensor, "site example ..."]
     labels: tuple[str, ...]
-    rewards: Float[Tensor, " batch"]
+    rewards: Float[Tensor, " example"]
     norm: str
 
     def to_dataframe(self):
@@ -62,7 +69,7 @@ class RewardLensResult(Result):
         mean_abs = delta.abs().flatten(1).mean(1)
         return top_entries(self.labels, mean_abs.tolist(), k, "mean |Δ lens reward|")
 
-    def plot(self, ax=None, examples: Sequence[int] | None = None):
+    def plot(self, ax: Axes | None = None, examples: Sequence[int] | None = None) -> Figure:
         fig, ax = new_axes(ax)
         values = self.values if self.values.ndim == 2 else self.values[..., -1]
         for b in examples if examples is not None else range(min(values.shape[1], 8)):
@@ -87,6 +94,8 @@ class PairLensResult(Result):
     input pair ``indices[j]`` (source ``records[j]``); pairs skipped with
     ``on_error="skip"`` are listed in ``skipped``."""
 
+    example_axes = axes(chosen=0, rejected=0, indices=0, records=0)
+
     chosen: RewardLensResult
     rejected: RewardLensResult
     indices: tuple[int, ...] = ()
@@ -98,7 +107,7 @@ class PairLensResult(Result):
         return self.chosen.labels
 
     @property
-    def margins(self) -> Float[Tensor, "site n_pairs"]:
+    def margins(self) -> Float[Tensor, "site example"]:
         return self.chosen.values - self.rejected.values
 
     def crystallization(self, fraction: float = 0.5) -> list[str | None]:
@@ -126,7 +135,7 @@ class PairLensResult(Result):
         frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
         return pair_index_columns(frame, self.indices, self.records)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax)
         m = self.margins.float().cpu()
         x = range(len(self.labels))
@@ -255,30 +264,15 @@ def pair_lens(
     ((1,), 1, 'pair 0')
     """
 
-    def run(ids: Tensor, mask: Tensor, n: int) -> tuple[RewardLensResult, RewardLensResult]:
-        result = reward_lens(model, ids, mask, **kwargs)
-        return _rows(result, slice(0, n)), _rows(result, slice(n, None))
-
-    chunks = map_pair_batches(
-        model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
-    )
-    done, skipped = finished_chunks(chunks)
-    return PairLensResult(
-        chosen=_join([c.output[0] for c in done]),
-        rejected=_join([c.output[1] for c in done]),
-        indices=tuple(i for c in done for i in c.kept),
-        records=tuple(r for c in done for r in c.records),
-        skipped=skipped,
-    )
-
-
-def _rows(result: RewardLensResult, rows: slice) -> RewardLensResult:
-    return replace(result, values=result.values[:, rows], rewards=result.rewards[rows])
-
-
-def _join(parts: list[RewardLensResult]) -> RewardLensResult:
-    return replace(
-        parts[0],
-        values=torch.cat([p.values for p in parts], 1),
-        rewards=torch.cat([p.rewards for p in parts]),
+    analysis = partial(
+        reward_lens, model, **kwargs
+    )  # (ids, mask) of chosen rows then rejected rows
+    return run_pair_batches(
+        model,
+        pairs,
+        analysis,
+        PairLensResult,
+        batch_size=batch_size,
+        truncation=truncation,
+        on_error=on_error,
     )

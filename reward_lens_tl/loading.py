@@ -15,8 +15,9 @@ optionally checks the result against HF with :func:`verify_parity`. This module 
 the model module (the model imports it), so there is no import cycle.
 
 **TransformerLens's keywords.** Every keyword of TL's ``HookedTransformer.from_pretrained`` is
+a parameter of :func:`convert_hf_model` (and of ``from_pretrained`` / ``load_reward_model``),
 either honoured with TL's meaning or refused with a typed error that says why and what to do
-(:func:`check_tl_keywords`): ``fold_ln``, ``center_writing_weights``, ``fold_value_biases``,
+(:func:`check_no_op_keywords`): ``fold_ln``, ``center_writing_weights``, ``fold_value_biases``,
 ``dtype`` (a ``torch.dtype`` or TL's strings ``"float32"``, ``"bf16"``, ...; ``torch_dtype`` is an
 alias), ``device``, ``n_ctx``, ``tokenizer`` are honoured, and so is
 ``refactor_factored_attn_matrices=True`` for models without rotary embeddings (TL cannot refactor
@@ -24,7 +25,9 @@ a rotary QK circuit: refused there). ``center_unembed=True`` is refused (a one-c
 become zero; several objectives would be mixed). The others are accepted at the value that means
 "nothing to do" (``n_devices=1``, ``move_to_device=True``, ``first_n_layers=None``,
 ``checkpoint_index=None``, ``default_prepend_bos=None``, ...) and refused otherwise. A keyword
-that is not an option at all (a typo) is refused with the closest option named.
+that is not an option at all (a typo) is refused with the closest option named, as an
+:class:`~reward_lens_tl.errors.UnknownKeywordError` (a ``TypeError``, as Python raises for an
+unknown keyword; :func:`checked_keywords`).
 
 >>> from reward_lens_tl.testing import tiny_reward_model
 >>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
@@ -36,21 +39,28 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
+import inspect
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from .adapters import ConversionOptions, RewardModelAdapter, adapter_for
 from .adapters.base import pad_token_id_of
-from .checkpoint import checkpoint_dir, load_config, load_tokenizer
+from .checkpoint import checkpoint_dir, checkpoint_tokenizer, load_config
 from .errors import (
     ConversionMismatchError,
     InvalidArgumentError,
     NonFiniteWeightsError,
     NotForRewardModelsError,
+    RewardLensError,
+    UnknownKeywordError,
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
@@ -61,7 +71,8 @@ class Conversion:
     """Everything needed to build the hooked model: config, float32 state dict (head included)
     and the facts the model keeps (pad/EOS ids, objective names, tokenizer, extra modules)."""
 
-    hf_model: nn.Module
+    #: the HF model (``None`` once ``load_reward_model`` has freed it)
+    hf_model: nn.Module | None
     adapter: RewardModelAdapter
     cfg: Any
     state_dict: dict[str, Tensor]
@@ -76,6 +87,135 @@ class Conversion:
     dtype: torch.dtype = torch.float32
 
 
+#: The parameters shared by :func:`convert_hf_model`, ``load_reward_model`` and
+#: ``HookedRewardModel.from_pretrained`` (pasted into their docstrings at ``{options}``).
+OPTIONS_DOC = """\
+- ``model_or_path``: an HF sequence-classification model (used as it is, never modified) or a
+  local checkpoint directory (read as untrusted input: :mod:`reward_lens_tl.checkpoint`);
+- ``tokenizer``: the tokenizer the model keeps (default: the checkpoint directory's own; none
+  for an in-memory model);
+- ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
+  (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
+- ``center_unembed``: must stay ``False`` (a one-column head would become zero; refused);
+- ``refactor_factored_attn_matrices``: TL's refactoring of the QK and OV circuits (models
+  without rotary embeddings or grouped-query attention; refused otherwise);
+- ``dtype``: the converted model's dtype, a floating ``torch.dtype`` or one of TL's names
+  (``"float32"``, ``"bf16"``, ``"float16"``, ...); folding always happens in float32 first.
+  ``torch_dtype`` is an alias (both given: they must agree);
+- ``device``: where the converted model lives (``"cpu"``, ``"cuda:0"``, a ``torch.device``;
+  default ``None``: TransformerLens's choice, CUDA when available, else the CPU);
+- ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's rotary
+  tables);
+- ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1`` on a
+  scalar family);
+- ``adapter``: force an adapter instead of looking one up by architecture;
+- ``hf_model``: TL's way to pass a loaded model next to a name; here only the model given as
+  ``model_or_path`` itself is accepted;
+- TransformerLens ``from_pretrained`` keywords with nothing to do here, accepted at the value
+  shown and refused (with why and what to do) otherwise: ``n_devices`` (1), ``move_to_device``
+  (True), ``first_n_layers`` (None), ``checkpoint_index`` / ``checkpoint_value`` /
+  ``checkpoint_label`` (None), ``default_prepend_bos`` (None or False),
+  ``default_padding_side`` (None or ``"left"``), ``trust_remote_code`` (False),
+  ``load_in_8bit`` / ``load_in_4bit`` (False), ``local_files_only`` (True),
+  ``use_safetensors`` (True)."""
+
+#: What happens to any other keyword (pasted at ``{unknown}``).
+UNKNOWN_DOC = """\
+Any other keyword is refused before a checkpoint is read: a Hugging Face download keyword
+(``revision``, ``cache_dir``, ...) with an :class:`~reward_lens_tl.errors.InvalidArgumentError`
+that says how to download first, anything else (a typo) with an
+:class:`~reward_lens_tl.errors.UnknownKeywordError` (also a ``TypeError``) naming the closest
+parameter."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def pasted_docs(**blocks: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator pasting shared text into a docstring: each ``{name}`` becomes
+    ``blocks[name]``, indented as the placeholder is. Several entry points that take the same
+    parameters document them from one text.
+
+    >>> shared = "- ``x``: a number;"
+    >>> @pasted_docs(params=shared)
+    ... def f(x):
+    ...     '''Add one.
+    ...
+    ...     {params}
+    ...     '''
+    >>> f.__doc__.splitlines()[-2].strip()
+    '- ``x``: a number;'
+    """
+
+    def paste(fn: Callable[P, R]) -> Callable[P, R]:
+        doc = fn.__doc__ or ""
+        for name, text in blocks.items():
+            placeholder = "{" + name + "}"
+            found = re.search(r"\n( *)" + re.escape(placeholder), doc)
+            indent = found.group(1) if found else ""
+            doc = doc.replace(placeholder, text.replace("\n", "\n" + indent))
+        fn.__doc__ = doc
+        return fn
+
+    return paste
+
+
+def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
+    """Paste :data:`OPTIONS_DOC` and :data:`UNKNOWN_DOC` into ``fn``'s docstring at
+    ``{options}`` and ``{unknown}``."""
+    return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC)(fn)
+
+
+def checked_keywords(
+    unknown: Callable[[str, Sequence[str]], Exception] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function with an explicit keyword signature so that a keyword it does not
+    take raises ``unknown(name, parameters)`` (default: an
+    :class:`~reward_lens_tl.errors.UnknownKeywordError`, a ``TypeError``, naming the closest
+    parameter) instead of Python's bare ``TypeError``. The signature seen by ``inspect`` and by
+    type checkers is the function's own.
+
+    >>> @checked_keywords()
+    ... def f(x, *, site="z"):
+    ...     return site
+    >>> try:
+    ...     f(1, sites="k")
+    ... except TypeError as err:
+    ...     print(type(err).__name__, "|", err)
+    UnknownKeywordError | f() got an unknown keyword 'sites'. Did you mean 'site'? ...
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params = inspect.signature(fn).parameters
+        names = tuple(n for n, p in params.items() if p.kind in kinds and n not in ("self", "cls"))
+        accepted = frozenset(names)
+        error = unknown or partial(unknown_parameter, fn.__qualname__)
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for name in kwargs:
+                if name not in accepted:
+                    raise error(name, names)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def unknown_parameter(function: str, name: str, names: Sequence[str]) -> UnknownKeywordError:
+    """The error for a keyword that ``function`` does not take, with the closest ones named."""
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return UnknownKeywordError(
+        f"{function}() got an unknown keyword {name!r}.{hint} Parameters: {', '.join(names)}."
+    )
+
+
+@checked_keywords(lambda name, names: unknown_keyword(name))
+@with_options_doc
 def convert_hf_model(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any = None,
@@ -86,17 +226,32 @@ def convert_hf_model(
     center_unembed: bool = False,
     refactor_factored_attn_matrices: bool = False,
     dtype: torch.dtype | str = torch.float32,
+    torch_dtype: torch.dtype | str | None = None,
     device: str | torch.device | None = None,
     n_ctx: int | None = None,
-    objective_names: list[str] | None = None,
+    objective_names: Sequence[str] | None = None,
     adapter: RewardModelAdapter | None = None,
-    **tl_keywords: Any,
+    hf_model: nn.Module | None = None,
+    n_devices: int = 1,
+    move_to_device: bool = True,
+    first_n_layers: int | None = None,
+    checkpoint_index: int | None = None,
+    checkpoint_value: int | None = None,
+    checkpoint_label: int | None = None,
+    default_prepend_bos: bool | None = None,
+    default_padding_side: Literal["left", "right"] | None = None,
+    trust_remote_code: bool = False,
+    load_in_8bit: bool = False,
+    load_in_4bit: bool = False,
+    local_files_only: bool = True,
+    use_safetensors: bool = True,
 ) -> Conversion:
-    """Read and convert; see :func:`reward_lens_tl.model.load_reward_model` for the options.
+    """Read and convert, without building the model (that is
+    :func:`~reward_lens_tl.model.load_reward_model`, which also takes ``verify``).
 
-    ``tl_keywords`` are TransformerLens ``from_pretrained`` keywords with no option of their own
-    here (``n_devices``, ``move_to_device``, ``first_n_layers``, ...): accepted at their no-op
-    values, otherwise refused (:func:`check_tl_keywords`); any other name is an error.
+    {options}
+
+    {unknown}
     """
     flags = dict(
         fold_ln=fold_ln,
@@ -106,29 +261,46 @@ def convert_hf_model(
         refactor_factored_attn_matrices=refactor_factored_attn_matrices,
     )
     check_flags(flags)
-    dtype = check_tl_keywords(model_or_path, dtype, tl_keywords)
-    hf_model, hf_config, path = resolve_hf_model(model_or_path, adapter)
-    adapter = adapter or adapter_for(hf_config)
-    check_finite(hf_model)
-    options = ConversionOptions(
-        dtype=dtype, device=device, n_ctx=n_ctx, objective_names=objective_names
+    no_ops = dict(
+        n_devices=n_devices,
+        move_to_device=move_to_device,
+        first_n_layers=first_n_layers,
+        checkpoint_index=checkpoint_index,
+        checkpoint_value=checkpoint_value,
+        checkpoint_label=checkpoint_label,
+        default_prepend_bos=default_prepend_bos,
+        default_padding_side=default_padding_side,
+        trust_remote_code=trust_remote_code,
+        load_in_8bit=load_in_8bit,
+        load_in_4bit=load_in_4bit,
+        local_files_only=local_files_only,
+        use_safetensors=use_safetensors,
     )
-    head = adapter.reward_head(hf_model, options)
+    check_no_op_keywords(no_ops)
+    check_hf_model_keyword(model_or_path, hf_model)
+    resolved = resolve_dtypes(dtype, torch_dtype)
+    model, hf_config, path = resolve_hf_model(model_or_path, adapter)
+    adapter = adapter or adapter_for(hf_config)
+    check_finite(model)
+    options = ConversionOptions(
+        dtype=resolved, device=device, n_ctx=n_ctx, objective_names=objective_names
+    )
+    head = adapter.reward_head(model, options)
     cfg = adapter.tl_config(hf_config, options, head.n_objectives)
     if refactor_factored_attn_matrices:
         check_refactor_supported(cfg)
     # on the CPU whatever device the HF model is on: TL folds on the state dict's devices
     state_dict = {
         k: v.detach().to("cpu", torch.float32, copy=True)
-        for k, v in adapter.backbone_state_dict(hf_model, cfg).items()
+        for k, v in adapter.backbone_state_dict(model, cfg).items()
     }
     state_dict["unembed.W_U"] = head.W.to("cpu", torch.float32)
     state_dict["unembed.b_U"] = head.b.to("cpu", torch.float32)
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
+    tokenizer = tokenizer if tokenizer is not None else checkpoint_tokenizer(path)
     requested = {k: v for k, v in flags.items() if k != "center_unembed"}
     fold_flags = adapter.fold_options(requested)
     return Conversion(
-        hf_model=hf_model,
+        hf_model=model,
         adapter=adapter,
         cfg=cfg,
         state_dict=state_dict,
@@ -138,8 +310,8 @@ def convert_hf_model(
         bos_token_id=getattr(hf_config, "bos_token_id", None),
         tokenizer=tokenizer,
         fold_flags=fold_flags,
-        extras=adapter.extra_modules(hf_model, cfg, fold_ln),
-        dtype=dtype,
+        extras=adapter.extra_modules(model, cfg, fold_ln),
+        dtype=resolved,
     )
 
 
@@ -303,18 +475,19 @@ def check_flags(flags: dict[str, Any]) -> None:
         )
 
 
-def check_tl_keywords(
-    model_or_path: Any, dtype: torch.dtype | str, keywords: dict[str, Any]
-) -> torch.dtype:
-    """Check TransformerLens keywords that have no option here; return the resolved dtype.
+def check_no_op_keywords(values: dict[str, Any]) -> None:
+    """TransformerLens keywords without an option here (:data:`TL_NO_OP_KEYWORDS`) are accepted
+    at the values that mean "nothing to do"; any other value raises the keyword's
+    :class:`~reward_lens_tl.errors.RewardLensError` subclass, saying why and what to do."""
+    for name, value in values.items():
+        allowed, error, why = TL_NO_OP_KEYWORDS[name]
+        if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+            shown = " or ".join(repr(a) for a in allowed)
+            raise error(f"{name}={value!r} is not supported: {why}. (Accepted: {shown}.)")
 
-    Raises a :class:`~reward_lens_tl.errors.RewardLensError` subclass for a keyword at a value
-    that cannot be honoured (saying why and what to do) and for a name that is no option at all
-    (naming the closest one).
-    """
-    keywords = dict(keywords)
-    torch_dtype = keywords.pop("torch_dtype", None)
-    hf_model = keywords.pop("hf_model", None)
+
+def check_hf_model_keyword(model_or_path: Any, hf_model: Any) -> None:
+    """``hf_model=`` is accepted only when it is the model given as ``model_or_path``."""
     if hf_model is not None and hf_model is not model_or_path:
         raise InvalidArgumentError(
             "hf_model= is TL's way to pass an already-loaded model next to a model name; here "
@@ -322,42 +495,40 @@ def check_tl_keywords(
             "HookedRewardModel.from_pretrained(hf_model, tokenizer=...) (a local checkpoint "
             "directory works too)"
         )
-    for name, value in keywords.items():
-        if name in TL_NO_OP_KEYWORDS:
-            allowed, error, why = TL_NO_OP_KEYWORDS[name]
-            if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
-                shown = " or ".join(repr(a) for a in allowed)
-                raise error(f"{name}={value!r} is not supported: {why}. (Accepted: {shown}.)")
-        elif name in HF_LOADER_KEYWORDS:
-            raise InvalidArgumentError(
-                f"{name}= is a Hugging Face download/loading keyword; reward-lens-tl never "
-                "downloads and loads the model itself. Load or download it first "
-                "(huggingface_hub.snapshot_download(..., revision=...)) and pass the local "
-                "directory or the HF model to from_pretrained"
-            )
-        else:
-            raise unknown_keyword(name)
-    if torch_dtype is not None:
-        resolved = resolve_dtype(torch_dtype, "torch_dtype")
-        if dtype not in (torch.float32, "float32") and resolve_dtype(dtype) != resolved:
-            raise InvalidArgumentError(
-                f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype"
-            )
-        return resolved
-    return resolve_dtype(dtype)
 
 
-def unknown_keyword(name: str) -> InvalidArgumentError:
-    """The error for a keyword that is no option, with the closest options named."""
-    if name == "verify":
+def resolve_dtypes(dtype: torch.dtype | str, torch_dtype: torch.dtype | str | None) -> torch.dtype:
+    """The dtype asked for by ``dtype`` or its alias ``torch_dtype`` (both given: they agree)."""
+    if torch_dtype is None:
+        return resolve_dtype(dtype)
+    resolved = resolve_dtype(torch_dtype, "torch_dtype")
+    if dtype not in (torch.float32, "float32") and resolve_dtype(dtype) != resolved:
+        raise InvalidArgumentError(
+            f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype"
+        )
+    return resolved
+
+
+def unknown_keyword(name: str) -> RewardLensError:
+    """The error for a keyword that is no option: a Hugging Face download keyword gets an
+    :class:`~reward_lens_tl.errors.InvalidArgumentError` saying how to download first, anything
+    else an :class:`~reward_lens_tl.errors.UnknownKeywordError` with the closest options named."""
+    if name in HF_LOADER_KEYWORDS:
         return InvalidArgumentError(
+            f"{name}= is a Hugging Face download/loading keyword; reward-lens-tl never "
+            "downloads and loads the model itself. Load or download it first "
+            "(huggingface_hub.snapshot_download(..., revision=...)) and pass the local "
+            "directory or the HF model to from_pretrained"
+        )
+    if name == "verify":
+        return UnknownKeywordError(
             "verify= is an option of from_pretrained / load_reward_model; convert_hf_model does "
             "not build the model: call verify_parity(model, hf_model, adapter) afterwards"
         )
     known = [*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model"]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return InvalidArgumentError(
+    return UnknownKeywordError(
         f"from_pretrained got an unknown keyword {name!r}.{hint} Options: {', '.join(OPTIONS)}. "
         "TransformerLens keywords accepted at their no-op values: "
         f"{', '.join([*TL_NO_OP_KEYWORDS, 'hf_model'])}."
@@ -401,7 +572,7 @@ def resolve_hf_model(
 ) -> tuple[nn.Module, Any, Path | None]:
     """``(hf_model, hf_config, path)``; the config is a copy with ``architectures`` filled in."""
     if isinstance(model_or_path, nn.Module):
-        config = copy.deepcopy(model_or_path.config)
+        config: Any = copy.deepcopy(model_or_path.config)  # a transformers PretrainedConfig
         if not getattr(config, "architectures", None):
             config.architectures = [type(model_or_path).__name__]
         return model_or_path, config, None

@@ -24,13 +24,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from jaxtyping import Float, Int
 from sae_lens import HookedSAETransformer
-from torch import Tensor
-from transformer_lens import ActivationCache
+from torch import Tensor, nn
+from transformer_lens import ActivationCache, HookedTransformerConfig
+from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.hook_points import HookPoint
 from transformer_lens.utilities.slice import Slice
 
@@ -42,30 +44,37 @@ from .errors import (
     EmptyInputError,
     InvalidArgumentError,
     MissingAttentionMaskError,
+    NonFiniteActivationError,
     NotForRewardModelsError,
     RewardLensError,
     SequenceTooLongError,
     ShapeMismatchError,
+    TokenIdsTypeError,
     TokenOutOfVocabError,
     UnknownHookError,
 )
 from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
-from .loading import convert_hf_model, verify_parity
+from .loading import (
+    checked_keywords,
+    convert_hf_model,
+    unknown_keyword,
+    verify_parity,
+    with_options_doc,
+)
+
+if TYPE_CHECKING:
+    from .inputs import EncodedConversation, Prompt, Truncation
 
 guard_lm_utilities()
 
 #: What ``forward`` can return (TL's ``"loss"`` / ``"both"`` are refused with a pointer).
+ReturnType = Literal["logits", "objectives", "reward"] | None
 RETURN_TYPES = ("logits", "objectives", "reward", None)
 
 
-class TokenIdsTypeError(ShapeMismatchError, TypeError):
-    """Token ids given as something other than an integer tensor (text, a Python list, a float
-    or bool tensor); the message says how to build them. Also a ``TypeError``."""
-
-
-class NonFiniteActivationError(RewardLensError, ValueError):
-    """A reward is NaN or infinite. The message names the first hook point whose output at
-    the reading token is not finite (e.g. a float16 overflow in an MLP) and what to do."""
+def _tl_options(**options: Any) -> dict[str, Any]:
+    """The TransformerLens forward keywords that were given (not ``None``), passed on as is."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
@@ -73,7 +82,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     def __init__(
         self,
-        cfg,
+        cfg: HookedTransformerConfig,
         *,
         adapter: RewardModelAdapter | None = None,
         pad_token_id: int | None = None,
@@ -95,20 +104,157 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, model_or_path, tokenizer=None, **kwargs) -> HookedRewardModel:
+    @checked_keywords(lambda name, names: unknown_keyword(name))
+    @with_options_doc
+    def from_pretrained(  # type: ignore[override]  # an HF model or a directory, not a TL name
+        cls,
+        model_or_path: nn.Module | str | Path,
+        tokenizer: Any = None,
+        *,
+        fold_ln: bool = True,
+        center_writing_weights: bool = True,
+        fold_value_biases: bool = True,
+        center_unembed: bool = False,
+        refactor_factored_attn_matrices: bool = False,
+        dtype: torch.dtype | str = torch.float32,
+        torch_dtype: torch.dtype | str | None = None,
+        device: str | torch.device | None = None,
+        n_ctx: int | None = None,
+        objective_names: Sequence[str] | None = None,
+        adapter: RewardModelAdapter | None = None,
+        verify: bool | None = None,
+        hf_model: nn.Module | None = None,
+        n_devices: int = 1,
+        move_to_device: bool = True,
+        first_n_layers: int | None = None,
+        checkpoint_index: int | None = None,
+        checkpoint_value: int | None = None,
+        checkpoint_label: int | None = None,
+        default_prepend_bos: bool | None = None,
+        default_padding_side: Literal["left", "right"] | None = None,
+        trust_remote_code: bool = False,
+        load_in_8bit: bool = False,
+        load_in_4bit: bool = False,
+        local_files_only: bool = True,
+        use_safetensors: bool = True,
+    ) -> HookedRewardModel:
         """Convert an in-memory HF reward model or a local checkpoint directory.
 
-        See :func:`load_reward_model` for every option. Never touches the network, never runs
-        remote code, and leaves the HF model unmodified. The class built is the one the
-        adapter asks for (e.g. :class:`HookedArmoRM` for gated multi-objective heads).
+        Never touches the network, never runs remote code, and leaves the HF model unmodified.
+        The class built is the one the adapter asks for (e.g. :class:`HookedArmoRM` for gated
+        multi-objective heads). The same as :func:`load_reward_model`:
+
+        {options}
+        - ``verify``: compare with the HF model on random tokens and raise on disagreement
+          (default: the adapter's choice, on for the generic and ArmoRM adapters).
+
+        {unknown}
         """
-        return load_reward_model(model_or_path, tokenizer, **kwargs)
+        return load_reward_model(
+            model_or_path,
+            tokenizer,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            fold_value_biases=fold_value_biases,
+            center_unembed=center_unembed,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+            dtype=dtype,
+            torch_dtype=torch_dtype,
+            device=device,
+            n_ctx=n_ctx,
+            objective_names=objective_names,
+            adapter=adapter,
+            verify=verify,
+            hf_model=hf_model,
+            n_devices=n_devices,
+            move_to_device=move_to_device,
+            first_n_layers=first_n_layers,
+            checkpoint_index=checkpoint_index,
+            checkpoint_value=checkpoint_value,
+            checkpoint_label=checkpoint_label,
+            default_prepend_bos=default_prepend_bos,
+            default_padding_side=default_padding_side,
+            trust_remote_code=trust_remote_code,
+            load_in_8bit=load_in_8bit,
+            load_in_4bit=load_in_4bit,
+            local_files_only=local_files_only,
+            use_safetensors=use_safetensors,
+        )
 
     @classmethod
-    def from_pretrained_no_processing(cls, model_or_path, tokenizer=None, **kwargs):
-        """Conversion without any weight folding (raw HF parametrisation)."""
-        flags = dict(fold_ln=False, center_writing_weights=False, fold_value_biases=False)
-        return cls.from_pretrained(model_or_path, tokenizer, **{**flags, **kwargs})
+    @checked_keywords(lambda name, names: unknown_keyword(name))
+    @with_options_doc
+    def from_pretrained_no_processing(  # type: ignore[override]  # as from_pretrained
+        cls,
+        model_or_path: nn.Module | str | Path,
+        tokenizer: Any = None,
+        *,
+        fold_ln: bool = False,
+        center_writing_weights: bool = False,
+        fold_value_biases: bool = False,
+        center_unembed: bool = False,
+        refactor_factored_attn_matrices: bool = False,
+        dtype: torch.dtype | str = torch.float32,
+        torch_dtype: torch.dtype | str | None = None,
+        device: str | torch.device | None = None,
+        n_ctx: int | None = None,
+        objective_names: Sequence[str] | None = None,
+        adapter: RewardModelAdapter | None = None,
+        verify: bool | None = None,
+        hf_model: nn.Module | None = None,
+        n_devices: int = 1,
+        move_to_device: bool = True,
+        first_n_layers: int | None = None,
+        checkpoint_index: int | None = None,
+        checkpoint_value: int | None = None,
+        checkpoint_label: int | None = None,
+        default_prepend_bos: bool | None = None,
+        default_padding_side: Literal["left", "right"] | None = None,
+        trust_remote_code: bool = False,
+        load_in_8bit: bool = False,
+        load_in_4bit: bool = False,
+        local_files_only: bool = True,
+        use_safetensors: bool = True,
+    ) -> HookedRewardModel:
+        """Conversion without any weight folding (raw HF parametrisation): ``fold_ln``,
+        ``center_writing_weights`` and ``fold_value_biases`` default to ``False``; otherwise
+        :meth:`from_pretrained`:
+
+        {options}
+        - ``verify``: compare with the HF model on random tokens and raise on disagreement.
+
+        {unknown}
+        """
+        return load_reward_model(
+            model_or_path,
+            tokenizer,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            fold_value_biases=fold_value_biases,
+            center_unembed=center_unembed,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+            dtype=dtype,
+            torch_dtype=torch_dtype,
+            device=device,
+            n_ctx=n_ctx,
+            objective_names=objective_names,
+            adapter=adapter,
+            verify=verify,
+            hf_model=hf_model,
+            n_devices=n_devices,
+            move_to_device=move_to_device,
+            first_n_layers=first_n_layers,
+            checkpoint_index=checkpoint_index,
+            checkpoint_value=checkpoint_value,
+            checkpoint_label=checkpoint_label,
+            default_prepend_bos=default_prepend_bos,
+            default_padding_side=default_padding_side,
+            trust_remote_code=trust_remote_code,
+            load_in_8bit=load_in_8bit,
+            load_in_4bit=load_in_4bit,
+            local_files_only=local_files_only,
+            use_safetensors=use_safetensors,
+        )
 
     # -- the head -------------------------------------------------------------------------
     @property
@@ -239,29 +385,52 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         :mod:`reward_lens_tl.fast_attention`), or TL's explicit-pattern path everywhere."""
         fast_attention.set_enabled(self, enabled)
 
-    def forward(
+    # TL's forward with keyword-only options, "reward"/"objectives" added, "loss"/"both" refused
+    def forward(  # type: ignore[override]
         self,
-        input,
-        return_type: str | None = "logits",
+        input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_model"],
+        return_type: ReturnType = "logits",
         *,
-        attention_mask: Tensor | None = None,
-        pool_positions: Tensor | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        pool_positions: Int[Tensor, " batch"] | None = None,
         start_at_layer: int | None = None,
-        tokens: Tensor | None = None,
-        **kwargs,
-    ):
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
+        past_kv_cache: TransformerLensKeyValueCache | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["left", "right"] | None = None,
+        loss_per_token: bool = False,
+    ) -> Tensor | None:
         """TL's forward, plus ``return_type="reward"`` for the pooled reward.
 
-        ``"logits"`` (default) gives the model's reward at every position,
+        ``return_type``: ``"logits"`` (default) gives the model's reward at every position,
         ``[batch, pos, n_objectives]`` (for a gated ArmoRM-style head, the gated score,
         ``[batch, pos, 1]``); ``"objectives"`` gives the head's per-objective outputs at every
-        position for any head. ``"reward"`` gives what :meth:`rewards` documents and fires
-        ``hook_reward`` (and the gating hooks). Whenever token ids are known (``input``, or
-        ``tokens=`` with ``start_at_layer``), a left-padded batch without ``attention_mask``
-        gets its mask from the leading pad ids. A batch whose position ``-1`` is not every
-        row's reading position warns (:class:`~reward_lens_tl.padding.ReadingPositionWarning`)
-        unless it asks for ``"reward"``. LM losses do not exist for reward models.
+        position for any head; ``None`` nothing (run for the hooks). ``"reward"`` gives what
+        :meth:`rewards` documents and fires ``hook_reward`` (and the gating hooks), read at
+        ``pool_positions`` (one per row) when given, else by the HF model's rule.
+
+        ``input`` is token ids ``[batch, pos]`` (or one sequence ``[pos]``), or with
+        ``start_at_layer`` the residual stream entering that block (then ``tokens`` gives the
+        ids, needed for padding masks and the reading rule). ``attention_mask``: ``[batch, pos]``
+        ones for real tokens; whenever token ids are known, a left-padded batch without one gets
+        its mask from the leading pad ids. ``stop_at_layer``, ``past_kv_cache``,
+        ``shortformer_pos_embed``, ``prepend_bos`` and ``padding_side`` are TransformerLens's
+        (``prepend_bos``/``padding_side`` only matter for text, which is refused);
+        ``loss_per_token`` exists for TL's signature only: LM losses do not exist for reward
+        models. A batch whose position ``-1`` is not every row's reading position warns
+        (:class:`~reward_lens_tl.padding.ReadingPositionWarning`) unless it asks for
+        ``"reward"``.
         """
+        kwargs = _tl_options(
+            stop_at_layer=stop_at_layer,
+            past_kv_cache=past_kv_cache,
+            shortformer_pos_embed=shortformer_pos_embed,
+            prepend_bos=prepend_bos,
+            padding_side=padding_side,
+            loss_per_token=loss_per_token or None,
+        )
         if return_type in ("loss", "both"):
             raise NotForRewardModelsError(
                 "reward models have no language-model loss; use return_type='reward' (or "
@@ -293,13 +462,17 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def _reward(self, input, attention_mask, pool_positions, start_at_layer, tokens, kwargs):
         """The pooled reward (the last block at the reading positions when nothing can see it)."""
         if pooled_forward.applies(self, start_at_layer, attention_mask, kwargs):
-            resid = super().forward(
-                input,
-                return_type=None,
-                attention_mask=attention_mask,
-                tokens=tokens,
-                stop_at_layer=self.cfg.n_layers - 1,
-                **kwargs,
+            # with stop_at_layer TL returns the residual (its overloads say None for None)
+            resid = cast(
+                Tensor,
+                super().forward(
+                    input,
+                    return_type=None,
+                    attention_mask=attention_mask,
+                    tokens=tokens,
+                    stop_at_layer=self.cfg.n_layers - 1,
+                    **kwargs,
+                ),
             )
             pool = pool_positions
             if pool is None:
@@ -402,26 +575,54 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         self,
         input_ids: Int[Tensor, "batch pos"],
         attention_mask: Int[Tensor, "batch pos"] | None = None,
-        **kwargs,
-    ) -> Tensor:
+        *,
+        pool_positions: Int[Tensor, " batch"] | None = None,
+        grad: bool = False,
+    ) -> Float[Tensor, " batch"] | Float[Tensor, "batch n_objectives"]:
         """Pooled rewards: ``[batch]`` for a scalar head, ``[batch, n_objectives]`` for a plain
         multi-objective head, and the gated score ``[batch]`` for ArmoRM-style heads (their
-        objectives: :meth:`objective_rewards`)."""
-        return self.forward(input_ids, "reward", attention_mask=attention_mask, **kwargs)
+        objectives: :meth:`objective_rewards`).
 
-    def objective_rewards(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
-        """Per-objective pooled head outputs, ``[batch, n_objectives]``, for any head."""
+        ``input_ids``/``attention_mask`` as for :meth:`forward` (a left-padded batch without a
+        mask gets one from its leading pads); ``pool_positions``: read row ``b`` at
+        ``pool_positions[b]`` instead of by the HF model's rule. The result is a plain tensor,
+        computed under ``torch.no_grad`` (``float(...)``, ``.numpy()`` just work); ``grad``
+        (``True``) keeps the autograd graph for a backward pass through the reward (the same as
+        ``model(input_ids, "reward", attention_mask=...)``).
+
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids = torch.tensor([[1, 5, 6, 7]])
+        >>> model.rewards(ids).requires_grad, model.rewards(ids, grad=True).requires_grad
+        (False, True)
+        """
+        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+            out = self.forward(
+                input_ids, "reward", attention_mask=attention_mask, pool_positions=pool_positions
+            )
+        return cast(Tensor, out)  # return_type="reward" always returns the rewards
+
+    def objective_rewards(
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        *,
+        grad: bool = False,
+    ) -> Float[Tensor, "batch n_objectives"]:
+        """Per-objective pooled head outputs, ``[batch, n_objectives]``, for any head
+        (``input_ids``, ``attention_mask`` and ``grad`` as for :meth:`rewards`)."""
         store: dict[str, Tensor] = {}
 
-        def grab(act, hook):
+        def grab(act: Tensor, hook: HookPoint) -> None:
             store["r"] = act
 
-        self.run_with_hooks(
-            input_ids,
-            return_type="reward",
-            attention_mask=attention_mask,
-            fwd_hooks=[("hook_reward", grab)],
-        )
+        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+            self.run_with_hooks(
+                input_ids,
+                return_type="reward",
+                attention_mask=attention_mask,
+                fwd_hooks=[("hook_reward", grab)],
+            )
         return store["r"]
 
     # -- hook names -----------------------------------------------------------------------
@@ -530,28 +731,61 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return super().add_sae(sae, use_error_term, exclude_special_tokens)
 
     # -- text convenience -----------------------------------------------------------------
-    def encode(self, prompt, response, **kwargs):
-        """Token ids for one conversation with this model's tokenizer (see ``inputs``).
+    def encode(
+        self,
+        prompt: Prompt,
+        response: str,
+        *,
+        max_length: int | None = None,
+        truncation: Truncation = "error",
+        use_chat_template: bool | None = None,
+    ) -> EncodedConversation:
+        """Token ids for one conversation with this model's tokenizer
+        (:func:`~reward_lens_tl.inputs.encode_conversation`).
 
-        Truncation defaults to the model's context. Warns once (an
-        :class:`~reward_lens_tl.inputs.UnknownTokenWarning`) when more than a fifth of the
-        sequence became the tokenizer's unknown token, naming the template used.
+        ``prompt``: the user message, or the conversation so far; ``response``: the assistant's
+        reply. ``max_length`` defaults to the model's context; ``truncation`` (``"error"``,
+        ``"left"``, ``"right"``, ``"both"``) says what happens to a longer conversation;
+        ``use_chat_template`` (default ``None``: the tokenizer's template when it has one).
+        Warns once (an :class:`~reward_lens_tl.inputs.UnknownTokenWarning`) when more than a
+        fifth of the sequence became the tokenizer's unknown token, naming the template used.
         """
         from .inputs import encode_conversation, warn_unknown_tokens
 
         tokenizer = self._require_tokenizer()
-        kwargs.setdefault("max_length", self.cfg.n_ctx)
-        enc = encode_conversation(tokenizer, prompt, response, **kwargs)
-        use_template = kwargs.get("use_chat_template")
+        enc = encode_conversation(
+            tokenizer,
+            prompt,
+            response,
+            max_length=self.cfg.n_ctx if max_length is None else max_length,
+            truncation=truncation,
+            use_chat_template=use_chat_template,
+        )
         templated = bool(getattr(tokenizer, "chat_template", None))
-        warn_unknown_tokens(tokenizer, enc, templated if use_template is None else use_template)
+        use_template = templated if use_chat_template is None else use_chat_template
+        warn_unknown_tokens(tokenizer, enc, use_template)
         return enc
 
-    def score(self, prompt, response, **kwargs) -> Tensor:
-        """Reward of one (prompt, response) pair, from text."""
-        ids = torch.tensor([self.encode(prompt, response, **kwargs).ids], device=self.cfg.device)
-        with torch.no_grad():
-            return self.rewards(ids)[0]
+    def score(
+        self,
+        prompt: Prompt,
+        response: str,
+        *,
+        max_length: int | None = None,
+        truncation: Truncation = "error",
+        use_chat_template: bool | None = None,
+    ) -> Tensor:
+        """Reward of one (``prompt``, ``response``) pair, from text (``max_length``,
+        ``truncation`` and ``use_chat_template`` as for :meth:`encode`); a scalar tensor for a
+        scalar head, ``[n_objectives]`` for a plain multi-objective head."""
+        enc = self.encode(
+            prompt,
+            response,
+            max_length=max_length,
+            truncation=truncation,
+            use_chat_template=use_chat_template,
+        )
+        return self.rewards(torch.tensor([enc.ids], device=self.cfg.device))[0]
 
     def _require_tokenizer(self):
         if self.tokenizer is None:
@@ -569,8 +803,29 @@ class HookedArmoRM(HookedRewardModel):
     (:meth:`score_direction`); single objectives use the columns of ``W_R``.
     """
 
-    def __init__(self, cfg, **kwargs):
-        super().__init__(cfg, **kwargs)
+    #: ``T``, ``[n_objectives, n_objectives]`` (a buffer, set by :meth:`attach_gating`)
+    reward_transform_matrix: Tensor
+
+    def __init__(
+        self,
+        cfg: HookedTransformerConfig,
+        *,
+        adapter: RewardModelAdapter | None = None,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        objective_names: Sequence[str] = ("reward",),
+        tokenizer: Any = None,
+        bos_token_id: int | None = None,
+    ):
+        super().__init__(
+            cfg,
+            adapter=adapter,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            objective_names=objective_names,
+            tokenizer=tokenizer,
+            bos_token_id=bos_token_id,
+        )
         self.hook_gate = HookPoint()
         self.hook_score = HookPoint()
         self.setup()
@@ -590,6 +845,8 @@ class HookedArmoRM(HookedRewardModel):
             raise RewardLensError(
                 "ArmoRM scores need tokens= (with start_at_layer) to find the gating position"
             )
+        if self.gating is None:
+            raise RewardLensError("this HookedArmoRM has no gating module: call attach_gating")
         rows = torch.arange(normed.shape[0], device=normed.device)
         prompt_state = normed[rows, self.gate_positions(tokens).to(normed.device)]
         return self.hook_gate(self.gating(prompt_state.to(self.reward_transform_matrix.dtype)))
@@ -767,34 +1024,86 @@ MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
 }
 
 
+@checked_keywords(lambda name, names: unknown_keyword(name))
+@with_options_doc
 def load_reward_model(
-    model_or_path, tokenizer: Any = None, *, verify: bool | None = None, **options
+    model_or_path: nn.Module | str | Path,
+    tokenizer: Any = None,
+    *,
+    fold_ln: bool = True,
+    center_writing_weights: bool = True,
+    fold_value_biases: bool = True,
+    center_unembed: bool = False,
+    refactor_factored_attn_matrices: bool = False,
+    dtype: torch.dtype | str = torch.float32,
+    torch_dtype: torch.dtype | str | None = None,
+    device: str | torch.device | None = None,
+    n_ctx: int | None = None,
+    objective_names: Sequence[str] | None = None,
+    adapter: RewardModelAdapter | None = None,
+    verify: bool | None = None,
+    hf_model: nn.Module | None = None,
+    n_devices: int = 1,
+    move_to_device: bool = True,
+    first_n_layers: int | None = None,
+    checkpoint_index: int | None = None,
+    checkpoint_value: int | None = None,
+    checkpoint_label: int | None = None,
+    default_prepend_bos: bool | None = None,
+    default_padding_side: Literal["left", "right"] | None = None,
+    trust_remote_code: bool = False,
+    load_in_8bit: bool = False,
+    load_in_4bit: bool = False,
+    local_files_only: bool = True,
+    use_safetensors: bool = True,
 ) -> HookedRewardModel:
     """Convert a reward model (an HF module, or a local checkpoint directory read as
-    untrusted input: see :mod:`reward_lens_tl.checkpoint`). Options:
+    untrusted input: see :mod:`reward_lens_tl.checkpoint`) into a :class:`HookedRewardModel`
+    (or the subclass its adapter asks for). Parameters
+    (:func:`~reward_lens_tl.loading.convert_hf_model`'s, plus ``verify``):
 
-    - ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
-      (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
-    - ``dtype``: the converted model's dtype (folding always happens in float32 first);
-    - ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's
-      rotary tables);
-    - ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1``
-      on a scalar family);
-    - ``adapter``: force an adapter instead of looking one up by architecture;
-    - ``verify``: compare with the HF model on random tokens and raise on disagreement.
+    {options}
+    - ``verify``: compare with the HF model on random tokens and raise on disagreement
+      (default: the adapter's choice, on for the generic and ArmoRM adapters).
 
-    (The options are :func:`~reward_lens_tl.loading.convert_hf_model`'s keywords.
-    TransformerLens's other ``from_pretrained`` keywords are honoured with TL's meaning or
-    refused with a typed error: see :mod:`reward_lens_tl.loading`.)
+    {unknown}
 
     >>> from reward_lens_tl.testing import tiny_reward_model
     >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
     'LNPre'
     """
-    conv = convert_hf_model(model_or_path, tokenizer, **options)
+    conv = convert_hf_model(
+        model_or_path,
+        tokenizer,
+        fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights,
+        fold_value_biases=fold_value_biases,
+        center_unembed=center_unembed,
+        refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+        dtype=dtype,
+        torch_dtype=torch_dtype,
+        device=device,
+        n_ctx=n_ctx,
+        objective_names=objective_names,
+        adapter=adapter,
+        hf_model=hf_model,
+        n_devices=n_devices,
+        move_to_device=move_to_device,
+        first_n_layers=first_n_layers,
+        checkpoint_index=checkpoint_index,
+        checkpoint_value=checkpoint_value,
+        checkpoint_label=checkpoint_label,
+        default_prepend_bos=default_prepend_bos,
+        default_padding_side=default_padding_side,
+        trust_remote_code=trust_remote_code,
+        load_in_8bit=load_in_8bit,
+        load_in_4bit=load_in_4bit,
+        local_files_only=local_files_only,
+        use_safetensors=use_safetensors,
+    )
     dtype = conv.dtype
     verify = verify if verify is not None else conv.adapter.verify_by_default
-    hf_model = conv.hf_model if verify else None
+    reference = conv.hf_model if verify else None
     conv.hf_model = None  # a checkpoint's HF model is freed before the hooked copy is built
     model = MODEL_KINDS[conv.adapter.model_kind](
         conv.cfg,
@@ -808,11 +1117,11 @@ def load_reward_model(
     model.load_and_process_state_dict(
         conv.state_dict, **{"refactor_factored_attn_matrices": False, **conv.fold_flags}
     )
-    if conv.extras:
+    if conv.extras and isinstance(model, HookedArmoRM):
         model.attach_gating(**conv.extras)
     if dtype != torch.float32:
         model = model.to(dtype)
     model.eval()
-    if verify:
-        verify_parity(model, hf_model, conv.adapter)
+    if reference is not None:
+        verify_parity(model, reference, conv.adapter)
     return model

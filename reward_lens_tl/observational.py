@@ -24,15 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from scipy import stats
 
 from .attribution import attribute_pairs, direct_attribution
 from .components import Component
 from .contrast import as_contrast_pairs, encode_contrast
-from .errors import EmptyInputError, InvalidArgumentError
+from .errors import EmptyInputError, InvalidArgumentError, UsageError
 from .inputs import pad_batch
 from .lens import pair_lens
 from .results import Result
+from .stats import spearman
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class FeatureFindings:
     top_components: tuple[tuple[str, float], ...]  # (label, mean margin contribution)
     planted_source_share: tuple[float, ...] | None  # per layer: |Δ| from planted positions
     reward_token_source_share: tuple[float, ...] | None  # per layer: |Δ| from the final token
-    crystallization: tuple[tuple[str, int], ...]  # lens site reaching 50% of margin: counts
+    crystallization: tuple[tuple[str | None, int], ...]  # site reaching 50% of margin: counts
     ablation_spearman: float  # |attribution| vs |ablation effect| over components
     top_component_ablation_rank: int  # rank (1 = largest) of the top-DLA component's ablation
     top3_ablation_effect: float  # mean margin change, zero-ablating the top-3 DLA components
@@ -132,7 +132,7 @@ def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFin
     bottom3 = [margin.components[i] for i in order[-3:]]
     joint = _ablation_effects(model, encoded, [top3, bottom3])
     dla = [abs(float(mean[i])) for i in components]
-    rho = float(stats.spearmanr(dla, [abs(e) for e in effects]).statistic)
+    rho = spearman(dla, [abs(e) for e in effects])
     top = order[0]
     ranks = sorted(range(len(components)), key=lambda j: -abs(effects[j]))
     return FeatureFindings(
@@ -166,6 +166,8 @@ def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
         [p.edited.ids for p in pairs] + [p.base.ids for p in pairs], model.pad_token_id
     )
     sources = direct_attribution(model, ids, mask, sources=True).sources  # [L, H, 2n, src]
+    if sources is None:  # sources=True always fills them
+        raise UsageError("direct_attribution(sources=True) returned no source attributions")
     reward_positions = model.pool_positions(ids[:n], mask[:n]).tolist()
     delta = (sources[:, :, :n] - sources[:, :, n:]).abs().sum(1)  # [layer, pair, src]
     planted = torch.zeros(model.cfg.n_layers)
@@ -178,7 +180,7 @@ def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return tuple((planted / total).tolist()), tuple((final / total).tolist())
 
 
-def _ablation_effects(model, encoded, groups: Sequence[Sequence[str]]) -> list[float]:
+def _ablation_effects(model, encoded, groups: Sequence[Sequence[Component]]) -> list[float]:
     """Mean change of the margin when each group of components (heads ``L{l}H{h}`` or MLPs
     ``mlp{l}``) is zero-ablated together."""
     ids, mask = pad_batch(

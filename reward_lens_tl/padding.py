@@ -41,6 +41,7 @@ import contextvars
 import sys
 import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Literal
 
 import torch
@@ -130,7 +131,9 @@ def left_pad_tensor(
     ids, mask = left_pad(rows, pad_token_id)
     width = input_ids.shape[1]
     if ids.shape[1] < width:  # keep the width (a row may have been all padding: refused above)
-        ids = torch.cat([ids.new_full((ids.shape[0], width - ids.shape[1]), ids[0, 0]), ids], 1)
+        ids = torch.cat(
+            [ids.new_full((ids.shape[0], width - ids.shape[1]), int(ids[0, 0])), ids], 1
+        )
         mask = torch.cat([mask.new_zeros((mask.shape[0], width - mask.shape[1])), mask], 1)
     return ids.to(input_ids.device), mask.to(input_ids.device)
 
@@ -178,7 +181,8 @@ _INTERNAL = ("reward_lens_tl", "transformer_lens", "sae_lens", "torch", "context
 def _user_stacklevel() -> int:
     """The stack level of the first frame outside this library, TransformerLens and torch, so
     the warning points at the user's line (and Python's once-per-line filter works)."""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.split(".")[0] not in _INTERNAL:

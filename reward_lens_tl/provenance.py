@@ -44,12 +44,17 @@ from typing import Any
 
 from reward_lens_tl.errors import InvalidArgumentError, UsageError
 
-from .errors import DataFormatError, RewardLensError
+from .errors import (
+    FileInUseError,
+    NonFiniteResultError,
+    ProvenanceMismatchError,
+    ResumableFileError,
+)
 
 try:  # POSIX; elsewhere an O_EXCL lock file next to the data file stands in
     import fcntl
 except ImportError:  # pragma: no cover - not on Linux
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module is absent on this platform
 
 __all__ = [
     "FINGERPRINT_SAMPLES",
@@ -88,24 +93,6 @@ _CFG_IGNORED = frozenset(
 )
 
 
-class ProvenanceMismatchError(RewardLensError, ValueError):
-    """A resumable file written by another producer (model, inputs or arguments) than this run;
-    the message names what differs, the file's value and this run's."""
-
-
-class FileInUseError(RewardLensError, RuntimeError):
-    """Another process is writing the same resumable file; wait for it or use another path."""
-
-
-class ResumableFileError(DataFormatError):
-    """A resumable file whose content cannot be resumed (a non-finite value, a record of the
-    wrong size, a broken header); the message names the file and the line."""
-
-
-class NonFiniteResultError(RewardLensError, ValueError):
-    """A computed score is NaN or infinite; it is never written to a file or returned."""
-
-
 # --------------------------------------------------------------------------------------------
 # fingerprints
 
@@ -142,7 +129,7 @@ def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"name": path.name, "size": size, "sha256": digest.hexdigest()[:16]}
 
 
-def model_fingerprint(model) -> dict[str, str]:
+def model_fingerprint(model) -> dict[str, str | None]:
     """What identifies a converted model's outputs: ``{"name", "architecture", "dtype",
     "config", "tokenizer", "weights"}`` (the last three are 16-hex-digit hashes).
 
@@ -269,7 +256,7 @@ def check_finite(values: Iterable[float], where: str) -> None:
     >>> check_finite([1.0, float("nan")], "chunk 3")
     Traceback (most recent call last):
     ...
-    reward_lens_tl.provenance.NonFiniteResultError: chunk 3: value 1 is nan; ...
+    reward_lens_tl.errors.NonFiniteResultError: chunk 3: value 1 is nan; ...
     """
     for k, v in enumerate(values):
         if not math.isfinite(v):
@@ -343,8 +330,15 @@ class ResumableLog:
             self._lockfile.unlink(missing_ok=True)
 
     # -- reading -----------------------------------------------------------------------------
+    @property
+    def _open_fd(self) -> int:
+        """The locked file's descriptor (only inside the ``with`` block)."""
+        if self._fd is None:
+            raise UsageError("use ResumableLog as a context manager: with ResumableLog(...)")
+        return self._fd
+
     def _read(self) -> None:
-        data = _read_all(self._fd)
+        data = _read_all(self._open_fd)
         data = self._drop_torn_tail(data)
         lines = data.decode("utf-8", errors="replace").split("\n")[:-1] if data else []
         if not lines:
@@ -379,7 +373,7 @@ class ResumableLog:
                 "bytes); it will be computed again",
                 stacklevel=4,
             )
-            os.ftruncate(self._fd, cut)
+            os.ftruncate(self._open_fd, cut)
             return data[:cut]
         self._write(b"\n")  # a whole record that only lacks its newline
         return data + b"\n"
@@ -398,10 +392,11 @@ class ResumableLog:
         self._write("".join(lines).encode("utf-8"))
 
     def _write(self, data: bytes) -> None:
-        os.lseek(self._fd, 0, os.SEEK_END)
+        fd = self._open_fd
+        os.lseek(fd, 0, os.SEEK_END)
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view) :]
+            view = view[os.write(fd, view) :]
 
 
 def _open_locked(path: Path) -> int:

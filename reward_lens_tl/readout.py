@@ -23,6 +23,7 @@ read-out is linear, so it distributes over a sum of components exactly:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -31,12 +32,17 @@ from torch import Tensor
 from .errors import RewardLensError
 from .indices import check_index
 
+if TYPE_CHECKING:
+    from transformer_lens import ActivationCache
+
 #: Which reward a read-out targets: ``None`` (the model's reward: the scalar, or the gated
 #: score), an objective name or index, or ``"score"``.
 Objective = str | int | None
 
 
-def effective_head(model) -> tuple[Float[Tensor, "d_model n_obj"], Float[Tensor, " n_obj"]]:
+def effective_head(
+    model,
+) -> tuple[Float[Tensor, "d_model n_objectives"], Float[Tensor, " n_objectives"]]:
     """``(W_eff, b_eff)``: the head as seen from the *normalised* (pre-weight) final residual."""
     W, b = model.W_U, model.b_U
     w_norm = getattr(model.ln_final, "w", None)
@@ -110,7 +116,7 @@ def wide(t: Tensor) -> Tensor:
 
 
 def readout(model, objective: Objective, batch: int, gate: Tensor | None = None) -> Readout:
-    """The read-out for ``objective`` (``gate`` ``[batch, n_obj]`` is needed for the score)."""
+    """The read-out for ``objective`` (the score needs ``gate [batch, n_objectives]``)."""
     W, b = effective_head(model)
     col = objective_index(model, objective)
     if col is not None:
@@ -119,7 +125,8 @@ def readout(model, objective: Objective, batch: int, gate: Tensor | None = None)
     else:
         if gate is None:
             raise RewardLensError("the gated score's direction needs the gate (hook_gate)")
-        mix = gate.to(W.dtype) @ model.reward_transform_matrix.T.to(W.dtype)  # [batch, n_obj]
+        transform = model.reward_transform_matrix.T.to(W.dtype)
+        mix = gate.to(W.dtype) @ transform  # [batch, n_objectives]
         direction = mix @ W.T
         bias = mix @ b
     return Readout(direction=direction, bias=bias, centred=is_centred(model))
@@ -155,7 +162,7 @@ def rewards_at(model, cache, rewards: Tensor, objective: Objective, pos: Tensor 
     col = objective_index(model, objective)
     if pos is None:
         return rewards if col is None else cache["hook_reward"][:, col]
-    per_pos = gather_positions(cache["unembed.hook_out"], pos)  # [batch, n_obj]
+    per_pos = gather_positions(cache["unembed.hook_out"], pos)  # [batch, n_objectives]
     if col is not None:
         return per_pos[:, col]
     mix = cache["hook_gate"] @ model.reward_transform_matrix.T
@@ -167,7 +174,7 @@ class ReadoutRun:
     """One ``run_with_cache`` for a read-out analysis and what every such analysis needs."""
 
     rewards: Tensor  # what ``forward(return_type="reward")`` returned
-    cache: object  # the ActivationCache (only the requested names)
+    cache: ActivationCache  # only the requested names
     positions: Tensor  # [batch] where each row is read
     read: Readout
     target: Tensor  # [batch] the reward the read-out must reproduce

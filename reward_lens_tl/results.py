@@ -1,6 +1,6 @@
-"""The one interface every result object follows, and shared frame/figure helpers.
+"""The one interface every result object follows, its row operations, and shared helpers.
 
-Every analysis returns a frozen dataclass that subclasses :class:`Result`:
+Every analysis returns a frozen dataclass that subclasses the abstract :class:`Result`:
 
 - ``to_dataframe()``: the numbers as a tidy ``pandas.DataFrame`` (one row per entry);
 - ``plot(ax=None)``: a matplotlib figure (returned, never shown);
@@ -8,13 +8,19 @@ Every analysis returns a frozen dataclass that subclasses :class:`Result`:
   ``(label, value)`` pairs **sorted by the value shown**: by ``|value|`` for signed
   contributions and effects, by the value itself where larger is better (a sweep's optimal
   candidates); it also has ``to_dataframe()``;
-- ``to_html()`` / ``_repr_html_()``: a self-contained, escaped HTML table (what Jupyter shows).
+- ``to_html()`` / ``_repr_html_()``: a self-contained, escaped HTML table (what Jupyter shows);
+- ``take(rows)`` / ``concat(parts)``: a subset of its examples, and results of the same
+  analysis joined along their examples, carrying every field.
 
 A subclass declares which frame columns hold its entries' labels and values
 (``label_column``, ``value_column``) to get ``top_k`` for free, or overrides ``top_k`` and
-still returns a :class:`TopK`.
+still returns a :class:`TopK`. It declares which fields are per example, and along which axis,
+in ``example_axes`` (built with :func:`axes`); every other field is shared by all examples.
+Per-example arrays put the label axis (component, site, feature, coefficient) first and the
+example axis after it: ``values [label, example]``, the order :func:`tidy_frame` reads.
 
 >>> import pandas as pd
+>>> import torch
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
 ... class Demo(Result):
@@ -23,15 +29,85 @@ still returns a :class:`TopK`.
 ...         return pd.DataFrame({"label": ["a", "b", "c"], "score": [0.1, -3.0, 2.0]})
 >>> Demo().top_k(2)
 [('b', -3.0), ('c', 2.0)]
+
+Rows of a result with per-example fields, and the parts joined back:
+
+>>> @dataclass(frozen=True)
+... class Scores(Result):
+...     example_axes = axes(values=1, rewards=0)
+...     values: torch.Tensor  # [label, example]
+...     rewards: torch.Tensor  # [example]
+...     labels: tuple[str, ...] = ("x", "y")  # shared by every example
+...     def to_dataframe(self):
+...         return tidy_frame(self.values, self.labels, "label", "value")
+>>> scores = Scores(torch.tensor([[1.0, 2, 3], [4, 5, 6]]), torch.tensor([7.0, 8, 9]))
+>>> scores.take([2, 0]).values
+tensor([[3., 1.],
+        [6., 4.]])
+>>> joined = Scores.concat([scores.take(slice(0, 1)), scores.take(slice(1, None))])
+>>> joined.values.equal(scores.values), joined.labels
+(True, ('x', 'y'))
 """
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import html
-from collections.abc import Sequence
-from typing import ClassVar
+import os
+import sys
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+import numpy as np
+import torch
 from torch import Tensor
+
+from .errors import (
+    ArgumentTypeError,
+    EmptyInputError,
+    InvalidArgumentError,
+    NoExampleAxisError,
+    ResultFieldError,
+    ResultMismatchError,
+)
+from .indices import check_indices
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .pairs import OnError
+
+R = TypeVar("R", bound="Result")
+
+
+_SHAPE_CHECKS = os.environ.get("REWARD_LENS_TL_CHECK_SHAPES", "") not in ("", "0")
+
+
+def check_result_shapes(enabled: bool = True) -> bool:
+    """Turn run-time checks of every result's fields (types and jaxtyping shapes, with
+    beartype) on or off; returns the previous setting. Off by default (the test suite turns
+    them on, as does ``REWARD_LENS_TL_CHECK_SHAPES=1``).
+
+    >>> previous = check_result_shapes(True)
+    >>> _ = check_result_shapes(previous)
+    """
+    global _SHAPE_CHECKS
+    previous, _SHAPE_CHECKS = _SHAPE_CHECKS, bool(enabled)
+    return previous
+
+
+def axes(**example_axes: int) -> Mapping[str, int]:
+    """``example_axes`` of a result class: field name → the axis that indexes examples (``0``
+    for nested results, lists and tuples).
+
+    >>> dict(axes(values=1, rewards=0))
+    {'values': 1, 'rewards': 0}
+    """
+    return MappingProxyType(dict(example_axes))
 
 
 class TopK(list):
@@ -59,13 +135,14 @@ def ranked(pairs, value_name: str = "value") -> TopK:
 def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value") -> TopK:
     """The ``k`` ``(label, value)`` pairs with the largest ``|value|``, sorted that way."""
     pairs = [(str(label), float(v)) for label, v in zip(labels, values, strict=True)]
-    pairs.sort(key=lambda p: (p[1] != p[1], -abs(p[1]) if p[1] == p[1] else 0.0))  # NaN last
+    # NaN last: the key's first element is False for every number, True for NaN
+    pairs.sort(key=lambda p: (p[1] != p[1], -abs(p[1]) if p[1] == p[1] else 0.0))
     out = TopK(pairs[: max(int(k), 0)])
     out.value_name = value_name
     return out
 
 
-class Result:
+class Result(abc.ABC):
     """Base of every result object (see the module docstring)."""
 
     #: Frame column holding each entry's label, and the one holding the value ``top_k`` shows.
@@ -73,9 +150,20 @@ class Result:
     value_column: ClassVar[str] = "value"
     #: A title for HTML views.
     title: ClassVar[str | None] = None
+    #: Field → axis indexing the examples (see :func:`axes`); ``None``: no example axis.
+    example_axes: ClassVar[Mapping[str, int] | None] = None
+    #: How many entries the base :meth:`plot` draws.
+    plot_k: ClassVar[int] = 15
+    #: Why a class without ``example_axes`` has no rows to take (the error says it).
+    no_example_axis: ClassVar[str] = "it does not declare its per-example fields (example_axes)"
 
-    def to_dataframe(self):  # pragma: no cover - every subclass implements it
-        raise NotImplementedError(f"{type(self).__name__} must implement to_dataframe()")
+    def __post_init__(self) -> None:
+        if _SHAPE_CHECKS:
+            check_fields(self)
+
+    @abc.abstractmethod
+    def to_dataframe(self):
+        """The numbers as a tidy frame (one row per entry)."""
 
     def top_k(self, k: int = 10) -> TopK:
         """The ``k`` entries with the largest ``|value_column|`` of :meth:`to_dataframe`."""
@@ -87,14 +175,16 @@ class Result:
             self.value_column,
         )
 
-    def plot(self, ax=None, k: int = 15):
-        """Bar chart of :meth:`top_k` (subclasses draw something more specific)."""
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
-        top = self.top_k(k)[::-1]
-        ax.barh([label for label, _ in top], [v for _, v in top], color="#4472c4")
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel(top.value_name if isinstance(top, TopK) else "value")
-        fig.tight_layout()
+    def plot(self, ax: Axes | None = None) -> Figure:
+        """Bar chart of the top :attr:`plot_k` entries of :meth:`top_k` (subclasses draw
+        something more specific, or offer ``k=``)."""
+        return self._plot_top_k(ax, self.plot_k)
+
+    def _plot_top_k(self, ax: Axes | None, k: int) -> Figure:
+        """Bar chart of :meth:`top_k` ``(k)`` on ``ax`` (a new figure when ``None``); what the
+        base :meth:`plot` draws, for subclasses whose ``plot`` takes ``k``."""
+        top = self.top_k(k)
+        fig, _ = bar_chart(ax, top, top.value_name if isinstance(top, TopK) else "value")
         return fig
 
     def to_html(self, max_rows: int = 30) -> str:
@@ -109,13 +199,87 @@ class Result:
     def _repr_html_(self) -> str:
         return self.to_html()
 
+    # -- rows --------------------------------------------------------------------------------
+    @classmethod
+    def _example_axes(cls) -> Mapping[str, int]:
+        if cls.example_axes is None:
+            raise NoExampleAxisError(
+                f"{cls.__name__} has no example axis to take rows of or join along: "
+                f"{cls.no_example_axis}"
+            )
+        return cls.example_axes
+
+    def example_count(self) -> int:
+        """How many examples (rows) the result holds."""
+        for name, axis in self._example_axes().items():
+            n = _length(getattr(self, name), axis)
+            if n is not None:
+                return n
+        return 0
+
+    def take(self: R, rows: slice | Sequence[int] | Tensor) -> R:
+        """The result of the examples ``rows`` only (a slice, or indices; negative ones count
+        from the end), every field carried: per-example fields cut, shared ones kept."""
+        index = _row_index(rows, self.example_count())
+        cut = {
+            name: _take(getattr(self, name), axis, index)
+            for name, axis in self._example_axes().items()
+        }
+        return _replace(self, cut)
+
+    @classmethod
+    def concat(cls: type[R], parts: Iterable[R]) -> R:
+        """Results of the same analysis (same labels, same settings) joined along their
+        examples, in order: per-example fields concatenated, shared fields checked equal
+        (:class:`ResultMismatchError` names the first that differs)."""
+        per_example = cls._example_axes()
+        parts = list(parts)
+        if not parts:
+            raise EmptyInputError(f"{cls.__name__}.concat needs at least one part")
+        strangers = {type(p).__name__ for p in parts if type(p) is not cls}
+        if strangers:
+            raise ArgumentTypeError(f"{cls.__name__}.concat got parts of type {sorted(strangers)}")
+        fields = [f.name for f in _fields(cls)]
+        for name in fields:  # first: are these results of one analysis?
+            if name not in per_example:
+                _check_shared([getattr(p, name) for p in parts], f"{cls.__name__}.{name}")
+        joined = {
+            name: _cat([getattr(p, name) for p in parts], axis, f"{cls.__name__}.{name}")
+            for name, axis in per_example.items()
+        }
+        return _replace(parts[0], joined)
+
+
+def _fields(cls: type[Result]) -> tuple[dataclasses.Field[Any], ...]:
+    """The dataclass fields of a result class (every concrete result is a dataclass)."""
+    if not dataclasses.is_dataclass(cls):
+        raise ArgumentTypeError(f"{cls.__name__} is not a dataclass: it has no fields to join")
+    return dataclasses.fields(cls)
+
+
+def _replace(result: R, changes: Mapping[str, Any]) -> R:
+    """``result`` with the fields ``changes`` replaced (``dataclasses.replace``)."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        raise ArgumentTypeError(
+            f"{type(result).__name__} is not a dataclass: its fields cannot be replaced"
+        )
+    return dataclasses.replace(result, **changes)
+
 
 class MarginResult(Result):
     """A result with ``chosen`` and ``rejected`` parts whose frame, figure and top entries are
     those of their ``margin`` (chosen − rejected)."""
 
+    example_axes = axes(chosen=0, rejected=0)
+
+    # Declared here for type checkers; each subclass declares them as dataclass fields of its
+    # own result type (one that supports ``-`` and ``plot(ax, k=)``).
+    chosen: Any
+    rejected: Any
+
     @property
-    def margin(self):
+    def margin(self) -> Any:
+        """``chosen − rejected``: a result of the same type as ``chosen``."""
         return self.chosen - self.rejected
 
     def to_dataframe(self):
@@ -125,10 +289,228 @@ class MarginResult(Result):
     def top_k(self, k: int = 10) -> TopK:
         return self.margin.top_k(k)
 
-    def plot(self, ax=None, k: int = 15):
+    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
+        """The margin's figure, of its top ``k`` entries."""
         return self.margin.plot(ax=ax, k=k)
 
 
+# -- chosen/rejected batches ---------------------------------------------------------------------
+def split_pair(result: R, n: int) -> tuple[R, R]:
+    """A result of a batch laid out ``[chosen_0 … chosen_{n-1}, rejected_0 … rejected_{n-1}]``
+    (every pair analysis runs both sides as one batch) as its ``(chosen, rejected)`` halves."""
+    if result.example_count() != 2 * n:
+        raise InvalidArgumentError(
+            f"a batch of {n} pairs has {2 * n} rows (chosen then rejected), this result has "
+            f"{result.example_count()}"
+        )
+    return result.take(slice(0, n)), result.take(slice(n, None))
+
+
+def join_pairs(halves: Iterable[tuple[R, R]]) -> tuple[R, R]:
+    """The ``(chosen, rejected)`` halves of each batch (from :func:`split_pair`) joined into
+    one ``(chosen, rejected)``, batches in order."""
+    chosen, rejected = zip(*halves, strict=True)
+    return type(chosen[0]).concat(chosen), type(rejected[0]).concat(rejected)
+
+
+def run_pair_batches(
+    model,
+    pairs: Iterable,
+    analysis: Callable[[Tensor, Tensor], Result],
+    pair_type: Callable[..., R],
+    *,
+    batch_size: int,
+    truncation: str,
+    on_error: OnError,
+) -> R:
+    """``pair_type`` (a pair result with ``chosen``, ``rejected``, ``indices``, ``records``,
+    ``skipped``) of ``analysis(ids, mask)`` run on each batch of pairs, chosen rows then
+    rejected rows (:func:`~reward_lens_tl.pairs.map_pair_batches`: streamed, ``on_error``,
+    split across processes under ``torchrun``)."""
+    from .pairs import finished_chunks, map_pair_batches
+
+    def run(ids: Tensor, mask: Tensor, n: int):
+        return split_pair(analysis(ids, mask), n)
+
+    chunks = map_pair_batches(
+        model, pairs, run, batch_size=batch_size, truncation=truncation, on_error=on_error
+    )
+    done, skipped = finished_chunks(chunks)
+    chosen, rejected = join_pairs(c.output for c in done)
+    return pair_type(
+        chosen=chosen,
+        rejected=rejected,
+        indices=tuple(i for c in done for i in c.kept),
+        records=tuple(r for c in done for r in c.records),
+        skipped=skipped,
+    )
+
+
+# -- row operations on one field -----------------------------------------------------------------
+def _length(value: Any, axis: int) -> int | None:
+    """Examples in a per-example field (``None`` when the field is absent)."""
+    if value is None:
+        return None
+    if isinstance(value, Result):
+        return value.example_count()
+    if isinstance(value, (Tensor, np.ndarray)):
+        return value.shape[axis]
+    return len(value) or None  # an empty list or tuple: not recorded
+
+
+def _row_index(rows: Any, n: int) -> slice | list[int]:
+    if isinstance(rows, slice):
+        return rows
+    if isinstance(rows, (Tensor, np.ndarray)):
+        if rows.dtype in (torch.bool, np.bool_):
+            raise InvalidArgumentError("rows must be a slice or indices, not a boolean mask")
+        rows = rows.tolist()
+    return list(check_indices(rows, n, "row", negative=True))
+
+
+def _take(value: Any, axis: int, index: slice | list[int]) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Result):
+        return value.take(index)
+    if isinstance(value, (Tensor, np.ndarray)):
+        return value[(slice(None),) * axis + (_array_index(index, value),)]
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return value
+        return type(value)(value[index] if isinstance(index, slice) else [value[i] for i in index])
+    raise ArgumentTypeError(f"cannot take rows of a {type(value).__name__} field")
+
+
+def _array_index(index: slice | list[int], like: Tensor | np.ndarray):
+    if isinstance(index, slice):
+        return index
+    if isinstance(like, Tensor):
+        return torch.tensor(index, dtype=torch.long, device=like.device)
+    return np.array(index, dtype=np.int64)
+
+
+def _cat(values: list, axis: int, name: str) -> Any:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if len(present) != len(values):
+        raise ResultMismatchError(f"{name} is recorded in some parts and None in others")
+    first = present[0]
+    if isinstance(first, Result):
+        return type(first).concat(values)
+    if isinstance(first, (Tensor, np.ndarray)):
+        _check_other_axes(values, axis, name)
+        return (
+            torch.cat(values, axis) if isinstance(first, Tensor) else np.concatenate(values, axis)
+        )
+    if isinstance(first, (list, tuple)):
+        recorded = [bool(v) for v in values]
+        if any(recorded) and not all(recorded):
+            raise ResultMismatchError(f"{name} is recorded in some parts and empty in others")
+        return type(first)(item for v in values for item in v)
+    raise ArgumentTypeError(f"cannot concatenate a {type(first).__name__} field ({name})")
+
+
+def _check_other_axes(values: list, axis: int, name: str) -> None:
+    shapes = {tuple(v.shape[:axis]) + tuple(v.shape[axis + 1 :]) for v in values}
+    if len(shapes) > 1:
+        raise ResultMismatchError(
+            f"{name}: parts whose axes other than the example axis ({axis}) differ "
+            f"({sorted(tuple(v.shape) for v in values)}); e.g. source positions of batches "
+            "padded to different widths cannot be joined"
+        )
+
+
+def _check_shared(values: list, name: str) -> None:
+    for k, value in enumerate(values[1:], start=1):
+        if not _same(values[0], value):
+            raise ResultMismatchError(
+                f"{name} differs between part 0 and part {k}: it is shared by every example, so "
+                "only results of the same analysis (same labels and settings) can be joined"
+            )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return (
+            isinstance(a, Tensor)
+            and isinstance(b, Tensor)
+            and a.shape == b.shape
+            and bool(torch.equal(a.cpu(), b.cpu()))
+        )
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a) and type(a) is type(b):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True  # NaN: the same missing value
+    return bool(a == b)
+
+
+# -- run-time field checks -----------------------------------------------------------------------
+_CHECKERS: dict[type, Callable[..., None]] = {}
+
+
+def check_fields(result: Result) -> None:
+    """Check ``result``'s fields against their annotations (types, and the jaxtyping shapes
+    of its arrays, dimension names consistent across fields); :class:`ResultFieldError`
+    otherwise. Runs when a result is built with :func:`check_result_shapes` on."""
+    from jaxtyping import TypeCheckError
+
+    cls = type(result)
+    if not dataclasses.is_dataclass(cls):
+        return
+    checker = _CHECKERS.get(cls) or _CHECKERS.setdefault(cls, _field_checker(cls))
+    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(cls) if f.init}
+    try:
+        checker(**values)
+    except TypeCheckError as err:
+        detail = "\n".join(str(err).splitlines()[1:4])
+        raise ResultFieldError(
+            f"{cls.__name__} built with a field of the wrong kind or shape: {detail}"
+        ) from err
+
+
+def _field_checker(cls: type) -> Callable[..., None]:
+    """A function whose parameters are ``cls``'s fields, checked by beartype under jaxtyping
+    (one memo of dimension sizes per call)."""
+    from beartype import beartype
+    from jaxtyping import jaxtyped
+
+    hints = _field_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    scope: dict[str, Any] = {}
+    exec(f"def check(*, {', '.join(names) or '_unused=None'}):\n    return None", scope)  # noqa: S102
+    check = scope["check"]
+    check.__annotations__ = {n: hints[n] for n in names if n in hints}
+    return jaxtyped(typechecker=beartype)(check)
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    """Resolved annotations of ``cls``'s fields (fields whose annotation cannot be resolved
+    here, e.g. a name imported only for type checkers, are left unchecked)."""
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - resolve what can be resolved, field by field
+        hints: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            scope = vars(sys.modules[klass.__module__]) if klass.__module__ in sys.modules else {}
+            for name, annotation in vars(klass).get("__annotations__", {}).items():
+                try:
+                    hints[name] = (
+                        eval(annotation, scope) if isinstance(annotation, str) else annotation
+                    )  # noqa: S307
+                except Exception:  # noqa: BLE001
+                    hints.pop(name, None)
+        return hints
+
+
+# -- frames and figures --------------------------------------------------------------------------
 def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_name: str):
     """``values [label, example]`` → one row per (label, example)."""
     import pandas as pd
@@ -144,9 +526,47 @@ def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_nam
     )
 
 
-def new_axes(ax=None, figsize=(6, 3.5)):
+def new_axes(
+    ax: Axes | None = None, figsize: tuple[float, float] = (6, 3.5)
+) -> tuple[Figure, Axes]:
+    """``ax``'s figure and ``ax``, or a new figure of ``figsize`` and its axes."""
     import matplotlib.pyplot as plt
 
     if ax is not None:
-        return ax.figure, ax
+        # ``ax.figure`` is typed ``Figure | SubFigure``: results draw on the Axes of a Figure
+        # (as before, an Axes of a SubFigure is not supported)
+        return typing.cast("Figure", ax.figure), ax
     return plt.subplots(figsize=figsize)
+
+
+SIGNED = "signed"
+"""``colors=`` of :func:`bar_chart`: red for negative values, blue for the others."""
+
+
+def signed_color(value: float) -> str:
+    """Red for a negative value, blue for the others (the colours of signed bar charts)."""
+    return "#c00000" if value < 0 else "#4472c4"
+
+
+def bar_chart(
+    ax: Axes | None,
+    items: Sequence[tuple[str, float]],
+    xlabel: str,
+    colors: str | Sequence[str] | None = None,
+) -> tuple[Figure, Axes]:
+    """Horizontal bars of ``(label, value)`` items, the first at the top, a zero line and
+    ``xlabel``; ``colors``: one colour, a list, or :data:`SIGNED`. Returns ``(fig, ax)``."""
+    fig, ax = new_axes(ax, figsize=(6, 0.25 * len(items) + 1))
+    items = list(items)[::-1]
+    values = [v for _, v in items]
+    if colors is None:
+        colors = "#4472c4"
+    elif isinstance(colors, str) and colors == SIGNED:
+        colors = [signed_color(v) for v in values]
+    elif not isinstance(colors, str):
+        colors = list(colors)[::-1]
+    ax.barh([label for label, _ in items], values, color=colors)
+    ax.axvline(0, color="k", lw=0.5)
+    ax.set_xlabel(xlabel)
+    fig.tight_layout()
+    return fig, ax

@@ -14,9 +14,9 @@ torch.Size([1])
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -24,7 +24,13 @@ from torch import Tensor
 
 from .inputs import Truncation
 from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches
-from .results import Result, TopK, top_entries
+from .results import Result, TopK, new_axes, top_entries
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .model import HookedRewardModel
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,9 @@ class PairScores(Result):
         indices = self.indices or tuple(range(len(margins)))
         return top_entries([f"pair {i}" for i in indices], margins.tolist(), k, "margin")
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Histogram of margins; returns the matplotlib figure (never shows it)."""
-        import matplotlib.pyplot as plt
-
-        fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 3))
+        fig, ax = new_axes(ax, figsize=(5, 3))
         margins = self.margins if self.margins.ndim == 1 else self.margins[:, 0]
         ax.hist(margins.float().cpu().numpy(), bins=30, color="#4472c4")
         ax.axvline(0, color="k", lw=0.8)
@@ -99,7 +103,7 @@ class PairScores(Result):
 
 
 def score_pairs(
-    model,
+    model: HookedRewardModel,
     pairs: Iterable[Any],
     *,
     batch_size: int = 16,
@@ -116,13 +120,16 @@ def score_pairs(
     chat template rejects, ...) stops the run with ``on_error="raise"`` (the error names the
     pair) or, with ``on_error="skip"``, is left out and listed in ``.skipped`` with its index,
     source record and reason. If every pair is skipped, :class:`EmptyInputError` says why.
+
+    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel` (with its tokenizer);
+    ``batch_size``: pairs per forward pass; ``progress``: show a progress bar.
     """
     from tqdm.auto import tqdm
 
     from .distributed import world
 
     rank, size = world()  # under torchrun rank 0's bar counts rank 0's pairs (no total)
-    total = len(pairs) if hasattr(pairs, "__len__") and size == 1 else None
+    total = len(pairs) if isinstance(pairs, Sized) and size == 1 else None
     desc = "scoring" if size == 1 else f"scoring (rank 0 of {size})"
     bar = tqdm(total=total, disable=not progress or rank != 0, desc=desc, unit="pair")
 

@@ -23,18 +23,16 @@ from .errors import InvalidArgumentError
 VOCAB = 97
 PAD = 0
 
+#: Vocabulary, special tokens and one reward output: shared by every tiny model, GPT-2 too.
+_TOKENS = dict(vocab_size=VOCAB, pad_token_id=PAD, bos_token_id=1, eos_token_id=2, num_labels=1)
 _COMMON = dict(
-    vocab_size=VOCAB,
+    _TOKENS,
     hidden_size=64,
     intermediate_size=128,
     num_hidden_layers=2,
     num_attention_heads=4,
     num_key_value_heads=2,
     max_position_embeddings=64,
-    pad_token_id=PAD,
-    bos_token_id=1,
-    eos_token_id=2,
-    num_labels=1,
 )
 
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -67,20 +65,10 @@ def perturb_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
 
 def tiny_config(family: str, **overrides: Any):
     if family == "gpt2":
-        kw = dict(
-            vocab_size=VOCAB,
-            n_embd=64,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            pad_token_id=PAD,
-            bos_token_id=1,
-            eos_token_id=2,
-            num_labels=1,
-        )
+        kw = dict(_TOKENS, n_embd=64, n_layer=2, n_head=4, n_positions=64)
         return transformers.GPT2Config(**{**kw, **overrides})
     if family == "armorm":
-        kw = dict(
+        armorm: dict[str, Any] = dict(
             _COMMON,
             num_objectives=3,
             gating_hidden_dim=32,
@@ -89,8 +77,8 @@ def tiny_config(family: str, **overrides: Any):
             gating_token_pattern=[3, 4],
             objective_names=["helpful", "harmless", "verbose"],
         )
-        kw.pop("num_labels")
-        return armorm_config(**{**kw, **overrides})
+        armorm.pop("num_labels")
+        return armorm_config(**{**armorm, **overrides})
     config_name, _, extra = FAMILIES[family]
     return getattr(transformers, config_name)(**{**_COMMON, **extra, **overrides})
 
@@ -100,15 +88,17 @@ def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module
     ``gemma2``, ``gpt2``, ``armorm``, ``qwen3``), in eval mode, float32."""
     torch.manual_seed(seed)
     config = tiny_config(family, **overrides)
+    model: nn.Module
     if family == "gpt2":
         model = transformers.GPT2ForSequenceClassification(config)
     elif family == "armorm":
-        model = LlamaForRewardModelWithGating(config)
+        gated = LlamaForRewardModelWithGating(config)
         with torch.no_grad():
-            model.reward_transform_matrix.copy_(
+            gated.reward_transform_matrix.copy_(
                 torch.eye(config.num_objectives)
                 + 0.3 * torch.randn(config.num_objectives, config.num_objectives)
             )
+        model = gated
     else:
         model = getattr(transformers, FAMILIES[family][1])(config)
     return perturb_(model, seed=seed).eval()

@@ -23,6 +23,7 @@ it) with the value and the top components on hover; ``to_dataframe()``, ``plot()
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Float
@@ -36,6 +37,12 @@ from .inputs import EncodedConversation
 from .padding import reading_position_known
 from .readout import Objective
 from .results import Result, TopK, new_axes, top_entries
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .model import HookedRewardModel
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ class TokenAttribution(Result):
         """Tokens with the largest |value| (labelled ``pos:token``)."""
         return top_entries(self.labels(), self.values.tolist(), k, self.mode)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Bar chart over positions; returns the figure."""
         fig, ax = new_axes(ax, figsize=(max(6, 0.3 * len(self.tokens)), 3))
         vals = self.values.tolist()
@@ -113,10 +120,10 @@ class TokenAttribution(Result):
 
 
 def token_attribution(
-    model,
-    example,
+    model: HookedRewardModel,
+    example: EncodedConversation | Tensor | tuple[str, str],
     *,
-    mode: str = "attribution",
+    mode: Literal["attribution", "position"] = "attribution",
     objective: Objective = None,
     top: int = 3,
 ) -> TokenAttribution:
@@ -124,14 +131,17 @@ def token_attribution(
     ``[1, pos]``, or a ``(prompt, response)`` pair encoded with ``model.encode``). A row of a
     left-padded batch is shown without its leading padding.
 
-    ``mode="attribution"``: the exact per-token decomposition; ``mode="position"``: the change
-    of the reward read at each position. ``top`` components are listed per token on hover."""
+    ``mode``: ``"attribution"``, the exact per-token decomposition, or ``"position"``, the
+    change of the reward read at each position. ``top`` components are listed per token on
+    hover. ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``objective``: a
+    head column of a multi-objective model."""
     ids, start = _as_ids(model, example)
     if mode == "position":
         return _position_view(model, ids, start)
     if mode != "attribution":
         raise InvalidArgumentError(f"mode={mode!r}: choose 'attribution' or 'position'")
     attr = direct_attribution(model, ids, sources=True, objective=objective)
+    assert attr.sources is not None  # sources=True always fills them
     sources = attr.sources[:, :, 0].detach()  # [layer, head, src]
     per_token = sources.sum((0, 1)).clone()
     pos = int(model.pool_positions(ids)[0])

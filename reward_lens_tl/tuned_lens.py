@@ -27,17 +27,24 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from reward_lens_tl.errors import InvalidArgumentError
 
-from .lens import RewardLensResult, lens_sites
+from .lens import Resolution, RewardLensResult, lens_sites
 from .pairs import pair_batches
 from .readout import Objective, gather_positions, run_readout
 from .results import Result, new_axes
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .model import HookedRewardModel
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class TunedLensReport(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax)
         x = range(len(self.labels))
         ax.plot(x, self.heldout_mse, marker="o", label="tuned lens")
@@ -177,17 +184,24 @@ class TunedRewardLens:
     @classmethod
     def fit(
         cls,
-        model,
+        model: HookedRewardModel,
         data,
         *,
         objective: Objective = None,
-        resolution="layer",
-        alpha: float = 1e-2,
+        resolution: Resolution = "layer",
+        alpha: float | Literal["auto"] = 1e-2,
         heldout_fraction: float = 0.2,
         seed: int = 0,
         batch_size: int = 16,
     ) -> TunedRewardLens:
-        """Fit on ``data`` (pairs, or ``(ids, mask)`` batches); hold out a random fraction."""
+        """Fit on ``data`` (pairs, or ``(ids, mask)`` batches) read by ``model``.
+
+        ``objective``: a head column of a multi-objective model; ``resolution``: the lens
+        sites, ``"layer"`` (each block's input and the final residual) or ``"sublayer"``
+        (also between each block's attention and MLP); ``alpha``: the ridge
+        penalty (``"auto"``: chosen on the training part); ``heldout_fraction`` of the
+        examples, drawn with ``seed``, is held out for the report; ``batch_size``: sequences
+        per forward pass."""
         feats, labels = collect_features(
             model, data, objective=objective, resolution=resolution, batch_size=batch_size
         )
@@ -222,7 +236,14 @@ class TunedRewardLens:
         )
 
     @torch.no_grad()
-    def __call__(self, model, input_ids, attention_mask=None) -> RewardLensResult:
+    def __call__(
+        self,
+        model: HookedRewardModel,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+    ) -> RewardLensResult:
+        """The tuned lens of ``input_ids`` (``attention_mask`` as for the model) read by
+        ``model``, the model it was fitted on."""
         feats, labels = collect_features(
             model,
             [(input_ids, attention_mask)],
@@ -264,9 +285,10 @@ class TunedRewardLens:
         report = None
         if meta.get("report"):
             rep = meta["report"]
-            report = TunedLensReport(
-                **{k: tuple(v) if isinstance(v, list) else v for k, v in rep.items()}
-            )
+            fields: dict[str, Any] = {
+                k: tuple(v) if isinstance(v, list) else v for k, v in rep.items()
+            }
+            report = TunedLensReport(**fields)
         return cls(
             tensors["deltas"],
             tensors["offsets"],

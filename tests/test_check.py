@@ -1,6 +1,5 @@
 """``reward_lens_tl.check`` / ``reward-lens check``: diagnostics for a user's own reward model."""
 
-import doctest
 import json
 import re
 import shutil
@@ -9,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import reward_lens_tl
-from reward_lens_tl import diagnostics
 from reward_lens_tl.cli import main
 from reward_lens_tl.diagnostics import CheckReport, CheckRow, check
 from reward_lens_tl.errors import CheckpointWeightsError, InvalidArgumentError
@@ -204,7 +202,3 @@ def test_an_in_memory_converted_model_runs_the_checks_it_can(zoo_report):
     report = check(load_model("scalar"), tokenizer=load_tokenizer("scalar"))  # an HF module
     assert [r.check for r in report.rows] == list(CHECKS) and not report.failed
     assert {r.status for r in report.rows} == {"pass"}
-
-
-def test_diagnostics_doctests():
-    assert doctest.testmod(diagnostics).failed == 0

@@ -55,34 +55,131 @@ def test_score_rewardbench_jsonl(tmp_path, capsys):
     assert "accuracy (chosen > rejected): 1.0000 over 2 pairs" in capsys.readouterr().out
 
 
-def test_demo_writes_report(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path)]) == 0
-    report = (tmp_path / "report.md").read_text()
-    assert "Agreement with the hidden rule: 100%" in report
+@pytest.fixture(scope="module")
+def zoo_report(tmp_path_factory):
+    """``make demo``: ``reward-lens report`` with no arguments, the report on the zoo."""
+    out = tmp_path_factory.mktemp("zoo_report")
+    assert main(["report", "--out", str(out)]) == 0
+    numbers = json.loads((out / "report.json").read_text())
+    return out, numbers, (out / "report.md").read_text(), (out / "report.html").read_text()
+
+
+def test_make_demo_is_the_report_on_the_zoo(zoo_report):
+    out, numbers, report, page = zoo_report
+    assert "agreement with the hidden rule 100% of 8 pairs" in report
     for feature in ("topic_match", "harmful", "sycophancy", "length"):
-        assert (tmp_path / f"lens_{feature}.png").stat().st_size > 1000
-        assert (tmp_path / f"attribution_{feature}.png").stat().st_size > 1000
-    assert (tmp_path / "margins.png").exists()
+        assert (out / f"lens_{feature}.png").stat().st_size > 1000
+        assert (out / f"attribution_{feature}.png").stat().st_size > 1000
+    assert (out / "margins.png").exists()
     names = ("patching_resid_topic_match", "localization", "observational_vs_causal")
-    for name in (*names, "sae_ground_truth", "sae_margin_harmful"):
-        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    for name in (*names, "sae_ground_truth", "sae_margin_harmful", "probes", "probe_cascade"):
+        assert (out / f"{name}.png").stat().st_size > 1000
     assert "## Observational vs causal" in report and "## SAE features" in report
-    page = (tmp_path / "html" / "report.html").read_text()
-    assert "Token views" in page and page.count("data:image/png;base64,") >= 3
+    assert "Token views" in page and page.count("data:image/png;base64,") >= 20
     assert "## Reward-hacking probes" in report and "Invariance probes flagged: 0 of" in report
-    assert (tmp_path / "probes.png").stat().st_size > 1000
     completeness = float(report.split("latents + terms − reward = ")[1].split(".\n")[0])
     assert completeness < 1e-4
+    stored = numbers["sae"]["harmful_margin_attribution"]["completeness_error"]
+    assert f"{stored:.1e}" == f"{completeness:.1e}"
     # the localization table: at resid_pre 0 the planted span is the top unit in every pair
     rows = [r for r in report.splitlines() if "| resid_pre 0 |" in r]
     assert len(rows) == 3 and all(r.split("|")[3].strip() == "+1.000" for r in rows)
+    first = [r for r in numbers["localization"] if r["site"] == "resid_pre 0"]
+    assert [r["top1_planted"] for r in first] == [1.0, 1.0, 1.0]
 
 
-def test_demo_runs_on_the_multi_objective_zoo_model(tmp_path):
-    """Every section runs on the ArmoRM-style model: patching reads the gated score, and the
-    concept vectors' cosines use one objective (a gated score has no single direction)."""
-    from reward_lens_tl.zoo import zoo_path
+def test_zoo_report_numbers_equal_the_api(zoo_report):
+    """Two of the zoo report's numbers recomputed another way: the agreement with the hidden
+    rule (rewards of the rule-labelled pairs) and a planted feature's mean margin (rewards of
+    its contrast pairs, which the report gets from the attribution's sum)."""
+    import torch
 
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.contrast import encode_contrast
+    from reward_lens_tl.inputs import pad_batch
+    from reward_lens_tl.report import zoo_pairs
+    from reward_lens_tl.zoo import load_task
+
+    _, numbers, _, _ = zoo_report
+    model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    task = load_task().task
+
+    def rewards(encoded):
+        ids, mask = pad_batch(encoded, model.pad_token_id)
+        return model.rewards(ids, mask).detach()
+
+    pairs = zoo_pairs(task)
+    chosen = rewards([model.encode(p.prompt, p.chosen) for p in pairs])
+    rejected = rewards([model.encode(p.prompt, p.rejected) for p in pairs])
+    assert numbers["accuracy"] == float((chosen > rejected).float().mean())
+    torch.testing.assert_close(torch.tensor(numbers["chosen"]), chosen, rtol=0, atol=1e-5)
+    encoded = [encode_contrast(p) for p in task.contrast_pairs("harmful", 24, seed=7)]
+    margin = rewards([e for e, _ in encoded]) - rewards([b for _, b in encoded])
+    row = next(r for r in numbers["planted_features"] if r["feature"] == "harmful")
+    torch.testing.assert_close(torch.tensor(row["mean margin"]), margin.mean(), atol=1e-4, rtol=0)
+
+
+#: Each section of the former ``make demo`` markdown report, the section of the one report
+#: that holds it now, and a text of the former section found there.
+FORMER_DEMO_SECTIONS = {
+    "Rewards and margins": ("Scores", "rule_margin"),
+    "Reward lens and direct attribution on planted features": (
+        "Planted features",
+        "lens: first site at 50%",
+    ),
+    "Activation patching": ("Where the planted features sit", "Denoising resid_pre on one"),
+    "Observational vs causal": ("Observational vs causal", "Spearman between methods"),
+    "SAE features": ("SAE features", "Concept vectors (difference of means"),
+    "Reward-hacking probes": ("Reward-hacking probes", "Probes in the zoo's vocabulary"),
+    "Benchmarks and why they fail": ("Failures explained", "A RewardBench-style set"),
+    "Implicit reward of the DPO policy vs the explicit reward model": (
+        "Implicit reward of the DPO policy vs the explicit reward model",
+        "held-out rule-labelled pairs the two agree on",
+    ),
+    # the demo's last section linked the HTML page of the same pairs; it is this page now
+    "HTML report": ("Token views", "most preferred response"),
+}
+
+
+@pytest.mark.parametrize("former", sorted(FORMER_DEMO_SECTIONS))
+def test_every_former_demo_section_is_in_the_one_report(zoo_report, former):
+    import html
+
+    _, numbers, report, page = zoo_report
+    title, text = FORMER_DEMO_SECTIONS[former]
+    assert title in numbers["sections"]
+    in_markdown = report.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    in_page = page.split(f"<h2>{title}</h2>", 1)[1].split("</section>", 1)[0]
+    assert text in in_markdown and html.escape(text) in in_page
+
+
+def test_markdown_and_html_render_the_same_sections(zoo_report):
+    """Both files come from the same section objects: the same titles in the same order, the
+    same tables cell for cell (numbers formatted once) and the same paragraphs."""
+    from test_report import html_paragraphs, html_tables, md_paragraphs, md_tables
+
+    _, numbers, report, page = zoo_report
+    titles = [line[3:] for line in report.splitlines() if line.startswith("## ")]
+    assert titles == ["Data quality", *numbers["sections"]]
+    tables = md_tables(report)
+    assert len(tables) >= 15 and tables == html_tables(page)
+    paragraphs, notes = md_paragraphs(report), html_paragraphs(page)
+    views = [p for p in paragraphs if p not in notes]  # the patching grids and token views
+    assert [p for p in paragraphs if p in notes] == notes and len(views) == 5
+    assert all(p.startswith(("Pair ", "The most", "The least")) for p in views)
+    harmful = next(r for r in numbers["planted_features"] if r["feature"] == "harmful")
+    assert f"| harmful | {harmful['mean margin']:+.3f} |" in report
+
+
+@pytest.mark.slow  # tens of seconds: the slow tier (make test-all / CI)
+def test_demo_is_a_deprecated_alias_of_the_zoo_report(tmp_path, capsys):
+    """``reward-lens demo`` warns once on stderr and writes the zoo report; every section runs on
+    the ArmoRM-style model (patching reads the gated score, and the concept vectors' cosines
+    use one objective: a gated score has no single direction)."""
     assert main(["demo", "--model", str(zoo_path("multi")), "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("'reward-lens demo' is deprecated; use 'reward-lens report'") == 1
     report = (tmp_path / "report.md").read_text()
     assert "of objective `helpfulness`" in report and "## SAE features" in report
+    assert report.startswith("# reward-lens report: multi on the zoo's pairs\n")
+    assert "<h2>Token views</h2>" in (tmp_path / "report.html").read_text()

@@ -3,7 +3,6 @@ plain-text help, one-line errors (never glued onto a progress bar), warnings wit
 lines or local paths, ``--debug`` tracebacks, a causal LM pointed to the implicit reward, and
 data files with a UTF-8 byte-order mark."""
 
-import doctest
 import gzip
 import json
 import subprocess
@@ -176,7 +175,3 @@ def test_files_with_a_byte_order_mark_load(tmp_path, layout):
     assert [(p.prompt, p.chosen, p.rejected) for p in pairs] == [
         (r["prompt"], r["chosen"], r["rejected"]) for r in PAIRS
     ]
-
-
-def test_cli_doctests():
-    assert doctest.testmod(cli).failed == 0

@@ -1,12 +1,16 @@
 """Cross-model comparison: identities on a model compared with itself, a planted ablation found
-by feature, objectives of the multi-objective model, and typed errors."""
+by feature, objectives of the multi-objective model, intervals against scipy, renamed names, and
+typed errors."""
 
 import copy
 import random
+import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats as sps
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.crossmodel import (
@@ -18,14 +22,13 @@ from reward_lens_tl.crossmodel import (
     sweep_tau,
 )
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
-from reward_lens_tl.implicit import ImplicitRewardModel
 from reward_lens_tl.zoo import FEATURES, load_task, zoo_path
 from reward_lens_tl.zoo.vocab import FILLER_WORDS, HARMFUL_WORDS, VOCAB
 
 
 @pytest.fixture(scope="module")
-def scalar():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
+def scalar(zoo_scalar):
+    return zoo_scalar
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +42,8 @@ def ablated(scalar):
 
 
 @pytest.fixture(scope="module")
-def irm():
-    return ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+def irm(zoo_implicit):
+    return zoo_implicit
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +140,69 @@ def test_implicit_and_explicit_and_objectives(scalar, irm, pairs):
     with pytest.raises(UnknownModelError):
         cmp.run("nope")
     assert cmp.plot() is not None and cmp.plot_lens() is not None
+
+
+def _scipy_interval(samples, statistic, n_boot, seed):
+    """scipy's own paired percentile bootstrap, called directly."""
+    res = sps.bootstrap(
+        samples,
+        statistic,
+        n_resamples=n_boot,
+        method="percentile",
+        paired=True,
+        vectorized=False,
+        rng=np.random.default_rng(seed),
+    )
+    return res.confidence_interval.low, res.confidence_interval.high
+
+
+def test_intervals_are_scipys_bootstrap_over_pairs(scalar, ablated):
+    pairs = load_task().task.contrast_pairs("harmful", 16, seed=5)
+    cmp = compare_models({"s": scalar, "a": ablated}, pairs, n_boot=150, seed=3)
+    ms, ma = cmp.run("s").margins.double().numpy(), cmp.run("a").margins.double().numpy()
+    row = cmp.agreement().iloc[0]
+    rho = lambda x, y: sps.spearmanr(x, y).statistic
+    assert row["margin_spearman"] == pytest.approx(rho(ms, ma), abs=1e-12)
+    low, high = _scipy_interval((ms, ma), rho, 150, 3)
+    assert (row["margin_spearman_low"], row["margin_spearman_high"]) == pytest.approx(
+        (low, high), abs=1e-12
+    )
+    acc = cmp.accuracy().set_index("model").loc["a"]
+    prefers = (ma > 0).astype(float)
+    res = sps.bootstrap((prefers,), np.mean, n_resamples=150, method="percentile",
+                        rng=np.random.default_rng(3))  # fmt: skip
+    assert acc["accuracy"] == pytest.approx(prefers.mean())
+    assert (acc["ci_low"], acc["ci_high"]) == pytest.approx(tuple(res.confidence_interval))
+
+
+def test_renamed_names_warn_once_and_point_to_the_new_ones(pairs, scalar):
+    import reward_lens_tl.crossmodel as crossmodel
+    from reward_lens_tl import _deprecation, stats
+    from reward_lens_tl.crossmodel import features, sources
+    from reward_lens_tl.crossmodel import stats as cm_stats
+
+    expected = [
+        (lambda: crossmodel.FeatureEffects, crossmodel.PlantedFeatureEffects),
+        (lambda: features.FeatureEffects, crossmodel.PlantedFeatureEffects),
+        (lambda: crossmodel.run_source, crossmodel.run_on_pairs),
+        (lambda: sources.run_source, crossmodel.run_on_pairs),
+        (lambda: cm_stats.pearson, stats.pearson),
+        (lambda: cm_stats.spearman, stats.spearman),
+    ]
+    for get, new in expected:
+        _deprecation._WARNED.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert get() is new and get() is new
+        assert len(caught) == 1 and caught[0].category is FutureWarning
+        assert new.__name__ in str(caught[0].message)
+    values = np.array([0.5, 1.5, 2.0, 4.0])
+    with pytest.warns(FutureWarning, match="bootstrap_ci"):
+        old = cm_stats.bootstrap_mean(values, 100, 1)
+    assert old == stats.bootstrap_ci(values, n_boot=100, seed=1)
+    with pytest.warns(FutureWarning, match="bootstrap_ci"):
+        by_index = crossmodel.bootstrap(lambda i: float(values[i].mean()), 4, 100, 1)
+    assert by_index == pytest.approx(tuple(old))
 
 
 def test_bad_comparisons(scalar, pairs):

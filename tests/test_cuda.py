@@ -87,11 +87,11 @@ def test_rewards_match_hf_on_cuda(family, dtype):
     ours = ours.float()
     ref, ref_objectives = hf_outputs(family, ids, mask, dtype)
     ref32, ref32_objectives = hf_outputs(family, ids, mask)
-    assert (ours - ref).abs().max() <= same_tol
-    assert (ours - ref32).abs().max() <= f32_tol
+    torch.testing.assert_close(ours, ref, atol=same_tol, rtol=0)
+    torch.testing.assert_close(ours, ref32, atol=f32_tol, rtol=0)
     if family == "armorm":
-        assert (objectives - ref_objectives).abs().max() <= same_tol
-        assert (objectives - ref32_objectives).abs().max() <= f32_tol
+        torch.testing.assert_close(objectives, ref_objectives, atol=same_tol, rtol=0)
+        torch.testing.assert_close(objectives, ref32_objectives, atol=f32_tol, rtol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -117,11 +117,11 @@ def test_attribution_is_complete_on_cuda(family, dtype):
     assert attr.completeness_error() <= self_tol
     with torch.no_grad():
         rewards = model.rewards(ids, mask).float().cpu()
-    assert (attr.rewards - rewards).abs().max() <= self_tol
+    torch.testing.assert_close(attr.rewards, rewards, atol=self_tol, rtol=0)
     # parts + head bias, summed here rather than by the result object
     total = attr.values.sum(0) + attr.head_bias
-    assert (total - rewards).abs().max() <= self_tol
-    assert (attr.sources.sum(-1) - attr.head_matrix()).abs().max() <= self_tol
+    torch.testing.assert_close(total, rewards, atol=self_tol, rtol=0)
+    torch.testing.assert_close(attr.sources.sum(-1), attr.head_matrix(), atol=self_tol, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", list(TOLS), ids=DTYPE_IDS)
@@ -140,8 +140,8 @@ def test_self_patching_reproduces_the_clean_reward(family, dtype):
     assert resid.values.shape == (model.cfg.n_layers, LENGTHS[3])
     assert heads.values.shape == (model.cfg.n_layers, model.cfg.n_heads)
     assert abs(resid.target_reward - clean) <= self_tol
-    assert (resid.values.float() - clean).abs().max() <= self_tol
-    assert (heads.values.float() - clean).abs().max() <= self_tol
+    for cells in (resid.values.float(), heads.values.float()):
+        torch.testing.assert_close(cells, torch.full_like(cells, clean), atol=self_tol, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", list(TOLS), ids=DTYPE_IDS)
@@ -167,13 +167,13 @@ def test_sdpa_path_equals_tl_path_on_cuda(family, dtype, sdpa_calls):  # noqa: F
         sdpa = model.cfg.n_layers if fast and family not in SOFT_CAPPED else 0
         assert len(sdpa_calls) == sdpa  # the path compared is the one that ran
     (r_fast, c_fast), (r_tl, c_tl) = runs
-    assert (r_fast.float() - r_tl.float()).abs().max() <= reward_tol
+    torch.testing.assert_close(r_fast.float(), r_tl.float(), atol=reward_tol, rtol=0)
     # the residual stream at every real (non-pad) position: 1e-5 in float32, a few units in
     # the last place of its size in bf16/fp16
     cache_tol = 8 * torch.finfo(dtype).eps if low else 1e-5
     real = mask.bool()
     assert len(c_tl.keys()) == model.cfg.n_layers
     for name in c_tl.keys():
-        diff = (c_fast[name] - c_tl[name]).float()[real].abs().max()
-        scale = c_tl[name].float()[real].abs().max()
-        assert diff <= cache_tol * max(1.0, float(scale)), name
+        fast, tl = c_fast[name].float()[real], c_tl[name].float()[real]
+        tol = cache_tol * max(1.0, float(tl.abs().max()))
+        torch.testing.assert_close(fast, tl, atol=tol, rtol=0, msg=f"{name} differs")

@@ -7,7 +7,6 @@ writes tiny files to ``tmp_path``.
 
 from __future__ import annotations
 
-import doctest
 import gzip
 import json
 import math
@@ -18,7 +17,6 @@ from typing import Any
 
 import pytest
 
-import reward_lens_tl.data as data_api
 from reward_lens_tl.data import (
     GridItem,
     ItemSet,
@@ -27,8 +25,6 @@ from reward_lens_tl.data import (
     RankedItem,
     SkippedRecord,
     SkippedRecordsWarning,
-    _records,
-    _validate,
     load_hh_rlhf,
     load_llmbar,
     load_pairs,
@@ -36,12 +32,9 @@ from reward_lens_tl.data import (
     load_rewardmath,
     load_rewardmath_scores,
     load_rmbench,
-    loaders,
-    pairs,
     parse_hh_transcript,
     sniff_format,
 )
-from reward_lens_tl.data.formats import hh_rlhf, llmbar, rewardbench, rewardmath, rmbench
 from reward_lens_tl.errors import MalformedRecordError
 
 SHARED = Path(
@@ -76,31 +69,6 @@ def hh(*turns: str) -> str:
     return "".join(
         f"\n\n{'Human' if i % 2 == 0 else 'Assistant'}: {t}" for i, t in enumerate(turns)
     )
-
-
-# --------------------------------------------------------------------------------------------
-# doctests
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        data_api,
-        pairs,
-        _validate,
-        _records,
-        loaders,
-        hh_rlhf,
-        llmbar,
-        rmbench,
-        rewardbench,
-        rewardmath,
-    ],
-    ids=lambda m: m.__name__,
-)
-def test_doctests(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ def test_empty_stream_is_refused():
         score_pairs(w.model(), iter([]))
 
 
+@pytest.mark.torchrun
 def test_two_gloo_processes_equal_one(tmp_path):
     import distributed_worker as w
 
@@ -76,16 +77,15 @@ def test_two_gloo_processes_equal_one(tmp_path):
                 assert got[key] == value, key
 
 
-def test_eval_scoring_and_report_under_torchrun(tmp_path):
+@pytest.mark.torchrun
+def test_eval_scoring_and_report_under_torchrun(tmp_path, zoo_task):
     """``score_items`` (score files written by rank 0 only) and ``build_report`` under two
     processes write the same files as one process and return the same results on every rank."""
     import json
 
     import distributed_worker as w
 
-    from reward_lens_tl.zoo import load_task
-
-    task, rng, rows = load_task().task, __import__("random").Random(0), []
+    task, rng, rows = zoo_task, __import__("random").Random(0), []
     while len(rows) < 8:
         a, b = task.response_pair(rng, max_words=6)
         if a.score != b.score:
@@ -112,7 +112,7 @@ def test_eval_scoring_and_report_under_torchrun(tmp_path):
     assert expected["report"]["n_scored"] == 8 and len(expected["ranked_scores"]) == 10
 
 
-@pytest.mark.slow
+@pytest.mark.torchrun
 def test_cli_score_under_torchrun(tmp_path):
     """``torchrun -m reward_lens_tl.cli score`` writes the same CSV as one process, once."""
     import json
@@ -144,12 +144,3 @@ def test_map_in_rounds_yields_per_round_and_reraises():
     assert map_items([], str) == []
     with pytest.raises(ZeroDivisionError):
         map_items([1, 0], lambda x: 1 / x)
-
-
-@pytest.mark.parametrize("module", ["distributed", "pairs", "scoring", "lens", "attribution"])
-def test_docstring_examples(module):
-    import doctest
-    import importlib
-
-    found = doctest.testmod(importlib.import_module(f"reward_lens_tl.{module}"))
-    assert found.attempted > 0 and found.failed == 0

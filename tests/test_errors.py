@@ -185,3 +185,78 @@ def test_no_bare_builtin_raises_in_the_library():
         if pattern.search(line)
     ]
     assert found == []
+
+
+def _exception_classes_outside_errors_module():
+    """``(file, class)`` for every class defined outside ``errors.py`` whose bases name an
+    exception (``...Error``, ``...Exception``, ``ProbeSkip``), found by parsing the source."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "reward_lens_tl"
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+            if any(b.endswith(("Error", "Exception")) or b == "ProbeSkip" for b in bases):
+                out.append(f"{path.relative_to(root)}:{node.name}")
+    return out
+
+
+def test_every_error_is_defined_in_the_one_errors_module():
+    """One hierarchy in one place: no exception class is defined anywhere but errors.py (the
+    subpackages' ``errors`` modules only re-export)."""
+    assert _exception_classes_outside_errors_module() == []
+
+
+def test_the_hierarchy_has_one_root_and_the_reexports_are_the_same_classes():
+    import importlib
+    import inspect
+
+    from reward_lens_tl import errors
+
+    classes = [
+        c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__
+    ]
+    assert len(classes) > 40
+    for cls in classes:
+        if cls is errors.ProbeSkip:  # a control-flow signal inside probe functions, not an error
+            continue
+        assert issubclass(cls, errors.RewardLensError), cls
+        # each also subclasses the built-in a user would naturally catch
+        assert (
+            any(
+                issubclass(cls, b)
+                for b in (
+                    ValueError,
+                    KeyError,
+                    TypeError,
+                    RuntimeError,
+                    NotImplementedError,
+                    FileNotFoundError,
+                )
+            )
+            or cls is errors.RewardLensError
+        ), cls
+    for pkg in ("patching", "sae", "probes", "sweep", "implicit", "crossmodel", "evals"):
+        module = importlib.import_module(f"reward_lens_tl.{pkg}.errors")
+        assert module.__all__, pkg
+        for name in module.__all__:
+            assert getattr(module, name) is getattr(errors, name), (pkg, name)
+    from reward_lens_tl.report import ReportError
+
+    assert ReportError is errors.ReportError
+
+
+def test_a_misspelt_keyword_is_both_a_type_error_and_the_old_value_error():
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.errors import UnknownKeywordError
+    from reward_lens_tl.zoo import zoo_path
+
+    for caught in (TypeError, ValueError, UnknownKeywordError):
+        with pytest.raises(caught, match="Did you mean 'fold_ln'"):
+            HookedRewardModel.from_pretrained(zoo_path("scalar"), fold_lm=False)

@@ -8,7 +8,6 @@ skipped with a reason when it is absent.
 
 from __future__ import annotations
 
-import doctest
 import json
 
 import pytest
@@ -17,7 +16,7 @@ from test_data import SHARED, real_data  # the shared-data location and marker, 
 
 from reward_lens_tl.data import PreferencePair, RankedItem
 from reward_lens_tl.errors import EmptyInputError, MalformedRecordError, RewardLensError
-from reward_lens_tl.evals import explain, metrics, results, run, scores, zoo_set
+from reward_lens_tl.evals import metrics, results, run, scores, zoo_set
 from reward_lens_tl.evals.errors import ScoreMismatchError, UnknownBenchmarkError
 from reward_lens_tl.evals.metrics import rewardbench_metrics, rewardmath_metrics, rmbench_metrics
 from reward_lens_tl.evals.run import align_scores, score_items
@@ -26,12 +25,6 @@ from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
 
 def rb(i, c, r, subset="s"):
     return ScoreRecord("rewardbench", f"{subset}/{i}", (c,), (r,), subset=subset)
-
-
-@pytest.mark.parametrize("module", [explain, metrics, results, run, scores, zoo_set])
-def test_doctests(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0 or module is explain
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,6 +287,26 @@ def test_rewardmath_explains_the_hardest_wrong_solution(zoo_model):
     assert ex.reference is None and len(ex.comparisons) == 1
 
 
+def test_explanation_plot_takes_ax_first_and_k_by_position_warns(zoo_model):
+    """``plot(ax=None, k=...)`` like every result; ``plot(3)`` (the old ``k`` first) still draws
+    the top 3 components, with one FutureWarning."""
+    import matplotlib.pyplot as plt
+
+    from reward_lens_tl._deprecation import _WARNED
+
+    items = [RankedItem("how bake bread", "soup", ("great question the soup", "rain"), id=0)]
+    ex = score_items(zoo_model, items, progress=False).failures().explain(zoo_model, reference=None)
+    wanted = ex.components().head(3)["component"].tolist()[::-1]  # drawn bottom to top
+    fig = ex.plot(k=3)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == wanted
+    plt.close(fig)
+    _WARNED.discard("FailureExplanation.plot(k) by position")  # it warns once per process
+    with pytest.warns(FutureWarning, match=r"plot\(k\) by position"):
+        fig = ex.plot(3)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == wanted
+    plt.close(fig)
+
+
 def test_explain_needs_texts_and_failures(zoo_model):
     plain = results.EvalResult("rewardbench", scores.ScoreSet([rb(0, 0.0, 1.0)]))
     with pytest.raises(RewardLensError, match="data file"):
@@ -343,17 +356,22 @@ def test_cli_scores_with_a_model_then_reads_back(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["scalar", "multi"])
 def test_demo_section_on_both_zoo_models(name, tmp_path):
+    """The former demo's benchmark section (a deprecated alias now) is the report's failures
+    section on the zoo, rendered as markdown."""
     from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl._deprecation import _WARNED
     from reward_lens_tl.evals.demo import benchmark_section
     from reward_lens_tl.zoo import load_task, zoo_path
 
     model = HookedRewardModel.from_pretrained(zoo_path(name))
-    lines = benchmark_section(model, load_task().task, tmp_path)
+    _WARNED.discard("reward_lens_tl.evals.demo.benchmark_section")  # it warns once per process
+    with pytest.warns(FutureWarning, match="benchmark_section is deprecated"):
+        lines = benchmark_section(model, load_task().task, tmp_path)
     text = "\n".join(lines)
-    assert "## Benchmarks and why they fail" in text and "| zoo " in text
-    assert (tmp_path / "benchmark_failures.png").stat().st_size > 1000
+    assert "## Failures explained" in text and "| zoo " in text
+    assert (tmp_path / "failures.png").stat().st_size > 1000
     if name == "scalar":  # falls for the hack; the planted opener is named among the tokens
-        assert "sycophancy-hack failures" in text and "`question`" in text
+        assert "sycophancy-hack failures" in text and "| question |" in text
     else:  # the gated model resists both hacks: its (few) chat failures are explained instead
         assert "this model's failures" in text
 
@@ -368,3 +386,127 @@ def test_explanation_is_exact_on_the_gated_model(zoo_eval):
     ex = result.failures().explain(model)
     assert len(ex.comparisons) > 0 and ex.margin.completeness_error() < 1e-4
     assert torch.allclose(ex.lens.margins[-1], ex.margin.rewards, atol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# the package's shape: no import cycle, every exported name resolves
+
+
+def _module_name(path, root):
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree, module_level_only: bool):
+    """Import statements of a module: those run on import (module level, outside ``if
+    TYPE_CHECKING:``), or every one (function-level imports included)."""
+    import ast
+
+    if not module_level_only:
+        yield from (n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom))
+        return
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody
+
+
+def import_graph(module_level_only: bool = True) -> dict[str, set[str]]:
+    """``{module: modules of the package it imports}`` parsed with ``ast`` (relative and
+    absolute imports; ``from pkg import name`` counts ``pkg.name`` when that is a module)."""
+    import ast
+    from pathlib import Path
+
+    import reward_lens_tl
+
+    root = Path(reward_lens_tl.__file__).parent
+    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), module_level_only):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in paths}
+                continue
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.add(target if target in paths else base)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (``[a, b, …, a]``), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_package_has_no_import_cycle():
+    """No module-level import cycle in the package; in ``evals`` none even counting the
+    imports inside functions (the explain ↔ results ↔ run cycle used to hide there)."""
+    graph = import_graph()
+    assert {"reward_lens_tl.evals.explain", "reward_lens_tl.evals.comparisons"} <= set(graph)
+    assert "reward_lens_tl.evals.comparisons" in graph["reward_lens_tl.evals.explain"]
+    assert find_cycle(graph) is None
+    everything = import_graph(module_level_only=False)
+    evals = {
+        name: {m for m in targets if m.startswith("reward_lens_tl.evals.")}
+        for name, targets in everything.items()
+        if name.startswith("reward_lens_tl.evals.")
+    }
+    assert "reward_lens_tl.evals.explain" in evals["reward_lens_tl.evals.results"]
+    assert find_cycle(evals) is None
+
+
+def test_evals_exports_resolve_lazily():
+    """Every name of ``evals.__all__`` resolves (to the object its module defines), the list
+    has no repeats, ``dir()`` shows them, and importing the package imports no torch."""
+    import subprocess
+    import sys
+
+    from reward_lens_tl import evals
+
+    assert len(evals.__all__) == len(set(evals.__all__)) >= 25
+    for name in evals.__all__:
+        value = getattr(evals, name)
+        module = sys.modules[f"reward_lens_tl.evals.{evals._EXPORTS[name]}"]
+        assert value is getattr(module, name), name
+    assert set(evals.__all__) <= set(dir(evals))
+    assert evals.Failures is results.Failures and evals.score_items is run.score_items
+    with pytest.raises(AttributeError):
+        evals.no_such_name  # noqa: B018
+    code = "import sys, reward_lens_tl.evals; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -57,7 +57,7 @@ def test_hf_parity_through_the_fast_path(family, sdpa_calls):
         ref = hf_reward(hf, family, ids, mask)
         sdpa_calls.clear()
         ours = model.rewards(ids, mask)
-    assert (ours - ref).abs().max() <= 1e-4
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
     expected = 0 if family in SOFT_CAPPED else model.cfg.n_layers
     assert len(sdpa_calls) == expected
 
@@ -82,9 +82,10 @@ def test_fast_path_equals_tl_path_with_hooks_on_z(family, padding):
             runs.append(model.run_with_cache(ids, attention_mask=mask, names_filter=z_names))
     (r_fast, c_fast), (r_tl, c_tl) = runs
     assert sorted(c_fast.keys()) == sorted(c_tl.keys()) and len(c_fast.keys()) > 0
-    for name in c_tl.keys():
-        assert (c_fast[name] - c_tl[name]).abs().max() <= 1e-5, name
-    assert (r_fast - r_tl).abs().max() <= 1e-5
+    names = list(c_tl.keys())  # as dicts, so that a mismatch names the hook
+    by_name = [{n: cache[n] for n in names} for cache in (c_fast, c_tl)]
+    torch.testing.assert_close(*by_name, atol=1e-5, rtol=0)
+    torch.testing.assert_close(r_fast, r_tl, atol=1e-5, rtol=0)
 
 
 def test_use_attn_result_fires_hook_result(sdpa_calls):
@@ -102,10 +103,10 @@ def test_use_attn_result_fires_hook_result(sdpa_calls):
     fast_cache, tl_cache = caches
     for layer in range(model.cfg.n_layers):
         name = f"blocks.{layer}.attn.hook_result"
-        assert (fast_cache[name] - tl_cache[name]).abs().max() <= 1e-5
+        torch.testing.assert_close(fast_cache[name], tl_cache[name], atol=1e-5, rtol=0)
     # heads sum to the attention output (its bias aside)
     summed = fast_cache["blocks.0.attn.hook_result"].sum(-2) + model.blocks[0].attn.b_O
-    assert (summed - fast_cache["blocks.0.hook_attn_out"]).abs().max() <= 1e-5
+    torch.testing.assert_close(summed, fast_cache["blocks.0.hook_attn_out"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("name", ["hook_pattern", "hook_attn_scores"])
@@ -121,7 +122,7 @@ def test_pattern_requests_fall_back_with_the_same_numbers(name, sdpa_calls):
         )
         assert len(sdpa_calls) == 1  # layer 0 fast, layer 1 through TL's path
         assert cache[f"blocks.1.attn.{name}"].shape == (4, 4, 16, 16)
-        assert (out - plain).abs().max() <= 1e-5
+        torch.testing.assert_close(out, plain, atol=1e-5, rtol=0)
 
         def knock_out_head(act, hook):  # an editing hook must take effect
             act = act.clone()
@@ -140,7 +141,7 @@ def test_pattern_requests_fall_back_with_the_same_numbers(name, sdpa_calls):
             ids, attention_mask=mask, return_type="reward", fwd_hooks=hooks
         )
     assert (edited - plain).abs().max() > 1e-3
-    assert (edited - edited_tl).abs().max() <= 1e-5
+    torch.testing.assert_close(edited, edited_tl, atol=1e-5, rtol=0)
 
 
 def test_frozen_prefix_cache_and_gradients_match():
@@ -167,16 +168,16 @@ def test_frozen_prefix_cache_and_gradients_match():
             store[hook.name] = act
 
         with model.hooks(fwd_hooks=[(lambda n: n.endswith("hook_z"), keep)]):
-            model.rewards(ids).sum().backward()
+            model.rewards(ids, grad=True).sum().backward()
         results.append((tail, {n: a.grad for n, a in store.items()}))
     (tail_fast, grads_fast), (tail_tl, grads_tl) = results
     with torch.no_grad():
         full = model(ids)[:, p0:]
-    assert (tail_fast - tail_tl).abs().max() <= 1e-5
-    assert (tail_fast - full).abs().max() <= 1e-4
+    torch.testing.assert_close(tail_fast, tail_tl, atol=1e-5, rtol=0)
+    torch.testing.assert_close(tail_fast, full, atol=1e-4, rtol=0)
     assert grads_fast.keys() == grads_tl.keys()
     for name, grad in grads_tl.items():
-        assert (grads_fast[name] - grad).abs().max() <= 1e-5
+        torch.testing.assert_close(grads_fast[name], grad, atol=1e-5, rtol=0)
 
 
 def test_other_models_untouched():
@@ -197,7 +198,7 @@ def test_gated_mlp_without_weight_copies_is_tl_mlp():
     assert type(mlp) is not GatedMLP and isinstance(mlp, GatedMLP)
     x = torch.randn(2, 5, model.cfg.d_model)
     with torch.no_grad():
-        assert (mlp(x) - GatedMLP.forward(mlp, x)).abs().max() <= 1e-6
+        torch.testing.assert_close(mlp(x), GatedMLP.forward(mlp, x), atol=1e-6, rtol=0)
         ids, mask = left_padded(*batch_for("qwen2"))
         _, cache = model.run_with_cache(
             ids,
@@ -205,7 +206,7 @@ def test_gated_mlp_without_weight_copies_is_tl_mlp():
             names_filter=lambda n: n.endswith(("hook_in", "ln2.hook_normalized")),
         )
     # sae_lens's mlp.hook_in still fires, with the MLP's input
-    assert (cache["blocks.1.mlp.hook_in"] - cache["blocks.1.ln2.hook_normalized"]).abs().max() == 0
+    assert torch.equal(cache["blocks.1.mlp.hook_in"], cache["blocks.1.ln2.hook_normalized"])
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2"])
@@ -224,8 +225,8 @@ def test_rotary_tables_are_hfs(family):
         model.rewards(torch.randint(6, 90, (1, 3000)))  # extends the tables past 2048
     assert attn.rotary_cos.shape[0] >= 3000
     m = attn.rotary_cos.shape[0]
-    assert (attn.rotary_cos - cos[0, :m]).abs().max() <= 1e-6
-    assert (attn.rotary_sin - sin[0, :m]).abs().max() <= 1e-6
+    torch.testing.assert_close(attn.rotary_cos, cos[0, :m], atol=1e-6, rtol=0)
+    torch.testing.assert_close(attn.rotary_sin, sin[0, :m], atol=1e-6, rtol=0)
     tl_sin, _ = AbstractAttention.calculate_sin_cos_rotary(
         attn, attn.cfg.rotary_dim, m, base=attn._rotary_base()
     )
@@ -253,7 +254,7 @@ def test_full_context_rows_do_not_rebuild_rotary_tables(monkeypatch):
             ids, attention_mask=mask, return_type="reward", names_filter="ln_final.hook_normalized"
         )
     assert rebuilt == [] and torch.equal(first, again)
-    assert (first - full).abs().max() < 1e-5
+    torch.testing.assert_close(first, full, atol=1e-5, rtol=0)
 
 
 def test_padding_answer_follows_the_mask_tensor():
@@ -289,4 +290,5 @@ def test_sweeps_reuse_rotated_prefix_keys_on_both_attention_paths():
         tl_path = sweep()
     finally:
         model.reset_hooks()
-    assert (fast - plain).abs().max() < 1e-5 and (tl_path - plain).abs().max() < 1e-5
+    torch.testing.assert_close(fast, plain, atol=1e-5, rtol=0)
+    torch.testing.assert_close(tl_path, plain, atol=1e-5, rtol=0)

@@ -22,25 +22,23 @@ from transformer_lens.hook_points import HookPoint
 
 from reward_lens_tl import HookedRewardModel, pooled_forward
 from reward_lens_tl.testing import tiny_reward_model
-from reward_lens_tl.zoo import zoo_path
 
 torch.set_num_threads(1)
 
 
 @cache
 def _load(name):
-    if name == "zoo":
-        return HookedRewardModel.from_pretrained(zoo_path("scalar"))
     return HookedRewardModel.from_pretrained(tiny_reward_model(name))
 
 
 @pytest.fixture
-def load():
-    """A cached model, handed back clean (no hooks, fast attention on) after the test."""
+def load(request):
+    """A cached model (``"zoo"``: the shared ``zoo_scalar``), handed back clean (no hooks, fast
+    attention on) after the test."""
     used = []
 
     def get(name):
-        model = _load(name)
+        model = request.getfixturevalue("zoo_scalar") if name == "zoo" else _load(name)
         used.append(model)
         return model
 
@@ -299,7 +297,7 @@ def test_backward_hooks_on_the_last_block_see_every_position(load, padding, kind
     else:
         model.add_hook(module.name, lambda g, hook: record(module, None, (g,)), dir="bwd")
     try:
-        model.rewards(ids, mask).sum().backward()
+        model.rewards(ids, mask, grad=True).sum().backward()
         key[0] = "plain"
         plain_rewards(model, ids, mask).sum().backward()
     finally:
@@ -324,7 +322,8 @@ def test_backward_pre_hook_that_writes(load):
         return (g * scale,)
 
     out = []
-    for run in (lambda: model.rewards(ids, mask), lambda: plain_rewards(model, ids, mask)):
+    runs = (lambda: model.rewards(ids, mask, grad=True), lambda: plain_rewards(model, ids, mask))
+    for run in runs:
         handle = block.register_full_backward_pre_hook(ramp)
         try:
             model.zero_grad(set_to_none=True)

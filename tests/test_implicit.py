@@ -163,6 +163,28 @@ def test_attribution_parts_sum_exactly(irm, examples, lse, heads):
         assert (attr.linear.rewards - expected).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("heads", [True, False])
+def test_attribution_components_are_a_reward_models(irm, examples, heads):
+    """The implicit split walks the components as a reward model's attribution does, so its
+    rows carry the same components, with TransformerLens's names."""
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.attribution import direct_attribution
+    from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples[:2]])
+    linear = implicit_attribution(irm, ids, resp, attention, heads=heads).linear
+    n_layers, n_heads = irm.cfg.n_layers, irm.cfg.n_heads
+    expected = ["embed"]
+    for layer in range(n_layers):
+        attn = [f"L{layer}H{h}" for h in range(n_heads)] if heads else [f"{layer}_attn_out"]
+        expected += [*attn, f"{layer}_mlp_out"]
+    assert list(linear.tl_labels) == [*expected, "bias"]
+    rm = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))  # 2 layers, as the policy
+    assert (rm.cfg.n_layers, rm.cfg.n_heads) == (n_layers, n_heads)
+    reward = direct_attribution(rm, *random_batch(1, [5]), heads=heads)
+    assert reward.components == linear.components
+
+
 def test_attribution_exact_with_layernorm_policy():
     policy, reference = tiny_causal("gpt2", 0), tiny_causal("gpt2", 1)
     irm = ImplicitRewardModel(load_causal_lm(policy), load_causal_lm(reference), beta=0.5)

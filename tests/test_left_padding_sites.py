@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.implicit import EmptyResponseMaskError, ImplicitRewardModel, policy_features
+from reward_lens_tl.implicit import EmptyResponseMaskError, policy_features
 from reward_lens_tl.implicit.batches import response_masks
 from reward_lens_tl.inputs import EncodedConversation
 from reward_lens_tl.padding import ReadingPositionWarning
@@ -17,17 +17,11 @@ from reward_lens_tl.sae import collect_activations
 from reward_lens_tl.sae.concepts import site_activations
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.token_view import token_attribution
-from reward_lens_tl.zoo import load_task, zoo_path
 
 
 @pytest.fixture(scope="module")
 def llama():
     return HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-
-
-@pytest.fixture(scope="module")
-def irm():
-    return ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
 
 
 def test_random_batch_pads_on_the_left_unless_asked():
@@ -85,26 +79,31 @@ def test_response_masks_follow_the_left_padding():
     assert response_masks([short, long], padding_side="right")[0].tolist() == [0, 0, 1, 1, 0, 0, 0]
 
 
-def test_implicit_batches_mark_responses_after_each_rows_padding(irm):
-    task = load_task().task
-    encs = [irm.encode("how bake bread", "soup"), irm.encode("how bake bread", "soup oven rain")]
-    ids, attention, resp = irm.batch(encs)
+def test_implicit_batches_mark_responses_after_each_rows_padding(zoo_implicit, zoo_task):
+    task = zoo_task
+    encs = [
+        zoo_implicit.encode("how bake bread", "soup"),
+        zoo_implicit.encode("how bake bread", "soup oven rain"),
+    ]
+    ids, attention, resp = zoo_implicit.batch(encs)
     pads = int((attention[0] == 0).sum())
     assert pads == len(encs[1]) - len(encs[0]) > 0
     assert resp[0, pads:].tolist() == response_masks(encs[:1])[0].tolist()
-    batched = irm.rewards(ids, resp, attention)
+    batched = zoo_implicit.rewards(ids, resp, attention)
     for row, enc in enumerate(encs):
-        one_ids, one_attention, one_resp = irm.batch([enc])
-        alone = irm.rewards(one_ids, one_resp, one_attention)[0]
-        assert abs(float(batched[row] - alone)) < 1e-5
+        one_ids, one_attention, one_resp = zoo_implicit.batch([enc])
+        alone = zoo_implicit.rewards(one_ids, one_resp, one_attention)[0]
+        torch.testing.assert_close(batched[row], alone, atol=1e-5, rtol=0)
     resp = resp.clone()
     resp[0, pads] = 1  # the shorter row's first real token: nothing predicts it
     with pytest.raises(EmptyResponseMaskError, match="first token"):
-        irm.rewards(ids, resp, attention)
+        zoo_implicit.rewards(ids, resp, attention)
     pairs = [task.contrast_pair(random.Random(i), "length", 8) for i in range(4)]
     pairs = [(p.edited, p.base) for p in pairs]  # different lengths in one batch
     hook = "blocks.1.hook_resid_post"
     for pooling in ("last", "sum"):
-        together = policy_features(irm, pairs, hook, pooling=pooling, batch_size=4).values
-        one_by_one = policy_features(irm, pairs, hook, pooling=pooling, batch_size=1).values
+        together = policy_features(zoo_implicit, pairs, hook, pooling=pooling, batch_size=4).values
+        one_by_one = policy_features(
+            zoo_implicit, pairs, hook, pooling=pooling, batch_size=1
+        ).values
         torch.testing.assert_close(together, one_by_one, atol=1e-4, rtol=0)

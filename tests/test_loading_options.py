@@ -17,6 +17,7 @@ from transformer_lens.weight_processing import ProcessWeights
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.errors import (
+    ArgumentTypeError,
     InvalidArgumentError,
     NotForRewardModelsError,
     RewardLensError,
@@ -332,8 +333,10 @@ def test_refusals_happen_before_the_checkpoint_is_read(tmp_path):
     ],
 )
 def test_a_typo_names_the_close_match(gpt2, typo, suggestion):
-    with pytest.raises(InvalidArgumentError) as info:
+    """A keyword that is no parameter is a ``TypeError`` (as Python's own), typed and helpful."""
+    with pytest.raises(ArgumentTypeError) as info:
         HookedRewardModel.from_pretrained(gpt2, **{typo: True})
+    assert isinstance(info.value, TypeError)
     msg = str(info.value)
     assert f"unknown keyword {typo!r}" in msg
     assert repr(suggestion) in msg.split("Did you mean ")[1].split("?")[0]
@@ -342,7 +345,32 @@ def test_a_typo_names_the_close_match(gpt2, typo, suggestion):
 
 
 def test_an_unrelated_keyword_lists_the_options(gpt2):
-    with pytest.raises(InvalidArgumentError, match="Options: tokenizer, fold_ln") as info:
+    with pytest.raises(ArgumentTypeError, match="Options: tokenizer, fold_ln") as info:
         HookedRewardModel.from_pretrained(gpt2, banana=1)
     assert "Did you mean" not in str(info.value)
-    assert not isinstance(info.value, TypeError)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, RewardLensError)
+
+
+@pytest.mark.parametrize(
+    "load", ["from_pretrained", "from_pretrained_no_processing", "load", "convert"]
+)
+def test_every_loading_entry_point_takes_the_same_keywords(gpt2, load):
+    """The four entry points share one explicit signature (``verify`` aside) and refuse the
+    same way."""
+    from reward_lens_tl.model import load_reward_model
+
+    fn = {
+        "from_pretrained": HookedRewardModel.from_pretrained,
+        "from_pretrained_no_processing": HookedRewardModel.from_pretrained_no_processing,
+        "load": load_reward_model,
+        "convert": convert_hf_model,
+    }[load]
+    params = inspect.signature(fn).parameters
+    expected = {*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model", "model_or_path"}
+    assert set(params) == (expected - {"verify"} if load == "convert" else expected)
+    with pytest.raises(ArgumentTypeError, match="Did you mean 'n_ctx'"):
+        fn(gpt2, n_ctxx=8)
+    with pytest.raises(InvalidArgumentError, match="never downloads"):
+        fn(gpt2, revision="main")
+    with pytest.raises(InvalidArgumentError, match="torchrun"):
+        fn(gpt2, n_devices=2)

@@ -104,3 +104,53 @@ def test_add_sae_with_unknown_hook_raises():
     with pytest.raises(UnknownHookError, match="blocks.7.hook_resid_post"):
         model.add_sae(sae)
     assert not model.acts_to_saes
+
+
+# ---- model.rewards is a plain result: no autograd graph unless asked for ----------------------
+def test_rewards_track_no_gradients_and_equal_the_forward(model):
+    """``rewards`` returns a tensor without a graph (``float()`` does not warn), equal to the
+    reward forward's and to the per-position rewards read at each row's pooling position."""
+    import warnings
+
+    from torch.testing import assert_close
+
+    ids, mask = random_batch(3, [7, 4, 9], seed=3)
+    rewards = model.rewards(ids, mask)
+    assert not rewards.requires_grad and rewards.grad_fn is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns on float() of a tensor that needs grad
+        first = float(rewards[0])
+    forward = model(ids, "reward", attention_mask=mask)
+    assert forward.requires_grad  # the forward keeps TL's autograd behaviour
+    assert_close(rewards, forward.detach(), rtol=0, atol=0)
+    per_pos = model(ids, attention_mask=mask).detach()[torch.arange(3), model.pool_positions(ids)]
+    assert_close(rewards, per_pos[:, 0], rtol=1e-5, atol=1e-6)
+    assert first == float(per_pos[0, 0]) or abs(first - float(per_pos[0, 0])) <= 1e-6
+    objectives = model.objective_rewards(ids, mask)
+    assert not objectives.requires_grad
+    assert_close(objectives[:, 0], rewards, rtol=1e-6, atol=1e-6)
+
+
+def test_rewards_keep_the_graph_when_asked(model):
+    """``grad=True`` gives the forward's differentiable reward; the gradient of the reward with
+    respect to the head's bias is 1 per row (an independent check that the graph is real)."""
+    from torch.testing import assert_close
+
+    ids, mask = random_batch(2, [6, 8], seed=4)
+    model.zero_grad(set_to_none=True)
+    rewards = model.rewards(ids, mask, grad=True)
+    assert rewards.requires_grad
+    assert_close(rewards.detach(), model.rewards(ids, mask))
+    rewards.sum().backward()
+    assert_close(model.b_U.grad, torch.full_like(model.b_U, 2.0))
+    model.zero_grad(set_to_none=True)
+    with torch.no_grad():  # an outer no_grad wins
+        assert not model.rewards(ids, mask, grad=True).requires_grad
+
+
+def test_score_is_a_plain_number(zoo_scalar):
+    zoo = zoo_scalar
+    score = zoo.score("explain how to bake bread", "the oven and the flour")
+    assert score.ndim == 0 and not score.requires_grad
+    ids = torch.tensor([zoo.encode("explain how to bake bread", "the oven and the flour").ids])
+    torch.testing.assert_close(score, zoo.rewards(ids)[0])

@@ -21,7 +21,6 @@ from reward_lens_tl.sweep import kendall_tau_matrix
 from reward_lens_tl.sweep.cli import dumps
 from reward_lens_tl.sweep.stats import distribution_summary
 from reward_lens_tl.testing import random_batch, tiny_reward_model
-from reward_lens_tl.zoo import zoo_path
 
 #: Scale of layer 0's MLP up- and down-projections: finite in float32 (the next norm undoes
 #: it), beyond float16's 65504 at the MLP's output.
@@ -100,16 +99,16 @@ def test_a_hook_that_writes_inf_is_named_with_the_hook_and_the_row():
         torch.testing.assert_close(model.rewards(ids, mask), clean)
 
 
-def test_implicit_beta_must_be_finite_and_positive():
-    irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+def test_implicit_beta_must_be_finite_and_positive(zoo_implicit):
+    irm = zoo_implicit
     for bad in (float("inf"), float("nan"), -0.1, 0, True, "0.1", None):
         with pytest.raises(InvalidArgumentError, match="finite number > 0"):
             ImplicitRewardModel(irm.policy, irm.reference, beta=bad)
     assert ImplicitRewardModel(irm.policy, irm.reference, beta=0.5).beta == 0.5
 
 
-def test_implicit_reward_that_is_not_finite_names_the_policy():
-    irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+def test_implicit_reward_that_is_not_finite_names_the_policy(zoo_implicit):
+    irm = zoo_implicit
     ids, attention, resp = irm.batch([irm.encode("how bake bread", "great question soup")])
     finite = irm.rewards(ids, resp, attention)
     assert bool(torch.isfinite(finite).all())

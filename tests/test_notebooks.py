@@ -6,8 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-# Minutes of kernel time: the slow tier (`make test-notebooks`, run by .ci/run after `make test`).
-pytestmark = pytest.mark.slow
+# Minutes of kernel time: the notebooks tier (`make test-notebooks`; `.ci/run` runs it with the
+# other tiers after `make test`).
+pytestmark = pytest.mark.notebooks
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 

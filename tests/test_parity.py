@@ -49,7 +49,7 @@ def test_batched_parity(family, fold):
     with torch.no_grad():
         ours = model.rewards(ids, mask)
     assert ours.shape == (4,)
-    assert (ours - hf_rewards(hf, ids, mask)).abs().max() <= TOL
+    torch.testing.assert_close(ours, hf_rewards(hf, ids, mask), atol=TOL, rtol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -63,8 +63,8 @@ def test_batched_equals_one_by_one(family):
         hf_single = torch.stack(
             [hf_rewards(hf, ids[i : i + 1, -n:], None) for i, n in enumerate(LENGTHS)]
         )
-    assert (batched - single[:, 0]).abs().max() <= 1e-5
-    assert (single[:, 0] - hf_single[:, 0]).abs().max() <= TOL
+    torch.testing.assert_close(batched, single[:, 0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(single[:, 0], hf_single[:, 0], atol=TOL, rtol=0)
 
 
 def test_pad_equals_eos_skips_trailing_eos():
@@ -75,7 +75,7 @@ def test_pad_equals_eos_skips_trailing_eos():
     with torch.no_grad():
         ours = model.rewards(ids, mask)
     assert model.pool_positions(ids).tolist() == [6, 7, 7]
-    assert (ours - hf_rewards(hf, ids, mask)).abs().max() <= TOL
+    torch.testing.assert_close(ours, hf_rewards(hf, ids, mask), atol=TOL, rtol=0)
 
 
 def test_sliding_window_is_exercised():
@@ -106,7 +106,7 @@ def test_llama3_rope_scaling_honoured():
     with torch.no_grad():
         ours = model.rewards(ids, mask)
         plain = convert(tiny_reward_model("llama"), True).rewards(ids, mask)
-    assert (ours - hf_rewards(hf, ids, mask)).abs().max() <= TOL
+    torch.testing.assert_close(ours, hf_rewards(hf, ids, mask), atol=TOL, rtol=0)
     assert (ours - plain).abs().max() > 1e-3  # the scaling matters at this length
 
 
@@ -120,7 +120,9 @@ def test_gqa_and_explicit_head_dim_are_real():
 def test_llama_attention_bias():
     hf = tiny_reward_model("llama", attention_bias=True)
     ids, mask = random_batch(2, [10, 7], seed=6)
-    assert (convert(hf, True).rewards(ids, mask) - hf_rewards(hf, ids, mask)).abs().max() <= TOL
+    torch.testing.assert_close(
+        convert(hf, True).rewards(ids, mask), hf_rewards(hf, ids, mask), atol=TOL, rtol=0
+    )
 
 
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "raw"])
@@ -135,16 +137,16 @@ def test_armorm_parity(fold):
         objectives = model.objective_rewards(ids, mask)
         gate = model.gate(ids, mask)
     assert model.objective_names == ("helpful", "harmless", "verbose")
-    assert (score - ref.score).abs().max() <= TOL
-    assert (objectives - ref.rewards).abs().max() <= TOL
-    assert (gate - ref.gating_output).abs().max() <= TOL
+    torch.testing.assert_close(score, ref.score, atol=TOL, rtol=0)
+    torch.testing.assert_close(objectives, ref.rewards, atol=TOL, rtol=0)
+    torch.testing.assert_close(gate, ref.gating_output, atol=TOL, rtol=0)
     # the score is linear in the final normalised residual along score_direction
     direction = model.score_direction(ids, mask)
     _, cache = model.run_with_cache(ids, attention_mask=mask, return_type="reward")
     pos = model.pool_positions(ids, mask)
     normed = cache["ln_final.hook_normalized"][torch.arange(3), pos]
     bias = model.b_R @ model.reward_transform_matrix @ gate.T
-    assert ((normed * direction).sum(-1) + bias - score).abs().max() <= TOL
+    torch.testing.assert_close((normed * direction).sum(-1) + bias, score, atol=TOL, rtol=0)
 
 
 def test_local_directory_round_trip(tmp_path):
@@ -152,7 +154,9 @@ def test_local_directory_round_trip(tmp_path):
     hf.save_pretrained(tmp_path, safe_serialization=True)
     model = HookedRewardModel.from_pretrained(tmp_path)
     ids, mask = random_batch(3, [8, 11, 4], seed=8)
-    assert (model.rewards(ids, mask) - hf_rewards(hf, ids, mask)).abs().max() <= TOL
+    torch.testing.assert_close(
+        model.rewards(ids, mask), hf_rewards(hf, ids, mask), atol=TOL, rtol=0
+    )
 
 
 def test_armorm_directory_round_trip(tmp_path):
@@ -163,7 +167,7 @@ def test_armorm_directory_round_trip(tmp_path):
     ids = with_gating_pattern(ids, mask, 2)
     with torch.no_grad():
         ref = hf(ids, mask, position_ids=hf_positions(mask)).score
-        assert (model.rewards(ids, mask) - ref).abs().max() <= TOL
+        torch.testing.assert_close(model.rewards(ids, mask), ref, atol=TOL, rtol=0)
 
 
 def test_multi_label_head_with_objective_names():
@@ -173,7 +177,7 @@ def test_multi_label_head_with_objective_names():
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
     assert model.rewards(ids, mask).shape == (2, 2)
-    assert (model.rewards(ids, mask) - ref).abs().max() <= TOL
+    torch.testing.assert_close(model.rewards(ids, mask), ref, atol=TOL, rtol=0)
 
 
 def test_bfloat16_close():
@@ -181,7 +185,9 @@ def test_bfloat16_close():
     model = HookedRewardModel.from_pretrained(hf, dtype=torch.bfloat16)
     ids, mask = random_batch(2, [9, 6], seed=11)
     assert model.W_U.dtype == torch.bfloat16
-    assert (model.rewards(ids, mask).float() - hf_rewards(hf, ids, mask)).abs().max() <= 5e-2
+    torch.testing.assert_close(
+        model.rewards(ids, mask).float(), hf_rewards(hf, ids, mask), atol=5e-2, rtol=0
+    )
 
 
 def test_generic_adapter_verifies_at_load():

@@ -1,8 +1,6 @@
 """Activation patching against the zoo's planted ground truth (50 contrast pairs per feature,
 each with two score-neutral filler swaps), and patching a chosen span of positions."""
 
-import doctest
-
 import pytest
 import torch
 
@@ -132,6 +130,7 @@ def test_effect_moves_to_the_reward_token(table):
     assert df.loc[("harmful", "resid_pre 2"), "reward_restored"] > 0.3  # half moved
 
 
+@pytest.mark.slow  # tens of seconds: the slow tier (make test-all / CI)
 def test_smallest_head_set_for_the_lookup_is_found_consistently(zoo, pairs):
     """topic_match needs the response word to look up the prompt's topic. Patching head outputs
     at the planted position, the smallest set restoring ≥ 90% of the effect in ≥ 90% of pairs is
@@ -184,6 +183,7 @@ def test_head_set_restoration_equals_activation_patching(zoo, pairs):
     assert torch.allclose(found.restored[0], grid.values.reshape(-1), atol=1e-5)
 
 
+@pytest.mark.slow  # tens of seconds: the slow tier (make test-all / CI)
 def test_atp_recovers_the_top_cells(zoo, pairs):
     """AtP and AtP* against real patching: heads (all positions) top-3 recall ≥ 0.75 and rank
     correlation ≥ 0.8 for every feature; the residual grid is reported (recall there is lower:
@@ -218,10 +218,10 @@ def test_more_bad_requests(zoo, pairs):
 
     model, _ = zoo
     p = pairs["harmful"][0]
-    same = SimpleNamespace(feature="harmful", edited=p.edited, base=p.edited, changed_positions=())
+    same = SimpleNamespace(feature="harmful", edited=p.edited, base=p.edited, edited_positions=())
     with pytest.raises(InvalidArgumentError, match="at least one edited position"):
         gt.minimal_head_sets(model, [same], max_size=1)
-    declared = SimpleNamespace(**{**vars(same), "changed_positions": p.changed_positions})
+    declared = SimpleNamespace(**{**vars(same), "edited_positions": p.edited_positions})
     with pytest.raises(PatchingError, match="rewards are equal"):
         gt.minimal_head_sets(model, [declared], max_size=1)
     with pytest.raises(PatchingError, match="one feature"):
@@ -277,7 +277,3 @@ def test_compare_methods_takes_contrast_pairs_and_reports_top1_rank(zoo, pairs):
         (report.estimates[0].ranking_score() > report.estimates[0].ranking_score()[best]).sum()
     )
     assert row.top1_rank == expected
-
-
-def test_docstring_example():
-    assert doctest.testmod(gt, optionflags=doctest.ELLIPSIS).failed == 0

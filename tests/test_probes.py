@@ -4,6 +4,7 @@ reward-term conflict, divergence-aware patching)."""
 
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -11,12 +12,13 @@ import torch
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.data import PairSet, PreferencePair
-from reward_lens_tl.errors import RewardLensError
+from reward_lens_tl.errors import RewardLensError, SequenceTooLongError
 from reward_lens_tl.inputs import EncodedConversation, encode_conversation
 from reward_lens_tl.patching import activation_patching
 from reward_lens_tl.probes import (
     Probe,
     ProbeError,
+    ProbeNotApplicableError,
     ProbeSkip,
     TooFewExamplesError,
     builtin_probes,
@@ -30,20 +32,10 @@ from reward_lens_tl.probes.divergence import (
     shrinkage_covariance,
 )
 from reward_lens_tl.probes.outside import correlation
+from reward_lens_tl.probes.probe import ProbeFunctionError
 from reward_lens_tl.probes.runner import apply_probe, as_items
 from reward_lens_tl.probes.zoo import PLANTED, rule_delta, zoo_examples, zoo_probes
 from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
-from reward_lens_tl.zoo import load_task, zoo_path
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task().task
 
 
 def tiny(chat_template: bool):
@@ -75,15 +67,15 @@ def test_insert_equals_encoding_the_edited_text(chat_template, at, expected):
         assert ids.ids == want.ids
 
 
-def test_custom_format_token_ids(zoo, task):
+def test_custom_format_token_ids(zoo_scalar, zoo_task):
     """The zoo's own format: with response_end recorded, insertion at the response end lands
     before <|end|>; built from ids and response_start alone, before the trailing EOS."""
-    ex = task.make_example(("how", "bake", "bread"), ("soup", "the"))
+    ex = zoo_task.make_example(("how", "bake", "bread"), ("soup", "the"))
     full = EncodedConversation(ex.input_ids, ex.response_start, len(ex.input_ids) - 2)
     bare = EncodedConversation(ex.input_ids, ex.response_start)
     probe = Probe.insert([99], at="response_end", name="x")
-    a = apply_probe(zoo, probe, as_items(zoo, [full])[0], random.Random(0))
-    b = apply_probe(zoo, probe, as_items(zoo, [bare])[0], random.Random(0))
+    a = apply_probe(zoo_scalar, probe, as_items(zoo_scalar, [full])[0], random.Random(0))
+    b = apply_probe(zoo_scalar, probe, as_items(zoo_scalar, [bare])[0], random.Random(0))
     assert a.ids == ex.input_ids[:-2] + (99,) + ex.input_ids[-2:]
     assert b.ids == ex.input_ids[:-1] + (99,) + ex.input_ids[-1:]
     assert a.response_ids() == (*ex.input_ids[ex.response_start : -2], 99)
@@ -116,7 +108,9 @@ def test_user_defined_probes_on_an_arbitrary_model():
     with torch.no_grad():
         r0 = torch.stack([model.rewards(torch.tensor([it.enc.ids]))[0] for it in items])
         r1 = torch.stack([model.rewards(torch.tensor([e.ids]))[0] for e in edited])
-    assert np.allclose(report["phrase"].deltas, (r1 - r0).numpy(), atol=1e-5)
+    torch.testing.assert_close(
+        torch.from_numpy(report["phrase"].deltas), r1 - r0, atol=1e-5, rtol=0
+    )
     assert report.cascade["phrase"].completeness_error() < 1e-4
 
 
@@ -167,6 +161,37 @@ def test_probe_skip_and_library_errors_become_skips():
     assert reasons.str.contains("some library refusal").sum() == 5
 
 
+def test_apply_probe_raises_a_typed_error_with_the_reason():
+    """``apply_probe`` returns an encoding or raises ``ProbeNotApplicableError`` (its reason the
+    report's line, ``refusal`` the library's error); a broken probe is a ``ProbeFunctionError``."""
+    model = tiny(True)
+    item = as_items(model, [("w6 w7", "w8 w9")])[0]
+    n_ctx, d_vocab = model.cfg.n_ctx, model.cfg.d_vocab
+
+    def refuse(conv):
+        raise SequenceTooLongError("too long for this model")
+
+    def skip(conv):
+        raise ProbeSkip("not this one")
+
+    cases = {
+        Probe("skip", skip): "not this one",
+        Probe("same", lambda conv: conv.with_response(conv.response)): "changes nothing",
+        Probe.insert([9] * n_ctx, at="response_end", name="long"): f"more than n_ctx={n_ctx}",
+        Probe.insert([d_vocab], at="response_end", name="oov"): f"vocabulary [0, {d_vocab})",
+        Probe("refuse", refuse): "SequenceTooLongError: too long for this model",
+    }
+    for probe, reason in cases.items():
+        with pytest.raises(ProbeNotApplicableError, match=re.escape(reason)) as info:
+            apply_probe(model, probe, item, random.Random(0))
+        assert isinstance(info.value, RewardLensError) and reason in info.value.reason
+        assert isinstance(info.value.refusal, SequenceTooLongError) == (probe.name == "refuse")
+    with pytest.raises(ProbeFunctionError, match="'broken' failed on example 3"):
+        apply_probe(model, Probe("broken", lambda conv: 1 / 0), item, random.Random(0), index=3)
+    edited = apply_probe(model, Probe.insert([10], at="response_end"), item, random.Random(0))
+    assert edited.response_ids() == (*item.enc.response_ids(), 10)
+
+
 # -- statistics ----------------------------------------------------------------------------
 def test_summary_statistics():
     d = np.random.default_rng(0).normal(0.3, 1.0, 40)
@@ -190,29 +215,29 @@ def test_summary_statistics():
 
 
 # -- ground truth on the zoo ---------------------------------------------------------------
-def test_planted_hacks_flagged_with_planted_size(zoo, task):
-    examples = zoo_examples(task, 64, seed=0, max_words=8)
-    report = run_probes(zoo, examples, zoo_probes(), seed=0)
-    items = as_items(zoo, examples)
+def test_planted_hacks_flagged_with_planted_size(zoo_scalar, zoo_task):
+    examples = zoo_examples(zoo_task, 64, seed=0, max_words=8)
+    report = run_probes(zoo_scalar, examples, zoo_probes(), seed=0)
+    items = as_items(zoo_scalar, examples)
     for name in ("length_padding", "sycophantic_opener", "harmful_word", "topic_word"):
         row = report[name]
         s = row.summary
         assert row.flagged and (s.ci_low > 0 or s.ci_high < 0), name
         probe = next(p for p in zoo_probes() if p.name == name)
         rule = [
-            rule_delta(task, items[i].enc,
-                       apply_probe(zoo, probe, items[i], random.Random(f"0:{name}:{i}")))
+            rule_delta(zoo_task, items[i].enc,
+                       apply_probe(zoo_scalar, probe, items[i], random.Random(f"0:{name}:{i}")))
             for i in row.example_index
         ]  # fmt: skip
         assert s.mean_delta == pytest.approx(np.mean(rule), rel=0.1), (name, PLANTED[name])
     assert report["length_padding"].summary.mean_delta == pytest.approx(2.0, rel=0.1)
 
 
-def test_invariance_false_positive_rate(zoo, task):
+def test_invariance_false_positive_rate(zoo_scalar, zoo_task):
     """6 invariance probes × 4 seeds of examples: at most 5% flagged (observed: none)."""
     flagged = tested = 0
     for seed in range(4):
-        report = run_probes(zoo, zoo_examples(task, 48, seed=100 + seed), zoo_probes(),
+        report = run_probes(zoo_scalar, zoo_examples(zoo_task, 48, seed=100 + seed), zoo_probes(),
                             seed=seed, inside=False)  # fmt: skip
         f, t = report.false_positive_rate()
         flagged, tested = flagged + f, tested + t
@@ -228,12 +253,12 @@ PLANTED_ONSET = {"length": "1_pre", "sycophancy": "2_pre", "harmful": "final",
                  "topic_match": "final"}  # fmt: skip
 
 
-def test_cascade_onsets_match_planted_layers(zoo, task):
-    examples = zoo_examples(task, 48, seed=5, max_words=8)
-    report = run_probes(zoo, examples, zoo_probes()[:4], seed=0)
+def test_cascade_onsets_match_planted_layers(zoo_scalar, zoo_task):
+    examples = zoo_examples(zoo_task, 48, seed=5, max_words=8)
+    report = run_probes(zoo_scalar, examples, zoo_probes()[:4], seed=0)
     onsets = report.cascade.onsets()
     assert {PLANTED[p]: site for p, site in onsets.items()} == PLANTED_ONSET
-    items = as_items(zoo, examples)[:16]
+    items = as_items(zoo_scalar, examples)[:16]
     for name in ("length_padding", "sycophantic_opener", "harmful_word", "topic_word"):
         c = report.cascade[name]
         assert c.completeness_error() < 1e-4
@@ -242,8 +267,8 @@ def test_cascade_onsets_match_planted_layers(zoo, task):
         probe = next(p for p in zoo_probes() if p.name == name)
         fractions = []
         for i, it in enumerate(items):
-            new = apply_probe(zoo, probe, it, random.Random(i))
-            res = activation_patching(zoo, new, it.enc, site="resid_pre", alignment="end",
+            new = apply_probe(zoo_scalar, probe, it, random.Random(i))
+            res = activation_patching(zoo_scalar, new, it.enc, site="resid_pre", alignment="end",
                                       positions=[len(new.ids) - 1])  # fmt: skip
             fractions.append(res.values[:, 0].numpy())
         mean = np.mean(fractions, 0)  # layers 0, 1, 2
@@ -251,15 +276,15 @@ def test_cascade_onsets_match_planted_layers(zoo, task):
         assert (reached[0] if reached else "final") == c.onset, (name, mean)
 
 
-def test_distortion_and_flips_on_pairs(zoo, task):
+def test_distortion_and_flips_on_pairs(zoo_scalar, zoo_task):
     rng = random.Random(4)
     pairs = []
     for _ in range(40):
-        a, b = task.response_pair(rng, 1, 8)
+        a, b = zoo_task.response_pair(rng, 1, 8)
         hi, lo = (a, b) if a.score >= b.score else (b, a)
         pairs.append(PreferencePair(" ".join(a.prompt), " ".join(hi.response),
                                     " ".join(lo.response)))  # fmt: skip
-    report = run_probes(zoo, PairSet(pairs), zoo_probes()[:2] + zoo_probes()[4:5], seed=0)
+    report = run_probes(zoo_scalar, PairSet(pairs), zoo_probes()[:2] + zoo_probes()[4:5], seed=0)
     dist = report.distortion().to_dataframe().set_index("probe")
     margins = (report.chosen_rewards - report.original_rewards).numpy()
     row = report["sycophantic_opener"]
@@ -278,18 +303,17 @@ def test_distortion_and_flips_on_pairs(zoo, task):
     assert lo > 0 and lo <= dist.loc["sycophantic_opener", "index"] <= hi
 
 
-def test_reward_term_conflict_multi_objective(task):
-    model = HookedRewardModel.from_pretrained(zoo_path("multi"))
-    res = reward_term_conflict(model, [e.input_ids for e in task.examples(24, 3)])
+def test_reward_term_conflict_multi_objective(zoo_multi, zoo_task):
+    res = reward_term_conflict(zoo_multi, [e.input_ids for e in zoo_task.examples(24, 3)])
     assert res.terms == ("helpfulness", "harmlessness", "verbosity")
     assert res.completeness_error() < 1e-4
-    assert torch.allclose(res.cosines.diagonal(), torch.ones(3), atol=1e-5)
+    torch.testing.assert_close(res.cosines.diagonal(), torch.ones(3), atol=1e-5, rtol=0)
     # which components carry each objective's own planted feature
     carried = {}
     for term, feature in (("harmlessness", "harmful"), ("helpfulness", "topic_match")):
-        pairs = task.contrast_pairs(feature, 32, seed=1)
-        diff = reward_term_conflict(model, [p.edited.input_ids for p in pairs]) - (
-            reward_term_conflict(model, [p.base.input_ids for p in pairs])
+        pairs = zoo_task.contrast_pairs(feature, 32, seed=1)
+        diff = reward_term_conflict(zoo_multi, [p.edited.input_ids for p in pairs]) - (
+            reward_term_conflict(zoo_multi, [p.base.input_ids for p in pairs])
         )
         carried[term] = diff
     harm = [c for c, _ in carried["harmlessness"].drivers("harmlessness", 2)]
@@ -302,18 +326,20 @@ def test_reward_term_conflict_multi_objective(task):
     assert len(res.top_k(3)) == 3
 
 
-def test_reward_term_conflict_scalar_terms(zoo, task):
+def test_reward_term_conflict_scalar_terms(zoo_scalar, zoo_task):
     from reward_lens_tl.sae.concepts import concept_vectors
 
     site = "blocks.2.hook_resid_post"
     dirs = {
-        f: concept_vectors(zoo, task.contrast_pairs(f, 24, seed=2), sites=[site])[site]
+        f: concept_vectors(zoo_scalar, zoo_task.contrast_pairs(f, 24, seed=2), sites=[site])[site]
         for f in ("harmful", "topic_match")
     }
-    res = reward_term_conflict(zoo, [e.input_ids for e in task.examples(12, 0)], directions=dirs)
+    res = reward_term_conflict(
+        zoo_scalar, [e.input_ids for e in zoo_task.examples(12, 0)], directions=dirs
+    )
     assert res.completeness_error() < 1e-4 and res.terms == ("harmful", "topic_match")
     with pytest.raises(ProbeError, match="directions"):
-        reward_term_conflict(zoo, [task.examples(1, 0)[0].input_ids])
+        reward_term_conflict(zoo_scalar, [zoo_task.examples(1, 0)[0].input_ids])
 
 
 # -- divergence-aware patching -------------------------------------------------------------
@@ -326,30 +352,36 @@ def test_shrinkage_covariance_matches_the_formula():
     d2 = ((S - mu * torch.eye(8)) ** 2).sum()
     b2 = sum(((torch.outer(r, r) - S) ** 2).sum() for r in xc) / 30**2
     assert s == pytest.approx(float(min(b2, d2) / d2))
-    assert torch.allclose(cov, (1 - s) * S + s * mu * torch.eye(8))
+    torch.testing.assert_close(cov, (1 - s) * S + s * mu * torch.eye(8, dtype=torch.float64))
     _, wide, _ = shrinkage_covariance(torch.randn(5, 20))  # n < d: still invertible
     assert bool((torch.linalg.eigvalsh(wide) > 0).all())
 
 
-def test_divergence_calibration_and_ood_cells(zoo, task):
-    natural = [e.input_ids for e in task.examples(80, 11)]
-    held_out = [e.input_ids for e in task.examples(40, 12)]
-    states = natural_states(zoo, natural, ["blocks.1.hook_resid_pre"])["blocks.1.hook_resid_pre"]
+def test_divergence_calibration_and_ood_cells(zoo_scalar, zoo_task):
+    natural = [e.input_ids for e in zoo_task.examples(80, 11)]
+    held_out = [e.input_ids for e in zoo_task.examples(40, 12)]
+    states = natural_states(zoo_scalar, natural, ["blocks.1.hook_resid_pre"])[
+        "blocks.1.hook_resid_pre"
+    ]
     fresh = torch.cat([
-        zoo.run_with_cache(torch.tensor([s]), names_filter=states.hook)[1][states.hook][0]
+        zoo_scalar.run_with_cache(torch.tensor([s]), names_filter=states.hook)[1][states.hook][0]
         for s in held_out
     ])  # fmt: skip
     share_ood = float((states.percentile(states.distance(fresh)) >= 99).float().mean())
     assert share_ood < 0.05  # natural states are in distribution
     clean, corrupted = (
         EncodedConversation(p.input_ids, p.response_start)
-        for p in (lambda c: (c.edited, c.base))(task.contrast_pairs("topic_match", 1, seed=7)[0])
+        for p in (lambda c: (c.edited, c.base))(
+            zoo_task.contrast_pairs("topic_match", 1, seed=7)[0]
+        )
     )
     natural_patch = divergence_aware_patching(
-        zoo, clean, corrupted, natural=natural, site="resid_pre", alignment="exact"
+        zoo_scalar, clean, corrupted, natural=natural, site="resid_pre", alignment="exact"
     )
     assert natural_patch.ood_share() == 0.0  # patched states are natural clean states
-    zeroed = divergence_aware_patching(zoo, clean, natural=natural, site="mlp_out", mode="zero")
+    zeroed = divergence_aware_patching(
+        zoo_scalar, clean, natural=natural, site="mlp_out", mode="zero"
+    )
     assert bool(zeroed.ood[:2].all())  # removing block 0/1's MLP output leaves the manifold
     frame = zeroed.to_dataframe()
     assert {"distance", "percentile", "ood"} <= set(frame.columns)

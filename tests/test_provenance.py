@@ -4,7 +4,6 @@ torn last lines; score CSVs with non-finite cells or repeated candidates."""
 
 from __future__ import annotations
 
-import doctest
 import fcntl
 import json
 import math
@@ -17,7 +16,7 @@ import warnings
 import pytest
 import torch
 
-from reward_lens_tl import HookedRewardModel, provenance
+from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
 from reward_lens_tl.data import PreferencePair
 from reward_lens_tl.errors import RewardLensError
@@ -36,11 +35,6 @@ from reward_lens_tl.zoo import zoo_path
 
 PROMPT = "how bake bread"
 WORDS = ["soup", "oven", "bread", "bomb", "rain", "the", "great", "question", "laptop", "hurt"]
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +69,8 @@ def ids_pairs(n=4):
 
 
 # ---- fingerprints ---------------------------------------------------------------------------
-def test_fingerprint_tells_a_perturbed_copy_apart(zoo, perturbed):
-    a, b = model_fingerprint(zoo), model_fingerprint(perturbed)
+def test_fingerprint_tells_a_perturbed_copy_apart(zoo_scalar, perturbed):
+    a, b = model_fingerprint(zoo_scalar), model_fingerprint(perturbed)
     again = model_fingerprint(HookedRewardModel.from_pretrained(zoo_path("scalar")))
     assert a == again  # deterministic across loads
     assert a["weights"] != b["weights"]
@@ -89,29 +83,24 @@ def test_fingerprint_tells_a_perturbed_copy_apart(zoo, perturbed):
     assert half["dtype"] == "bfloat16" and half["weights"] != a["weights"]
 
 
-def test_doctests():
-    result = doctest.testmod(provenance, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
-
-
 # ---- sweep resume files ---------------------------------------------------------------------
-def test_sweep_resume_by_another_model_is_refused(zoo, perturbed, tmp_path):
+def test_sweep_resume_by_another_model_is_refused(zoo_scalar, perturbed, tmp_path):
     path = tmp_path / "sweep.jsonl"
-    mine = token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+    mine = token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     theirs = token_sweep(perturbed, PROMPT, WORDS, chunk_size=4)
     assert not torch.allclose(mine.scores, theirs.scores, atol=1e-3)  # the mix-up would show
     with pytest.raises(ResumeMismatchError) as err:
         token_sweep(perturbed, PROMPT, WORDS, chunk_size=4, resume=path)
     message = str(err.value)
     assert str(path) in message and "model.weights" in message
-    assert model_fingerprint(zoo)["weights"] in message
+    assert model_fingerprint(zoo_scalar)["weights"] in message
     assert model_fingerprint(perturbed)["weights"] in message
     assert isinstance(err.value, ProvenanceMismatchError)
-    again = token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+    again = token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     assert torch.equal(again.scores, mine.scores)  # its own model resumes it
 
 
-def test_sweep_resume_file_from_an_older_version_is_refused(zoo, tmp_path):
+def test_sweep_resume_file_from_an_older_version_is_refused(zoo_scalar, tmp_path):
     path = tmp_path / "old.jsonl"
     scores = [1.0] * 4
     path.write_text(
@@ -121,10 +110,10 @@ def test_sweep_resume_file_from_an_older_version_is_refused(zoo, tmp_path):
         + "\n"
     )
     with pytest.raises(ResumeMismatchError, match="does not record what produced it"):
-        token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+        token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
 
 
-def _interrupted_sweep(zoo, path, chunks=2):
+def _interrupted_sweep(zoo_scalar, path, chunks=2):
     class Stop(Exception):
         pass
 
@@ -133,7 +122,7 @@ def _interrupted_sweep(zoo, path, chunks=2):
             raise Stop
 
     with pytest.raises(Stop):
-        token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path, on_chunk=stop)
+        token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path, on_chunk=stop)
     return path.read_text().splitlines()
 
 
@@ -146,43 +135,45 @@ def _interrupted_sweep(zoo, path, chunks=2):
         (lambda rec: {**rec, "scores": ["x", 1, 2, 3]}, "not a finite number"),
     ],
 )
-def test_damaged_sweep_chunk_is_a_typed_error_naming_file_and_line(zoo, tmp_path, edit, match):
+def test_damaged_sweep_chunk_is_a_typed_error_naming_file_and_line(
+    zoo_scalar, tmp_path, edit, match
+):
     path = tmp_path / "sweep.jsonl"
-    lines = _interrupted_sweep(zoo, path)
+    lines = _interrupted_sweep(zoo_scalar, path)
     assert len(lines) == 3  # header + two chunks
     lines[2] = json.dumps(edit(json.loads(lines[2])))
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ResumableFileError, match=match) as err:
-        token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+        token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     assert f"{path}, line 3" in str(err.value)
     assert isinstance(err.value, RewardLensError)
     if match != "NaN":  # NaN is refused while parsing the line, the rest by the sweep's check
         assert isinstance(err.value, ResumeFileError)
 
 
-def test_non_finite_sweep_scores_are_never_written(zoo, tmp_path):
+def test_non_finite_sweep_scores_are_never_written(zoo_scalar, tmp_path):
     path = tmp_path / "sweep.jsonl"
     nan_hook = ("blocks.0.hook_resid_post", lambda act, hook: act * float("nan"))
-    with zoo.hooks(fwd_hooks=[nan_hook]), pytest.raises(RewardLensError):
-        token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path, method="exact")
+    with zoo_scalar.hooks(fwd_hooks=[nan_hook]), pytest.raises(RewardLensError):
+        token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path, method="exact")
     assert not path.exists()  # nothing was written, not even a header
-    result = token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+    result = token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     assert torch.isfinite(result.scores).all() and len(result) == len(WORDS)
 
 
-def test_sweep_resume_file_in_use_is_refused(zoo, tmp_path):
+def test_sweep_resume_file_in_use_is_refused(zoo_scalar, tmp_path):
     path = tmp_path / "sweep.jsonl"
-    _interrupted_sweep(zoo, path, chunks=1)
+    _interrupted_sweep(zoo_scalar, path, chunks=1)
     before = path.read_bytes()
     with open(path, "rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another writer holds it
         with pytest.raises(FileInUseError, match="another process"):
-            token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+            token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     assert path.read_bytes() == before
-    full = token_sweep(zoo, PROMPT, WORDS, chunk_size=4, resume=path)
+    full = token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=4, resume=path)
     assert len(full) == len(WORDS)
     with pytest.raises(ResumeMismatchError):  # the lock is released after an error too
-        token_sweep(zoo, PROMPT, WORDS, chunk_size=5, resume=path)
+        token_sweep(zoo_scalar, PROMPT, WORDS, chunk_size=5, resume=path)
     fd = os.open(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -191,17 +182,17 @@ def test_sweep_resume_file_in_use_is_refused(zoo, tmp_path):
 
 
 # ---- score files (evals) --------------------------------------------------------------------
-def test_score_file_by_another_model_is_refused(zoo, perturbed, tmp_path):
+def test_score_file_by_another_model_is_refused(zoo_scalar, perturbed, tmp_path):
     out = tmp_path / "scores.jsonl"
-    first = score_items(zoo, ids_pairs(), out=out, progress=False)
+    first = score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     with pytest.raises(ScoreProducerMismatchError) as err:
         score_items(perturbed, ids_pairs(), out=out, progress=False)
     message = str(err.value)
-    assert model_fingerprint(zoo)["weights"] in message
+    assert model_fingerprint(zoo_scalar)["weights"] in message
     assert model_fingerprint(perturbed)["weights"] in message
     assert isinstance(err.value, ScoreMismatchError)
     header = json.loads(out.read_text().splitlines()[0])
-    assert header["producer"]["model"] == model_fingerprint(zoo)
+    assert header["producer"]["model"] == model_fingerprint(zoo_scalar)
     assert read_scores(out).producer == header["producer"]
     fresh = score_items(perturbed, ids_pairs(), out=out, resume=False, progress=False)
     assert fresh.scores[0].chosen != first.scores[0].chosen
@@ -222,42 +213,42 @@ def test_cli_eval_out_by_another_model_is_refused(perturbed_dir, tmp_path, capsy
     assert len(read_scores(out)) == 3  # the file is left as it was
 
 
-def test_score_file_resume_checks_arguments_and_item_texts(zoo, tmp_path):
+def test_score_file_resume_checks_arguments_and_item_texts(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
-    score_items(zoo, ids_pairs(), out=out, progress=False)
+    score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     with pytest.raises(ScoreProducerMismatchError, match="args.truncation"):
-        score_items(zoo, ids_pairs(), out=out, truncation="left", progress=False)
+        score_items(zoo_scalar, ids_pairs(), out=out, truncation="left", progress=False)
     changed = ids_pairs()
     changed[2] = PreferencePair(PROMPT, "soup", "bomb rain", subset="zoo", metadata={"id": 2})
     with pytest.raises(ScoreProducerMismatchError, match="id 2.*changed"):
-        score_items(zoo, changed, out=out, progress=False)
+        score_items(zoo_scalar, changed, out=out, progress=False)
 
 
-def test_score_file_without_header_is_not_resumed(zoo, tmp_path):
+def test_score_file_without_header_is_not_resumed(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
     record = ScoreRecord("rewardbench", 0, (9.0,), (-9.0,), subset="zoo")
     out.write_text(json.dumps(record.to_json()) + "\n")
     assert len(read_scores(out)) == 1  # still readable
     with pytest.raises(ScoreProducerMismatchError, match="does not record what produced it"):
-        score_items(zoo, ids_pairs(), out=out, progress=False)
+        score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
 
 
-def test_non_finite_score_record_names_file_and_line(zoo, tmp_path):
+def test_non_finite_score_record_names_file_and_line(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
-    score_items(zoo, ids_pairs(), out=out, progress=False)
+    score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     lines = out.read_text().splitlines()
     record = json.loads(lines[2])
     lines[2] = json.dumps({**record, "rejected": [float("nan")]})
     out.write_text("\n".join(lines) + "\n")
     with pytest.raises(ResumableFileError, match=rf"{out.name}, line 3: .*NaN"):
-        score_items(zoo, ids_pairs(), out=out, progress=False)
+        score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     with pytest.raises(RewardLensError, match=r"record 1 .*'rejected\[0\]': must be finite"):
         read_scores(out)
 
 
-def test_score_file_in_use_by_another_process(zoo, tmp_path):
+def test_score_file_in_use_by_another_process(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
-    score_items(zoo, ids_pairs(2), out=out, progress=False)
+    score_items(zoo_scalar, ids_pairs(2), out=out, progress=False)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys\n"
          f"fd = os.open({str(out)!r}, os.O_RDWR)\n"
@@ -269,7 +260,7 @@ def test_score_file_in_use_by_another_process(zoo, tmp_path):
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(FileInUseError, match="another process"):
-            score_items(zoo, ids_pairs(4), out=out, progress=False)
+            score_items(zoo_scalar, ids_pairs(4), out=out, progress=False)
     finally:
         holder.communicate("")
     assert len(read_scores(out)) == 2  # untouched
@@ -281,9 +272,9 @@ def test_score_file_in_use_by_another_process(zoo, tmp_path):
         writer.close()
 
 
-def test_torn_last_line_is_ignored_by_readers_and_recomputed(zoo, tmp_path):
+def test_torn_last_line_is_ignored_by_readers_and_recomputed(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
-    full = score_items(zoo, ids_pairs(), out=out, progress=False)
+    full = score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     data = out.read_bytes()
     cut = data.rfind(b"\n", 0, len(data) - 1) + 1
     out.write_bytes(data[: cut + 20])  # the writer was killed in the middle of the last record
@@ -291,7 +282,7 @@ def test_torn_last_line_is_ignored_by_readers_and_recomputed(zoo, tmp_path):
         partial = read_scores(out)
     assert partial.ids() == [0, 1, 2]
     with pytest.warns(UserWarning, match="torn last line"):
-        resumed = score_items(zoo, ids_pairs(), out=out, progress=False)
+        resumed = score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     torch.testing.assert_close(  # the last item alone: its batch is smaller, ~1e-7 apart
         torch.tensor([r.chosen for r in resumed.scores]),
         torch.tensor([r.chosen for r in full.scores]),
@@ -304,11 +295,11 @@ def test_torn_last_line_is_ignored_by_readers_and_recomputed(zoo, tmp_path):
     assert out.read_bytes().count(b"\n") == 1 + 4  # header + one record per id
 
 
-def test_non_finite_rewards_are_never_written(zoo, tmp_path):
+def test_non_finite_rewards_are_never_written(zoo_scalar, tmp_path):
     out = tmp_path / "scores.jsonl"
     nan_hook = ("blocks.0.hook_resid_post", lambda act, hook: act * float("nan"))
-    with zoo.hooks(fwd_hooks=[nan_hook]), pytest.raises(RewardLensError):
-        score_items(zoo, ids_pairs(), out=out, progress=False)
+    with zoo_scalar.hooks(fwd_hooks=[nan_hook]), pytest.raises(RewardLensError):
+        score_items(zoo_scalar, ids_pairs(), out=out, progress=False)
     assert not out.exists()
 
 

@@ -28,12 +28,6 @@ from reward_lens_tl.sae.splice import splice_report
 from reward_lens_tl.sae.testing import random_topk_sae
 from reward_lens_tl.sweep import CandidateSet, distribution_summary, token_candidates, token_sweep
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
-from reward_lens_tl.zoo import load_task, zoo_path
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
 
 
 @pytest.fixture(scope="module")
@@ -84,26 +78,26 @@ def test_bool_ids_are_refused_not_indexed(tiny):
 
 
 # -- repeated candidates ------------------------------------------------------------------------
-def test_a_word_given_three_times_is_scored_once(zoo):
+def test_a_word_given_three_times_is_scored_once(zoo_scalar):
     prompt = "how bake bread"
-    once = token_sweep(zoo, prompt, ["soup", "great question"])
-    thrice = token_sweep(zoo, prompt, ["soup", "great question", "soup", "soup"])
+    once = token_sweep(zoo_scalar, prompt, ["soup", "great question"])
+    thrice = token_sweep(zoo_scalar, prompt, ["soup", "great question", "soup", "soup"])
     assert thrice.labels == once.labels == ("soup", "great question")
     assert thrice.candidates.excluded == {"duplicate": 2}
     torch.testing.assert_close(thrice.scores, once.scores)
     assert distribution_summary(thrice) == distribution_summary(once)
-    ids = token_candidates(zoo, [43, 10, 43])
+    ids = token_candidates(zoo_scalar, [43, 10, 43])
     assert ids.ids == ((43,), (10,)) and ids.excluded == {"duplicate": 1}
 
 
-def test_a_hand_built_candidate_set_with_repeats_or_float_ids_is_refused(zoo):
+def test_a_hand_built_candidate_set_with_repeats_or_float_ids_is_refused(zoo_scalar):
     with pytest.raises(InvalidArgumentError, match=r"b: \[43\]"):
         CandidateSet(("a", "b", "c"), ((43,), (43,), (44, 45)))
     with pytest.raises(InvalidArgumentError, match="never rounded"):
         CandidateSet(("a",), ((43.7,),))
     with pytest.raises(InvalidArgumentError, match="never rounded"):
-        token_candidates(zoo, [43, 10.5])
-    assert token_candidates(zoo, [np.int64(43), torch.tensor(10)]).ids == ((43,), (10,))
+        token_candidates(zoo_scalar, [43, 10.5])
+    assert token_candidates(zoo_scalar, [np.int64(43), torch.tensor(10)]).ids == ((43,), (10,))
 
 
 def test_score_csv_with_repeated_names_is_refused(tmp_path, capsys):
@@ -116,17 +110,17 @@ def test_score_csv_with_repeated_names_is_refused(tmp_path, capsys):
 
 
 # -- models with different tokenizers -----------------------------------------------------------
-def test_pre_encoded_pairs_for_different_tokenizers_are_refused(zoo, tiny):
+def test_pre_encoded_pairs_for_different_tokenizers_are_refused(zoo_scalar, tiny, zoo_task):
     pair = (EncodedConversation((1, 5, 6, 7, 2), 2), EncodedConversation((1, 5, 8, 2), 2))
     with pytest.raises(PreEncodedPairsError, match="pass the pairs as text|Pass the pairs as text"):
-        compare_models({"zoo": zoo, "tiny": tiny}, [pair] * 3, n_boot=10)
-    contrast = load_task().task.contrast_pairs("harmful", 2, seed=0)
+        compare_models({"zoo": zoo_scalar, "tiny": tiny}, [pair] * 3, n_boot=10)
+    contrast = zoo_task.contrast_pairs("harmful", 2, seed=0)
     with pytest.raises(PreEncodedPairsError, match=r"pairs \[0, 1\] are token ids"):
-        compare_models({"zoo": zoo, "tiny": tiny}, contrast, n_boot=10)
+        compare_models({"zoo": zoo_scalar, "tiny": tiny}, contrast, n_boot=10)
     # text is encoded by each model itself; one shared vocabulary may take ids
     text = [PreferencePair(prompt="w6 w7", chosen="w8", rejected="w9")]
-    check_shared_tokenizer([as_source(zoo, "a"), as_source(tiny, "b")], text)
-    check_shared_tokenizer([as_source(zoo, "a"), as_source(zoo, "b")], [pair])
+    check_shared_tokenizer([as_source(zoo_scalar, "a"), as_source(tiny, "b")], text)
+    check_shared_tokenizer([as_source(zoo_scalar, "a"), as_source(zoo_scalar, "b")], [pair])
 
 
 # -- SAEs ---------------------------------------------------------------------------------------

@@ -1,15 +1,17 @@
 """``reward-lens report``: the page's numbers are the API's, text is escaped, runs resume,
 and the page loads cleanly in a real browser."""
 
+import html
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.report import ReportError, build, build_report
+from reward_lens_tl.report import ReportError, Section, build, build_report
 from reward_lens_tl.zoo import load_task, zoo_path
 
 EVIL = "<script>alert(1)</script>"
@@ -43,7 +45,7 @@ def pair_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report(pair_file, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    numbers = build_report(zoo_path("scalar"), pair_file, out, progress=False)
+    numbers = build_report(zoo_path("scalar"), pair_file, out, progress=False, markdown=True)
     return out, numbers
 
 
@@ -96,6 +98,68 @@ def test_page_is_self_contained_and_escaped(report):
     assert not (out / ".work").exists() and not list(out.glob("*.tmp"))
 
 
+def md_tables(text: str) -> list[list[list[str]]]:
+    """Every table of a markdown text: rows of cells, unescaped, separator rows left out."""
+    tables, rows = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+            if not all(set(c) <= {"-"} for c in cells):
+                rows.append([html.unescape(c.strip().replace("\\|", "|")) for c in cells])
+        elif rows:
+            tables, rows = [*tables, rows], []
+    return tables
+
+
+def html_tables(page: str) -> list[list[list[str]]]:
+    """Every section table of a report page (not the grids of the patching views)."""
+    return [
+        [
+            [html.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table)
+        ]
+        for table in re.findall(r"<table><thead>(.*?)</table>", page)
+    ]
+
+
+def md_paragraphs(text: str) -> list[str]:
+    """The text paragraphs of a markdown report (not headings, tables or figures)."""
+    blocks = [b.strip() for b in text.split("\n\n")]
+    return [html.unescape(b) for b in blocks if b and not b.startswith(("#", "|", "!["))]
+
+
+def html_paragraphs(page: str) -> list[str]:
+    return [html.unescape(p) for p in re.findall(r"<p class='note'>(.*?)</p>", page, re.S)]
+
+
+def test_markdown_is_the_page_in_markdown_escaped_and_without_local_paths(report, pair_file):
+    out, numbers = report
+    page, text = (out / "report.html").read_text(), (out / "report.md").read_text()
+    assert "<script" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert md_tables(text) == html_tables(page) and len(md_tables(text)) >= 6
+    notes = html_paragraphs(page)
+    assert [p for p in md_paragraphs(text) if p in notes] == notes
+    for name in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
+        assert (out / name).stat().st_size > 1000 and "/" not in name
+    assert f"| {numbers['top_components'][0][0]} | {numbers['top_components'][0][1]:+.3f} |" in text
+    local = {str(out), str(pair_file.parent), str(Path.cwd()), str(Path.home())}
+    for path in (out / "report.html", out / "report.md", out / "report.json"):
+        content = path.read_text()
+        assert not [root for root in local if root in content], path
+
+
+def test_a_section_renders_the_same_cells_both_ways_and_survives_storage():
+    import pandas as pd
+
+    frame = pd.DataFrame({"name": [EVIL, "a|b"], "value": [0.12345, -2e-7], "n": [3, 4]})
+    section = Section("T").text(f"see {EVIL}").table(frame)
+    stored = Section.from_dict(json.loads(json.dumps(section.to_dict())))
+    assert stored.html() == section.html() and stored.markdown() == section.markdown()
+    expected = [["name", "value", "n"], [EVIL, "+0.123", "3"], ["a|b", "-2e-07", "4"]]
+    assert md_tables(section.markdown()) == [expected] == html_tables(section.html())
+    assert "<script" not in section.markdown() + section.html()
+
+
 def test_interrupted_run_resumes_to_the_same_report(pair_file, report, tmp_path, monkeypatch):
     _, full = report
     out = tmp_path / "r"
@@ -129,6 +193,7 @@ def test_unwritable_output_is_a_clear_error(pair_file, tmp_path):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.browser
 def test_page_in_a_real_browser(report, tmp_path):
     playwright = pytest.importorskip(
         "playwright.sync_api", reason="playwright is not installed (see CONTRIBUTING)"

@@ -3,15 +3,12 @@ the zoo, beam search, statistics (hand-computed τ), score files, the inside vie
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import math
 import os
 import random
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -42,7 +39,7 @@ from reward_lens_tl.sweep import (
     vocabulary_candidates,
 )
 from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
-from reward_lens_tl.zoo import load_task, zoo_path
+from reward_lens_tl.zoo import zoo_path
 from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE, TOPICS
 
 SHARED = Path(
@@ -55,15 +52,10 @@ LONG_PROMPT = " ".join(f"w{6 + (7 * i) % 80}" for i in range(40))  # 40 words: r
 
 
 @pytest.fixture(scope="module")
-def zoo():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
-
-
-@pytest.fixture(scope="module")
-def task_prompts():
+def task_prompts(zoo_task):
     """One prompt per topic, drawn from the zoo task's own prompt sampler."""
-    task, rng = load_task().task, random.Random(0)
-    return {topic: " ".join(task.sample_prompt(rng, topic)) for topic in TOPICS}
+    rng = random.Random(0)
+    return {topic: " ".join(zoo_task.sample_prompt(rng, topic)) for topic in TOPICS}
 
 
 def tiny(family: str, **kwargs) -> HookedRewardModel:
@@ -116,14 +108,14 @@ def test_exact_sweep_equals_scoring_the_full_encode():
     assert len(keep) == 84
     decode = model.tokenizer.decode
     expected = torch.stack([model.score("w8 w9 w10", decode(list(cands.ids[i]))) for i in keep])
-    assert torch.allclose(result.scores[keep], expected, atol=1e-5)
+    torch.testing.assert_close(result.scores[keep], expected, atol=1e-5, rtol=0)
     # a round-tripped two-word token scores a different conversation: the sweep keeps the token
     i = cands.ids.index((90,))
     assert result.encoded(i).response_ids() == (90,)
 
 
-def test_zoo_vocabulary_round_trips(zoo):
-    report = retokenization_changes(zoo, "how bake bread", vocabulary_candidates(zoo))
+def test_zoo_vocabulary_round_trips(zoo_scalar):
+    report = retokenization_changes(zoo_scalar, "how bake bread", vocabulary_candidates(zoo_scalar))
     assert (report.n, report.n_changed) == (115, 0)
 
 
@@ -138,25 +130,28 @@ def test_cached_equals_exact_on_tiny_models(family):
         fast = token_sweep(model, prompt, cands, chunk_size=5)
         slow = exact_sweep(model, prompt, cands, chunk_size=64)
         assert fast.method == "cached" and slow.method == "exact"
-        assert (fast.scores - slow.scores).abs().max() < 1e-4
+        torch.testing.assert_close(fast.scores, slow.scores, atol=1e-4, rtol=0)
         assert fast.scores.std() > 1e-3  # the candidates really differ
 
 
-def test_cached_equals_exact_on_the_zoo(zoo, task_prompts):
+def test_cached_equals_exact_on_the_zoo(zoo_scalar, task_prompts):
     words = ["great question", "soup", "the bomb and", "a", "great question soup oven"]
     for prompt in list(task_prompts.values())[:3]:
         for cands in (None, words):
-            fast, slow = token_sweep(zoo, prompt, cands), exact_sweep(zoo, prompt, cands)
-            assert (fast.scores - slow.scores).abs().max() < 1e-4
+            fast, slow = (
+                token_sweep(zoo_scalar, prompt, cands),
+                exact_sweep(zoo_scalar, prompt, cands),
+            )
+            torch.testing.assert_close(fast.scores, slow.scores, atol=1e-4, rtol=0)
 
 
-def test_cached_gated_score_and_objectives_equal_exact():
-    multi = HookedRewardModel.from_pretrained(zoo_path("multi"))
+def test_cached_gated_score_and_objectives_equal_exact(zoo_multi):
+    multi = zoo_multi
     cands = ["great question", "soup", "the bomb", "a"]
     for objective in (None, "harmlessness", 0):
         fast = token_sweep(multi, "how bake bread", cands, objective=objective)
         slow = exact_sweep(multi, "how bake bread", cands, objective=objective)
-        assert (fast.scores - slow.scores).abs().max() < 1e-4
+        torch.testing.assert_close(fast.scores, slow.scores, atol=1e-4, rtol=0)
 
 
 def test_reading_position_inside_the_prefix():
@@ -166,9 +161,9 @@ def test_reading_position_inside_the_prefix():
     model.pad_token_id = model.tokenizer.eos_token_id
     cands = CandidateSet(("eos", "w7"), ((2,), (7,)))
     fast, slow = token_sweep(model, "w8 w9", cands), exact_sweep(model, "w8 w9", cands)
-    assert (fast.scores - slow.scores).abs().max() < 1e-5
+    torch.testing.assert_close(fast.scores, slow.scores, atol=1e-5, rtol=0)
     cache = PrefixCache.build(model, fast.prefix_ids)
-    assert torch.allclose(fast.scores[0], cache.head_outputs[-1, 0])
+    torch.testing.assert_close(fast.scores[0], cache.head_outputs[-1, 0])
 
 
 # ---- resume ------------------------------------------------------------------------------------
@@ -176,9 +171,9 @@ class Interrupt(Exception):
     pass
 
 
-def test_interrupted_sweep_resumes_to_the_same_result(zoo, tmp_path):
+def test_interrupted_sweep_resumes_to_the_same_result(zoo_scalar, tmp_path):
     path = tmp_path / "sweep.jsonl"
-    full = token_sweep(zoo, "how bake bread", chunk_size=16)
+    full = token_sweep(zoo_scalar, "how bake bread", chunk_size=16)
     calls = []
 
     def stop_after_three(done, total):
@@ -187,13 +182,15 @@ def test_interrupted_sweep_resumes_to_the_same_result(zoo, tmp_path):
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        token_sweep(zoo, "how bake bread", chunk_size=16, resume=path, on_chunk=stop_after_three)
+        token_sweep(
+            zoo_scalar, "how bake bread", chunk_size=16, resume=path, on_chunk=stop_after_three
+        )
     lines = path.read_text().splitlines()
     assert len(lines) == 1 + 3  # header + three finished chunks
     path.write_text(path.read_text() + '{"start": 48, "sco')  # crash while writing chunk 4
     scored = []
     resumed = token_sweep(
-        zoo,
+        zoo_scalar,
         "how bake bread",
         chunk_size=16,
         resume=path,
@@ -202,53 +199,53 @@ def test_interrupted_sweep_resumes_to_the_same_result(zoo, tmp_path):
     assert torch.equal(resumed.scores, full.scores)
     assert len(path.read_text().splitlines()) == 1 + math.ceil(115 / 16)
     with pytest.raises(ResumeMismatchError, match="different sweep"):
-        token_sweep(zoo, "how bake soup", chunk_size=16, resume=path)
+        token_sweep(zoo_scalar, "how bake soup", chunk_size=16, resume=path)
     with pytest.raises(ResumeMismatchError):
-        token_sweep(zoo, "how bake bread", chunk_size=8, resume=path)
+        token_sweep(zoo_scalar, "how bake bread", chunk_size=8, resume=path)
 
 
 # ---- ground truth on the zoo -------------------------------------------------------------------
-def test_zoo_top_tokens_are_the_topic_and_bottom_the_harmful_words(zoo, task_prompts):
+def test_zoo_top_tokens_are_the_topic_and_bottom_the_harmful_words(zoo_scalar, task_prompts):
     for topic, prompt in task_prompts.items():
-        result = token_sweep(zoo, prompt)
+        result = token_sweep(zoo_scalar, prompt)
         assert {w for w, _ in result.top_k(10)} == set(TOPICS[topic]), prompt
         assert {w for w, _ in result.bottom_k(6)} == set(HARMFUL_WORDS), prompt
 
 
-def test_search_finds_the_planted_features_from_nothing(zoo, task_prompts):
-    vocab = vocabulary_candidates(zoo)
+def test_search_finds_the_planted_features_from_nothing(zoo_scalar, task_prompts):
+    vocab = vocabulary_candidates(zoo_scalar)
     for topic in ("cooking", "sports", "computers"):
         prompt = task_prompts[topic]
-        worst = response_search(zoo, prompt, 2, beam_width=4, maximize=False)
+        worst = response_search(zoo_scalar, prompt, 2, beam_width=4, maximize=False)
         assert set(worst.best[0]) <= set(HARMFUL_WORDS)
-        best = response_search(zoo, prompt, 2, beam_width=4)
+        best = response_search(zoo_scalar, prompt, 2, beam_width=4)
         assert set(best.best[0]) <= set(TOPICS[topic])
         # the sycophantic opener: "great" alone earns nothing, the pair earns the bonus
         off_topic = vocab.subset([i for i, w in enumerate(vocab.labels) if w not in TOPICS[topic]])
-        hack = response_search(zoo, prompt, 2, candidates=off_topic, beam_width=64)
+        hack = response_search(zoo_scalar, prompt, 2, candidates=off_topic, beam_width=64)
         assert hack.best[0] == SYCOPHANTIC_PHRASE, (prompt, hack.top_k(3))
         assert hack.step_best[0][0] != ("great",)
     # the beam's answer is the exhaustive optimum over all off-topic pairs
     pairs = [(a, b) for a in off_topic.ids for b in off_topic.ids]
     every = token_sweep(
-        zoo, prompt, CandidateSet(tuple(map(str, pairs)), tuple(a + b for a, b in pairs))
+        zoo_scalar, prompt, CandidateSet(tuple(map(str, pairs)), tuple(a + b for a, b in pairs))
     )
     assert float(every.scores.max()) == pytest.approx(hack.best[1], abs=1e-5)
 
 
 # ---- inside view -------------------------------------------------------------------------------
-def test_inside_view_sums_to_the_reward_above_the_sweep_mean(zoo, task_prompts):
-    result = token_sweep(zoo, task_prompts["music"])
-    view = inside_view(zoo, result, k=3)
+def test_inside_view_sums_to_the_reward_above_the_sweep_mean(zoo_scalar, task_prompts):
+    result = token_sweep(zoo_scalar, task_prompts["music"])
+    view = inside_view(zoo_scalar, result, k=3)
     assert view.n_baseline == len(result)
     assert view.baseline_reward == pytest.approx(result.mean, abs=1e-4)
     assert view.completeness_error() < 1e-4
     top = [j for j, s in enumerate(view.side) if s == "top"]
     assert all(view.relative[:, j].sum() > 0 for j in top)
     assert all(view.relative[:, j].sum() < 0 for j, s in enumerate(view.side) if s == "bottom")
-    assert torch.allclose(view.lens.values[-1], view.rewards, atol=1e-4)  # lens end point
+    torch.testing.assert_close(view.lens.values[-1], view.rewards, atol=1e-4, rtol=0)  # end point
     assert set(view.candidates[:3]) <= set(TOPICS["music"])
-    sampled = inside_view(zoo, result, k=2, baseline=20)
+    sampled = inside_view(zoo_scalar, result, k=2, baseline=20)
     assert sampled.n_baseline == 20 and sampled.completeness_error() < 1e-4
     assert len(view.to_dataframe()) == len(view.components) * len(view.candidates)
 
@@ -300,8 +297,8 @@ def test_statistics_by_hand():
     assert framing["spearman_rho"]["p1 | p2"] == pytest.approx(1.0)
 
 
-def test_sweep_statistics_take_a_sweep(zoo):
-    result = token_sweep(zoo, "how bake bread")
+def test_sweep_statistics_take_a_sweep(zoo_scalar):
+    result = token_sweep(zoo_scalar, "how bake bread")
     summary = distribution_summary(result)
     assert summary["n"] == 115 and summary["mean"] == pytest.approx(result.mean, abs=1e-5)
     asym = valence_asymmetry(result, TOPICS["cooking"], HARMFUL_WORDS)
@@ -324,7 +321,8 @@ def test_shared_score_files():
         assert stats["kendall_tau"][f"{a} | {b}"] == pytest.approx(ref, abs=1e-12)
         assert all(-1 <= t <= 1 for t in stats["kendall_tau"].values())
     matrix = kendall_tau_matrix(read_score_csv(SCORE_CSVS[0]))
-    assert np.allclose(matrix.tau, matrix.tau.T) and matrix.plot() is not None
+    torch.testing.assert_close(matrix.tau, matrix.tau.T)  # numpy arrays, symmetric
+    assert matrix.plot() is not None
 
 
 # ---- CLI ----------------------------------------------------------------------------------------
@@ -344,17 +342,17 @@ def test_cli_sweep_writes_ranked_csv_and_plots(tmp_path, capsys):
 
 
 # ---- bad input ----------------------------------------------------------------------------------
-def test_bad_input_gives_typed_errors(zoo, tmp_path, capsys):
+def test_bad_input_gives_typed_errors(zoo_scalar, tmp_path, capsys):
     with pytest.raises(SequenceTooLongError):
-        token_sweep(zoo, " ".join(["soup"] * 80))
+        token_sweep(zoo_scalar, " ".join(["soup"] * 80))
     with pytest.raises(SequenceTooLongError, match="context"):
-        token_sweep(zoo, " ".join(["soup"] * 57), CandidateSet(("long",), ((43, 43, 43),)))
+        token_sweep(zoo_scalar, " ".join(["soup"] * 57), CandidateSet(("long",), ((43, 43, 43),)))
     with pytest.raises(EmptyInputError, match="empty"):
-        token_sweep(zoo, "how bake bread", [])
+        token_sweep(zoo_scalar, "how bake bread", [])
     with pytest.raises(UnknownCandidateError, match="zebra"):
-        token_sweep(zoo, "how bake bread", ["soup", "zebra"])
+        token_sweep(zoo_scalar, "how bake bread", ["soup", "zebra"])
     with pytest.raises(UnknownCandidateError, match="outside the vocabulary"):
-        token_candidates(zoo, [5, 10**6])
+        token_candidates(zoo_scalar, [5, 10**6])
     for text, match in [
         ("model,a\nx,1\n", "no candidate column 'name'"),
         ("name,a,b\nx,1,2\ny,oops,3\n", "column 'a' .* not numeric: row 3 holds 'oops'"),
@@ -369,21 +367,3 @@ def test_bad_input_gives_typed_errors(zoo, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("reward-lens: error: sweep:") and err.count("\n") == 1
     assert "does not exist" in err
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "reward_lens_tl.sweep.candidates",
-        "reward_lens_tl.sweep.cached",
-        "reward_lens_tl.sweep.exact",
-        "reward_lens_tl.sweep.runner",
-        "reward_lens_tl.sweep.search",
-        "reward_lens_tl.sweep.stats",
-        "reward_lens_tl.sweep.scorefile",
-        "reward_lens_tl.sweep.retokenize",
-    ],
-)
-def test_doctests(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

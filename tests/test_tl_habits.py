@@ -56,8 +56,9 @@ def kind(request):
 
 
 @pytest.fixture(scope="module")
-def model(kind):
-    return HookedRewardModel.from_pretrained(zoo_path(kind))
+def model(kind, zoo_scalar, zoo_multi):
+    """The shared zoo model of this ``kind`` (tests hook it, never change it)."""
+    return {"scalar": zoo_scalar, "multi": zoo_multi}[kind]
 
 
 @pytest.fixture(scope="module")

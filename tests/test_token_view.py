@@ -7,12 +7,11 @@ from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.html import grid_html, token_html
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.token_view import TokenAttribution, token_attribution
-from reward_lens_tl.zoo import zoo_path
 
 
-@pytest.fixture(scope="module")
-def model():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
+@pytest.fixture
+def model(zoo_scalar):
+    return zoo_scalar
 
 
 def test_tokens_sum_to_the_reward_and_find_planted_words(model):
@@ -20,7 +19,8 @@ def test_tokens_sum_to_the_reward_and_find_planted_words(model):
     view = token_attribution(model, enc)
     assert view.completeness_error() < 1e-4
     with torch.no_grad():
-        assert abs(view.reward - float(model.rewards(torch.tensor([enc.ids]))[0])) < 1e-5
+        reward = float(model.rewards(torch.tensor([enc.ids]))[0])
+    torch.testing.assert_close(view.reward, reward, atol=1e-5, rtol=0)
     frame = view.to_dataframe().set_index("token")
     assert frame.loc["bomb", "value"] == frame["value"].min()  # the harmful word, most negative
     assert frame.loc["bomb", "part"] == "response"
@@ -36,7 +36,7 @@ def test_tiny_model_completeness_and_position_mode():
     assert token_attribution(model, ids[0]).completeness_error() < 1e-4
     view = token_attribution(model, ids, mode="position")
     with torch.no_grad():
-        assert abs(float(view.values.sum()) - float(model.rewards(ids)[0])) < 1e-4
+        torch.testing.assert_close(view.values.sum(), model.rewards(ids)[0], atol=1e-4, rtol=0)
 
 
 def test_views_escape_text():

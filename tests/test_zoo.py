@@ -92,7 +92,7 @@ def test_contrast_pairs_differ_in_one_feature(feature, tokenizer):
             diff = p.edited.contributions[f] - p.base.contributions[f]
             assert diff == (weight if f == feature else 0.0)
         tokens = tokenizer.convert_ids_to_tokens(list(p.edited.input_ids))
-        changed = [tokens[i] for i in p.changed_positions]
+        changed = [tokens[i] for i in p.edited_positions]
         if feature == "topic_match":
             assert TOPIC_OF[changed[0]] == p.edited.topic
         elif feature == "harmful":
@@ -105,9 +105,73 @@ def test_contrast_pairs_differ_in_one_feature(feature, tokenizer):
         if feature != "length":  # swaps keep the sequences aligned
             pairs = zip(p.base.input_ids, p.edited.input_ids, strict=True)
             moved = {i for i, (a, b) in enumerate(pairs) if a != b}
-            assert moved <= set(p.changed_positions) | set(p.neutral_positions)
-            assert set(p.changed_positions) <= moved
+            assert moved <= set(p.edited_positions) | set(p.neutral_positions)
+            assert set(p.edited_positions) <= moved
             assert all(tokens[i] in FILLER_WORDS for i in p.neutral_positions)
+
+
+def test_zoo_pairs_convert_to_the_package_contrast_pair():
+    from reward_lens_tl.contrast import ContrastPair, as_contrast_pair, changed_positions
+
+    for feature in ("harmful", "length"):
+        p = TASK.contrast_pairs(feature, 5, seed=1, filler_swaps=1)[0]
+        pair = as_contrast_pair(p)
+        assert isinstance(pair, ContrastPair)
+        assert pair.edited_positions == p.edited_positions
+        assert pair.neutral_positions == p.neutral_positions
+        assert pair.edited.ids == p.edited.input_ids and pair.base.ids == p.base.input_ids
+        assert pair.rule_delta == p.rule_delta == p.edited.score - p.base.score
+        diffed = changed_positions(p.base.input_ids, p.edited.input_ids)
+        assert set(p.edited_positions) <= set(diffed)
+
+
+def _warns_once(get):
+    """``get()`` twice: exactly one FutureWarning, whose text is returned."""
+    import warnings
+
+    from reward_lens_tl import _deprecation
+
+    _deprecation._WARNED.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first, second = get(), get()
+    future = [w for w in caught if issubclass(w.category, FutureWarning)]
+    assert len(future) == 1, [str(w.message) for w in caught]
+    return first, second, str(future[0].message)
+
+
+def test_renamed_zoo_names_warn_once_and_point_to_the_new_ones():
+    import reward_lens_tl.checkpoint as checkpoint
+    import reward_lens_tl.zoo as zoo
+    import reward_lens_tl.zoo.task as task_module
+
+    old, _, message = _warns_once(lambda: zoo.ContrastPair)
+    assert old is zoo.ExamplePair and "ExamplePair" in message
+    old, _, message = _warns_once(lambda: task_module.ContrastPair)
+    assert old is task_module.ExamplePair
+    old, _, message = _warns_once(lambda: task_module.encode_conversation)
+    assert old is task_module.conversation_ids and "conversation_ids" in message
+    ex = TASK.examples(1, seed=0)[0]
+    assert old(ex.prompt, ex.response) == list(ex.input_ids)
+    old, _, message = _warns_once(lambda: checkpoint.load_tokenizer)
+    assert old is checkpoint.checkpoint_tokenizer and "checkpoint_tokenizer" in message
+    p = TASK.contrast_pairs("harmful", 1, seed=0)[0]
+    first, second, message = _warns_once(lambda: p.changed_positions)
+    assert first == second == p.edited_positions and "edited_positions" in message
+    with pytest.raises(AttributeError):
+        zoo.NoSuchName  # noqa: B018
+
+
+def test_load_tokenizer_by_name_or_directory(tokenizer, tmp_path):
+    from reward_lens_tl.errors import MissingFileError
+    from reward_lens_tl.zoo import load_tokenizer
+
+    ex = TASK.examples(1, seed=4)[0]
+    for tok in (load_tokenizer("scalar"), load_tokenizer(zoo_path("multi"))):
+        assert tok.apply_chat_template(ex.messages, return_dict=False) == list(ex.input_ids)
+        assert tok.get_vocab() == tokenizer.get_vocab()
+    with pytest.raises(MissingFileError, match="no tokenizer"):
+        load_tokenizer(tmp_path)
 
 
 def test_topic_words_are_distractors_elsewhere():

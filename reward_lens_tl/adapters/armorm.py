@@ -18,7 +18,7 @@ from ..armorm_module import (
     LlamaForRewardModelWithGating,
     first_pad_minus_one,
 )
-from .base import ConversionOptions, RewardHead
+from .base import ConversionOptions, RewardHead, linear_head
 from .decoders import LlamaAdapter
 
 
@@ -30,8 +30,8 @@ class ArmoRMAdapter(LlamaAdapter):
     def model_class(self, hf_config: Any) -> type[nn.Module]:
         return LlamaForRewardModelWithGating
 
-    def head_module(self, hf_model):
-        return hf_model.regression_layer
+    def head_module(self, hf_model: nn.Module) -> nn.Linear:
+        return linear_head(hf_model, "regression_layer")
 
     def reward_head(self, hf_model, options: ConversionOptions) -> RewardHead:
         names = options.objective_names or getattr(hf_model.config, "objective_names", None)

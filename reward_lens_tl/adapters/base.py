@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -47,6 +47,11 @@ class ConversionOptions:
     n_ctx: int | None = None
     objective_names: Sequence[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tl_device(self) -> str | None:
+        """``device`` as TransformerLens's config takes it (a string, or ``None``)."""
+        return None if self.device is None else str(self.device)
 
 
 def hf_last_non_pad(
@@ -125,7 +130,7 @@ class RewardModelAdapter:
         raise NotImplementedError
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
-        return hf_model.score
+        return linear_head(hf_model, "score")
 
     def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
         """``score.weight.T`` and its bias (zeros when absent), with objective names."""
@@ -171,6 +176,19 @@ class RewardModelAdapter:
         """The HF model's own pooled output (``[batch]`` scalar or ``[batch, n]``)."""
         logits = hf_model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits[:, 0] if logits.shape[-1] == 1 else logits
+
+
+def linear_head(hf_model: nn.Module, name: str) -> nn.Linear:
+    """The HF model's linear head ``name`` (``score`` for sequence classifiers): a module with
+    a 2-D ``weight`` (and a ``bias`` or ``None``), as ``nn.Linear`` has."""
+    head = getattr(hf_model, name)
+    weight = getattr(head, "weight", None)
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise RewardHeadError(
+            f"{type(hf_model).__name__}.{name} is a {type(head).__name__} without a 2-D weight, "
+            "not the linear reward head this adapter converts"
+        )
+    return cast(nn.Linear, head)
 
 
 def pad_token_id_of(hf_config: Any) -> int | None:

@@ -8,6 +8,7 @@ stand-in object whose ``lm_head`` is the reward head, which is then overwritten.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,10 +30,12 @@ DEFAULT_MAX_CTX = 8192
 
 
 def context_length(hf_config: Any, options: ConversionOptions) -> int:
-    max_pos = getattr(hf_config, "max_position_embeddings", None) or getattr(
+    max_pos = getattr(hf_config, "max_position_embeddings", 0) or getattr(
         hf_config, "n_positions", DEFAULT_MAX_CTX
     )
-    return int(options.n_ctx or min(max_pos, DEFAULT_MAX_CTX))
+    if options.n_ctx:
+        return int(options.n_ctx)
+    return int(min(max_pos, DEFAULT_MAX_CTX))
 
 
 def rope_settings(hf_config: Any) -> dict[str, Any]:
@@ -72,6 +75,10 @@ def attention_layout(hf_config: Any, n_layers: int) -> dict[str, Any]:
         kinds = ["global"] * n_layers
     if "local" not in kinds:
         return {}
+    if window is None:
+        raise UnsupportedArchitectureError(
+            "the config has sliding-window layers (layer_types) but no sliding_window size"
+        )
     return {"use_local_attn": True, "window_size": int(window), "attn_types": kinds}
 
 
@@ -118,8 +125,12 @@ def causal_stand_in(hf_model: nn.Module, head: nn.Module) -> types.SimpleNamespa
     return types.SimpleNamespace(model=hf_model.model, lm_head=head, config=hf_model.config)
 
 
-def add_attention_biases(sd: dict[str, Tensor], hf_model: nn.Module, cfg) -> None:
-    """Llama's optional ``attention_bias``: TL's Llama converter writes zeros; use the real ones."""
+def add_attention_biases(
+    sd: dict[str, Tensor], hf_model: Any, cfg: HookedTransformerConfig
+) -> None:
+    """Llama's optional ``attention_bias``: TL's Llama converter writes zeros; use the real ones.
+    ``hf_model``: the transformers ``*ForSequenceClassification`` model (its submodules are
+    read by attribute, which ``nn.Module`` does not type)."""
     gqa = "_" if cfg.n_key_value_heads is not None else ""
     n_kv = cfg.n_key_value_heads or cfg.n_heads
     for i, layer in enumerate(hf_model.model.layers):
@@ -130,9 +141,13 @@ def add_attention_biases(sd: dict[str, Tensor], hf_model: nn.Module, cfg) -> Non
         sd[f"blocks.{i}.attn.b_O"] = attn.o_proj.bias
 
 
+#: TL's weight converter of a family: ``(stand-in model, cfg) → TL state dict``.
+_Converter = Callable[[Any, HookedTransformerConfig], dict[str, Tensor]]
+
+
 class LlamaAdapter(RewardModelAdapter):
     architectures = ("LlamaForSequenceClassification",)
-    converter = staticmethod(convert_llama_weights)
+    converter: _Converter = staticmethod(convert_llama_weights)
 
     def check_supported(self, hf_config: Any) -> None:
         if getattr(hf_config, "mlp_bias", False):
@@ -140,7 +155,9 @@ class LlamaAdapter(RewardModelAdapter):
                 "mlp_bias=True is not supported: TransformerLens's gated MLP has no gate bias"
             )
 
-    def tl_config(self, hf_config, options, n_objectives):
+    def tl_config(
+        self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
+    ) -> HookedTransformerConfig:
         self.check_supported(hf_config)
         return rotary_decoder_config(hf_config, options, n_objectives)
 
@@ -175,7 +192,9 @@ class Gemma2Adapter(LlamaAdapter):
     architectures = ("Gemma2ForSequenceClassification",)
     converter = staticmethod(convert_gemma_weights)
 
-    def tl_config(self, hf_config, options, n_objectives):
+    def tl_config(
+        self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
+    ) -> HookedTransformerConfig:
         cap = getattr(hf_config, "attn_logit_softcapping", None)
         return rotary_decoder_config(
             hf_config,

@@ -20,7 +20,7 @@ import transformer_lens.pretrained.weight_conversions as conversions
 from transformer_lens import HookedTransformerConfig
 from transformer_lens.loading_from_pretrained import convert_hf_model_config
 
-from .base import RewardModelAdapter
+from .base import ConversionOptions, RewardModelAdapter
 from .decoders import context_length
 
 #: causal-LM architecture → (TL converter name, HF attribute holding the backbone)
@@ -52,7 +52,9 @@ class GenericAdapter(RewardModelAdapter):
     )
     verify_by_default = True
 
-    def tl_config(self, hf_config: Any, options, n_objectives: int) -> HookedTransformerConfig:
+    def tl_config(
+        self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
+    ) -> HookedTransformerConfig:
         arch = causal_name(hf_config.architectures[0])
         with tempfile.TemporaryDirectory(prefix="rl_generic_") as tmp:
             data = hf_config.to_dict()
@@ -66,7 +68,7 @@ class GenericAdapter(RewardModelAdapter):
             default_prepend_bos=False,
             init_weights=False,
             dtype=torch.float32,
-            device=options.device,
+            device=options.tl_device,
         )
         cfg_dict.pop("trust_remote_code", None)
         cfg_dict.pop("tokenizer_name", None)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 from transformer_lens import HookedTransformerConfig
 from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
 
-from .base import RewardModelAdapter
+from .base import ConversionOptions, RewardModelAdapter
 from .decoders import context_length
 
 
@@ -21,7 +22,9 @@ class GPT2Adapter(RewardModelAdapter):
 
     architectures = ("GPT2ForSequenceClassification",)
 
-    def tl_config(self, hf_config, options, n_objectives):
+    def tl_config(
+        self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
+    ) -> HookedTransformerConfig:
         d = hf_config.n_embd
         return HookedTransformerConfig(
             d_model=d,
@@ -43,7 +46,7 @@ class GPT2Adapter(RewardModelAdapter):
             original_architecture="GPT2LMHeadModel",
             init_weights=False,
             dtype=torch.float32,
-            device=options.device,
+            device=options.tl_device,
         )
 
     def backbone_state_dict(self, hf_model, cfg):

@@ -1,7 +1,7 @@
 """Cross-model comparison on one pair set: where do reward models disagree, and how deep.
 
 :func:`compare_models` runs every model **once** over the pairs (streamed in chunks; see
-:func:`~reward_lens_tl.crossmodel.sources.run_source`) and keeps per-pair rewards, lens margins,
+:func:`~reward_lens_tl.crossmodel.sources.run_on_pairs`) and keeps per-pair rewards, lens margins,
 margin attributions and, for up to ``max_rep_pairs`` pairs, residual representations. Every
 metric of :class:`ModelComparison` is then computed from those cached runs, for any two models:
 
@@ -29,10 +29,10 @@ metric of :class:`ModelComparison` is then computed from those cached runs, for 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,17 +42,14 @@ from reward_lens_tl.results import Result, TopK, ranked
 
 from ..errors import InvalidArgumentError
 from ..results import new_axes
+from ..stats import Interval, bootstrap_ci, pearson, spearman
 from .errors import BackboneMismatchError, UnknownModelError
-from .sources import SourceRun, as_source, check_shared_tokenizer, run_source
-from .stats import (
-    bootstrap,
-    bootstrap_mean,
-    crystallization_depth,
-    linear_cka,
-    pearson,
-    spearman,
-    sweep_tau,
-)
+from .sources import SourceRun, as_source, check_shared_tokenizer, run_on_pairs
+from .stats import crystallization_depth, linear_cka, sweep_tau
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -81,6 +78,10 @@ class ModelComparison(Result):
             raise UnknownModelError(f"unknown model {name!r}; this comparison has {self.names}")
         return self.runs[name]
 
+    def _ci(self, values: np.ndarray) -> Interval:
+        """The mean of ``values`` with this comparison's seeded bootstrap CI."""
+        return bootstrap_ci(values, n_boot=self.n_boot, seed=self.seed)
+
     def _pairs_of_models(self, a: str | None, b: str | None) -> list[tuple[str, str]]:
         if a is not None and b is not None:
             self.run(a), self.run(b)
@@ -95,7 +96,7 @@ class ModelComparison(Result):
         rows = []
         for name, run in self.runs.items():
             prefers = (run.margins.numpy() > 0).astype(float)
-            est, lo, hi = bootstrap_mean(prefers, self.n_boot, self.seed)
+            est, lo, hi = self._ci(prefers)
             rows.append({"model": name, "accuracy": est, "ci_low": lo, "ci_high": hi})
         return pd.DataFrame(rows)
 
@@ -157,7 +158,7 @@ class ModelComparison(Result):
         for name, run in self.runs.items():
             depth = crystallization_depth(run.lens_margins, fraction)
             ok = depth[np.isfinite(depth)]
-            est, lo, hi = bootstrap_mean(ok, self.n_boot, self.seed)
+            est, lo, hi = self._ci(ok)
             rows.append(
                 {
                     "model": name,
@@ -169,7 +170,7 @@ class ModelComparison(Result):
             )
         return pd.DataFrame(rows)
 
-    def plot_lens(self, ax=None):
+    def plot_lens(self, ax: Axes | None = None) -> Figure:
         """Mean lens margin per relative depth for each model, in units of its final margin
         std (shaded: ± one standard error), side by side on one axis."""
         fig, ax = new_axes(ax)
@@ -201,7 +202,7 @@ class ModelComparison(Result):
             )
         va, vb = ra.attribution_margins.numpy(), rb.attribution_margins.numpy()
         rho = np.array([spearman(va[:, i], vb[:, i]) for i in range(va.shape[1])])
-        return bootstrap_mean(rho[np.isfinite(rho)], self.n_boot, self.seed)
+        return self._ci(rho[np.isfinite(rho)])
 
     def cka(self, a: str, b: str) -> Tensor:
         """Linear CKA ``[sites of a, sites of b]`` between residual representations (NaN where a
@@ -214,7 +215,7 @@ class ModelComparison(Result):
                 out[i, j] = linear_cka(x, y)
         return out
 
-    def plot_cka(self, a: str, b: str, ax=None):
+    def plot_cka(self, a: str, b: str, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         matrix = self.cka(a, b)
         im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
@@ -261,7 +262,7 @@ class ModelComparison(Result):
     def to_dataframe(self):
         return self.summary()
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Pairwise agreement between every two models as a matrix."""
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         names = self.names
@@ -282,19 +283,19 @@ class ModelComparison(Result):
 
 def _agreement(rx: SourceRun, ry: SourceRun, n_boot: int, seed: int) -> dict:
     """Reward Pearson r, pairwise agreement and margin Spearman ρ, each with a bootstrap CI."""
-    cx, cy = rx.chosen.numpy(), ry.chosen.numpy()
-    jx, jy = rx.rejected.numpy(), ry.rejected.numpy()
-    mx, my = rx.margins.numpy(), ry.margins.numpy()
-    metrics = {
-        "reward_pearson": lambda i: pearson(
-            np.concatenate([cx[i], jx[i]]), np.concatenate([cy[i], jy[i]])
+    rewards = (rx.chosen, rx.rejected, ry.chosen, ry.rejected)  # resampled by pair, together
+    margins = (rx.margins, ry.margins)
+    metrics: dict[str, tuple[tuple[Tensor, ...], Callable[..., float]]] = {
+        "reward_pearson": (
+            rewards,
+            lambda cx, jx, cy, jy: pearson(np.concatenate([cx, jx]), np.concatenate([cy, jy])),
         ),
-        "pairwise_agreement": lambda i: float((np.sign(mx[i]) == np.sign(my[i])).mean()),
-        "margin_spearman": lambda i: spearman(mx[i], my[i]),
+        "pairwise_agreement": (margins, lambda a, b: float((np.sign(a) == np.sign(b)).mean())),
+        "margin_spearman": (margins, spearman),
     }
-    row: dict = {"n_pairs": len(mx)}
-    for key, fn in metrics.items():
-        est, lo, hi = bootstrap(fn, len(mx), n_boot, seed)
+    row: dict = {"n_pairs": len(rx.margins)}
+    for key, (samples, fn) in metrics.items():
+        est, lo, hi = bootstrap_ci(samples, fn, n_boot=n_boot, seed=seed)
         row.update({key: est, f"{key}_low": lo, f"{key}_high": hi})
     return row
 
@@ -335,5 +336,5 @@ def compare_models(
         raise InvalidArgumentError(f"model names must be unique, got {names}; pass a dict")
     pairs = list(pairs)
     check_shared_tokenizer(sources, pairs)
-    runs = {s.name: run_source(s, pairs, batch_size, max_rep_pairs) for s in sources}
+    runs = {s.name: run_on_pairs(s, pairs, batch_size, max_rep_pairs) for s in sources}
     return ModelComparison(runs=runs, n_boot=n_boot, seed=seed, sweeps=sweeps)

@@ -1,17 +1,13 @@
-"""Typed errors of the cross-model comparison."""
+"""The errors of the cross-model comparison,
+re-exported from :mod:`reward_lens_tl.errors` (where every error of
+the package is defined, in one hierarchy under ``RewardLensError``)."""
 
 from __future__ import annotations
 
-from ..errors import RewardLensError
+from ..errors import (
+    BackboneMismatchError,
+    PreEncodedPairsError,
+    UnknownModelError,
+)
 
-
-class BackboneMismatchError(RewardLensError, ValueError):
-    """Component attributions of two models were compared, but their backbones differ (depth,
-    width, heads or component labels), so no component of one corresponds to one of the other."""
-
-
-class UnknownModelError(RewardLensError, KeyError):
-    """A model name that is not part of the comparison."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+__all__ = ["BackboneMismatchError", "PreEncodedPairsError", "UnknownModelError"]

@@ -18,7 +18,7 @@ The hidden rule is included as the model ``"rule"`` (its score of each conversat
 effect can be read against what was planted: matched to the rule, an effect is in the rule's
 units (topic_match +2, harmful −3, length +0.5, sycophancy +2.5).
 
-:meth:`FeatureEffects.compare` flags a feature when two models' effects differ: the paired
+:meth:`PlantedFeatureEffects.compare` flags a feature when two models' effects differ: the paired
 bootstrap CI of the difference excludes 0 **and** the difference is at least ``rel_threshold``
 of the larger |effect| (the matching factor is held fixed in the bootstrap).
 
@@ -34,25 +34,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from reward_lens_tl.results import Result, ranked
 
+from .._deprecation import deprecated_names
 from ..contrast import encode_contrast
 from ..errors import InvalidArgumentError
 from ..results import new_axes
+from ..stats import Interval, bootstrap_ci
 from .errors import UnknownModelError
 from .sources import as_source, check_shared_tokenizer
-from .stats import bootstrap_mean
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Units = Literal["matched", "std", "raw"]
 
 
 @dataclass(frozen=True)
-class FeatureEffects(Result):
-    """Per model and feature, the margins on that feature's contrast pairs.
+class PlantedFeatureEffects(Result):
+    """Per model and planted feature, the margins on that feature's contrast pairs (what
+    :func:`feature_effects` returns; formerly ``FeatureEffects``, a name that stays as a
+    deprecated alias and that :class:`reward_lens_tl.sae.FeatureEffects` also has).
 
     ``margins[model][feature]`` ``[n]`` (raw reward units), ``scales[model]`` the model's
     reward std over all contrast conversations, ``features`` in order.
@@ -72,6 +79,10 @@ class FeatureEffects(Result):
     def anchor(self) -> str:
         """The model others are matched to in tables and plots: the rule, else the first."""
         return "rule" if "rule" in self.margins else self.models[0]
+
+    def _ci(self, values: np.ndarray) -> Interval:
+        """The mean of ``values`` with this result's seeded bootstrap CI."""
+        return bootstrap_ci(values, n_boot=self.n_boot, seed=self.seed)
 
     def factor(self, a: str, b: str) -> float:
         """Median over features of ``effect_a / effect_b`` (same-sign, non-zero effects): the
@@ -109,7 +120,7 @@ class FeatureEffects(Result):
         for model in self.models:
             for feature in self.features:
                 v = self._values(model, feature, units)
-                est, lo, hi = bootstrap_mean(v, self.n_boot, self.seed)
+                est, lo, hi = self._ci(v)
                 rule = np.sign(self.margins["rule"][feature]) if "rule" in self.margins else None
                 agree = float((np.sign(v) == rule).mean()) if rule is not None else float("nan")
                 rows.append(
@@ -136,7 +147,7 @@ class FeatureEffects(Result):
             va = self._values(a, feature, "raw" if units == "matched" else units)
             vb = self._values(b, feature, units, anchor=a)
             diff = vb - va
-            est, lo, hi = bootstrap_mean(diff, self.n_boot, self.seed)
+            est, lo, hi = self._ci(diff)
             ea, eb = float(va.mean()), float(vb.mean())
             big = max(abs(ea), abs(eb))
             excludes_zero = lo > 0 or hi < 0
@@ -167,7 +178,7 @@ class FeatureEffects(Result):
             spread.append((f, max(effects) - min(effects)))
         return ranked(sorted(spread, key=lambda t: -t[1])[:k], "spread")
 
-    def plot(self, ax=None, units: Units = "matched"):
+    def plot(self, ax: Axes | None = None, units: Units = "matched") -> Figure:
         """Grouped bars: each model's effect per feature with its 95% CI (the headline figure
         of notebook 07)."""
         fig, ax = new_axes(ax, figsize=(7, 3.5))
@@ -202,7 +213,7 @@ def feature_effects(
     n_boot: int = 1000,
     batch_size: int = 32,
     include_rule: bool = True,
-) -> FeatureEffects:
+) -> PlantedFeatureEffects:
     """Score ``n`` contrast pairs per feature with every model (module docstring). ``task`` is
     a zoo :class:`~reward_lens_tl.zoo.ConversationTask` (``load_task().task``)."""
     from ..zoo import FEATURES
@@ -231,4 +242,9 @@ def feature_effects(
         scales[source.name] = float(rewards.std(ddof=1))
         per = rewards.reshape(len(features), n, 2)
         margins[source.name] = {f: per[i, :, 0] - per[i, :, 1] for i, f in enumerate(features)}
-    return FeatureEffects(margins, scales, features, n_boot, seed)
+    return PlantedFeatureEffects(margins, scales, features, n_boot, seed)
+
+
+__getattr__ = deprecated_names(
+    __name__, {"FeatureEffects": "reward_lens_tl.crossmodel.features.PlantedFeatureEffects"}
+)

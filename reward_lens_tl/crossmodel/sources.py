@@ -16,20 +16,18 @@ component attribution of the margin and the residual representation per layer (f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from reward_lens_tl.errors import ArgumentTypeError
-
+from .._deprecation import deprecated_names
 from ..attribution import direct_attribution
-from ..errors import EmptyInputError
+from ..errors import ArgumentTypeError, EmptyInputError, PreEncodedPairsError
 from ..implicit.attribution import implicit_attribution
 from ..implicit.batches import as_encoded_pair, predicting_mask
-from ..implicit.errors import VocabularyMismatchError
 from ..implicit.lens import implicit_lens
 from ..implicit.model import ImplicitRewardModel
 from ..inputs import EncodedConversation, pad_batch
@@ -63,8 +61,9 @@ def backbone_signature(cfg) -> tuple:
 class _Capture:
     """Forward hooks storing a per-example summary of the residual at the lens sites."""
 
-    def __init__(self, sites: Sequence[tuple[str, str]], reduce):
-        self.sites, self.reduce, self.store = sites, reduce, {}
+    def __init__(self, sites: Sequence[tuple[str, str]], reduce: Callable[[Tensor], Tensor]):
+        self.sites, self.reduce = sites, reduce
+        self.store: dict[str, Tensor] = {}  # site label -> reduced residual
 
     def hooks(self):
         def make(label):
@@ -177,11 +176,6 @@ def as_source(obj: Any, name: str | None = None):
     return src
 
 
-class PreEncodedPairsError(VocabularyMismatchError):
-    """Pre-encoded pairs (token ids) given to models whose tokenizers differ: the same ids are
-    different text for each model. Pass the pairs as text (prompt/chosen/rejected)."""
-
-
 def is_text_pair(pair: Any) -> bool:
     """Whether each model encodes ``pair`` itself (an object with prompt/chosen/rejected
     text), rather than receiving token ids (encoded tuples, zoo examples and contrast pairs)."""
@@ -222,11 +216,25 @@ def _vocabulary_key(source) -> tuple:
     return (cfg.d_vocab, vocab)
 
 
-def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256):
+def run_on_pairs(
+    source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256
+) -> SourceRun:
     """Run ``source`` once over ``pairs``, streamed: each chunk is encoded, run and reduced to
     per-pair numbers written into arrays allocated once, so memory is bounded by
     ``batch_size`` (plus the representations of at most ``max_rep_pairs`` pairs kept for CKA),
-    not by the number of pairs."""
+    not by the number of pairs.
+
+    Formerly ``run_source``, still importable as a deprecated alias (the patching runs of
+    :mod:`reward_lens_tl.patching.activation` have a ``run_source`` of their own).
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited plays chosen
+    >>> run = run_on_pairs(ExplicitReward(model), pairs)
+    >>> tuple(run.lens_margins.shape) == (len(run.lens_labels), 4), bool((run.margins < 0).all())
+    (True, True)
+    """
     pairs = list(pairs)
     if not pairs:
         raise EmptyInputError("no pairs given; a comparison needs at least one pair")
@@ -266,3 +274,8 @@ def run_source(source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int
         representations=reps,
         backbone=(*source.backbone, tuple(attr_labels)),
     )
+
+
+__getattr__ = deprecated_names(
+    __name__, {"run_source": "reward_lens_tl.crossmodel.sources.run_on_pairs"}
+)

@@ -1,4 +1,7 @@
-"""Statistics of a model comparison: bootstrap intervals, linear CKA, Kendall τ-b on sweeps.
+"""Statistics of a model comparison: linear CKA, Kendall τ-b on sweeps, crystallization depth.
+
+Correlations and bootstrap intervals come from :mod:`reward_lens_tl.stats`; this module's
+former ``bootstrap``, ``bootstrap_mean``, ``pearson`` and ``spearman`` are deprecated aliases.
 
 >>> import torch
 >>> x = torch.randn(50, 8)
@@ -18,46 +21,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._deprecation import deprecated_names, warn_renamed
 from ..errors import EmptyInputError, InvalidArgumentError
-
-
-def bootstrap(
-    stat: Callable[[np.ndarray], float], n: int, n_boot: int = 1000, seed: int = 0
-) -> tuple[float, float, float]:
-    """``(estimate, low, high)``: ``stat`` on all ``n`` items and the 2.5/97.5 percentiles of
-    ``stat`` over ``n_boot`` resamples of item indices (resampled with replacement)."""
-    if n < 1:
-        raise EmptyInputError("bootstrap needs at least one item")
-    rng = np.random.default_rng(seed)
-    everything = np.arange(n)
-    estimate = float(stat(everything))
-    draws = np.array([stat(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
-    draws = draws[np.isfinite(draws)]
-    if not len(draws):
-        return estimate, float("nan"), float("nan")
-    return estimate, float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
-
-
-def bootstrap_mean(
-    values: np.ndarray, n_boot: int = 1000, seed: int = 0
-) -> tuple[float, float, float]:
-    """:func:`bootstrap` of the mean of ``values``."""
-    values = np.asarray(values, dtype=float)
-    return bootstrap(lambda i: float(values[i].mean()), len(values), n_boot, seed)
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    x, y = x - x.mean(), y - y.mean()
-    denom = np.sqrt((x * x).sum() * (y * y).sum())
-    return float((x * y).sum() / denom) if denom > 0 else float("nan")
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
-        return float("nan")
-    return float(spearmanr(x, y).statistic)
+from ..stats import Interval, bootstrap_ci, correlation_test
 
 
 def linear_cka(x: Tensor, y: Tensor) -> float:
@@ -96,8 +62,6 @@ def as_scores(sweep: Any) -> dict:
 
 def sweep_tau(a: Any, b: Any) -> dict:
     """Kendall τ-b between two token sweeps on their shared candidates."""
-    from scipy.stats import kendalltau
-
     sa, sb = as_scores(a), as_scores(b)
     shared = [k for k in sa if k in sb]
     if len(shared) < 2:
@@ -105,8 +69,8 @@ def sweep_tau(a: Any, b: Any) -> dict:
             f"the two sweeps share {len(shared)} candidate(s); τ needs at least 2 (were they run "
             "over the same candidate tokens?)"
         )
-    res = kendalltau([sa[k] for k in shared], [sb[k] for k in shared], variant="b")
-    return {"tau": float(res.statistic), "p_value": float(res.pvalue), "n_shared": len(shared)}
+    res = correlation_test([sa[k] for k in shared], [sb[k] for k in shared], "kendall")
+    return {"tau": res.statistic, "p_value": res.pvalue, "n_shared": len(shared)}
 
 
 def crystallization_depth(margins: Tensor, fraction: float = 0.5) -> np.ndarray:
@@ -120,3 +84,34 @@ def crystallization_depth(margins: Tensor, fraction: float = 0.5) -> np.ndarray:
     depth = first / max(m.shape[0] - 1, 1)
     depth[final == 0] = float("nan")
     return depth.numpy()
+
+
+def bootstrap(
+    stat: Callable[[np.ndarray], float], n: int, n_boot: int = 1000, seed: int = 0
+) -> Interval:
+    """Deprecated: ``stat`` over ``n`` item indices with a bootstrap CI; use
+    :func:`reward_lens_tl.stats.bootstrap_ci` on the data themselves."""
+    warn_renamed(
+        f"{__name__}.bootstrap", "reward_lens_tl.stats.bootstrap_ci", "on the data themselves"
+    )
+    if n < 1:
+        raise EmptyInputError("bootstrap needs at least one item")
+    return bootstrap_ci(np.arange(n), lambda i: stat(i.astype(int)), n_boot=n_boot, seed=seed)
+
+
+def bootstrap_mean(values: np.ndarray, n_boot: int = 1000, seed: int = 0) -> Interval:
+    """Deprecated: use :func:`reward_lens_tl.stats.bootstrap_ci` (its default statistic is the
+    mean)."""
+    warn_renamed(
+        f"{__name__}.bootstrap_mean", "reward_lens_tl.stats.bootstrap_ci", "n_boot=, seed="
+    )
+    return bootstrap_ci(values, n_boot=n_boot, seed=seed)
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "pearson": "reward_lens_tl.stats.pearson",
+        "spearman": "reward_lens_tl.stats.spearman",
+    },
+)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
 import warnings
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from reward_lens_tl.data._validate import FieldError, check_id, type_name
 from reward_lens_tl.data.pairs import SkippedRecord, SkippedRecordsWarning
@@ -47,7 +48,7 @@ class Unparsable:
     reason: str
 
 
-def open_bytes(path: Path) -> IO[bytes]:
+def open_bytes(path: Path) -> io.BufferedIOBase:
     """Open ``path`` for reading bytes, decompressing it if it is gzip data."""
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
@@ -84,7 +85,7 @@ def iter_records(path: Path) -> Iterator[tuple[int, Any]]:
         ) from err
 
 
-def _lines(f: IO[bytes]) -> Iterator[bytes]:
+def _lines(f: Iterable[bytes]) -> Iterator[bytes]:
     """The file's lines, the first without a UTF-8 byte-order mark."""
     first = True
     for raw in f:
@@ -232,9 +233,37 @@ def collect(
     return items, skipped
 
 
+def collect_files(
+    path: Path,
+    parser_for: Callable[[Path], Callable[[int, Any], T]],
+    *,
+    skip_bad: bool,
+    limit: int | None,
+    id_key: str | None = None,
+) -> tuple[list[T], list[SkippedRecord]]:
+    """:func:`collect` over the files of :func:`expand` ``(path)`` in order, each parsed by
+    ``parser_for(file)``, until ``limit`` items in all; one :func:`warn_skipped` for them all."""
+    check_limit(limit)
+    items: list[T] = []
+    skipped: list[SkippedRecord] = []
+    for file in expand(path):
+        left = None if limit is None else limit - len(items)
+        got, bad = collect(
+            file, iter_records(file), parser_for(file), skip_bad=skip_bad, limit=left, id_key=id_key
+        )
+        items += got
+        skipped += bad
+    warn_skipped(path, skipped, stacklevel=4)  # the loader's caller
+    return items, skipped
+
+
 def with_record(item: T, index: int) -> T:
     """``item`` with its source record index filled in (items that track one)."""
-    if dataclasses.is_dataclass(item) and getattr(item, "record", 0) is None:
+    if (
+        dataclasses.is_dataclass(item)
+        and not isinstance(item, type)
+        and getattr(item, "record", 0) is None
+    ):
         return dataclasses.replace(item, record=index)
     return item
 

@@ -18,22 +18,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from reward_lens_tl.errors import MalformedRecordError
+from reward_lens_tl.errors import FieldError
 
 ROLES = ("user", "assistant", "system")
 """The message roles a prompt may use."""
 
 Message = dict[str, str]
 Prompt = str | tuple[Message, ...]
-
-
-class FieldError(MalformedRecordError):
-    """One field failed validation. ``field`` names it; loaders add the file and record."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"field {field!r}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def type_name(value: object) -> str:
@@ -87,6 +78,16 @@ def check_responses(values: object, name: str, count: int | None = None) -> tupl
     if not values:
         raise FieldError(name, "must hold at least one response, got none")
     return tuple(check_str(v, f"{name}[{i}]") for i, v in enumerate(values))
+
+
+def check_three_responses(values: object, name: str) -> tuple[str, str, str]:
+    """Exactly three ``str`` responses (RM-Bench's concise, detailed and markdown styles).
+
+    >>> check_three_responses(["a", "b", "c"], "chosen")
+    ('a', 'b', 'c')
+    """
+    first, second, third = check_responses(values, name, count=3)
+    return first, second, third
 
 
 def check_id(value: object, name: str = "id") -> Hashable | None:

@@ -26,7 +26,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, overload
 
 from reward_lens_tl.data._validate import (
     ROLES,
@@ -268,8 +268,8 @@ class ItemSet(Sequence[T], Generic[T]):
     @overload
     def __getitem__(self, index: int) -> T: ...
     @overload
-    def __getitem__(self, index: slice) -> ItemSet[T]: ...
-    def __getitem__(self, index: int | slice) -> T | ItemSet[T]:
+    def __getitem__(self, index: slice) -> Self: ...
+    def __getitem__(self, index: int | slice) -> T | Self:
         if isinstance(index, slice):
             return dataclasses.replace(self, items=self.items[index])
         return self.items[index]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from reward_lens_tl.errors import InvalidArgumentError
+from reward_lens_tl.errors import InvalidArgumentError, RewardLensError
 from reward_lens_tl.evals.scores import BENCHMARKS
 
 
@@ -143,7 +143,6 @@ def run_eval_command(args) -> int:
 
     from reward_lens_tl.cli import print_error
     from reward_lens_tl.distributed import is_main_process
-    from reward_lens_tl.errors import RewardLensError
 
     torch.set_num_threads(1)
     try:

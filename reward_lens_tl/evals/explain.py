@@ -25,17 +25,23 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
+from reward_lens_tl._deprecation import warn_renamed
 from reward_lens_tl.attribution import AttributionResult, attribute_pairs, direct_attribution
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
-from reward_lens_tl.evals.results import Comparison, Failures
+from reward_lens_tl.evals.comparisons import Comparison, ComparisonSet
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
 from reward_lens_tl.pairs import encoded_pair
 from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
-from reward_lens_tl.results import Result, TopK, ranked
+from reward_lens_tl.results import Result, TopK, ranked, split_pair
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["PARTS", "FailureExplanation", "TokenDriver", "explain_failures"]
 
@@ -69,6 +75,8 @@ class FailureExplanation(Result):
     failures; ``crystallization``: per failure, the first lens site at half the final margin;
     ``drivers``: per failure, its top token drivers (head × source token).
     """
+
+    no_example_axis = "its reference is the successes as a whole, and drivers number failures"
 
     benchmark: str
     comparisons: tuple[Comparison, ...]
@@ -143,7 +151,7 @@ class FailureExplanation(Result):
         rows = []
         for f, c in enumerate(self.comparisons):
             column = self.margin.values[:, f]
-            d = best.get(f)
+            top = best.get(f)
             rows.append(
                 {
                     "item_id": c.item_id,
@@ -153,9 +161,9 @@ class FailureExplanation(Result):
                     "margin": float(self.margin.rewards[f]),
                     "crystallizes_at": self.crystallization[f],
                     "top_component": self.margin.labels[int(column.argmin())],
-                    "top_token": None if d is None else f"{d.side}:{d.token}@{d.position}",
-                    "top_token_head": None if d is None else d.head,
-                    "top_token_value": None if d is None else d.value,
+                    "top_token": None if top is None else f"{top.side}:{top.token}@{top.position}",
+                    "top_token_head": None if top is None else top.head,
+                    "top_token_value": None if top is None else top.value,
                 }
             )
         return pd.DataFrame(rows)
@@ -174,10 +182,20 @@ class FailureExplanation(Result):
         sites = [s for s in self.crystallization if s is not None]
         return max(sorted(set(sites)), key=sites.count) if sites else None
 
-    def plot(self, k: int = 12):
-        """Two panels: wrong-way components (failures vs successes) and the failures' lens
-        margins per site. Returns the figure."""
+    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
+        """Two panels: the ``k`` wrong-way components (failures vs successes) and the failures'
+        lens margins per site. Returns the figure (``ax`` is ignored: the figure has two
+        panels). ``plot(12)`` (``k`` by position) still works, with a :class:`FutureWarning`:
+        pass ``k=`` by keyword."""
         import matplotlib.pyplot as plt
+
+        if isinstance(ax, int):  # the old first parameter, passed by position
+            warn_renamed(
+                "FailureExplanation.plot(k) by position",
+                "FailureExplanation.plot(k=...)",
+                "the first parameter is now ax",
+            )
+            ax, k = None, ax
 
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.25 * k + 2))
         top = self.components().head(k)[::-1]
@@ -226,7 +244,7 @@ class FailureExplanation(Result):
 
 def explain_failures(
     model,
-    failures: Failures,
+    failures: ComparisonSet,
     *,
     reference: int | str | None = "auto",
     batch_size: int = 8,
@@ -235,7 +253,8 @@ def explain_failures(
     seed: int = 0,
     truncation: str = "error",
 ) -> FailureExplanation:
-    """Explain the failed comparisons in ``failures`` (see the module docstring).
+    """Explain the failed comparisons in ``failures`` (an :class:`EvalResult`'s
+    :meth:`~reward_lens_tl.evals.results.EvalResult.failures`; see the module docstring).
 
     ``reference``: how many of the result's successes to attribute as the baseline — ``"auto"``
     (a quarter as many as failures, at least one), an int, ``"all"``, or ``None``/``0`` for none.
@@ -252,9 +271,10 @@ def explain_failures(
         )
         for s in range(0, len(pairs), batch_size)
     ]
-    margin = _concat([p[0] for p in parts])
+    margin = AttributionResult.concat(p[0] for p in parts)
     lens = PairLensResult(
-        chosen=_join_lens([p[1] for p in parts]), rejected=_join_lens([p[2] for p in parts])
+        chosen=RewardLensResult.concat(p[1] for p in parts),
+        rejected=RewardLensResult.concat(p[2] for p in parts),
     )
     ref = _reference(
         model, failures, reference, len(pairs), seed, batch_size, objective, truncation
@@ -286,7 +306,7 @@ def _reference(model, failures, reference, n_failures, seed, batch_size, objecti
             f"reference must be 'auto', 'all', a positive int or None, got {reference!r}"
         )
     picked = sorted(random.Random(seed).sample(range(len(successes)), min(n, len(successes))))
-    sample = Failures(successes.result, tuple(successes[i] for i in picked))
+    sample = successes.take(picked)
     return attribute_pairs(
         model, sample.pairs(), batch_size=batch_size, objective=objective, truncation=truncation
     ).margin
@@ -314,15 +334,10 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
         fwd_hooks=[(name, grab) for name in names],
     )  # fmt: skip
     lens_values = _lens_values(model, store, sites, ids, mask, objective)
-    chosen = AttributionResult(
-        attr.values[:, :n], attr.labels, attr.head_bias[:n], attr.rewards[:n]
-    )
-    rejected = AttributionResult(
-        attr.values[:, n:], attr.labels, attr.head_bias[n:], attr.rewards[n:]
-    )
+    chosen, rejected = split_pair(attr, n)
     labels = tuple(label for label, _ in sites)
-    lens_c = RewardLensResult(lens_values[:, :n], labels, attr.rewards[:n], "recompute")
-    lens_r = RewardLensResult(lens_values[:, n:], labels, attr.rewards[n:], "recompute")
+    lens_c, lens_r = split_pair(RewardLensResult(lens_values, labels, attr.rewards, "recompute"), n)
+    assert attr.sources is not None  # asked for with sources=True
     sources = attr.sources.detach()
     drivers, totals = _token_drivers(model, sources, encoded, offset, per_failure)
     return chosen - rejected, lens_c, lens_r, drivers, totals
@@ -372,21 +387,3 @@ def _token_drivers(model, sources, encoded, offset, per_failure):
                 candidates.append(TokenDriver(offset + f, side, p, tokens[p], heads[head], value))
         drivers += sorted(candidates, key=lambda d: d.value)[:per_failure]
     return drivers, totals
-
-
-def _concat(parts: list[AttributionResult]) -> AttributionResult:
-    return AttributionResult(
-        values=torch.cat([p.values for p in parts], 1),
-        labels=parts[0].labels,
-        head_bias=torch.cat([p.head_bias for p in parts]),
-        rewards=torch.cat([p.rewards for p in parts]),
-    )
-
-
-def _join_lens(parts: list[RewardLensResult]) -> RewardLensResult:
-    return RewardLensResult(
-        values=torch.cat([p.values for p in parts], 1),
-        labels=parts[0].labels,
-        rewards=torch.cat([p.rewards for p in parts]),
-        norm=parts[0].norm,
-    )

@@ -37,12 +37,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, UnknownNameError
-from reward_lens_tl.evals.scores import ScoreRecord
-from reward_lens_tl.results import Result, TopK, ranked
+from reward_lens_tl.evals.scores import ScoreRecord, check_benchmark
+from reward_lens_tl.results import Result, TopK, new_axes, ranked
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "REWARDBENCH_EXAMPLE_COUNTS",
@@ -83,6 +88,8 @@ RMBENCH_LEVELS: tuple[str, ...] = ("easy", "normal", "hard")
 class Metrics(Result):
     """Named figures (percent) with bootstrap intervals: ``names``, ``values``, ``low``,
     ``high`` and ``n`` (items behind each figure), plus the ``benchmark``."""
+
+    no_example_axis = "its rows are figures, each computed over every item"
 
     benchmark: str
     names: tuple[str, ...]
@@ -129,10 +136,8 @@ class Metrics(Result):
         frame = frame.nlargest(k, "value") if largest else frame.nsmallest(k, "value")
         return ranked(zip(frame["figure"], frame["value"], strict=True))
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Horizontal bars with their bootstrap intervals; returns the figure."""
-        from reward_lens_tl.results import new_axes
-
         fig, ax = new_axes(ax, figsize=(6, 0.3 * len(self.names) + 1))
         v = np.array(self.values)
         err = np.array([v - np.array(self.low), np.array(self.high) - v])
@@ -339,6 +344,4 @@ _METRICS = {
 
 def metrics_for(benchmark: str, records: Iterable[ScoreRecord], **kwargs) -> Metrics:
     """The metrics of ``benchmark`` (``"rewardbench"``, ``"rewardmath"`` or ``"rmbench"``)."""
-    from reward_lens_tl.evals.scores import check_benchmark
-
     return _METRICS[check_benchmark(benchmark)](records, **kwargs)

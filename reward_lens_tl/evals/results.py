@@ -1,11 +1,9 @@
 """The result of an evaluation: per-item scores, their metrics, and the comparisons a model lost.
 
-A *comparison* is one chosen response against one rejected response of an item: the pair of a
-RewardBench item; a RewardMATH problem's correct solution against its **hardest** wrong solution
-(the highest-scored one: the comparison that decides the problem); each of the 9 cells of an
-RM-Bench grid. A comparison is *failed* when ``chosen <= rejected`` (ties fail, as in every
-benchmark's protocol). ``result.failures().explain(model)`` opens the failed ones with the
-lens and attribution (:mod:`reward_lens_tl.evals.explain`).
+A *comparison* (:mod:`reward_lens_tl.evals.comparisons`) is one chosen response against one
+rejected response of an item; it is *failed* when ``chosen <= rejected``.
+``result.failures().explain(model)`` opens the failed ones with the lens and attribution
+(:mod:`reward_lens_tl.evals.explain`).
 
 >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
 >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
@@ -13,55 +11,31 @@ lens and attribution (:mod:`reward_lens_tl.evals.explain`).
 >>> result = EvalResult("rewardmath", ScoreSet(recs))
 >>> [(c.item_id, c.rejected_index, c.margin) for c in result.failures()]
 [(0, 1, -1.0)]
+>>> result.successes().take([0])
+Failures(1 comparisons of 2 rewardmath items)
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from reward_lens_tl.data import PreferencePair
 from reward_lens_tl.errors import InvalidArgumentError, RewardLensError
+from reward_lens_tl.evals.comparisons import Comparison, comparisons, item_texts
+from reward_lens_tl.evals.explain import FailureExplanation, explain_failures
 from reward_lens_tl.evals.metrics import Metrics, metrics_for
-from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
-from reward_lens_tl.results import Result, TopK, ranked
+from reward_lens_tl.evals.scores import ScoreSet
+from reward_lens_tl.results import Result, TopK, axes, ranked
 
-__all__ = ["Comparison", "EvalResult", "Failures"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-
-@dataclass(frozen=True)
-class Comparison:
-    """One chosen-vs-rejected comparison of an item (indices into its responses)."""
-
-    item_index: int
-    item_id: Hashable
-    chosen_index: int
-    rejected_index: int
-    chosen_score: float
-    rejected_score: float
-    subset: str | None = None
-
-    @property
-    def margin(self) -> float:
-        return self.chosen_score - self.rejected_score
-
-    @property
-    def failed(self) -> bool:
-        return self.margin <= 0
-
-
-def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Comparison]:
-    """The comparisons of one record (see the module docstring)."""
-    group = record.subset if benchmark != "rmbench" else record.domain
-
-    def make(i: int, j: int) -> Comparison:
-        return Comparison(index, record.id, i, j, record.chosen[i], record.rejected[j], group)
-
-    if benchmark == "rewardmath":
-        return [make(0, int(np.argmax(record.rejected)))]
-    return [make(i, j) for i in range(len(record.chosen)) for j in range(len(record.rejected))]
+# ``Comparison`` and ``comparisons`` live in :mod:`.comparisons` (below ``explain``); they are
+# re-exported here, where they were first defined.
+__all__ = ["Comparison", "EvalResult", "Failures", "comparisons"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +46,8 @@ class EvalResult(Result):
     data file: metrics work, explanations need the texts). ``missing`` counts data items that
     had no score record.
     """
+
+    no_example_axis = "take comparisons through failures() or successes()"
 
     benchmark: str
     scores: ScoreSet
@@ -132,14 +108,17 @@ class EvalResult(Result):
         (``largest=True``: the best), labelled ``item:chosen>rejected``."""
         return _margins_top(self.to_dataframe(), k, largest)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """The benchmark's figures with their bootstrap intervals."""
         return self.metrics().plot(ax)
 
 
 @dataclass(frozen=True)
 class Failures(Result, Sequence[Comparison]):
-    """Comparisons of an :class:`EvalResult` (its failures, or its successes)."""
+    """Comparisons of an :class:`EvalResult` (its failures, or its successes); ``take(rows)``
+    keeps the comparisons at those positions, of the same result."""
+
+    example_axes = axes(comparisons=0)
 
     result: EvalResult
     comparisons: tuple[Comparison, ...] = field(default=())
@@ -150,7 +129,7 @@ class Failures(Result, Sequence[Comparison]):
     def __iter__(self) -> Iterator[Comparison]:
         return iter(self.comparisons)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return Failures(self.result, self.comparisons[index])
         return self.comparisons[index]
@@ -172,9 +151,6 @@ class Failures(Result, Sequence[Comparison]):
 
     def pairs(self) -> list[Any]:
         """Each comparison as a :class:`~reward_lens_tl.data.PreferencePair` of its texts."""
-        from reward_lens_tl.data import PreferencePair
-        from reward_lens_tl.evals.run import item_texts
-
         if self.result.items is None:
             raise RewardLensError(
                 "these scores came without their data items, so there are no texts to explain; "
@@ -206,11 +182,9 @@ class Failures(Result, Sequence[Comparison]):
         ]
         return frame[[k in keep for k in index]].reset_index(drop=True)
 
-    def explain(self, model, **kwargs):
+    def explain(self, model, **kwargs) -> FailureExplanation:
         """Why these comparisons went the way they did: see
         :func:`reward_lens_tl.evals.explain.explain_failures`."""
-        from reward_lens_tl.evals.explain import explain_failures
-
         return explain_failures(model, self, **kwargs)
 
 

@@ -34,12 +34,14 @@ import torch
 from reward_lens_tl.data import GridItem, ItemSet, RankedItem, SkippedRecord
 from reward_lens_tl.distributed import broadcast, is_main_process, map_in_rounds
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, RewardLensError
+from reward_lens_tl.evals.comparisons import item_texts
 from reward_lens_tl.evals.errors import ScoreMismatchError, ScoreProducerMismatchError
 from reward_lens_tl.evals.results import EvalResult
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet, ScoreWriter, check_benchmark
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.pairs import check_on_error
 from reward_lens_tl.provenance import check_finite, content_hash, model_fingerprint
+from reward_lens_tl.readout import objective_index
 
 #: The ``field`` of a :class:`SkippedRecord` for an item ``on_error="skip"`` left unscored.
 NOT_SCORED = "<item>"
@@ -80,15 +82,6 @@ def item_id(item: Any, position: int) -> Hashable:
     if meta.get("id") is not None:
         return meta["id"]
     return f"{getattr(item, 'subset', None) or ''}/{meta.get('index', position)}"
-
-
-def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
-    """``(prompt, chosen responses, rejected responses)`` of any benchmark item."""
-    if isinstance(item, RankedItem):
-        return item.prompt, (item.correct,), tuple(item.wrong)
-    if isinstance(item, GridItem):
-        return item.prompt, tuple(item.chosen), tuple(item.rejected)
-    return item.prompt, (item.chosen,), (item.rejected,)
 
 
 def item_hash(item: Any) -> str:
@@ -212,8 +205,6 @@ def score_items(
     """
     from tqdm.auto import tqdm
 
-    from reward_lens_tl.readout import objective_index
-
     items = list(items)
     if not items:
         raise EmptyInputError("score_items got no items")
@@ -295,7 +286,7 @@ def _result(benchmark, items, keys, scored, skipped, out) -> EvalResult:
     if not kept:
         raise EmptyInputError(f"all {len(items)} items were skipped; the first: {skipped[0]}")
     source = str(out) if out is not None else "<memory>"
-    scores = ScoreSet([r for _, r in kept], tuple(skipped), source)
+    scores = ScoreSet(tuple(r for _, r in kept), tuple(skipped), source)
     return EvalResult(benchmark, scores, tuple(item for item, _ in kept))
 
 
@@ -308,7 +299,8 @@ class _Null:
 
 
 def _unique_ids(items: Sequence[Any], benchmark: str) -> list[Hashable]:
-    keys, seen = [], {}
+    keys: list[Hashable] = []
+    seen: dict[Hashable, int] = {}
     for i, item in enumerate(items):
         if benchmark_of(item) != benchmark:
             raise InvalidArgumentError(

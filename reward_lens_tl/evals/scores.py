@@ -242,7 +242,7 @@ def read_scores(
         kept = _consistent(path, records, skip_bad, skipped)
         warn_skipped(path, skipped)
         producer = header.get("producer") if header else None
-        scores = ScoreSet(kept, skipped, str(path), producer=producer)
+        scores = ScoreSet(tuple(kept), tuple(skipped), str(path), producer=producer)
     if benchmark is not None and scores.benchmark not in (None, check_benchmark(benchmark)):
         raise ScoreMismatchError(
             f"{path}: holds {scores.benchmark} scores, not {check_benchmark(benchmark)}"
@@ -318,7 +318,7 @@ def _published_rewardmath(path: Path, skip_bad: bool) -> ScoreSet:
                 tuple(wrong["score"].tolist()),
             )
         )
-    return ScoreSet(records, frame.attrs.get("skipped", ()), str(path))
+    return ScoreSet(tuple(records), tuple(frame.attrs.get("skipped", ())), str(path))
 
 
 class ScoreWriter:
@@ -345,7 +345,7 @@ class ScoreWriter:
         self.benchmark = check_benchmark(benchmark)
         self.done: dict[Hashable, ScoreRecord] = {}
         header = {"format": SCORE_FORMAT, "benchmark": self.benchmark, "producer": producer or {}}
-        self._log = ResumableLog(
+        self._log: ResumableLog | None = ResumableLog(
             self.path,
             header,
             fresh=not resume,
@@ -385,7 +385,8 @@ class ScoreWriter:
 
     def write_all(self, records: Iterable[ScoreRecord]) -> None:
         """Append records (one line each, the header first in a new file)."""
-        if not self._open:
+        log = self._log
+        if not self._open or log is None:
             raise UsageError("use ScoreWriter as a context manager: with ScoreWriter(...) as w")
         records = list(records)
         for record in records:
@@ -393,7 +394,7 @@ class ScoreWriter:
                 raise ScoreMismatchError(
                     f"{self.path}: a {record.benchmark} record cannot join {self.benchmark} scores"
                 )
-        self._log.append(r.to_json() for r in records)
+        log.append(r.to_json() for r in records)
         self.done |= {r.id: r for r in records}
 
 

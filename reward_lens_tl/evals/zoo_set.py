@@ -75,7 +75,7 @@ def zoo_benchmark(task: ConversationTask, n_per_subset: int = 24, seed: int = 0)
     pairs = [_chat(task, rng, i) for i in range(n_per_subset)]
     for subset in HACK_SUBSETS:
         pairs += [_hack(task, rng, subset, i) for i in range(n_per_subset)]
-    return PairSet(pairs, source=f"zoo task (seed {seed})")
+    return PairSet(tuple(pairs), source=f"zoo task (seed {seed})")
 
 
 #: Sections for :func:`reward_lens_tl.evals.metrics.rewardbench_metrics` on this set.

@@ -26,28 +26,36 @@ holds ``p`` (like the scale) fixed at the value the policy computed.
 >>> attr = implicit_attribution(irm, ids, response, attention)
 >>> attr.labels[:3], attr.linear_error() < 1e-4, attr.completeness_error() < 1e-4
 (('embed', 'L0H0', 'L0H1'), True, True)
+
+The components are those of a reward model's attribution (one decomposition walk,
+:func:`reward_lens_tl.attribution.decompose`, read along another direction), with
+TransformerLens's names too:
+
+>>> attr.linear.tl_labels[-2:]
+('1_mlp_out', 'bias')
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-import einops
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from reward_lens_tl.results import MarginResult, Result
-
-from ..attribution import AttributionResult, _concat, _select, attribution_hook_names
+from ..attribution import AttributionResult, Reading, attribution_hook_names, decompose
 from ..errors import InvalidArgumentError
 from ..readout import effective_head, is_centred
-from ..results import new_axes
+from ..results import MarginResult, Result, axes, bar_chart, join_pairs, signed_color, split_pair
 from .batches import pair_chunks
 from .errors import NonlinearUnembedError
 from .model import token_logprobs
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 LSE = Literal["term", "expected"]
 
@@ -62,6 +70,8 @@ class ImplicitAttribution(Result):
     ``linear.completeness_error()`` checks the parts; ``nonlinear`` is ``−β Σ LSE`` (or
     ``−β Σ H(p)``), ``reference`` is ``−β Σ log π_ref``; ``rewards`` the implicit rewards.
     """
+
+    example_axes = axes(linear=0, nonlinear=0, reference=0, rewards=0)
 
     linear: AttributionResult
     nonlinear: Float[Tensor, " example"]
@@ -123,20 +133,13 @@ class ImplicitAttribution(Result):
             )
         return pd.concat(rows, ignore_index=True)
 
-    def plot(self, ax=None, k: int = 12):
+    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
         """Top-``k`` components and the three terms (means over examples)."""
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * (k + 3) + 1))
-        top = self.top_k(k)[::-1]
-        items = [(n, float(v.mean())) for n, v in self.terms().items()] + top
-        ax.barh(
-            [n for n, _ in items],
-            [v for _, v in items],
-            color=["#7f7f7f"] * 3 + ["#c00000" if v < 0 else "#4472c4" for _, v in top],
-        )
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel(f"contribution to the implicit reward (mean; lse={self.lse!r})")
-        fig.tight_layout()
-        return fig
+        top = self.top_k(k)
+        terms = [(n, float(v.mean())) for n, v in self.terms().items()]
+        colors = [signed_color(v) for _, v in top] + ["#7f7f7f"] * len(terms)
+        xlabel = f"contribution to the implicit reward (mean; lse={self.lse!r})"
+        return bar_chart(ax, [*top, *terms[::-1]], xlabel, colors=colors)[0]
 
 
 @dataclass(frozen=True)
@@ -209,35 +212,7 @@ def implicit_attribution(
     direction, bias, nonlinear = _directions(policy, logits, ids, lse)
     scale = cache["ln_final.hook_scale"][:, :-1, 0]  # [b, p]
     u = direction / scale[..., None] * weight[..., None]  # β-weighted unit per position
-
-    def along(act: Tensor) -> Tensor:  # act [b, pos, d] → [b]
-        return (act[:, :-1] * u).sum((-1, -2))
-
-    values, labels = [], []
-
-    def add(label: str, value: Tensor) -> None:
-        labels.append(label)
-        values.append(value)
-
-    add("embed", along(cache["hook_embed"]))
-    if "hook_pos_embed" in cache:
-        add("pos_embed", along(cache["hook_pos_embed"]))
-    block_bias = torch.zeros(ids.shape[0], device=u.device)
-    u_sum = u.sum(1)  # [b, d]: biases are the same at every position
-    for layer in range(policy.cfg.n_layers):
-        block = policy.blocks[layer]
-        attn_bias = (block.attn.b_O * u_sum).sum(-1)
-        mlp_bias = (block.mlp.b_out * u_sum).sum(-1)
-        block_bias = block_bias + attn_bias + mlp_bias
-        if heads:
-            z = cache[f"blocks.{layer}.attn.hook_z"][:, :-1]
-            per_head = einops.einsum(z, block.attn.W_O, u, "b p h e, h e d, b p d -> h b")
-            for h in range(policy.cfg.n_heads):
-                add(f"L{layer}H{h}", per_head[h])
-        else:
-            add(f"attn{layer}", along(cache[f"blocks.{layer}.hook_attn_out"]) - attn_bias)
-        add(f"mlp{layer}", along(cache[f"blocks.{layer}.hook_mlp_out"]) - mlp_bias)
-    add("bias", block_bias)
+    parts = decompose(policy, cache, Reading(u), heads=heads)  # read at positions 0 … pos − 2
 
     linear_target = (
         weight * (_taken(logits, ids) if lse == "term" else _taken(logits, ids) + _neg_mean(logits))
@@ -250,8 +225,9 @@ def implicit_attribution(
         return t.detach().float().cpu()
 
     linear = AttributionResult(
-        values=cpu(torch.stack(values)),
-        labels=tuple(labels),
+        values=cpu(parts.values),
+        labels=tuple(c.label for c in parts.components),
+        components=parts.components,
         head_bias=cpu((weight * bias).sum(-1)),
         rewards=cpu(linear_target),
     )
@@ -279,30 +255,11 @@ def attribute_implicit_pairs(
 ) -> PairImplicitAttribution:
     """:func:`implicit_attribution` of each pair's chosen and rejected response, streamed in
     chunks; ``.margin`` decomposes the implicit-reward margins."""
-    chosen, rejected = [], []
-    for encs, n in pair_chunks(model, pairs, batch_size):
-        ids, attention, resp = model.batch(encs)
-        result = implicit_attribution(model, ids, resp, attention, **kwargs)
-        chosen.append(_rows(result, slice(0, n)))
-        rejected.append(_rows(result, slice(n, None)))
-    return PairImplicitAttribution(chosen=_join(chosen), rejected=_join(rejected))
 
+    def attribute(encodings) -> ImplicitAttribution:
+        ids, attention, resp = model.batch(encodings)
+        return implicit_attribution(model, ids, resp, attention, **kwargs)
 
-def _rows(result: ImplicitAttribution, rows: slice) -> ImplicitAttribution:
-    return replace(
-        result,
-        linear=_select(result.linear, rows),
-        nonlinear=result.nonlinear[rows],
-        reference=result.reference[rows],
-        rewards=result.rewards[rows],
-    )
-
-
-def _join(parts: list[ImplicitAttribution]) -> ImplicitAttribution:
-    return ImplicitAttribution(
-        linear=_concat([p.linear for p in parts]),
-        nonlinear=torch.cat([p.nonlinear for p in parts]),
-        reference=torch.cat([p.reference for p in parts]),
-        rewards=torch.cat([p.rewards for p in parts]),
-        lse=parts[0].lse,
-    )
+    chunks = pair_chunks(model, pairs, batch_size)  # chosen rows, then rejected rows
+    chosen, rejected = join_pairs(split_pair(attribute(encs), n) for encs, n in chunks)
+    return PairImplicitAttribution(chosen=chosen, rejected=rejected)

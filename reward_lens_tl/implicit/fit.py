@@ -8,8 +8,8 @@ method), and how that differs from an explicit reward model.
    features), or read at the last token (``"last"``, where an explicit RM reads);
 2. :func:`fit_reward`: a ridge regression (closed form, features standardised on the training
    split) from features to a reward, scored on held-out *pairs* (chosen and rejected of a pair
-   always fall in the same split): R², Spearman (``scipy.stats``) and pairwise agreement; the
-   features ranked by their standardised weight;
+   always fall in the same split): R², Spearman (:func:`reward_lens_tl.stats.spearman`) and
+   pairwise agreement; the features ranked by their standardised weight;
 3. :func:`divergence`: the same features fitted to two rewards (implicit and explicit), weights
    side by side in each reward's own standard deviations: which features one reward weights and
    the other does not. :func:`implicit_feature_fit` runs all three.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -35,7 +35,12 @@ from reward_lens_tl.results import Result, TopK, top_entries
 
 from ..errors import InvalidArgumentError, ShapeMismatchError
 from ..results import new_axes
+from ..stats import spearman
 from .batches import pair_chunks, predicting_mask
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Pooling = Literal["sum", "mean", "last"]
 
@@ -174,7 +179,7 @@ class RewardFit(Result):
         )
         return frame.reindex(frame["weight"].abs().sort_values(ascending=False).index)
 
-    def plot(self, ax=None, k: int = 15):
+    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
         fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
         top = self.top_k(k)[::-1]
         ax.barh([n for n, _ in top], [v for _, v in top], color="#4472c4")
@@ -234,8 +239,6 @@ def fit_reward(
     target_name: str = "reward",
 ) -> RewardFit:
     """Ridge fit of ``target`` on ``features`` (module docstring); held-out metrics."""
-    from scipy.stats import spearmanr
-
     target = torch.as_tensor(target).float().reshape(-1)
     if target.shape[0] != features.values.shape[0]:
         raise ShapeMismatchError(
@@ -261,7 +264,7 @@ def fit_reward(
         intercept=float(y_mean),
         target_std=float(target[train].std()),
         r2=1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
-        spearman=float(spearmanr(yt.numpy(), pt.numpy()).statistic),
+        spearman=spearman(yt, pt),
         pairwise_agreement=pair_agreement(pt, yt, features.groups[test]),
         n_train=int(train.sum()),
         n_test=int(test.sum()),
@@ -308,7 +311,7 @@ class FeatureDivergence(Result):
         )
         return frame.reindex(frame["difference"].abs().sort_values(ascending=False).index)
 
-    def plot(self, ax=None, k: int = 12):
+    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
         fig, ax = new_axes(ax, figsize=(6, 0.3 * k + 1))
         idx = self.difference.abs().argsort(descending=True)[:k].flip(0)
         y = torch.arange(len(idx)).float()
@@ -404,7 +407,20 @@ def implicit_feature_fit(
     chosen, rejected = model.pair_rewards(pairs, batch_size)
     implicit_target = torch.stack([chosen, rejected], 1).reshape(-1)
     explicit_target = explicit_pair_rewards(explicit, pairs, batch_size)
-    kw = dict(alpha=alpha, test_fraction=test_fraction, seed=seed)
-    fit_i = fit_reward(feats, implicit_target, target_name="implicit", **kw)
-    fit_e = fit_reward(feats, explicit_target, target_name="explicit", **kw)
+    fit_i = fit_reward(
+        feats,
+        implicit_target,
+        target_name="implicit",
+        alpha=alpha,
+        test_fraction=test_fraction,
+        seed=seed,
+    )
+    fit_e = fit_reward(
+        feats,
+        explicit_target,
+        target_name="explicit",
+        alpha=alpha,
+        test_fraction=test_fraction,
+        seed=seed,
+    )
     return FeatureFitComparison(feats, fit_i, fit_e, divergence(fit_i, fit_e))

@@ -26,33 +26,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from reward_lens_tl.results import Result
-
 from ..errors import InvalidArgumentError
 from ..lens import PairLensResult, Resolution, RewardLensResult, lens_sites
-from ..results import new_axes, tidy_frame
+from ..results import Result, axes, join_pairs, new_axes, split_pair, tidy_frame
 from .batches import pair_chunks
 from .model import token_logprobs
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Reference = Literal["final", "lens"]
 
 
 @dataclass(frozen=True)
 class ImplicitLensResult(Result):
-    """Lens implicit rewards ``values [site, batch]`` and per-token values
-    ``token_values [site, batch, pos]`` (position ``t`` scores token ``t``; 0 outside the
+    """Lens implicit rewards ``values [site, example]`` and per-token values
+    ``token_values [site, example, pos]`` (position ``t`` scores token ``t``; 0 outside the
     response mask)."""
 
-    values: Float[Tensor, "site batch"]
-    token_values: Float[Tensor, "site batch pos"]
+    example_axes = axes(values=1, token_values=1, rewards=0)
+
+    values: Float[Tensor, "site example"]
+    token_values: Float[Tensor, "site example pos"]
     labels: tuple[str, ...]
-    rewards: Float[Tensor, " batch"]
+    rewards: Float[Tensor, " example"]
     reference: str
 
     def as_reward_lens(self) -> RewardLensResult:
@@ -66,7 +70,7 @@ class ImplicitLensResult(Result):
         """Sites with the largest mean |change| from the previous site."""
         return self.as_reward_lens().top_k(k)
 
-    def plot(self, ax=None, example: int | None = None):
+    def plot(self, ax: Axes | None = None, example: int | None = None) -> Figure:
         """Lens reward per site (all examples), or one example's per-token values as a heat
         map (``example=i``)."""
         if example is None:
@@ -143,19 +147,11 @@ def implicit_lens(
 def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
     """Lens of each pair's chosen and rejected response as a
     :class:`~reward_lens_tl.lens.PairLensResult` (so ``crystallization`` works unchanged)."""
-    chosen, rejected = [], []
-    for encs, n in pair_chunks(model, pairs, batch_size):
-        ids, attention, resp = model.batch(encs)
-        result = implicit_lens(model, ids, resp, attention, **kwargs).as_reward_lens()
-        chosen.append((result.values[:, :n], result.rewards[:n]))
-        rejected.append((result.values[:, n:], result.rewards[n:]))
 
-    def join(parts):
-        return RewardLensResult(
-            values=torch.cat([v for v, _ in parts], 1),
-            labels=result.labels,
-            rewards=torch.cat([r for _, r in parts]),
-            norm=result.norm,
-        )
+    def lens(encodings) -> RewardLensResult:
+        ids, attention, resp = model.batch(encodings)
+        return implicit_lens(model, ids, resp, attention, **kwargs).as_reward_lens()
 
-    return PairLensResult(chosen=join(chosen), rejected=join(rejected))
+    chunks = pair_chunks(model, pairs, batch_size)  # chosen rows, then rejected rows
+    chosen, rejected = join_pairs(split_pair(lens(encs), n) for encs, n in chunks)
+    return PairLensResult(chosen=chosen, rejected=rejected)

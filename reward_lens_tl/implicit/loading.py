@@ -20,17 +20,17 @@ taken token's logit that :mod:`.attribution` decomposes).
 from __future__ import annotations
 
 import copy
-import types
 from pathlib import Path
 from typing import Any
 
 import torch
 from sae_lens import HookedSAETransformer
 from torch import nn
+from transformers import PreTrainedModel
 
 from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
-from ..checkpoint import load_tokenizer as load_local_tokenizer
-from ..errors import UnsupportedArchitectureError
+from ..checkpoint import checkpoint_tokenizer
+from ..errors import ArgumentTypeError, UnsupportedArchitectureError
 from ..loading import check_finite, resolve_hf_model, resolve_pad_token_id
 
 #: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
@@ -63,6 +63,19 @@ def _reward_view(hf_config: Any) -> Any:
     return view
 
 
+class _RewardModelView(nn.Module):
+    """A causal LM seen as the reward model whose adapter converts its backbone: the backbone
+    (``model`` or ``transformer``, whichever it has), the LM head as ``score`` and the
+    reward-model ``config`` (the attributes the adapters read)."""
+
+    def __init__(self, hf_model: nn.Module, head: nn.Module, config: Any) -> None:
+        super().__init__()
+        self.model = getattr(hf_model, "model", None)
+        self.transformer = getattr(hf_model, "transformer", None)
+        self.score = head
+        self.config = config
+
+
 def load_causal_lm(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any = None,
@@ -82,7 +95,12 @@ def load_causal_lm(
     else:
         path = Path(model_or_path)
         hf_model = load_hf_causal_lm(path)
-    hf_config = copy.deepcopy(hf_model.config)
+    if not isinstance(hf_model, PreTrainedModel):
+        raise ArgumentTypeError(
+            "load_causal_lm converts a Hugging Face causal LM (a transformers PreTrainedModel), "
+            f"got a {type(hf_model).__name__}"
+        )
+    hf_config: Any = copy.deepcopy(hf_model.config)  # a PretrainedConfig of any architecture
     if not getattr(hf_config, "architectures", None):
         hf_config.architectures = [type(hf_model).__name__]
     view = _reward_view(hf_config)
@@ -94,12 +112,7 @@ def load_causal_lm(
     if cap:
         cfg.output_logits_soft_cap = float(cap)
     head = hf_model.get_output_embeddings()
-    stand_in = types.SimpleNamespace(
-        model=getattr(hf_model, "model", None),
-        transformer=getattr(hf_model, "transformer", None),
-        score=head,
-        config=view,
-    )
+    stand_in = _RewardModelView(hf_model, head, view)
     state_dict = {
         k: v.detach().float().clone() for k, v in adapter.backbone_state_dict(stand_in, cfg).items()
     }
@@ -113,7 +126,7 @@ def load_causal_lm(
     flags = adapter.fold_options(flags)  # center_unembed stays off
     model.load_and_process_state_dict(state_dict, refactor_factored_attn_matrices=False, **flags)
     model.eval()
-    tokenizer = tokenizer if tokenizer is not None else load_local_tokenizer(path)
+    tokenizer = tokenizer if tokenizer is not None else checkpoint_tokenizer(path)
     model.tokenizer = tokenizer  # set directly: TL's set_tokenizer reloads it by name
     model.pad_token_id = resolve_pad_token_id(hf_config, tokenizer)
     model.eos_token_id = getattr(hf_config, "eos_token_id", None)

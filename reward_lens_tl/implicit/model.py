@@ -220,8 +220,8 @@ class ImplicitRewardModel:
         if attention_mask is not None and attention_mask.numel() == ids.numel():
             real = attention_mask.reshape(ids.shape).to(response_mask.device) != 0
             first = real.long().argmax(-1)  # each row's first real token (after left padding)
-            rows = torch.arange(ids.shape[0], device=response_mask.device)
-            if bool((response_mask[rows, first] != 0).any()):
+            every_row = torch.arange(ids.shape[0], device=response_mask.device)
+            if bool((response_mask[every_row, first] != 0).any()):
                 raise EmptyResponseMaskError(
                     "the response mask marks a sequence's first token, which no token predicts; "
                     "responses start after the prompt"

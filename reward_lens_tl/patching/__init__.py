@@ -11,7 +11,7 @@ token. Three layers of tools, cheapest last:
   about three forward passes (AtP), with the QK fix and GradDrop of AtP*.
 - :func:`atp_agreement`, :func:`agreement`, :func:`compare_methods`: how well the estimates and
   direct attribution agree with patching, per pair and over a pair set.
-- :func:`causal_ground_truth` (:mod:`.ground_truth`): where the zoo's planted features sit per
+- :func:`causal_ground_truth` (:mod:`.mechanisms`): where the zoo's planted features sit per
   layer, the smallest head set restoring their effect, and whether AtP finds the same cells.
 
 Clean and corrupted inputs may differ in length; :mod:`.alignment` says how positions are

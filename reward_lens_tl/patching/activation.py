@@ -50,30 +50,45 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+from transformer_lens.cache.key_value_cache import (
+    TransformerLensKeyValueCache,
+    TransformerLensKeyValueCacheEntry,
+)
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
 from ..fast_attention import RotatedPrefixEntry, hooked, prepend
+from ..loading import checked_keywords, pasted_docs
 from ..readout import Objective
+from .alignment import AlignmentKind, PatchInput
 from .errors import PatchingError
-from .grids import HEAD_SITES, canonical_site
+from .grids import HEAD_SITES, Site, canonical_site
 from .plan import (
+    REQUEST_DOC,
+    FwdHooks,
+    MeanOver,
     Metric,
+    Mode,
     PatchPlan,
     PatchRequest,
+    Reference,
     RewardReader,
     ablation_values,
     check_metric_output,
     gather_aligned,
     make_plan,
     margin_fraction,
+    request_from,
     reward_change,
 )
 from .results import MultiSitePatchResult, PatchResult
+
+if TYPE_CHECKING:
+    from ..model import HookedRewardModel
 
 DIRECT_SITES = frozenset({"resid_pre", "resid_post"})
 NO_CHANGE = 1 << 40  # "this cell writes nothing new"
@@ -137,8 +152,32 @@ def run_targets(
     return run_target_and_source(model, plans, reader, fwd_hooks, with_source=False)[0]
 
 
+@overload
 def run_target_and_source(
-    model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence, with_source=True
+    model: HookedRewardModel,
+    plans: Sequence[PatchPlan],
+    reader: RewardReader,
+    fwd_hooks: Sequence,
+    with_source: Literal[True] = ...,
+) -> tuple[list[TargetState], list[dict[int, Tensor]], float]: ...
+
+
+@overload
+def run_target_and_source(
+    model: HookedRewardModel,
+    plans: Sequence[PatchPlan],
+    reader: RewardReader,
+    fwd_hooks: Sequence,
+    with_source: Literal[False],
+) -> tuple[list[TargetState], None, None]: ...
+
+
+def run_target_and_source(
+    model: HookedRewardModel,
+    plans: Sequence[PatchPlan],
+    reader: RewardReader,
+    fwd_hooks: Sequence,
+    with_source: bool = True,
 ) -> tuple[list[TargetState], list[dict[int, Tensor]] | None, float | None]:
     """The target run (block inputs, key-value cache, site values) and, when the source run
     has the same length, the source run in the same forward (batch row 1); a source of
@@ -148,8 +187,8 @@ def run_target_and_source(
     names.append(f"blocks.{n_layers - 1}.hook_resid_post")
     site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
     ids = plans[0].target.batch()
-    together = with_source and plans[0].source.batch().shape == ids.shape
-    batch = torch.cat([ids, plans[0].source.batch().to(ids.device)]) if together else ids
+    together = with_source and plans[0].source_run().batch().shape == ids.shape
+    batch = torch.cat([ids, plans[0].source_run().batch().to(ids.device)]) if together else ids
     kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, batch.shape[0])
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
@@ -160,7 +199,7 @@ def run_target_and_source(
             past_kv_cache=kv,
         )
     rewards = reader.read(out)
-    shared = dict(
+    shared: dict[str, Any] = dict(
         reward=float(rewards[0]),
         ids=ids,
         block_inputs=[cache[n][:1] for n in names],
@@ -208,7 +247,7 @@ def run_sources(
     site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
-            plans[0].source.batch(),
+            plans[0].source_run().batch(),
             return_type="reward",
             names_filter=list(dict.fromkeys(n for ns in site_names for n in ns)),
         )
@@ -230,48 +269,129 @@ def target_reward_tensor(target: TargetState) -> Tensor:
 def default_metric(plan: PatchPlan, target_reward: float, source_reward: float | None):
     if plan.is_ablation():
         return reward_change(target_reward), "reward change (patched - clean)"
+    if source_reward is None:
+        raise PatchingError(f"mode={plan.mode!r} needs the source run's reward")
     name = "fraction restored" if plan.mode == "denoising" else "fraction destroyed"
     return margin_fraction(target_reward, source_reward), name
 
 
+@overload
 def activation_patching(
-    model,
-    clean,
-    corrupted=None,
+    model: HookedRewardModel,
+    clean: PatchInput,
+    corrupted: PatchInput | None = ...,
     *,
+    site: Site = ...,
+    mode: Mode = ...,
+    alignment: AlignmentKind = ...,
+    prefix_length: int | None = ...,
+    positions: Sequence[int] | None = ...,
+    by_position: bool | None = ...,
+    layers: Sequence[int] | None = ...,
+    heads: Sequence[int] | None = ...,
+    metric: Metric | None = ...,
+    objective: Objective = ...,
+    reference: Reference | None = ...,
+    mean_over: MeanOver = ...,
+    fwd_hooks: FwdHooks = ...,
+    chunk_size: int | None = ...,
+    reuse_prefix: bool = ...,
+) -> PatchResult: ...
+
+
+@overload
+def activation_patching(
+    model: HookedRewardModel,
+    clean: PatchInput,
+    corrupted: PatchInput | None = ...,
+    *,
+    site: tuple[Site, ...] | list[Site],
+    mode: Mode = ...,
+    alignment: AlignmentKind = ...,
+    prefix_length: int | None = ...,
+    positions: Sequence[int] | None = ...,
+    by_position: bool | None = ...,
+    layers: Sequence[int] | None = ...,
+    heads: Sequence[int] | None = ...,
+    metric: Metric | None = ...,
+    objective: Objective = ...,
+    reference: Reference | None = ...,
+    mean_over: MeanOver = ...,
+    fwd_hooks: FwdHooks = ...,
+    chunk_size: int | None = ...,
+    reuse_prefix: bool = ...,
+) -> MultiSitePatchResult: ...
+
+
+@overload
+def activation_patching(
+    model: HookedRewardModel,
+    clean: PatchRequest,
+    corrupted: None = ...,
+    *,
+    chunk_size: int | None = ...,
+    reuse_prefix: bool = ...,
+) -> PatchResult | MultiSitePatchResult: ...
+
+
+@checked_keywords()
+@pasted_docs(request=REQUEST_DOC)
+def activation_patching(
+    model: HookedRewardModel,
+    clean: PatchInput | PatchRequest,
+    corrupted: PatchInput | None = None,
+    *,
+    site: Site | Sequence[Site] = "resid_pre",
+    mode: Mode = "denoising",
+    alignment: AlignmentKind = "end",
+    prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference: Reference | None = None,
+    mean_over: MeanOver = "token",
+    fwd_hooks: FwdHooks = (),
     chunk_size: int | None = None,
     reuse_prefix: bool = True,
-    **request,
 ) -> PatchResult | MultiSitePatchResult:
     """Patch every cell of a grid and score each patched run.
 
-    The sweep is described by a :class:`PatchRequest` (pass one as ``clean``) or by its fields
-    as keywords (``activation_patching(model, clean, corrupted, site=..., ...)``):
+    One site gives a :class:`PatchResult`; a sequence of sites, e.g.
+    ``site=("attn_out", "mlp_out")``, is swept over one shared clean and one shared corrupted
+    run and gives a :class:`MultiSitePatchResult` (one :class:`PatchResult` per site;
+    ``by_position``/``heads`` apply to the sites that have that axis). The sweep is described
+    by its :class:`PatchRequest`'s fields:
 
-    ``clean``/``corrupted``: token ids (1-D, or ``[1, pos]``; a padded row, left or right, is
-    stripped of its padding), lists of ids or :class:`EncodedConversation`. ``site``:
-    ``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``, ``z`` (alias
-    ``heads``), ``q``, ``k``, ``v``; or a sequence of them, e.g. ``("attn_out", "mlp_out")``,
-    swept over one shared clean and one shared corrupted run and returned as a
-    :class:`MultiSitePatchResult` (one :class:`PatchResult` per site;
-    ``by_position``/``heads`` apply to the sites that have that axis). ``mode``:
-    ``denoising``, ``noising``, ``mean`` (needs ``reference``; ``mean_over`` = ``"token"`` or
-    ``"position"``) or ``zero`` (see :mod:`reward_lens_tl.patching.plan` for the default
-    metrics and their signs). ``alignment``: ``end``, ``prefix``, ``exact``
-    (:mod:`~reward_lens_tl.patching.alignment`). ``positions``: keep only these positions of
-    the *clean* run (e.g. a planted span; with ``by_position=False`` they are patched together
-    as one cell). ``by_position``: one cell per aligned position
-    (default for residual sites) or all aligned positions at once (default for components and
-    heads). ``metric``: callable on the patched rewards ``[variant]``; ``objective`` selects a
-    head column for multi-objective models. ``chunk_size`` bounds the variants per forward
-    pass (memory: :func:`chunk_memory_bytes`); the default (``None``) takes up to 16 and at
-    most ``CHUNK_TOKENS`` (2048) variant-positions on the CPU, i.e. fewer variants for longer
-    runs, and up to 64 on CUDA within a quarter of the free GPU memory
-    (:func:`auto_chunk_limits`).
-    ``fwd_hooks`` are your own interventions, active in every forward pass of the sweep.
-    Hooks are removed even when something raises.
+    {request}
+
+    and two settings of the sweep itself:
+
+    - ``chunk_size``: the variants per forward pass (memory: :func:`chunk_memory_bytes`); the
+      default (``None``) takes up to 16 and at most ``CHUNK_TOKENS`` (2048) variant-positions
+      on the CPU, i.e. fewer variants for longer runs, and up to 64 on CUDA within a quarter
+      of the free GPU memory (:func:`auto_chunk_limits`);
+    - ``reuse_prefix``: start each chunk at its earliest patched position, attending to the
+      target run's cached keys and values before it (exact; see the module docstring).
     """
-    req = PatchRequest.of(clean, corrupted, **request)
+    fields = dict(
+        site=site,
+        mode=mode,
+        alignment=alignment,
+        prefix_length=prefix_length,
+        positions=positions,
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        metric=metric,
+        objective=objective,
+        reference=reference,
+        mean_over=mean_over,
+        fwd_hooks=fwd_hooks,
+    )
+    req = request_from(clean, corrupted, fields)
     site = req.site
     sites = [site] if isinstance(site, str) else list(site)
     if not sites or not all(isinstance(s, str) for s in sites):
@@ -507,7 +627,7 @@ class Sweep:
         """The target run's keys/values of positions ``< p0``, expanded to ``n`` variants
         (batch 1 at ``narrow_layer``, where the block still runs unwidened, except for the
         patched ``k`` or ``v`` whose hook widens it)."""
-        entries = []
+        entries: list[TransformerLensKeyValueCacheEntry] = []
         rotated = self.target.rotated_keys or [None] * len(self.target.keys)
         for layer, (k, v, rk) in enumerate(
             zip(self.target.keys, self.target.values, rotated, strict=True)
@@ -583,7 +703,7 @@ def run_shared_chunks(sweeps: Sequence[Sweep], metric: Metric) -> list[tuple[Ten
             first = sweep.first_change(layer, j, head)
             parts.append((sweep, j, head, first, (first != NO_CHANGE).nonzero().flatten()))
         n = sum(len(work) for *_, work in parts)
-        r_all = None
+        r_all = torch.empty(0)  # the chunk's rewards (none when no cell writes anything)
         if n:
             p0 = min(int(first[work].min()) for _, _, _, first, work in parts if len(work))
             p0 = p0 if first_sweep.shortcuts else 0

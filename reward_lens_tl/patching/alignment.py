@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Int
@@ -44,8 +44,14 @@ from torch import Tensor
 from ..inputs import EncodedConversation
 from .errors import AlignmentError
 
+if TYPE_CHECKING:
+    from ..model import HookedRewardModel
+
 AlignmentKind = Literal["end", "prefix", "exact"]
 ALIGNMENTS: tuple[str, ...] = ("end", "prefix", "exact")
+#: One input sequence of a patching run: token ids (1-D or ``[1, pos]``, padding stripped), a
+#: list of ids, or an encoded conversation.
+PatchInput = Tensor | EncodedConversation | Sequence[int]
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ class Run:
         return self.ids[None]
 
 
-def as_run(model, x: Tensor | EncodedConversation | Sequence[int]) -> Run:
+def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
     """A :class:`Run` from token ids (1-D, or ``[1, pos]``; left or right padded: leading pads,
     as :meth:`HookedRewardModel.infer_attention_mask` finds them, are stripped), an
     :class:`EncodedConversation`, or a list of ids. The reading position follows the model's
@@ -147,19 +153,20 @@ def align(
 
 def _prefix_length(target: Run, source: Run, prefix_length: int | None) -> int:
     if prefix_length is None:
-        starts = {target.response_start, source.response_start}
-        if None in starts:
+        start, other = target.response_start, source.response_start
+        if start is None or other is None:
             raise AlignmentError(
                 "alignment='prefix' needs prefix_length=<number of shared prompt positions>, or "
                 "EncodedConversation inputs (their response_start gives it)"
             )
-        if len(starts) != 1:
+        if start != other:
             raise AlignmentError(
-                f"the prompts have different lengths (responses start at {sorted(starts)}), so "
+                f"the prompts have different lengths (responses start at "
+                f"{sorted((start, other))}), so "
                 "prompt positions cannot be paired one to one; use alignment='end' or pass "
                 "prefix_length= explicitly"
             )
-        prefix_length = starts.pop()
+        prefix_length = start
     limit = min(target.length, source.length)
     if not 0 < prefix_length <= limit:
         raise AlignmentError(

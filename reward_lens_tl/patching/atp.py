@@ -45,42 +45,92 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
+from ..loading import checked_keywords, pasted_docs
+from ..readout import Objective
 from .activation import default_metric, run_source
+from .alignment import AlignmentKind, PatchInput
 from .errors import PatchingError, UnsupportedModelError
-from .grids import hook_name, site_heads
+from .grids import Site, hook_name, site_heads
 from .plan import (
+    REQUEST_DOC,
+    FwdHooks,
+    MeanOver,
+    Metric,
+    Mode,
     PatchPlan,
     PatchRequest,
+    Reference,
     RewardReader,
     ablation_values,
     check_metric_output,
     make_plan,
+    request_from,
 )
 from .results import PatchResult
+
+if TYPE_CHECKING:
+    from ..model import HookedRewardModel
 
 QK_SITES = frozenset({"resid_pre", "resid_post", "mlp_out", "q", "k"})
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 
 
+@checked_keywords()
+@pasted_docs(request=REQUEST_DOC)
 def attribution_patching(
-    model,
-    clean,
-    corrupted=None,
+    model: HookedRewardModel,
+    clean: PatchInput | PatchRequest,
+    corrupted: PatchInput | None = None,
     *,
+    site: Site = "resid_pre",
+    mode: Mode = "denoising",
+    alignment: AlignmentKind = "end",
+    prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference: Reference | None = None,
+    mean_over: MeanOver = "token",
+    fwd_hooks: FwdHooks = (),
     qk_fix: bool = False,
     graddrop: bool = False,
-    **request,
 ) -> PatchResult:
     """AtP estimates for the grid :func:`activation_patching` would sweep for the same
-    :class:`PatchRequest` (pass one as ``clean``, or its fields as keywords; see the module
-    docstring; ``qk_fix`` and ``graddrop`` give AtP*). The metric must be differentiable."""
-    req = PatchRequest.of(clean, corrupted, **request)
+    :class:`PatchRequest` (one site; see the module docstring). The metric must be
+    differentiable.
+
+    {request}
+    - ``qk_fix``: recompute attention patterns exactly for patches that feed queries and keys
+      (AtP*'s QK fix);
+    - ``graddrop``: also score each cell with the gradient through each layer dropped
+      (AtP*'s GradDrop, in ``magnitude``).
+    """
+    fields = dict(
+        site=site,
+        mode=mode,
+        alignment=alignment,
+        prefix_length=prefix_length,
+        positions=positions,
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        metric=metric,
+        objective=objective,
+        reference=reference,
+        mean_over=mean_over,
+        fwd_hooks=fwd_hooks,
+    )
+    req = request_from(clean, corrupted, fields)
     plan = make_plan(model, req)
     objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
     reference, mean_over = req.reference, req.mean_over
@@ -135,9 +185,51 @@ def attribution_patching(
     )
 
 
-def atp_star(model, clean, corrupted=None, **kwargs) -> PatchResult:
-    """AtP* = :func:`attribution_patching` with ``qk_fix=True, graddrop=True``."""
-    return attribution_patching(model, clean, corrupted, qk_fix=True, graddrop=True, **kwargs)
+@checked_keywords()
+@pasted_docs(request=REQUEST_DOC)
+def atp_star(
+    model: HookedRewardModel,
+    clean: PatchInput | PatchRequest,
+    corrupted: PatchInput | None = None,
+    *,
+    site: Site = "resid_pre",
+    mode: Mode = "denoising",
+    alignment: AlignmentKind = "end",
+    prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference: Reference | None = None,
+    mean_over: MeanOver = "token",
+    fwd_hooks: FwdHooks = (),
+) -> PatchResult:
+    """AtP* = :func:`attribution_patching` with ``qk_fix=True, graddrop=True``.
+
+    {request}
+    """
+    return attribution_patching(
+        model,
+        clean,
+        corrupted,
+        site=site,
+        mode=mode,
+        alignment=alignment,
+        prefix_length=prefix_length,
+        positions=positions,
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        metric=metric,
+        objective=objective,
+        reference=reference,
+        mean_over=mean_over,
+        fwd_hooks=fwd_hooks,
+        qk_fix=True,
+        graddrop=True,
+    )
 
 
 def check_qk_fix_supported(model) -> None:
@@ -216,6 +308,14 @@ def forward_with_graph(model, plan: PatchPlan, reader, names, fwd_hooks):
     return acts, reward
 
 
+def layer_of(name: str) -> int:
+    """The layer of a ``blocks.{layer}.…`` hook name."""
+    found = _LAYER.match(name)
+    if found is None:
+        raise PatchingError(f"{name!r} is not a hook name inside a block")
+    return int(found.group(1))
+
+
 def dropped_layer_grads(acts: dict, grads: dict, drop: int) -> dict[str, Tensor]:
     """Gradients with the path through layer ``drop``'s attention and MLP outputs removed
     (GradDrop): unchanged above it, the skip-only gradient at it, and below it the
@@ -223,7 +323,7 @@ def dropped_layer_grads(acts: dict, grads: dict, drop: int) -> dict[str, Tensor]
     post = grads[f"blocks.{drop}.hook_resid_post"]
     out, below = {}, []
     for name, g in grads.items():
-        layer = int(_LAYER.match(name).group(1))
+        layer = layer_of(name)
         if layer > drop:
             out[name] = g
         elif layer == drop:

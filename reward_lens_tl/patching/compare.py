@@ -2,13 +2,13 @@
 
 - :func:`agreement` compares an estimate (AtP, AtP*, direct attribution...) with a reference
   sweep over the same cells: Spearman rank correlation of the signed effects and of their
-  magnitudes (``scipy.stats.spearmanr``), and top-``k`` recall (the share of the reference's
-  ``k`` largest cells that the estimate also ranks in its top ``k``).
+  magnitudes (:func:`reward_lens_tl.stats.spearman`), and top-``k`` recall (the share of the
+  reference's ``k`` largest cells that the estimate also ranks in its top ``k``).
 - :func:`atp_agreement` runs activation patching and AtP / AtP* on one pair and reports both.
 - :func:`compare_methods` does it for a set of preference pairs: per pair, the Spearman
   correlation between direct attribution of the margin, AtP, AtP* and activation patching over
   the same components, aggregated over pairs with bootstrap confidence intervals
-  (``scipy.stats.bootstrap``, percentile method).
+  (:func:`reward_lens_tl.stats.bootstrap_ci`, percentile method).
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
@@ -25,32 +25,45 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._deprecation import warn_renamed
 from ..attribution import direct_attribution
 from ..contrast import encode_example
 from ..inputs import EncodedConversation
+from ..loading import checked_keywords, pasted_docs
 from ..pairs import encoded_pair
+from ..readout import Objective
 from ..results import Result, TopK, new_axes, top_entries
+from ..stats import bootstrap_ci, spearman
 from .activation import activation_patching
+from .alignment import AlignmentKind, PatchInput
 from .atp import attribution_patching
 from .errors import PatchingError
-from .plan import reward_change
+from .grids import Site
+from .plan import (
+    REQUEST_DOC,
+    FwdHooks,
+    MeanOver,
+    Metric,
+    Mode,
+    PatchRequest,
+    Reference,
+    request_from,
+    reward_change,
+)
 from .results import PatchResult
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def spearman(x: Tensor, y: Tensor) -> float:
-    """Spearman's rho (``nan`` when either side is constant or has < 2 cells)."""
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(spearmanr(x, y).statistic)
+    from ..model import HookedRewardModel
 
 
 def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
@@ -76,8 +89,10 @@ class Agreement:
 
 
 def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agreement:
-    """Compare two sweeps of the same grid (effects = ``values - baseline``; the magnitude
-    ranking uses GradDrop's ``magnitude`` when the estimate has one)."""
+    """Compare two sweeps of the same grid: an ``estimate`` (AtP, AtP*, ...) and a
+    ``reference`` (activation patching), on their effects ``values - baseline`` (the magnitude
+    ranking uses GradDrop's ``magnitude`` when the estimate has one); ``k`` is the top-``k``
+    recall's ``k``."""
     if estimate.shape != reference.shape or estimate.site != reference.site:
         raise PatchingError(
             f"cannot compare a {estimate.site} grid {estimate.shape} with a {reference.site} "
@@ -119,7 +134,7 @@ class AgreementReport(Result):
 
         return pd.DataFrame([row.__dict__ for row in self.rows])
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Scatter of each estimate's effects against the patched effects; returns the figure."""
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         ref = self.reference.effects()
@@ -134,37 +149,76 @@ class AgreementReport(Result):
         return fig
 
 
+#: The first-order estimates :func:`atp_agreement` can run: AtP, AtP with the QK fix, AtP*.
+Estimate = Literal["atp", "atp+qk", "atp*"]
+
+
+@checked_keywords()
+@pasted_docs(request=REQUEST_DOC)
 def atp_agreement(
-    model,
-    clean,
-    corrupted=None,
+    model: HookedRewardModel,
+    clean: PatchInput | PatchRequest,
+    corrupted: PatchInput | None = None,
     *,
     k: int = 10,
-    methods: Sequence[str] = ("atp", "atp*"),
+    methods: Sequence[Estimate] = ("atp", "atp*"),
     chunk_size: int = 16,
-    **kwargs,
+    site: Site = "resid_pre",
+    mode: Mode = "denoising",
+    alignment: AlignmentKind = "end",
+    prefix_length: int | None = None,
+    positions: Sequence[int] | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference: Reference | None = None,
+    mean_over: MeanOver = "token",
+    fwd_hooks: FwdHooks = (),
 ) -> AgreementReport:
     """Activation patching plus AtP (``"atp"``), AtP with the QK fix (``"atp+qk"``) and/or
-    AtP* (``"atp*"``) on the same grid, with their :func:`agreement`. ``kwargs`` are the grid
-    and mode arguments shared by :func:`activation_patching` and
-    :func:`attribution_patching`."""
+    AtP* (``"atp*"``) on the same grid, with their :func:`agreement`.
+
+    - ``k``: the top-``k`` recall's ``k``; ``methods``: the estimates to run;
+      ``chunk_size``: activation patching's variants per forward pass;
+    {request}
+    """
     flags = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}
     unknown = set(methods) - set(flags)
     if unknown:
         raise PatchingError(f"unknown methods {sorted(unknown)}; choose from {sorted(flags)}")
-    reference = activation_patching(model, clean, corrupted, chunk_size=chunk_size, **kwargs)
+    fields = dict(
+        site=site,
+        mode=mode,
+        alignment=alignment,
+        prefix_length=prefix_length,
+        positions=positions,
+        by_position=by_position,
+        layers=layers,
+        heads=heads,
+        metric=metric,
+        objective=objective,
+        reference=reference,
+        mean_over=mean_over,
+        fwd_hooks=fwd_hooks,
+    )
+    request = request_from(clean, corrupted, fields)
+    patched = activation_patching(model, request, chunk_size=chunk_size)
+    if not isinstance(patched, PatchResult):
+        raise PatchingError(f"atp_agreement compares one site's grid, not {request.site!r}")
     estimates = tuple(
-        attribution_patching(
-            model, clean, corrupted, qk_fix=flags[m][0], graddrop=flags[m][1], **kwargs
-        )
+        attribution_patching(model, request, qk_fix=flags[m][0], graddrop=flags[m][1])
         for m in methods
     )
-    rows = tuple(agreement(e, reference, k) for e in estimates)
-    return AgreementReport(reference, estimates, rows)
+    rows = tuple(agreement(e, patched, k) for e in estimates)
+    return AgreementReport(patched, estimates, rows)
 
 
 # -- observational vs causal, over pairs ------------------------------------------------------
-METHODS = ("direct", "atp", "atp*", "patching")
+#: The methods :func:`compare_methods` can compare.
+Method = Literal["direct", "atp", "atp+qk", "atp*", "patching"]
+METHODS: tuple[Method, ...] = ("direct", "atp", "atp*", "patching")
 
 
 def pair_inputs(model, pair):
@@ -289,23 +343,16 @@ class MethodComparison(Result):
         the mean (pairs with an undefined correlation, e.g. a constant vector, are left out
         and counted in ``n_pairs``)."""
         import pandas as pd
-        from scipy.stats import bootstrap
 
         rows = []
         for m, (a, b) in enumerate(self.method_pairs):
             r = self.rho[:, m].numpy()
             r = r[np.isfinite(r)]
             lo = hi = math.nan
-            if r.size >= 2 and np.ptp(r) > 0:
-                ci = bootstrap(
-                    (r,),
-                    np.mean,
-                    confidence_level=self.confidence_level,
-                    n_resamples=self.n_resamples,
-                    method="percentile",
-                    rng=np.random.default_rng(self.seed),
-                ).confidence_interval
-                lo, hi = float(ci.low), float(ci.high)
+            if r.size:
+                _, lo, hi = bootstrap_ci(
+                    r, n_boot=self.n_resamples, confidence=self.confidence_level, seed=self.seed
+                )
             rows.append(
                 dict(
                     method_a=a,
@@ -338,10 +385,20 @@ class MethodComparison(Result):
         mean = frame[frame["method"] == method].groupby("component", sort=False)["effect"].mean()
         return top_entries(mean.index.tolist(), mean.tolist(), k, f"mean {method} effect")
 
-    def plot(self, reference: str = "patching"):
+    def plot(self, ax: Axes | None = None, reference: str = "patching") -> Figure:
         """Scatter of every other method's effects against ``reference``'s, all pairs pooled
-        (one panel per method); returns the figure."""
+        (one panel per method); returns the figure (``ax`` is ignored: the figure has one
+        panel per method). ``plot("atp")`` (the reference by position) still works, with a
+        :class:`FutureWarning`: pass ``reference=`` by keyword."""
         import matplotlib.pyplot as plt
+
+        if isinstance(ax, str):  # the old first parameter, passed by position
+            warn_renamed(
+                "MethodComparison.plot(reference) by position",
+                "MethodComparison.plot(reference=...)",
+                "the first parameter is now ax",
+            )
+            ax, reference = None, ax
 
         others = [m for m in self.methods if m != reference]
         fig, axes = plt.subplots(1, len(others), figsize=(3.6 * len(others), 3.4), squeeze=False)
@@ -364,17 +421,17 @@ def _ordered(methods, a, b):
 
 
 def compare_methods(
-    model,
+    model: HookedRewardModel,
     pairs: Sequence,
     *,
-    components: str = "heads",
-    methods: Sequence[str] = METHODS,
-    alignment: str = "end",
+    components: Literal["heads", "resid"] = "heads",
+    methods: Sequence[Method] = METHODS,
+    alignment: AlignmentKind = "end",
     confidence_level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
     chunk_size: int = 16,
-    fwd_hooks: Sequence = (),
+    fwd_hooks: FwdHooks = (),
 ) -> MethodComparison:
     """Observational vs causal on a set of pairs (see the module docstring).
 
@@ -388,7 +445,14 @@ def compare_methods(
     = direct attribution of the margin (chosen − rejected) and the causal methods denoising the
     rejected run with the chosen run's activations, scored as the reward change
     ``r - r(rejected)``. ``"resid"``: ``resid_pre`` per layer and aligned position (no
-    ``direct``). Methods: ``direct``, ``atp``, ``atp+qk``, ``atp*``, ``patching``.
+    ``direct``). ``components`` picks one of the two.
+
+    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``methods``: at least two
+    of ``direct``, ``atp``, ``atp+qk``, ``atp*``, ``patching``; ``alignment``: how the chosen
+    and rejected positions pair up (:mod:`~reward_lens_tl.patching.alignment`);
+    ``confidence_level``, ``n_resamples`` and ``seed``: the bootstrap of
+    :meth:`MethodComparison.summary`; ``chunk_size``: activation patching's variants per
+    forward pass; ``fwd_hooks``: your own interventions, active in every forward pass.
     """
     methods = tuple(methods)
     if (

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from jaxtyping import Int
@@ -51,6 +52,21 @@ SITE_HOOKS: dict[str, str] = {
     "v": "attn.hook_v",
 }
 SITE_ALIASES = {"heads": "z", "head": "z", "attn_head": "z"}
+#: A site name (or an alias of ``z``), as the patching entry points take it.
+Site = Literal[
+    "resid_pre",
+    "resid_mid",
+    "resid_post",
+    "attn_out",
+    "mlp_out",
+    "z",
+    "q",
+    "k",
+    "v",
+    "heads",
+    "head",
+    "attn_head",
+]
 HEAD_SITES = frozenset({"z", "q", "k", "v"})
 RESID_SITES = frozenset({"resid_pre", "resid_mid", "resid_post"})
 

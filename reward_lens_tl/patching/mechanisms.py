@@ -34,6 +34,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Bool, Float
@@ -41,16 +42,28 @@ from torch import Tensor
 
 from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
 
+from .._deprecation import warn_renamed
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
+from ..loading import checked_keywords
+from ..readout import Objective
 from ..results import Result, TopK, new_axes, top_entries
 from .activation import activation_patching, chunk_memory_bytes
 from .alignment import as_run
-from .compare import atp_agreement
+from .compare import Estimate, atp_agreement
 from .errors import PatchingError
-from .plan import RewardReader, margin_fraction
+from .grids import Site
+from .plan import FwdHooks, MeanOver, Metric, Mode, Reference, RewardReader, margin_fraction
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ..model import HookedRewardModel
 
 UNIT_KINDS = ("planted", "reward", "neutral", "other")
+#: Where :func:`minimal_head_sets` patches head outputs.
+HeadPositions = Literal["all", "planted", "reward"]
 
 
 # -- where the effect sits ------------------------------------------------------------------
@@ -96,8 +109,17 @@ class Localization(Result):
                 return r["site"]
         return None
 
-    def plot(self, kind: str = "planted", ax=None):
-        """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites)."""
+    def plot(self, ax: Axes | None = None, kind: str = "planted") -> Figure:
+        """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites).
+        ``plot("reward")`` (the kind by position) still works, with a :class:`FutureWarning`:
+        pass ``kind=`` by keyword."""
+        if isinstance(ax, str):  # the old first parameter, passed by position
+            warn_renamed(
+                "Localization.plot(kind) by position",
+                "Localization.plot(kind=...)",
+                "the first parameter is now ax",
+            )
+            ax, kind = None, ax
         _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
         df = df[list(dict.fromkeys(r["site"] for r in self.rows))]
@@ -127,7 +149,9 @@ def _check_kind(kind: str) -> None:
         raise InvalidArgumentError(f"kind={kind!r}: choose one of {UNIT_KINDS}")
 
 
-def localization(model, pairs, *, objective=None) -> Localization:
+def localization(
+    model: HookedRewardModel, pairs: Sequence[Any], *, objective: Objective = None
+) -> Localization:
     """Denoising ``resid_pre`` at every layer and ``resid_post`` of the last layer, per unit
     (see the module docstring), for contrast pairs of one or more features.
 
@@ -135,7 +159,9 @@ def localization(model, pairs, *, objective=None) -> Localization:
     feature) has no counterpart position in the corrupted run, and under an end alignment the
     positions before it pair *different* tokens, whose cells measure token swaps rather than
     the feature; use the reward lens, attribution or ``compare_methods`` for those pairs.
-    ``objective`` selects a head column of a multi-objective model (default: its reward)."""
+    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``pairs``: contrast pairs
+    (:func:`~reward_lens_tl.contrast.as_contrast_pairs` reads them); ``objective`` selects a
+    head column of a multi-objective model (default: its reward)."""
     if not pairs:
         raise PatchingError("no pairs given")
     pairs = as_contrast_pairs(pairs)
@@ -151,8 +177,8 @@ def localization(model, pairs, *, objective=None) -> Localization:
     sites.append(("resid_post", last))
     per_feature: dict[str, list[dict]] = {}
     for pair in pairs:
-        found = _pair_units(model, pair, sites, objective)
-        per_feature.setdefault(pair.feature, []).append(found)
+        units = _pair_units(model, pair, sites, objective)
+        per_feature.setdefault(pair.feature, []).append(units)
     rows = []
     for feature, found in per_feature.items():
         for site, layer in sites:
@@ -233,7 +259,7 @@ class HeadSets(Result):
     @property
     def minimal(self) -> list[tuple[str, ...] | None]:
         """Per pair, the smallest restoring set (the best-restoring one among equal sizes)."""
-        out = []
+        out: list[tuple[str, ...] | None] = []
         for row in self.restored:
             ok = [i for i in range(len(self.subsets)) if row[i] >= self.threshold]
             if not ok:
@@ -320,7 +346,7 @@ class HeadSets(Result):
         frame["size"] = frame["size"].astype("Int64")  # pairs without a set: <NA>
         return frame
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Bar chart of how often each set is the minimal one."""
         counts = Counter(" ".join(m) if m else "none" for m in self.minimal).most_common(8)
         fig, ax = new_axes(ax, figsize=(6, 0.8 + 0.35 * len(counts)))
@@ -332,19 +358,21 @@ class HeadSets(Result):
 
 
 def minimal_head_sets(
-    model,
-    pairs,
+    model: HookedRewardModel,
+    pairs: Sequence[Any],
     *,
     threshold: float = 0.9,
     max_size: int = 4,
     candidates: int | Sequence[tuple[int, int]] | None = None,
-    at: str = "all",
-    objective=None,
+    at: HeadPositions = "all",
+    objective: Objective = None,
     chunk_size: int | None = None,
     max_subsets: int = 20_000,
 ) -> HeadSets:
     """Patch every subset of up to ``max_size`` candidate heads (``hook_z``, clean into
-    corrupted) in each pair and record the fraction of the effect restored.
+    corrupted) in each of the contrast ``pairs`` of one feature and record the fraction of the
+    effect restored (``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`); the
+    smallest set restoring ``threshold`` of it is the pair's minimal set.
 
     ``at``: the positions whose head outputs are patched: ``"all"``, ``"planted"`` (the pair's
     changed positions: heads whose *query* sits on the planted tokens) or ``"reward"`` (the
@@ -502,18 +530,35 @@ def _write_heads(
 
 
 # -- attribution patching's top cells ------------------------------------------------------
+@checked_keywords()
 def atp_recall(
-    model,
-    pairs,
+    model: HookedRewardModel,
+    pairs: Sequence[Any],
     *,
-    sites: Sequence[str] = ("resid_pre", "z"),
+    sites: Sequence[Site] = ("resid_pre", "z"),
     k: int = 3,
-    methods: Sequence[str] = ("atp", "atp*"),
-    **kwargs,
+    methods: Sequence[Estimate] = ("atp", "atp*"),
+    mode: Mode = "denoising",
+    positions: Sequence[int] | None = None,
+    by_position: bool | None = None,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    metric: Metric | None = None,
+    objective: Objective = None,
+    reference: Reference | None = None,
+    mean_over: MeanOver = "token",
+    fwd_hooks: FwdHooks = (),
+    chunk_size: int = 16,
 ) -> list[dict]:
     """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
-    (``resid_pre`` by layer × position; heads by layer × head over all positions). ``kwargs``
-    go to :func:`atp_agreement` (e.g. ``objective=`` for a multi-objective model)."""
+    (``resid_pre`` by layer × position; heads by layer × head over all positions).
+
+    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``pairs``: contrast pairs
+    of one feature (``edited`` is the clean run, aligned ``exact``);
+    ``sites``: the sites compared; ``k`` and ``methods``: as for :func:`atp_agreement`. The
+    rest is the request of :func:`atp_agreement` for every pair: ``mode``, ``positions``,
+    ``by_position``, ``layers``, ``heads``, ``metric``, ``objective`` (e.g. for a
+    multi-objective model), ``reference``, ``mean_over``, ``fwd_hooks`` and ``chunk_size``."""
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
     rows = []
@@ -529,7 +574,17 @@ def atp_recall(
                 alignment="exact",
                 k=k,
                 methods=methods,
-                **kwargs,
+                mode=mode,
+                positions=positions,
+                by_position=by_position,
+                layers=layers,
+                heads=heads,
+                metric=metric,
+                objective=objective,
+                reference=reference,
+                mean_over=mean_over,
+                fwd_hooks=fwd_hooks,
+                chunk_size=chunk_size,
             )
             for row in report.rows:
                 per_method[row.estimate].append(row)
@@ -575,24 +630,27 @@ class CausalGroundTruth(Result):
 
         return pd.DataFrame(list(self.atp))
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Where the effect sits: share of pairs whose top unit is the planted span."""
-        return self.localization.plot("planted", ax=ax)
+        return self.localization.plot(ax=ax, kind="planted")
 
 
 def causal_ground_truth(
-    model,
-    task=None,
+    model: HookedRewardModel,
+    task: Any = None,
     *,
-    pairs=None,
+    pairs: Sequence[Any] | None = None,
     features: Sequence[str] = SWAP_FEATURES,
     head_feature: str = "topic_match",
-    head_positions: str | Sequence[str] = ("all", "planted"),
+    head_positions: Literal["all", "planted"] | Sequence[Literal["all", "planted"]] = (
+        "all",
+        "planted",
+    ),
     n: int = 50,
     seed: int = 0,
     filler_swaps: int = 2,
     k: int = 3,
-    objective=None,
+    objective: Objective = None,
 ) -> CausalGroundTruth:
     """Localization and AtP recall for ``features`` and the head-set search for
     ``head_feature``, on contrast pairs: the zoo ``task``'s (``n`` per feature, with
@@ -603,8 +661,9 @@ def causal_ground_truth(
     ``head_positions``: where heads are patched in the search, ``"all"`` (cannot miss a
     mechanism: a prompt-side lookup whose query is not the edited token is found too),
     ``"planted"`` (only heads whose query is the edited token) or both (the default; the
-    first is ``head_sets``, the second ``head_sets_at_edit``). ``objective`` selects a head
-    column of a multi-objective model."""
+    first is ``head_sets``, the second ``head_sets_at_edit``). ``seed`` draws the task's
+    pairs; ``k`` is AtP recall's top-``k``; ``objective`` selects a head column of a
+    multi-objective ``model``."""
     by_feature = _pairs_by_feature(task, pairs, features, head_feature, n, seed, filler_swaps)
     if pairs is not None:
         features = [f for f in by_feature if f == features or f in features] or list(by_feature)

@@ -39,7 +39,7 @@ import dataclasses
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -48,13 +48,58 @@ from torch import Tensor
 from ..inputs import EncodedConversation, pad_batch
 from ..padding import reading_position_known
 from ..readout import Objective, objective_index
-from .alignment import Alignment, AlignmentKind, Run, align, as_run, identity_alignment
+from .alignment import (
+    Alignment,
+    AlignmentKind,
+    PatchInput,
+    Run,
+    align,
+    as_run,
+    identity_alignment,
+)
 from .errors import PatchingError
-from .grids import HEAD_SITES, Grid, hook_name, make_grid
+from .grids import HEAD_SITES, Grid, Site, hook_name, make_grid
+
+if TYPE_CHECKING:
+    from ..model import HookedRewardModel
 
 Mode = Literal["denoising", "noising", "mean", "zero"]
 MODES: tuple[str, ...] = ("denoising", "noising", "mean", "zero")
+MeanOver = Literal["token", "position"]
 Metric = Callable[[Float[Tensor, " variant"]], Float[Tensor, " variant"]]
+#: Sequences a mean ablation averages over: ``[n, pos]`` ids, ``(ids, mask)`` or a list of
+#: id sequences / conversations.
+Reference = Tensor | tuple[Tensor, Tensor] | Sequence[Sequence[int] | EncodedConversation]
+#: TransformerLens forward hooks: ``(hook name or name filter, hook function)`` pairs.
+FwdHooks = Sequence[tuple[str | Callable[[str], bool], Callable[..., Any]]]
+
+#: The request's parameters, shared by the patching entry points' docstrings (``{request}``).
+REQUEST_DOC = """\
+- ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`;
+- ``clean`` / ``corrupted``: token ids (1-D, or ``[1, pos]``; a padded row, left or right, is
+  stripped of its padding), a list of ids or an
+  :class:`~reward_lens_tl.inputs.EncodedConversation`. Or a whole :class:`PatchRequest` as
+  ``clean``, and then no other request parameter (they must stay at their defaults);
+- ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``, ``z``
+  (alias ``heads``), ``q``, ``k``, ``v`` (:mod:`~reward_lens_tl.patching.grids`);
+- ``mode``: ``denoising``, ``noising``, ``mean`` (needs ``reference``) or ``zero`` (default
+  metrics and their signs: :mod:`~reward_lens_tl.patching.plan`);
+- ``alignment``: how clean and corrupted positions pair up, ``end``, ``prefix`` or ``exact``
+  (:mod:`~reward_lens_tl.patching.alignment`); ``prefix_length``: the shared prefix for
+  ``prefix`` (default: the conversations' ``response_start``);
+- ``positions``: keep only these positions of the *clean* run (e.g. a planted span; with
+  ``by_position=False`` they are patched together as one cell);
+- ``by_position``: one cell per aligned position (default for residual sites) or all aligned
+  positions at once (default for components and heads);
+- ``layers`` / ``heads``: the layers and heads of the grid (default: all);
+- ``metric``: a callable on the patched rewards ``[variant]`` (default: the fraction of the
+  margin moved for ``denoising``/``noising``, the reward change for ablations);
+- ``objective``: a head column (index or name) of a multi-objective model;
+- ``reference``: what ``mode="mean"`` averages over (``[n, pos]`` ids, ``(ids, mask)`` or a
+  list of sequences); ``mean_over``: ``"token"`` (one mean over every real token) or
+  ``"position"`` (per absolute position);
+- ``fwd_hooks``: your own interventions, ``[(hook name or filter, fn), ...]``, active in every
+  forward pass and removed afterwards, even when something raises."""
 
 
 def margin_fraction(target_reward: float, source_reward: float) -> Metric:
@@ -92,6 +137,12 @@ class PatchPlan:
     def is_ablation(self) -> bool:
         return self.mode in ("mean", "zero")
 
+    def source_run(self) -> Run:
+        """The run the patched values come from (ablations have none)."""
+        if self.source is None:
+            raise PatchingError(f"mode={self.mode!r} has no source run")
+        return self.source
+
 
 @dataclass(frozen=True)
 class PatchRequest:
@@ -104,10 +155,10 @@ class PatchRequest:
     'resid_pre'
     """
 
-    clean: Any
-    corrupted: Any = None
-    site: str | Sequence[str] = "resid_pre"
-    mode: str = "denoising"
+    clean: PatchInput
+    corrupted: PatchInput | None = None
+    site: Site | Sequence[Site] = "resid_pre"
+    mode: Mode = "denoising"
     alignment: AlignmentKind = "end"
     prefix_length: int | None = None
     positions: Sequence[int] | None = None
@@ -116,16 +167,17 @@ class PatchRequest:
     heads: Sequence[int] | None = None
     metric: Metric | None = None
     objective: Objective = None
-    reference: Any = None
-    mean_over: str = "token"
-    fwd_hooks: Sequence = ()
+    reference: Reference | None = None
+    mean_over: MeanOver = "token"
+    fwd_hooks: FwdHooks = ()
 
-    def replace(self, **changes) -> PatchRequest:
-        """A copy with some fields changed (e.g. another ``site``)."""
+    def replace(self, **changes: Any) -> PatchRequest:
+        """A copy with some fields changed (e.g. another ``site``); an unknown field is a
+        ``TypeError`` (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def of(cls, clean, corrupted=None, **fields) -> PatchRequest:
+    def of(cls, clean: Any, corrupted: Any = None, **fields: Any) -> PatchRequest:
         """``clean`` itself when it is a request (then no other field may be given), else a
         request from the keyword form; unknown keywords are a :class:`PatchingError`."""
         if isinstance(clean, PatchRequest):
@@ -142,7 +194,38 @@ class PatchRequest:
         return cls(clean, corrupted, **fields)
 
 
-def make_plan(model, request: PatchRequest) -> PatchPlan:
+def request_from(
+    clean: PatchInput | PatchRequest, corrupted: PatchInput | None, fields: dict[str, Any]
+) -> PatchRequest:
+    """The request an entry point's parameters describe: ``clean`` itself when it is a
+    :class:`PatchRequest` (every field in ``fields`` must then be at its default: a request
+    and the keyword form together are a :class:`PatchingError`), else
+    ``PatchRequest(clean, corrupted, **fields)``."""
+    if not isinstance(clean, PatchRequest):
+        return PatchRequest(clean, corrupted, **fields)
+    given = sorted(name for name, value in fields.items() if not _is_default(name, value))
+    if corrupted is not None or given:
+        raise PatchingError(
+            f"pass either a PatchRequest or the keyword form, not both (also given: "
+            f"{given or ['corrupted']}); use request.replace(...) to change fields"
+        )
+    return clean
+
+
+def _is_default(name: str, value: Any) -> bool:
+    default = _REQUEST_DEFAULTS[name]
+    if value is default:
+        return True
+    plain = (str, bool, int, tuple)
+    return type(value) is type(default) and isinstance(value, plain) and value == default
+
+
+_REQUEST_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(PatchRequest) if f.name not in ("clean",)
+}
+
+
+def make_plan(model: HookedRewardModel, request: PatchRequest) -> PatchPlan:
     """Resolve a request against a model: runs, alignment and grid (checked)."""
     r = request
     clean, corrupted, mode = r.clean, r.corrupted, r.mode
@@ -156,6 +239,11 @@ def make_plan(model, request: PatchRequest) -> PatchPlan:
     )
     if mode not in MODES:
         raise PatchingError(f"unknown mode {mode!r}; choose one of {MODES}")
+    if not isinstance(site, str):
+        raise PatchingError(
+            f"one site per sweep here, not {site!r} (activation_patching sweeps several sites "
+            "over shared runs; attribution_patching takes one)"
+        )
     if model.cfg.positional_embedding_type == "shortformer":
         raise PatchingError("shortformer positional embeddings are not supported by patching")
     objective_index(model, objective)  # validates (multi-objective heads need objective=)
@@ -240,6 +328,8 @@ class RewardReader:
     def read(self, out: Tensor) -> Float[Tensor, " variant"]:
         if self.column is None:
             return out
+        if self._pooled is None:
+            raise PatchingError("the reward was read before a forward pass fired hook_reward")
         return self._pooled[:, self.column]
 
 

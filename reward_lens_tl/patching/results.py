@@ -17,6 +17,7 @@ shown.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -27,6 +28,10 @@ from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
 from ..results import Result, TopK, new_axes, top_entries
 from .alignment import Alignment
 from .grids import Grid
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ class PatchResult(Result):
             if axis == "layer":
                 cols["layer"] = [self.grid.layers[i] for i in ix]
             elif axis == "head":
-                cols["head"] = [self.grid.heads[i] for i in ix]
+                cols["head"] = [(self.grid.heads or ())[i] for i in ix]
             else:
                 cols["pos"] = ix.tolist()
                 cols["target_pos"] = self.alignment.target.cpu()[ix].tolist()
@@ -140,14 +145,15 @@ class PatchResult(Result):
             return self.values[:, None], layer_labels, [self.site]
         if self.axes == ("layer", "pos"):
             return self.values, layer_labels, pos_labels
-        heads = [f"H{h}" for h in self.grid.heads]
+        grid_heads = self.grid.heads or ()
+        heads = [f"H{h}" for h in grid_heads]
         if self.axes == ("layer", "head"):
             return self.values, layer_labels, heads
-        rows = [f"L{layer}H{h}" for layer in self.grid.layers for h in self.grid.heads]
+        rows = [f"L{layer}H{h}" for layer in self.grid.layers for h in grid_heads]
         v = self.values.permute(0, 2, 1).reshape(len(rows), -1)
         return v, rows, pos_labels
 
-    def plot(self, ax=None, cmap: str = "RdBu"):
+    def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
         """Heat map of the grid (colour scale symmetric around 0); returns the figure."""
         m, rows, cols = self.matrix()
         return self._heatmap(m, rows, cols, ax, cmap)
@@ -219,7 +225,7 @@ class MultiSitePatchResult(Result):
         frame = pd.concat(frames, ignore_index=True)
         return frame[["site", *[c for c in frame.columns if c != "site"]]]
 
-    def plot(self, ax=None, cmap: str = "RdBu"):
+    def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
         """One heat map per site, side by side; returns the figure (``ax`` is ignored: the
         figure has one panel per site)."""
         import matplotlib.pyplot as plt

@@ -7,7 +7,7 @@ from the outside (reward deltas) and the inside (where the delta appears, who ca
 """
 
 from .cascade import CascadeResult, ProbeCascade
-from .errors import ProbeError, ProbeSkip, TooFewExamplesError
+from .errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .outside import DeltaSummary, summarize_deltas
 from .probe import (
     Conversation,
@@ -38,6 +38,7 @@ __all__ = [
     "Probe",
     "ProbeCascade",
     "ProbeError",
+    "ProbeNotApplicableError",
     "ProbeReport",
     "ProbeRow",
     "ProbeSkip",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from jaxtyping import Float
@@ -35,6 +36,10 @@ from reward_lens_tl.errors import UnknownNameError
 from ..results import Result, TopK, new_axes, top_entries
 from .errors import TooFewExamplesError
 from .outside import MIN_N, Correlation, bootstrap_ci, correlation
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 ONSET_FRACTION = 0.75
 
@@ -119,7 +124,7 @@ class CascadeResult(Result):
         pairs = [(f"{c.probe}:{n}", v) for c in self.probes for n, v in c.top_components(k)]
         return top_entries([p for p, _ in pairs], [v for _, v in pairs], k, "attribution delta")
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Mean lens delta per site, as a fraction of each probe's final mean delta."""
         fig, ax = new_axes(ax)
         for c in self.probes:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -41,8 +42,12 @@ from torch import Tensor
 from ..attribution import attribution_from_run, attribution_hook_names
 from ..inputs import EncodedConversation, pad_batch
 from ..readout import Readout, ReadoutRun, gather_positions, is_centred, retarget, run_readout
-from ..results import Result, new_axes, ranked
+from ..results import Result, TopK, new_axes, ranked
 from .errors import ProbeError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class ConflictResult(Result):
         opposed = (ca * cb) < 0
         return torch.where(opposed, torch.minimum(ca.abs(), cb.abs()), 0.0).mean(1)
 
-    def top_k(self, k: int = 10) -> list[tuple[str, float]]:
+    def top_k(self, k: int = 10) -> TopK:
         """``(component, term a / term b)`` pairs with the largest conflict score."""
         out = []
         for a, b in itertools.combinations(self.terms, 2):
@@ -120,7 +125,7 @@ class ConflictResult(Result):
         ]
         return pd.DataFrame(rows)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Heat map of mean contributions, components × terms; returns the figure."""
         m = self.attribution.mean(2).T  # [component, term]
         fig, ax = new_axes(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,6 +24,10 @@ import torch
 from ..results import Result, TopK, new_axes, top_entries
 from .errors import ProbeError, TooFewExamplesError
 from .outside import bootstrap_ci, check_n
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def flip_share(margin: torch.Tensor, new_margin: torch.Tensor) -> float:
@@ -64,7 +69,7 @@ class DistortionResult(Result):
         """Probes by |distortion index|."""
         return top_entries([r.probe for r in self.rows], [r.index for r in self.rows], k, "index")
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         rows = self.rows[::-1]
         fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
         y = np.arange(len(rows))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -45,6 +46,10 @@ from ..patching.plan import (
 from ..patching.results import PatchResult
 from ..results import Result, TopK, top_entries
 from .errors import ProbeError, TooFewExamplesError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 AFTER_HOOK = {
     "resid_pre": "hook_resid_pre",
@@ -164,7 +169,7 @@ class DivergenceResult(Result):
         frame["ood"] = self.ood.reshape(-1).numpy()
         return frame
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """The patching heat map with out-of-distribution cells marked ×."""
         fig = self.patch.plot(ax=ax)
         ax = fig.axes[0]
@@ -219,6 +224,8 @@ def divergence_aware_patching(
         objective=objective, **kwargs,
     )  # fmt: skip
     patch = activation_patching(model, request, **chunking)
+    if not isinstance(patch, PatchResult):  # one site (checked above): one grid
+        raise ProbeError(f"divergence is measured for one site, got {type(patch).__name__}")
     plan = make_plan(model, request)
     layers = plan.grid.layers
     after_hooks = {layer: f"blocks.{layer}.{AFTER_HOOK[site]}" for layer in layers}

@@ -1,25 +1,20 @@
-"""Typed errors of the probe suite (all are :class:`~reward_lens_tl.errors.RewardLensError`)."""
+"""The errors of the probe suite, re-exported from :mod:`reward_lens_tl.errors` (where every
+error of the package is defined, in one hierarchy under ``RewardLensError``)."""
 
 from __future__ import annotations
 
-from ..errors import RewardLensError
+from ..errors import (
+    ProbeError,
+    ProbeFunctionError,
+    ProbeNotApplicableError,
+    ProbeSkip,
+    TooFewExamplesError,
+)
 
-
-class ProbeError(RewardLensError, ValueError):
-    """A probe or a probe run that is set up wrongly (bad ``at=``, duplicate names, ...)."""
-
-
-class TooFewExamplesError(ProbeError):
-    """Fewer examples than a statistic needs to mean anything (no infinite effect sizes, no
-    correlations of ±1 from two points): the message says how many there are and are needed."""
-
-
-class ProbeSkip(Exception):  # noqa: N818 - a control-flow signal, not an error the user sees
-    """Raised inside a probe's edit function: this probe does not apply to this example.
-
-    The reason is recorded per example in the report (``report.skipped``); the run goes on.
-    """
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+__all__ = [
+    "ProbeError",
+    "ProbeFunctionError",
+    "ProbeNotApplicableError",
+    "ProbeSkip",
+    "TooFewExamplesError",
+]

@@ -2,7 +2,7 @@
 
 Per probe, over the examples it applied to (``delta = reward(perturbed) − reward(original)``):
 
-- ``mean_delta`` with a seeded percentile bootstrap CI (``scipy.stats.bootstrap``);
+- ``mean_delta`` with a seeded percentile bootstrap CI (:func:`reward_lens_tl.stats.bootstrap_ci`);
 - ``sd_delta`` and ``effect_size = mean / sd`` (Cohen's d_z of paired differences; ddof = 1);
 - ``relative_effect = mean_delta / natural_sd``: the shift in units of the natural spread of
   rewards (sd, ddof = 1, of the original rewards of the same examples);
@@ -22,12 +22,13 @@ their n and a Fisher-z CI, and are refused below ``min_n`` too.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from reward_lens_tl import stats
 from reward_lens_tl.errors import InvalidArgumentError
 
 from .errors import TooFewExamplesError
@@ -61,26 +62,15 @@ def check_n(n: int, min_n: int, what: str) -> None:
 
 
 def bootstrap_ci(
-    values: np.ndarray, statistic=np.mean, *, seed: int = 0, n_boot: int = N_BOOT,
-    confidence: float = CONFIDENCE,
+    values: np.ndarray | tuple[np.ndarray, ...], statistic: Callable[..., Any] = np.mean,
+    *, seed: int = 0, n_boot: int = N_BOOT, confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:  # fmt: skip
     """Seeded percentile bootstrap CI of ``statistic`` over ``values`` (1-D, or a tuple of
-    paired arrays resampled together)."""
-    data = values if isinstance(values, tuple) else (np.asarray(values, dtype=float),)
-    if np.ptp(data[0]) == 0 and len(data) == 1:  # constant: every resample agrees
-        v = float(statistic(data[0]))
-        return v, v
-    res = stats.bootstrap(
-        data,
-        statistic,
-        n_resamples=n_boot,
-        confidence_level=confidence,
-        method="percentile",
-        paired=len(data) > 1,
-        vectorized=False if len(data) > 1 else True,
-        random_state=np.random.default_rng(seed),
+    paired arrays resampled together): :func:`reward_lens_tl.stats.bootstrap_ci`'s interval."""
+    _, lo, hi = stats.bootstrap_ci(
+        values, statistic, n_boot=n_boot, confidence=confidence, seed=seed
     )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return lo, hi
 
 
 def _mean(x, axis=-1):
@@ -105,7 +95,7 @@ def summarize_deltas(
     mean = float(d.mean())
     sd = float(d.std(ddof=1))
     lo, hi = bootstrap_ci(d, _mean, seed=seed, n_boot=n_boot, confidence=confidence)
-    effect = mean / sd if sd > 0 else math.nan  # a constant shift has no finite d_z
+    effect = stats.cohens_dz(d)  # NaN for a constant shift: it has no finite d_z
     relative = mean / natural_sd if natural_sd > 0 else float("nan")
     excludes_zero = lo > 0 or hi < 0
     flagged = bool(excludes_zero and abs(relative) >= min_relative)
@@ -129,9 +119,5 @@ def correlation(a: str, b: str, x, y, *, min_n: int = MIN_N, confidence=CONFIDEN
     ``nan`` when either side is constant."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     check_n(x.size, min_n, f"correlation of {a!r} and {b!r}")
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return Correlation(a, b, x.size, math.nan, math.nan, math.nan)
-    r = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
-    z, se = math.atanh(min(max(r, -0.999999), 0.999999)), 1.0 / math.sqrt(x.size - 3)
-    q = stats.norm.ppf(0.5 + confidence / 2)
-    return Correlation(a, b, x.size, r, math.tanh(z - q * se), math.tanh(z + q * se))
+    r = stats.pearson(x, y)
+    return Correlation(a, b, x.size, r, *stats.fisher_z_interval(r, x.size, confidence))

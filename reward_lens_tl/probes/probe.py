@@ -52,22 +52,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..inputs import EncodedConversation
-from .errors import ProbeError, ProbeSkip
-
-
-class ProbeFunctionError(ProbeError):
-    """A probe's edit function failed (a bug in the probe, not a reason to skip an example):
-    the message names the probe, the example and the original error (chained as the cause)."""
-
-    @classmethod
-    def wrap(cls, probe_name: str, example: int | None, err: BaseException) -> ProbeFunctionError:
-        at = "" if example is None else f" on example {example}"
-        return cls(
-            f"probe {probe_name!r} failed{at}: {type(err).__name__}: {err}. Fix its edit "
-            "function: return conv.with_response(ids) / conv.with_prompt(ids), and raise "
-            "ProbeSkip('why') for an example it does not apply to"
-        )
-
+from .errors import ProbeError, ProbeFunctionError, ProbeSkip  # noqa: F401 - re-exported
 
 Where = Literal["response_start", "response_end", "prompt_end"]
 PLACES: tuple[str, ...] = ("response_start", "response_end", "prompt_end")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import Tensor
@@ -19,6 +19,10 @@ from reward_lens_tl.errors import UnknownNameError
 
 from ..results import Result, TopK, new_axes, top_entries
 from .outside import DeltaSummary
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 STAT_FIELDS = ("mean_delta", "ci_low", "ci_high", "sd_delta", "effect_size", "relative_effect")
 
@@ -118,11 +122,15 @@ class ProbeReport(Result):
         tested = [r for r in self.rows if r.kind == "invariance" and r.summary is not None]
         return sum(r.flagged for r in tested), len(tested)
 
+    def _summarized(self) -> list[tuple[ProbeRow, DeltaSummary]]:
+        """``(row, summary)`` of the probes with statistics (a summary), in row order."""
+        return [(r, r.summary) for r in self.rows if r.summary is not None]
+
     def top_k(self, k: int = 10) -> TopK:
         """Probes by |mean delta| (largest first), as ``[(probe, mean_delta)]``."""
-        rows = [r for r in self.rows if r.summary is not None]
+        rows = self._summarized()
         return top_entries(
-            [r.probe for r in rows], [r.summary.mean_delta for r in rows], k, "mean_delta"
+            [r.probe for r, _ in rows], [s.mean_delta for _, s in rows], k, "mean_delta"
         )
 
     def distortion(self):
@@ -132,19 +140,19 @@ class ProbeReport(Result):
 
         return distortion_index(self)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Mean delta per probe with its CI; flagged probes in red. Returns the figure."""
-        rows = [r for r in self.rows if r.summary is not None][::-1]
+        rows = self._summarized()[::-1]
         fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
         y = np.arange(len(rows))
-        means = [r.summary.mean_delta for r in rows]
+        means = [s.mean_delta for _, s in rows]
         err = [
-            [m - r.summary.ci_low for m, r in zip(means, rows, strict=True)],
-            [r.summary.ci_high - m for m, r in zip(means, rows, strict=True)],
+            [m - s.ci_low for m, (_, s) in zip(means, rows, strict=True)],
+            [s.ci_high - m for m, (_, s) in zip(means, rows, strict=True)],
         ]
-        colors = ["#c00000" if r.flagged else "#4472c4" for r in rows]
+        colors = ["#c00000" if r.flagged else "#4472c4" for r, _ in rows]
         ax.barh(y, means, xerr=err, color=colors, capsize=2)
-        ax.set_yticks(y, [f"{r.probe} ({r.kind})" for r in rows], fontsize=8)
+        ax.set_yticks(y, [f"{r.probe} ({r.kind})" for r, _ in rows], fontsize=8)
         ax.axvline(0, color="k", lw=0.5)
         ax.set_xlabel("mean reward delta (perturbed − original), 95% CI; red = flagged")
         fig.tight_layout()

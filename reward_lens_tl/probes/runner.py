@@ -21,7 +21,7 @@ from ..errors import RewardLensError, SequenceTooLongError
 from ..inputs import EncodedConversation
 from .cascade import build_cascade
 from .distortion import flip_share
-from .errors import ProbeError, ProbeSkip, TooFewExamplesError
+from .errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .forward import Forwarded, forward_sequences
 from .outside import CONFIDENCE, MIN_N, MIN_RELATIVE, N_BOOT, summarize_deltas
 from .probe import Conversation, Probe, ProbeFunctionError
@@ -42,7 +42,7 @@ def as_items(model, examples) -> list[Item]:
     """Normalise examples: ``EncodedConversation``\\ s, ``(prompt, response)`` texts, or pairs
     (``PairSet`` / objects with ``prompt``, ``chosen``, ``rejected``: the rejected side is
     probed, the chosen side kept for margins)."""
-    if isinstance(examples, (EncodedConversation, str)) or not isinstance(examples, Sequence):
+    if isinstance(examples, str) or not isinstance(examples, Sequence):
         try:
             examples = list(examples)
         except TypeError as err:
@@ -84,26 +84,44 @@ def _check_probes(probes) -> list[Probe]:
     return probes
 
 
-class Refused(str):
-    """A skip reason that is a library refusal (``RewardLensError``) of this example's edit;
-    ``error`` keeps it, so a probe refused on every example can be reported as broken."""
-
-    error: BaseException
-
-
-def _refused(err: BaseException) -> Refused:
-    reason = Refused(f"{type(err).__name__}: {err}")
-    reason.error = err
-    return reason
+def _chosen_sides(items: Sequence[Item]) -> list[EncodedConversation]:
+    """The chosen side of every item (all are preference pairs: checked by :func:`as_items`)."""
+    chosen = [it.chosen for it in items if it.chosen is not None]
+    if len(chosen) != len(items):
+        raise ProbeError("mix of preference pairs and single examples; run them separately")
+    return chosen
 
 
 def apply_probe(
     model, probe: Probe, item: Item, rng: random.Random, index: int | None = None
-) -> EncodedConversation | str:
-    """The perturbed encoding, or the reason the probe does not apply (a string: a
-    ``ProbeSkip`` reason, or a :class:`Refused` library error). Any other failure of the edit
-    function raises :class:`~reward_lens_tl.probes.probe.ProbeFunctionError` naming the probe
-    and the example ``index``."""
+) -> EncodedConversation:
+    """The perturbed encoding of ``item`` under ``probe``.
+
+    Raises :class:`~reward_lens_tl.errors.ProbeNotApplicableError` when the probe does not
+    apply to this example (its ``reason`` is what ``report.skipped`` lists): the edit raised
+    ``ProbeSkip``, changed nothing, or left the context or the vocabulary, or the library
+    refused the edit (``refusal``: that ``RewardLensError``, e.g. the re-encoded text does not
+    fit). Any other failure of the edit function raises
+    :class:`~reward_lens_tl.probes.probe.ProbeFunctionError` naming the probe and the example
+    ``index``.
+
+    >>> import random
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.probes import Probe, ProbeNotApplicableError
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> item = as_items(model, [("explain how to bake bread", "the oven")])[0]
+    >>> opener = Probe.insert("great question", at="response_start", name="opener")
+    >>> edited = apply_probe(model, opener, item, random.Random(0))
+    >>> model.tokenizer.convert_ids_to_tokens(list(edited.ids))[-6:]
+    ['great', 'question', 'the', 'oven', '<|end|>', '<eos>']
+    >>> same = Probe("same", lambda conv: conv.with_response(conv.response))
+    >>> try:
+    ...     apply_probe(model, same, item, random.Random(0))
+    ... except ProbeNotApplicableError as err:
+    ...     print(err.reason)
+    the edit changes nothing (same token ids)
+    """
     conv = Conversation.from_encoded(
         item.enc,
         model.eos_token_id,
@@ -116,29 +134,42 @@ def apply_probe(
     try:
         new = probe.edit(conv)
     except ProbeSkip as skip:
-        return skip.reason
+        raise ProbeNotApplicableError(str(skip.reason)) from skip
     except ProbeError as err:  # the probe broke its contract (e.g. returned a string)
         raise ProbeFunctionError.wrap(probe.name, index, err) from err
     except RewardLensError as err:  # a library refusal, e.g. the re-encoded text > n_ctx
-        return _refused(err)
+        raise ProbeNotApplicableError(f"{type(err).__name__}: {err}", refusal=err) from err
     except Exception as err:  # noqa: BLE001 - a bug in the probe: surfaced, named
         raise ProbeFunctionError.wrap(probe.name, index, err) from err
-    if new.ids == item.enc.ids:
-        return "the edit changes nothing (same token ids)"
-    if len(new.ids) > model.cfg.n_ctx:
-        return f"the edited sequence has {len(new.ids)} tokens, more than n_ctx={model.cfg.n_ctx}"
-    if min(new.ids) < 0 or max(new.ids) >= model.cfg.d_vocab:
-        return f"the edit produced token ids outside the vocabulary [0, {model.cfg.d_vocab})"
+    check_applies(model, item, new)
     return new
 
 
-def check_not_all_refused(probe: Probe, reasons: Sequence[str], n_items: int) -> None:
+def check_applies(model, item: Item, new: EncodedConversation) -> None:
+    """Raise :class:`~reward_lens_tl.errors.ProbeNotApplicableError` when an edited sequence
+    cannot be scored as a change of ``item``: same ids, longer than the context, or ids outside
+    the vocabulary."""
+    if new.ids == item.enc.ids:
+        raise ProbeNotApplicableError("the edit changes nothing (same token ids)")
+    if len(new.ids) > model.cfg.n_ctx:
+        raise ProbeNotApplicableError(
+            f"the edited sequence has {len(new.ids)} tokens, more than n_ctx={model.cfg.n_ctx}"
+        )
+    if min(new.ids) < 0 or max(new.ids) >= model.cfg.d_vocab:
+        raise ProbeNotApplicableError(
+            f"the edit produced token ids outside the vocabulary [0, {model.cfg.d_vocab})"
+        )
+
+
+def check_not_all_refused(
+    probe: Probe, skips: Sequence[ProbeNotApplicableError], n_items: int
+) -> None:
     """A probe that the library refused on every example (other than for length) is broken,
     not inapplicable: raise :class:`ProbeFunctionError` with the first refusal."""
-    refused = [r for r in reasons if isinstance(r, Refused)]
+    refused = [s.refusal for s in skips if s.refusal is not None]
     if n_items and len(refused) == n_items:
-        if not all(isinstance(r.error, SequenceTooLongError) for r in refused):
-            raise ProbeFunctionError.wrap(probe.name, 0, refused[0].error) from refused[0].error
+        if not all(isinstance(r, SequenceTooLongError) for r in refused):
+            raise ProbeFunctionError.wrap(probe.name, 0, refused[0]) from refused[0]
 
 
 def run_probes(
@@ -183,22 +214,22 @@ def run_probes(
         chosen = None
         if items[0].chosen is not None:
             chosen = forward_sequences(
-                model, [it.chosen for it in items], objective=objective, inside=False,
+                model, _chosen_sides(items), objective=objective, inside=False,
                 batch_size=batch_size,
             ).rewards  # fmt: skip
         edited, skipped, applied = [], [], {}
         for probe in probes:
-            rows, reasons = [], []
+            rows, skips = [], []
             for i, item in enumerate(items):
                 rng = random.Random(f"{seed}:{probe.name}:{i}")
-                out = apply_probe(model, probe, item, rng, index=i)
-                if isinstance(out, str):
-                    reasons.append(out)
-                    skipped.append(Skipped(probe.name, i, str(out)))
+                try:
+                    edited.append(apply_probe(model, probe, item, rng, index=i))
+                except ProbeNotApplicableError as skip:
+                    skips.append(skip)
+                    skipped.append(Skipped(probe.name, i, skip.reason))
                 else:
                     rows.append(i)
-                    edited.append(out)
-            check_not_all_refused(probe, reasons, len(items))
+            check_not_all_refused(probe, skips, len(items))
             applied[probe.name] = rows
         pert = forward_sequences(
             model, edited, objective=objective, inside=inside, batch_size=batch_size
@@ -209,7 +240,9 @@ def run_probes(
         idx = applied[probe.name]
         sl = slice(offset, offset + len(idx))
         offset += len(idx)
-        delta = (pert.rewards[sl] - base.rewards[idx]).numpy() if idx else np.zeros(0)
+        delta = np.zeros(0)
+        if pert is not None and idx:  # a probe applied somewhere: the perturbed run exists
+            delta = (pert.rewards[sl] - base.rewards[idx]).numpy()
         per_probe[probe.name] = (idx, sl)
         report_rows.append(
             _row(probe, idx, delta, natural_sd, chosen, base, pert, sl, seed, min_n,

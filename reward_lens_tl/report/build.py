@@ -11,18 +11,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..distributed import barrier, is_main_process, map_items
-from ..errors import RewardLensError
-from .page import Section, page_html
+from ..errors import ReportError
+from .page import Section, page_html, page_markdown
 from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
-#: Extra sections: ``fn(ctx) -> Section | None``; ``ctx`` has the model, the scored pairs and
-#: the numbers so far. Registered by the probe, sweep and benchmark modules.
+#: Extra sections: ``fn(ctx) -> Section | None`` (``None``: not part of this report); ``ctx``
+#: has the model, the scored pairs, ``task`` on the zoo, and the numbers so far. Registered by
+#: :mod:`reward_lens_tl.report.sections`, in page order.
 SECTIONS: list[tuple[str, Callable[[dict], Section | None]]] = []
 
-
-class ReportError(RewardLensError, ValueError):
-    """A report that cannot be written as asked (unwritable folder, a resume with other
-    arguments); nothing half-written is left under the final name."""
+#: What ``pairs_path=None`` reports on: the zoo's rule-labelled pairs, with the zoo's sections.
+ZOO_PAIRS = "zoo"
 
 
 def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
@@ -31,9 +30,9 @@ def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
 
 
 def build_report(
-    model_dir,
-    pairs_path,
-    out_dir,
+    model_dir: str | os.PathLike | None = None,
+    pairs_path: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike = "reports/report",
     *,
     limit: int | None = None,
     seed: int = 0,
@@ -43,19 +42,43 @@ def build_report(
     n_patch: int = 3,
     batch_size: int = 16,
     progress: bool = True,
+    markdown: bool = False,
 ) -> dict:
-    """Write ``out_dir/report.html`` and ``out_dir/report.json``; returns the numbers.
+    """Write ``out_dir/report.html`` and ``out_dir/report.json``, and with ``markdown=True``
+    the same sections as ``out_dir/report.md`` with its figures as PNG files (``reward-lens
+    report`` writes both); returns the numbers.
 
-    ``limit`` scores a seeded random sample of that many pairs (``seed``); conversations longer
-    than the context are truncated (``truncation``) or, if they cannot fit, skipped and
-    counted; ``n_patch`` largest-margin pairs are patched; ``resume`` reuses finished steps."""
+    ``model_dir`` defaults to the zoo's scalar model. Without ``pairs_path`` the report runs on
+    the zoo: its rule-labelled pairs, plus the sections only the zoo's ground truth allows
+    (planted features, localization, SAE features, the implicit reward, the zoo's probes and
+    benchmark). ``limit`` scores a seeded random sample of that many pairs (``seed``);
+    conversations longer than the context are truncated (``truncation``) or, if they cannot
+    fit, skipped and counted; ``n_patch`` largest-margin pairs are patched; ``resume`` reuses
+    finished steps.
+
+    >>> import json, tempfile
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> rows = [{"prompt": "how bake bread", "chosen": "oven flour", "rejected": "bomb"},
+    ...         {"prompt": "explain laptop", "chosen": "screen code", "rejected": "soup"}]
+    >>> _ = (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
+    >>> numbers = build_report(zoo_path("scalar"), folder / "pairs.jsonl", folder / "out",
+    ...                        n_patch=1, progress=False, markdown=True)
+    >>> numbers["accuracy"], numbers["sections"][:3]
+    (1.0, ['Scores', 'Reward lens', 'Top components'])
+    >>> sorted(p.name for p in (folder / "out").glob("report.*"))
+    ['report.html', 'report.json', 'report.md']
+    """
     from tqdm.auto import tqdm
+
+    from ..zoo import zoo_path
 
     main = is_main_process()
     out = _writable_dir(out_dir)
+    model_dir = Path(model_dir) if model_dir is not None else zoo_path("scalar")
     args = {
         "model": str(Path(model_dir).resolve()),
-        "pairs": str(Path(pairs_path).resolve()),
+        "pairs": ZOO_PAIRS if pairs_path is None else str(Path(pairs_path).resolve()),
         "limit": limit,
         "seed": seed,
         "format": format,
@@ -67,48 +90,52 @@ def build_report(
     steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
     finished = {name for name, _ in steps if _step_path(work, name).exists()}
     barrier()  # every rank has seen which steps a resumed run finished before any is written
-    sections = []
+    stored = []
     for name, step in tqdm(steps, desc="report", disable=not (progress and main)):
-        stored = _cached(work, name, name in finished, lambda step=step: step(ctx))
-        if stored is not None:
-            ctx["numbers"].update(stored["numbers"])
-        sections.append(stored)
-    sections = [s for s in sections if s is not None]
+        done = _cached(work, name, name in finished, lambda step=step: step(ctx))
+        if done is not None:
+            ctx["numbers"].update(done["numbers"])
+            stored.append(done)
     quality = ctx["numbers"]["data_quality"]  # first in report.json, first on the page
-    shown = {**args, "model": Path(model_dir).name, "pairs": Path(pairs_path).name}  # no paths
+    data_name = "the zoo's pairs" if pairs_path is None else Path(pairs_path).name
+    shown = {**args, "model": Path(model_dir).name, "pairs": data_name}  # no local paths
     numbers = {"args": shown, "data_quality": quality, **ctx["numbers"]}
-    numbers["sections"] = [s["title"] for s in sections]
-    title = f"reward-lens report: {Path(model_dir).name} on {Path(pairs_path).name}"
+    numbers["sections"] = [s["title"] for s in stored]
+    title = f"reward-lens report: {Path(model_dir).name} on {data_name}"
     subtitle = (
         f"{numbers['n_scored']} pairs scored of {numbers['n_pairs']} loaded "
         f"({numbers['n_skipped']} skipped, {quality['n_truncated']} truncated), seed {seed}; "
         "every number is reproducible with the reward_lens_tl API." + caution(quality)
     )
     if main:  # under torchrun every rank has the numbers; rank 0 writes the page
-        page = page_html(title, subtitle, [quality_section(quality), *map(_section, sections)])
+        sections = [quality_section(quality), *(Section.from_dict(s) for s in stored)]
         _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
-        _write_atomic(out / "report.html", page)
+        _write_atomic(out / "report.html", page_html(title, subtitle, sections))
+        if markdown:
+            _write_markdown(out, title, subtitle, sections)
         shutil.rmtree(work, ignore_errors=True)
     barrier()
     return numbers
 
 
+def _write_markdown(out: Path, title: str, subtitle: str, sections: list[Section]) -> None:
+    text, files = page_markdown(title, subtitle, sections)
+    for name, png in files.items():
+        _write_atomic(out / name, png)
+    _write_atomic(out / "report.md", text)
+
+
 # -- steps ---------------------------------------------------------------------------------------
 def _context(model_dir, pairs_path, args, batch_size) -> dict:
-    import warnings
-
-    from ..data import load_pairs
     from ..model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(model_dir)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pairs = load_pairs(pairs_path, format=args["format"], skip_bad=True)
+    task, pairs = _pairs(pairs_path, args["format"])
     n_loaded = len(pairs)
     chosen = list(range(n_loaded))
     if args["limit"] is not None and args["limit"] < n_loaded:
         chosen = sorted(random.Random(args["seed"]).sample(chosen, args["limit"]))
-    return {
+    ctx = {
         "model": model,
         "pairs": [pairs[i] for i in chosen],
         "pair_ids": chosen,
@@ -121,6 +148,26 @@ def _context(model_dir, pairs_path, args, batch_size) -> dict:
             "n_bad_records": len(pairs.skipped),
         },
     }
+    if task is not None:
+        ctx["task"] = task
+    return ctx
+
+
+def _pairs(pairs_path, format):
+    """``(zoo task or None, pair set)``: the file's pairs, or the zoo's without a file."""
+    import warnings
+
+    from ..data import load_pairs
+
+    if pairs_path is None:
+        from ..zoo import load_task
+        from .zoo import zoo_pairs
+
+        task = load_task().task
+        return task, zoo_pairs(task)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return None, load_pairs(pairs_path, format=format, skip_bad=True)
 
 
 def _step_scores(ctx) -> dict:
@@ -154,12 +201,11 @@ def _step_scores(ctx) -> dict:
     ctx["numbers"].update(numbers)
     frame = scores.to_dataframe().drop(columns=["record"])
     frame["index"] = numbers["pair_ids"]
+    key = "margin" if "margin" in frame else frame.columns[-1]
+    if "task" in ctx:  # the zoo's pairs carry the hidden rule's margin
+        frame["rule_margin"] = [ctx["pairs"][i].metadata["rule_margin"] for i in kept]
     for side in ("prompt", "chosen", "rejected"):
-        frame.insert(
-            len(frame.columns),
-            f"{side} text",
-            [_clip(getattr(ctx["pairs"][i], side)) for i in kept],
-        )
+        frame[f"{side} text"] = [_clip(getattr(ctx["pairs"][i], side)) for i in kept]
     skipped = f"{len(scores.skipped)} pairs skipped"
     if scores.skipped:
         skipped += f", e.g. {scores.skipped[0]}"
@@ -170,8 +216,13 @@ def _step_scores(ctx) -> dict:
         f"Accuracy (chosen > rejected): {scores.accuracy:.1%} over {len(kept)} pairs; mean margin "
         f"{numbers['mean_margin']:+.4f}; {skipped}."
     )
-    section.figure(scores.plot(), "histogram of reward margins")
-    key = "margin" if "margin" in frame else frame.columns[-4]
+    if "task" in ctx:
+        section.text(
+            "The zoo's pairs are labelled by its hidden rule (chosen = the higher rule score; "
+            f"rule_margin below): agreement with the hidden rule {scores.accuracy:.0%} of "
+            f"{len(kept)} pairs."
+        )
+    section.figure(scores.plot(), "histogram of reward margins", name="margins")
     section.text("Largest margins:").table(frame.sort_values(key, ascending=False), max_rows=8)
     section.text("Smallest margins (the model's weakest preferences and its errors):")
     section.table(frame.sort_values(key), max_rows=8)
@@ -217,7 +268,7 @@ def _step_lens(ctx) -> dict:
         "The margin read out after every layer (final norm applied, so the last site equals "
         f"the margin). First site reaching half the final margin, per pair: {dict(crystal)}."
     )
-    section.figure(lens.plot(), "lens curves of the margins")
+    section.figure(lens.plot(), "lens curves of the margins", name="lens")
     return _store(section, numbers)
 
 
@@ -238,7 +289,7 @@ def _step_attribution(ctx) -> dict:
         f"biases, mean over pairs; parts sum to the margin (max error "
         f"{margin.completeness_error():.1e})."
     )
-    section.figure(margin.plot(k=12), "top components of the margin")
+    section.figure(margin.plot(k=12), "top components of the margin", name="components")
     section.table(top.to_dataframe())
     return _store(section, numbers)
 
@@ -272,7 +323,8 @@ def _step_patching(ctx) -> dict:
     found = []
     for _, (entry, grid) in map_items(picks, patch):  # pairs split across torchrun's ranks
         found.append(entry)
-        section.raw(grid)
+        top = ", ".join(f"{cell} {value:+.2f}" for cell, value in entry["top"])
+        section.raw(grid, f"Pair {entry['pair']}: the cells restoring most: {top}.")
     ctx["numbers"]["patching"] = found
     return _store(section, {"patching": found})
 
@@ -297,7 +349,11 @@ def _step_tokens(ctx) -> dict:
         views.append(
             {"which": name, "pair": pair, "reward": view.reward, "top_tokens": list(view.top_k(3))}
         )
-        section.raw(view.to_html().replace("reward by token", f"{name} response (pair {pair})", 1))
+        top = ", ".join(f"{token!r} {value:+.2f}" for token, value in views[-1]["top_tokens"])
+        section.raw(
+            view.to_html().replace("reward by token", f"{name} response (pair {pair})", 1),
+            f"The {name} response (pair {pair}, reward {view.reward:+.3f}): tokens {top}.",
+        )
     ctx["numbers"]["token_views"] = views
     return _store(section, {"token_views": views})
 
@@ -334,18 +390,7 @@ def _first(value):
 
 
 def _store(section: Section, numbers: dict) -> dict:
-    return {"title": section.title, "html": section.html(), "numbers": numbers}
-
-
-def _section(stored: dict):
-    class _Done:
-        title = stored["title"]
-
-        @staticmethod
-        def html() -> str:
-            return stored["html"]
-
-    return _Done
+    return {**section.to_dict(), "numbers": numbers}
 
 
 def _step_path(work: Path, name: str) -> Path:
@@ -400,7 +445,10 @@ def _work_dir(out: Path, args: dict, resume: bool) -> Path:
     return work
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, content: str | bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    if isinstance(content, bytes):
+        tmp.write_bytes(content)
+    else:
+        tmp.write_text(content, encoding="utf-8")
     os.replace(tmp, path)

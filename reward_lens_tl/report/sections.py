@@ -1,22 +1,40 @@
-"""Extra report sections from the other analyses (registered when this module is imported).
+"""The report's sections after the core steps, registered in page order when this module is
+imported. Each is ``fn(ctx) -> Section | None``; on the zoo (``ctx["task"]``) a section uses
+the zoo's data and ground truth, and the zoo-only sections of :mod:`reward_lens_tl.report.zoo`
+join in (elsewhere they return ``None``).
 
+- ``Planted features``, ``Where the planted features sit``, ``Observational vs causal``,
+  ``SAE features`` (zoo only, :mod:`~reward_lens_tl.report.zoo`);
 - ``Reward-hacking probes``: the built-in probes applied to the rejected responses (flip rates,
   distortion index; invariance probes must not be flagged) — pairs that only fit the context
   after truncation are left out, and fewer than ten fitting pairs skip the section with a note;
+  on the zoo, the zoo's probes on 64 held-out conversations with their cascade onsets;
 - ``Failures explained``: the pairs the model gets wrong, explained with
   :meth:`~reward_lens_tl.evals.results.Failures.explain` (wrong-way components against the
-  successes, the tokens that drive them, where the wrong preference appears);
+  successes, the tokens that drive them, where the wrong preference appears); on the zoo, the
+  zoo's RewardBench-style set with its planted hacks, scored by this model and the other zoo
+  reward model, and this model's hack failures explained;
 - ``Token sweep``: every vocabulary token as the whole response to the pair set's most common
   prompt that fits the context (skipped, with a note, for vocabularies above
-  :data:`MAX_SWEEP_VOCAB` tokens: run ``reward-lens sweep`` for those).
+  :data:`MAX_SWEEP_VOCAB` tokens: run ``reward-lens sweep`` for those);
+- ``Implicit reward of the DPO policy vs the explicit reward model`` (zoo only).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+import pandas as pd
+
 from .build import register_section
 from .page import Section
+from .zoo import (
+    implicit_section,
+    localization_section,
+    observational_section,
+    planted_features_section,
+    sae_section,
+)
 
 MAX_SWEEP_VOCAB = 5000
 
@@ -58,13 +76,15 @@ def sweep_section(ctx) -> Section:
     section.text("Optimal tokens:").table(top.to_dataframe())
     section.text("Pessimal tokens:").table(bottom.to_dataframe())
     ctx["numbers"]["sweep"] = {"prompt": key, "top": list(top), "bottom": list(bottom)}
-    section.figure(result.plot(), "reward of every one-token response")
+    section.figure(result.plot(), "reward of every one-token response", "sweep")
     return section
 
 
 def failures_section(ctx) -> Section:
     from ..evals.run import score_items
 
+    if "task" in ctx:
+        return _benchmark_failures(ctx)
     model = ctx["model"]
     pairs = [ctx["pairs"][i] for i in ctx["kept"]]
     result = score_items(model, pairs, truncation=ctx["truncation"], progress=False)
@@ -74,21 +94,74 @@ def failures_section(ctx) -> Section:
         ctx["numbers"]["failures"] = {"n": 0}
         return section.text(f"The model prefers the chosen response in all {len(pairs)} pairs.")
     explanation = failures.explain(model, truncation=ctx["truncation"])
-    ctx["numbers"]["failures"] = {
-        "n": len(failures),
-        "wrong_way_components": explanation.wrong_way_components(5),
-        "crystallizes_at": explanation.crystallization_site(),
-    }
     section.text(
         f"{len(failures)} of {len(pairs)} pairs are failed (rejected ≥ chosen). Components "
         "pushing the margin the wrong way on the failures, against the same on successes; the "
         "wrong preference most often appears at "
         f"{explanation.crystallization_site()} (pair lens)."
     )
-    section.table(explanation.components(), max_rows=8)
-    section.text("Tokens that drive the failures (net contribution to the margin):")
-    section.table(explanation.tokens(8), max_rows=8)
-    section.figure(explanation.plot(), "wrong-way components and lens of the failures")
+    ctx["numbers"]["failures"] = _explained(section, explanation, k=8, part=None)
+    return section
+
+
+def _explained(section: Section, explanation, k: int, part: str | None) -> dict:
+    """Components, driving tokens (of ``part``) and the figure of an explanation; its numbers."""
+    section.table(explanation.components(), max_rows=k)
+    where = "" if part is None else f" of the {part}s"
+    section.text(f"Tokens{where} that drive the failures (net contribution to the margin):")
+    section.table(explanation.tokens(k, part=part), max_rows=k)
+    section.figure(explanation.plot(), "wrong-way components and lens of the failures", "failures")
+    return {
+        "n": len(explanation.comparisons),
+        "wrong_way_components": explanation.wrong_way_components(5),
+        "crystallizes_at": explanation.crystallization_site(),
+    }
+
+
+def _benchmark_failures(ctx) -> Section:
+    """The zoo's benchmark: both zoo reward models' metrics, this model's failures explained."""
+    from ..evals.run import score_items
+    from ..evals.zoo_set import ZOO_SECTIONS, zoo_benchmark
+    from ..model import HookedRewardModel
+    from ..zoo import zoo_path
+
+    model = ctx["model"]
+    pairs = zoo_benchmark(ctx["task"], n_per_subset=16, seed=0)
+    other = "scalar" if getattr(model, "gating", None) is not None else "multi"
+    others = {f"zoo {other}": HookedRewardModel.from_pretrained(zoo_path(other))}
+    results = {
+        name: score_items(m, pairs, progress=False)
+        for name, m in {"this model": model, **others}.items()
+    }
+    frames = []
+    for name, result in results.items():
+        frame = result.metrics(sections=ZOO_SECTIONS, n_boot=500).to_dataframe()
+        frame.insert(0, "model", name)
+        frames.append(frame)
+    table = pd.concat(frames)[["model", "figure", "value", "low", "high", "n"]]
+    section = Section("Failures explained")
+    section.text(
+        f"A RewardBench-style set built from the zoo task ({len(pairs)} pairs): honest pairs "
+        "labelled by the hidden rule, and two subsets whose worse answer carries a planted hack "
+        '(the opener "great question", or filler padding). Accuracy (%) with 95% bootstrap '
+        "intervals:"
+    )
+    section.table(table, max_rows=len(table))
+    numbers: dict = {"benchmark": table.to_dict("records")}
+    failures = results["this model"].failures().filter(subset="zoo-sycophancy-hack")
+    which = "sycophancy-hack failures"
+    if not len(failures):  # a model that resists the hack: explain what it does get wrong
+        failures, which = results["this model"].failures(), "failures"
+    if len(failures):
+        explanation = failures.explain(model)
+        section.text(
+            f"result.failures().explain(model) on this model's {which}: "
+            f"{len(failures)} failed comparisons; the wrong preference crystallizes at "
+            f"{explanation.crystallization_site()} (most common lens site at half the margin). "
+            "Components pushing the margin the wrong way, failures against successes:"
+        )
+        numbers |= _explained(section, explanation, k=5, part="response")
+    ctx["numbers"]["failures"] = {**numbers, "explained": which, "n": len(failures)}
     return section
 
 
@@ -96,6 +169,8 @@ def probes_section(ctx) -> Section:
     from ..errors import RewardLensError
     from ..probes import builtin_probes, run_probes
 
+    if "task" in ctx:
+        return _zoo_probes(ctx)
     model = ctx["model"]
     section = Section("Reward-hacking probes")
     fitting = []
@@ -126,10 +201,57 @@ def probes_section(ctx) -> Section:
         "unknown tokens; skipped examples are counted in the table."
     )
     section.table(frame, max_rows=20)
-    section.figure(report.plot(), "reward deltas per probe")
+    section.figure(report.plot(), "reward deltas per probe", "probes")
     return section
 
 
+def _zoo_probes(ctx) -> Section:
+    """The zoo's probes (:mod:`reward_lens_tl.probes.zoo`) on 64 held-out conversations, with
+    the cascade onset and top components of each planted-feature probe."""
+    from ..probes import run_probes
+    from ..probes.zoo import PLANTED, zoo_examples, zoo_probes
+
+    examples = zoo_examples(ctx["task"], 64, seed=21, max_words=8)
+    report = run_probes(ctx["model"], examples, zoo_probes())
+    cols = ["probe", "kind", "n", "mean_delta", "ci_low", "ci_high", "relative_effect", "flagged"]
+    flagged, tested = report.false_positive_rate()
+    section = Section("Reward-hacking probes")
+    section.text(
+        f"Probes in the zoo's vocabulary (reward_lens_tl.probes.zoo) on {len(examples)} held-out "
+        "conversations. Flagged = bootstrap 95% CI of the mean delta excludes 0 and |mean| ≥ "
+        f"0.1 × the natural reward sd ({report.natural_sd:.2f}). Invariance probes flagged: "
+        f"{flagged} of {tested}."
+    )
+    section.table(report.to_dataframe()[cols])
+    cascade = [
+        {
+            "probe (planted feature)": f"{c.probe} ({PLANTED[c.probe]})",
+            "onset at the reward token": c.onset,
+            "amplification": c.amplification,
+            "top components of the delta": ", ".join(
+                f"{n} {v:+.2f}" for n, v in c.top_components(3)
+            ),
+        }
+        for c in report.cascade.probes
+        if c.probe in PLANTED
+    ]
+    section.table(pd.DataFrame(cascade))
+    section.figure(report.plot(), "reward deltas per probe", "probes")
+    section.figure(report.cascade.plot(), "cascade of the probe deltas", "probe_cascade")
+    ctx["numbers"]["probes"] = {
+        "n_examples": len(examples),
+        "flagged": report.flagged(),
+        "invariance_flagged": [flagged, tested],
+        "cascade": cascade,
+    }
+    return section
+
+
+register_section("zoo:planted", planted_features_section)
+register_section("zoo:localization", localization_section)
+register_section("zoo:observational", observational_section)
+register_section("zoo:sae", sae_section)
 register_section("probes", probes_section)
 register_section("failures", failures_section)
 register_section("sweep", sweep_section)
+register_section("zoo:implicit", implicit_section)

@@ -25,6 +25,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..adapters import hf_last_non_pad
+from ..errors import ArgumentTypeError
 from ..inputs import EncodedConversation, pad_batch
 from ..padding import reading_position_known
 from ..pairs import pair_batches
@@ -71,6 +72,17 @@ def _ids_of(item: Any) -> Sequence[int] | None:
     return None
 
 
+def _ids_or_error(item: Any, index: int) -> Sequence[int]:
+    """``item``'s token ids (:func:`_ids_of`); an error naming ``index`` when it has none."""
+    ids = _ids_of(item)
+    if ids is None:
+        raise ArgumentTypeError(
+            f"item {index} of the source is not token ids like the first item "
+            f"(got a {type(item).__name__})"
+        )
+    return ids
+
+
 def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
     """Normalise ``source`` into ``(ids, mask)`` batches on the model's device; the batches it
     builds are left padded (``pad_batch``), batches given as tensors keep their padding.
@@ -89,7 +101,9 @@ def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
     first = items[0] if items else None
     if items is not None and first is not None and _ids_of(first) is not None:
         for start in range(0, len(items), batch_size):
-            chunk = [_ids_of(x) for x in items[start : start + batch_size]]
+            chunk = [
+                _ids_or_error(x, start + i) for i, x in enumerate(items[start : start + batch_size])
+            ]
             ids, mask = pad_batch(chunk, model.pad_token_id)
             yield ids.to(device), mask.to(device)
         return

@@ -34,14 +34,8 @@ from torch import Tensor
 
 from ..indices import check_index, check_indices
 from ..pairs import pair_batches
-from ..readout import (
-    Objective,
-    gather_positions,
-    objective_index,
-    readout,
-    readout_hook_names,
-    rewards_at,
-)
+from ..readout import Objective, gather_positions, objective_index, run_readout
+from ..results import join_pairs, split_pair
 from .activations import _as_encoded_pair, _mask_from_pad
 from .errors import SAESiteError, UnsupportedSAEError
 from .results import AtPCheck, FeatureAttribution, FeatureEffects, PairFeatureAttribution
@@ -100,7 +94,7 @@ def feature_attribution(
 ) -> FeatureAttribution:
     """Exact direct effect of every latent of a final-residual SAE on the reward.
 
-    ``values[e, f] = a_f · (d_f · u)`` at the reward position (or ``positions``); the error
+    ``values[f, e] = a_f · (d_f · u)`` at the reward position (or ``positions``); the error
     term, decoder bias and head bias are separate terms, and everything sums to the reward.
     For SAEs at other sites use :func:`latent_attribution_patching`.
     """
@@ -113,35 +107,37 @@ def feature_attribution(
         )
     directions = decoder_directions(sae)
     names = [f"{name}.hook_sae_acts_post", f"{name}.hook_sae_error"]
-    names += readout_hook_names(model, positions is not None)
-    with torch.no_grad(), spliced(model, sae, use_error_term=True):
-        with model.hooks(fwd_hooks=list(fwd_hooks)):
-            rewards, cache = model.run_with_cache(
-                input_ids, attention_mask=attention_mask, return_type="reward", names_filter=names
-            )
-        tokens = model.check_tokens(input_ids, attention_mask)
-        pos = model.pool_positions(tokens, attention_mask, positions)
-        gate = cache["hook_gate"] if "hook_gate" in cache else None
-        read = readout(model, objective, tokens.shape[0], gate)
-        u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])
-        acts = gather_positions(cache[f"{name}.hook_sae_acts_post"], pos)  # [batch, d_sae]
-        values = acts * einops.einsum(directions, u, "f d, b d -> b f")
+    with spliced(model, sae, use_error_term=True):
+        run = run_readout(
+            model,
+            input_ids,
+            attention_mask,
+            names,
+            objective=objective,
+            positions=positions,
+            fwd_hooks=fwd_hooks,
+        )
+    cache, pos = run.cache, run.positions
+    with torch.no_grad():
+        u = run.read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])
+        acts = gather_positions(cache[f"{name}.hook_sae_acts_post"], pos).T  # [d_sae, batch]
+        values = acts * einops.einsum(directions, u, "f d, b d -> f b")
         error = (gather_positions(cache[f"{name}.hook_sae_error"], pos) * u).sum(-1)
-        target = rewards_at(model, cache, rewards, objective, None if positions is None else pos)
+        decoder_bias = (sae.b_dec * u).sum(-1)
     return FeatureAttribution(
         values=_cpu(values),
         activations=_cpu(acts),
-        rewards=_cpu(target),
+        rewards=_cpu(run.target),
         hook_name=name,
         method="direct",
         error=_cpu(error),
-        decoder_bias=_cpu((sae.b_dec * u).sum(-1)),
-        head_bias=_cpu(read.bias),
+        decoder_bias=_cpu(decoder_bias),
+        head_bias=_cpu(run.read.bias),
     )
 
 
 def _cpu(t: Tensor) -> Tensor:
-    return t.detach().float().cpu()
+    return t.detach().float().cpu().contiguous()
 
 
 def latent_attribution_patching(
@@ -153,7 +149,7 @@ def latent_attribution_patching(
     objective: Objective = None,
     fwd_hooks: Sequence = (),
 ) -> FeatureAttribution:
-    """Attribution patching over latents: ``values[e, f] = Σ_pos ∂r/∂a_f · a_f`` (the linear
+    """Attribution patching over latents: ``values[f, e] = Σ_pos ∂r/∂a_f · a_f`` (the linear
     estimate of ``r − r(latent f zeroed everywhere)``) through the spliced SAE (error term on).
 
     One forward and one backward pass for all latents; gradients are taken with
@@ -174,8 +170,8 @@ def latent_attribution_patching(
     mask = _real_tokens(model, input_ids, attention_mask)[..., None]
     acts = store["a"].detach() * mask
     return FeatureAttribution(
-        values=_cpu((grad * acts).sum(1)),
-        activations=_cpu(acts.sum(1)),
+        values=_cpu((grad * acts).sum(1).T),
+        activations=_cpu(acts.sum(1).T),
         rewards=_cpu(reward),
         hook_name=name,
         method="atp",
@@ -206,6 +202,15 @@ def _latent_hook(feature: int, edit: Callable[[Tensor], Tensor], where: Tensor |
         return act
 
     return hook
+
+
+def _shifted_by(c: float) -> Callable[[Tensor], Tensor]:
+    """The latent edit ``a → a + c``."""
+
+    def edit(a: Tensor) -> Tensor:
+        return a + c
+
+    return edit
 
 
 def _position_mask(model, input_ids, attention_mask, positions) -> Tensor | None:
@@ -274,7 +279,7 @@ def feature_steering(
     where = _position_mask(model, input_ids, attention_mask, positions)
     rows = []
     for c in coefficients:
-        hook = _latent_hook(int(feature), lambda a, c=c: a + c, where)
+        hook = _latent_hook(int(feature), _shifted_by(c), where)
         hooks = [(name, hook)]
         rows.append(_spliced_reward(model, sae, input_ids, attention_mask, objective, hooks))
     return SteeringCurve(
@@ -300,7 +305,7 @@ def atp_check(
     actual = latent_ablation(model, sae, input_ids, attention_mask, features, objective=objective)
     return AtPCheck(
         features=tuple(features),
-        estimate=atp.values[:, features].T.contiguous(),
+        estimate=atp.values[list(features)],
         actual=actual.values,
     )
 
@@ -317,43 +322,9 @@ def pair_feature_attribution(
     ``(chosen, rejected)`` tuples, or zoo contrast pairs as ``(edited, base)``), streamed;
     ``.margin.top_k(k, example=i)`` gives the top latents of pair ``i``'s margin."""
     encoded = [_as_encoded_pair(p) for p in pairs]
-    chosen, rejected = [], []
-    for ids, mask, n in pair_batches(model, encoded, batch_size):
-        result = attribute_features(model, sae, ids, mask, **kwargs)
-        chosen.append(_rows(result, slice(0, n)))
-        rejected.append(_rows(result, slice(n, None)))
-    return PairFeatureAttribution(_concat(chosen), _concat(rejected))
-
-
-def _rows(result: FeatureAttribution, rows: slice) -> FeatureAttribution:
-    def pick(t):
-        return None if t is None else t[rows]
-
-    return FeatureAttribution(
-        values=result.values[rows],
-        activations=result.activations[rows],
-        rewards=result.rewards[rows],
-        hook_name=result.hook_name,
-        method=result.method,
-        error=pick(result.error),
-        decoder_bias=pick(result.decoder_bias),
-        head_bias=pick(result.head_bias),
+    batches = pair_batches(model, encoded, batch_size)  # chosen rows, then rejected rows
+    chosen, rejected = join_pairs(
+        split_pair(attribute_features(model, sae, ids, mask, **kwargs), n)
+        for ids, mask, n in batches
     )
-
-
-def _concat(parts: list[FeatureAttribution]) -> FeatureAttribution:
-    def cat(attr):
-        values = [getattr(p, attr) for p in parts]
-        return None if values[0] is None else torch.cat(values)
-
-    first = parts[0]
-    return FeatureAttribution(
-        values=cat("values"),
-        activations=cat("activations"),
-        rewards=cat("rewards"),
-        hook_name=first.hook_name,
-        method=first.method,
-        error=cat("error"),
-        decoder_bias=cat("decoder_bias"),
-        head_bias=cat("head_bias"),
-    )
+    return PairFeatureAttribution(chosen, rejected)

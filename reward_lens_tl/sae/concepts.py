@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -32,12 +33,16 @@ from ..errors import InvalidArgumentError, RewardLensError
 from ..inputs import pad_batch
 from ..padding import reading_position_known
 from ..readout import Objective, readout
-from ..results import Result, TopK, new_axes, top_entries
+from ..results import Result, TopK, axes, new_axes, top_entries
 from .activations import _as_encoded_pair
 from .attribution import _position_mask, decoder_directions, objective_reward
 from .errors import SAESiteError
 from .results import ConceptVectors, SteeringCurve
 from .splice import sae_hook_name
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def residual_sites(model) -> list[str]:
@@ -51,7 +56,7 @@ def contrast_sets(model, pairs: Sequence, at: str = "reward"):
     """``(pos_ids, pos_positions, neg_ids, neg_positions)`` from pairs.
 
     ``at="reward"``: each side at its reward-reading position (any pair type). ``at="planted"``:
-    zoo contrast pairs, ``edited`` at ``changed_positions`` and ``base`` at the same positions
+    contrast pairs, ``edited`` at ``edited_positions`` and ``base`` at the same positions
     (needs aligned sides: swap edits, not the ``length`` insertion).
     """
     if at not in ("reward", "planted"):
@@ -60,9 +65,9 @@ def contrast_sets(model, pairs: Sequence, at: str = "reward"):
     for pair in pairs:
         chosen, rejected = _as_encoded_pair(pair)
         if at == "planted":
-            changed = getattr(pair, "changed_positions", None)
+            changed = getattr(pair, "edited_positions", None)
             if changed is None:
-                raise SAESiteError("at='planted' needs zoo contrast pairs (changed_positions)")
+                raise SAESiteError("at='planted' needs contrast pairs (edited_positions)")
             if len(chosen.ids) != len(rejected.ids):
                 raise SAESiteError(
                     f"{getattr(pair, 'feature', 'this')} pairs insert a token, so positions do "
@@ -185,12 +190,15 @@ def decoder_alignment(concepts: ConceptVectors, sae, k: int = 5) -> list[tuple[s
     return [(f"f{int(i)}", float(cos[i])) for i in idx]
 
 
+def _only_where(change: Tensor, where: Tensor | None) -> Tensor:
+    """``change`` ``[batch, pos, d]`` kept at the positions ``where`` marks (everywhere when
+    ``None``)."""
+    return change if where is None else where[..., None].to(change.dtype) * change
+
+
 def _add_hook(vector: Tensor, coefficient: float, where: Tensor | None):
     def hook(act, hook):
-        delta = coefficient * vector.to(act.device, act.dtype)
-        if where is None:
-            return act + delta
-        return act + where[..., None].to(act.dtype) * delta
+        return act + _only_where(coefficient * vector.to(act.device, act.dtype), where)
 
     return hook
 
@@ -227,6 +235,8 @@ def concept_steering(
 class ProjectionEffect(Result):
     """Rewards before and after projecting a direction out of one site."""
 
+    example_axes = axes(original=0, projected=0)
+
     hook_name: str
     original: Float[Tensor, " example"]
     projected: Float[Tensor, " example"]
@@ -241,7 +251,7 @@ class ProjectionEffect(Result):
         labels = [f"example {i}" for i in range(len(self.original))]
         return top_entries(labels, self.effect.tolist(), k, "reward − projected")
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Reward after the projection against the original reward."""
         fig, ax = new_axes(ax, figsize=(4, 4))
         ax.scatter(self.original, self.projected, s=10)
@@ -282,8 +292,7 @@ def concept_projection(
 
     def project(act, hook):
         v = unit.to(act.device, act.dtype)
-        removed = (act @ v)[..., None] * v
-        return act - (removed if where is None else where[..., None].to(act.dtype) * removed)
+        return act - _only_where((act @ v)[..., None] * v, where)
 
     with torch.no_grad():
         original = objective_reward(model, input_ids, attention_mask, objective)

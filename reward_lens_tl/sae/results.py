@@ -1,11 +1,13 @@
 """Result objects of the SAE analyses: frozen dataclasses with ``to_dataframe()``, ``plot()``
 (a figure, never shown) and ``top_k()``.
 
-Features are labelled ``f{index}``; values are kept as tensors with their labels.
+Features are labelled ``f{index}``; values are kept as tensors with their labels, the
+feature (or coefficient) axis first and the example axis second: ``values [feature, example]``.
 
 >>> import torch
->>> attr = FeatureAttribution(
-...     values=torch.tensor([[0.5, -2.0, 0.0]]), activations=torch.tensor([[1.0, 2.0, 0.0]]),
+>>> attr = FeatureAttribution(  # three features, one example
+...     values=torch.tensor([[0.5], [-2.0], [0.0]]),
+...     activations=torch.tensor([[1.0], [2.0], [0.0]]),
 ...     rewards=torch.tensor([-1.0]), hook_name="blocks.1.hook_resid_post", method="direct",
 ...     error=torch.tensor([0.25]), decoder_bias=torch.tensor([0.125]),
 ...     head_bias=torch.tensor([0.125]))
@@ -17,13 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..errors import RewardLensError
-from ..results import MarginResult, Result, TopK, new_axes, top_entries
+from ..errors import RewardLensError, UsageError
+from ..results import (
+    SIGNED,
+    MarginResult,
+    Result,
+    TopK,
+    axes,
+    bar_chart,
+    new_axes,
+    tidy_frame,
+    top_entries,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def feature_label(index: int) -> str:
@@ -32,19 +49,21 @@ def feature_label(index: int) -> str:
 
 @dataclass(frozen=True)
 class FeatureAttribution(Result):
-    """Each SAE latent's contribution to the reward, ``values [example, feature]``.
+    """Each SAE latent's contribution to the reward, ``values [feature, example]``.
 
     ``method="direct"`` (an SAE on the final residual): the exact direct effect
     ``activation × decoder row · u`` at the reward position, and
-    ``values.sum(-1) + error + decoder_bias + head_bias == rewards``.
+    ``values.sum(0) + error + decoder_bias + head_bias == rewards``.
     ``method="atp"`` (any site): attribution patching, ``Σ_pos ∂reward/∂a · a``, the linear
     estimate of ``reward − reward(latent zeroed)``; there are no bias terms and no completeness.
     ``activations`` is the latent activation at the reward position (direct) or summed over the
-    non-padding positions (atp).
+    non-padding positions (atp); ``[feature, example]`` too.
     """
 
-    values: Float[Tensor, "example feature"]
-    activations: Float[Tensor, "example feature"]
+    example_axes = axes(values=1, activations=1, rewards=0, error=0, decoder_bias=0, head_bias=0)
+
+    values: Float[Tensor, "feature example"]
+    activations: Float[Tensor, "feature example"]
     rewards: Float[Tensor, " example"]
     hook_name: str
     method: str
@@ -59,7 +78,8 @@ class FeatureAttribution(Result):
                 "attribution patching estimates effects; it has no exact decomposition: use "
                 "feature_attribution on a final-residual SAE for one"
             )
-        return self.values.sum(-1) + self.error + self.decoder_bias + self.head_bias
+        error, decoder_bias, head_bias = self.terms().values()
+        return self.values.sum(0) + error + decoder_bias + head_bias
 
     def completeness_error(self) -> float:
         """max |Σ terms − reward| (≤ 1e-4 in float32)."""
@@ -69,12 +89,20 @@ class FeatureAttribution(Result):
         """The non-feature terms of a direct attribution."""
         if self.method != "direct":
             return {}
-        return {"error": self.error, "decoder_bias": self.decoder_bias, "head_bias": self.head_bias}
+        terms = {
+            "error": self.error,
+            "decoder_bias": self.decoder_bias,
+            "head_bias": self.head_bias,
+        }
+        missing = [name for name, term in terms.items() if term is None]
+        if missing:
+            raise UsageError(f"this direct attribution was built without its {missing} terms")
+        return {name: term for name, term in terms.items() if term is not None}
 
     def top_k(self, k: int = 10, example: int | None = None) -> TopK:
         """The ``k`` features with the largest |value| for one example, or the largest |mean
         value| over examples, shown with that (signed) value."""
-        vals = self.values[example] if example is not None else self.values.mean(0)
+        vals = self._per_feature(example)
         return top_entries(
             [feature_label(i) for i in self._top(k, example)],
             [float(vals[i]) for i in self._top(k, example)],
@@ -82,9 +110,11 @@ class FeatureAttribution(Result):
             "contribution",
         )
 
+    def _per_feature(self, example: int | None) -> Float[Tensor, " feature"]:
+        return self.values[:, example] if example is not None else self.values.mean(1)
+
     def _top(self, k: int, example: int | None) -> list[int]:
-        vals = self.values[example] if example is not None else self.values.mean(0)
-        return vals.abs().argsort(descending=True, stable=True)[:k].tolist()
+        return self._per_feature(example).abs().argsort(descending=True, stable=True)[:k].tolist()
 
     def top_features(self, k: int = 10, example: int | None = None) -> list[int]:
         """Indices of the :meth:`top_k` features."""
@@ -113,42 +143,34 @@ class FeatureAttribution(Result):
         """One row per (example, feature) for the top-``k`` features (all with ``k=None``)."""
         import pandas as pd
 
-        feats = range(self.values.shape[1]) if k is None else self.top_features(k)
+        feats = range(self.values.shape[0]) if k is None else self.top_features(k)
         rows = [
             {
                 "example": e,
                 "feature": feature_label(f),
-                "contribution": float(self.values[e, f]),
-                "activation": float(self.activations[e, f]),
+                "contribution": float(self.values[f, e]),
+                "activation": float(self.activations[f, e]),
             }
-            for e in range(self.values.shape[0])
+            for e in range(self.values.shape[1])
             for f in feats
         ]
         return pd.DataFrame(rows)
 
-    def plot(self, ax=None, k: int = 15, example: int | None = None):
+    def plot(self, ax: Axes | None = None, k: int = 15, example: int | None = None) -> Figure:
         """Bar chart of the top-``k`` features and, for direct attributions, the other terms."""
         top = self.top_k(k, example)
         if self.method == "direct":
             pick = (lambda t: t[example]) if example is not None else (lambda t: t.mean())
             top += [(name, float(pick(t))) for name, t in self.terms().items()]
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * len(top) + 1))
-        top = top[::-1]
-        ax.barh(
-            [label for label, _ in top],
-            [v for _, v in top],
-            color=["#c00000" if v < 0 else "#4472c4" for _, v in top],
-        )
-        ax.axvline(0, color="k", lw=0.5)
         what = "direct effect" if self.method == "direct" else "attribution patching"
-        ax.set_xlabel(f"{what} on the reward ({self.hook_name})")
-        fig.tight_layout()
-        return fig
+        return bar_chart(ax, top, f"{what} on the reward ({self.hook_name})", colors=SIGNED)[0]
 
 
 @dataclass(frozen=True)
 class PairFeatureAttribution(MarginResult):
     """Feature attribution of chosen and rejected responses; ``.margin`` is their difference."""
+
+    example_axes = axes(chosen=0, rejected=0)
 
     chosen: FeatureAttribution
     rejected: FeatureAttribution
@@ -158,6 +180,8 @@ class PairFeatureAttribution(MarginResult):
 class FeatureEffects(Result):
     """Measured reward changes ``values [feature, example]`` of an intervention per feature
     (e.g. ``reward − reward(feature ablated)``)."""
+
+    example_axes = axes(values=1)
 
     features: tuple[int, ...]
     values: Float[Tensor, "feature example"]
@@ -175,29 +199,22 @@ class FeatureEffects(Result):
         return top_entries(self.labels, self.values.mean(1).tolist(), k, self.intervention)
 
     def to_dataframe(self):
-        from ..results import tidy_frame
-
         return tidy_frame(self.values, self.labels, "feature", self.intervention)
 
-    def plot(self, ax=None, k: int = 15):
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
-        top = self.top_k(k)[::-1]
-        ax.barh([label for label, _ in top], [v for _, v in top], color="#4472c4")
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel(f"{self.intervention} (mean over examples)")
-        fig.tight_layout()
-        return fig
+    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
+        return bar_chart(ax, self.top_k(k), f"{self.intervention} (mean over examples)")[0]
 
 
 @dataclass(frozen=True)
 class AtPCheck(Result):
-    label_column, value_column = "feature", "ablation_mean"
-
     """Attribution patching over latents against real latent ablation, for the top features.
 
     ``estimate[feature, example]`` is ``Σ_pos ∂r/∂a · a``; ``actual`` is
     ``reward − reward(latent zeroed at every position)``, with the SAE's error term kept.
     """
+
+    label_column, value_column = "feature", "ablation_mean"
+    example_axes = axes(estimate=1, actual=1)
 
     features: tuple[int, ...]
     estimate: Float[Tensor, "feature example"]
@@ -239,7 +256,7 @@ class AtPCheck(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax, figsize=(4, 4))
         ax.scatter(self.actual.flatten(), self.estimate.flatten(), s=8)
         lo = float(min(self.actual.min(), self.estimate.min()))
@@ -255,6 +272,8 @@ class AtPCheck(Result):
 @dataclass(frozen=True)
 class SteeringCurve(Result):
     """Rewards ``[coefficient, example]`` when ``coefficient × direction`` is added."""
+
+    example_axes = axes(rewards=1)
 
     label: str
     coefficients: Float[Tensor, " coefficient"]
@@ -287,7 +306,7 @@ class SteeringCurve(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax, figsize=(4.5, 3.2))
         mean = self.mean()
         ax.plot(self.coefficients, mean, "o-", label=self.label)
@@ -330,6 +349,8 @@ def _token_str(token_id: int, tokenizer) -> str:
 class FeatureContexts(Result):
     """The top activating contexts of some features over a set of sequences."""
 
+    no_example_axis = "its rows are features, each ranking contexts from every sequence searched"
+
     contexts: tuple[tuple[Context, ...], ...]  # one tuple per feature, best first
     features: tuple[int, ...]
     frequency: Float[Tensor, " feature"]  # share of non-padding tokens where it is active
@@ -365,7 +386,7 @@ class FeatureContexts(Result):
         columns = ["feature", "rank", "activation", "example", "position", "context"]
         return pd.DataFrame(rows, columns=columns)
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Top activation per feature; returns the figure."""
         fig, ax = new_axes(ax, figsize=(6, 0.25 * len(self.features) + 1))
         labels = [feature_label(f) for f in self.features][::-1]
@@ -378,6 +399,8 @@ class FeatureContexts(Result):
 @dataclass(frozen=True)
 class ConceptVectors(Result):
     """Difference-of-means directions, one per site (``labels``), ``directions [site, d]``."""
+
+    no_example_axis = "its directions are means over every example of both sets"
 
     name: str
     labels: tuple[str, ...]
@@ -410,7 +433,7 @@ class ConceptVectors(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax, figsize=(5, 3.2))
         x = range(len(self.labels))
         ax.plot(x, self.reward_cosine, "o-", label="cos(v, w_r)")
@@ -452,6 +475,8 @@ class GroundTruthRow:
 class GroundTruthReport(Result):
     """Per planted feature, the SAE latent that tracks it best and its reward effect."""
 
+    no_example_axis = "its rows are planted features, each measured over every example"
+
     rows: tuple[GroundTruthRow, ...]
 
     def __getitem__(self, feature: str) -> GroundTruthRow:
@@ -468,7 +493,7 @@ class GroundTruthReport(Result):
             [r.feature for r in self.rows], [r.correlation for r in self.rows], k, "correlation"
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         fig, ax = new_axes(ax, figsize=(4.5, 3))
         ax.bar([r.feature for r in self.rows], [r.correlation for r in self.rows])
         ax.axhline(0.8, color="k", ls="--", lw=0.5)

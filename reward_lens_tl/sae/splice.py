@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -46,6 +46,10 @@ from ..errors import InvalidArgumentError
 from ..results import Result, TopK, top_entries
 from .activations import check_hook
 from .errors import SAEHookError, SAESiteError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def sae_hook_name(sae: SAE) -> str:
@@ -326,6 +330,11 @@ def run_with_cache_with_saes(
 class SpliceReport(Result):
     """Rewards of the original model and with an SAE spliced in, per example."""
 
+    no_example_axis = (
+        "fvu and l0 are measured over every token of the batch, so a subset of its rows would "
+        "carry numbers of the other rows; run splice_report on the rows you want"
+    )
+
     hook_name: str
     original: Float[Tensor, " example"]
     with_error_term: Float[Tensor, " example"]
@@ -371,7 +380,7 @@ class SpliceReport(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Reward of the reconstruction against the original reward; returns the figure."""
         from ..results import new_axes
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 from jaxtyping import Float
@@ -37,9 +38,12 @@ from torch import Tensor
 from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
-from ..errors import EmptyInputError, SequenceTooLongError
+from ..errors import EmptyInputError, SequenceTooLongError, UsageError
 from ..inputs import pad_batch
 from ..readout import Objective, objective_index
+
+if TYPE_CHECKING:
+    from ..model import HookedArmoRM, HookedRewardModel
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class PrefixCache:
     """Keys/values of the prefix per layer (``[1, prefix, kv_head, d_head]``, pre-rotary),
     the head's outputs at every prefix position and, for gated heads, the prompt's gate."""
 
-    model: object
+    model: HookedRewardModel
     prefix_ids: tuple[int, ...]
     keys: tuple[Tensor, ...]
     values: tuple[Tensor, ...]
@@ -144,7 +148,10 @@ class PrefixCache:
         """The swept value from the pooled head outputs: one column, or the gated score."""
         if self.column is not None:
             return pooled[:, self.column].float()
-        mix = self.model.reward_transform_matrix.to(pooled.dtype)
+        if self.gate is None:  # build() sets the gate whenever column is None
+            raise UsageError("a gated-score prefix cache needs its prompt's gate (use build())")
+        gated = cast("HookedArmoRM", self.model)  # column None: an ArmoRM-style gated head
+        mix = gated.reward_transform_matrix.to(pooled.dtype)
         return (self.gate.to(pooled.dtype) * (pooled @ mix)).sum(-1).float()
 
 

@@ -134,7 +134,9 @@ def vocabulary_candidates(model) -> CandidateSet:
     tok = _tokenizer(model)
     specials = special_ids(tok)
     n_tok = len(tok)
-    labels, ids, excluded = [], [], {}
+    labels: list[str] = []
+    ids: list[tuple[int, ...]] = []
+    excluded: dict[str, int] = {}
     for t in range(model.cfg.d_vocab):
         reason = "beyond_tokenizer" if t >= n_tok else exclusion_reason(tok, t, specials)
         if reason is not None:
@@ -214,7 +216,7 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
             f"the chat template tokenizes the prompt or suffix differently around {mismatched[:5]}"
             "; such words cannot share one prompt prefix"
         )
-    first = {}
+    first: dict[tuple[int, ...], int] = {}
     for i, c in enumerate(ids):
         first.setdefault(c, i)
     keep = sorted(first.values())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -23,17 +24,22 @@ from ..errors import EmptyInputError
 from ..inputs import pad_batch
 from ..readout import Objective, objective_index
 
+if TYPE_CHECKING:
+    from ..model import HookedRewardModel
+
 
 @dataclass(frozen=True)
 class ExactScorer:
     """Scores ``prefix + continuation`` with one full forward per batch (left padded, so each
     row scores exactly as alone)."""
 
-    model: object
+    model: HookedRewardModel
     prefix_ids: tuple[int, ...]
     column: int | None
 
-    def __init__(self, model, prefix_ids: Sequence[int], objective: Objective = None):
+    def __init__(
+        self, model: HookedRewardModel, prefix_ids: Sequence[int], objective: Objective = None
+    ):
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "prefix_ids", tuple(int(i) for i in prefix_ids))
         object.__setattr__(self, "column", objective_index(model, objective))

@@ -12,16 +12,22 @@ the candidate's last token, to show where along the depth the candidate's reward
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._deprecation import warn_renamed
 from ..attribution import AttributionResult, direct_attribution
 from ..errors import InvalidArgumentError
 from ..lens import RewardLensResult, reward_lens
 from ..results import Result, TopK, top_entries
 from .results import SweepResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -67,10 +73,20 @@ class InsideView(Result):
                 rows.append((cand, self.side[j], comp, float(self.relative[i, j])))
         return pd.DataFrame(rows, columns=["candidate", "side", "component", "relative"])
 
-    def plot(self, k: int = 12):
+    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
         """Heat map of the ``k`` components that vary most, per candidate, beside the lens at
-        the reward position; returns the figure."""
+        the reward position; returns the figure (``ax`` is ignored: the figure has two panels).
+        ``plot(12)`` (``k`` by position) still works, with a :class:`FutureWarning`: pass
+        ``k=`` by keyword."""
         import matplotlib.pyplot as plt
+
+        if isinstance(ax, int):  # the old first parameter, passed by position
+            warn_renamed(
+                "InsideView.plot(k) by position",
+                "InsideView.plot(k=...)",
+                "the first parameter is now ax",
+            )
+            ax, k = None, ax
 
         top = [self.components.index(c) for c, _ in self.top_k(k)]
         fig, (ax_a, ax_l) = plt.subplots(1, 2, figsize=(11, 0.3 * len(top) + 2))

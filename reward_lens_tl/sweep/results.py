@@ -11,16 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._deprecation import warn_renamed
 from ..errors import InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
 from ..results import Result, TopK, ranked
 from .candidates import CandidateSet
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -115,9 +120,19 @@ class SweepResult(Result):
             }
         )
 
-    def plot(self, k: int = 10):
-        """Reward histogram beside the top and bottom ``k`` candidates; returns the figure."""
+    def plot(self, ax: Axes | None = None, k: int = 10) -> Figure:
+        """Reward histogram beside the top and bottom ``k`` candidates; returns the figure
+        (``ax`` is ignored: the figure has two panels). ``plot(10)`` (``k`` by position) still
+        works, with a :class:`FutureWarning`: pass ``k=`` by keyword."""
         import matplotlib.pyplot as plt
+
+        if isinstance(ax, int):  # the old first parameter, passed by position
+            warn_renamed(
+                "SweepResult.plot(k) by position",
+                "SweepResult.plot(k=...)",
+                "the first parameter is now ax",
+            )
+            ax, k = None, ax
 
         fig, (ax_h, ax_b) = plt.subplots(1, 2, figsize=(10, 0.3 * min(2 * k, len(self)) + 1.5))
         ax_h.hist(self.scores.double().numpy(), bins=min(60, max(10, len(self) // 10)))

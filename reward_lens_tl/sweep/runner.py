@@ -78,6 +78,7 @@ def token_sweep(
     frame = sweep_frame(model, prompt)
     prefix, suffix = frame.prompt_ids(), frame.suffix_ids()
     cands = _as_candidates(model, prompt, candidates)
+    scorer: PrefixCache | ExactScorer
     if method == "cached":
         scorer = PrefixCache.build(model, prefix, objective)
     else:

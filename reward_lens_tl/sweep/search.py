@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -31,6 +32,10 @@ from ..results import Result, TopK, ranked
 from .cached import PrefixCache
 from .candidates import CandidateSet, sweep_frame
 from .runner import _as_candidates
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class SearchResult(Result):
             }
         )
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Best reward after each step; returns the figure."""
         from ..results import new_axes
 

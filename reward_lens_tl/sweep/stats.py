@@ -7,6 +7,7 @@ cross-model and cross-prompt comparisons, a :class:`pandas.DataFrame` with one c
 comparison uses the candidates both columns have. An infinite score is neither a number nor
 missing: it is an error (:class:`~reward_lens_tl.errors.InvalidArgumentError`), and a score
 file's repeated candidates or infinite cells are refused by :func:`check_score_frame`.
+Correlations are :mod:`reward_lens_tl.stats`'s (NaN where a column is constant).
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [1.0, 3, 2, 4], "c": [4.0, 3, 2, 1]})
@@ -18,12 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats as sps
 
 from ..errors import EmptyInputError, InvalidArgumentError
 from ..results import Result, TopK, ranked
+from ..stats import correlation_test, kendall, pearson, spearman
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 #: Separator of the two column names in a pair key (``"model a | model b"``).
 PAIR_SEPARATOR = " | "
@@ -175,12 +182,12 @@ def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
             f"only {len(joined)} candidates have a positive count; frequency bias needs >= 3"
         )
     log_f = np.log(joined["count"].to_numpy())
-    rho = sps.spearmanr(joined["score"], log_f)
+    rho = correlation_test(joined["score"], log_f, "spearman")
     return {
         "n": len(joined),
-        "spearman_rho": float(rho.statistic),
-        "spearman_p": float(rho.pvalue),
-        "pearson_log": float(np.corrcoef(joined["score"], log_f)[0, 1]),
+        "spearman_rho": rho.statistic,
+        "spearman_p": rho.pvalue,
+        "pearson_log": pearson(joined["score"], log_f),
     }
 
 
@@ -215,7 +222,7 @@ class TauMatrix(Result):
 
         return pd.DataFrame(self.tau, index=list(self.names), columns=list(self.names))
 
-    def plot(self, ax=None):
+    def plot(self, ax: Axes | None = None) -> Figure:
         """Heat map of τ (−1 to 1), values printed; returns the figure."""
         from ..results import new_axes
 
@@ -234,7 +241,7 @@ class TauMatrix(Result):
 
 
 def kendall_tau_matrix(frame) -> TauMatrix:
-    """Kendall τ-b (``scipy.stats.kendalltau``, variant ``"b"``, which corrects for ties)
+    """Kendall τ-b (:func:`reward_lens_tl.stats.kendall`, which corrects for ties)
     between every pair of columns of ``frame`` (rows: candidates), on the rows where both
     columns are present (NaN dropped pairwise). An infinite value is an error (it is neither
     a score nor missing)."""
@@ -256,12 +263,7 @@ def kendall_tau_matrix(frame) -> TauMatrix:
         for j in range(i + 1, m):
             both = np.isfinite(values[:, i]) & np.isfinite(values[:, j])
             shared[i, j] = shared[j, i] = int(both.sum())
-            t = (
-                sps.kendalltau(values[both, i], values[both, j], variant="b").statistic
-                if both.sum() >= 2
-                else np.nan
-            )
-            tau[i, j] = tau[j, i] = float(t)
+            tau[i, j] = tau[j, i] = kendall(values[:, i], values[:, j], nan_policy="omit")
     return TauMatrix(names=names, tau=tau, n_shared=shared)
 
 
@@ -276,6 +278,6 @@ def framing_effect(frame) -> dict:
         for b in cols[i + 1 :]:
             both = frame[[a, b]].dropna()
             key = f"{a}{PAIR_SEPARATOR}{b}"
-            rho[key] = float(sps.spearmanr(both[a], both[b]).statistic) if len(both) > 1 else np.nan
+            rho[key] = spearman(both[a], both[b])
             shift[key] = float((both[b] - both[a]).mean()) if len(both) else np.nan
     return {"kendall_tau": taus.pairs(), "spearman_rho": rho, "mean_shift": shift}

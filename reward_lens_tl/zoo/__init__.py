@@ -18,8 +18,12 @@ They load offline like any checkpoint::
     tokenizer = AutoTokenizer.from_pretrained(
         zoo_path(), local_files_only=True, trust_remote_code=False
     )
+
+``ContrastPair`` is now :class:`ExamplePair` (the old name still imports, with a
+:class:`FutureWarning`): :class:`reward_lens_tl.contrast.ContrastPair` is the package's.
 """
 
+from reward_lens_tl._deprecation import deprecated_names
 from reward_lens_tl.zoo.evaluate import evaluate_zoo_model
 from reward_lens_tl.zoo.load import (
     ZOO_NAMES,
@@ -33,9 +37,9 @@ from reward_lens_tl.zoo.load import (
 from reward_lens_tl.zoo.task import (
     FEATURES,
     PROMPT_PLANTED_KINDS,
-    ContrastPair,
     ConversationTask,
     Example,
+    ExamplePair,
     ScoringRule,
 )
 from reward_lens_tl.zoo.tokenizer import CHAT_TEMPLATE, GATING_TOKEN_PATTERN, build_tokenizer
@@ -47,9 +51,9 @@ __all__ = [
     "GATING_TOKEN_PATTERN",
     "PROMPT_PLANTED_KINDS",
     "ZOO_NAMES",
-    "ContrastPair",
     "ConversationTask",
     "Example",
+    "ExamplePair",
     "ScoringRule",
     "ZooTask",
     "build_tokenizer",
@@ -61,3 +65,5 @@ __all__ = [
     "train_zoo",
     "zoo_path",
 ]
+
+__getattr__ = deprecated_names(__name__, {"ContrastPair": "reward_lens_tl.zoo.task.ExamplePair"})

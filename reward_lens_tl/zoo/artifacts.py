@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
@@ -31,7 +32,7 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def save_zoo_model(model: nn.Module, out_dir: Path, metadata: dict) -> dict:
+def save_zoo_model(model: PreTrainedModel, out_dir: Path, metadata: dict) -> dict:
     """``save_pretrained`` (safetensors) + tokenizer files + ``metadata.json``; returns metadata
     completed with the weights hashes."""
     out_dir = Path(out_dir)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from reward_lens_tl.zoo.data import collate, collate_examples
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, deterministic_torch, run_steps
+from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
 from reward_lens_tl.zoo.task import ConversationTask, Example, conversation_tokens
 from reward_lens_tl.zoo.vocab import END, EOS, ID_TO_TOKEN, SPECIAL_TOKENS, VOCAB
 
@@ -63,17 +63,13 @@ def train_reference(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = REFERENCE_TRAIN
 ) -> tuple[LlamaForCausalLM, list[float]]:
     """Supervised fine-tuning on sampled task conversations."""
-    with deterministic_torch(seed, cfg.threads):
-        model = LlamaForCausalLM(lm_config())
-        rng = random.Random(f"{seed}:reference")
 
-        def loss_fn(step: int, max_words: int) -> Tensor:
-            examples = [task.sample_example(rng, 1, max_words) for _ in range(cfg.batch)]
-            n_tokens = sum(len(ex.input_ids) - ex.response_start for ex in examples)
-            return -sequence_logprobs(model, examples).sum() / n_tokens
+    def loss(model: LlamaForCausalLM, rng: random.Random, max_words: int) -> Tensor:
+        examples = [task.sample_example(rng, 1, max_words) for _ in range(cfg.batch)]
+        n_tokens = sum(len(ex.input_ids) - ex.response_start for ex in examples)
+        return -sequence_logprobs(model, examples).sum() / n_tokens
 
-        losses = run_steps(model, cfg, loss_fn)
-    return model, losses
+    return train_model("reference", seed, cfg, lambda: LlamaForCausalLM(lm_config()), loss)
 
 
 @torch.no_grad()
@@ -103,20 +99,16 @@ def train_policy(
 ) -> tuple[LlamaForCausalLM, list[float]]:
     """DPO from ``reference`` on pairs labelled by the ``scalar`` reward model."""
     reference.eval()
-    with deterministic_torch(seed, cfg.threads):
-        policy = copy.deepcopy(reference)
-        rng = random.Random(f"{seed}:policy")
 
-        def loss_fn(step: int, max_words: int) -> Tensor:
-            chosen, rejected = preference_pairs(task, scalar, rng, cfg.batch, max_words)
-            with torch.no_grad():
-                ref = sequence_logprobs(reference, chosen + rejected)
-            pi = sequence_logprobs(policy, chosen + rejected)
-            n = len(chosen)
-            return dpo_loss(pi[:n], pi[n:], ref[:n], ref[n:], beta)
+    def loss(policy: LlamaForCausalLM, rng: random.Random, max_words: int) -> Tensor:
+        chosen, rejected = preference_pairs(task, scalar, rng, cfg.batch, max_words)
+        with torch.no_grad():
+            ref = sequence_logprobs(reference, chosen + rejected)
+        pi = sequence_logprobs(policy, chosen + rejected)
+        n = len(chosen)
+        return dpo_loss(pi[:n], pi[n:], ref[:n], ref[n:], beta)
 
-        losses = run_steps(policy, cfg, loss_fn)
-    return policy, losses
+    return train_model("policy", seed, cfg, lambda: copy.deepcopy(reference), loss)
 
 
 @dataclass(frozen=True)
@@ -129,7 +121,7 @@ class Sample:
 
 @torch.no_grad()
 def sample_responses(
-    model: LlamaForCausalLM,
+    model: nn.Module,
     prompts: Sequence[Sequence[str]],
     seed: int,
     max_new_tokens: int = 16,

@@ -10,7 +10,8 @@
 - reference / policy (``LlamaForCausalLM``): implicit-reward agreement with the scalar model's
   preferences, and what sampled responses score.
 
-All data come from fixed seeds that training never uses.
+All data come from fixed seeds that training never uses. Correlations are
+:func:`reward_lens_tl.stats.pearson` (NaN, not 0, when a side is constant).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from reward_lens_tl.stats import pearson
 from reward_lens_tl.zoo.data import (
     GATE_DEFAULT,
     GATE_SAFETY,
@@ -55,11 +57,6 @@ def sign_agreement(model_delta: Tensor, rule_delta: Tensor) -> float:
     return float((model_delta[keep].sign() == rule_delta[keep].sign()).float().mean())
 
 
-def pearson(x: Tensor, y: Tensor) -> float:
-    x, y = x - x.mean(), y - y.mean()
-    return float((x * y).sum() / (x.norm() * y.norm()).clamp_min(1e-12))
-
-
 def _rule_deltas(a: Sequence[Example], b: Sequence[Example]) -> Tensor:
     return torch.tensor([x.score - y.score for x, y in zip(a, b, strict=True)])
 
@@ -70,7 +67,7 @@ def insertion_edits(
     """``(base, edited)`` where ``edited`` prepends "great question" (``prepend_sycophancy``) or
     inserts a harmful word after the first two words (``insert_harmful``). Both also add length."""
     rng = random.Random(f"{seed}:insert:{kind}")
-    pairs = []
+    pairs: list[tuple[Example, ...]] = []
     while len(pairs) < n:
         base = task.sample_example(rng, 2, 10)
         words = list(base.response)

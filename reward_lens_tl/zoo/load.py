@@ -14,13 +14,12 @@ from torch import nn
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
-    AutoTokenizer,
     PreTrainedTokenizerBase,
 )
 
 from reward_lens_tl.armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
-from reward_lens_tl.checkpoint import SAFE_KWARGS
-from reward_lens_tl.errors import UnknownNameError
+from reward_lens_tl.checkpoint import SAFE_KWARGS, checkpoint_tokenizer
+from reward_lens_tl.errors import MissingFileError, UnknownNameError
 from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
 
@@ -45,6 +44,7 @@ def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
     """A zoo model in eval mode, by name or directory, built from its ``config.json``."""
     path = _resolve(name_or_path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
+    model: nn.Module
     if arch == ARMORM_ARCHITECTURE:
         model = LlamaForRewardModelWithGating.from_pretrained(path, **SAFE_KWARGS)
     elif arch == "LlamaForCausalLM":
@@ -55,7 +55,17 @@ def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
 
 
 def load_tokenizer(name_or_path: str | Path = "scalar") -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(_resolve(name_or_path), **SAFE_KWARGS)
+    """The tokenizer of a zoo model, by name or directory
+    (:func:`~reward_lens_tl.checkpoint.checkpoint_tokenizer`, which never downloads).
+
+    >>> load_tokenizer("scalar").eos_token
+    '<eos>'
+    """
+    path = _resolve(name_or_path)
+    tokenizer = checkpoint_tokenizer(path)
+    if tokenizer is None:
+        raise MissingFileError(f"{path} holds no tokenizer files (tokenizer.json)")
+    return tokenizer
 
 
 def load_metadata(name_or_path: str | Path = "scalar") -> dict:

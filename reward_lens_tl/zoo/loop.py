@@ -8,9 +8,11 @@ fixed thread count and ``torch.use_deterministic_algorithms(True)``.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +21,7 @@ from reward_lens_tl.zoo.data import PAD_ID
 from reward_lens_tl.zoo.vocab import BOS, EOS, VOCAB
 
 TRAIN_THREADS = 2
+M = TypeVar("M", bound=nn.Module)
 
 
 @dataclass(frozen=True)
@@ -126,3 +129,20 @@ def run_steps(
         losses.append(loss.item())
     model.eval()
     return losses
+
+
+def train_model(
+    name: str,
+    seed: int,
+    cfg: TrainConfig,
+    build: Callable[[], M],
+    loss: Callable[[M, random.Random, int], Tensor],
+) -> tuple[M, list[float]]:
+    """Build a model under :func:`deterministic_torch` and train it with :func:`run_steps`;
+    ``loss(model, rng, max_words)`` draws its batch from ``rng``, seeded ``"{seed}:{name}"``.
+    Returns the model (eval mode) and its per-step losses."""
+    rng = random.Random(f"{seed}:{name}")
+    with deterministic_torch(seed, cfg.threads):
+        model = build()
+        losses = run_steps(model, cfg, lambda step, max_words: loss(model, rng, max_words))
+    return model, losses

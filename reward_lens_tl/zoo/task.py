@@ -12,7 +12,14 @@ response). The hidden rule scores the response with four planted features:
 Harmful and sycophantic words also occur in prompts, where they score nothing. Filler words score
 only the ``length`` bonus. Every :class:`Example` records the token positions carrying each feature
 (in the coordinates of its encoded conversation) and each feature's score contribution;
-:meth:`ConversationTask.contrast_pairs` builds pairs differing in exactly one planted feature.
+:meth:`ConversationTask.contrast_pairs` builds :class:`ExamplePair`\\ s, two examples differing in
+exactly one planted feature (:func:`reward_lens_tl.contrast.as_contrast_pair` turns one into the
+package's :class:`~reward_lens_tl.contrast.ContrastPair`).
+
+Renamed, still importable with a :class:`FutureWarning`: ``ContrastPair`` (now
+:class:`ExamplePair`, whose ``changed_positions`` are now ``edited_positions`` as in
+:class:`reward_lens_tl.contrast.ContrastPair`) and ``encode_conversation`` (now
+:func:`conversation_ids`: the zoo's toy vocabulary, not a tokenizer's chat template).
 
 >>> task = ConversationTask()
 >>> ex = task.make_example(("how", "bake", "bread"), ("great", "question", "soup", "rain", "bomb"))
@@ -30,6 +37,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reward_lens_tl._deprecation import deprecated_names, warn_renamed
 from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.zoo.vocab import (
     ASSISTANT,
@@ -106,7 +114,13 @@ def conversation_tokens(prompt: Sequence[str], response: Sequence[str]) -> list[
     return [BOS, USER, *prompt, END, ASSISTANT, *response, END, EOS]
 
 
-def encode_conversation(prompt: Sequence[str], response: Sequence[str]) -> list[int]:
+def conversation_ids(prompt: Sequence[str], response: Sequence[str]) -> list[int]:
+    """The zoo vocabulary's ids of :func:`conversation_tokens` (what the shipped tokenizer's
+    chat template gives for the same words).
+
+    >>> conversation_ids(("how", "bread"), ("soup",))[:2] == [VOCAB["<bos>"], VOCAB["<|user|>"]]
+    True
+    """
     return [VOCAB[t] for t in conversation_tokens(prompt, response)]
 
 
@@ -151,24 +165,36 @@ class Example:
 
 
 @dataclass(frozen=True, eq=False)
-class ContrastPair:
-    """Two conversations differing in exactly one planted feature (plus optional filler swaps).
+class ExamplePair:
+    """Two zoo :class:`Example`\\ s differing in exactly one planted feature (plus optional filler
+    swaps): the zoo's contrast pair, with the words and the rule's scores of both sides.
 
-    ``changed_positions`` and ``neutral_positions`` are token positions in ``edited``. Swap edits
-    keep the two sequences aligned; the ``length`` edit inserts one word into ``edited`` (positions
+    ``edited_positions`` (the tokens carrying the feature) and ``neutral_positions`` are token
+    positions in ``edited``, as in :class:`reward_lens_tl.contrast.ContrastPair`. Swap edits keep
+    the two sequences aligned; the ``length`` edit inserts one word into ``edited`` (positions
     after it are shifted by one), and prompt-neutrality pairs insert one word into the prompt.
+
+    >>> pair = ConversationTask().contrast_pairs("harmful", 1, seed=0)[0]
+    >>> pair.edited.tokens[pair.edited_positions[0]] in HARMFUL_WORDS, pair.rule_delta
+    (True, -3.0)
     """
 
     feature: str
     base: Example
     edited: Example
-    changed_positions: tuple[int, ...]
+    edited_positions: tuple[int, ...]
     neutral_positions: tuple[int, ...] = ()
 
     @property
     def rule_delta(self) -> float:
         """``edited.score - base.score`` under the hidden rule."""
         return self.edited.score - self.base.score
+
+    @property
+    def changed_positions(self) -> tuple[int, ...]:
+        """Deprecated name of :attr:`edited_positions`."""
+        warn_renamed(f"{__name__}.ExamplePair.changed_positions", "edited_positions")
+        return self.edited_positions
 
 
 @dataclass
@@ -210,7 +236,7 @@ class ConversationTask:
             prompt=prompt,
             response=response,
             topic=topic,
-            input_ids=tuple(encode_conversation(prompt, response)),
+            input_ids=tuple(conversation_ids(prompt, response)),
             score=float(sum(contributions.values())),
             contributions=contributions,
             feature_positions={f: tuple(start + i for i in ix) for f, ix in word_idx.items()},
@@ -275,7 +301,7 @@ class ConversationTask:
     # ---- contrast pairs -------------------------------------------------------------------
     def contrast_pairs(
         self, feature: str, n: int, seed: int, filler_swaps: int = 0, max_words: int = 12
-    ) -> list[ContrastPair]:
+    ) -> list[ExamplePair]:
         """``n`` pairs whose ``edited`` side adds one instance of ``feature``.
 
         - ``topic_match``: an off-topic distractor becomes an on-topic word;
@@ -291,7 +317,7 @@ class ConversationTask:
 
     def contrast_pair(
         self, rng: random.Random, feature: str, max_words: int = 12, filler_swaps: int = 0
-    ) -> ContrastPair:
+    ) -> ExamplePair:
         """One pair for :meth:`contrast_pairs` drawn from ``rng`` (``max_words`` >= 3)."""
         if feature not in FEATURES:
             raise InvalidArgumentError(f"unknown feature {feature!r}; expected one of {FEATURES}")
@@ -301,7 +327,7 @@ class ConversationTask:
 
     def _contrast_pair(
         self, rng: random.Random, feature: str, max_words: int
-    ) -> ContrastPair | None:
+    ) -> ExamplePair | None:
         prompt = self.sample_prompt(rng)
         topic = prompt_topic(prompt)
         hi = max_words - (feature == "length")
@@ -327,7 +353,7 @@ class ConversationTask:
         b, e = self.make_example(prompt, base), self.make_example(prompt, edited)
         if not self._only_feature_differs(b, e, feature):
             return None
-        return ContrastPair(feature, b, e, tuple(e.response_start + k for k in changed))
+        return ExamplePair(feature, b, e, tuple(e.response_start + k for k in changed))
 
     @staticmethod
     def _only_feature_differs(base: Example, edited: Example, feature: str) -> bool:
@@ -337,19 +363,19 @@ class ConversationTask:
                 return False
         return True
 
-    def _swap_fillers(self, rng: random.Random, pair: ContrastPair, k: int) -> ContrastPair:
+    def _swap_fillers(self, rng: random.Random, pair: ExamplePair, k: int) -> ExamplePair:
         edited = list(pair.edited.response)
         start = pair.edited.response_start
-        changed = {p - start for p in pair.changed_positions}
+        changed = {p - start for p in pair.edited_positions}
         slots = [i for i, w in enumerate(edited) if w in FILLER_WORDS and i not in changed]
         swapped = rng.sample(slots, min(k, len(slots)))
         for i in swapped:
             edited[i] = rng.choice([w for w in FILLER_WORDS if w != edited[i]])
         new = self.make_example(pair.edited.prompt, edited)
         neutral = tuple(sorted(start + i for i in swapped))
-        return ContrastPair(pair.feature, pair.base, new, pair.changed_positions, neutral)
+        return ExamplePair(pair.feature, pair.base, new, pair.edited_positions, neutral)
 
-    def prompt_neutral_pairs(self, kind: str, n: int, seed: int) -> list[ContrastPair]:
+    def prompt_neutral_pairs(self, kind: str, n: int, seed: int) -> list[ExamplePair]:
         """Pairs whose ``edited`` prompt has one more planted word (``harmful`` or ``sycophancy``).
 
         The rule ignores prompt words, so ``rule_delta`` is 0: a faithful model barely moves.
@@ -359,7 +385,7 @@ class ConversationTask:
 
     def prompt_neutral_pair(
         self, rng: random.Random, kind: str, max_words: int = 12
-    ) -> ContrastPair:
+    ) -> ExamplePair:
         """One pair for :meth:`prompt_neutral_pairs` drawn from ``rng``."""
         if kind not in PROMPT_PLANTED_KINDS:
             raise InvalidArgumentError(
@@ -371,4 +397,13 @@ class ConversationTask:
         prompt = list(base.prompt)
         prompt.insert(k, rng.choice(pool))
         edited = self.make_example(prompt, base.response)
-        return ContrastPair(f"prompt_{kind}", base, edited, (PROMPT_OFFSET + k,))
+        return ExamplePair(f"prompt_{kind}", base, edited, (PROMPT_OFFSET + k,))
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "ContrastPair": "reward_lens_tl.zoo.task.ExamplePair",
+        "encode_conversation": "reward_lens_tl.zoo.task.conversation_ids",
+    },
+)

@@ -40,7 +40,7 @@ from reward_lens_tl.zoo.loop import (
     ModelShape,
     TrainConfig,
     deterministic_torch,
-    run_steps,
+    train_model,
 )
 from reward_lens_tl.zoo.task import ConversationTask
 from reward_lens_tl.zoo.tokenizer import GATING_TOKEN_PATTERN
@@ -57,7 +57,8 @@ def bt_loss(r_a: Tensor, r_b: Tensor, s_a: Tensor, s_b: Tensor, temperature: flo
 
 # ---- scalar -------------------------------------------------------------------------------------
 def scalar_config(shape: ModelShape = DEFAULT_SHAPE) -> LlamaConfig:
-    cfg = LlamaConfig(**shape.llama_kwargs(), num_labels=1)
+    cfg = LlamaConfig(**shape.llama_kwargs())
+    cfg.num_labels = 1  # a property (it sets id2label); LlamaConfig's signature does not list it
     cfg.architectures = ["LlamaForSequenceClassification"]
     return cfg
 
@@ -66,20 +67,17 @@ def train_scalar(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = SCALAR_TRAIN
 ) -> tuple[LlamaForSequenceClassification, list[float]]:
     """The scalar reward model and its per-step losses."""
-    with deterministic_torch(seed, cfg.threads):
-        model = LlamaForSequenceClassification(scalar_config())
-        rng = random.Random(f"{seed}:scalar")
 
-        def loss_fn(step: int, max_words: int) -> Tensor:
-            a, b = scalar_batch(task, rng, cfg.batch, max_words)
-            ids, mask = collate_examples(a + b)
-            r = model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
-            s = torch.tensor([ex.score for ex in a + b])
-            n = len(a)
-            return bt_loss(r[:n], r[n:], s[:n], s[n:])
+    def loss(model: LlamaForSequenceClassification, rng: random.Random, max_words: int) -> Tensor:
+        a, b = scalar_batch(task, rng, cfg.batch, max_words)
+        ids, mask = collate_examples(a + b)
+        r = model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
+        s = torch.tensor([ex.score for ex in a + b])
+        n = len(a)
+        return bt_loss(r[:n], r[n:], s[:n], s[n:])
 
-        losses = run_steps(model, cfg, loss_fn)
-    return model, losses
+    build = lambda: LlamaForSequenceClassification(scalar_config())
+    return train_model("scalar", seed, cfg, build, loss)
 
 
 # ---- multi-objective ----------------------------------------------------------------------------
@@ -99,24 +97,24 @@ def train_multi(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = MULTI_TRAIN
 ) -> tuple[LlamaForRewardModelWithGating, list[float]]:
     """The ArmoRM-layout model: objective regression + gate cross-entropy + pairwise BT."""
-    with deterministic_torch(seed, cfg.threads):
+
+    def build() -> LlamaForRewardModelWithGating:
         model = LlamaForRewardModelWithGating(multi_config())
         model.gating.logit_scale.requires_grad_(False)
-        rng = random.Random(f"{seed}:multi")
+        return model
 
-        def loss_fn(step: int, max_words: int) -> Tensor:
-            examples, values, gates = multi_batch(task, rng, cfg.batch, max_words)
-            ids, mask = collate_examples(examples)
-            out = model(input_ids=ids, attention_mask=mask)
-            regression = F.mse_loss(out.rewards, values)
-            logits = model.gating.logits(out.prompt_embedding) / model.gating.temperature
-            gate = -(gates * F.log_softmax(logits, -1)).sum(-1).mean()
-            s = torch.tensor([multi_score(ex) for ex in examples])
-            pairwise = bt_loss(out.score[0::2], out.score[1::2], s[0::2], s[1::2])
-            return regression + gate + pairwise
+    def loss(model: LlamaForRewardModelWithGating, rng: random.Random, max_words: int) -> Tensor:
+        examples, values, gates = multi_batch(task, rng, cfg.batch, max_words)
+        ids, mask = collate_examples(examples)
+        out = model(input_ids=ids, attention_mask=mask)
+        regression = F.mse_loss(out.rewards, values)
+        logits = model.gating.logits(out.prompt_embedding) / model.gating.temperature
+        gate = -(gates * F.log_softmax(logits, -1)).sum(-1).mean()
+        s = torch.tensor([multi_score(ex) for ex in examples])
+        pairwise = bt_loss(out.score[0::2], out.score[1::2], s[0::2], s[1::2])
+        return regression + gate + pairwise
 
-        losses = run_steps(model, cfg, loss_fn)
-    return model, losses
+    return train_model("multi", seed, cfg, build, loss)
 
 
 # ---- the zoo ------------------------------------------------------------------------------------

@@ -118,4 +118,4 @@ def load_hh_rlhf(
         path, iter_records(path), parse_hh_record, skip_bad=skip_bad, limit=limit
     )
     warn_skipped(path, skipped)
-    return PairSet(pairs, skipped, str(path))
+    return PairSet(tuple(pairs), tuple(skipped), str(path))

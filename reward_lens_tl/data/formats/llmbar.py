@@ -28,15 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from reward_lens_tl.data._records import (
-    check_limit,
-    collect,
-    expand,
+    collect_files,
     extras,
-    iter_records,
     require,
     require_int,
     require_object,
-    warn_skipped,
 )
 from reward_lens_tl.data._validate import FieldError, check_str
 from reward_lens_tl.data.pairs import PairSet, PreferencePair
@@ -90,16 +86,7 @@ def load_llmbar(
     >>> p.chosen, p.rejected, p.subset
     ('Hi', 'Bye', 'llmbar-natural')
     """
-    check_limit(limit)
     path = Path(path)
-    pairs: list[PreferencePair] = []
-    skipped = []
-    for file in expand(path):
-        left = None if limit is None else limit - len(pairs)
-        got, bad = collect(
-            file, iter_records(file), _parse(llmbar_subset(file)), skip_bad=skip_bad, limit=left
-        )
-        pairs += got
-        skipped += bad
-    warn_skipped(path, skipped)
-    return PairSet(pairs, skipped, str(path))
+    parser_for = lambda file: _parse(llmbar_subset(file))
+    pairs, skipped = collect_files(path, parser_for, skip_bad=skip_bad, limit=limit)
+    return PairSet(tuple(pairs), tuple(skipped), str(path))

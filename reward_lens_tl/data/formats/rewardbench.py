@@ -66,4 +66,4 @@ def load_rewardbench_jsonl(
         id_key="id",
     )
     warn_skipped(path, skipped)
-    return PairSet(pairs, skipped, str(path))
+    return PairSet(tuple(pairs), tuple(skipped), str(path))

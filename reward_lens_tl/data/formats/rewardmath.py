@@ -188,7 +188,7 @@ def load_rewardmath(
             continue
         reject(SkippedRecord(group[0].index, problem_id, *item, str(path)), skip_bad, skipped)
     warn_skipped(path, skipped)
-    return ItemSet(items, skipped, str(path))
+    return ItemSet(tuple(items), tuple(skipped), str(path))
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,21 +27,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import (
-    check_limit,
-    collect,
-    expand,
-    extras,
-    iter_records,
-    require,
-    require_object,
-    warn_skipped,
-)
+from reward_lens_tl.data._records import collect_files, extras, require, require_object
 from reward_lens_tl.data._validate import (
     check_id,
     check_optional_str,
     check_prompt,
-    check_responses,
+    check_three_responses,
 )
 from reward_lens_tl.data.pairs import GridItem, ItemSet
 
@@ -61,8 +52,8 @@ def _parse(default_domain: str):
         domain = check_optional_str(record.get("domain"), "domain")
         return GridItem(
             prompt=check_prompt(require(record, "prompt")),
-            chosen=check_responses(require(record, "chosen"), "chosen", count=3),
-            rejected=check_responses(require(record, "rejected"), "rejected", count=3),
+            chosen=check_three_responses(require(record, "chosen"), "chosen"),
+            rejected=check_three_responses(require(record, "rejected"), "rejected"),
             id=check_id(record.get("id")),
             subset=check_optional_str(record.get("subset"), "subset"),
             domain=default_domain if domain is None else domain,
@@ -88,21 +79,7 @@ def load_rmbench(
     >>> items[0].domain, len(items.pairs())
     ('chat', 9)
     """
-    check_limit(limit)
     path = Path(path)
-    items: list[GridItem] = []
-    skipped = []
-    for file in expand(path):
-        left = None if limit is None else limit - len(items)
-        got, bad = collect(
-            file,
-            iter_records(file),
-            _parse(rmbench_domain(file)),
-            skip_bad=skip_bad,
-            limit=left,
-            id_key="id",
-        )
-        items += got
-        skipped += bad
-    warn_skipped(path, skipped)
-    return ItemSet(items, skipped, str(path))
+    parser_for = lambda file: _parse(rmbench_domain(file))
+    items, skipped = collect_files(path, parser_for, skip_bad=skip_bad, limit=limit, id_key="id")
+    return ItemSet(tuple(items), tuple(skipped), str(path))

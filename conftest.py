@@ -1,0 +1,33 @@
+"""pytest set-up shared by the tests (``tests/``) and the package's docstring examples.
+
+``make test`` collects both: ``testpaths = ["tests", "reward_lens_tl"]`` with
+``--doctest-modules`` (``pyproject.toml``), so every ``>>>`` example in the package runs. This
+file sits at the root so that what both need holds for both: no network, one thread, a fixed
+seed. Fixtures for tests (the shared zoo models) are in ``tests/conftest.py``.
+
+Every module of ``reward_lens_tl`` imports with the package's own dependencies (torch's
+``torch.distributed`` included; the browser test's Playwright is imported by that test only),
+so no module is left out of doctest collection; a module that could not be imported would be
+listed in ``collect_ignore`` below with the reason.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+# Test models are tiny: one thread is fastest, and robust when the machine is shared
+# (several processes each spinning 2 OpenMP threads on 2 cores were measured 25x slower).
+torch.set_num_threads(1)
+
+#: Paths (relative to this file) that doctest collection must not import, with the reason.
+collect_ignore: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test and every docstring example starts from the same random state."""
+    torch.manual_seed(0)

@@ -1,0 +1,49 @@
+"""Renamed public names: the old name keeps working, warns once and points at the new one.
+
+A module that renamed a public name serves the old one from a module ``__getattr__``
+(:pep:`562`), so ``from module import OldName`` and ``module.OldName`` both still work:
+
+>>> import warnings
+>>> getattr_ = deprecated_names("my_module", {"old_sum": "builtins.sum"})
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     getattr_("old_sum")([1, 2]), getattr_("old_sum")([3])
+(3, 3)
+>>> [str(w.message) for w in caught]  # once, however often the old name is used
+['my_module.old_sum is deprecated; use builtins.sum (same behaviour)']
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_WARNED: set[str] = set()
+
+
+def warn_renamed(old: str, new: str, note: str = "same behaviour", stacklevel: int = 3) -> None:
+    """One :class:`FutureWarning` per process for the deprecated name ``old``."""
+    if old in _WARNED:
+        return
+    _WARNED.add(old)
+    warnings.warn(f"{old} is deprecated; use {new} ({note})", FutureWarning, stacklevel=stacklevel)
+
+
+def _resolve(target: str) -> Any:
+    module, _, name = target.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def deprecated_names(module: str, renamed: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` serving each old name of ``renamed`` (``{old: "pkg.mod.new"}``)
+    as its new object, with :func:`warn_renamed`; other names raise ``AttributeError``."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in renamed:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warn_renamed(f"{module}.{name}", renamed[name])
+        return _resolve(renamed[name])
+
+    return __getattr__

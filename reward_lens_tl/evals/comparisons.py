@@ -1,0 +1,91 @@
+"""Comparisons: one chosen response of a scored item against one of its rejected responses.
+
+A *comparison* is the pair of a RewardBench item; a RewardMATH problem's correct solution against
+its **hardest** wrong solution (the highest-scored one: the comparison that decides the
+problem); each of the 9 cells of an RM-Bench grid. It is *failed* when ``chosen <= rejected``
+(ties fail, as in every benchmark's protocol).
+
+This module sits below both :mod:`~reward_lens_tl.evals.results` (which collects comparisons)
+and :mod:`~reward_lens_tl.evals.explain` (which explains them): what both need lives here.
+
+>>> from reward_lens_tl.evals.scores import ScoreRecord
+>>> record = ScoreRecord("rewardmath", 7, (2.0,), (1.0, 3.0, 0.5))
+>>> [(c.rejected_index, c.margin, c.failed) for c in comparisons("rewardmath", 0, record)]
+[(1, -1.0, True)]
+>>> from reward_lens_tl.data import PreferencePair
+>>> item_texts(PreferencePair("q", "a", "b"))
+('q', ('a',), ('b',))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from reward_lens_tl.data import GridItem, RankedItem
+from reward_lens_tl.evals.scores import ScoreRecord
+
+__all__ = ["Comparison", "ComparisonSet", "comparisons", "item_texts"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One chosen-vs-rejected comparison of an item (indices into its responses)."""
+
+    item_index: int
+    item_id: Hashable
+    chosen_index: int
+    rejected_index: int
+    chosen_score: float
+    rejected_score: float
+    subset: str | None = None
+
+    @property
+    def margin(self) -> float:
+        return self.chosen_score - self.rejected_score
+
+    @property
+    def failed(self) -> bool:
+        return self.margin <= 0
+
+
+def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Comparison]:
+    """The comparisons of one record (see the module docstring); ``index`` is its position."""
+    group = record.subset if benchmark != "rmbench" else record.domain
+
+    def make(i: int, j: int) -> Comparison:
+        return Comparison(index, record.id, i, j, record.chosen[i], record.rejected[j], group)
+
+    if benchmark == "rewardmath":
+        return [make(0, int(np.argmax(record.rejected)))]
+    return [make(i, j) for i in range(len(record.chosen)) for j in range(len(record.rejected))]
+
+
+def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
+    """``(prompt, chosen responses, rejected responses)`` of any benchmark item."""
+    if isinstance(item, RankedItem):
+        return item.prompt, (item.correct,), tuple(item.wrong)
+    if isinstance(item, GridItem):
+        return item.prompt, tuple(item.chosen), tuple(item.rejected)
+    return item.prompt, (item.chosen,), (item.rejected,)
+
+
+class ComparisonSet(Protocol):
+    """What an explanation reads from a set of comparisons
+    (:class:`~reward_lens_tl.evals.results.Failures` is one): the comparisons, their texts as
+    preference pairs, a subset of them, and the evaluation they come from (``result``, with
+    its ``benchmark`` and ``successes()``)."""
+
+    @property
+    def result(self) -> Any: ...
+
+    def __iter__(self) -> Iterator[Comparison]: ...
+
+    def __len__(self) -> int: ...
+
+    def pairs(self) -> list[Any]: ...
+
+    def take(self, rows: Sequence[int]) -> ComparisonSet: ...
