@@ -2,7 +2,7 @@
 
 One entry per idiom a TL user writes routinely: the code, and either what it gives on a reward
 model (``right``: the number equals an independent computation from the plain HF model, in
-``tests/test_tl_habits.py``) or the typed error it raises and what to use instead
+``tests/test_habits.py``) or the typed error it raises and what to use instead
 (``refused``). The README's table is rendered from this list (:func:`markdown_table`) and a test
 checks that the two agree and that every entry has a test, so the table cannot drift.
 

@@ -156,7 +156,7 @@ def test_every_former_demo_section_is_in_the_one_report(zoo_report, former):
 def test_markdown_and_html_render_the_same_sections(zoo_report):
     """Both files come from the same section objects: the same titles in the same order, the
     same tables cell for cell (numbers formatted once) and the same paragraphs."""
-    from test_report import html_paragraphs, html_tables, md_paragraphs, md_tables
+    from tests.report.test_build import html_paragraphs, html_tables, md_paragraphs, md_tables
 
     _, numbers, report, page = zoo_report
     titles = [line[3:] for line in report.splitlines() if line.startswith("## ")]

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_dtype import FAMILIES
-from test_dtype import TOL as LOW_TOL
-from test_fast_attention import (
+
+from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.attribution import direct_attribution
+from reward_lens_tl.patching.activation import activation_patching
+from reward_lens_tl.testing import tiny_reward_model
+from tests.adapters.test_parity import TOL
+from tests.test_dtype import FAMILIES
+from tests.test_dtype import TOL as LOW_TOL
+from tests.test_fast_attention import (
     LENGTHS,
     SOFT_CAPPED,
     batch_for,
     hf_reward,
     sdpa_calls,  # noqa: F401  (the fixture counting SDPA calls)
 )
-from test_parity import TOL
-
-from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.attribution import direct_attribution
-from reward_lens_tl.patching.activation import activation_patching
-from reward_lens_tl.testing import tiny_reward_model
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),

@@ -52,7 +52,7 @@ def test_one_process_is_a_plain_run():
 
 
 def test_empty_stream_is_refused():
-    import distributed_worker as w
+    from tests import distributed_worker as w
 
     with pytest.raises(EmptyInputError, match="empty"):
         score_pairs(w.model(), iter([]))
@@ -60,7 +60,7 @@ def test_empty_stream_is_refused():
 
 @pytest.mark.torchrun
 def test_two_gloo_processes_equal_one(tmp_path):
-    import distributed_worker as w
+    from tests import distributed_worker as w
 
     torchrun(2, tmp_path / "out.pt")
     expected = w.analyses(w.model())
@@ -83,7 +83,7 @@ def test_eval_scoring_and_report_under_torchrun(tmp_path, zoo_task):
     processes write the same files as one process and return the same results on every rank."""
     import json
 
-    import distributed_worker as w
+    from tests import distributed_worker as w
 
     task, rng, rows = zoo_task, __import__("random").Random(0), []
     while len(rows) < 8:

@@ -7,7 +7,7 @@ error measured over the seven families (benchmarks/RESULTS.md lists the measured
 ==========  ===========  ================  ======================================
 dtype       vs HF, same  vs HF float32     lens last site / attribution sum
 ==========  ===========  ================  ======================================
-float32     1e-4         1e-4              1e-4 (tests/test_parity.py and others)
+float32     1e-4         1e-4              1e-4 (tests/adapters/test_parity.py and others)
 bfloat16    2.5e-2       1.5e-2            1e-2
 float16     2.5e-3       2e-3              1e-3
 ==========  ===========  ================  ======================================

@@ -1,7 +1,7 @@
 """Truncation cuts content, never the template (``truncation="left"`` / ``"right"``): BOS, role
 headers, end-of-turn and EOS survive, the oldest turns go first, and a conversation that cannot
 fit is a typed error. Each test failed on the wave-1 code (split from the wave-1 review's
-regression file; ``truncation="both"`` is in ``test_truncation_both.py``)."""
+regression file; ``truncation="both"`` is in ``test_inputs_truncation_both.py``)."""
 
 import warnings
 

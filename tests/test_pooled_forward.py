@@ -3,10 +3,10 @@ tell: same rewards as the full forward, and the full forward whenever something 
 
 import pytest
 import torch
-from test_fast_attention import batch_for, left_padded
 
 from reward_lens_tl import HookedRewardModel, pooled_forward
 from reward_lens_tl.testing import tiny_reward_model
+from tests.test_fast_attention import batch_for, left_padded
 
 APPLIES = {"llama", "qwen2", "gemma2", "gpt2", "qwen3"}  # mistral: sliding last layer; armorm: gate
 FAMILIES = sorted(APPLIES | {"mistral", "armorm"})

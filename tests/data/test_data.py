@@ -39,7 +39,7 @@ from reward_lens_tl.errors import MalformedRecordError
 
 SHARED = Path(
     os.environ.get(
-        "REWARD_LENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+        "REWARD_LENS_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"
     )
 )
 _needs_shared = pytest.mark.skipif(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_data import SHARED, real_data  # the shared-data location and marker, one definition
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
@@ -16,6 +15,10 @@ from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, Sequenc
 from reward_lens_tl.evals.run import NOT_SCORED, score_items
 from reward_lens_tl.evals.scores import read_scores
 from reward_lens_tl.zoo import zoo_path
+from tests.data.test_data import (  # the shared-data location and marker, one definition
+    SHARED,
+    real_data,
+)
 
 PROMPT = "how bake bread"
 LONG = " ".join(["soup oven bread"] * 30)  # 90 words: over the zoo model's 64-token context

@@ -44,7 +44,7 @@ from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE, TOPICS
 
 SHARED = Path(
     os.environ.get(
-        "REWARD_LENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+        "REWARD_LENS_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"
     )
 )
 SCORE_CSVS = sorted((SHARED / "optimal_pessimal").glob("scores_*.csv"))

@@ -12,7 +12,6 @@ import json
 
 import pytest
 import torch
-from test_data import SHARED, real_data  # the shared-data location and marker, one definition
 
 from reward_lens_tl.data import PreferencePair, RankedItem
 from reward_lens_tl.errors import EmptyInputError, MalformedRecordError, RewardLensError
@@ -21,6 +20,10 @@ from reward_lens_tl.evals.errors import ScoreMismatchError, UnknownBenchmarkErro
 from reward_lens_tl.evals.metrics import rewardbench_metrics, rewardmath_metrics, rmbench_metrics
 from reward_lens_tl.evals.run import align_scores, score_items
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
+from tests.data.test_data import (  # the shared-data location and marker, one definition
+    SHARED,
+    real_data,
+)
 
 
 def rb(i, c, r, subset="s"):
