@@ -13,8 +13,9 @@ diagnoses your own reward model (:mod:`reward_lens_tl.diagnostics`).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -53,12 +54,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .model import HookedArmoRM, HookedRewardModel, load_reward_model
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module 'reward_lens_tl' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The lazy exports too, so tab completion in Jupyter finds them."""
-    return sorted({*globals(), *_EXPORTS})
+# Lazy exports, listed by dir() so tab completion in Jupyter finds them.
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

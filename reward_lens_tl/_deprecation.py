@@ -31,6 +31,32 @@ def warn_renamed(old: str, new: str, note: str = "same behaviour", stacklevel: i
     warnings.warn(f"{old} is deprecated; use {new} ({note})", FutureWarning, stacklevel=stacklevel)
 
 
+def old_first_parameter(owner: str, name: str, ax: Any, kind: type, value: Any) -> tuple[Any, Any]:
+    """``(ax, value)`` for a ``plot(ax=None, name=value)`` whose first parameter used to be
+    ``name``: a ``kind`` value given by position in the ``ax`` slot is read as ``name`` (with
+    one :class:`FutureWarning` saying to pass it by keyword) and ``ax`` becomes ``None``.
+
+    >>> old_first_parameter("Demo", "k", None, int, 12)
+    (None, 12)
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     old_first_parameter("Demo", "k", 5, int, 12)
+    (None, 5)
+    >>> str(caught[0].message)
+    'Demo.plot(k) by position is deprecated; use Demo.plot(k=...) (the first parameter is now ax)'
+    """
+    if not isinstance(ax, kind) or isinstance(ax, bool):
+        return ax, value
+    warn_renamed(
+        f"{owner}.plot({name}) by position",
+        f"{owner}.plot({name}=...)",
+        "the first parameter is now ax",
+        stacklevel=4,
+    )
+    return None, ax
+
+
 def _resolve(target: str) -> Any:
     module, _, name = target.rpartition(".")
     return getattr(importlib.import_module(module), name)

@@ -150,36 +150,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
         {unknown}
         """
-        return load_reward_model(
-            model_or_path,
-            tokenizer,
-            fold_ln=fold_ln,
-            center_writing_weights=center_writing_weights,
-            fold_value_biases=fold_value_biases,
-            center_unembed=center_unembed,
-            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
-            dtype=dtype,
-            torch_dtype=torch_dtype,
-            device=device,
-            n_ctx=n_ctx,
-            objective_names=objective_names,
-            adapter=adapter,
-            verify=verify,
-            hf_model=hf_model,
-            n_devices=n_devices,
-            move_to_device=move_to_device,
-            first_n_layers=first_n_layers,
-            checkpoint_index=checkpoint_index,
-            checkpoint_value=checkpoint_value,
-            checkpoint_label=checkpoint_label,
-            default_prepend_bos=default_prepend_bos,
-            default_padding_side=default_padding_side,
-            trust_remote_code=trust_remote_code,
-            load_in_8bit=load_in_8bit,
-            load_in_4bit=load_in_4bit,
-            local_files_only=local_files_only,
-            use_safetensors=use_safetensors,
-        )
+        options = {name: value for name, value in locals().items() if name != "cls"}
+        return load_reward_model(**options)  # every parameter above, as given
 
     @classmethod
     @checked_keywords(lambda name, names: unknown_keyword(name))
@@ -225,36 +197,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
         {unknown}
         """
-        return load_reward_model(
-            model_or_path,
-            tokenizer,
-            fold_ln=fold_ln,
-            center_writing_weights=center_writing_weights,
-            fold_value_biases=fold_value_biases,
-            center_unembed=center_unembed,
-            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
-            dtype=dtype,
-            torch_dtype=torch_dtype,
-            device=device,
-            n_ctx=n_ctx,
-            objective_names=objective_names,
-            adapter=adapter,
-            verify=verify,
-            hf_model=hf_model,
-            n_devices=n_devices,
-            move_to_device=move_to_device,
-            first_n_layers=first_n_layers,
-            checkpoint_index=checkpoint_index,
-            checkpoint_value=checkpoint_value,
-            checkpoint_label=checkpoint_label,
-            default_prepend_bos=default_prepend_bos,
-            default_padding_side=default_padding_side,
-            trust_remote_code=trust_remote_code,
-            load_in_8bit=load_in_8bit,
-            load_in_4bit=load_in_4bit,
-            local_files_only=local_files_only,
-            use_safetensors=use_safetensors,
-        )
+        options = {name: value for name, value in locals().items() if name != "cls"}
+        return load_reward_model(**options)  # every parameter above, as given
 
     # -- the head -------------------------------------------------------------------------
     @property

@@ -15,8 +15,9 @@ one rejected response), ``explain`` (why comparisons fail), ``results`` (``EvalR
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 # Lazy exports: the CLI imports ``evals.cli`` to build its parser, which must stay light (no
 # torch); each name loads its module on first use.
@@ -78,16 +79,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from .zoo_set import HACK_SUBSETS, ZOO_SECTIONS, zoo_benchmark
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

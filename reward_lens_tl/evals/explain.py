@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from reward_lens_tl._deprecation import warn_renamed
+from reward_lens_tl._deprecation import old_first_parameter
 from reward_lens_tl.attribution import AttributionResult, attribute_pairs, direct_attribution
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
 from reward_lens_tl.evals.comparisons import Comparison, ComparisonSet
@@ -189,13 +189,7 @@ class FailureExplanation(Result):
         pass ``k=`` by keyword."""
         import matplotlib.pyplot as plt
 
-        if isinstance(ax, int):  # the old first parameter, passed by position
-            warn_renamed(
-                "FailureExplanation.plot(k) by position",
-                "FailureExplanation.plot(k=...)",
-                "the first parameter is now ax",
-            )
-            ax, k = None, ax
+        ax, k = old_first_parameter("FailureExplanation", "k", ax, int, k)
 
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.25 * k + 2))
         top = self.components().head(k)[::-1]

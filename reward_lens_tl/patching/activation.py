@@ -376,22 +376,7 @@ def activation_patching(
     - ``reuse_prefix``: start each chunk at its earliest patched position, attending to the
       target run's cached keys and values before it (exact; see the module docstring).
     """
-    fields = dict(
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        metric=metric,
-        objective=objective,
-        reference=reference,
-        mean_over=mean_over,
-        fwd_hooks=fwd_hooks,
-    )
-    req = request_from(clean, corrupted, fields)
+    req = request_from(locals())  # the parameters above, as a PatchRequest
     site = req.site
     sites = [site] if isinstance(site, str) else list(site)
     if not sites or not all(isinstance(s, str) for s in sites):

@@ -115,22 +115,7 @@ def attribution_patching(
     - ``graddrop``: also score each cell with the gradient through each layer dropped
       (AtP*'s GradDrop, in ``magnitude``).
     """
-    fields = dict(
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        metric=metric,
-        objective=objective,
-        reference=reference,
-        mean_over=mean_over,
-        fwd_hooks=fwd_hooks,
-    )
-    req = request_from(clean, corrupted, fields)
+    req = request_from(locals())  # the parameters above, as a PatchRequest
     plan = make_plan(model, req)
     objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
     reference, mean_over = req.reference, req.mean_over

@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._deprecation import warn_renamed
+from .._deprecation import old_first_parameter
 from ..attribution import direct_attribution
 from ..contrast import encode_example
 from ..inputs import EncodedConversation
@@ -188,22 +188,7 @@ def atp_agreement(
     unknown = set(methods) - set(flags)
     if unknown:
         raise PatchingError(f"unknown methods {sorted(unknown)}; choose from {sorted(flags)}")
-    fields = dict(
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        metric=metric,
-        objective=objective,
-        reference=reference,
-        mean_over=mean_over,
-        fwd_hooks=fwd_hooks,
-    )
-    request = request_from(clean, corrupted, fields)
+    request = request_from(locals())  # the parameters above, as a PatchRequest
     patched = activation_patching(model, request, chunk_size=chunk_size)
     if not isinstance(patched, PatchResult):
         raise PatchingError(f"atp_agreement compares one site's grid, not {request.site!r}")
@@ -392,13 +377,7 @@ class MethodComparison(Result):
         :class:`FutureWarning`: pass ``reference=`` by keyword."""
         import matplotlib.pyplot as plt
 
-        if isinstance(ax, str):  # the old first parameter, passed by position
-            warn_renamed(
-                "MethodComparison.plot(reference) by position",
-                "MethodComparison.plot(reference=...)",
-                "the first parameter is now ax",
-            )
-            ax, reference = None, ax
+        ax, reference = old_first_parameter("MethodComparison", "reference", ax, str, reference)
 
         others = [m for m in self.methods if m != reference]
         fig, axes = plt.subplots(1, len(others), figsize=(3.6 * len(others), 3.4), squeeze=False)

@@ -42,7 +42,7 @@ from torch import Tensor
 
 from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
 
-from .._deprecation import warn_renamed
+from .._deprecation import old_first_parameter
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
 from ..loading import checked_keywords
@@ -113,13 +113,7 @@ class Localization(Result):
         """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites).
         ``plot("reward")`` (the kind by position) still works, with a :class:`FutureWarning`:
         pass ``kind=`` by keyword."""
-        if isinstance(ax, str):  # the old first parameter, passed by position
-            warn_renamed(
-                "Localization.plot(kind) by position",
-                "Localization.plot(kind=...)",
-                "the first parameter is now ax",
-            )
-            ax, kind = None, ax
+        ax, kind = old_first_parameter("Localization", "kind", ax, str, kind)
         _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
         df = df[list(dict.fromkeys(r["site"] for r in self.rows))]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -194,13 +194,14 @@ class PatchRequest:
         return cls(clean, corrupted, **fields)
 
 
-def request_from(
-    clean: PatchInput | PatchRequest, corrupted: PatchInput | None, fields: dict[str, Any]
-) -> PatchRequest:
-    """The request an entry point's parameters describe: ``clean`` itself when it is a
-    :class:`PatchRequest` (every field in ``fields`` must then be at its default: a request
-    and the keyword form together are a :class:`PatchingError`), else
+def request_from(arguments: Mapping[str, Any]) -> PatchRequest:
+    """The request an entry point's parameters describe (``arguments``: the entry point's
+    ``locals()``, holding ``clean``, ``corrupted`` and every :class:`PatchRequest` field):
+    ``clean`` itself when it is a :class:`PatchRequest` (every other field must then be at its
+    default: a request and the keyword form together are a :class:`PatchingError`), else
     ``PatchRequest(clean, corrupted, **fields)``."""
+    clean, corrupted = arguments["clean"], arguments["corrupted"]
+    fields = {name: arguments[name] for name in _REQUEST_DEFAULTS if name != "corrupted"}
     if not isinstance(clean, PatchRequest):
         return PatchRequest(clean, corrupted, **fields)
     given = sorted(name for name, value in fields.items() if not _is_default(name, value))

@@ -8,8 +8,9 @@ top and bottom candidates, and search for short responses that maximise or minim
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 # Lazy exports: importing the package stays light (the CLI builds its parser from here
 # without importing torch); each name loads its module on first use.
@@ -73,16 +74,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     )
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._deprecation import warn_renamed
+from .._deprecation import old_first_parameter
 from ..attribution import AttributionResult, direct_attribution
 from ..errors import InvalidArgumentError
 from ..lens import RewardLensResult, reward_lens
@@ -80,13 +80,7 @@ class InsideView(Result):
         ``k=`` by keyword."""
         import matplotlib.pyplot as plt
 
-        if isinstance(ax, int):  # the old first parameter, passed by position
-            warn_renamed(
-                "InsideView.plot(k) by position",
-                "InsideView.plot(k=...)",
-                "the first parameter is now ax",
-            )
-            ax, k = None, ax
+        ax, k = old_first_parameter("InsideView", "k", ax, int, k)
 
         top = [self.components.index(c) for c, _ in self.top_k(k)]
         fig, (ax_a, ax_l) = plt.subplots(1, 2, figsize=(11, 0.3 * len(top) + 2))

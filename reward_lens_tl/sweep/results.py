@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from .._deprecation import warn_renamed
+from .._deprecation import old_first_parameter
 from ..errors import InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
 from ..results import Result, TopK, ranked
@@ -126,13 +126,7 @@ class SweepResult(Result):
         works, with a :class:`FutureWarning`: pass ``k=`` by keyword."""
         import matplotlib.pyplot as plt
 
-        if isinstance(ax, int):  # the old first parameter, passed by position
-            warn_renamed(
-                "SweepResult.plot(k) by position",
-                "SweepResult.plot(k=...)",
-                "the first parameter is now ax",
-            )
-            ax, k = None, ax
+        ax, k = old_first_parameter("SweepResult", "k", ax, int, k)
 
         fig, (ax_h, ax_b) = plt.subplots(1, 2, figsize=(10, 0.3 * min(2 * k, len(self)) + 1.5))
         ax_h.hist(self.scores.double().numpy(), bins=min(60, max(10, len(self) // 10)))
