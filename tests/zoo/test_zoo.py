@@ -318,15 +318,22 @@ def test_fast_training_is_deterministic(tmp_path):
     assert weights_sha256(reloaded) == a["scalar"]["weights_sha256"]
 
 
-def _slow_selected(config: pytest.Config) -> bool:
+def _retrain_selected(config: pytest.Config) -> bool:
     expr = config.getoption("markexpr") or ""
-    return ("slow" in expr and "not slow" not in expr) or bool(os.environ.get("RUN_SLOW"))
+    return ("retrain" in expr and "not retrain" not in expr) or bool(os.environ.get("RUN_RETRAIN"))
 
 
-@pytest.mark.slow
+@pytest.mark.retrain
 def test_full_scalar_retrain_matches_shipped(tmp_path, request):
-    """Minutes on 2 cores: run with ``-m slow`` (or ``RUN_SLOW=1``)."""
-    if not _slow_selected(request.config):
-        pytest.skip("slow: select with -m slow or RUN_SLOW=1")
+    """10-25 minutes on 2 cores: run with ``make test-retrain`` (``-m retrain``).
+
+    Known to fail today, and not a CI gate: the full retrain gives weights hash
+    ``1fbbbd9c...`` against the shipped ``0e519045...``, at commit 2131248 (before the
+    consolidation of issue 22) as well as after, on the machine and torch version
+    (2.13.0+cpu, 2 threads) the metadata records. The fast-mode determinism test above
+    passes, so training is reproducible run to run; what drifted since the zoo was shipped
+    is not yet found (see the issue-22 closing note)."""
+    if not _retrain_selected(request.config):
+        pytest.skip("retrain: select with -m retrain or RUN_RETRAIN=1")
     meta = train_zoo(tmp_path, seed=0, which=("scalar",))["scalar"]
     assert meta["weights_sha256"] == load_metadata("scalar")["weights_sha256"]
