@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .inputs import Truncation
 from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches
-from .results import Result, TopK, new_axes, top_entries
+from .results import Result, TopK, axes, new_axes, top_entries
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,6 +47,7 @@ class PairScores(Result):
     indices: tuple[int, ...] = ()
     records: tuple[int | None, ...] = ()
     skipped: tuple[SkippedPair, ...] = ()
+    example_axes = axes(chosen=0, rejected=0, subsets=0, indices=0, records=0)
 
     @property
     def margins(self) -> Tensor:

@@ -58,6 +58,7 @@ class TokenAttribution(Result):
     response_start: int | None
     mode: str = "attribution"
     title = "reward by token"
+    no_example_axis = "it is one example: its rows are that example's tokens"
 
     def completeness_error(self) -> float:
         """``|Σ values + b_R − reward|`` (attribution mode; 0 up to float rounding)."""

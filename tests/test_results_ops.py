@@ -155,6 +155,17 @@ def test_pair_results_keep_their_input_indices(zoo_scalar, contrast):
         assert_same(part, alone, exact=False, skip=("indices",))
 
 
+def test_pair_scores(zoo_scalar, contrast):
+    from reward_lens_tl.scoring import score_pairs
+
+    pairs = [encode_contrast(p) for p in contrast]
+    full = score_pairs(zoo_scalar, pairs, batch_size=3)
+    check_round_trip(full, 4)
+    part, alone = full.take([1, 2]), score_pairs(zoo_scalar, pairs[1:3], batch_size=3)
+    assert part.indices == (1, 2) and alone.indices == (0, 1)
+    assert_same(part, alone, exact=False, skip=("indices",))
+
+
 def test_implicit_results(zoo_implicit, examples, contrast):
     encs = [encode_example(ex) for ex in examples]
     for analysis in (implicit_attribution, implicit_lens):
@@ -237,6 +248,7 @@ TESTED = {
     "SteeringCurve",
     "ProjectionEffect",
     "Failures",
+    "PairScores",
 }
 
 

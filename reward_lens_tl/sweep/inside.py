@@ -37,6 +37,8 @@ class InsideView(Result):
     bias minus its baseline mean, zero unless an ArmoRM gate mixes the bias); ``lens`` at the
     reward position and ``candidate_lens`` at the candidate's last token, one column each."""
 
+    no_example_axis = "its attributions are relative to the mean over every candidate"
+
     candidates: tuple[str, ...]
     side: tuple[str, ...]
     components: tuple[str, ...]

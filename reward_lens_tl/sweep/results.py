@@ -36,6 +36,10 @@ class SweepResult(Result):
     gated score); ``method`` is ``"cached"`` or ``"exact"``.
     """
 
+    no_example_axis = (
+        "its rows are candidate responses to one prompt (select them with top/bottom or candidates)"
+    )
+
     prompt: Any
     prefix_ids: tuple[int, ...]
     suffix_ids: tuple[int, ...]
