@@ -367,3 +367,23 @@ def test_bad_input_gives_typed_errors(zoo_scalar, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("reward-lens: error: sweep:") and err.count("\n") == 1
     assert "does not exist" in err
+
+
+def test_plot_takes_ax_first_and_the_old_positional_k_still_works(zoo_scalar, task_prompts):
+    """``plot(ax=None, k=...)`` like every result; ``plot(3)`` (the old ``k`` first) draws the
+    same figure, with one FutureWarning."""
+    import matplotlib.pyplot as plt
+
+    from reward_lens_tl._deprecation import _WARNED
+
+    result = token_sweep(zoo_scalar, next(iter(task_prompts.values())))
+
+    def labels(fig):
+        return [[t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes]
+
+    by_keyword = labels(result.plot(k=3))
+    assert len(by_keyword[1]) == 6  # the top 3 and the bottom 3 candidates
+    _WARNED.discard("SweepResult.plot(k) by position")  # it warns once per process
+    with pytest.warns(FutureWarning, match=r"SweepResult.plot\(k\) by position"):
+        assert labels(result.plot(3)) == by_keyword
+    plt.close("all")
