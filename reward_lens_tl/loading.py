@@ -205,6 +205,11 @@ def checked_keywords(
     return decorate
 
 
+#: ``checked_keywords`` for the loading entry points: an unknown keyword gets
+#: :func:`unknown_keyword`'s error (download keywords explained, closest options named).
+checked_options = checked_keywords(lambda name, names: unknown_keyword(name))
+
+
 def unknown_parameter(function: str, name: str, names: Sequence[str]) -> UnknownKeywordError:
     """The error for a keyword that ``function`` does not take, with the closest ones named."""
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
@@ -214,7 +219,7 @@ def unknown_parameter(function: str, name: str, names: Sequence[str]) -> Unknown
     )
 
 
-@checked_keywords(lambda name, names: unknown_keyword(name))
+@checked_options
 @with_options_doc
 def convert_hf_model(
     model_or_path: nn.Module | str | Path,

@@ -55,9 +55,8 @@ from .errors import (
 )
 from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
 from .loading import (
-    checked_keywords,
+    checked_options,
     convert_hf_model,
-    unknown_keyword,
     verify_parity,
     with_options_doc,
 )
@@ -104,7 +103,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
-    @checked_keywords(lambda name, names: unknown_keyword(name))
+    @checked_options
     @with_options_doc
     def from_pretrained(  # type: ignore[override]  # an HF model or a directory, not a TL name
         cls,
@@ -154,7 +153,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return load_reward_model(**options)  # every parameter above, as given
 
     @classmethod
-    @checked_keywords(lambda name, names: unknown_keyword(name))
+    @checked_options
     @with_options_doc
     def from_pretrained_no_processing(  # type: ignore[override]  # as from_pretrained
         cls,
@@ -968,7 +967,7 @@ MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
 }
 
 
-@checked_keywords(lambda name, names: unknown_keyword(name))
+@checked_options
 @with_options_doc
 def load_reward_model(
     model_or_path: nn.Module | str | Path,

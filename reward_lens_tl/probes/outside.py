@@ -73,10 +73,6 @@ def bootstrap_ci(
     return lo, hi
 
 
-def _mean(x, axis=-1):
-    return np.mean(x, axis=axis)
-
-
 def summarize_deltas(
     deltas,
     *,
@@ -94,7 +90,7 @@ def summarize_deltas(
         raise InvalidArgumentError("reward deltas must be finite")
     mean = float(d.mean())
     sd = float(d.std(ddof=1))
-    lo, hi = bootstrap_ci(d, _mean, seed=seed, n_boot=n_boot, confidence=confidence)
+    lo, hi = bootstrap_ci(d, seed=seed, n_boot=n_boot, confidence=confidence)
     effect = stats.cohens_dz(d)  # NaN for a constant shift: it has no finite d_z
     relative = mean / natural_sd if natural_sd > 0 else float("nan")
     excludes_zero = lo > 0 or hi < 0

@@ -209,11 +209,6 @@ def _img_html(png_base64: str, alt: str) -> str:
     )
 
 
-def figure_html(fig, alt: str) -> str:
-    """A matplotlib figure as an inline PNG ``<img>`` (the figure is closed)."""
-    return _img_html(base64.b64encode(figure_png(fig)).decode("ascii"), alt)
-
-
 def page_html(title: str, subtitle: str, sections: list[Section]) -> str:
     """The whole page: title, subtitle, a table of contents and every section."""
     toc = "".join(
