@@ -41,6 +41,7 @@ import copy
 import difflib
 import functools
 import inspect
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,8 +54,9 @@ from torch import Tensor, nn
 
 from .adapters import ConversionOptions, RewardModelAdapter, adapter_for
 from .adapters.base import pad_token_id_of
-from .checkpoint import checkpoint_dir, checkpoint_tokenizer, load_config
+from .checkpoint import checkpoint_tokenizer, load_config
 from .errors import (
+    ArgumentTypeError,
     ConversionMismatchError,
     InvalidArgumentError,
     NonFiniteWeightsError,
@@ -64,6 +66,7 @@ from .errors import (
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
+from .streaming import CheckpointSource, ModelSource
 
 
 @dataclass
@@ -90,8 +93,17 @@ class Conversion:
 #: The parameters shared by :func:`convert_hf_model`, ``load_reward_model`` and
 #: ``HookedRewardModel.from_pretrained`` (pasted into their docstrings at ``{options}``).
 OPTIONS_DOC = """\
-- ``model_or_path``: an HF sequence-classification model (used as it is, never modified) or a
-  local checkpoint directory (read as untrusted input: :mod:`reward_lens_tl.checkpoint`);
+- ``model_or_path``: an HF sequence-classification model (used as it is, never modified), a
+  local checkpoint directory, or a Hugging Face hub id (``"org/name"``: only ``config.json``, the
+  tokenizer files and the ``*.safetensors`` weights are fetched, never code or pickle files;
+  :mod:`reward_lens_tl.hub`). A directory or hub snapshot is read as untrusted input
+  (:mod:`reward_lens_tl.checkpoint`) and converted one layer at a time
+  (:mod:`reward_lens_tl.streaming`): peak memory is the converted model plus one layer;
+- ``revision`` / ``cache_dir`` / ``token``: for a hub id, the branch, tag or commit, the hub
+  cache directory and the access token (``huggingface_hub.snapshot_download``'s meanings);
+- ``local_files_only``: resolve a hub id from the local cache only (so does
+  ``HF_HUB_OFFLINE=1``); a hub id that is not cached then raises an error that says how to
+  fetch it;
 - ``tokenizer``: the tokenizer the model keeps (default: the checkpoint directory's own; none
   for an in-memory model);
 - ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
@@ -103,7 +115,9 @@ OPTIONS_DOC = """\
   (``"float32"``, ``"bf16"``, ``"float16"``, ...); folding always happens in float32 first.
   ``torch_dtype`` is an alias (both given: they must agree);
 - ``device``: where the converted model lives (``"cpu"``, ``"cuda:0"``, a ``torch.device``;
-  default ``None``: TransformerLens's choice, CUDA when available, else the CPU);
+  default ``None``: TransformerLens's choice, CUDA when available, else the CPU). Each layer is
+  placed there as soon as it is converted, so a GPU model never exists whole in host memory;
+  a device that does not exist or cannot hold ``dtype`` is refused before anything is read;
 - ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's rotary
   tables);
 - ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1`` on a
@@ -116,16 +130,15 @@ OPTIONS_DOC = """\
   (True), ``first_n_layers`` (None), ``checkpoint_index`` / ``checkpoint_value`` /
   ``checkpoint_label`` (None), ``default_prepend_bos`` (None or False),
   ``default_padding_side`` (None or ``"left"``), ``trust_remote_code`` (False),
-  ``load_in_8bit`` / ``load_in_4bit`` (False), ``local_files_only`` (True),
-  ``use_safetensors`` (True)."""
+  ``load_in_8bit`` / ``load_in_4bit`` (False), ``use_safetensors`` (True)."""
 
 #: What happens to any other keyword (pasted at ``{unknown}``).
 UNKNOWN_DOC = """\
-Any other keyword is refused before a checkpoint is read: a Hugging Face download keyword
-(``revision``, ``cache_dir``, ...) with an :class:`~reward_lens_tl.errors.InvalidArgumentError`
-that says how to download first, anything else (a typo) with an
-:class:`~reward_lens_tl.errors.UnknownKeywordError` (also a ``TypeError``) naming the closest
-parameter."""
+Any other keyword is refused before a checkpoint is read: a Hugging Face loading keyword
+(``device_map``, ``force_download``, ...) with an
+:class:`~reward_lens_tl.errors.InvalidArgumentError` that says what to do instead, anything
+else (a typo) with an :class:`~reward_lens_tl.errors.UnknownKeywordError` (also a
+``TypeError``) naming the closest parameter."""
 
 
 P = ParamSpec("P")
@@ -236,6 +249,10 @@ def convert_hf_model(
     n_ctx: int | None = None,
     objective_names: Sequence[str] | None = None,
     adapter: RewardModelAdapter | None = None,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+    token: str | bool | None = None,
+    local_files_only: bool = False,
     hf_model: nn.Module | None = None,
     n_devices: int = 1,
     move_to_device: bool = True,
@@ -248,52 +265,22 @@ def convert_hf_model(
     trust_remote_code: bool = False,
     load_in_8bit: bool = False,
     load_in_4bit: bool = False,
-    local_files_only: bool = True,
     use_safetensors: bool = True,
 ) -> Conversion:
-    """Read and convert, without building the model (that is
-    :func:`~reward_lens_tl.model.load_reward_model`, which also takes ``verify``).
+    """Read and convert the whole model at once, without building the hooked model: the HF
+    model (loaded whole from a checkpoint) and its float32 TransformerLens state dict, before
+    weight processing. This is the reference conversion, for inspecting small models and for
+    tests; :func:`~reward_lens_tl.model.load_reward_model` (``from_pretrained``) converts one
+    layer at a time instead (:func:`plan_conversion`, :mod:`reward_lens_tl.streaming`) and
+    gives the same weights.
 
     {options}
 
     {unknown}
     """
-    flags = dict(
-        fold_ln=fold_ln,
-        center_writing_weights=center_writing_weights,
-        fold_value_biases=fold_value_biases,
-        center_unembed=center_unembed,
-        refactor_factored_attn_matrices=refactor_factored_attn_matrices,
-    )
-    check_flags(flags)
-    no_ops = dict(
-        n_devices=n_devices,
-        move_to_device=move_to_device,
-        first_n_layers=first_n_layers,
-        checkpoint_index=checkpoint_index,
-        checkpoint_value=checkpoint_value,
-        checkpoint_label=checkpoint_label,
-        default_prepend_bos=default_prepend_bos,
-        default_padding_side=default_padding_side,
-        trust_remote_code=trust_remote_code,
-        load_in_8bit=load_in_8bit,
-        load_in_4bit=load_in_4bit,
-        local_files_only=local_files_only,
-        use_safetensors=use_safetensors,
-    )
-    check_no_op_keywords(no_ops)
-    check_hf_model_keyword(model_or_path, hf_model)
-    resolved = resolve_dtypes(dtype, torch_dtype)
-    model, hf_config, path = resolve_hf_model(model_or_path, adapter)
-    adapter = adapter or adapter_for(hf_config)
-    check_finite(model)
-    options = ConversionOptions(
-        dtype=resolved, device=device, n_ctx=n_ctx, objective_names=objective_names
-    )
-    head = adapter.reward_head(model, options)
-    cfg = adapter.tl_config(hf_config, options, head.n_objectives)
-    if refactor_factored_attn_matrices:
-        check_refactor_supported(cfg)
+    plan = plan_conversion(model_or_path, tokenizer, dict(locals()), whole=True)
+    model, cfg, adapter = plan.source.model, plan.cfg, plan.adapter
+    head = adapter.reward_head(model, plan.options)
     # on the CPU whatever device the HF model is on: TL folds on the state dict's devices
     state_dict = {
         k: v.detach().to("cpu", torch.float32, copy=True)
@@ -301,23 +288,127 @@ def convert_hf_model(
     }
     state_dict["unembed.W_U"] = head.W.to("cpu", torch.float32)
     state_dict["unembed.b_U"] = head.b.to("cpu", torch.float32)
-    tokenizer = tokenizer if tokenizer is not None else checkpoint_tokenizer(path)
-    requested = {k: v for k, v in flags.items() if k != "center_unembed"}
-    fold_flags = adapter.fold_options(requested)
     return Conversion(
         hf_model=model,
         adapter=adapter,
         cfg=cfg,
         state_dict=state_dict,
+        objective_names=plan.objective_names,
+        pad_token_id=plan.pad_token_id,
+        eos_token_id=plan.eos_token_id,
+        bos_token_id=plan.bos_token_id,
+        tokenizer=plan.tokenizer,
+        fold_flags=plan.fold_flags,
+        extras=adapter.extra_modules(model, cfg, fold_ln),
+        dtype=plan.dtype,
+    )
+
+
+@dataclass
+class ConversionPlan:
+    """Everything decided before any weight is converted: where the HF weights come from
+    (:class:`~reward_lens_tl.streaming.ModelSource` or, for a checkpoint,
+    :class:`~reward_lens_tl.streaming.CheckpointSource`, whose HF model is on the meta device),
+    the adapter, the TL config, the options and the facts the model keeps."""
+
+    source: ModelSource
+    adapter: RewardModelAdapter
+    hf_config: Any
+    cfg: Any
+    options: ConversionOptions
+    objective_names: tuple[str, ...]
+    fold_flags: dict[str, bool]
+    dtype: torch.dtype
+    tokenizer: Any
+    pad_token_id: int | None
+    eos_token_id: int | None
+    bos_token_id: int | None
+    path: Path | None
+
+
+def plan_conversion(
+    model_or_path: nn.Module | str | Path,
+    tokenizer: Any,
+    request: dict[str, Any],
+    *,
+    whole: bool = False,
+) -> ConversionPlan:
+    """Check a conversion request (the options of :func:`convert_hf_model`, as a dict) and
+    plan it: nothing is converted yet, and from a checkpoint only the config and the
+    safetensors headers are read (``whole=True``: the HF model is loaded whole instead)."""
+    flags = {name: request[name] for name in BOOL_FLAGS}
+    check_flags(flags)
+    check_no_op_keywords({name: request[name] for name in TL_NO_OP_KEYWORDS})
+    check_hf_model_keyword(model_or_path, request["hf_model"])
+    dtype = resolve_dtypes(request["dtype"], request["torch_dtype"])
+    device = check_device(request["device"], dtype)
+    hub = {name: request[name] for name in HUB_OPTIONS}
+    source, hf_config, path = resolve_source(model_or_path, request["adapter"], hub, whole)
+    adapter = request["adapter"] or adapter_for(hf_config)
+    if path is None or whole:
+        check_finite(source.model)
+    options = ConversionOptions(
+        dtype=dtype,
+        device=device,
+        n_ctx=request["n_ctx"],
+        objective_names=request["objective_names"],
+    )
+    head = adapter.reward_head(source.model, options)  # (on the meta device from a checkpoint)
+    cfg = adapter.tl_config(hf_config, options, head.n_objectives)
+    if request["refactor_factored_attn_matrices"]:
+        check_refactor_supported(cfg)
+    tokenizer = tokenizer if tokenizer is not None else checkpoint_tokenizer(path)
+    requested = {k: v for k, v in flags.items() if k != "center_unembed"}
+    return ConversionPlan(
+        source=source,
+        adapter=adapter,
+        hf_config=hf_config,
+        cfg=cfg,
+        options=options,
         objective_names=head.objective_names,
+        fold_flags=adapter.fold_options(requested),
+        dtype=dtype,
+        tokenizer=tokenizer,
         pad_token_id=resolve_pad_token_id(hf_config, tokenizer),
         eos_token_id=getattr(hf_config, "eos_token_id", None),
         bos_token_id=getattr(hf_config, "bos_token_id", None),
-        tokenizer=tokenizer,
-        fold_flags=fold_flags,
-        extras=adapter.extra_modules(model, cfg, fold_ln),
-        dtype=resolved,
+        path=path,
     )
+
+
+#: The hub options, passed to :func:`reward_lens_tl.hub.resolve_checkpoint`.
+HUB_OPTIONS: tuple[str, ...] = ("revision", "cache_dir", "token", "local_files_only")
+
+
+def check_device(device: str | torch.device | None, dtype: torch.dtype) -> str | None:
+    """``device`` as a string, after checking it exists and can hold ``dtype`` (a typed error
+    otherwise, before any weight is read); ``None`` stays ``None`` (TransformerLens's choice)."""
+    if device is None:
+        return None
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise InvalidArgumentError(
+            f"device={device!r} is not a torch device ({err}); pass 'cpu', 'cuda', 'cuda:0', ..."
+        ) from None
+    if where.type == "meta":
+        raise InvalidArgumentError(
+            "device='meta' holds no values; pass the device the model should run on"
+        )
+    if where.type == "cuda" and dtype == torch.bfloat16 and torch.cuda.is_available():
+        if not torch.cuda.is_bf16_supported():
+            raise InvalidArgumentError(
+                f"dtype=torch.bfloat16 is not supported by {torch.cuda.get_device_name(where)}; "
+                "pass dtype=torch.float16 or torch.float32"
+            )
+    try:
+        torch.empty(1, dtype=dtype, device=where)
+    except (RuntimeError, AssertionError, TypeError) as err:
+        raise InvalidArgumentError(
+            f"device={device!r} cannot hold dtype={dtype} here ({err}). Pass a device this "
+            "machine has (torch.cuda.is_available(), torch.cuda.device_count()) or device='cpu'"
+        ) from None
+    return str(device)
 
 
 # -- TransformerLens's from_pretrained keywords ----------------------------------------------
@@ -336,6 +427,10 @@ OPTIONS: tuple[str, ...] = (
     "n_ctx",
     "objective_names",
     "adapter",
+    "revision",
+    "cache_dir",
+    "token",
+    "local_files_only",
     "verify",
 )
 
@@ -414,12 +509,6 @@ TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
         "quantised weights are not supported (the weights are folded in float32); for a "
         "smaller model pass dtype=torch.bfloat16",
     ),
-    "local_files_only": (
-        (True,),
-        InvalidArgumentError,
-        "reward-lens-tl only reads local files (it never downloads): download the checkpoint "
-        "first (huggingface_hub.snapshot_download) and pass its directory",
-    ),
     "use_safetensors": (
         (True,),
         UnsafeCheckpointError,
@@ -431,9 +520,6 @@ TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
 #: HF hub / loader keywords TL forwards to ``AutoModel.from_pretrained``: nothing here
 #: downloads or dispatches, so they are refused with a pointer.
 HF_LOADER_KEYWORDS: tuple[str, ...] = (
-    "cache_dir",
-    "revision",
-    "token",
     "use_auth_token",
     "force_download",
     "proxies",
@@ -515,15 +601,15 @@ def resolve_dtypes(dtype: torch.dtype | str, torch_dtype: torch.dtype | str | No
 
 
 def unknown_keyword(name: str) -> RewardLensError:
-    """The error for a keyword that is no option: a Hugging Face download keyword gets an
-    :class:`~reward_lens_tl.errors.InvalidArgumentError` saying how to download first, anything
+    """The error for a keyword that is no option: a transformers loading keyword gets an
+    :class:`~reward_lens_tl.errors.InvalidArgumentError` saying what to do instead, anything
     else an :class:`~reward_lens_tl.errors.UnknownKeywordError` with the closest options named."""
     if name in HF_LOADER_KEYWORDS:
         return InvalidArgumentError(
-            f"{name}= is a Hugging Face download/loading keyword; reward-lens-tl never "
-            "downloads and loads the model itself. Load or download it first "
-            "(huggingface_hub.snapshot_download(..., revision=...)) and pass the local "
-            "directory or the HF model to from_pretrained"
+            f"{name}= is a transformers loading keyword that reward-lens-tl does not take: it "
+            "reads the checkpoint itself (safetensors only, one layer at a time, placed on "
+            "device=). Pass a hub id with revision= / cache_dir= / token= / "
+            "local_files_only=, a local directory, or an HF model you loaded yourself"
         )
     if name == "verify":
         return UnknownKeywordError(
@@ -572,16 +658,37 @@ def check_refactor_supported(cfg: Any) -> None:
         )
 
 
-def resolve_hf_model(
-    model_or_path, adapter: RewardModelAdapter | None
-) -> tuple[nn.Module, Any, Path | None]:
-    """``(hf_model, hf_config, path)``; the config is a copy with ``architectures`` filled in."""
+def resolve_source(
+    model_or_path: Any,
+    adapter: RewardModelAdapter | None,
+    hub: dict[str, Any],
+    whole: bool = False,
+) -> tuple[ModelSource, Any, Path | None]:
+    """``(source, hf_config, path)``: an in-memory model as it is (its config copied, with
+    ``architectures`` filled in), or a local directory / hub id resolved to a checkpoint
+    directory (:func:`reward_lens_tl.hub.resolve_checkpoint`) whose config is checked before
+    transformers reads it, and whose weights are then read one part at a time
+    (``whole=True``: loaded whole into the HF model, as ``convert_hf_model`` does)."""
     if isinstance(model_or_path, nn.Module):
+        given = [f"{k}={v!r}" for k, v in hub.items() if k != "local_files_only" and v is not None]
+        if given:
+            raise InvalidArgumentError(
+                f"{', '.join(given)} only apply to a hub id (from_pretrained('org/name', "
+                "revision=...)); an in-memory HF model is converted as it is"
+            )
         config: Any = copy.deepcopy(model_or_path.config)  # a transformers PretrainedConfig
         if not getattr(config, "architectures", None):
             config.architectures = [type(model_or_path).__name__]
-        return model_or_path, config, None
-    path = checkpoint_dir(model_or_path)
+        return ModelSource(model_or_path), config, None
+    if isinstance(model_or_path, (str, os.PathLike)) and not isinstance(model_or_path, bytes):
+        from .hub import resolve_checkpoint
+
+        path = resolve_checkpoint(model_or_path, **hub)
+    else:
+        raise ArgumentTypeError(
+            f"model_or_path must be an HF model, a checkpoint directory or a hub id "
+            f"('org/name'), got {type(model_or_path).__name__}"
+        )
     config = load_config(path)
     try:
         adapter = adapter or adapter_for(config)
@@ -592,7 +699,9 @@ def resolve_hf_model(
                 "executes."
             ) from None
         raise
-    return adapter.load_hf(path, config), config, path
+    if whole:
+        return ModelSource(adapter.load_hf(path, config)), config, path
+    return CheckpointSource(path, config, adapter.model_class(config)), config, path
 
 
 def check_finite(hf_model: nn.Module) -> None:

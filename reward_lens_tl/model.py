@@ -21,6 +21,7 @@ does it inside the forward pass so ``run_with_cache`` also sees the pooled hook 
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
+from accelerate import init_empty_weights
 from jaxtyping import Float, Int
 from sae_lens import HookedSAETransformer
 from torch import Tensor, nn
@@ -55,10 +57,20 @@ from .errors import (
 )
 from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
 from .loading import (
+    ConversionPlan,
     checked_options,
-    convert_hf_model,
+    plan_conversion,
     verify_parity,
     with_options_doc,
+)
+from .streaming import (
+    CheckpointSource,
+    Streamer,
+    find_layer_list,
+    foldable,
+    state_tensors,
+    use_pre_norms,
+    with_layers,
 )
 
 if TYPE_CHECKING:
@@ -89,8 +101,9 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         objective_names: Sequence[str] = ("reward",),
         tokenizer: Any = None,
         bos_token_id: int | None = None,
+        move_to_device: bool = True,
     ):
-        super().__init__(cfg)
+        super().__init__(cfg, move_to_device=move_to_device)
         fast_attention.install(self)
         self.hook_reward = HookPoint()
         self.setup()
@@ -122,6 +135,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         objective_names: Sequence[str] | None = None,
         adapter: RewardModelAdapter | None = None,
         verify: bool | None = None,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
         hf_model: nn.Module | None = None,
         n_devices: int = 1,
         move_to_device: bool = True,
@@ -134,7 +151,6 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         trust_remote_code: bool = False,
         load_in_8bit: bool = False,
         load_in_4bit: bool = False,
-        local_files_only: bool = True,
         use_safetensors: bool = True,
     ) -> HookedRewardModel:
         """Convert an in-memory HF reward model or a local checkpoint directory.
@@ -172,6 +188,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         objective_names: Sequence[str] | None = None,
         adapter: RewardModelAdapter | None = None,
         verify: bool | None = None,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
         hf_model: nn.Module | None = None,
         n_devices: int = 1,
         move_to_device: bool = True,
@@ -184,7 +204,6 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         trust_remote_code: bool = False,
         load_in_8bit: bool = False,
         load_in_4bit: bool = False,
-        local_files_only: bool = True,
         use_safetensors: bool = True,
     ) -> HookedRewardModel:
         """Conversion without any weight folding (raw HF parametrisation): ``fold_ln``,
@@ -759,6 +778,7 @@ class HookedArmoRM(HookedRewardModel):
         objective_names: Sequence[str] = ("reward",),
         tokenizer: Any = None,
         bos_token_id: int | None = None,
+        move_to_device: bool = True,
     ):
         super().__init__(
             cfg,
@@ -768,6 +788,7 @@ class HookedArmoRM(HookedRewardModel):
             objective_names=objective_names,
             tokenizer=tokenizer,
             bos_token_id=bos_token_id,
+            move_to_device=move_to_device,
         )
         self.hook_gate = HookPoint()
         self.hook_score = HookPoint()
@@ -985,6 +1006,10 @@ def load_reward_model(
     objective_names: Sequence[str] | None = None,
     adapter: RewardModelAdapter | None = None,
     verify: bool | None = None,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+    token: str | bool | None = None,
+    local_files_only: bool = False,
     hf_model: nn.Module | None = None,
     n_devices: int = 1,
     move_to_device: bool = True,
@@ -997,7 +1022,6 @@ def load_reward_model(
     trust_remote_code: bool = False,
     load_in_8bit: bool = False,
     load_in_4bit: bool = False,
-    local_files_only: bool = True,
     use_safetensors: bool = True,
 ) -> HookedRewardModel:
     """Convert a reward model (an HF module, or a local checkpoint directory read as
@@ -1015,56 +1039,91 @@ def load_reward_model(
     >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
     'LNPre'
     """
-    conv = convert_hf_model(
-        model_or_path,
-        tokenizer,
-        fold_ln=fold_ln,
-        center_writing_weights=center_writing_weights,
-        fold_value_biases=fold_value_biases,
-        center_unembed=center_unembed,
-        refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+    request = dict(locals())
+    plan = plan_conversion(request.pop("model_or_path"), request.pop("tokenizer"), request)
+    if plan.adapter.verify_by_default if verify is None else verify:
+        verify_plan(plan)
+    return build_model(plan)
+
+
+def build_model(
+    plan: ConversionPlan,
+    n_layers: int | None = None,
+    dtype: torch.dtype | None = None,
+    device: str | None = None,
+) -> HookedRewardModel:
+    """Build the hooked model of a :class:`~reward_lens_tl.loading.ConversionPlan` with its
+    parameters on the meta device, then stream the converted weights into it one layer at a
+    time (:class:`~reward_lens_tl.streaming.Streamer`), each cast to ``dtype`` and placed on
+    ``device`` as it is converted (default: the plan's). ``n_layers`` builds only the first
+    layers (for :func:`verify_plan`'s truncated copy)."""
+    cfg = copy.copy(plan.cfg)
+    cfg.n_layers = n_layers or cfg.n_layers
+    if device is not None:
+        cfg.device = device
+    dtype = dtype or plan.dtype
+    with init_empty_weights(include_buffers=False):
+        model = MODEL_KINDS[plan.adapter.model_kind](
+            cfg,
+            adapter=plan.adapter,
+            pad_token_id=plan.pad_token_id,
+            eos_token_id=plan.eos_token_id,
+            bos_token_id=plan.bos_token_id,
+            objective_names=plan.objective_names,
+            tokenizer=plan.tokenizer,
+            move_to_device=False,
+        )
+    expected = {name: p.shape for name, p in model.named_parameters()}
+    fold = foldable(cfg, plan.fold_flags["fold_ln"])
+    if fold:
+        use_pre_norms(model)
+    streamer = Streamer(
+        source=plan.source,
+        adapter=plan.adapter,
+        model=model,
+        options=plan.options,
+        flags={**plan.fold_flags, "fold_ln": fold},
+        expected=expected,
         dtype=dtype,
-        torch_dtype=torch_dtype,
-        device=device,
-        n_ctx=n_ctx,
-        objective_names=objective_names,
-        adapter=adapter,
-        hf_model=hf_model,
-        n_devices=n_devices,
-        move_to_device=move_to_device,
-        first_n_layers=first_n_layers,
-        checkpoint_index=checkpoint_index,
-        checkpoint_value=checkpoint_value,
-        checkpoint_label=checkpoint_label,
-        default_prepend_bos=default_prepend_bos,
-        default_padding_side=default_padding_side,
-        trust_remote_code=trust_remote_code,
-        load_in_8bit=load_in_8bit,
-        load_in_4bit=load_in_4bit,
-        local_files_only=local_files_only,
-        use_safetensors=use_safetensors,
+        device=torch.device(cfg.device),
+        layers=find_layer_list(plan.source.model, plan.cfg.n_layers),
+        extras_fold_ln=plan.fold_flags["fold_ln"],
     )
-    dtype = conv.dtype
-    verify = verify if verify is not None else conv.adapter.verify_by_default
-    reference = conv.hf_model if verify else None
-    conv.hf_model = None  # a checkpoint's HF model is freed before the hooked copy is built
-    model = MODEL_KINDS[conv.adapter.model_kind](
-        conv.cfg,
-        adapter=conv.adapter,
-        pad_token_id=conv.pad_token_id,
-        eos_token_id=conv.eos_token_id,
-        bos_token_id=conv.bos_token_id,
-        objective_names=conv.objective_names,
-        tokenizer=conv.tokenizer,
-    )
-    model.load_and_process_state_dict(
-        conv.state_dict, **{"refactor_factored_attn_matrices": False, **conv.fold_flags}
-    )
-    if conv.extras and isinstance(model, HookedArmoRM):
-        model.attach_gating(**conv.extras)
-    if dtype != torch.float32:
-        model = model.to(dtype)
-    model.eval()
-    if reference is not None:
-        verify_parity(model, reference, conv.adapter)
-    return model
+    streamer.run()
+    nn.Module.to(model, device=torch.device(cfg.device), dtype=dtype)  # the buffers
+    model.cfg.dtype = dtype
+    if fold:
+        model.setup()
+    if streamer.extras and isinstance(model, HookedArmoRM):
+        model.attach_gating(**streamer.extras)
+    return model.eval()
+
+
+def verify_plan(plan: ConversionPlan, n_layers: int = 2) -> float:
+    """Check the conversion against HF's own forward, cheaply at any size.
+
+    An in-memory HF model is compared with the whole converted model
+    (:func:`~reward_lens_tl.loading.verify_parity`). From a checkpoint, a *truncated copy* is
+    compared instead: the first ``n_layers`` layers with the embedding, final norm and head
+    (and gating), built by the same streaming conversion from the same files in float32 on the
+    CPU, against the HF model restricted to the same layers (a view of the meta-device HF
+    model with those tensors read in). It costs the embedding twice plus ``n_layers`` layers,
+    is freed before the full model is built, and raises
+    :class:`~reward_lens_tl.errors.ConversionMismatchError` when they disagree."""
+    source = plan.source
+    if not isinstance(source, CheckpointSource):
+        model = build_model(plan)
+        return verify_parity(model, source.model, plan.adapter)
+    layers = find_layer_list(source.model, plan.cfg.n_layers)
+    keep = list(range(min(n_layers, plan.cfg.n_layers))) if layers else None
+    small = build_model(plan, len(keep) if keep else None, torch.float32, "cpu")
+    names = [
+        n
+        for n in state_tensors(source.model)
+        if layers is None
+        or not n.startswith(layers.prefix)
+        or any(n.startswith(layers.layer_prefix(i)) for i in keep or ())
+    ]
+    with source.loaded(names):
+        view = with_layers(source.model, layers, keep) if layers and keep else source.model
+        return verify_parity(small, view, plan.adapter)

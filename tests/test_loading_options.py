@@ -130,9 +130,9 @@ HONOURED = {
         trust_remote_code=False,
         load_in_8bit=False,
         load_in_4bit=False,
-        local_files_only=True,
         use_safetensors=True,
     ),
+    "local_files_only": dict(local_files_only=True),
     "tl_no_op_alternatives": dict(default_prepend_bos=False, default_padding_side="left"),
     "verify": dict(verify=True),
 }
@@ -280,7 +280,8 @@ REFUSED = [
     (dict(trust_remote_code=True), UnsafeCheckpointError, "remote code"),
     (dict(load_in_8bit=True), InvalidArgumentError, "quantised"),
     (dict(load_in_4bit=True), InvalidArgumentError, "quantised"),
-    (dict(local_files_only=False), InvalidArgumentError, "never downloads"),
+    (dict(revision="main"), InvalidArgumentError, "only apply to a hub id"),
+    (dict(cache_dir="/tmp/cache"), InvalidArgumentError, "only apply to a hub id"),
     (dict(use_safetensors=False), UnsafeCheckpointError, "safetensors"),
     (dict(center_unembed=True), NotForRewardModelsError, "no softmax"),
     (dict(fold_ln="yes"), InvalidArgumentError, "True or False"),
@@ -305,7 +306,7 @@ def test_another_hf_model_is_refused(gpt2):
 
 @pytest.mark.parametrize("name", HF_LOADER_KEYWORDS)
 def test_hf_loader_keywords_are_refused(gpt2, name):
-    with pytest.raises(InvalidArgumentError, match="never downloads"):
+    with pytest.raises(InvalidArgumentError, match="loading keyword"):
         HookedRewardModel.from_pretrained(gpt2, **{name: "x"})
 
 
@@ -370,7 +371,7 @@ def test_every_loading_entry_point_takes_the_same_keywords(gpt2, load):
     assert set(params) == (expected - {"verify"} if load == "convert" else expected)
     with pytest.raises(ArgumentTypeError, match="Did you mean 'n_ctx'"):
         fn(gpt2, n_ctxx=8)
-    with pytest.raises(InvalidArgumentError, match="never downloads"):
+    with pytest.raises(InvalidArgumentError, match="only apply to a hub id"):
         fn(gpt2, revision="main")
     with pytest.raises(InvalidArgumentError, match="torchrun"):
         fn(gpt2, n_devices=2)

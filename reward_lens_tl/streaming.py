@@ -1,0 +1,453 @@
+"""Conversion one layer at a time: bounded memory, straight to the device.
+
+A reward model is converted in parts: first the *globals* (embedding, positional embedding,
+final norm, reward head), then each transformer layer in order. For each part:
+
+1. the part's HF weights are made real: from a checkpoint directory they are read tensor by
+   tensor from its safetensors files into an HF model built on the meta device
+   (:class:`CheckpointSource`); an in-memory HF model already has them (:class:`ModelSource`);
+2. the adapter's converter (TransformerLens's own weight converter of the family) runs on a view
+   of the HF model whose layer list holds only that layer (a shallow copy: the HF model itself is
+   never modified), with a config of one layer;
+3. TransformerLens's own weight processing (``ProcessWeights.process_weights``: ``fold_ln``,
+   ``center_writing_weights``, ``fold_value_biases``, ``refactor_factored_attn_matrices``) runs
+   on that part in float32 — every step of it is per layer, except the embedding's centring,
+   which is per row and so runs on blocks of rows;
+4. the result is cast to the requested dtype, placed on the requested device and assigned into
+   the hooked model, which was built with its parameters on the meta device (no weights
+   allocated twice); the part's float32 copies are then freed.
+
+Peak memory is therefore the converted model plus one layer (or one block of embedding rows) in
+float32, whatever the model's size. The result equals converting the whole state dict at once
+(``HookedTransformer.load_and_process_state_dict``) to float32 rounding: every step above is
+TransformerLens's own, on the same numbers.
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import zoo_path
+>>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # streamed from safetensors
+>>> all(not p.is_meta for p in model.parameters())
+True
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import init_empty_weights
+from torch import Tensor, nn
+from transformer_lens.components import LayerNormPre, RMSNormPre
+from transformer_lens.weight_processing import ProcessWeights
+
+from .errors import CheckpointWeightsError, ConversionMismatchError, UnsupportedArchitectureError
+from .weights import CheckpointWeights
+
+#: Rows of the embedding processed (and held in float32) at once.
+EMBEDDING_ROWS = 16384
+
+#: TransformerLens's normalisation types that ``fold_ln`` folds.
+FOLDABLE_NORMS = ("LN", "LNPre", "RMS", "RMSPre")
+
+
+# -- where the HF weights come from ------------------------------------------------------------
+class ModelSource:
+    """An HF model already in memory: every weight is real; nothing to read or free. Converted
+    tensors are copied, so the model is never modified."""
+
+    copies = True
+
+    def __init__(self, hf_model: nn.Module):
+        self.model = hf_model
+
+    @contextmanager
+    def loaded(self, names: Sequence[str]) -> Iterator[None]:
+        """The HF tensors ``names`` are real inside the block."""
+        yield
+
+
+class CheckpointSource(ModelSource):
+    """A checkpoint directory: the HF model is built on the meta device (its buffers real) and
+    each part's tensors are read from the safetensors files, in float32, only while the part
+    is converted. Missing, unexpected and mis-shaped tensors are refused before anything is
+    read."""
+
+    copies = False
+
+    def __init__(self, path: Path, hf_config: Any, model_class: type[nn.Module]):
+        self.weights = CheckpointWeights(path)
+        with init_empty_weights(include_buffers=False):
+            model = model_class(hf_config)
+        super().__init__(model.eval())
+        self.path = path
+        self._meta = {name: (t.shape, t.dtype) for name, t in state_tensors(model).items()}
+        check_tensor_names(path, model, self._meta, self.weights)
+
+    @contextmanager
+    def loaded(self, names: Sequence[str]) -> Iterator[None]:
+        stored = [n for n in names if n in self.weights]
+        for name, tensor in self.weights.read(stored, torch.float32).items():
+            set_tensor(self.model, name, tensor)
+        try:
+            yield
+        finally:
+            for name in names:
+                shape, dtype = self._meta[name]
+                set_tensor(self.model, name, torch.empty(shape, dtype=dtype, device="meta"))
+
+
+def state_tensors(model: nn.Module) -> dict[str, Tensor]:
+    """Parameters and persistent buffers by state-dict name (tied tensors once per name)."""
+    return dict(model.state_dict(keep_vars=True))
+
+
+def check_tensor_names(
+    path: Path, model: nn.Module, expected: dict[str, tuple], weights: CheckpointWeights
+) -> None:
+    """The checkpoint holds exactly the model's tensors, with their shapes (what transformers
+    would silently fill with random values or ignore is refused)."""
+    ignore_missing = _patterns(model, "_keys_to_ignore_on_load_missing")
+    ignore_unexpected = _patterns(model, "_keys_to_ignore_on_load_unexpected")
+    params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    missing = [
+        n
+        for n in expected
+        if n not in weights and n in params and not any(p.search(n) for p in ignore_missing)
+    ]
+    unexpected = [
+        n
+        for n in weights.names()
+        if n not in expected and not any(p.search(n) for p in ignore_unexpected)
+    ]
+    wrong = [
+        f"{n} {weights.shape(n)} (the config says {tuple(expected[n][0])})"
+        for n in expected
+        if n in weights and weights.shape(n) != tuple(expected[n][0])
+    ]
+    parts = []
+    for names, what in (
+        (missing, "missing (transformers would initialise them randomly)"),
+        (unexpected, "unexpected (not part of the model the config describes)"),
+        (wrong, "of the wrong shape"),
+    ):
+        if names:
+            shown = ", ".join(sorted(names)[:8]) + (
+                f" … (+{len(names) - 8} more)" if len(names) > 8 else ""
+            )
+            parts.append(f"{len(names)} tensor(s) {what}: {shown}")
+    if parts:
+        hint = (
+            " If the head's size disagrees, config.json's num_labels does not match score.weight."
+            if wrong
+            else ""
+        )
+        raise CheckpointWeightsError(
+            f"{path}: the weights do not match config.json: " + "; ".join(parts) + "." + hint
+        )
+
+
+def _patterns(model: nn.Module, attribute: str) -> list[re.Pattern]:
+    return [re.compile(p) for p in (getattr(model, attribute, None) or ())]
+
+
+def set_tensor(model: nn.Module, name: str, value: Tensor) -> None:
+    """Replace the parameter or buffer ``name`` of ``model`` by ``value`` (a parameter stays a
+    parameter, with its ``requires_grad``)."""
+    owner, _, leaf = name.rpartition(".")
+    module = model.get_submodule(owner)
+    old = module._parameters.get(leaf)
+    if old is not None:
+        module._parameters[leaf] = nn.Parameter(value, requires_grad=old.requires_grad)
+    elif leaf in module._buffers:
+        module._buffers[leaf] = value
+    else:
+        raise ConversionMismatchError(f"{type(model).__name__} has no tensor {name!r}")
+
+
+# -- the parts -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LayerList:
+    """Where an HF model keeps its transformer layers (an ``nn.ModuleList``)."""
+
+    path: tuple[str, ...]
+    n_layers: int
+
+    @property
+    def prefix(self) -> str:
+        return ".".join(self.path) + "."
+
+    def layer_prefix(self, index: int) -> str:
+        return f"{self.prefix}{index}."
+
+
+def find_layer_list(hf_model: nn.Module, n_layers: int) -> LayerList | None:
+    """The one ``nn.ModuleList`` of ``n_layers`` modules (``model.layers``, ``transformer.h``,
+    ...), or ``None`` when there is not exactly one."""
+    found = [
+        name
+        for name, module in hf_model.named_modules()
+        if isinstance(module, nn.ModuleList) and len(module) == n_layers and name
+    ]
+    return LayerList(tuple(found[0].split(".")), n_layers) if len(found) == 1 else None
+
+
+def with_layers(hf_model: nn.Module, layers: LayerList, keep: Sequence[int]) -> nn.Module:
+    """A shallow copy of ``hf_model`` whose layer list holds only the layers ``keep`` (the
+    modules themselves are shared; ``hf_model`` is not modified)."""
+    root = copy.copy(hf_model)
+    root._modules = dict(hf_model._modules)
+    original, clone = hf_model, root
+    for name in layers.path[:-1]:
+        child = copy.copy(original._modules[name])
+        child._modules = dict(original._modules[name]._modules)  # type: ignore[union-attr]
+        clone._modules[name] = child
+        original, clone = original._modules[name], child  # type: ignore[assignment]
+    full = original._modules[layers.path[-1]]
+    clone._modules[layers.path[-1]] = nn.ModuleList([full[i] for i in keep])  # type: ignore[index]
+    return root
+
+
+def one_part_config(cfg: Any, n_layers: int) -> Any:
+    """A copy of the TL config with ``n_layers`` layers, converting on the CPU in float32."""
+    part = copy.copy(cfg)
+    part.n_layers = n_layers
+    part.device = "cpu"
+    part.dtype = torch.float32
+    return part
+
+
+@dataclass
+class Streamer:
+    """Convert, process and place the parts of one model (see the module docstring).
+
+    ``model``: the hooked model, built on the meta device; ``expected``: its parameter names and
+    shapes before norms were folded (what TransformerLens's ``fill_missing_keys`` completes).
+    """
+
+    source: ModelSource
+    adapter: Any
+    model: Any
+    options: Any
+    flags: dict[str, bool]
+    expected: dict[str, torch.Size]
+    dtype: torch.dtype
+    device: torch.device
+    layers: LayerList | None
+    #: the ``fold_ln`` the adapter's extra modules are built with (the user's)
+    extras_fold_ln: bool = True
+    #: the adapter's extra modules (e.g. ArmoRM's gating), set while the globals are converted
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    # -- HF names of a part ------------------------------------------------------------------
+    def hf_names(self, layer: int | None) -> list[str]:
+        """The HF state-dict names of layer ``layer`` (``None``: every tensor outside the layer
+        list)."""
+        names = list(state_tensors(self.source.model))
+        if self.layers is None:
+            return names
+        if layer is None:
+            return [n for n in names if not n.startswith(self.layers.prefix)]
+        return [n for n in names if n.startswith(self.layers.layer_prefix(layer))]
+
+    # -- converting ----------------------------------------------------------------------------
+    def converted(self, layer: int | None) -> dict[str, Tensor]:
+        """TL-format float32 tensors of one part (globals: ``layer=None``), names as in the
+        whole model."""
+        cfg = self.model.cfg
+        if self.layers is None:
+            view, part_cfg = self.source.model, one_part_config(cfg, cfg.n_layers)
+        else:
+            keep = [] if layer is None else [layer]
+            view = with_layers(self.source.model, self.layers, keep)
+            part_cfg = one_part_config(cfg, len(keep))
+        raw = self.adapter.backbone_state_dict(view, part_cfg)
+        out: dict[str, Tensor] = {}
+        for key, value in raw.items():
+            name = self.whole_name(key, layer)
+            if name is None:
+                continue
+            if value.is_meta:
+                raise UnsupportedArchitectureError(
+                    f"{type(self.adapter).__name__}'s converter reads weights outside the part "
+                    f"it converts ({name}); it cannot be converted layer by layer"
+                )
+            out[name] = value.detach().to("cpu", torch.float32, copy=self.source.copies)
+        if layer is None or self.layers is None:
+            head = self.adapter.reward_head(view, self.options)
+            out["unembed.W_U"] = head.W.to("cpu", torch.float32)
+            out["unembed.b_U"] = head.b.to("cpu", torch.float32)
+            self.extras = self.adapter.extra_modules(view, cfg, self.extras_fold_ln)
+        return self.completed(out, layer)
+
+    def whole_name(self, key: str, layer: int | None) -> str | None:
+        """The converter's key in the whole model (``blocks.0.*`` of a layer part becomes
+        ``blocks.{layer}.*``), or ``None`` when the key is not part of this part."""
+        if self.layers is None:
+            return key
+        if layer is None:
+            return None if key.startswith("blocks.") else key
+        if not key.startswith("blocks.0."):
+            return None
+        return f"blocks.{layer}." + key[len("blocks.0.") :]
+
+    def completed(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
+        """TransformerLens's ``fill_missing_keys`` for one part: a missing norm weight is
+        ones, a missing bias zeros; a missing weight matrix is refused."""
+        for name, shape in self.expected.items():
+            if name in part or not in_part(name, layer, self.layers):
+                continue
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "w":
+                part[name] = torch.ones(shape)
+            elif leaf == "b" or leaf.startswith(("b_", "_b_")):
+                part[name] = torch.zeros(shape)
+            else:
+                raise UnsupportedArchitectureError(
+                    f"{type(self.adapter).__name__}'s converter produced no {name}; the "
+                    "converter and TransformerLens's modules disagree on parameter names"
+                )
+        return part
+
+    # -- processing -----------------------------------------------------------------------------
+    def process(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
+        """TransformerLens's weight processing of one part, in float32."""
+        cfg = self.model.cfg
+        if self.layers is not None and layer is not None:
+            part_cfg = one_part_config(cfg, 1)
+            local = {"blocks.0." + k.split(".", 2)[2]: v for k, v in part.items()}
+            local.update(self.placeholders())
+            out = process_weights(local, part_cfg, self.flags)
+            return {f"blocks.{layer}." + k[9:]: v for k, v in out.items() if k[:9] == "blocks.0."}
+        part_cfg = one_part_config(cfg, 0 if self.layers is not None else cfg.n_layers)
+        return process_by_rows(part, part_cfg, self.flags, self.cast)
+
+    def placeholders(self) -> dict[str, Tensor]:
+        """One-row stand-ins for the embeddings, which TL's centring expects in every state
+        dict (the real ones are processed with the globals)."""
+        d_model = self.model.cfg.d_model
+        out = {"embed.W_E": torch.zeros(1, d_model)}
+        if self.model.cfg.positional_embedding_type not in ("rotary", "alibi", "none"):
+            out["pos_embed.W_pos"] = torch.zeros(1, d_model)
+        return out
+
+    def cast(self, tensor: Tensor) -> Tensor:
+        dtype = self.dtype if tensor.is_floating_point() else tensor.dtype
+        return tensor.to(self.device, dtype)
+
+    # -- placing ----------------------------------------------------------------------------
+    def place(self, part: dict[str, Tensor]) -> None:
+        """Assign a processed part into the hooked model, cast and on the device."""
+        params = dict(self.model.named_parameters())
+        for name, value in part.items():
+            if name not in params:
+                if self.flags["fold_ln"] and is_norm_key(name):
+                    continue  # a folded norm's weight: the model now has a Pre norm there
+                raise ConversionMismatchError(
+                    f"the converted weights have {name}, which the hooked model does not"
+                )
+            if tuple(value.shape) != tuple(params[name].shape):
+                raise ConversionMismatchError(
+                    f"{name} converts to shape {tuple(value.shape)}, the hooked model expects "
+                    f"{tuple(params[name].shape)}"
+                )
+            set_tensor(self.model, name, self.cast(value))
+
+    def run(self) -> None:
+        """Convert, process and place every part, globals first."""
+        indices: Iterable[int | None] = [None]
+        if self.layers is not None:
+            indices = [None, *range(self.model.cfg.n_layers)]
+        for layer in indices:
+            with self.source.loaded(self.hf_names(layer)):
+                part = self.converted(layer)
+            self.place(self.process(part, layer))
+            del part
+        left = [n for n, p in self.model.named_parameters() if p.is_meta]
+        if left:
+            raise ConversionMismatchError(
+                f"the conversion left {len(left)} parameter(s) unset: {', '.join(left[:8])}"
+            )
+
+
+def in_part(name: str, layer: int | None, layers: LayerList | None) -> bool:
+    if layers is None:
+        return True
+    if layer is None:
+        return not name.startswith("blocks.")
+    return name.startswith(f"blocks.{layer}.")
+
+
+def is_norm_key(name: str) -> bool:
+    module, _, leaf = name.rpartition(".")
+    return leaf in ("w", "b") and module.rsplit(".", 1)[-1].startswith(("ln", "norm"))
+
+
+def process_weights(part: dict[str, Tensor], cfg: Any, flags: dict[str, bool]) -> dict[str, Tensor]:
+    """``ProcessWeights.process_weights`` with the conversion's flags (``center_unembed`` off)."""
+    return ProcessWeights.process_weights(
+        part,
+        cfg,
+        fold_ln=flags["fold_ln"],
+        center_writing_weights=flags["center_writing_weights"],
+        center_unembed=False,
+        fold_value_biases=flags["fold_value_biases"],
+        refactor_factored_attn_matrices=flags["refactor_factored_attn_matrices"],
+    )
+
+
+def process_by_rows(
+    part: dict[str, Tensor],
+    cfg: Any,
+    flags: dict[str, bool],
+    cast: Callable[[Tensor], Tensor],
+    rows: int = EMBEDDING_ROWS,
+) -> dict[str, Tensor]:
+    """Process the globals with the embedding in blocks of ``rows`` rows (TL's only step on
+    ``W_E`` is per row: centring each row), each block cast and placed as soon as it is
+    processed; the other tensors are processed with the first block."""
+    W_E = part.pop("embed.W_E", None)
+    if W_E is None or W_E.shape[0] <= rows:
+        if W_E is not None:
+            part["embed.W_E"] = W_E
+        return {k: cast(v) for k, v in process_weights(part, cfg, flags).items()}
+    placed: Tensor | None = None
+    out: dict[str, Tensor] = {}
+    for start in range(0, W_E.shape[0], rows):
+        block = {k: v.clone() for k, v in part.items()} if start else dict(part)
+        block["embed.W_E"] = W_E[start : start + rows].clone()
+        done = process_weights(block, cfg, flags)
+        rows_done = cast(done.pop("embed.W_E"))
+        if placed is None:
+            placed = torch.empty(
+                (W_E.shape[0], *rows_done.shape[1:]), dtype=rows_done.dtype, device=rows_done.device
+            )
+            out = {k: cast(v) for k, v in done.items()}
+        placed[start : start + rows_done.shape[0]] = rows_done
+    out["embed.W_E"] = placed  # type: ignore[assignment]
+    return out
+
+
+def foldable(cfg: Any, fold_ln: bool) -> bool:
+    """Whether TL folds the norms of this config (``fold_ln`` and a foldable norm type)."""
+    return fold_ln and cfg.normalization_type in FOLDABLE_NORMS
+
+
+def use_pre_norms(model: Any) -> None:
+    """Before folding, replace the norms by their weightless versions (``LN`` → ``LNPre``,
+    ``RMS`` → ``RMSPre``), as ``HookedTransformer.load_and_process_state_dict`` does."""
+    cfg = model.cfg
+    pre = {"LN": ("LNPre", LayerNormPre), "RMS": ("RMSPre", RMSNormPre)}
+    if cfg.normalization_type not in pre:
+        return
+    cfg.normalization_type, norm = pre[cfg.normalization_type]
+    model.ln_final = norm(cfg)
+    for block in model.blocks:
+        block.ln1 = norm(cfg)
+        block.ln2 = norm(cfg)
+        if cfg.is_layer_norm_activation():
+            block.mlp.ln = norm(cfg)

@@ -1,0 +1,131 @@
+"""A checkpoint's safetensors weights as an index read one tensor at a time.
+
+:class:`CheckpointWeights` reads the tensor table of every ``*.safetensors`` file (the headers
+only, each checked against its file's size by :func:`~reward_lens_tl.checkpoint.safetensors_header`)
+and, for a sharded checkpoint, its ``*.safetensors.index.json``: a shard the index names that is
+missing, a tensor the index places in a shard that does not hold it, or a tensor held by two
+files is a :class:`~reward_lens_tl.errors.CheckpointError` naming the file and tensor. Tensors are
+then read one group at a time (:meth:`CheckpointWeights.read`): each file is memory-mapped only
+while its tensors are copied out and closed afterwards, so the mapped pages never add up to the
+whole checkpoint, and every floating tensor read is checked to be finite.
+
+>>> from reward_lens_tl.zoo import zoo_path
+>>> weights = CheckpointWeights(zoo_path("scalar"))
+>>> name = "score.weight"
+>>> weights.shape(name), weights.read([name])[name].dtype
+((1, 64), torch.float32)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from torch import Tensor
+
+from .checkpoint import check_weight_files, safetensors_header
+from .errors import CheckpointError, NonFiniteWeightsError
+
+#: safetensors' dtype names → torch dtypes (for shapes and sizes without reading data).
+_DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+class CheckpointWeights:
+    """The tensors of a checkpoint directory: name → file, shape and dtype, read on demand."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        files = check_weight_files(self.path)
+        self._where: dict[str, Path] = {}
+        self._header: dict[str, dict] = {}
+        for file in files:
+            for name, entry in safetensors_header(file).items():
+                if name in self._where:
+                    raise CheckpointError(
+                        f"tensor {name!r} is stored twice, in {self._where[name].name} and "
+                        f"{file.name}; the checkpoint is inconsistent. Re-save it"
+                    )
+                self._where[name] = file
+                self._header[name] = entry
+        self._check_index()
+
+    def _check_index(self) -> None:
+        """A sharded checkpoint's index agrees with its shards."""
+        for index in sorted(self.path.glob("*.safetensors.index.json")):
+            try:
+                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+                raise CheckpointError(f"{index} is not a safetensors index ({err})") from err
+            for shard in sorted(set(weight_map.values())):
+                if not (self.path / shard).is_file():
+                    names = sorted(k for k, v in weight_map.items() if v == shard)
+                    raise CheckpointError(
+                        f"{index.name} places {len(names)} tensor(s) (e.g. {names[0]!r}) in "
+                        f"{shard}, which is missing from {self.path}. Download or copy the "
+                        "missing shard"
+                    )
+            for name, shard in weight_map.items():
+                if self._where.get(name) != self.path / shard:
+                    where = self._where.get(name)
+                    held = f"it is in {where.name}" if where else "no shard holds it"
+                    raise CheckpointError(
+                        f"{index.name} places tensor {name!r} in {shard}, but {held}; the "
+                        "checkpoint is incomplete or its index is stale. Re-download it"
+                    )
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._where
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in self._header[name]["shape"])
+
+    def dtype(self, name: str) -> torch.dtype | None:
+        """The stored dtype (``None`` for a dtype torch does not have)."""
+        return _DTYPES.get(self._header[name]["dtype"])
+
+    def read(self, names: Iterable[str], dtype: torch.dtype | None = None) -> dict[str, Tensor]:
+        """The tensors ``names`` (floating ones cast to ``dtype`` when given), each file
+        memory-mapped only while its tensors are copied out; a NaN or infinite value raises
+        :class:`~reward_lens_tl.errors.NonFiniteWeightsError` naming the tensor."""
+        by_file: dict[Path, list[str]] = {}
+        for name in names:
+            by_file.setdefault(self._where[name], []).append(name)
+        out: dict[str, Tensor] = {}
+        for file, group in by_file.items():
+            with safe_open(str(file), framework="pt", device="cpu") as handle:
+                for name in group:
+                    tensor = handle.get_tensor(name)
+                    if tensor.is_floating_point():
+                        check_finite(name, tensor)
+                        if dtype is not None and tensor.dtype != dtype:
+                            tensor = tensor.to(dtype)
+                    out[name] = tensor
+        return out
+
+
+def check_finite(name: str, tensor: Tensor) -> None:
+    """Raise :class:`~reward_lens_tl.errors.NonFiniteWeightsError` if ``tensor`` holds a NaN
+    or an infinity."""
+    if not bool(torch.isfinite(tensor).all()):
+        n_bad = int((~torch.isfinite(tensor)).sum())
+        raise NonFiniteWeightsError(
+            f"parameter {name!r} has {n_bad} NaN/inf values; the checkpoint is corrupt or was "
+            "saved after a diverged training step. Reload a good checkpoint."
+        )
