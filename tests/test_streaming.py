@@ -1,0 +1,305 @@
+"""Streaming conversion (reward_lens_tl.streaming): the same weights as converting the whole
+state dict at once, in bounded memory, with a cheap check at load and typed errors for broken
+sharded checkpoints.
+
+The reference here is the conversion as it was before streaming, written out with plain
+TransformerLens: the HF model loaded whole, its TL state dict, ``load_and_process_state_dict``
+on a model built in float32, then ``.to(dtype)``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from reward_lens_tl import HookedRewardModel, streaming
+from reward_lens_tl.adapters import LlamaAdapter
+from reward_lens_tl.errors import (
+    CheckpointError,
+    ConversionMismatchError,
+    InvalidArgumentError,
+    NonFiniteWeightsError,
+)
+from reward_lens_tl.loading import convert_hf_model
+from reward_lens_tl.model import MODEL_KINDS
+from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
+from reward_lens_tl.weights import CheckpointWeights
+
+FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
+
+
+def whole_conversion(source, dtype=torch.float32, **options):
+    """The pre-streaming conversion, with plain TransformerLens calls."""
+    conv = convert_hf_model(source, **options)
+    model = MODEL_KINDS[conv.adapter.model_kind](
+        conv.cfg,
+        adapter=conv.adapter,
+        pad_token_id=conv.pad_token_id,
+        eos_token_id=conv.eos_token_id,
+        bos_token_id=conv.bos_token_id,
+        objective_names=conv.objective_names,
+        tokenizer=conv.tokenizer,
+    )
+    flags = {"refactor_factored_attn_matrices": False, **conv.fold_flags}
+    model.load_and_process_state_dict(conv.state_dict, **flags)
+    if conv.extras:
+        model.attach_gating(**conv.extras)
+    return (model.to(dtype) if dtype != torch.float32 else model).eval()
+
+
+def max_difference(a, b) -> float:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys(), set(sa) ^ set(sb)
+    diffs = [(sa[k].double() - sb[k].double()).abs().max() for k in sa if sa[k].numel()]
+    return float(max(diffs))
+
+
+def save(hf, path, **kwargs):
+    hf.save_pretrained(path, safe_serialization=True, **kwargs)
+    tiny_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family_checkpoint(request, tmp_path_factory):
+    hf = tiny_reward_model(request.param)
+    return request.param, hf, save(hf, tmp_path_factory.mktemp(request.param))
+
+
+def test_streamed_checkpoint_equals_whole_conversion(family_checkpoint):
+    family, hf, path = family_checkpoint
+    streamed = HookedRewardModel.from_pretrained(path, verify=False)
+    reference = whole_conversion(hf)
+    assert max_difference(streamed, reference) <= 1e-6
+    ids, mask = random_batch(3, [12, 9, 7])
+    if family == "armorm":  # the gate reads the position after the prompt-end marker
+        ids[:, -4:-2] = torch.tensor(streamed.gating_token_pattern)
+    torch.testing.assert_close(streamed.rewards(ids, mask), reference.rewards(ids, mask))
+    expected = streamed.adapter.reference_rewards(hf, ids[:1])  # plain HF, one row unpadded
+    torch.testing.assert_close(streamed.rewards(ids[:1]), expected.reshape(-1), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(fold_ln=False, center_writing_weights=False, fold_value_biases=False),
+        dict(center_writing_weights=False),
+        dict(fold_value_biases=False),
+        dict(dtype=torch.bfloat16),
+        dict(dtype="float16", fold_ln=False),
+    ],
+    ids=["raw", "no_centring", "no_value_bias_fold", "bf16", "fp16_raw"],
+)
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2"])
+def test_every_option_streams_to_the_same_weights(tmp_path, family, options):
+    hf = tiny_reward_model(family)
+    path = save(hf, tmp_path)
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(
+        str(options.get("dtype", "")).replace("torch.", ""), torch.float32
+    )
+    whole_options = {k: v for k, v in options.items() if k != "dtype"}
+    streamed = HookedRewardModel.from_pretrained(path, verify=False, **options)
+    reference = whole_conversion(hf, dtype, **whole_options)
+    assert streamed.cfg.dtype == dtype and next(streamed.parameters()).dtype == dtype
+    assert streamed.cfg.normalization_type == reference.cfg.normalization_type
+    assert max_difference(streamed, reference) <= 1e-6
+
+
+def test_refactored_attention_streams_to_the_same_weights(tmp_path):
+    hf = tiny_reward_model("gpt2")
+    path = save(hf, tmp_path)
+    streamed = HookedRewardModel.from_pretrained(path, refactor_factored_attn_matrices=True)
+    reference = whole_conversion(hf, refactor_factored_attn_matrices=True)
+    assert max_difference(streamed, reference) <= 1e-6
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "armorm"])
+def test_in_memory_models_stream_too_and_are_not_modified(family):
+    hf = tiny_reward_model(family)
+    before = {k: v.clone() for k, v in hf.state_dict().items()}
+    streamed = HookedRewardModel.from_pretrained(hf, verify=False)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+    after = hf.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_embedding_processed_in_blocks_of_rows(tmp_path, monkeypatch, family):
+    hf = tiny_reward_model(family)
+    path = save(hf, tmp_path)
+    monkeypatch.setattr(streaming, "EMBEDDING_ROWS", 7)  # vocab 97: 14 blocks, the last short
+    streamed = HookedRewardModel.from_pretrained(path, verify=False)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+    if family == "gpt2":  # LayerNorm: every row of W_E is centred
+        W_E = streamed.W_E
+        torch.testing.assert_close(W_E.mean(-1), torch.zeros(W_E.shape[0]), atol=1e-6, rtol=0)
+
+
+def test_without_a_layer_list_the_whole_model_is_one_part(tmp_path, monkeypatch):
+    hf = tiny_reward_model("gemma2")
+    path = save(hf, tmp_path)
+    monkeypatch.setattr("reward_lens_tl.model.find_layer_list", lambda model, n: None)
+    streamed = HookedRewardModel.from_pretrained(path, verify=True)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+
+
+def test_find_layer_list_names_the_module_list():
+    layers = streaming.find_layer_list(tiny_reward_model("gpt2"), 2)
+    assert layers is not None and layers.path == ("transformer", "h")
+    assert streaming.find_layer_list(tiny_reward_model("llama"), 99) is None
+
+
+# -- memory: at most one part of HF weights is ever real, and nothing is built twice -----------
+def test_one_layer_of_hf_weights_in_memory_at_a_time(tmp_path, monkeypatch):
+    hf = tiny_reward_model("llama", num_hidden_layers=4)
+    path = save(hf, tmp_path)
+    sizes = {k: v.numel() for k, v in hf.state_dict().items()}
+    layer = max(
+        sum(n for k, n in sizes.items() if k.startswith(f"model.layers.{i}.")) for i in range(4)
+    )
+    outside = sum(n for k, n in sizes.items() if not k.startswith("model.layers."))
+    real_counts: list[int] = []
+    loaded = streaming.CheckpointSource.loaded
+
+    def counting(self, names):
+        context = loaded(self, names)
+
+        class Wrapper:
+            def __enter__(self_inner):
+                context.__enter__()
+                real_counts.append(
+                    sum(p.numel() for p in self.model.state_dict().values() if not p.is_meta)
+                )
+
+            def __exit__(self_inner, *exc):
+                return context.__exit__(*exc)
+
+        return Wrapper()
+
+    monkeypatch.setattr(streaming.CheckpointSource, "loaded", counting)
+    model = HookedRewardModel.from_pretrained(path, verify=False)
+    buffers = sum(b.numel() for b in hf.buffers())
+    assert len(real_counts) == 5  # the globals, then 4 layers
+    assert real_counts[0] <= outside + buffers
+    assert max(real_counts[1:]) <= layer + buffers
+    assert all(not p.is_meta for p in model.parameters())
+
+
+def test_parameters_are_created_once_in_the_target_dtype(tmp_path):
+    hf = tiny_reward_model("llama")
+    path = save(hf, tmp_path)
+    model = HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16, device="cpu")
+    dtypes = {p.dtype for p in model.parameters()}
+    assert dtypes == {torch.bfloat16}
+    assert model.cfg.device == "cpu" and {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+# -- the cheap check at load ----------------------------------------------------------------------
+class PerturbedAdapter(LlamaAdapter):
+    """Converts the query weights wrongly: what a mapping bug looks like."""
+
+    def backbone_state_dict(self, hf_model, cfg):
+        sd = super().backbone_state_dict(hf_model, cfg)
+        return {k: v * 1.5 if k.endswith("attn.W_Q") else v for k, v in sd.items()}
+
+
+def test_truncated_verification_catches_a_wrong_mapping(tmp_path):
+    hf = tiny_reward_model("llama", num_hidden_layers=4)
+    path = save(hf, tmp_path)
+    HookedRewardModel.from_pretrained(path, verify=True)  # the right mapping passes
+    with pytest.raises(ConversionMismatchError, match="differs from HF"):
+        HookedRewardModel.from_pretrained(path, adapter=PerturbedAdapter(), verify=True)
+
+
+def test_truncated_verification_builds_two_layers(tmp_path, monkeypatch):
+    hf = tiny_reward_model("llama", num_hidden_layers=5)
+    path = save(hf, tmp_path)
+    import reward_lens_tl.model as model_module
+
+    built: list[int] = []
+    build = model_module.build_model
+
+    def recording(plan, n_layers=None, dtype=None, device=None):
+        model = build(plan, n_layers, dtype, device)
+        built.append(model.cfg.n_layers)
+        return model
+
+    monkeypatch.setattr(model_module, "build_model", recording)
+    model_module.load_reward_model(path, verify=True)
+    assert built == [2, 5]
+
+
+# -- broken checkpoints ----------------------------------------------------------------------------
+@pytest.fixture()
+def sharded(tmp_path):
+    hf = tiny_reward_model("llama")
+    path = save(hf, tmp_path, max_shard_size="40KB")
+    assert len(list(path.glob("*.safetensors"))) > 2
+    return hf, path
+
+
+def test_sharded_checkpoint_streams_to_the_same_weights(sharded):
+    hf, path = sharded
+    streamed = HookedRewardModel.from_pretrained(path)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+
+
+def test_missing_shard_is_named(sharded):
+    _, path = sharded
+    shard = sorted(path.glob("*.safetensors"))[1]
+    shard.unlink()
+    with pytest.raises(CheckpointError, match=shard.name):
+        HookedRewardModel.from_pretrained(path)
+
+
+def test_index_naming_a_tensor_no_shard_holds(sharded):
+    _, path = sharded
+    index_file = path / "model.safetensors.index.json"
+    index = json.loads(index_file.read_text())
+    first = sorted(path.glob("*.safetensors"))[0].name
+    index["weight_map"]["model.layers.0.mlp.extra.weight"] = first
+    index_file.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=r"model\.layers\.0\.mlp\.extra\.weight.*no shard"):
+        HookedRewardModel.from_pretrained(path)
+
+
+def test_tensor_stored_twice_is_refused(sharded):
+    _, path = sharded
+    files = sorted(path.glob("*.safetensors"))
+    tensors = load_file(files[0])
+    name = next(iter(tensors))
+    extra = load_file(files[1])
+    extra[name] = tensors[name]
+    save_file(extra, files[1])
+    with pytest.raises(CheckpointError, match="stored twice"):
+        CheckpointWeights(path)
+
+
+def test_non_finite_weight_in_a_late_layer_is_named(tmp_path):
+    hf = tiny_reward_model("llama")
+    path = save(hf, tmp_path)
+    tensors = load_file(path / "model.safetensors")
+    tensors["model.layers.1.mlp.down_proj.weight"][0, 0] = float("nan")
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(NonFiniteWeightsError, match=r"model\.layers\.1\.mlp\.down_proj"):
+        HookedRewardModel.from_pretrained(path)
+
+
+@pytest.mark.parametrize(
+    ("device", "match"),
+    [("nonsense", "not a torch device"), ("meta", "holds no values"), ("cuda:7", "cannot hold")],
+)
+def test_bad_device_refused_before_any_weight_is_read(tmp_path, monkeypatch, device, match):
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    path = save(tiny_reward_model("llama"), tmp_path)
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("weights were read")
+
+    monkeypatch.setattr(CheckpointWeights, "read", no_reading)
+    with pytest.raises(InvalidArgumentError, match=match):
+        HookedRewardModel.from_pretrained(path, device=device)
