@@ -55,13 +55,13 @@ def checkpoint_dir(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
         raise MissingFileError(
-            f"{path} does not exist. reward-lens-tl never downloads: save the model with "
-            "save_pretrained(dir) and pass that directory"
+            f"{path} does not exist. Pass a checkpoint directory (save_pretrained(dir)) or a "
+            "hub id 'org/name'"
         )
     if not (path / "config.json").is_file():
         raise MissingFileError(
-            f"{path} is not a checkpoint directory (no config.json). reward-lens-tl never "
-            "downloads: save the model with save_pretrained(dir) and pass that directory"
+            f"{path} is not a checkpoint directory (no config.json). Save the model with "
+            "save_pretrained(dir) and pass that directory, or pass a hub id 'org/name'"
         )
     return path
 

@@ -1,8 +1,8 @@
 """The reward-lens command line.
 
 Subcommands: ``report`` (one report, HTML and markdown; on the shipped zoo model and its data
-without arguments: the main job, ``make demo``), ``score`` (a pair file with a local
-checkpoint), ``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for
+without arguments: the main job, ``make demo``), ``score`` (a pair file with a checkpoint),
+``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for
 your own reward model), ``sweep`` / ``sweep-stats`` (token sweeps), ``eval`` (benchmark
 metrics, :mod:`reward_lens_tl.evals.cli`), ``zoo train``, and ``demo`` (deprecated: ``report``
 on the zoo).
@@ -16,6 +16,13 @@ Errors print one line (``reward-lens: error: ...``, exit status 2; ``--debug`` s
 traceback), after closing any progress bar; warnings print as ``warning: <message>`` without
 source files or lines; absolute paths of this machine are shortened (:func:`scrub_paths`).
 
+``MODEL`` is a local checkpoint directory or a hub id (``org/name``, with ``--revision``):
+:func:`reward_lens_tl.hub.resolve_checkpoint` fetches its config, tokenizer and safetensors
+only (never code or pickle weights) into the hub cache, and with ``HF_HUB_OFFLINE=1`` resolves
+it from the cache alone. The handlers here resolve it before loading; the subcommands other
+modules define get it resolved before their handler runs (:func:`resolving_model`). Nothing
+else is ever downloaded: every transformers call reads local files only.
+
 >>> parser = build_parser()
 >>> parser.parse_args(["check", "model_dir", "--format", "json"]).format
 'json'
@@ -24,6 +31,7 @@ source files or lines; absolute paths of this machine are shortened (:func:`scru
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
@@ -33,13 +41,10 @@ import warnings
 from pathlib import Path
 from typing import cast
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
 DESCRIPTION = (
     "Mechanistic interpretability of reward models as TransformerLens HookedTransformers: "
-    "score, inspect, check and report on a local checkpoint. Run 'reward-lens COMMAND --help' "
-    "for a command's options."
+    "score, inspect, check and report on a local checkpoint or a hub id (org/name). Run "
+    "'reward-lens COMMAND --help' for a command's options."
 )
 
 #: Subcommands whose arguments another module defines: name -> (help, "module:function").
@@ -60,6 +65,10 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+#: What every ``MODEL`` argument accepts (the help of other modules' ``model`` arguments is
+#: rewritten to say so: :func:`accept_hub_ids`).
+LOCAL_MODEL = "local checkpoint directory"
+MODEL_HELP = "local checkpoint directory or hub id org/name"
 
 
 # -- argument types and plain text --------------------------------------------------------------
@@ -164,7 +173,7 @@ def _score(args) -> int:
     from .scoring import score_pairs
 
     csv = _writable_file(args.csv) if args.csv else None  # fail before a long scoring run
-    model = HookedRewardModel.from_pretrained(args.model)
+    model = HookedRewardModel.from_pretrained(resolve_model(args))
     pairs = load_pairs(args.pairs, format=args.format, limit=args.limit, skip_bad=args.skip_bad)
     scores = score_pairs(
         model,
@@ -203,10 +212,55 @@ def _writable_file(path: str) -> Path:
     return target
 
 
+def resolve_model(args: argparse.Namespace) -> Path:
+    """``args.model`` (a local directory or a hub id, at ``args.revision``) as a checkpoint
+    directory; typed errors say what to do.
+
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> resolve_model(argparse.Namespace(model=str(zoo_path("scalar")))) == zoo_path("scalar")
+    True
+    """
+    from .errors import InvalidArgumentError
+    from .hub import resolve_checkpoint
+
+    revision = getattr(args, "revision", None)
+    if args.model is None:
+        raise InvalidArgumentError(
+            "--revision was given without a MODEL (a hub id org/name)"
+            if revision is not None
+            else "no MODEL was given: pass a checkpoint directory or a hub id org/name"
+        )
+    return resolve_checkpoint(args.model, revision=revision)
+
+
+def _optional_model(args: argparse.Namespace) -> Path | None:
+    """:func:`resolve_model`, or ``None`` when neither a model nor a revision was given."""
+    if args.model is None and getattr(args, "revision", None) is None:
+        return None
+    return resolve_model(args)
+
+
+def resolving_model(handler):
+    """``handler`` with ``args.model`` resolved first (:func:`resolve_model`; a path string):
+    the handlers of subcommands other modules define then load a directory as before."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        path = _optional_model(args)
+        if path is not None:
+            args.model = str(path)
+        return handler(args)
+
+    return run
+
+
 def _info(args) -> int:
     from .checkpoint_info import describe_files, is_causal_lm
 
-    facts = describe_files(args.model)
+    path = resolve_model(args)
+    facts = describe_files(path)
+    if path != Path(args.model):  # a hub id: say which snapshot it resolved to
+        facts = {"snapshot": path, **facts}
     for key, value in facts.items():
         print(f"{key + ':':16}{value}", flush=True)
     if args.no_parity or is_causal_lm(facts["architecture"]):
@@ -214,8 +268,8 @@ def _info(args) -> int:
     from .loading import convert_hf_model, verify_parity
     from .model import HookedRewardModel
 
-    model = HookedRewardModel.from_pretrained(args.model)
-    hf = convert_hf_model(args.model).hf_model
+    model = HookedRewardModel.from_pretrained(path)
+    hf = convert_hf_model(path).hf_model
     assert hf is not None  # a converted checkpoint keeps its HF model
     err = verify_parity(model, hf, model.adapter)
     print(f"{'adapter:':16}{model.adapter.describe()}")
@@ -226,7 +280,7 @@ def _info(args) -> int:
 def _check(args) -> int:
     from .diagnostics import check
 
-    report = check(args.model, data=args.data)
+    report = check(resolve_model(args), data=args.data)
     print(report.to_json() if args.format == "json" else report.to_text(), flush=True)
     if getattr(args, "debug", False) and report.errors:
         raise report.errors[0]  # the traceback of the first failed check
@@ -243,7 +297,8 @@ def _report(args) -> int:
 
     torch.set_num_threads(args.threads)  # the zoo model is tiny: one thread is fastest
     options = {k: getattr(args, k) for k in ("limit", "seed", "resume", "format", "truncation")}
-    numbers = build_report(args.model, args.pairs, args.out, markdown=True, **options)
+    model = _optional_model(args)  # None: the zoo's scalar model
+    numbers = build_report(model, args.pairs, args.out, markdown=True, **options)
     if not is_main_process():  # under torchrun rank 0 wrote the page and reports it
         return 0
     print(
@@ -315,10 +370,13 @@ class LazySubParsers(argparse._SubParsersAction):
         builder = self._builders.get(name)
         if builder is None:
             return
-        for other in [n for n, b in self._builders.items() if b == builder]:
+        built = [n for n, b in self._builders.items() if b == builder]
+        for other in built:
             del self._builders[other]
         module, function = builder.split(":")
         getattr(importlib.import_module(module), function)(_Placeholders(self))
+        for other in built:
+            accept_hub_ids(self.choices[other])
         _add_debug_flag(self)
 
 
@@ -355,6 +413,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP, **kwargs) -> None:
+    """The positional ``MODEL`` (a directory or a hub id) and its ``--revision``."""
+    parser.add_argument("model", help=help, **kwargs)
+    _add_revision(parser)
+
+
+def _add_revision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--revision",
+        default=None,
+        help="with a hub id: the branch, tag or commit to load (default: main)",
+    )
+
+
+def accept_hub_ids(parser: argparse.ArgumentParser) -> None:
+    """Let a subcommand another module defines take a hub id as its ``model``: the help says
+    so, ``--revision`` is added, and the handler gets ``args.model`` resolved to a directory
+    (:func:`resolving_model`). Subcommands without a positional ``model`` are left alone.
+
+    >>> p = argparse.ArgumentParser()
+    >>> _ = p.add_argument("model", help="local checkpoint directory")
+    >>> p.set_defaults(func=lambda args: 0)
+    >>> accept_hub_ids(p)
+    >>> p.parse_args(["org/name", "--revision", "v1"]).revision
+    'v1'
+    """
+    model = next((a for a in parser._actions if a.dest == "model" and not a.option_strings), None)
+    if model is None:
+        return
+    model.help = (model.help or LOCAL_MODEL).replace(LOCAL_MODEL, MODEL_HELP)
+    if "--revision" not in parser._option_string_actions:
+        _add_revision(parser)
+    handler = parser.get_default("func")
+    if handler is not None and not hasattr(handler, "__wrapped__"):
+        parser.set_defaults(func=resolving_model(handler))
+
+
 def _add_truncation(parser: argparse.ArgumentParser, default: str, error: str) -> None:
     """``--truncation``: what to do with a conversation longer than the context (``error``
     says what the ``"error"`` choice does for this command)."""
@@ -372,12 +467,12 @@ def _add_demo_and_score(sub) -> None:
     demo = sub.add_parser(
         "demo", help="deprecated: 'reward-lens report' (on the zoo without a pair file)"
     )
-    demo.add_argument("--model", default=None, help="local checkpoint (default: zoo scalar)")
+    demo.add_argument("--model", default=None, help=f"{MODEL_HELP} (default: zoo scalar)")
     demo.add_argument("--out", default="reports/demo", help="output directory")
     demo.set_defaults(func=_demo)
 
-    score = sub.add_parser("score", help="score a preference-pair file with a local checkpoint")
-    score.add_argument("model", help="local checkpoint directory (config.json + safetensors)")
+    score = sub.add_parser("score", help="score a preference-pair file with a checkpoint")
+    _add_model(score, f"{MODEL_HELP} (config.json + safetensors)")
     score.add_argument("pairs", help="pair file: HH-RLHF, LLMBar, RM-Bench, RewardBench jsonl, …")
     score.add_argument("--format", default=None, help="the file's format (default: guessed)")
     score.add_argument("--limit", type=positive_int, default=None, help="at most this many pairs")
@@ -402,7 +497,7 @@ def _add_info_and_check(sub) -> None:
     info = sub.add_parser(
         "info", help="describe a checkpoint (template, padding, pooling, context) and check parity"
     )
-    info.add_argument("model", help="local checkpoint directory")
+    _add_model(info)
     info.add_argument("--no-parity", action="store_true", help="only read the files; load nothing")
     info.set_defaults(func=_info)
 
@@ -411,7 +506,7 @@ def _add_info_and_check(sub) -> None:
         help="diagnose your own reward model: HF parity, batch and padding invariance, reading "
         "position, pad/EOS/BOS, template, determinism (exit 1 on a failed check)",
     )
-    check.add_argument("model", help="local checkpoint directory")
+    _add_model(check)
     check.add_argument(
         "--data",
         default=None,
@@ -428,9 +523,7 @@ def _add_report(sub) -> None:
         help="one report (HTML page and markdown): scores, lens, components, patching, tokens, "
         "probes, failures; without a pair file, the zoo report ('make demo')",
     )
-    report.add_argument(
-        "model", nargs="?", default=None, help="local checkpoint directory (default: zoo scalar)"
-    )
+    _add_model(report, f"{MODEL_HELP} (default: zoo scalar)", nargs="?", default=None)
     report.add_argument(
         "pairs",
         nargs="?",

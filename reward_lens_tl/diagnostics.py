@@ -182,7 +182,7 @@ def check(
 
 def _check_checkpoint(path: Path, data) -> CheckReport:
     from .checkpoint_info import IMPLICIT_REWARD_HINT, describe_files, is_causal_lm
-    from .loading import resolve_hf_model
+    from .loading import load_hf_model
     from .model import HookedRewardModel
 
     name = path.name or str(path)
@@ -194,7 +194,7 @@ def _check_checkpoint(path: Path, data) -> CheckReport:
         return CheckReport(name, (CheckRow("load", "fail", IMPLICIT_REWARD_HINT),))
 
     def hf_model(model):
-        return resolve_hf_model(path, model.adapter)[0]
+        return load_hf_model(path, model.adapter)
 
     return _run_checks(name, lambda: HookedRewardModel.from_pretrained(path), hf_model, data)
 

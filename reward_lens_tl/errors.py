@@ -400,3 +400,38 @@ class ResultMismatchError(InvalidArgumentError):
 class ResultFieldError(ShapeMismatchError):
     """A result built with a field of the wrong type or shape (checked when shape checks are on:
     :func:`reward_lens_tl.results.check_result_shapes`)."""
+
+
+# --------------------------------------------------------------------------------------------
+# hub ids (reward_lens_tl.hub)
+
+
+class HubResolutionError(CheckpointError):
+    """A hub id (``org/name``) that cannot be resolved to a snapshot on this machine; the
+    message names the repo id (and revision) and says what to do."""
+
+
+class HubNotCachedError(HubResolutionError, MissingFileError):
+    """A hub id whose snapshot is not in the local cache and cannot be fetched now (offline:
+    ``HF_HUB_OFFLINE=1`` or ``local_files_only=True``, or the hub is unreachable); the message
+    gives the ``hf download`` command that fetches it and where the cache is."""
+
+
+class HubRepoNotFoundError(HubResolutionError, MissingFileError):
+    """No model repository of that id on the hub, or a private one this token cannot see; the
+    message says to check the spelling or log in (and that no local directory has that name)."""
+
+
+class HubGatedRepoError(HubRepoNotFoundError):
+    """A gated hub repository whose terms this account has not accepted (or no token was sent);
+    the message gives the page to accept them and how to pass a token."""
+
+
+class HubRevisionNotFoundError(HubResolutionError):
+    """A ``revision`` (branch, tag or commit) that the repository does not have, or, offline,
+    that the cache does not hold; the message names it and the cached ones."""
+
+
+class HubIncompleteSnapshotError(HubResolutionError):
+    """A cached snapshot that lacks files a checkpoint needs (``config.json``, the weights, a
+    shard its index names): an interrupted download; the message says how to complete it."""

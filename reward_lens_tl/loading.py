@@ -704,6 +704,14 @@ def resolve_source(
     return CheckpointSource(path, config, adapter.model_class(config)), config, path
 
 
+def load_hf_model(path: str | Path, adapter: RewardModelAdapter | None = None) -> nn.Module:
+    """The whole HF model of a local checkpoint directory, read as untrusted input (the
+    reference side of parity checks; conversion itself streams instead)."""
+    hub = dict.fromkeys(HUB_OPTIONS)
+    hub["local_files_only"] = True
+    return resolve_source(Path(path), adapter, hub, whole=True)[0].model
+
+
 def check_finite(hf_model: nn.Module) -> None:
     for name, p in list(hf_model.named_parameters()) + list(hf_model.named_buffers()):
         if p.is_floating_point() and not bool(torch.isfinite(p).all()):

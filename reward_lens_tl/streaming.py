@@ -323,8 +323,10 @@ class Streamer:
             local.update(self.placeholders())
             out = process_weights(local, part_cfg, self.flags)
             return {f"blocks.{layer}." + k[9:]: v for k, v in out.items() if k[:9] == "blocks.0."}
-        part_cfg = one_part_config(cfg, 0 if self.layers is not None else cfg.n_layers)
-        return process_by_rows(part, part_cfg, self.flags, self.cast)
+        if self.layers is None:  # the whole model as one part
+            whole = process_weights(part, one_part_config(cfg, cfg.n_layers), self.flags)
+            return {k: self.cast(v) for k, v in whole.items()}
+        return process_by_rows(part, one_part_config(cfg, 0), self.flags, self.cast)
 
     def placeholders(self) -> dict[str, Tensor]:
         """One-row stand-ins for the embeddings, which TL's centring expects in every state

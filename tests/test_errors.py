@@ -119,7 +119,7 @@ def test_pickle_checkpoint_refused(tmp_path):
 
 
 def test_missing_directory(tmp_path):
-    with pytest.raises(FileNotFoundError, match="never downloads"):
+    with pytest.raises(FileNotFoundError, match="does not exist.*hub id"):
         HookedRewardModel.from_pretrained(tmp_path / "nope")
 
 

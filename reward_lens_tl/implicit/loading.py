@@ -31,7 +31,7 @@ from transformers import PreTrainedModel
 from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
 from ..checkpoint import checkpoint_tokenizer
 from ..errors import ArgumentTypeError, UnsupportedArchitectureError
-from ..loading import HUB_OPTIONS, check_finite, resolve_pad_token_id, resolve_source
+from ..loading import check_finite, load_hf_model, resolve_pad_token_id
 
 #: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
 CAUSAL_TO_REWARD = {
@@ -46,10 +46,7 @@ CAUSAL_TO_REWARD = {
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
     """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode
     (the reward models' loading path with the checkpoint's own class)."""
-    hub = dict.fromkeys(HUB_OPTIONS)
-    hub["local_files_only"] = True
-    source, _, _ = resolve_source(Path(path), RewardModelAdapter(), hub, whole=True)
-    return source.model
+    return load_hf_model(path, RewardModelAdapter())
 
 
 def _reward_view(hf_config: Any) -> Any:
