@@ -141,6 +141,16 @@ else (a typo) with an :class:`~reward_lens_tl.errors.UnknownKeywordError` (also 
 ``TypeError``) naming the closest parameter."""
 
 
+#: ``verify`` (pasted at ``{verify}`` in the entry points that build the model).
+VERIFY_DOC = """\
+- ``verify``: check the conversion against HF's own forward on random tokens and raise
+  :class:`~reward_lens_tl.errors.ConversionMismatchError` on disagreement (default: the
+  adapter's choice, on for the generic and ArmoRM adapters). From a checkpoint the check runs
+  on a truncated copy, the first 2 layers with the embedding, final norm and head, converted
+  from the same files in float32 and compared with HF restricted to the same layers, before
+  the full model is built (cheap at 27B: the embedding twice plus 2 layers);
+  an in-memory HF model is compared with the whole converted model."""
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -175,9 +185,9 @@ def pasted_docs(**blocks: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 
 def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
-    """Paste :data:`OPTIONS_DOC` and :data:`UNKNOWN_DOC` into ``fn``'s docstring at
-    ``{options}`` and ``{unknown}``."""
-    return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC)(fn)
+    """Paste :data:`OPTIONS_DOC`, :data:`UNKNOWN_DOC` and :data:`VERIFY_DOC` into ``fn``'s
+    docstring at ``{options}``, ``{unknown}`` and ``{verify}``."""
+    return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC, verify=VERIFY_DOC)(fn)
 
 
 def checked_keywords(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import inspect
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
@@ -160,8 +161,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         multi-objective heads). The same as :func:`load_reward_model`:
 
         {options}
-        - ``verify``: compare with the HF model on random tokens and raise on disagreement
-          (default: the adapter's choice, on for the generic and ArmoRM adapters).
+        {verify}
 
         {unknown}
         """
@@ -211,7 +211,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         :meth:`from_pretrained`:
 
         {options}
-        - ``verify``: compare with the HF model on random tokens and raise on disagreement.
+        {verify}
 
         {unknown}
         """
@@ -1030,8 +1030,7 @@ def load_reward_model(
     (:func:`~reward_lens_tl.loading.convert_hf_model`'s, plus ``verify``):
 
     {options}
-    - ``verify``: compare with the HF model on random tokens and raise on disagreement
-      (default: the adapter's choice, on for the generic and ArmoRM adapters).
+    {verify}
 
     {unknown}
 
@@ -1097,6 +1096,20 @@ def build_model(
     if streamer.extras and isinstance(model, HookedArmoRM):
         model.attach_gating(**streamer.extras)
     return model.eval()
+
+
+def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> float:
+    """The check ``from_pretrained(..., verify=True)`` runs, alone, with the default options:
+    max |converted − HF| reward on random tokens, from a checkpoint on a truncated copy of
+    ``n_layers`` layers (:func:`verify_plan`), so it is cheap at any size.
+
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> parity_at_load(zoo_path("scalar")) < 1e-4
+    True
+    """
+    signature = inspect.signature(load_reward_model).parameters.items()
+    request = {name: p.default for name, p in signature if p.default is not p.empty}
+    return verify_plan(plan_conversion(model_or_path, None, request), n_layers)
 
 
 def verify_plan(plan: ConversionPlan, n_layers: int = 2) -> float:
