@@ -32,6 +32,8 @@ True
 from __future__ import annotations
 
 import copy
+import ctypes
+import ctypes.util
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -315,18 +317,24 @@ class Streamer:
 
     # -- processing -----------------------------------------------------------------------------
     def process(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
-        """TransformerLens's weight processing of one part, in float32."""
+        """TransformerLens's weight processing of one part, in float32. A layer's ``part`` is
+        emptied: TL copies what it processes, and the originals are freed as it does."""
         cfg = self.model.cfg
         if self.layers is not None and layer is not None:
-            part_cfg = one_part_config(cfg, 1)
-            local = {"blocks.0." + k.split(".", 2)[2]: v for k, v in part.items()}
-            local.update(self.placeholders())
-            out = process_weights(local, part_cfg, self.flags)
+            out = process_weights(self.as_first_layer(part), one_part_config(cfg, 1), self.flags)
             return {f"blocks.{layer}." + k[9:]: v for k, v in out.items() if k[:9] == "blocks.0."}
         if self.layers is None:  # the whole model as one part
             whole = process_weights(part, one_part_config(cfg, cfg.n_layers), self.flags)
             return {k: self.cast(v) for k, v in whole.items()}
         return process_by_rows(part, one_part_config(cfg, 0), self.flags, self.cast)
+
+    def as_first_layer(self, part: dict[str, Tensor]) -> dict[str, Tensor]:
+        """A layer part renamed to layer 0 (moved out of ``part``, which is left empty), with
+        the embedding placeholders TL's processing expects."""
+        local = {"blocks.0." + k.split(".", 2)[2]: v for k, v in part.items()}
+        part.clear()
+        local.update(self.placeholders())
+        return local
 
     def placeholders(self) -> dict[str, Tensor]:
         """One-row stand-ins for the embeddings, which TL's centring expects in every state
@@ -369,11 +377,32 @@ class Streamer:
                 part = self.converted(layer)
             self.place(self.process(part, layer))
             del part
+            release_freed_memory()
         left = [n for n, p in self.model.named_parameters() if p.is_meta]
         if left:
             raise ConversionMismatchError(
                 f"the conversion left {len(left)} parameter(s) unset: {', '.join(left[:8])}"
             )
+
+
+def release_freed_memory() -> None:
+    """Hand memory freed by the last part back to the operating system (glibc keeps freed
+    blocks of tens of megabytes in its heap, where they would add up over the layers; measured
+    on the Llama-3.2-1B shape: 0.55 GiB of final RSS). A no-op where glibc is not the C
+    library."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:  # not a glibc system
+        return None
+
+
+_LIBC = _glibc()
 
 
 def in_part(name: str, layer: int | None, layers: LayerList | None) -> bool:
