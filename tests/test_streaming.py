@@ -82,6 +82,16 @@ def test_streamed_checkpoint_equals_whole_conversion(family_checkpoint):
     torch.testing.assert_close(streamed.rewards(ids[:1]), expected.reshape(-1), atol=1e-4, rtol=0)
 
 
+def test_truncated_verification_passes_for_every_family(family_checkpoint):
+    import reward_lens_tl.model as model_module
+
+    family, hf, path = family_checkpoint
+    error = model_module.parity_at_load(path)
+    assert 0 <= error <= 1e-4
+    model = HookedRewardModel.from_pretrained(path, verify=True)
+    assert model.cfg.n_layers == hf.config.num_hidden_layers
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -186,6 +196,24 @@ def test_one_layer_of_hf_weights_in_memory_at_a_time(tmp_path, monkeypatch):
     assert real_counts[0] <= outside + buffers
     assert max(real_counts[1:]) <= layer + buffers
     assert all(not p.is_meta for p in model.parameters())
+
+
+def test_each_part_is_placed_as_soon_as_it_is_converted(tmp_path, monkeypatch):
+    hf = tiny_reward_model("llama", num_hidden_layers=3)
+    path = save(hf, tmp_path)
+    real_blocks: list[list[int]] = []
+    place = streaming.Streamer.place
+
+    def recording(self, part):
+        place(self, part)
+        blocks = self.model.blocks
+        real_blocks.append(
+            [i for i, b in enumerate(blocks) if not any(p.is_meta for p in b.parameters())]
+        )
+
+    monkeypatch.setattr(streaming.Streamer, "place", recording)
+    HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16, device="cpu")
+    assert real_blocks == [[], [0], [0, 1], [0, 1, 2]]
 
 
 def test_parameters_are_created_once_in_the_target_dtype(tmp_path):
