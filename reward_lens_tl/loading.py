@@ -1,18 +1,23 @@
-"""Conversion: an HF reward model (in memory or a local directory) → the pieces of a
+"""Conversion: an HF reward model (in memory, a local directory or a hub id) → the pieces of a
 ``HookedRewardModel``.
 
 The steps are the same for every family; the adapter supplies what differs:
 
-1. resolve the input: a local directory is read as untrusted input (:mod:`.checkpoint`:
-   config checked before transformers sees it, safetensors only, no remote code, missing or
+1. check every option (:func:`plan_conversion`): typed errors before anything is read;
+2. resolve the input: a hub id to a cached snapshot (:mod:`.hub`: config, tokenizer and
+   safetensors only); a directory is read as untrusted input (:mod:`.checkpoint`: config
+   checked before transformers sees it, safetensors only, no remote code, missing or
    unexpected tensors refused); an in-memory model is used as it is and never modified;
-2. check every parameter is finite;
-3. the adapter builds the TL config and the state dict; the reward head becomes ``unembed``.
+3. plan: the adapter builds the TL config; the reward head's size and objective names are read
+   (from the meta-device HF model of a checkpoint: no weight is read yet).
 
 :meth:`HookedRewardModel.from_pretrained <reward_lens_tl.model.HookedRewardModel.from_pretrained>`
-then lets TL fold the weights (in float32; ``center_unembed`` is always off), casts, and
-optionally checks the result against HF with :func:`verify_parity`. This module does not import
-the model module (the model imports it), so there is no import cycle.
+then converts one layer at a time (:mod:`.streaming`: TL's converter and TL's weight processing
+per part, in float32, ``center_unembed`` always off; each part cast and placed on the device),
+after an optional check of a truncated copy against HF (``verify``). :func:`convert_hf_model`
+keeps the whole-model conversion (the HF model and its float32 state dict) as the reference.
+This module does not import the model module (the model imports it), so there is no import
+cycle.
 
 **TransformerLens's keywords.** Every keyword of TL's ``HookedTransformer.from_pretrained`` is
 a parameter of :func:`convert_hf_model` (and of ``from_pretrained`` / ``load_reward_model``),

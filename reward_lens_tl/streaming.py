@@ -72,6 +72,11 @@ class ModelSource:
         """The HF tensors ``names`` are real inside the block."""
         yield
 
+    def embedding_name(self) -> str | None:
+        """The input embedding's state-dict name when it is read in blocks of rows (only from a
+        checkpoint: an in-memory embedding is already there)."""
+        return None
+
 
 class CheckpointSource(ModelSource):
     """A checkpoint directory: the HF model is built on the meta device (its buffers real) and
@@ -98,9 +103,30 @@ class CheckpointSource(ModelSource):
         try:
             yield
         finally:
-            for name in names:
-                shape, dtype = self._meta[name]
-                set_tensor(self.model, name, torch.empty(shape, dtype=dtype, device="meta"))
+            self.release(names)
+
+    def release(self, names: Iterable[str]) -> None:
+        for name in names:
+            shape, dtype = self._meta[name]
+            set_tensor(self.model, name, torch.empty(shape, dtype=dtype, device="meta"))
+
+    def embedding_name(self) -> str | None:
+        embeddings = getattr(self.model, "get_input_embeddings", lambda: None)()
+        weight = getattr(embeddings, "weight", None)
+        names = [n for n, p in self.model.named_parameters() if p is weight]
+        return names[0] if names and names[0] in self.weights else None
+
+    def rows(self, name: str) -> int:
+        return self.weights.shape(name)[0]
+
+    @contextmanager
+    def loaded_rows(self, name: str, start: int, stop: int) -> Iterator[None]:
+        """Inside the block the HF tensor ``name`` is its rows ``start:stop`` (float32)."""
+        set_tensor(self.model, name, self.weights.read_rows(name, start, stop, torch.float32))
+        try:
+            yield
+        finally:
+            self.release([name])
 
 
 def state_tensors(model: nn.Module) -> dict[str, Tensor]:
@@ -372,7 +398,11 @@ class Streamer:
         indices: Iterable[int | None] = [None]
         if self.layers is not None:
             indices = [None, *range(self.model.cfg.n_layers)]
+        embedding = self.source.embedding_name() if self.layers is not None else None
         for layer in indices:
+            if layer is None and embedding is not None:
+                self.run_globals_by_rows(embedding)
+                continue
             with self.source.loaded(self.hf_names(layer)):
                 part = self.converted(layer)
             self.place(self.process(part, layer))
@@ -383,6 +413,30 @@ class Streamer:
             raise ConversionMismatchError(
                 f"the conversion left {len(left)} parameter(s) unset: {', '.join(left[:8])}"
             )
+
+    def run_globals_by_rows(self, embedding: str, rows: int | None = None) -> None:
+        """The globals of a checkpoint, with the embedding read, converted and processed in
+        blocks of rows (TL's only step on ``W_E`` is per row: centring it); each processed
+        block is cast and written into the hooked model's embedding as it comes."""
+        rows = rows or EMBEDDING_ROWS
+        cfg = one_part_config(self.model.cfg, 0)
+        others = [n for n in self.hf_names(None) if n != embedding]
+        target: Tensor | None = None
+        n_rows = self.source.rows(embedding)  # type: ignore[attr-defined]
+        with self.source.loaded(others):
+            for start in range(0, n_rows, rows):
+                with self.source.loaded_rows(embedding, start, start + rows):  # type: ignore[attr-defined]
+                    part = self.converted(None)
+                done = process_weights(part, cfg, self.flags)
+                block = self.cast(done.pop("embed.W_E"))
+                if target is None:
+                    self.place(done)
+                    shape = (n_rows, *block.shape[1:])
+                    target = torch.empty(shape, dtype=block.dtype, device=block.device)
+                target[start : start + block.shape[0]] = block
+                del part, done, block
+        self.place({"embed.W_E": target})  # type: ignore[dict-item]
+        release_freed_memory()
 
 
 def release_freed_memory() -> None:

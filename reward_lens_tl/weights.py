@@ -119,6 +119,24 @@ class CheckpointWeights:
                     out[name] = tensor
         return out
 
+    def read_rows(
+        self, name: str, start: int, stop: int, dtype: torch.dtype | None = None
+    ) -> Tensor:
+        """Rows ``start:stop`` of the tensor ``name`` (only those bytes are read), checked
+        finite and cast to ``dtype`` when given.
+
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> CheckpointWeights(zoo_path("scalar")).read_rows("model.embed_tokens.weight", 3, 5).shape
+        torch.Size([2, 64])
+        """
+        with safe_open(str(self._where[name]), framework="pt", device="cpu") as handle:
+            tensor = handle.get_slice(name)[start:stop]
+        if tensor.is_floating_point():
+            check_finite(f"{name}[{start}:{stop}]", tensor)
+            if dtype is not None and tensor.dtype != dtype:
+                tensor = tensor.to(dtype)
+        return tensor
+
 
 def check_finite(name: str, tensor: Tensor) -> None:
     """Raise :class:`~reward_lens_tl.errors.NonFiniteWeightsError` if ``tensor`` holds a NaN

@@ -136,12 +136,22 @@ def test_in_memory_models_stream_too_and_are_not_modified(family):
     assert all(torch.equal(after[k], v) for k, v in before.items())
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_embedding_processed_in_blocks_of_rows(tmp_path, monkeypatch, family):
+@pytest.mark.parametrize("in_memory", [False, True], ids=["checkpoint", "in_memory"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "armorm"])
+def test_embedding_processed_in_blocks_of_rows(tmp_path, monkeypatch, family, in_memory):
     hf = tiny_reward_model(family)
     path = save(hf, tmp_path)
     monkeypatch.setattr(streaming, "EMBEDDING_ROWS", 7)  # vocab 97: 14 blocks, the last short
-    streamed = HookedRewardModel.from_pretrained(path, verify=False)
+    read_rows = CheckpointWeights.read_rows
+    blocks: list[tuple[int, int]] = []
+
+    def recording(self, name, start, stop, dtype=None):
+        blocks.append((start, stop))
+        return read_rows(self, name, start, stop, dtype)
+
+    monkeypatch.setattr(CheckpointWeights, "read_rows", recording)
+    streamed = HookedRewardModel.from_pretrained(hf if in_memory else path, verify=False)
+    assert blocks == ([] if in_memory else [(i, i + 7) for i in range(0, 97, 7)])
     assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
     if family == "gpt2":  # LayerNorm: every row of W_E is centred
         W_E = streamed.W_E
@@ -213,7 +223,7 @@ def test_each_part_is_placed_as_soon_as_it_is_converted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(streaming.Streamer, "place", recording)
     HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16, device="cpu")
-    assert real_blocks == [[], [0], [0, 1], [0, 1, 2]]
+    assert real_blocks == [[], [], [0], [0, 1], [0, 1, 2]]  # globals: the others, then W_E
 
 
 def test_parameters_are_created_once_in_the_target_dtype(tmp_path):
