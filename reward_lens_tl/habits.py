@@ -353,6 +353,16 @@ HABITS: tuple[Habit, ...] = (
         "a `FactoredMatrix` equal to HF's `W_Q W_Kᵀ` (norm weight folded in)",
     ),
     _right("W_U", "model.W_U", "the reward head (`W_R`), final norm weight folded in"),
+    _right(
+        "hub_id",
+        "HookedRewardModel.from_pretrained('org/name', revision='main', dtype=torch.bfloat16, device='cuda')",
+        "resolved with huggingface_hub (config, tokenizer and safetensors only) and converted one layer at a time, straight to the device",
+    ),
+    _refused(
+        "n_devices",
+        "from_pretrained(..., n_devices=2)",
+        "a typed error: one model over several devices is not wired yet; load it in bf16 on one device, or run pairs under torchrun",
+    ),
     _refused(
         "center_unembed",
         "from_pretrained(..., center_unembed=True)",

@@ -583,6 +583,24 @@ def test_circuits_equal_the_hf_weights(model, hf):
     assert_close(model.W_U, hf.model.norm.weight[:, None] * head.T, **ATOL)
 
 
+@covers("hub_id", "n_devices")
+def test_hub_ids_and_devices(kind, tmp_path):
+    from reward_lens_tl.errors import InvalidArgumentError
+    from tests.hub.test_hub import add_snapshot
+
+    commit = "a" * 40
+    add_snapshot(tmp_path / "cache", f"org/{kind}", zoo_path(kind), commit, refs=["main"])
+    model = HookedRewardModel.from_pretrained(
+        f"org/{kind}", revision="main", cache_dir=tmp_path / "cache", dtype="bf16", device="cpu"
+    )
+    local = HookedRewardModel.from_pretrained(zoo_path(kind), dtype="bf16", device="cpu")
+    ids = local.to_tokens([(PROMPT, CHOSEN), (PROMPT, REJECTED)])
+    assert model.cfg.dtype == torch.bfloat16 and str(next(model.parameters()).device) == "cpu"
+    assert torch.equal(model.rewards(ids), local.rewards(ids))
+    with pytest.raises(InvalidArgumentError, match="torchrun"):
+        HookedRewardModel.from_pretrained(zoo_path(kind), n_devices=2)
+
+
 @covers("center_unembed", "unknown_option")
 def test_transformer_lens_loading_options(kind):
     with pytest.raises(RewardLensError, match="center_unembed"):
