@@ -80,6 +80,10 @@ class CheckpointWeightsError(CheckpointError):
     unexpected tensors, or shapes that disagree (the message names them)."""
 
 
+class CheckpointNamesError(CheckpointWeightsError):
+    """The checkpoint's tensor names are not the model's (missing or unexpected tensors)."""
+
+
 class TokenizerLoadError(CheckpointError):
     """The checkpoint's tokenizer files cannot be read (corrupt or unsupported); pass
     ``tokenizer=`` explicitly or fix the files."""

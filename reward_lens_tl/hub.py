@@ -64,9 +64,15 @@ ALLOWED_PATTERNS: tuple[str, ...] = (
     "added_tokens.json",
     "chat_template.jinja",
     "chat_template.json",
-    "*.safetensors",
-    "*.safetensors.index.json",
+    "model.safetensors.index.json",
+    "model.safetensors",
+    "model-*.safetensors",
 )
+#: The weight patterns of :data:`ALLOWED_PATTERNS`. :func:`resolve_checkpoint` fetches the
+#: other files first, then exactly the shards ``model.safetensors.index.json`` names (or
+#: ``model.safetensors``): what transformers reads, never an adapter's or another format's
+#: ``*.safetensors`` lying beside them.
+WEIGHT_PATTERNS: tuple[str, ...] = ("model.safetensors", "model-*.safetensors")
 #: Never fetched, whatever matches above: anything in a subfolder (the loaders read the top
 #: level only; subfolders hold other formats and training checkpoints).
 IGNORED_PATTERNS: tuple[str, ...] = ("*/*",)
@@ -180,8 +186,16 @@ def check_hub_files(repo_id: str, files: Iterable[str], *, revision: str | None 
             f"the hub repository {where} has no config.json at its top level, so it is not a "
             f"transformers checkpoint (files: {_some(top)}); pass the id of the full model"
         )
-    if any(f.endswith(".safetensors") for f in top):
+    if "model.safetensors" in top or "model.safetensors.index.json" in top:
         return
+    others = [f for f in top if f.endswith(".safetensors")]
+    if others:
+        raise MissingFileError(
+            f"the hub repository {where} has no model.safetensors and no "
+            f"model.safetensors.index.json, only {_some(others)}, which transformers does not "
+            "read as the model's weights (an adapter or another format); pass the id of the "
+            "full model"
+        )
     pickles = [f for f in top if f.endswith(PICKLE_SUFFIXES)]
     raise UnsafeCheckpointError(
         f"the hub repository {where} has no *.safetensors weights, only "
@@ -200,7 +214,7 @@ def download_command(
     :func:`resolve_checkpoint` needs of ``repo_id`` into the hub cache.
 
     >>> cmd = download_command("org/name", revision="v1")
-    >>> cmd.split()[-2:], '"*.safetensors"' in cmd, "*.bin" in cmd
+    >>> cmd.split()[-2:], '"model-*.safetensors"' in cmd, "*.bin" in cmd
     (['--revision', 'v1'], True, False)
     """
     new_cli = _hub_major() >= 1
@@ -259,6 +273,7 @@ def _remote_files(
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         HfHubHTTPError,
+        LocalTokenNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
@@ -271,7 +286,7 @@ def _remote_files(
     )
     try:
         return HfApi().list_repo_files(repo_id, revision=revision, repo_type="model", token=token)
-    except (RepositoryNotFoundError, RevisionNotFoundError) as err:
+    except (RepositoryNotFoundError, RevisionNotFoundError, LocalTokenNotFoundError) as err:
         raise _hub_error(err, repo_id, revision, cache, offline=False) from err
     except unreachable:
         return None
@@ -301,21 +316,30 @@ def _snapshot(
         OfflineModeIsEnabled,
         *_network_errors(),
     )
-    try:
-        folder = snapshot_download(
-            repo_id,
-            repo_type="model",
-            revision=revision,
-            cache_dir=cache,
-            token=token,
-            local_files_only=offline,
-            allow_patterns=list(ALLOWED_PATTERNS),
-            ignore_patterns=list(IGNORED_PATTERNS),
+
+    def download(patterns: Iterable[str]) -> Path:
+        return Path(
+            snapshot_download(
+                repo_id,
+                repo_type="model",
+                revision=revision,
+                cache_dir=cache,
+                token=token,
+                local_files_only=offline,
+                allow_patterns=list(patterns),
+                ignore_patterns=list(IGNORED_PATTERNS),
+            )
         )
+
+    try:
+        folder = download(p for p in ALLOWED_PATTERNS if p not in WEIGHT_PATTERNS)
+        if not offline:
+            index = folder / "model.safetensors.index.json"
+            download(_index_shards(index) if index.is_file() else ["model.safetensors"])
     except failures as err:
         why = "local_files_only=True" if local_files_only else "HF_HUB_OFFLINE=1"
         raise _hub_error(err, repo_id, revision, cache, offline=offline, why=why) from err
-    return Path(folder)
+    return folder
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:

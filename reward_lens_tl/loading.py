@@ -48,6 +48,7 @@ import functools
 import inspect
 import os
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -62,6 +63,7 @@ from .adapters.base import pad_token_id_of
 from .checkpoint import checkpoint_tokenizer, load_config
 from .errors import (
     ArgumentTypeError,
+    CheckpointNamesError,
     ConversionMismatchError,
     InvalidArgumentError,
     NonFiniteWeightsError,
@@ -71,7 +73,7 @@ from .errors import (
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
-from .streaming import CheckpointSource, ModelSource
+from .streaming import CheckpointSource, ModelSource, WholeModelWarning
 
 
 @dataclass
@@ -150,7 +152,7 @@ else (a typo) with an :class:`~reward_lens_tl.errors.UnknownKeywordError` (also 
 VERIFY_DOC = """\
 - ``verify``: check the conversion against HF's own forward on random tokens and raise
   :class:`~reward_lens_tl.errors.ConversionMismatchError` on disagreement (default: the
-  adapter's choice, on for the generic and ArmoRM adapters). From a checkpoint the check runs
+  adapter's choice, on for the generic adapter). From a checkpoint the check runs
   on a truncated copy, the first 2 layers with the embedding, final norm and head, converted
   from the same files in float32 and compared with HF restricted to the same layers, before
   the full model is built (cheap at 27B: the embedding twice plus 2 layers);
@@ -716,7 +718,18 @@ def resolve_source(
         raise
     if whole:
         return ModelSource(adapter.load_hf(path, config)), config, path
-    return CheckpointSource(path, config, adapter.model_class(config)), config, path
+    try:
+        return CheckpointSource(path, config, adapter.model_class(config)), config, path
+    except CheckpointNamesError as err:  # transformers may rename them (e.g. Mixtral's experts)
+        model = adapter.load_hf(path, config)  # a truly broken checkpoint is refused here
+        warnings.warn(
+            f"{err} transformers maps these names when it loads, so the HF model was loaded "
+            "whole (in float32) and converted from memory: about 4 bytes per parameter more "
+            "than the layer-by-layer conversion",
+            WholeModelWarning,
+            stacklevel=4,
+        )
+        return ModelSource(model), config, path
 
 
 def load_hf_model(path: str | Path, adapter: RewardModelAdapter | None = None) -> nn.Module:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
+import warnings
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
@@ -67,6 +68,7 @@ from .loading import (
 from .streaming import (
     CheckpointSource,
     Streamer,
+    WholeModelWarning,
     find_layer_list,
     foldable,
     state_tensors,
@@ -1040,7 +1042,13 @@ def load_reward_model(
     """
     request = dict(locals())
     plan = plan_conversion(request.pop("model_or_path"), request.pop("tokenizer"), request)
-    if plan.adapter.verify_by_default if verify is None else verify:
+    verify = plan.adapter.verify_by_default if verify is None else verify
+    if not isinstance(plan.source, CheckpointSource):
+        model = build_model(plan)
+        if verify:  # the HF model is in memory anyway: compare the whole converted model
+            verify_parity(model, plan.source.model, plan.adapter)
+        return model
+    if verify:
         verify_plan(plan)
     return build_model(plan)
 
@@ -1088,13 +1096,21 @@ def build_model(
         layers=find_layer_list(plan.source.model, plan.cfg.n_layers),
         extras_fold_ln=plan.fold_flags["fold_ln"],
     )
+    if streamer.layers is None and isinstance(plan.source, CheckpointSource):
+        warnings.warn(
+            f"{type(plan.source.model).__name__} has no single list of {cfg.n_layers} layers, so "
+            "it is converted as one part: correct, but the float32 copy of the whole model is "
+            "not avoided",
+            WholeModelWarning,
+            stacklevel=3,
+        )
     streamer.run()
-    nn.Module.to(model, device=torch.device(cfg.device), dtype=dtype)  # the buffers
+    if streamer.extras and isinstance(model, HookedArmoRM):
+        model.attach_gating(**streamer.extras)  # before the cast: the gate is cast too
+    nn.Module.to(model, device=torch.device(cfg.device), dtype=dtype)  # buffers and gate
     model.cfg.dtype = dtype
     if fold:
         model.setup()
-    if streamer.extras and isinstance(model, HookedArmoRM):
-        model.attach_gating(**streamer.extras)
     return model.eval()
 
 

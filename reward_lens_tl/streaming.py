@@ -17,8 +17,13 @@ final norm, reward head), then each transformer layer in order. For each part:
    the hooked model, which was built with its parameters on the meta device (no weights
    allocated twice); the part's float32 copies are then freed.
 
-Peak memory is therefore the converted model plus one layer (or one block of embedding rows) in
-float32, whatever the model's size. The result equals converting the whole state dict at once
+Peak memory is therefore the converted model plus the transient of one part: one layer (or one
+block of embedding rows) in float32 about two to three times over, because TL's processing
+copies the state dict it is given (``fold_layer_norm``, ``fold_value_biases``); measured in
+benchmarks/RESULTS.md. A model without exactly one layer list is converted as one part (with
+a :class:`WholeModelWarning`): correct, but not bounded.
+
+The result equals converting the whole state dict at once
 (``HookedTransformer.load_and_process_state_dict``) to float32 rounding: every step above is
 TransformerLens's own, on the same numbers.
 
@@ -47,14 +52,27 @@ from torch import Tensor, nn
 from transformer_lens.components import LayerNormPre, RMSNormPre
 from transformer_lens.weight_processing import ProcessWeights
 
-from .errors import CheckpointWeightsError, ConversionMismatchError, UnsupportedArchitectureError
+from .errors import (
+    CheckpointNamesError,
+    CheckpointWeightsError,
+    ConversionMismatchError,
+    UnsupportedArchitectureError,
+)
 from .weights import CheckpointWeights
 
 #: Rows of the embedding processed (and held in float32) at once.
 EMBEDDING_ROWS = 16384
 
+#: Weight matrices TransformerLens refuses to fill when a converter does not produce them.
+FAIL_LOUD = frozenset({"W_Q", "W_K", "W_V", "W_O", "_W_K", "_W_V", "W_in", "W_gate", "W_out"})
+
 #: TransformerLens's normalisation types that ``fold_ln`` folds.
 FOLDABLE_NORMS = ("LN", "LNPre", "RMS", "RMSPre")
+
+
+class WholeModelWarning(UserWarning):
+    """A checkpoint is converted whole rather than one layer at a time (its tensor names need
+    transformers' renaming, or the model has no single layer list): correct, more memory."""
 
 
 # -- where the HF weights come from ------------------------------------------------------------
@@ -156,12 +174,19 @@ def check_tensor_names(
         f"{n} {weights.shape(n)} (the config says {tuple(expected[n][0])})"
         for n in expected
         if n in weights and weights.shape(n) != tuple(expected[n][0])
+    ] + [
+        f"{n} stored as {weights.dtype(n)} (a floating weight)"
+        for n in expected
+        if n in weights
+        and expected[n][1].is_floating_point
+        and not (weights.dtype(n) or torch.int8).is_floating_point
     ]
     parts = []
+    error = CheckpointNamesError if (missing or unexpected) else CheckpointWeightsError
     for names, what in (
         (missing, "missing (transformers would initialise them randomly)"),
         (unexpected, "unexpected (not part of the model the config describes)"),
-        (wrong, "of the wrong shape"),
+        (wrong, "of the wrong shape or type"),
     ):
         if names:
             shown = ", ".join(sorted(names)[:8]) + (
@@ -174,7 +199,7 @@ def check_tensor_names(
             if wrong
             else ""
         )
-        raise CheckpointWeightsError(
+        raise error(
             f"{path}: the weights do not match config.json: " + "; ".join(parts) + "." + hint
         )
 
@@ -299,6 +324,11 @@ class Streamer:
             name = self.whole_name(key, layer)
             if name is None:
                 continue
+            if not isinstance(value, Tensor):
+                raise UnsupportedArchitectureError(
+                    f"{type(self.adapter).__name__}'s converter gives {name} = {value!r}, not a "
+                    "tensor: TransformerLens cannot convert this configuration"
+                )
             if value.is_meta:
                 raise UnsupportedArchitectureError(
                     f"{type(self.adapter).__name__}'s converter reads weights outside the part "
@@ -324,21 +354,19 @@ class Streamer:
         return f"blocks.{layer}." + key[len("blocks.0.") :]
 
     def completed(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
-        """TransformerLens's ``fill_missing_keys`` for one part: a missing norm weight is
-        ones, a missing bias zeros; a missing weight matrix is refused."""
+        """TransformerLens's ``fill_missing_keys`` for one part: a missing weight matrix of
+        attention or MLP is refused (as TL refuses it); a missing norm weight is ones; any
+        other missing tensor (a bias, a positional table the config does not use) is zeros."""
         for name, shape in self.expected.items():
             if name in part or not in_part(name, layer, self.layers):
                 continue
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "w":
-                part[name] = torch.ones(shape)
-            elif leaf == "b" or leaf.startswith(("b_", "_b_")):
-                part[name] = torch.zeros(shape)
-            else:
+            if leaf in FAIL_LOUD:
                 raise UnsupportedArchitectureError(
                     f"{type(self.adapter).__name__}'s converter produced no {name}; the "
                     "converter and TransformerLens's modules disagree on parameter names"
                 )
+            part[name] = torch.ones(shape) if leaf == "w" else torch.zeros(shape)
         return part
 
     # -- processing -----------------------------------------------------------------------------
@@ -490,11 +518,12 @@ def process_by_rows(
     cfg: Any,
     flags: dict[str, bool],
     cast: Callable[[Tensor], Tensor],
-    rows: int = EMBEDDING_ROWS,
+    rows: int | None = None,
 ) -> dict[str, Tensor]:
     """Process the globals with the embedding in blocks of ``rows`` rows (TL's only step on
     ``W_E`` is per row: centring each row), each block cast and placed as soon as it is
     processed; the other tensors are processed with the first block."""
+    rows = rows or EMBEDDING_ROWS
     W_E = part.pop("embed.W_E", None)
     if W_E is None or W_E.shape[0] <= rows:
         if W_E is not None:

@@ -44,15 +44,20 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 
 
+#: The weights transformers reads from a checkpoint directory: the shards this index names, or
+#: else this one file. (Other ``*.safetensors`` files, e.g. an adapter's, are not the model's.)
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+
+
 class CheckpointWeights:
     """The tensors of a checkpoint directory: name → file, shape and dtype, read on demand."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        files = check_weight_files(self.path)
         self._where: dict[str, Path] = {}
         self._header: dict[str, dict] = {}
-        for file in files:
+        for file in weight_files(self.path):
             for name, entry in safetensors_header(file).items():
                 if name in self._where:
                     raise CheckpointError(
@@ -61,24 +66,9 @@ class CheckpointWeights:
                     )
                 self._where[name] = file
                 self._header[name] = entry
-        self._check_index()
-
-    def _check_index(self) -> None:
-        """A sharded checkpoint's index agrees with its shards."""
-        for index in sorted(self.path.glob("*.safetensors.index.json")):
-            try:
-                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-                raise CheckpointError(f"{index} is not a safetensors index ({err})") from err
-            for shard in sorted(set(weight_map.values())):
-                if not (self.path / shard).is_file():
-                    names = sorted(k for k, v in weight_map.items() if v == shard)
-                    raise CheckpointError(
-                        f"{index.name} places {len(names)} tensor(s) (e.g. {names[0]!r}) in "
-                        f"{shard}, which is missing from {self.path}. Download or copy the "
-                        "missing shard"
-                    )
-            for name, shard in weight_map.items():
+        index = self.path / INDEX_FILE
+        if index.is_file():
+            for name, shard in read_weight_map(index).items():
                 if self._where.get(name) != self.path / shard:
                     where = self._where.get(name)
                     held = f"it is in {where.name}" if where else "no shard holds it"
@@ -136,6 +126,48 @@ class CheckpointWeights:
             if dtype is not None and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
         return tensor
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The safetensors files transformers would read in ``path``: the shards its
+    ``model.safetensors.index.json`` names (each must exist), else ``model.safetensors``.
+    Pickle-only folders are refused; so is a folder whose safetensors have other names."""
+    if not any(path.glob("*.safetensors")):
+        check_weight_files(path)  # the pickle-only refusal
+    index = path / INDEX_FILE
+    if index.is_file():
+        shards = sorted(set(read_weight_map(index).values()))
+        for shard in shards:
+            if not (path / shard).is_file():
+                raise CheckpointError(
+                    f"{index.name} places tensors in {shard}, which is missing from {path}. "
+                    "Download or copy the missing shard"
+                )
+        return [path / shard for shard in shards]
+    if (path / SINGLE_FILE).is_file():
+        return [path / SINGLE_FILE]
+    found = ", ".join(f.name for f in sorted(path.glob("*.safetensors")))
+    raise CheckpointError(
+        f"{path} has no {SINGLE_FILE} and no {INDEX_FILE} (safetensors files: {found}); "
+        "transformers reads only those. Re-save the model with save_pretrained(dir)"
+    )
+
+
+def read_weight_map(index: Path) -> dict[str, str]:
+    """The ``weight_map`` of a safetensors index (tensor name → shard file name), checked."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{index} is not a safetensors index ({err})") from err
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and "/" not in v and v.endswith(".safetensors")
+        for k, v in weight_map.items()
+    ):
+        raise CheckpointError(
+            f"{index}'s weight_map must map tensor names to shard files in the same folder "
+            "(*.safetensors); the index is corrupt. Re-download it"
+        )
+    return weight_map
 
 
 def check_finite(name: str, tensor: Tensor) -> None:

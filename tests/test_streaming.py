@@ -50,10 +50,11 @@ def whole_conversion(source, dtype=torch.float32, **options):
     return (model.to(dtype) if dtype != torch.float32 else model).eval()
 
 
-def max_difference(a, b) -> float:
+def max_difference(a, b, skip=()) -> float:
     sa, sb = a.state_dict(), b.state_dict()
     assert sa.keys() == sb.keys(), set(sa) ^ set(sb)
-    diffs = [(sa[k].double() - sb[k].double()).abs().max() for k in sa if sa[k].numel()]
+    keys = [k for k in sa if sa[k].numel() and k not in skip]
+    diffs = [(sa[k].double() - sb[k].double()).abs().max() for k in keys]
     return float(max(diffs))
 
 
@@ -162,7 +163,8 @@ def test_without_a_layer_list_the_whole_model_is_one_part(tmp_path, monkeypatch)
     hf = tiny_reward_model("gemma2")
     path = save(hf, tmp_path)
     monkeypatch.setattr("reward_lens_tl.model.find_layer_list", lambda model, n: None)
-    streamed = HookedRewardModel.from_pretrained(path, verify=True)
+    with pytest.warns(streaming.WholeModelWarning, match="one part"):
+        streamed = HookedRewardModel.from_pretrained(path, verify=True)
     assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
 
 
@@ -226,13 +228,98 @@ def test_each_part_is_placed_as_soon_as_it_is_converted(tmp_path, monkeypatch):
     assert real_blocks == [[], [], [0], [0, 1], [0, 1, 2]]  # globals: the others, then W_E
 
 
-def test_parameters_are_created_once_in_the_target_dtype(tmp_path):
+def test_every_hooked_parameter_is_set_once_already_cast(tmp_path, monkeypatch):
     hf = tiny_reward_model("llama")
     path = save(hf, tmp_path)
+    assigned: list[tuple[str, torch.dtype]] = []
+    set_tensor = streaming.set_tensor
+
+    def recording(model, name, value):
+        if isinstance(model, HookedRewardModel):
+            assigned.append((name, value.dtype))
+        set_tensor(model, name, value)
+
+    monkeypatch.setattr(streaming, "set_tensor", recording)
     model = HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16, device="cpu")
+    names = [name for name, _ in assigned]
+    assert sorted(names) == sorted(n for n, _ in model.named_parameters())  # each exactly once
+    assert {dtype for _, dtype in assigned} == {torch.bfloat16}  # never a float32 copy
     dtypes = {p.dtype for p in model.parameters()}
     assert dtypes == {torch.bfloat16}
     assert model.cfg.device == "cpu" and {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+def test_gated_model_in_bf16_casts_the_gate_like_the_whole_conversion(tmp_path):
+    hf = tiny_reward_model("armorm")
+    path = save(hf, tmp_path)
+    streamed = HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16)
+    reference = whole_conversion(hf, torch.bfloat16)
+    assert {p.dtype for p in streamed.parameters()} == {torch.bfloat16}
+    assert streamed.reward_transform_matrix.dtype == torch.bfloat16
+    assert max_difference(streamed, reference) == 0.0
+
+
+GENERIC = {  # tiny configs of families the generic adapter converts with TL's converters
+    "Bloom": dict(hidden_size=64, n_layer=3, n_head=4),  # alibi: TL's unused W_pos is zeros
+    "GPTNeoX": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+    ),
+    "Phi3": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    ),
+    "OPT": dict(
+        hidden_size=64,
+        ffn_dim=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        word_embed_proj_dim=64,
+    ),
+    "Mixtral": dict(  # transformers renames its expert tensors on load: converted whole
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(GENERIC))
+def test_generic_families_stream_to_the_same_weights(tmp_path, family):
+    import transformers
+
+    from reward_lens_tl.testing import perturb_
+
+    torch.manual_seed(0)
+    ids_config = dict(vocab_size=97, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_labels=1)
+    config = getattr(transformers, family + "Config")(**ids_config, **GENERIC[family])
+    hf = perturb_(getattr(transformers, family + "ForSequenceClassification")(config)).eval()
+    path = save(hf, tmp_path)
+    if family == "Mixtral":
+        with pytest.warns(streaming.WholeModelWarning, match="renam|maps these names"):
+            streamed = HookedRewardModel.from_pretrained(path)  # verify: on (generic adapter)
+    else:
+        streamed = HookedRewardModel.from_pretrained(path)
+    # alibi models have no positional table; TL fills its unused W_pos with uninitialised memory
+    unused = ("pos_embed.W_pos",) if streamed.cfg.positional_embedding_type == "alibi" else ()
+    assert max_difference(streamed, whole_conversion(hf), skip=unused) <= 1e-6
+    if unused:
+        assert not streamed.W_pos.any()  # zeros here
+    ids, _ = random_batch(1, [10])
+    torch.testing.assert_close(streamed.rewards(ids), hf(ids).logits[:, 0], atol=1e-4, rtol=0)
 
 
 # -- the cheap check at load ----------------------------------------------------------------------
@@ -314,6 +401,38 @@ def test_tensor_stored_twice_is_refused(sharded):
     save_file(extra, files[1])
     with pytest.raises(CheckpointError, match="stored twice"):
         CheckpointWeights(path)
+
+
+@pytest.mark.parametrize(
+    "weight_map", [["a"], {"x": 3}, {"x": "../elsewhere.safetensors"}], ids=["list", "int", "path"]
+)
+def test_malformed_index_is_a_typed_error(sharded, weight_map):
+    _, path = sharded
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match="weight_map|not a safetensors index"):
+        HookedRewardModel.from_pretrained(path)
+
+
+def test_other_safetensors_files_beside_the_model_are_not_read(tmp_path):
+    hf = tiny_reward_model("llama")
+    path = save(hf, tmp_path)
+    save_file({"base_model.model.lora_A.weight": torch.ones(2, 2)}, path / "adapter.safetensors")
+    streamed = HookedRewardModel.from_pretrained(path)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+    (path / "model.safetensors").rename(path / "consolidated.safetensors")
+    with pytest.raises(CheckpointError, match="no model.safetensors"):
+        HookedRewardModel.from_pretrained(path)
+
+
+def test_an_integer_stored_weight_is_refused(tmp_path):
+    path = save(tiny_reward_model("llama"), tmp_path)
+    tensors = load_file(path / "model.safetensors")
+    tensors["model.layers.1.mlp.up_proj.weight"] = torch.ones_like(
+        tensors["model.layers.1.mlp.up_proj.weight"], dtype=torch.int8
+    )
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"up_proj\.weight stored as torch\.int8"):
+        HookedRewardModel.from_pretrained(path)
 
 
 def test_non_finite_weight_in_a_late_layer_is_named(tmp_path):

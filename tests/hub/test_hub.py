@@ -41,6 +41,7 @@ from reward_lens_tl.errors import (
 from reward_lens_tl.hub import (
     ALLOWED_PATTERNS,
     IGNORED_PATTERNS,
+    WEIGHT_PATTERNS,
     check_hub_files,
     download_command,
     resolve_checkpoint,
@@ -174,7 +175,8 @@ def test_not_cached_offline_says_how_to_fetch_it(hub):
         resolve_checkpoint("org/absent", cache_dir=hub["cache"])
     message = str(info.value)
     assert f"{CLI} org/absent" in message
-    assert '"*.safetensors"' in message and "config.json" in message and "*.bin" not in message
+    assert '"model-*.safetensors"' in message and "model.safetensors.index.json" in message
+    assert "config.json" in message and "*.bin" not in message
     assert "HF_HUB_OFFLINE=1" in message and str(hub["cache"]) in message
     assert isinstance(info.value, MissingFileError)  # what a missing directory raised before
 
@@ -337,7 +339,10 @@ def _http_error(cls, status: int):
 
 def test_the_file_list_refuses_pickle_only_repositories():
     check_hub_files(REPO, ["config.json", "model.safetensors", "pytorch_model.bin"])
-    check_hub_files(REPO, ["config.json", "model-00001-of-00002.safetensors", "x.py"])
+    shards = ["model-00001-of-00002.safetensors", "model.safetensors.index.json"]
+    check_hub_files(REPO, ["config.json", *shards, "x.py"])
+    with pytest.raises(MissingFileError, match="consolidated.safetensors"):  # not transformers'
+        check_hub_files(REPO, ["config.json", "consolidated.safetensors"])
     with pytest.raises(UnsafeCheckpointError) as info:
         check_hub_files(REPO, ["config.json", "pytorch_model.bin", "model.pt", "README.md"])
     assert "pytorch_model.bin" in str(info.value) and "model.pt" in str(info.value)
@@ -363,11 +368,29 @@ def test_online_the_download_asks_for_the_allowed_files_only(online, hub):
     state["download"] = hub["snapshots"]["v1"]
     path = resolve_checkpoint(REPO, revision="v1", cache_dir=hub["cache"], token="hf_x")
     assert path == hub["snapshots"]["v1"]
-    (call,) = calls["download"]
-    assert call["allow_patterns"] == list(ALLOWED_PATTERNS)
-    assert call["ignore_patterns"] == list(IGNORED_PATTERNS)
-    assert (call["repo_type"], call["revision"], call["token"]) == ("model", "v1", "hf_x")
-    assert call["local_files_only"] is False and Path(call["cache_dir"]) == hub["cache"]
+    metadata, weights = calls["download"]  # first config, tokenizer and index; then weights
+    assert metadata["allow_patterns"] == [p for p in ALLOWED_PATTERNS if p not in WEIGHT_PATTERNS]
+    assert weights["allow_patterns"] == ["model.safetensors"]  # no index: the single file
+    for call in (metadata, weights):
+        assert call["ignore_patterns"] == list(IGNORED_PATTERNS)
+        assert (call["repo_type"], call["revision"], call["token"]) == ("model", "v1", "hf_x")
+        assert call["local_files_only"] is False and Path(call["cache_dir"]) == hub["cache"]
+
+
+def test_online_a_sharded_repository_fetches_exactly_the_shards_its_index_names(online, tmp_path):
+    state, calls = online
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "w-2.safetensors"}}
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    state["files"] = ["config.json", "model.safetensors.index.json", "adapter_model.safetensors"]
+    state["download"] = snapshot
+    with pytest.raises(HubIncompleteSnapshotError):  # the fake download wrote no shard
+        resolve_checkpoint(REPO, token="hf_x")
+    assert calls["download"][1]["allow_patterns"] == [
+        "model-00001-of-00002.safetensors",
+        "w-2.safetensors",
+    ]
 
 
 @pytest.mark.parametrize(
