@@ -13,8 +13,15 @@ size, file sizes, config/index hashes). ``--smoke``: tiny models of the same fam
 layers, hidden 64, vocab 512; 64 KiB shards, so the index path is used) in a temporary
 directory.
 
-Modes (``--write``, ``--memory``, ``--score``, ``--analyses`` combine, in that order; with
-none of them, the original run). Each prints its markdown table, ready for RESULTS.md.
+Modes (``--write``, ``--memory``, ``--score``, ``--analyses``, ``--precision`` combine, in
+that order; with none of them, the original run). Each prints its markdown table, ready for
+RESULTS.md.
+
+- ``--precision`` (default shape ``8b``; give ``--layers`` so that float32 fits, e.g. 4):
+  ours and HF, each in float32 and in bf16, each in its own process, score the ``--score``
+  rows one at a time. Table ``| shape | rewards HF fp32 | |ours fp32 − HF fp32| | |HF bf16 −
+  HF fp32| | |ours bf16 − HF fp32| | |ours bf16 − HF bf16| |``: the first difference is the
+  conversion, the others bf16's rounding.
 
 - *(none)*: the Llama-3.2-1B shape in a temporary directory (``--dtype``, default bf16),
   converted in this process with ``HookedRewardModel.from_pretrained(path, dtype=...)``; 1
@@ -106,6 +113,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -413,6 +421,65 @@ def job_ours(args, no_processing: bool = False) -> dict:
     }
 
 
+def job_precision(args, ours: bool, dtype: torch.dtype) -> dict:
+    """Rewards of the fixed chosen and rejected rows, one row at a time, by ours or HF in
+    ``dtype`` (``--precision``: where bf16's rounding alone moves the reward)."""
+    chosen, rejected, _ = score_rows(args)
+    if ours:
+        from reward_lens_tl import HookedRewardModel
+
+        model = HookedRewardModel.from_pretrained(args.ckpt_dir, dtype=dtype, device=args.device)
+    else:
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            args.ckpt_dir, dtype=dtype, local_files_only=True
+        ).eval()
+    with torch.no_grad():
+        rows = [torch.tensor([row], device=args.device) for row in (chosen, rejected)]
+        if ours:
+            rewards = [float(model.rewards(r)[0]) for r in rows]
+        else:
+            rewards = [float(model(input_ids=r).logits[0, 0]) for r in rows]
+    return {"rows": rewards}
+
+
+PRECISION_JOBS = {
+    "precision_ours_fp32": (True, torch.float32),
+    "precision_ours_bf16": (True, torch.bfloat16),
+    "precision_hf_fp32": (False, torch.float32),
+    "precision_hf_bf16": (False, torch.bfloat16),
+}
+
+
+def precision_mode(args, found: dict[str, Checkpoint]) -> tuple[list[str], dict]:
+    """Each of ours / HF in float32 / bf16 in its own process; the differences that matter:
+    ours vs HF in float32 (the conversion), each bf16 vs HF float32 (the rounding)."""
+    lines = [
+        "| shape | rewards HF fp32 (chosen, rejected) | \\|ours fp32 − HF fp32\\| | "
+        "\\|HF bf16 − HF fp32\\| | \\|ours bf16 − HF fp32\\| | \\|ours bf16 − HF bf16\\| |",
+        "|---|---|---|---|---|---|",
+    ]
+    data = {}
+    for shape, ckpt in found.items():
+        print(f"precision, {shape}:", flush=True)
+        got = {
+            job: torch.tensor(finished(run_child(job, ckpt.path, args))["rows"])
+            for job in PRECISION_JOBS
+        }
+        ref = got["precision_hf_fp32"]
+        gap = partial(precision_gap, got)
+        lines.append(
+            f"| {title(ckpt)} | {ref[0]:.4f}, {ref[1]:.4f} | {gap('precision_ours_fp32'):.2e} | "
+            f"{gap('precision_hf_bf16'):.2e} | {gap('precision_ours_bf16'):.2e} | "
+            f"{gap('precision_ours_bf16', 'precision_hf_bf16'):.2e} |"
+        )
+        data[shape] = {job: v.tolist() for job, v in got.items()}
+    return lines, data
+
+
+def precision_gap(got: dict, a: str, b: str = "precision_hf_fp32") -> float:
+    return float((got[a] - got[b]).abs().max())
+
+
 def score_rows(args) -> tuple[list[int], list[int], int]:
     vocab, pad = checkpoint_vocab_pad(args.ckpt_dir)
     chosen, rejected = pair_ids(vocab, args.seed, 64, 64, 56)
@@ -520,6 +587,7 @@ JOBS = {
     "hf": job_hf,
     "ours": job_ours,
     "tl_no_processing": lambda args: job_ours(args, no_processing=True),
+    **{job: partial(job_precision, ours=o, dtype=d) for job, (o, d) in PRECISION_JOBS.items()},
     "score_ours": job_score_ours,
     "score_hf": job_score_hf,
     "analyses": job_analyses,
@@ -846,8 +914,15 @@ def measure(args) -> None:
         "memory": args.memory,
         "score": args.score,
         "analyses": args.analyses,
+        "precision": args.precision,
     }
-    defaults = {"write": ["1b", "8b", "27b"], "memory": ["1b"], "score": ["8b"], "analyses": ["8b"]}
+    defaults = {
+        "write": ["1b", "8b", "27b"],
+        "memory": ["1b"],
+        "score": ["8b"],
+        "analyses": ["8b"],
+        "precision": ["8b"],
+    }
     tmp = (
         tempfile.TemporaryDirectory(prefix="rl_smoke_")
         if args.smoke and not args.ckpt_dir
@@ -870,6 +945,8 @@ def measure(args) -> None:
                 lines, report["memory"] = memory_mode(args, found)
             elif mode == "score":
                 lines, report["score"], ok = score_mode(args, found)
+            elif mode == "precision":
+                lines, report["precision"] = precision_mode(args, found)
             else:
                 lines, report["analyses"] = analyses_mode(args, found)
             tables.append((mode, lines))
@@ -898,6 +975,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     add("--memory", action="store_true", help="peak RSS of HF's load and ours, fresh processes")
     add("--score", action="store_true", help="ours and HF score one pair, fresh processes")
     add("--analyses", action="store_true", help="seconds and RSS of the analyses, one process")
+    add(
+        "--precision",
+        action="store_true",
+        help="ours / HF in float32 / bf16, one process each (use --layers: fp32 must fit)",
+    )
     add("--shape", action="append", choices=sorted(SHAPES), help="repeat for several")
     add("--layers", type=int, default=None, help="layers of the shape (27b: default 2)")
     add("--ckpt-dir", type=Path, default=None, help="default /tmp/rl_ckpt/<shape>")
@@ -932,7 +1014,7 @@ def main() -> None:
     if args.child:
         return child_main(args)
     torch.set_num_threads(1)
-    if args.write or args.memory or args.score or args.analyses:
+    if args.write or args.memory or args.score or args.analyses or args.precision:
         return measure(args)
     if args.flat:
         return flatness((20, 60) if args.smoke else (200, 2000), smoke=args.smoke)
