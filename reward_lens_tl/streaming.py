@@ -63,6 +63,38 @@ from .weights import CheckpointWeights
 #: Rows of the embedding processed (and held in float32) at once.
 EMBEDDING_ROWS = 16384
 
+#: Hidden units of an MLP processed (and held in float32) at once.
+MLP_COLUMNS = 4096
+
+#: Layer 0's MLP prefix (a layer part is processed as layer 0) and the hidden-unit axis of each
+#: MLP tensor that :meth:`Streamer.process_mlp` splits (``b_out`` has none: every block keeps it).
+MLP = "blocks.0.mlp."
+MLP_AXES = {"W_in": 1, "W_gate": 1, "b_in": 0, "W_out": 0}
+
+
+def take_mlp(local: dict[str, Tensor]) -> dict[str, Tensor] | None:
+    """Move a plain or gated MLP (``W_in``, ``W_out``, optionally ``W_gate``, ``b_in``,
+    ``b_out``) and the norm folded into it (``ln2``) out of a layer-0 part, when it is wider
+    than one block; ``None`` (nothing moved) for any other MLP (MoE, SoLU's norm, ...)."""
+    names = {k[len(MLP) :] for k in local if k.startswith(MLP)}
+    if not {"W_in", "W_out"} <= names or not names <= {*MLP_AXES, "b_out"}:
+        return None
+    if local[MLP + "W_in"].shape[1] <= MLP_COLUMNS:
+        return None
+    moved = [k for k in local if k.startswith((MLP, "blocks.0.ln2."))]
+    return {k: local.pop(k) for k in moved}
+
+
+def mlp_block(key: str, value: Tensor, cols: slice) -> Tensor:
+    """The hidden units ``cols`` of an MLP tensor (a copy); tensors without that axis whole."""
+    axis = MLP_AXES.get(key[len(MLP) :]) if key.startswith(MLP) else None
+    if axis is None:
+        return value.clone()
+    index = [slice(None)] * value.ndim
+    index[axis] = cols
+    return value[tuple(index)].clone()
+
+
 #: Weight matrices TransformerLens refuses to fill when a converter does not produce them.
 FAIL_LOUD = frozenset({"W_Q", "W_K", "W_V", "W_O", "_W_K", "_W_V", "W_in", "W_gate", "W_out"})
 
@@ -375,12 +407,59 @@ class Streamer:
         emptied: TL copies what it processes, and the originals are freed as it does."""
         cfg = self.model.cfg
         if self.layers is not None and layer is not None:
-            out = process_weights(self.as_first_layer(part), one_part_config(cfg, 1), self.flags)
+            out = self.process_layer(self.as_first_layer(part))
             return {f"blocks.{layer}." + k[9:]: v for k, v in out.items() if k[:9] == "blocks.0."}
         if self.layers is None:  # the whole model as one part
             whole = process_weights(part, one_part_config(cfg, cfg.n_layers), self.flags)
             return {k: self.cast(v) for k, v in whole.items()}
         return process_by_rows(part, one_part_config(cfg, 0), self.flags, self.cast)
+
+    def process_layer(self, local: dict[str, Tensor]) -> dict[str, Tensor]:
+        """One layer (named as layer 0), processed and cast. A plain or gated MLP is taken out
+        and processed in blocks of :data:`MLP_COLUMNS` hidden units (every step of TL's
+        processing of an MLP is per hidden unit, except ``b_out``'s centring, which every
+        block repeats identically), so only a block is ever copied."""
+        cfg = one_part_config(self.model.cfg, 1)
+        mlp = None if cfg.parallel_attn_mlp else take_mlp(local)  # (parallel: ln1 feeds both)
+        try:
+            done = process_weights(local, cfg, self.flags)
+        except (AssertionError, KeyError, ValueError):  # TL needs the MLP with the rest
+            if mlp is None:
+                raise
+            local.update(mlp)
+            mlp, done = None, process_weights(local, cfg, self.flags)
+        out = {k: self.cast(v) for k, v in done.items()}
+        local.clear()
+        del done
+        if mlp is not None:
+            out.update(self.process_mlp(mlp, cfg))
+        return out
+
+    def process_mlp(self, mlp: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]:
+        """:meth:`process_layer`'s MLP, block by block, each block cast and written into
+        tensors of the full size as soon as it is processed."""
+        d_mlp = mlp[MLP + "W_in"].shape[1]
+        out: dict[str, Tensor] = {}
+        for start in range(0, d_mlp, MLP_COLUMNS):
+            cols = slice(start, start + MLP_COLUMNS)
+            block = {k: mlp_block(k, v, cols) for k, v in mlp.items()}
+            block.update(self.placeholders())
+            for key, value in process_weights(block, cfg, self.flags).items():
+                if not key.startswith(MLP) or key[len(MLP) :] not in MLP_AXES:
+                    out.setdefault(key, self.cast(value))  # norms, b_out: the first block's
+                    continue
+                axis = MLP_AXES[key[len(MLP) :]]
+                if key not in out:
+                    shape = list(value.shape)
+                    shape[axis] = d_mlp
+                    out[key] = torch.empty(
+                        shape, dtype=self.cast(value[:0]).dtype, device=self.device
+                    )
+                index = [slice(None)] * value.ndim
+                index[axis] = cols
+                out[key][tuple(index)] = self.cast(value)
+            del block
+        return out
 
     def as_first_layer(self, part: dict[str, Tensor]) -> dict[str, Tensor]:
         """A layer part renamed to layer 0 (moved out of ``part``, which is left empty), with

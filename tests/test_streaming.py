@@ -31,6 +31,14 @@ from reward_lens_tl.weights import CheckpointWeights
 FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
 
 
+@pytest.fixture(autouse=True)
+def mlp_in_blocks(monkeypatch):
+    """Every test here processes MLPs in blocks of 48 hidden units (the tiny models have 128 or
+    256, so 3 or 6 blocks, the last one short); the rest of the suite, with the default 4096,
+    covers MLPs processed whole."""
+    monkeypatch.setattr(streaming, "MLP_COLUMNS", 48)
+
+
 def whole_conversion(source, dtype=torch.float32, **options):
     """The pre-streaming conversion, with plain TransformerLens calls."""
     conv = convert_hf_model(source, **options)
@@ -165,6 +173,40 @@ def test_without_a_layer_list_the_whole_model_is_one_part(tmp_path, monkeypatch)
     monkeypatch.setattr("reward_lens_tl.model.find_layer_list", lambda model, n: None)
     with pytest.warns(streaming.WholeModelWarning, match="one part"):
         streamed = HookedRewardModel.from_pretrained(path, verify=True)
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+
+
+def test_mlp_blocks_are_what_tl_processes(monkeypatch):
+    hf = tiny_reward_model("gpt2")
+    sizes: list[int] = []
+    process = streaming.process_weights
+
+    def recording(part, cfg, flags):
+        if "blocks.0.mlp.W_in" in part:
+            sizes.append(part["blocks.0.mlp.W_in"].shape[1])
+        return process(part, cfg, flags)
+
+    monkeypatch.setattr(streaming, "process_weights", recording)
+    streamed = HookedRewardModel.from_pretrained(hf)
+    assert sizes == [48, 48, 48, 48, 48, 16] * 2  # d_mlp 256, 2 layers
+    assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
+
+
+def test_when_tl_needs_the_mlp_with_the_rest_the_layer_is_processed_whole(monkeypatch):
+    hf = tiny_reward_model("llama")
+    process = streaming.process_weights
+    calls: list[bool] = []
+
+    def needs_mlp(part, cfg, flags):  # what TL does for a layout whose MLP it cannot skip
+        has_attention = "blocks.0.attn.W_Q" in part
+        calls.append(has_attention and "blocks.0.mlp.W_in" in part)
+        if has_attention and "blocks.0.mlp.W_in" not in part:
+            raise AssertionError("MLP W_in not found")
+        return process(part, cfg, flags)
+
+    monkeypatch.setattr(streaming, "process_weights", needs_mlp)
+    streamed = HookedRewardModel.from_pretrained(hf)
+    assert calls.count(True) == 2  # each layer's retry, whole
     assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
 
 
