@@ -11,17 +11,18 @@ final norm, reward head), then each transformer layer in order. For each part:
    never modified), with a config of one layer;
 3. TransformerLens's own weight processing (``ProcessWeights.process_weights``: ``fold_ln``,
    ``center_writing_weights``, ``fold_value_biases``, ``refactor_factored_attn_matrices``) runs
-   on that part in float32 — every step of it is per layer, except the embedding's centring,
-   which is per row and so runs on blocks of rows;
+   on that part in float32 — every step of it is per layer; the embedding is processed in
+   blocks of rows and a wide MLP in blocks of hidden units, since TL's steps on those are per
+   row and per unit;
 4. the result is cast to the requested dtype, placed on the requested device and assigned into
    the hooked model, which was built with its parameters on the meta device (no weights
    allocated twice); the part's float32 copies are then freed.
 
-Peak memory is therefore the converted model plus the transient of one part: one layer (or one
-block of embedding rows) in float32 about two to three times over, because TL's processing
-copies the state dict it is given (``fold_layer_norm``, ``fold_value_biases``); measured in
-benchmarks/RESULTS.md. A model without exactly one layer list is converted as one part (with
-a :class:`WholeModelWarning`): correct, but not bounded.
+Peak memory is therefore the converted model plus the transient of one part: one layer's
+attention and its MLP in float32, plus TL's copies of one block (TL's processing copies the
+state dict it is given); measured in benchmarks/RESULTS.md (e.g. 2.5 GiB above the converted
+model at Gemma-2-27B's width). A model without exactly one layer list is converted as one part
+(with a :class:`WholeModelWarning`): correct, but not bounded.
 
 The result equals converting the whole state dict at once
 (``HookedTransformer.load_and_process_state_dict``) to float32 rounding: every step above is
@@ -271,13 +272,23 @@ class LayerList:
 
 
 def find_layer_list(hf_model: nn.Module, n_layers: int) -> LayerList | None:
-    """The one ``nn.ModuleList`` of ``n_layers`` modules (``model.layers``, ``transformer.h``,
-    ...), or ``None`` when there is not exactly one."""
+    """The ``nn.ModuleList`` of the ``n_layers`` transformer layers (``model.layers``,
+    ``transformer.h``, ...): the one of that length inside the base model
+    (``hf_model.base_model_prefix``) when several have it (ArmoRM's gate can), else the only
+    one; ``None`` when that does not single one out.
+
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> find_layer_list(tiny_reward_model("gpt2"), 2).path
+    ('transformer', 'h')
+    """
     found = [
         name
         for name, module in hf_model.named_modules()
         if isinstance(module, nn.ModuleList) and len(module) == n_layers and name
     ]
+    base = getattr(hf_model, "base_model_prefix", "") or ""
+    if len(found) > 1 and base:
+        found = [name for name in found if name.startswith(base + ".")]
     return LayerList(tuple(found[0].split(".")), n_layers) if len(found) == 1 else None
 
 

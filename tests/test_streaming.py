@@ -214,6 +214,18 @@ def test_find_layer_list_names_the_module_list():
     layers = streaming.find_layer_list(tiny_reward_model("gpt2"), 2)
     assert layers is not None and layers.path == ("transformer", "h")
     assert streaming.find_layer_list(tiny_reward_model("llama"), 99) is None
+    # ArmoRM's gate is a ModuleList too; with as many layers as the backbone, the backbone's wins
+    armorm = tiny_reward_model("armorm", num_hidden_layers=3)
+    assert len(armorm.gating.layers) == 3
+    assert streaming.find_layer_list(armorm, 3).path == ("model", "layers")
+
+
+def test_the_zoo_models_stream_layer_by_layer_without_a_warning(recwarn):
+    from reward_lens_tl.zoo import zoo_path
+
+    for kind in ("scalar", "multi"):
+        HookedRewardModel.from_pretrained(zoo_path(kind))
+    assert not [w for w in recwarn if issubclass(w.category, streaming.WholeModelWarning)]
 
 
 # -- memory: at most one part of HF weights is ever real, and nothing is built twice -----------
