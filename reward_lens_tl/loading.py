@@ -81,7 +81,7 @@ class Conversion:
     """Everything needed to build the hooked model: config, float32 state dict (head included)
     and the facts the model keeps (pad/EOS ids, objective names, tokenizer, extra modules)."""
 
-    #: the HF model (``None`` once ``load_reward_model`` has freed it)
+    #: the HF model, loaded whole (the reference conversion keeps it)
     hf_model: nn.Module | None
     adapter: RewardModelAdapter
     cfg: Any

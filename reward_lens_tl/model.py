@@ -156,9 +156,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         load_in_4bit: bool = False,
         use_safetensors: bool = True,
     ) -> HookedRewardModel:
-        """Convert an in-memory HF reward model or a local checkpoint directory.
+        """Convert an in-memory HF reward model, a local checkpoint directory or a hub id.
 
-        Never touches the network, never runs remote code, and leaves the HF model unmodified.
+        Touches the network only to fetch a hub id that is not cached (config, tokenizer and
+        safetensors only), never runs remote code, leaves an HF model unmodified, and converts
+        one layer at a time straight to ``device``.
         The class built is the one the adapter asks for (e.g. :class:`HookedArmoRM` for gated
         multi-objective heads). The same as :func:`load_reward_model`:
 
