@@ -171,18 +171,20 @@ def load_weights(cls, path: Path, hf_config: Any, **kwargs):
             _, info = cls.from_pretrained(
                 path, output_loading_info=True, ignore_mismatched_sizes=True, **common, **kwargs
             )
-            raise CheckpointWeightsError(_weights_message(path, info)) from None
+            raise CheckpointWeightsError(weights_message(path, info)) from None
     if info.get("missing_keys") or info.get("unexpected_keys") or info.get("mismatched_keys"):
-        raise CheckpointWeightsError(_weights_message(path, info))
+        raise CheckpointWeightsError(weights_message(path, info))
     return model.eval()
 
 
-def _weights_message(path: Path, info: dict) -> str:
+def weights_message(path: Path, info: dict) -> str:
+    """What is wrong with a checkpoint's tensors (``info``: transformers' loading report, or
+    the same keys from :mod:`reward_lens_tl.streaming`'s own check), naming up to 8 of each."""
     parts = []
     for key, what in (
         ("missing_keys", "missing (transformers would initialise them randomly)"),
         ("unexpected_keys", "unexpected (not part of the model the config describes)"),
-        ("mismatched_keys", "of the wrong shape"),
+        ("mismatched_keys", "of the wrong shape or type"),
     ):
         names = sorted(str(k) for k in info.get(key) or ())
         if names:

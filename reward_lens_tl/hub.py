@@ -32,7 +32,6 @@ True
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any
 
 from .checkpoint import checkpoint_dir
 from .errors import (
+    CheckpointError,
     HubGatedRepoError,
     HubIncompleteSnapshotError,
     HubNotCachedError,
@@ -481,10 +481,11 @@ def _check_snapshot(path: Path, repo_id: str, revision: str | None, cache: Path)
 def _index_shards(index: Path) -> list[str]:
     """The shard files a safetensors index names (none when it cannot be read: the loader
     reports a corrupt index itself)."""
+    from .weights import read_weight_map
+
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
-        return sorted(set(map(str, weight_map.values())))
-    except (OSError, ValueError, AttributeError):
+        return sorted(set(read_weight_map(index).values()))
+    except (OSError, CheckpointError):
         return []
 
 

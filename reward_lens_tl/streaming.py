@@ -53,6 +53,7 @@ from torch import Tensor, nn
 from transformer_lens.components import LayerNormPre, RMSNormPre
 from transformer_lens.weight_processing import ProcessWeights
 
+from .checkpoint import weights_message
 from .errors import (
     CheckpointNamesError,
     CheckpointWeightsError,
@@ -214,27 +215,10 @@ def check_tensor_names(
         and expected[n][1].is_floating_point
         and not (weights.dtype(n) or torch.int8).is_floating_point
     ]
-    parts = []
-    error = CheckpointNamesError if (missing or unexpected) else CheckpointWeightsError
-    for names, what in (
-        (missing, "missing (transformers would initialise them randomly)"),
-        (unexpected, "unexpected (not part of the model the config describes)"),
-        (wrong, "of the wrong shape or type"),
-    ):
-        if names:
-            shown = ", ".join(sorted(names)[:8]) + (
-                f" … (+{len(names) - 8} more)" if len(names) > 8 else ""
-            )
-            parts.append(f"{len(names)} tensor(s) {what}: {shown}")
-    if parts:
-        hint = (
-            " If the head's size disagrees, config.json's num_labels does not match score.weight."
-            if wrong
-            else ""
-        )
-        raise error(
-            f"{path}: the weights do not match config.json: " + "; ".join(parts) + "." + hint
-        )
+    if missing or unexpected or wrong:
+        error = CheckpointNamesError if (missing or unexpected) else CheckpointWeightsError
+        info = {"missing_keys": missing, "unexpected_keys": unexpected, "mismatched_keys": wrong}
+        raise error(weights_message(path, info))
 
 
 def _patterns(model: nn.Module, attribute: str) -> list[re.Pattern]:
@@ -447,30 +431,14 @@ class Streamer:
         return out
 
     def process_mlp(self, mlp: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]:
-        """:meth:`process_layer`'s MLP, block by block, each block cast and written into
-        tensors of the full size as soon as it is processed."""
+        """:meth:`process_layer`'s MLP, block by block (:func:`assemble_blocks`)."""
         d_mlp = mlp[MLP + "W_in"].shape[1]
-        out: dict[str, Tensor] = {}
-        for start in range(0, d_mlp, MLP_COLUMNS):
-            cols = slice(start, start + MLP_COLUMNS)
-            block = {k: mlp_block(k, v, cols) for k, v in mlp.items()}
-            block.update(self.placeholders())
-            for key, value in process_weights(block, cfg, self.flags).items():
-                if not key.startswith(MLP) or key[len(MLP) :] not in MLP_AXES:
-                    out.setdefault(key, self.cast(value))  # norms, b_out: the first block's
-                    continue
-                axis = MLP_AXES[key[len(MLP) :]]
-                if key not in out:
-                    shape = list(value.shape)
-                    shape[axis] = d_mlp
-                    out[key] = torch.empty(
-                        shape, dtype=self.cast(value[:0]).dtype, device=self.device
-                    )
-                index = [slice(None)] * value.ndim
-                index[axis] = cols
-                out[key][tuple(index)] = self.cast(value)
-            del block
-        return out
+        blocks = (
+            (cols, {**{k: mlp_block(k, v, cols) for k, v in mlp.items()}, **self.placeholders()})
+            for cols in (slice(s, s + MLP_COLUMNS) for s in range(0, d_mlp, MLP_COLUMNS))
+        )
+        axes = {MLP + name: axis for name, axis in MLP_AXES.items()}
+        return assemble_blocks(blocks, cfg, self.flags, axes, d_mlp, self.cast)
 
     def as_first_layer(self, part: dict[str, Tensor]) -> dict[str, Tensor]:
         """A layer part renamed to layer 0 (moved out of ``part``, which is left empty), with
@@ -532,28 +500,23 @@ class Streamer:
                 f"the conversion left {len(left)} parameter(s) unset: {', '.join(left[:8])}"
             )
 
-    def run_globals_by_rows(self, embedding: str, rows: int | None = None) -> None:
+    def run_globals_by_rows(self, embedding: str) -> None:
         """The globals of a checkpoint, with the embedding read, converted and processed in
-        blocks of rows (TL's only step on ``W_E`` is per row: centring it); each processed
-        block is cast and written into the hooked model's embedding as it comes."""
-        rows = rows or EMBEDDING_ROWS
-        cfg = one_part_config(self.model.cfg, 0)
-        others = [n for n in self.hf_names(None) if n != embedding]
-        target: Tensor | None = None
+        blocks of rows (:func:`assemble_blocks`; TL's only step on ``W_E`` is per row)."""
         n_rows = self.source.rows(embedding)  # type: ignore[attr-defined]
-        with self.source.loaded(others):
-            for start in range(0, n_rows, rows):
-                with self.source.loaded_rows(embedding, start, start + rows):  # type: ignore[attr-defined]
+
+        def blocks() -> Iterator[tuple[slice, dict[str, Tensor]]]:
+            for start in range(0, n_rows, EMBEDDING_ROWS):
+                rows = slice(start, start + EMBEDDING_ROWS)
+                with self.source.loaded_rows(embedding, rows.start, rows.stop):  # type: ignore[attr-defined]
                     part = self.converted(None)
-                done = process_weights(part, cfg, self.flags)
-                block = self.cast(done.pop("embed.W_E"))
-                if target is None:
-                    self.place(done)
-                    shape = (n_rows, *block.shape[1:])
-                    target = torch.empty(shape, dtype=block.dtype, device=block.device)
-                target[start : start + block.shape[0]] = block
-                del part, done, block
-        self.place({"embed.W_E": target})  # type: ignore[dict-item]
+                yield rows, part
+                del part  # before the next block is read
+
+        cfg = one_part_config(self.model.cfg, 0)
+        with self.source.loaded([n for n in self.hf_names(None) if n != embedding]):
+            out = assemble_blocks(blocks(), cfg, self.flags, {"embed.W_E": 0}, n_rows, self.cast)
+        self.place(out)
         release_freed_memory()
 
 
@@ -608,31 +571,46 @@ def process_by_rows(
     cfg: Any,
     flags: dict[str, bool],
     cast: Callable[[Tensor], Tensor],
-    rows: int | None = None,
 ) -> dict[str, Tensor]:
-    """Process the globals with the embedding in blocks of ``rows`` rows (TL's only step on
-    ``W_E`` is per row: centring each row), each block cast and placed as soon as it is
-    processed; the other tensors are processed with the first block."""
-    rows = rows or EMBEDDING_ROWS
+    """Process in-memory globals with the embedding in blocks of :data:`EMBEDDING_ROWS` rows
+    (:func:`assemble_blocks`; TL's only step on ``W_E`` is per row: centring each row)."""
     W_E = part.pop("embed.W_E", None)
-    if W_E is None or W_E.shape[0] <= rows:
-        if W_E is not None:
-            part["embed.W_E"] = W_E
+    if W_E is None:
         return {k: cast(v) for k, v in process_weights(part, cfg, flags).items()}
-    placed: Tensor | None = None
+    blocks = (
+        (rows, {**{k: v.clone() for k, v in part.items()}, "embed.W_E": W_E[rows].clone()})
+        for rows in (slice(s, s + EMBEDDING_ROWS) for s in range(0, W_E.shape[0], EMBEDDING_ROWS))
+    )
+    return assemble_blocks(blocks, cfg, flags, {"embed.W_E": 0}, W_E.shape[0], cast)
+
+
+def assemble_blocks(
+    blocks: Iterable[tuple[slice, dict[str, Tensor]]],
+    cfg: Any,
+    flags: dict[str, bool],
+    axes: dict[str, int],
+    size: int,
+    cast: Callable[[Tensor], Tensor],
+) -> dict[str, Tensor]:
+    """TL's processing of a part given in blocks: each block ``(where, tensors)`` is processed
+    as it comes; a tensor named in ``axes`` is cast and written at ``where`` along its axis into
+    a tensor whose axis has ``size`` entries, any other tensor (the same in every block) is
+    taken, cast, from the first block. Only one block is ever held in float32."""
     out: dict[str, Tensor] = {}
-    for start in range(0, W_E.shape[0], rows):
-        block = {k: v.clone() for k, v in part.items()} if start else dict(part)
-        block["embed.W_E"] = W_E[start : start + rows].clone()
-        done = process_weights(block, cfg, flags)
-        rows_done = cast(done.pop("embed.W_E"))
-        if placed is None:
-            placed = torch.empty(
-                (W_E.shape[0], *rows_done.shape[1:]), dtype=rows_done.dtype, device=rows_done.device
-            )
-            out = {k: cast(v) for k, v in done.items()}
-        placed[start : start + rows_done.shape[0]] = rows_done
-    out["embed.W_E"] = placed  # type: ignore[assignment]
+    for where, block in blocks:
+        for key, value in process_weights(block, cfg, flags).items():
+            if key in axes:
+                value = cast(value)
+                if key not in out:
+                    shape = list(value.shape)
+                    shape[axes[key]] = size
+                    out[key] = torch.empty(shape, dtype=value.dtype, device=value.device)
+                index = [slice(None)] * value.ndim
+                index[axes[key]] = where
+                out[key][tuple(index)] = value
+            elif key not in out:
+                out[key] = cast(value)
+        del block
     return out
 
 

@@ -279,7 +279,7 @@ def test_each_part_is_placed_as_soon_as_it_is_converted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(streaming.Streamer, "place", recording)
     HookedRewardModel.from_pretrained(path, dtype=torch.bfloat16, device="cpu")
-    assert real_blocks == [[], [], [0], [0, 1], [0, 1, 2]]  # globals: the others, then W_E
+    assert real_blocks == [[], [0], [0, 1], [0, 1, 2]]  # the globals, then one layer at a time
 
 
 def test_every_hooked_parameter_is_set_once_already_cast(tmp_path, monkeypatch):
