@@ -439,3 +439,25 @@ class HubRevisionNotFoundError(HubResolutionError):
 class HubIncompleteSnapshotError(HubResolutionError):
     """A cached snapshot that lacks files a checkpoint needs (``config.json``, the weights, a
     shard its index names): an interrupted download; the message says how to complete it."""
+
+
+# -- judges and process reward models ------------------------------------------------------------
+class VerdictTokenError(InvalidArgumentError):
+    """A judge's verdict (or a PRM's label) is not one token of the tokenizer, or two are equal:
+    the message names the argument, how the string tokenizes, and a variant that is one token
+    (e.g. with a leading space) when there is one; token ids are accepted too."""
+
+
+class JudgeTemplateError(TemplateError):
+    """A judge or PRM prompt template lacks a required placeholder (``{response}``, ...), has
+    an unknown one, or does not render."""
+
+
+class StepSeparatorError(InvalidArgumentError):
+    """A PRM solution's step tags do not give one position per step (a step without its tag, a
+    tag inside a step's text, or a tag the tokenizer merges with its neighbours)."""
+
+
+class StepScoresMismatchError(ScoreMismatchError):
+    """Per-step scores (of a PRM score file or a call) whose number does not match the
+    solution's steps; the message names the record."""

@@ -683,6 +683,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             *model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **kwargs
         )
 
+    def attach_extras(self, extras: dict[str, Any]) -> None:
+        """Attach the modules an adapter converts beyond backbone and head
+        (``adapter.extra_modules``); a plain head has none."""
+        if extras:
+            raise InvalidArgumentError(
+                f"{type(self).__name__} takes no extra modules: {list(extras)}"
+            )
+
     def add_sae(self, sae, use_error_term=None, exclude_special_tokens=False):
         """sae_lens's ``add_sae``, but a hook name that does not exist is an error (sae_lens
         only logs a warning and skips), so is an SAE whose ``d_in`` is not the hook's width
@@ -799,6 +807,9 @@ class HookedArmoRM(HookedRewardModel):
         self.setup()
         self.gating: torch.nn.Module | None = None
         self.gating_token_pattern: tuple[int, ...] = ()
+
+    def attach_extras(self, extras: dict[str, Any]) -> None:
+        self.attach_gating(**extras)
 
     def attach_gating(self, gating, reward_transform_matrix, gating_token_pattern) -> None:
         self.gating = gating.to(self.cfg.device)
@@ -1107,8 +1118,8 @@ def build_model(
             stacklevel=3,
         )
     streamer.run()
-    if streamer.extras and isinstance(model, HookedArmoRM):
-        model.attach_gating(**streamer.extras)  # before the cast: the gate is cast too
+    if streamer.extras:
+        model.attach_extras(streamer.extras)  # before the cast: the gate is cast too
     nn.Module.to(model, device=torch.device(cfg.device), dtype=dtype)  # buffers and gate
     model.cfg.dtype = dtype
     if fold:

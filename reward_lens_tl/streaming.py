@@ -554,7 +554,27 @@ def is_norm_key(name: str) -> bool:
 
 
 def process_weights(part: dict[str, Tensor], cfg: Any, flags: dict[str, bool]) -> dict[str, Tensor]:
-    """``ProcessWeights.process_weights`` with the conversion's flags (``center_unembed`` off)."""
+    """``ProcessWeights.process_weights`` with the conversion's flags (``center_unembed`` off).
+
+    TL folds the final norm's weight into ``W_U`` along the axis whose size matches
+    ``d_model``, trying the output axis first, so a square head (``d_model`` outputs, e.g.
+    Qwen2.5-Math-PRM's first head layer) would be scaled along the wrong axis: it is given a
+    zero column while it is processed."""
+    W_U = part.get("unembed.W_U")
+    square = W_U is not None and W_U.ndim == 2 and W_U.shape[0] == W_U.shape[1]
+    if square:
+        part["unembed.W_U"] = torch.nn.functional.pad(part["unembed.W_U"], (0, 1))
+        part["unembed.b_U"] = torch.nn.functional.pad(part["unembed.b_U"], (0, 1))
+    out = _tl_process_weights(part, cfg, flags)
+    if square:
+        out["unembed.W_U"] = out["unembed.W_U"][:, :-1].contiguous()
+        out["unembed.b_U"] = out["unembed.b_U"][:-1].contiguous()
+    return out
+
+
+def _tl_process_weights(
+    part: dict[str, Tensor], cfg: Any, flags: dict[str, bool]
+) -> dict[str, Tensor]:
     return ProcessWeights.process_weights(
         part,
         cfg,

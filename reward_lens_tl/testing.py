@@ -167,3 +167,31 @@ def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
             "{% endif %}"
         )
     return tok
+
+
+def tiny_causal_lm(family: str, seed: int = 0, head: str = "lm", **overrides: Any):
+    """``(hf_model, tokenizer)``: a perturbed tiny judge/PRM backbone of ``family`` with
+    ``head`` ``"lm"`` (the causal LM: ``*ForCausalLM``, GPT-2's ``GPT2LMHeadModel``),
+    ``"value"`` (``*ForTokenClassification`` with one label) or ``"classifier"`` (its ``score``
+    replaced by ``Sequential(Linear, ReLU, Linear)`` with two labels, Qwen2.5-Math-PRM's head),
+    and :func:`tiny_tokenizer` (words ``w6`` … ``w96``).
+
+    >>> model, tok = tiny_causal_lm("qwen2")
+    >>> type(model).__name__, tok.convert_tokens_to_ids("w7")
+    ('Qwen2ForCausalLM', 7)
+    """
+    if head not in ("lm", "value", "classifier"):
+        raise InvalidArgumentError(f"head must be 'lm', 'value' or 'classifier', got {head!r}")
+    torch.manual_seed(seed)
+    labels = {"lm": 1, "value": 1, "classifier": 2}[head]
+    config = tiny_config(family, **{"num_labels": labels, **overrides})
+    if family == "gpt2":
+        name = "GPT2LMHeadModel" if head == "lm" else "GPT2ForTokenClassification"
+    else:
+        suffix = "ForCausalLM" if head == "lm" else "ForTokenClassification"
+        name = FAMILIES[family][1].replace("ForSequenceClassification", suffix)
+    model = getattr(transformers, name)(config)
+    if head == "classifier":
+        d = config.hidden_size
+        model.score = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 2))
+    return perturb_(model, seed=seed).eval(), tiny_tokenizer(chat_template=True)

@@ -1,0 +1,24 @@
+"""Generative judges and process reward models, analysed from the inside like reward models.
+
+>>> from reward_lens_tl.judges import HookedJudge, HookedPRM
+>>> HookedJudge.kind, HookedPRM.kind
+('pointwise', 'token')
+"""
+
+from .model import HookedJudge, HookedPRM, StepEncoding
+from .templates import (
+    LIKERT_TEMPLATE,
+    PAIRWISE_TEMPLATE,
+    POINTWISE_TEMPLATE,
+    PRM_TEMPLATE,
+)
+
+__all__ = [
+    "LIKERT_TEMPLATE",
+    "PAIRWISE_TEMPLATE",
+    "POINTWISE_TEMPLATE",
+    "PRM_TEMPLATE",
+    "HookedJudge",
+    "HookedPRM",
+    "StepEncoding",
+]

@@ -1,0 +1,211 @@
+"""How a judge's verdict or a PRM's step score becomes a reward head the converter understands.
+
+A generative judge is a causal LM; its verdict ``logit(Yes) − logit(No)`` at the reading position
+is ``normed · (W_U[:, yes] − W_U[:, no]) + (b[yes] − b[no])``: a linear reward head on the final
+normalised residual. :class:`HeadAdapter` hands the package's converter exactly that head (rows
+of the LM head combined by a small matrix), and otherwise converts the backbone with the
+family's own reward-model adapter, so judges and PRMs load like reward models: from a directory
+or hub id read as untrusted input, one layer at a time, checked against HF at load.
+
+Heads it builds (``HeadSpec.source``):
+
+- ``"lm_head"`` (judges, token PRMs): rows ``ids`` of the output embedding, combined by
+  ``combine [n_out, len(ids)]`` (``[[1, -1]]`` for a verdict difference, the identity for
+  separate logits);
+- ``"score"`` (value PRMs: a ``*ForTokenClassification`` model with one label): the linear head;
+- ``"classifier"`` (two-label PRMs, ``score = Sequential(Linear, ReLU, Linear)``): the first
+  linear layer is the TL unembed (the head's hidden units, pre-ReLU, are the objectives), and
+  the ReLU and last layer are kept as modules of the hooked model.
+
+>>> import torch
+>>> spec = HeadSpec("lm_head", ids=(5, 7), combine=torch.tensor([[1.0, -1.0]]), names=("verdict",))
+>>> spec.n_out
+1
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..adapters import ConversionOptions, RewardHead, RewardModelAdapter, adapter_for
+from ..adapters.base import hf_last_non_pad
+from ..errors import RewardHeadError, UnsupportedArchitectureError
+
+#: HF architecture of a judge/PRM backbone → the reward-model architecture whose adapter
+#: converts it (causal LMs, and token classifiers for value-head PRMs).
+TO_REWARD_ARCH: dict[str, str] = {
+    **{
+        f"{family}{suffix}": f"{family}ForSequenceClassification"
+        for family in ("Llama", "Mistral", "Qwen2", "Gemma2")
+        for suffix in ("ForCausalLM", "ForTokenClassification")
+    },
+    "GPT2LMHeadModel": "GPT2ForSequenceClassification",
+    "GPT2ForTokenClassification": "GPT2ForSequenceClassification",
+}
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """Which head to read: ``source`` (``"lm_head"``, ``"score"`` or ``"classifier"``), the LM
+    head rows ``ids`` and their ``combine`` matrix, and the objectives' ``names``."""
+
+    source: str
+    names: tuple[str, ...]
+    ids: tuple[int, ...] = ()
+    combine: Tensor | None = None
+
+    @property
+    def n_out(self) -> int:
+        return len(self.names)
+
+
+def model_config(hf_model: nn.Module) -> Any:
+    """The HF model's config, with ``architectures`` filled in from its class when unset."""
+    config = hf_model.config
+    if getattr(config, "architectures", None):
+        return config
+    config = copy.copy(config)
+    config.architectures = [type(hf_model).__name__]
+    return config
+
+
+def reward_view(hf_config: Any) -> Any:
+    """A copy of ``hf_config`` naming the reward-model architecture that converts its
+    backbone (:data:`TO_REWARD_ARCH`)."""
+    arch = (getattr(hf_config, "architectures", None) or [None])[0]
+    if arch not in TO_REWARD_ARCH:
+        raise UnsupportedArchitectureError(
+            f"no judge/PRM conversion for architectures={arch!r}; supported: "
+            f"{', '.join(sorted(TO_REWARD_ARCH))}"
+        )
+    view = copy.deepcopy(hf_config)
+    view.architectures = [TO_REWARD_ARCH[arch]]
+    return view
+
+
+class _BackboneView(nn.Module):
+    """The judge's HF model as its family's reward adapter reads it: the backbone (``model`` or
+    ``transformer``), a linear ``score`` and the reward-model ``config``."""
+
+    def __init__(self, hf_model: nn.Module, head: nn.Module, config: Any) -> None:
+        super().__init__()
+        self.model = getattr(hf_model, "model", None)
+        self.transformer = getattr(hf_model, "transformer", None)
+        self.score = head
+        self.config = config
+
+
+class HeadAdapter(RewardModelAdapter):
+    """The family adapter of a causal LM or token classifier, with the head of ``spec``."""
+
+    verify_by_default = False
+
+    def __init__(self, spec: HeadSpec, model_kind: str) -> None:
+        self.spec = spec
+        self.model_kind = model_kind
+
+    def describe(self) -> str:
+        return f"HeadAdapter({self.spec.source}, {self.spec.names})"
+
+    def inner(self, hf_config: Any) -> RewardModelAdapter:
+        return adapter_for(reward_view(hf_config))
+
+    def model_class(self, hf_config: Any) -> type[nn.Module]:
+        reward_view(hf_config)  # refuses unsupported architectures by name
+        return super().model_class(hf_config)
+
+    def tl_config(self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1):
+        view = reward_view(hf_config)
+        return adapter_for(view).tl_config(view, options, n_objectives)
+
+    def fold_options(self, requested: dict[str, bool]) -> dict[str, bool]:
+        return {**requested, "center_unembed": False}
+
+    def head_module(self, hf_model: nn.Module) -> nn.Linear:
+        """The linear module the converters read as the LM head."""
+        if self.spec.source == "lm_head":
+            head = hf_model.get_output_embeddings()  # type: ignore[operator]
+        else:
+            head = getattr(hf_model, "score", None) or getattr(hf_model, "classifier", None)
+            if self.spec.source == "classifier":
+                head = classifier_layers(hf_model)[0]
+        if head is None or getattr(head, "weight", None) is None:
+            raise RewardHeadError(
+                f"{type(hf_model).__name__} has no {self.spec.source} head with a weight"
+            )
+        return head
+
+    def backbone_state_dict(self, hf_model, cfg):
+        view_config = reward_view(model_config(hf_model))
+        stand_in = _BackboneView(hf_model, self.head_module(hf_model), view_config)
+        return adapter_for(view_config).backbone_state_dict(stand_in, cfg)
+
+    def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
+        head = self.head_module(hf_model)
+        weight = head.weight
+        bias = head.bias if getattr(head, "bias", None) is not None else None
+        if self.spec.source == "lm_head":
+            ids = torch.tensor(self.spec.ids, device=weight.device)
+            combine = self.spec.combine
+            assert combine is not None
+            rows = weight.detach()[ids]  # [K, d_model]
+            W = (combine.to(rows) @ rows).T.clone()
+            b = combine.to(rows) @ bias.detach()[ids] if bias is not None else None
+        else:
+            W = weight.detach().T.clone()
+            b = bias.detach().clone() if bias is not None else None
+        if W.shape[1] != self.spec.n_out and self.spec.source != "classifier":
+            raise RewardHeadError(
+                f"the {self.spec.source} head has {W.shape[1]} outputs; expected "
+                f"{self.spec.n_out} ({self.spec.names})"
+            )
+        if b is None:
+            b = torch.zeros(W.shape[1], device=W.device, dtype=W.dtype)
+        names = self.spec.names if self.spec.source != "classifier" else hidden_names(W.shape[1])
+        return RewardHead(W=W, b=b, objective_names=names)
+
+    def extra_modules(self, hf_model: nn.Module, cfg, fold_ln: bool) -> dict[str, Any]:
+        if self.spec.source != "classifier":
+            return {}
+        last = classifier_layers(hf_model)[-1]
+        out = nn.Linear(last.in_features, last.out_features, bias=last.bias is not None)
+        out.load_state_dict({k: v.detach().float() for k, v in last.state_dict().items()})
+        return {"head_out": out}
+
+    @torch.no_grad()
+    def reference_rewards(self, hf_model, input_ids, attention_mask=None) -> Tensor:
+        """The head's outputs computed by HF's own modules at HF's reading position,
+        ``[batch, n_out]`` (pre-softcap logits for Gemma-2; the classifier's two logits)."""
+        base = getattr(hf_model, hf_model.base_model_prefix)
+        hidden = base(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        pos = hf_last_non_pad(input_ids, getattr(hf_model.config, "pad_token_id", None))
+        h = hidden[torch.arange(hidden.shape[0]), pos.to(hidden.device)]
+        if self.spec.source == "classifier":
+            return self.hidden_reference(hf_model, h)
+        head = self.reward_head(hf_model, ConversionOptions())
+        return h @ head.W.to(h) + head.b.to(h)
+
+    def hidden_reference(self, hf_model, h: Tensor) -> Tensor:
+        return classifier_layers(hf_model)[0](h)
+
+
+def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
+    """The two linear layers of a ``Sequential(Linear, ReLU, Linear)`` ``score`` head."""
+    head = getattr(hf_model, "score", None)
+    layers = list(head) if isinstance(head, nn.Sequential) else []
+    kinds = [type(m) for m in layers]
+    if kinds != [nn.Linear, nn.ReLU, nn.Linear]:
+        raise RewardHeadError(
+            f"a classifier PRM needs score = Sequential(Linear, ReLU, Linear) (Qwen2.5-Math-PRM's "
+            f"head); {type(hf_model).__name__}.score is {head!r}"
+        )
+    return [layers[0], layers[2]]
+
+
+def hidden_names(n: int) -> tuple[str, ...]:
+    return tuple(f"hidden_{i}" for i in range(n))

@@ -1,0 +1,589 @@
+"""``HookedJudge`` and ``HookedPRM``: generative judges and process reward models as
+``HookedRewardModel``\\ s.
+
+Both are reward models whose head is read from the model's own tokens or heads
+(:mod:`reward_lens_tl.judges.heads`), so every analysis of the package runs on them: the lens,
+exact attribution, patching, probes and sweeps see the **linear** verdict margin
+``logit(verdict[0]) − logit(verdict[1])`` (a judge) or the step's margin (a PRM), and the
+published score (a Likert expected grade, a PRM's probability) is computed from it.
+
+What is linear (the exact analyses' target) for each kind:
+
+======================  ===============================  =====================================
+kind                    the analyses' reward (linear)    the published score
+======================  ===============================  =====================================
+pointwise / pairwise    ``l[v0] − l[v1]``                the same (Gemma-2: soft-capped logits)
+likert                  each grade's logit (objectives)  ``Σ_k grade_k · softmax(l)_k``
+PRM ``token``           ``l[+] − l[−]`` at each tag      ``softmax(l[+], l[−])[0]``
+PRM ``value``           ``v_head`` at each step end      ``sigmoid(v)``
+PRM ``classifier``      the head's hidden units, and     ``softmax(head(h))[1]``
+                        the margin with the ReLU frozen
+======================  ===============================  =====================================
+
+Gemma-2 caps its output logits (``final_logit_softcapping``); its judges keep the two verdict
+logits as objectives and ``rewards`` applies the cap, so scores equal HF's logits.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from ..errors import (
+    ArgumentTypeError,
+    EmptyInputError,
+    InvalidArgumentError,
+    SequenceTooLongError,
+    StepSeparatorError,
+)
+from ..model import MODEL_KINDS, HookedRewardModel, load_reward_model
+from ..padding import left_pad
+from .heads import HeadAdapter, HeadSpec, classifier_layers
+from .templates import (
+    DEFAULT_VERDICTS,
+    PRM_TEMPLATE,
+    TEMPLATES,
+    check_template,
+    grades_of,
+    render,
+    token_id,
+    token_ids,
+)
+
+JudgeKind = Literal["pointwise", "pairwise", "likert"]
+PRMKind = Literal["token", "value", "classifier"]
+#: How each PRM kind writes a step and its tag, by default (Math-Shepherd: ``"step ки"``).
+STEP_FORMATS: dict[str, str] = {
+    "token": "{step} {tag}",
+    "value": "{step}{tag}",
+    "classifier": "{step}{tag}",
+}
+STEP_TAGS: dict[str, str] = {"token": "ки", "value": "\n", "classifier": "<extra_0>"}
+
+
+class _VerdictHead:
+    """The score computed from the pooled head outputs (shared by judges and PRMs)."""
+
+    #: ``"linear"`` (one column, the score itself), ``"capped_pair"``, ``"likert"``,
+    #: ``"classifier"``; set at load.
+    head_mode: str = "linear"
+    softcap: float | None = None
+    grades: Tensor | None = None
+
+    def cap(self, logits: Tensor) -> Tensor:
+        return logits if not self.softcap else self.softcap * torch.tanh(logits / self.softcap)
+
+    def score_from(self, pooled: Float[Tensor, "... n_out"]) -> Float[Tensor, "..."]:
+        """The reward from the head outputs (any leading shape)."""
+        mode = self.head_mode
+        if mode == "linear":
+            return pooled[..., 0]
+        if mode == "capped_pair":
+            capped = self.cap(pooled)
+            return capped[..., 0] - capped[..., 1]
+        if mode == "likert":
+            assert self.grades is not None
+            probs = torch.softmax(self.cap(pooled).float(), dim=-1)
+            return (probs * self.grades.to(probs.device)).sum(-1).to(pooled.dtype)
+        if mode == "classifier":
+            head_out = self.get_submodule("head_out")
+            logits = head_out(torch.relu(pooled).to(head_out.weight.dtype))
+            return (logits[..., 1] - logits[..., 0]).to(pooled.dtype)
+        raise InvalidArgumentError(f"unknown head mode {mode!r}")
+
+
+@dataclass(frozen=True)
+class StepEncoding:
+    """Token ids of PRM solutions with where each step is read.
+
+    ``input_ids``/``attention_mask`` ``[batch, pos]`` (left padded), ``step_positions``
+    ``[batch, n_steps]`` (``-1`` past a row's last step), ``n_steps`` per row.
+    """
+
+    input_ids: Int[Tensor, "batch pos"]
+    attention_mask: Int[Tensor, "batch pos"]
+    step_positions: Int[Tensor, "batch n_steps"]
+    n_steps: tuple[int, ...]
+
+
+def _as_list(value: Any, name: str) -> tuple[list[Any], bool]:
+    if isinstance(value, str):
+        return [value], True
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value) and value:
+        return list(value), False
+    raise ArgumentTypeError(
+        f"{name} must be a string or a non-empty list of strings, got {value!r}"
+    )
+
+
+def _resolve(path_or_id: Any, tokenizer: Any, hub: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``(model or local path, tokenizer, hf_config)``; hub ids are fetched or read from the
+    cache as reward models are (:func:`reward_lens_tl.hub.resolve_checkpoint`)."""
+    from ..checkpoint import checkpoint_tokenizer, load_config
+    from ..hub import resolve_checkpoint
+
+    if isinstance(path_or_id, nn.Module):
+        if tokenizer is None:
+            raise InvalidArgumentError(
+                "an in-memory judge or PRM needs tokenizer= (its verdict tokens are looked up in it)"
+            )
+        config = copy.deepcopy(path_or_id.config)  # type: ignore[union-attr]
+        if not getattr(config, "architectures", None):
+            config.architectures = [type(path_or_id).__name__]
+        return path_or_id, tokenizer, config
+    if not isinstance(path_or_id, (str, Path)):
+        raise ArgumentTypeError(
+            "path_or_id must be a checkpoint directory, a hub id ('org/name') or an HF model, "
+            f"got {type(path_or_id).__name__}"
+        )
+    path = resolve_checkpoint(path_or_id, **hub)
+    config = load_config(path)
+    tokenizer = tokenizer if tokenizer is not None else checkpoint_tokenizer(path)
+    if tokenizer is None:
+        raise InvalidArgumentError(f"{path} has no tokenizer files: pass tokenizer=")
+    return path, tokenizer, config
+
+
+def _load(cls, source, tokenizer, spec: HeadSpec, kind_key: str, load_options: dict[str, Any]):
+    model = load_reward_model(
+        source, tokenizer, adapter=HeadAdapter(spec, kind_key), **load_options
+    )
+    if not isinstance(model, cls):
+        raise InvalidArgumentError(f"expected a {cls.__name__}, built a {type(model).__name__}")
+    return model
+
+
+def _pair_spec(ids: list[int], names: tuple[str, ...], capped: bool) -> tuple[HeadSpec, str]:
+    if capped:
+        return HeadSpec("lm_head", names, tuple(ids), torch.eye(2)), "capped_pair"
+    diff = torch.tensor([[1.0, -1.0]])
+    return HeadSpec("lm_head", (f"{names[0]}-{names[1]}",), tuple(ids), diff), "linear"
+
+
+def _load_options(dtype, device, verify, hub) -> dict[str, Any]:
+    return dict(dtype=dtype, device=device, verify=True if verify is None else verify)
+
+
+class HookedJudge(_VerdictHead, HookedRewardModel):
+    """A generative judge (a causal LM) whose verdict logits are its reward head.
+
+    >>> from reward_lens_tl.testing import tiny_causal_lm
+    >>> hf, tok = tiny_causal_lm("llama")
+    >>> judge = HookedJudge.from_pretrained(hf, tokenizer=tok, verdict=("yes", "no"),
+    ...                                     template="{prompt} {response} ok")
+    >>> judge.encode("a b", "c").shape[0], judge.score("a b", "c").shape
+    (1, torch.Size([]))
+    """
+
+    kind: str = "pointwise"
+    template: str = ""
+    verdict: tuple[str | int, ...] = ()
+    verdict_ids: tuple[int, ...] = ()
+    chat: bool = False
+
+    @classmethod
+    def from_pretrained(  # type: ignore[override]  # a judge, not a reward model's options
+        cls,
+        path_or_id: nn.Module | str | Path,
+        kind: JudgeKind = "pointwise",
+        verdict: Sequence[str | int] = ("Yes", "No"),
+        template: str | None = None,
+        *,
+        tokenizer: Any = None,
+        chat: bool = False,
+        dtype: torch.dtype | str = torch.float32,
+        device: str | torch.device | None = None,
+        verify: bool | None = None,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
+    ) -> HookedJudge:
+        """Load a judge from a directory, hub id or in-memory HF causal LM (Llama, Mistral,
+        Qwen2, Gemma-2, GPT-2), read as untrusted input like reward models.
+
+        ``kind``: ``"pointwise"`` (reward = ``logit(verdict[0]) − logit(verdict[1])``),
+        ``"pairwise"`` (the same with ``("A", "B")``; ``score(prompt, a, b)``) or ``"likert"``
+        (the expected grade over ``verdict`` = ``("1", …, "5")``). ``verdict``: token strings
+        (each must be one token) or ids; left at ``("Yes", "No")`` it means the kind's default.
+        ``template``: a string with ``{prompt}``/``{response}`` (pairwise ``{response_a}``,
+        ``{response_b}``), default the built-in of the kind; the verdict is read at the last
+        token of the rendered, tokenized text. ``chat=True`` puts the rendered text in a user
+        turn of the tokenizer's chat template with the generation prompt. ``verify`` (default
+        on) compares the converted head with HF's own modules at load.
+        """
+        if kind not in TEMPLATES:
+            raise InvalidArgumentError(f"kind must be one of {tuple(TEMPLATES)}, got {kind!r}")
+        hub = dict(
+            revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
+        )
+        source, tok, config = _resolve(path_or_id, tokenizer, hub)
+        template = check_template(TEMPLATES[kind] if template is None else template, kind)
+        if tuple(verdict) == ("Yes", "No") and kind != "pointwise":
+            verdict = DEFAULT_VERDICTS[kind]
+        ids = token_ids(tok, verdict, "verdict", 2 if kind != "likert" else None)
+        names = tuple(str(v) for v in verdict)
+        softcap = getattr(config, "final_logit_softcapping", None) or None
+        if kind == "likert":
+            spec, mode = HeadSpec("lm_head", names, tuple(ids), torch.eye(len(ids))), "likert"
+        else:
+            spec, mode = _pair_spec(ids, names, softcap is not None)
+        model = _load(cls, source, tok, spec, "judge", _load_options(dtype, device, verify, hub))
+        model.kind, model.template, model.chat = kind, template, chat
+        model.verdict, model.verdict_ids = tuple(verdict), tuple(ids)
+        model.head_mode, model.softcap = mode, float(softcap) if softcap else None
+        model.grades = torch.tensor(grades_of(verdict)) if kind == "likert" else None
+        return model
+
+    # -- the reward ------------------------------------------------------------------------
+    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
+        if self.head_mode == "linear":
+            return super()._final_reward(pooled, normed, tokens)
+        return self.score_from(pooled)
+
+    # -- text ------------------------------------------------------------------------------
+    def render(self, prompt: str, response: str, response_b: str | None = None) -> str:
+        """The judge's input text for one item (pairwise: ``response`` is answer A)."""
+        if self.kind == "pairwise":
+            if response_b is None:
+                raise InvalidArgumentError(
+                    "a pairwise judge scores (prompt, response_a, response_b)"
+                )
+            return render(
+                self.template, "pairwise", prompt=prompt, response_a=response, response_b=response_b
+            )
+        if response_b is not None:
+            raise InvalidArgumentError(
+                f"a {self.kind} judge scores (prompt, response), not two responses"
+            )
+        return render(self.template, self.kind, prompt=prompt, response=response)
+
+    def token_ids_of(self, text: str) -> list[int]:
+        tok = self._require_tokenizer()
+        if self.chat:
+            ids = tok.apply_chat_template(
+                [{"role": "user", "content": text}],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        else:
+            ids = tok(text)["input_ids"]
+        if not ids:
+            raise EmptyInputError("the rendered template tokenized to no tokens")
+        if len(ids) > self.cfg.n_ctx:
+            raise SequenceTooLongError(
+                f"the rendered template is {len(ids)} tokens; this judge's context is "
+                f"{self.cfg.n_ctx}: shorten the prompt or response"
+            )
+        return list(ids)
+
+    def encode(  # type: ignore[override]  # a judge's items, not a conversation
+        self,
+        prompt: str | Sequence[str],
+        response: str | Sequence[str],
+        response_b: str | Sequence[str] | None = None,
+    ) -> Int[Tensor, "batch pos"]:
+        """The ids the judge scores, ``[batch, pos]`` left-padded (one row for one item; lists
+        of equal length for a batch). Pairwise: ``encode(prompt, response_a, response_b)``."""
+        prompts, _ = _as_list(prompt, "prompt")
+        responses, _ = _as_list(response, "response")
+        seconds = _as_list(response_b, "response_b")[0] if response_b is not None else None
+        if len(responses) != len(prompts) or (seconds is not None and len(seconds) != len(prompts)):
+            raise InvalidArgumentError("prompt and response lists must have the same length")
+        rows = [
+            self.token_ids_of(self.render(p, r, None if seconds is None else seconds[i]))
+            for i, (p, r) in enumerate(zip(prompts, responses, strict=True))
+        ]
+        ids, _ = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
+        return ids.to(self.cfg.device)
+
+    def score(  # type: ignore[override]  # a judge's items
+        self,
+        prompt: str | Sequence[str],
+        response: str | Sequence[str],
+        response_b: str | Sequence[str] | None = None,
+    ) -> Tensor:
+        """The judge's reward for one item (a 0-d tensor) or a batch (``[batch]``)."""
+        ids = self.encode(prompt, response, response_b)
+        out = self.rewards(ids)
+        return out[0] if isinstance(prompt, str) else out
+
+    def verdict_logits(
+        self, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+    ) -> Float[Tensor, "batch n_verdict"]:
+        """The verdict tokens' logits as HF's causal LM gives them (soft-capped for Gemma-2);
+        for a one-column difference head, only their difference exists here: use ``rewards``."""
+        if self.head_mode == "linear":
+            raise InvalidArgumentError(
+                "this judge keeps only the verdict difference (one linear column); its "
+                "rewards() are logit(verdict[0]) - logit(verdict[1])"
+            )
+        return self.cap(self.objective_rewards(input_ids, attention_mask))
+
+
+class HookedPRM(_VerdictHead, HookedRewardModel):
+    """A process reward model: a score at every step of a solution, all from one forward.
+
+    ``rewards(ids)`` gives the step scores ``[batch, n_steps]``; as a reward model (what the
+    package's analyses read) its reward is the **last** step's margin, and ``prm.step(k)`` is
+    the same model read at step ``k`` (``direct_attribution(prm.step(2), ids)``).
+
+    >>> from reward_lens_tl.testing import tiny_causal_lm
+    >>> hf, tok = tiny_causal_lm("llama")
+    >>> prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="x", labels=("yes", "no"),
+    ...                                 step_format="{step} {tag}")
+    >>> prm.step_rewards("a b", ["c", "d e"]).shape
+    torch.Size([2])
+    """
+
+    kind: str = "token"
+    template: str = PRM_TEMPLATE
+    step_format: str = "{step} {tag}"
+    step_separator: str = " "
+    step_tag: str | int = "ки"
+    step_tag_id: int | None = None
+    labels: tuple[str | int, ...] = ()
+    #: Which step the reward-model face reads (``-1``: the last one).
+    reading_step: int = -1
+    #: ``"sigmoid"`` (the default for all kinds; a two-label softmax is a sigmoid of the
+    #: margin) or ``None`` (the raw value-head output).
+    transform: str | None = "sigmoid"
+
+    @classmethod
+    def from_pretrained(  # type: ignore[override]  # a PRM, not a reward model's options
+        cls,
+        path_or_id: nn.Module | str | Path,
+        kind: PRMKind = "token",
+        step_tag: str | int | None = None,
+        labels: Sequence[str | int] = ("+", "-"),
+        *,
+        tokenizer: Any = None,
+        template: str = PRM_TEMPLATE,
+        step_format: str | None = None,
+        step_separator: str = " ",
+        transform: str | None = "sigmoid",
+        dtype: torch.dtype | str = torch.float32,
+        device: str | torch.device | None = None,
+        verify: bool | None = None,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
+    ) -> HookedPRM:
+        """Load a PRM (directory, hub id or in-memory HF model).
+
+        ``kind``: ``"token"`` (a causal LM; the step score is the softmax probability of
+        ``labels[0]`` over the two label logits at the step tag, Math-Shepherd's), ``"value"``
+        (a ``*ForTokenClassification`` with one label: the value head at each step end,
+        through ``transform``, default ``sigmoid``) or ``"classifier"`` (``score =
+        Sequential(Linear, ReLU, Linear)`` with two labels, Qwen2.5-Math-PRM's: the
+        probability of label 1). ``step_tag``: the token that ends each step (default ``"ки"``,
+        ``"\\n"``, ``"<extra_0>"`` by kind); a solution is written as ``template`` with
+        ``{prompt}`` and ``{steps}``, the steps each formatted by ``step_format`` (``{step}``,
+        ``{tag}``) and joined by ``step_separator``.
+        """
+        if kind not in STEP_TAGS:
+            raise InvalidArgumentError(f"kind must be one of {tuple(STEP_TAGS)}, got {kind!r}")
+        hub = dict(
+            revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
+        )
+        source, tok, config = _resolve(path_or_id, tokenizer, hub)
+        template = check_template(template, "prm")
+        step_format = step_format if step_format is not None else STEP_FORMATS[kind]
+        _check_step_format(step_format)
+        tag = STEP_TAGS[kind] if step_tag is None else step_tag
+        tag_id = token_id(tok, tag, "step_tag")
+        softcap = getattr(config, "final_logit_softcapping", None) or None
+        if kind == "token":
+            ids = token_ids(tok, labels, "labels", 2)
+            spec, mode = _pair_spec(ids, tuple(str(v) for v in labels), softcap is not None)
+        elif kind == "value":
+            spec, mode = HeadSpec("score", ("value",)), "linear"
+        else:
+            spec, mode = HeadSpec("classifier", ("margin",)), "classifier"
+        model = _load(cls, source, tok, spec, "prm", _load_options(dtype, device, verify, hub))
+        model.kind, model.template, model.step_format = kind, template, step_format
+        model.step_separator, model.step_tag, model.step_tag_id = step_separator, tag, tag_id
+        model.labels, model.transform = tuple(labels), transform
+        model.head_mode, model.softcap = mode, float(softcap) if softcap else None
+        if kind == "token" and transform not in ("sigmoid", None):
+            raise InvalidArgumentError("transform must be 'sigmoid' or None")
+        return model
+
+    def attach_extras(self, extras: dict[str, Any]) -> None:
+        head_out = extras.get("head_out")
+        if head_out is not None:
+            self.head_out = head_out.to(self.cfg.device)
+
+    # -- where steps are read ----------------------------------------------------------------
+    def step_positions(
+        self, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+    ) -> Int[Tensor, "batch n_steps"]:
+        """Positions of the step tags in each row, ``-1`` past a row's last step (a row
+        without a tag is refused)."""
+        tokens = self.check_tokens(input_ids, attention_mask)
+        if self.step_tag_id is None:
+            raise InvalidArgumentError("this PRM has no step tag id (load it with from_pretrained)")
+        is_tag = tokens == self.step_tag_id
+        if attention_mask is not None:
+            is_tag &= attention_mask.to(tokens.device).bool()
+        counts = is_tag.sum(1)
+        if bool((counts == 0).any()):
+            rows = (counts == 0).nonzero().flatten().tolist()
+            raise StepSeparatorError(
+                f"rows {rows} hold no step tag {self.step_tag!r} (id {self.step_tag_id}); every "
+                "step must end with it (prm.encode_steps writes it)"
+            )
+        n = int(counts.max())
+        out = torch.full((tokens.shape[0], n), -1, dtype=torch.long, device=tokens.device)
+        for row in range(tokens.shape[0]):
+            found = is_tag[row].nonzero().flatten()
+            out[row, : found.numel()] = found
+        return out
+
+    def pool_positions(self, tokens, attention_mask=None, positions=None):
+        if positions is None and self.step_tag_id is not None:
+            steps = self.step_positions(tokens, attention_mask)
+            counts = (steps >= 0).sum(1)
+            k = self.reading_step
+            if k >= 0 and bool((counts <= k).any()):
+                raise StepSeparatorError(
+                    f"step {k} does not exist in rows {(counts <= k).nonzero().flatten().tolist()}"
+                )
+            idx = counts - 1 if k < 0 else torch.full_like(counts, k)
+            positions = steps[torch.arange(steps.shape[0], device=steps.device), idx]
+        return super().pool_positions(tokens, attention_mask, positions)
+
+    def step(self, k: int) -> HookedPRM:
+        """This PRM read at step ``k`` (``-1``: the last): the same modules and hooks, only the
+        reading position differs, so any analysis of the package runs on one step."""
+        if not isinstance(k, int) or isinstance(k, bool):
+            raise ArgumentTypeError(f"step must be an int, got {k!r}")
+        view = copy.copy(self)
+        view.reading_step = k
+        return view
+
+    # -- the reward --------------------------------------------------------------------------
+    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
+        if self.head_mode == "linear":
+            return super()._final_reward(pooled, normed, tokens)
+        return self.score_from(pooled)
+
+    def step_margins(
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Tensor | None = None,
+        step_positions: Tensor | None = None,
+    ) -> Float[Tensor, "batch n_steps"]:
+        """Each step's margin (the analyses' reward, before ``transform``), all steps from one
+        forward; ``nan`` past a row's last step."""
+        steps = (
+            self.step_positions(input_ids, attention_mask)
+            if step_positions is None
+            else step_positions
+        )
+        with torch.no_grad():
+            per_pos = self(input_ids, "objectives", attention_mask=attention_mask)
+        rows = torch.arange(steps.shape[0], device=steps.device)[:, None]
+        pooled = per_pos[rows, steps.clamp(min=0)]  # [batch, n_steps, n_out]
+        margins = self.score_from(pooled).float()
+        return margins.masked_fill(steps < 0, float("nan"))
+
+    def rewards(  # type: ignore[override]  # per step
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        *,
+        step_positions: Int[Tensor, "batch n_steps"] | None = None,
+        grad: bool = False,
+    ) -> Float[Tensor, "batch n_steps"]:
+        """Step scores ``[batch, n_steps]`` (``nan`` past a row's last step) at the step tags
+        (or ``step_positions``), from one forward."""
+        if grad:
+            raise InvalidArgumentError(
+                "PRM step scores are computed without gradients; use step(k)"
+            )
+        margins = self.step_margins(input_ids, attention_mask, step_positions)
+        return torch.sigmoid(margins) if self.transform == "sigmoid" else margins
+
+    # -- text ------------------------------------------------------------------------------
+    def render_steps(self, prompt: str, steps: Sequence[str]) -> str:
+        """The PRM's input text: ``template`` with ``{prompt}`` and the formatted steps."""
+        if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
+            raise StepSeparatorError("steps must be a non-empty list of strings (one per step)")
+        tag_text = (
+            self.step_tag
+            if isinstance(self.step_tag, str)
+            else self._require_tokenizer().decode([self.step_tag])
+        )
+        for i, step in enumerate(steps):
+            if not isinstance(step, str):
+                raise ArgumentTypeError(f"steps[{i}] must be a string, got {type(step).__name__}")
+            if tag_text and tag_text.strip() and tag_text in step:
+                raise StepSeparatorError(f"steps[{i}] contains the step tag {tag_text!r}: {step!r}")
+        body = self.step_separator.join(
+            self.step_format.format(step=s, tag=tag_text) for s in steps
+        )
+        return render(self.template, "prm", prompt=prompt, steps=body)
+
+    def encode_steps(
+        self, prompt: str | Sequence[str], steps: Sequence[str] | Sequence[Sequence[str]]
+    ) -> StepEncoding:
+        """Ids of one solution (``steps`` a list of strings) or a batch (lists of those), with
+        ``.step_positions``; refused when the tags do not give one position per step."""
+        prompts, single = _as_list(prompt, "prompt")
+        solutions = [steps] if single else list(steps)
+        if len(solutions) != len(prompts):
+            raise InvalidArgumentError(f"{len(prompts)} prompts for {len(solutions)} solutions")
+        tok = self._require_tokenizer()
+        rows = [
+            tok(self.render_steps(p, s))["input_ids"]
+            for p, s in zip(prompts, solutions, strict=True)
+        ]
+        for i, row in enumerate(rows):
+            if len(row) > self.cfg.n_ctx:
+                raise SequenceTooLongError(
+                    f"solution {i} is {len(row)} tokens; the context is {self.cfg.n_ctx}"
+                )
+        ids, mask = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
+        ids, mask = ids.to(self.cfg.device), mask.to(self.cfg.device)
+        positions = self.step_positions(ids, mask)
+        counts = (positions >= 0).sum(1).tolist()
+        for i, (n, sol) in enumerate(zip(counts, solutions, strict=True)):
+            if n != len(sol):
+                raise StepSeparatorError(
+                    f"solution {i} has {len(sol)} steps but its text holds {n} step tags "
+                    f"{self.step_tag!r}: the tokenizer merges the tag with its neighbours, or a "
+                    "step's text holds it; change step_format (e.g. a space before the tag)"
+                )
+        return StepEncoding(ids, mask, positions, tuple(int(n) for n in counts))
+
+    def step_rewards(self, prompt: str, steps: Sequence[str]) -> Float[Tensor, " n_steps"]:
+        """One score per step of one solution, from one forward."""
+        enc = self.encode_steps(prompt, steps)
+        return self.rewards(enc.input_ids, enc.attention_mask, step_positions=enc.step_positions)[0]
+
+
+def _check_step_format(step_format: Any) -> None:
+    from .templates import placeholders
+
+    if not isinstance(step_format, str):
+        raise ArgumentTypeError(f"step_format must be a string, got {type(step_format).__name__}")
+    fields = set(placeholders(step_format))
+    if fields != {"step", "tag"}:
+        raise InvalidArgumentError(
+            f"step_format must use exactly {{step}} and {{tag}}, got {step_format!r}"
+        )
+
+
+MODEL_KINDS["judge"] = HookedJudge
+MODEL_KINDS["prm"] = HookedPRM
+__all__ = ["HookedJudge", "HookedPRM", "StepEncoding", "classifier_layers"]
