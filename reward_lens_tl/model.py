@@ -228,6 +228,13 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return self.cfg.d_vocab_out
 
     @property
+    def scored_head(self) -> bool:
+        """Whether the reward is a non-linear function of the head's outputs (a Likert
+        judge's expected grade, a classifier PRM's margin): exact read-outs then name a column
+        (``objective=``); plain and gated heads are linear."""
+        return False
+
+    @property
     def is_scalar(self) -> bool:
         return self.n_objectives == 1
 

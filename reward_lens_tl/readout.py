@@ -29,7 +29,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .errors import RewardLensError
+from .errors import NonlinearUnembedError, RewardLensError
 from .indices import check_index
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def objective_index(model, objective: Objective) -> int | None:
     """Column of the head for ``objective``; ``None`` means the gated score."""
     gated = getattr(model, "gating", None) is not None
     if objective is None:
-        if gated:
+        if gated or getattr(model, "scored_head", False):
             return None
         if model.n_objectives > 1:
             raise RewardLensError(
@@ -123,6 +123,8 @@ def readout(model, objective: Objective, batch: int, gate: Tensor | None = None)
         direction = W[:, col].expand(batch, -1)
         bias = b[col].expand(batch)
     else:
+        if getattr(model, "scored_head", False) and getattr(model, "gating", None) is None:
+            raise NonlinearUnembedError(model.linear_advice())
         if gate is None:
             raise RewardLensError("the gated score's direction needs the gate (hook_gate)")
         transform = model.reward_transform_matrix.T.to(W.dtype)

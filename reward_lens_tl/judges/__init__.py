@@ -5,6 +5,15 @@
 ('pointwise', 'token')
 """
 
+from .analysis import (
+    LinearisedAttribution,
+    PositionBiasResult,
+    StepErrorAnalysis,
+    first_error_analysis,
+    linearised_attribution,
+    position_bias,
+    step_segments,
+)
 from .model import HookedJudge, HookedPRM, StepEncoding
 from .templates import (
     LIKERT_TEMPLATE,
@@ -20,5 +29,12 @@ __all__ = [
     "PRM_TEMPLATE",
     "HookedJudge",
     "HookedPRM",
+    "LinearisedAttribution",
+    "PositionBiasResult",
     "StepEncoding",
+    "StepErrorAnalysis",
+    "first_error_analysis",
+    "linearised_attribution",
+    "position_bias",
+    "step_segments",
 ]

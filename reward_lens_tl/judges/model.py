@@ -77,6 +77,25 @@ class _VerdictHead:
     softcap: float | None = None
     grades: Tensor | None = None
 
+    @property
+    def scored_head(self) -> bool:
+        return self.head_mode != "linear"
+
+    def linear_advice(self) -> str:
+        """What is linear in this head, for the error of an exact read-out of its score."""
+        names = getattr(self, "objective_names", ())
+        what = {
+            "capped_pair": "the soft-capped verdict difference",
+            "likert": "the expected grade",
+            "classifier": "the classifier head's margin (Linear, ReLU, Linear)",
+        }.get(self.head_mode, "this score")
+        return (
+            f"{what} is not linear in the residual stream; exact read-outs (lens, attribution) "
+            f"take one head output: objective=<one of {tuple(names)[:6]}>, or "
+            "reward_lens_tl.judges.linearised_attribution(model, ids) for the score itself "
+            "(exact parts of its first-order term, and the remainder)"
+        )
+
     def cap(self, logits: Tensor) -> Tensor:
         return logits if not self.softcap else self.softcap * torch.tanh(logits / self.softcap)
 
@@ -132,7 +151,7 @@ def _resolve(path_or_id: Any, tokenizer: Any, hub: dict[str, Any]) -> tuple[Any,
     if isinstance(path_or_id, nn.Module):
         if tokenizer is None:
             raise InvalidArgumentError(
-                "an in-memory judge or PRM needs tokenizer= (its verdict tokens are looked up in it)"
+                "an in-memory judge or PRM needs tokenizer= (verdicts are looked up in it)"
             )
         config = copy.deepcopy(path_or_id.config)  # type: ignore[union-attr]
         if not getattr(config, "architectures", None):
@@ -176,10 +195,10 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
 
     >>> from reward_lens_tl.testing import tiny_causal_lm
     >>> hf, tok = tiny_causal_lm("llama")
-    >>> judge = HookedJudge.from_pretrained(hf, tokenizer=tok, verdict=("yes", "no"),
-    ...                                     template="{prompt} {response} ok")
-    >>> judge.encode("a b", "c").shape[0], judge.score("a b", "c").shape
-    (1, torch.Size([]))
+    >>> judge = HookedJudge.from_pretrained(hf, tokenizer=tok, verdict=("w10", "w11"),
+    ...                                     template="{prompt} w8 {response} w9")
+    >>> judge.encode("w12 w13", "w20").tolist(), judge.score("w12 w13", "w20").shape
+    ([[1, 12, 13, 8, 20, 9]], torch.Size([]))
     """
 
     kind: str = "pointwise"
@@ -338,10 +357,10 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
 
     >>> from reward_lens_tl.testing import tiny_causal_lm
     >>> hf, tok = tiny_causal_lm("llama")
-    >>> prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="x", labels=("yes", "no"),
-    ...                                 step_format="{step} {tag}")
-    >>> prm.step_rewards("a b", ["c", "d e"]).shape
-    torch.Size([2])
+    >>> prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"))
+    >>> enc = prm.encode_steps("w12 w13", ["w20", "w21 w22"])
+    >>> enc.step_positions.tolist(), prm.step_rewards("w12 w13", ["w20", "w21 w22"]).shape
+    ([[4, 7]], torch.Size([2]))
     """
 
     kind: str = "token"

@@ -109,6 +109,12 @@ def token_id(tokenizer: Any, token: str | int, argument: str) -> int:
             raise VerdictTokenError(f"{argument}: token id {token} is outside [0, {vocab_size})")
         return token
     ids = tokenizer.encode(token, add_special_tokens=False)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if len(ids) == 1 and ids[0] == unk and token != getattr(tokenizer, "unk_token", None):
+        raise VerdictTokenError(
+            f"{argument}: {token!r} is not in this tokenizer's vocabulary (it becomes the unknown "
+            f"token {tokenizer.unk_token!r}); pass a token the model has, or its id"
+        )
     if len(ids) == 1:
         return int(ids[0])
     hint = ""

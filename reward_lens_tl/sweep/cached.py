@@ -79,7 +79,7 @@ class PrefixCache:
         )
         normed = _final_norm(model, resid)
         gate = None
-        if column is None:  # ArmoRM-style score: the gate reads a prompt position
+        if column is None and getattr(model, "gating", None) is not None:  # ArmoRM's gate
             gate_pos = int(model.gate_positions(ids)[0])
             state = normed[:, gate_pos].to(model.reward_transform_matrix.dtype)
             gate = model.gating(state)[0]
@@ -148,6 +148,8 @@ class PrefixCache:
         """The swept value from the pooled head outputs: one column, or the gated score."""
         if self.column is not None:
             return pooled[:, self.column].float()
+        if getattr(self.model, "scored_head", False):  # a judge's or PRM's own score
+            return self.model.score_from(pooled).float()
         if self.gate is None:  # build() sets the gate whenever column is None
             raise UsageError("a gated-score prefix cache needs its prompt's gate (use build())")
         gated = cast("HookedArmoRM", self.model)  # column None: an ArmoRM-style gated head

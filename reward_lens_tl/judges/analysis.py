@@ -1,0 +1,335 @@
+"""Analyses that only judges and PRMs have: the linearised score, position bias, and what
+drives a PRM's first wrong step.
+
+**Linearised attribution** (:func:`linearised_attribution`). A Likert judge's expected grade
+``E = Σ_k g_k softmax(l)_k``, a soft-capped verdict difference and a classifier PRM's margin are
+functions ``s(l)`` of the head outputs ``l`` (each exactly linear in the residual). Their
+first-order term at the actual point, ``Σ_k ∂s/∂l_k · l_k``, is linear, so it decomposes exactly
+over components (``parts + head_bias``); the rest of the score is reported as ``remainder =
+s − (parts + head_bias)``. For the classifier PRM the gradient is the ReLU pattern times the
+last layer's margin row, so with the pattern frozen (as the final norm's scale is frozen) the
+first-order term *is* the margin minus the last layer's bias difference: the remainder is that
+constant. For a Likert judge the remainder is the curvature of the softmax and is not constant.
+
+**Position bias** (:func:`position_bias`). A pairwise judge scores ``(A, B)`` and ``(B, A)``; an
+unbiased judge gives ``m(A, B) = −m(B, A)``. The bias ``(m(A, B) + m(B, A)) / 2`` is a sum of
+the two runs' attributions, so it is decomposed exactly over components.
+
+**First wrong step** (:func:`first_error_analysis`). For step ``k`` of a PRM solution: the
+step's margin split by which earlier step each attention head reads from (source positions,
+exact), the lens at every layer (where the score turns), and optionally activation patching of
+the step from a correct solution into the wrong one (one layer at a time, at the step's tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..attribution import (
+    AttributionResult,
+    attribution_from_run,
+    attribution_hook_names,
+    direct_attribution,
+)
+from ..errors import InvalidArgumentError, ShapeMismatchError
+from ..lens import RewardLensResult, reward_lens
+from ..readout import Readout, ReadoutRun, effective_head, gather_positions, is_centred, run_readout
+from ..results import Result, axes, tidy_frame, top_entries
+from .model import HookedJudge, HookedPRM
+
+
+@dataclass(frozen=True)
+class LinearisedAttribution(AttributionResult):
+    """An :class:`AttributionResult` of a score's first-order term (``rewards`` is that term:
+    ``values.sum(0) + head_bias == rewards`` exactly) with the ``score`` itself and the
+    ``remainder = score − rewards``."""
+
+    example_axes = axes(
+        values=1, head_bias=0, rewards=0, sources=2, neurons=1, score=0, remainder=0
+    )
+
+    score: Float[Tensor, " example"] | None = None
+    remainder: Float[Tensor, " example"] | None = None
+
+
+def score_gradient(model, pooled: Float[Tensor, "batch n_out"]) -> Float[Tensor, "batch n_out"]:
+    """``∂score/∂(head outputs)`` at ``pooled``, per example (the score is per row)."""
+    x = pooled.detach().float().requires_grad_(True)
+    with torch.enable_grad():
+        (grad,) = torch.autograd.grad(model.score_from(x).sum(), x)
+    return grad
+
+
+def linearised_attribution(
+    model,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    heads: bool = True,
+    sources: bool = False,
+    positions: Sequence[int] | Tensor | None = None,
+) -> LinearisedAttribution:
+    """Exact attribution of the first-order term of a non-linear score (see the module
+    docstring), with the remainder; on a linear head it is :func:`direct_attribution` with a
+    zero remainder.
+
+    >>> from reward_lens_tl.testing import tiny_causal_lm
+    >>> hf, tok = tiny_causal_lm("llama")
+    >>> judge = HookedJudge.from_pretrained(
+    ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
+    ...     template="{prompt} {response} w9")
+    >>> attr = linearised_attribution(judge, judge.encode("w12 w13", "w20"))
+    >>> total = attr.rewards + attr.remainder
+    >>> bool(attr.completeness_error() < 1e-5), bool((total - attr.score).abs().max() < 1e-5)
+    (True, True)
+    """
+    names = attribution_hook_names(model, heads, sources, False) + ["unembed.hook_out"]
+    col = 0 if model.n_objectives > 1 or getattr(model, "scored_head", False) else None
+    run = run_readout(model, input_ids, attention_mask, names, objective=col, positions=positions)
+    pooled = gather_positions(run.cache["unembed.hook_out"], run.positions).float()
+    grad = score_gradient(model, pooled) if model.scored_head else torch.ones_like(pooled)
+    W, b = effective_head(model)
+    read = Readout(direction=grad @ W.float().T, bias=grad @ b.float(), centred=is_centred(model))
+    first_order = (grad * pooled).sum(-1)
+    score = model.score_from(pooled).float() if model.scored_head else pooled[:, 0]
+    base = attribution_from_run(
+        model,
+        ReadoutRun(run.rewards, run.cache, run.positions, read, first_order),
+        heads=heads,
+        sources=sources,
+    )
+    fields = {
+        f: getattr(base, f)
+        for f in ("values", "labels", "head_bias", "rewards", "sources", "neurons", "components")
+    }
+    score = score.detach().cpu()
+    return LinearisedAttribution(**fields, score=score, remainder=score - base.rewards)
+
+
+def _attribute(model, ids: Tensor, **kwargs) -> AttributionResult:
+    if getattr(model, "scored_head", False):
+        return linearised_attribution(model, ids, **kwargs)
+    return direct_attribution(model, ids, **kwargs)
+
+
+# -- position bias -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PositionBiasResult(Result):
+    """Margins in both orders and the position bias decomposed over components.
+
+    ``margin_ab``/``margin_ba`` ``[example]``: the judge's reward for ``(A, B)`` and ``(B, A)``;
+    ``bias = (margin_ab + margin_ba) / 2`` (positive: the first answer is preferred);
+    ``values [component, example]``: each component's share of the bias, ``values.sum(0) +
+    head_bias == bias_linear`` (``bias`` itself for a linear head).
+    """
+
+    example_axes = axes(margin_ab=0, margin_ba=0, bias=0, values=1, head_bias=0, bias_linear=0)
+    value_column = "bias"
+
+    margin_ab: Float[Tensor, " example"]
+    margin_ba: Float[Tensor, " example"]
+    bias: Float[Tensor, " example"]
+    values: Float[Tensor, "component example"]
+    labels: tuple[str, ...]
+    head_bias: Float[Tensor, " example"]
+    bias_linear: Float[Tensor, " example"]
+
+    @property
+    def consistent(self) -> Tensor:
+        """Whether the verdict flips with the order (``sign(m_AB) == −sign(m_BA)``)."""
+        return torch.sign(self.margin_ab) == -torch.sign(self.margin_ba)
+
+    def to_dataframe(self):
+        return tidy_frame(self.values, self.labels, "component", "bias")
+
+    def top_k(self, k: int = 10):
+        """Components carrying the most position bias (mean over examples, by |value|)."""
+        return top_entries(self.labels, self.values.mean(1).tolist(), k, "mean bias share")
+
+
+def position_bias(
+    judge: HookedJudge,
+    prompts: str | Sequence[str],
+    responses_a: str | Sequence[str],
+    responses_b: str | Sequence[str],
+) -> PositionBiasResult:
+    """Score every pair in both orders and decompose the position bias (module docstring).
+
+    >>> from reward_lens_tl.testing import tiny_causal_lm
+    >>> hf, tok = tiny_causal_lm("qwen2")
+    >>> judge = HookedJudge.from_pretrained(
+    ...     hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
+    ...     template="{prompt} w8 {response_a} w8 {response_b} w9")
+    >>> res = position_bias(judge, ["w12"], ["w20 w21"], ["w30"])
+    >>> bool(((res.values.sum(0) + res.head_bias) - res.bias_linear).abs().max() < 1e-5)
+    True
+    """
+    if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
+        raise InvalidArgumentError("position_bias needs a pairwise HookedJudge (kind='pairwise')")
+    ab = judge.encode(prompts, responses_a, responses_b)
+    ba = judge.encode(prompts, responses_b, responses_a)
+    first, second = _attribute(judge, ab), _attribute(judge, ba)
+    m_ab, m_ba = _score_of(first), _score_of(second)
+    return PositionBiasResult(
+        margin_ab=m_ab,
+        margin_ba=m_ba,
+        bias=(m_ab + m_ba) / 2,
+        values=(first.values + second.values) / 2,
+        labels=first.labels,
+        head_bias=(first.head_bias + second.head_bias) / 2,
+        bias_linear=(first.rewards + second.rewards) / 2,
+    )
+
+
+def _score_of(attr: AttributionResult) -> Tensor:
+    score = getattr(attr, "score", None)
+    return attr.rewards if score is None else score
+
+
+# -- a PRM's first wrong step ------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepErrorAnalysis(Result):
+    """What drives one step's score in one PRM solution.
+
+    ``margins [n_steps]``/``scores [n_steps]``: every step's margin and score (one forward);
+    ``by_source_step [segment]``: the step's margin from attention heads, split by the segment
+    each head reads from (``"prompt"``, ``"step 0"`` …; exact: heads' total), and
+    ``head_sources [layer, head, segment]`` the same per head; ``lens``: the step's margin read
+    at every layer, and ``turn_layer`` the first site after which the lens keeps the final sign;
+    ``patch``: the step's margin in the wrong solution after patching the residual stream of
+    the step's own tokens (not its tag) from the correct solution, entering each layer
+    (``resid_pre``; ``None`` without a correct solution): high at layer ``l`` means the tag has
+    not yet read the step's content before layer ``l``.
+    """
+
+    step: int
+    margins: Float[Tensor, " n_steps"]
+    scores: Float[Tensor, " n_steps"]
+    segments: tuple[str, ...]
+    by_source_step: Float[Tensor, " segment"]
+    head_sources: Float[Tensor, "layer head segment"]
+    lens: RewardLensResult
+    turn_site: str
+    patch: Float[Tensor, " layer"] | None = None
+    value_column = "margin"
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame({"source": list(self.segments), "margin": self.by_source_step.tolist()})
+
+    def top_k(self, k: int = 10):
+        return top_entries(self.segments, self.by_source_step.tolist(), k, "margin from heads")
+
+
+def step_segments(
+    step_positions: Sequence[int], length: int, prompt_tokens: int
+) -> tuple[tuple[str, ...], Tensor]:
+    """``(names, segment index of every position)`` of one unpadded row: ``"prompt"`` (the
+    first ``prompt_tokens`` tokens), then ``"step i"``: the tokens after step ``i − 1``'s tag
+    up to and including step ``i``'s tag (anything after the last tag counts as the last step).
+
+    >>> names, seg = step_segments([3, 5], 7, 2)
+    >>> names, seg.tolist()
+    (('prompt', 'step 0', 'step 1'), [0, 0, 1, 1, 2, 2, 2])
+    """
+    bounds = [int(p) for p in step_positions if int(p) >= 0]
+    seg = torch.zeros(length, dtype=torch.long)
+    start = prompt_tokens
+    for i, tag in enumerate(bounds):
+        seg[start : tag + 1] = i + 1
+        start = tag + 1
+    seg[start:] = len(bounds)
+    return ("prompt", *(f"step {i}" for i in range(len(bounds)))), seg
+
+
+def first_error_analysis(
+    prm: HookedPRM,
+    prompt: str,
+    steps: Sequence[str],
+    step: int,
+    *,
+    correct_steps: Sequence[str] | None = None,
+) -> StepErrorAnalysis:
+    """Analyse step ``step`` of one solution (module docstring). ``correct_steps``: the same
+    solution with that step correct and the same number of tokens, to patch from.
+    """
+    enc = prm.encode_steps(prompt, steps)
+    n = enc.n_steps[0]
+    if not 0 <= step < n:
+        raise InvalidArgumentError(f"step must be in [0, {n}), got {step}")
+    at = prm.step(step)
+    ids, mask = enc.input_ids, enc.attention_mask
+    margins = prm.step_margins(ids, mask, enc.step_positions)[0]
+    scores = prm.rewards(ids, mask, step_positions=enc.step_positions)[0]
+    attr = _attribute(at, ids, sources=True)
+    assert attr.sources is not None
+    names, seg = step_segments(
+        enc.step_positions[0].tolist(), ids.shape[1], _prompt_tokens(prm, prompt)
+    )
+    one_hot = torch.nn.functional.one_hot(seg, len(names)).float()
+    head_sources = attr.sources[:, :, 0] @ one_hot  # [layer, head, segment]
+    lens = _lens(at, ids, mask)
+    turn = _turn_site(lens)
+    patch = (
+        _patch_step(prm, step, enc, prompt, correct_steps) if correct_steps is not None else None
+    )
+    return StepErrorAnalysis(
+        step=step,
+        margins=margins.cpu(),
+        scores=scores.cpu(),
+        segments=tuple(names),
+        by_source_step=head_sources.sum((0, 1)),
+        head_sources=head_sources,
+        lens=lens,
+        turn_site=turn,
+        patch=patch,
+    )
+
+
+def _prompt_tokens(prm: HookedPRM, prompt: str) -> int:
+    """Tokens of the template rendered with no steps (the problem statement)."""
+    text = prm.template.format(prompt=prompt, steps="").rstrip()
+    return len(prm._require_tokenizer()(text)["input_ids"])
+
+
+def _lens(model, ids: Tensor, mask: Tensor) -> RewardLensResult:
+    if getattr(model, "scored_head", False):
+        raise InvalidArgumentError(model.linear_advice())
+    return reward_lens(model, ids, mask)
+
+
+def _turn_site(lens: RewardLensResult) -> str:
+    values = lens.values[:, 0]
+    final = torch.sign(values[-1])
+    same = torch.sign(values) == final
+    idx = len(values) - 1
+    while idx > 0 and bool(same[idx - 1]):
+        idx -= 1
+    return lens.labels[idx]
+
+
+def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) -> Tensor:
+    from ..patching import activation_patching
+
+    right = prm.encode_steps(prompt, correct_steps)
+    if right.input_ids.shape != wrong.input_ids.shape:
+        raise ShapeMismatchError(
+            "the correct solution must have the same number of tokens as the wrong one "
+            f"({right.input_ids.shape[1]} vs {wrong.input_ids.shape[1]}) to patch a step across"
+        )
+    tag = int(wrong.step_positions[0, step])
+    prev = int(wrong.step_positions[0, step - 1]) + 1 if step > 0 else _prompt_tokens(prm, prompt)
+    positions = list(range(prev, tag))  # the step's own tokens; its tag reads them
+    if not positions:
+        raise InvalidArgumentError(f"step {step} has no tokens before its tag to patch")
+    res = activation_patching(
+        prm.step(step), right.input_ids, wrong.input_ids, positions=positions, by_position=False
+    )
+    assert res.rewards is not None  # activation patching records the patched rewards
+    return res.rewards.detach().float().cpu().reshape(-1)
