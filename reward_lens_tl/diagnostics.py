@@ -350,7 +350,7 @@ def _rewards(model, seqs, padding_side: PaddingSide = "left") -> Float[Tensor, "
     """Our rewards of ``seqs`` as one padded batch (each row alone when given one sequence)."""
     ids, mask = pad_batch(seqs, model.pad_token_id, padding_side)
     device = model.cfg.device
-    return model.rewards(ids.to(device), mask.to(device)).float().cpu()
+    return model.pooled_rewards(ids.to(device), mask.to(device)).float().cpu()
 
 
 def _one_by_one(model, seqs) -> Tensor:

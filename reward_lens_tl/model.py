@@ -575,6 +575,16 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             )
         return cast(Tensor, out)  # return_type="reward" always returns the rewards
 
+    def pooled_rewards(
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+    ) -> Float[Tensor, " batch"] | Float[Tensor, "batch n_objectives"]:
+        """The reward every analysis reads, one per row, without gradients: :meth:`rewards`
+        for a reward model; for a PRM (whose ``rewards`` are per step) its reading step's
+        reward."""
+        return HookedRewardModel.rewards(self, input_ids, attention_mask)
+
     def objective_rewards(
         self,
         input_ids: Int[Tensor, "batch pos"],

@@ -188,7 +188,7 @@ def _ablation_effects(model, encoded, groups: Sequence[Sequence[Component]]) -> 
     )
     n = len(encoded)
     with torch.no_grad():
-        base = model.rewards(ids, mask)
+        base = model.pooled_rewards(ids, mask)
         base_margin = base[:n] - base[n:]
         effects = []
         for group in groups:

@@ -136,7 +136,7 @@ def score_pairs(
 
     def run(ids: Tensor, mask: Tensor, n: int) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
-            rewards = model.rewards(ids, mask).float().cpu()
+            rewards = model.pooled_rewards(ids, mask).float().cpu()
         bar.update(n)
         return rewards[:n], rewards[n:]
 

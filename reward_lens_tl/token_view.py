@@ -179,7 +179,7 @@ def _hover(sources: Tensor, src: int, top: int) -> str:
 def _position_view(model, ids, start) -> TokenAttribution:
     with torch.no_grad(), reading_position_known():  # every position is shown, not just -1
         per_pos = model(ids)[0, :, 0].float().cpu()
-        reward = float(model.rewards(ids)[0])
+        reward = float(model.pooled_rewards(ids)[0])
     pos = int(model.pool_positions(ids)[0])
     delta = per_pos.diff(prepend=torch.zeros(1))
     hovers = tuple(f"reward read here {float(v):+.3f}" for v in per_pos)

@@ -364,7 +364,7 @@ def explicit_pair_rewards(
         ids, mask = ids.to(explicit.cfg.device), mask.to(explicit.cfg.device)
         with torch.no_grad():
             r = explicit.objective_rewards(ids, mask)[:, col] if col is not None else None
-            r = explicit.rewards(ids, mask) if r is None else r
+            r = explicit.pooled_rewards(ids, mask) if r is None else r
         r = r.float().cpu()
         out.append(torch.stack([r[:n], r[n:]], 1).reshape(-1))
     return torch.cat(out)

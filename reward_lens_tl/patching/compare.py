@@ -301,7 +301,7 @@ def _margin_metric(model, rejected, fwd_hooks):
 
     run = as_run(model, rejected)
     with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
-        base = float(model.rewards(run.batch())[0])
+        base = float(model.pooled_rewards(run.batch())[0])
     return reward_change(base)
 
 

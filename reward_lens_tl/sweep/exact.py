@@ -52,5 +52,5 @@ class ExactScorer:
         ids, mask = pad_batch(seqs, self.model.pad_token_id)
         ids, mask = ids.to(self.model.cfg.device), mask.to(self.model.cfg.device)
         if self.column is None:  # gated score
-            return self.model.rewards(ids, mask).float()
+            return self.model.pooled_rewards(ids, mask).float()
         return self.model.objective_rewards(ids, mask)[:, self.column].float()
