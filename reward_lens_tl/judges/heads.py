@@ -46,6 +46,7 @@ TO_REWARD_ARCH: dict[str, str] = {
     },
     "GPT2LMHeadModel": "GPT2ForSequenceClassification",
     "GPT2ForTokenClassification": "GPT2ForSequenceClassification",
+    "Qwen2ForProcessRewardModel": "Qwen2ForSequenceClassification",
 }
 
 
@@ -116,8 +117,11 @@ class HeadAdapter(RewardModelAdapter):
         return adapter_for(reward_view(hf_config))
 
     def model_class(self, hf_config: Any) -> type[nn.Module]:
+        from .prm_module import LAYOUTS
+
         reward_view(hf_config)  # refuses unsupported architectures by name
-        return super().model_class(hf_config)
+        arch = hf_config.architectures[0]
+        return LAYOUTS[arch] if arch in LAYOUTS else super().model_class(hf_config)
 
     def tl_config(self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1):
         view = reward_view(hf_config)

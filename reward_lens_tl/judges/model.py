@@ -375,6 +375,8 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     #: ``"sigmoid"`` (the default for all kinds; a two-label softmax is a sigmoid of the
     #: margin) or ``None`` (the raw value-head output).
     transform: str | None = "sigmoid"
+    chat: bool = False
+    system: str | None = None
 
     @classmethod
     def from_pretrained(  # type: ignore[override]  # a PRM, not a reward model's options
@@ -386,6 +388,8 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         *,
         tokenizer: Any = None,
         template: str = PRM_TEMPLATE,
+        chat: bool = False,
+        system: str | None = None,
         step_format: str | None = None,
         step_separator: str = " ",
         transform: str | None = "sigmoid",
@@ -407,7 +411,9 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         probability of label 1). ``step_tag``: the token that ends each step (default ``"ки"``,
         ``"\\n"``, ``"<extra_0>"`` by kind); a solution is written as ``template`` with
         ``{prompt}`` and ``{steps}``, the steps each formatted by ``step_format`` (``{step}``,
-        ``{tag}``) and joined by ``step_separator``.
+        ``{tag}``) and joined by ``step_separator``. ``chat=True`` writes the solution with the
+        tokenizer's chat template instead (a ``system`` turn when given, the user's ``prompt``,
+        the steps as the assistant's turn), as Qwen2.5-Math-PRM is used.
         """
         if kind not in STEP_TAGS:
             raise InvalidArgumentError(f"kind must be one of {tuple(STEP_TAGS)}, got {kind!r}")
@@ -432,6 +438,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         model.kind, model.template, model.step_format = kind, template, step_format
         model.step_separator, model.step_tag, model.step_tag_id = step_separator, tag, tag_id
         model.labels, model.transform = tuple(labels), transform
+        model.chat, model.system = chat, system
+        if chat and template != PRM_TEMPLATE:
+            raise InvalidArgumentError(
+                "chat=True writes the solution with the chat template; leave template as it is"
+            )
         model.head_mode, model.softcap = mode, float(softcap) if softcap else None
         if kind == "token" and transform not in ("sigmoid", None):
             raise InvalidArgumentError("transform must be 'sigmoid' or None")
@@ -551,7 +562,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         body = self.step_separator.join(
             self.step_format.format(step=s, tag=tag_text) for s in steps
         )
-        return render(self.template, "prm", prompt=prompt, steps=body)
+        if not self.chat:
+            return render(self.template, "prm", prompt=prompt, steps=body)
+        system = [{"role": "system", "content": self.system}] if self.system is not None else []
+        turns = [{"role": "user", "content": prompt}, {"role": "assistant", "content": body}]
+        return self._require_tokenizer().apply_chat_template(system + turns, tokenize=False)
 
     def encode_steps(
         self, prompt: str | Sequence[str], steps: Sequence[str] | Sequence[Sequence[str]]
