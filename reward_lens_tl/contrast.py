@@ -131,7 +131,7 @@ class ContrastPair:
 
 def _encode(model_or_tokenizer, prompt, response) -> EncodedConversation:
     if hasattr(model_or_tokenizer, "encode") and hasattr(model_or_tokenizer, "cfg"):
-        return model_or_tokenizer.encode(prompt, response)
+        return model_or_tokenizer.encode_conversation(prompt, response)
     from .inputs import encode_conversation
 
     return encode_conversation(model_or_tokenizer, prompt, response)

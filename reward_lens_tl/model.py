@@ -757,6 +757,12 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         warn_unknown_tokens(tokenizer, enc, use_template)
         return enc
 
+    def encode_conversation(self, prompt: Prompt, response: str, **options: Any):
+        """The :class:`~reward_lens_tl.inputs.EncodedConversation` (ids with the response's
+        span) that analyses which edit or sweep a response build on: :meth:`encode` for a
+        reward model; a judge renders its template around the response instead."""
+        return self.encode(prompt, response, **options)
+
     def score(
         self,
         prompt: Prompt,

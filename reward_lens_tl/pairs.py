@@ -69,8 +69,8 @@ def encoded_pair(model, pair: Any, truncation: str = "error") -> Encoded:
                 )
         return pair
     return (
-        model.encode(pair.prompt, pair.chosen, truncation=truncation),
-        model.encode(pair.prompt, pair.rejected, truncation=truncation),
+        model.encode_conversation(pair.prompt, pair.chosen, truncation=truncation),
+        model.encode_conversation(pair.prompt, pair.rejected, truncation=truncation),
     )
 
 

@@ -197,7 +197,7 @@ def _position_view(model, ids, start) -> TokenAttribution:
 
 def _as_ids(model, example) -> tuple[Tensor, int | None]:
     if isinstance(example, tuple) and len(example) == 2 and isinstance(example[1], str):
-        example = model.encode(*example)
+        example = model.encode_conversation(*example)
     if isinstance(example, EncodedConversation):
         ids = torch.tensor([example.ids], device=model.cfg.device)
         return ids, example.response_start

@@ -43,6 +43,7 @@ from ..errors import (
     SequenceTooLongError,
     StepSeparatorError,
 )
+from ..inputs import EncodedConversation
 from ..model import MODEL_KINDS, HookedRewardModel, load_reward_model
 from ..padding import left_pad
 from .heads import HeadAdapter, HeadSpec, classifier_layers
@@ -324,6 +325,40 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         ids, _ = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
         return ids.to(self.cfg.device)
 
+    def encode_conversation(
+        self, prompt: str, response: str, *, truncation: str = "error", **options: Any
+    ) -> EncodedConversation:
+        """One item as an :class:`~reward_lens_tl.inputs.EncodedConversation`: the rendered
+        template's ids with the span of ``response`` inside it (found from the tokenizer's
+        character offsets), so the package's pair analyses, probes, sweeps and token views
+        edit the response inside the template. Pointwise and Likert judges only (a pairwise
+        judge has two responses: use :func:`~reward_lens_tl.judges.position_bias`)."""
+        if self.kind == "pairwise":
+            raise InvalidArgumentError(
+                "a pairwise judge reads two responses; encode_conversation marks one response's "
+                "span, so it serves pointwise and Likert judges (pairwise: judge.encode(prompt, "
+                "a, b), position_bias)"
+            )
+        if truncation != "error" or options:
+            raise InvalidArgumentError(
+                "a judge's template is encoded whole (truncation='error'); shorten the texts"
+            )
+        if not isinstance(response, str) or not isinstance(prompt, str):
+            raise ArgumentTypeError("a judge encodes a prompt and a response given as strings")
+        if self.chat:
+            raise InvalidArgumentError(
+                "encode_conversation needs a plain-text template, chat=False"
+            )
+        marker = "\u0000"
+        while marker in prompt or marker in response or marker in self.template:
+            marker += "\u0000"
+        text = self.render(prompt, response)
+        start_char = render(self.template, self.kind, prompt=prompt, response=marker).index(marker)
+        end_char = start_char + len(response)
+        ids = self.token_ids_of(text)
+        start, end = _token_span(self._require_tokenizer(), text, start_char, end_char, len(ids))
+        return EncodedConversation(ids=tuple(ids), response_start=start, response_end=end)
+
     def score(  # type: ignore[override]  # a judge's items
         self,
         prompt: str | Sequence[str],
@@ -604,6 +639,19 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         """One score per step of one solution, from one forward."""
         enc = self.encode_steps(prompt, steps)
         return self.rewards(enc.input_ids, enc.attention_mask, step_positions=enc.step_positions)[0]
+
+
+def _token_span(tokenizer: Any, text: str, start: int, end: int, n: int) -> tuple[int, int]:
+    """Tokens ``[first, last)`` covering characters ``[start, end)`` of ``text``: the first
+    token ending after ``start`` and the first token starting at or after ``end``."""
+    enc = tokenizer(text, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    if len(offsets) != n:
+        raise InvalidArgumentError("the tokenizer's offsets do not match its ids")
+    real = [(i, a, b) for i, (a, b) in enumerate(offsets) if b > a]  # special tokens are (0, 0)
+    first = next((i for i, _, b in real if b > start), n)
+    last = next((i for i, a, _ in real if a >= end and i >= first), n)
+    return first, last
 
 
 def _check_step_format(step_format: Any) -> None:

@@ -55,10 +55,10 @@ def as_items(model, examples) -> list[Item]:
         if isinstance(ex, EncodedConversation):
             items.append(Item(ex))
         elif isinstance(ex, tuple) and len(ex) == 2 and isinstance(ex[1], str):
-            items.append(Item(model.encode(ex[0], ex[1]), ex[0], ex[1]))
+            items.append(Item(model.encode_conversation(ex[0], ex[1]), ex[0], ex[1]))
         elif all(hasattr(ex, a) for a in ("prompt", "chosen", "rejected")):
-            rejected = model.encode(ex.prompt, ex.rejected)
-            chosen = model.encode(ex.prompt, ex.chosen)
+            rejected = model.encode_conversation(ex.prompt, ex.rejected)
+            chosen = model.encode_conversation(ex.prompt, ex.chosen)
             items.append(Item(rejected, ex.prompt, ex.rejected, chosen))
         else:
             raise ProbeError(
@@ -128,7 +128,7 @@ def apply_probe(
         tokenizer=model.tokenizer,
         prompt_text=item.prompt_text,
         response_text=item.response_text,
-        encode=model.encode if model.tokenizer is not None else None,
+        encode=model.encode_conversation if model.tokenizer is not None else None,
         rng=rng,
     )
     try:

@@ -177,7 +177,8 @@ def probes_section(ctx) -> Section:
     for i in ctx["kept"]:
         pair = ctx["pairs"][i]
         try:
-            model.encode(pair.prompt, pair.chosen), model.encode(pair.prompt, pair.rejected)
+            model.encode_conversation(pair.prompt, pair.chosen)
+            model.encode_conversation(pair.prompt, pair.rejected)
         except RewardLensError:
             continue
         fitting.append(pair)

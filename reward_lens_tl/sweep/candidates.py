@@ -169,7 +169,7 @@ def sweep_frame(model, prompt: Prompt) -> EncodedConversation:
     shares (``prompt_ids()`` and ``suffix_ids()``)."""
     tok = _tokenizer(model)
     placeholder = tok.convert_ids_to_tokens(_any_plain_token(model))
-    return model.encode(prompt, placeholder)
+    return model.encode_conversation(prompt, placeholder)
 
 
 def _any_plain_token(model) -> int:
@@ -199,7 +199,7 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
     unk = getattr(tok, "unk_token_id", None)
     ids, unknown, mismatched = [], [], []
     for w in words:
-        enc = model.encode(prompt, w)
+        enc = model.encode_conversation(prompt, w)
         resp = enc.response_ids()
         if enc.prompt_ids() != frame.prompt_ids() or enc.suffix_ids() != frame.suffix_ids():
             mismatched.append(w)

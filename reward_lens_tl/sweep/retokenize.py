@@ -50,7 +50,7 @@ def retokenization_changes(model, prompt: Prompt, candidates: CandidateSet) -> R
     for label, ids in zip(candidates.labels, candidates.ids, strict=True):
         text = tok.decode(list(ids))
         try:
-            trip = model.encode(prompt, text).ids
+            trip = model.encode_conversation(prompt, text).ids
         except Exception:  # a text the template cannot take counts as changed
             trip = ()
         if trip != prefix + ids + suffix:
