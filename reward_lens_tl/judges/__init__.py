@@ -15,6 +15,7 @@ from .analysis import (
     step_segments,
 )
 from .model import HookedJudge, HookedPRM, StepEncoding
+from .pairs import PairwiseJudgeScores, judge_pairs
 from .templates import (
     LIKERT_TEMPLATE,
     PAIRWISE_TEMPLATE,
@@ -30,10 +31,12 @@ __all__ = [
     "HookedJudge",
     "HookedPRM",
     "LinearisedAttribution",
+    "PairwiseJudgeScores",
     "PositionBiasResult",
     "StepEncoding",
     "StepErrorAnalysis",
     "first_error_analysis",
+    "judge_pairs",
     "linearised_attribution",
     "position_bias",
     "step_segments",
