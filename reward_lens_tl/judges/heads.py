@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -67,7 +67,7 @@ class HeadSpec:
 
 def model_config(hf_model: nn.Module) -> Any:
     """The HF model's config, with ``architectures`` filled in from its class when unset."""
-    config = hf_model.config
+    config: Any = hf_model.config
     if getattr(config, "architectures", None):
         return config
     config = copy.copy(config)
@@ -208,7 +208,7 @@ def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
             f"a classifier PRM needs score = Sequential(Linear, ReLU, Linear) (Qwen2.5-Math-PRM's "
             f"head); {type(hf_model).__name__}.score is {head!r}"
         )
-    return [layers[0], layers[2]]
+    return [cast(nn.Linear, layers[0]), cast(nn.Linear, layers[2])]
 
 
 def hidden_names(n: int) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -113,7 +113,7 @@ class _VerdictHead:
             probs = torch.softmax(self.cap(pooled).float(), dim=-1)
             return (probs * self.grades.to(probs.device)).sum(-1).to(pooled.dtype)
         if mode == "classifier":
-            head_out = self.get_submodule("head_out")
+            head_out = cast(nn.Linear, cast(nn.Module, self).get_submodule("head_out"))
             logits = head_out(torch.relu(pooled).to(head_out.weight.dtype))
             return (logits[..., 1] - logits[..., 0]).to(pooled.dtype)
         raise InvalidArgumentError(f"unknown head mode {mode!r}")
@@ -154,7 +154,7 @@ def _resolve(path_or_id: Any, tokenizer: Any, hub: dict[str, Any]) -> tuple[Any,
             raise InvalidArgumentError(
                 "an in-memory judge or PRM needs tokenizer= (verdicts are looked up in it)"
             )
-        config = copy.deepcopy(path_or_id.config)  # type: ignore[union-attr]
+        config: Any = copy.deepcopy(path_or_id.config)
         if not getattr(config, "architectures", None):
             config.architectures = [type(path_or_id).__name__]
         return path_or_id, tokenizer, config
@@ -325,7 +325,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         ids, _ = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
         return ids.to(self.cfg.device)
 
-    def encode_conversation(
+    def encode_conversation(  # type: ignore[override]  # a judge's template, text prompts only
         self, prompt: str, response: str, *, truncation: str = "error", **options: Any
     ) -> EncodedConversation:
         """One item as an :class:`~reward_lens_tl.inputs.EncodedConversation`: the rendered
@@ -609,7 +609,7 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         """Ids of one solution (``steps`` a list of strings) or a batch (lists of those), with
         ``.step_positions``; refused when the tags do not give one position per step."""
         prompts, single = _as_list(prompt, "prompt")
-        solutions = [steps] if single else list(steps)
+        solutions = cast(list[Sequence[str]], [steps] if single else list(steps))
         if len(solutions) != len(prompts):
             raise InvalidArgumentError(f"{len(prompts)} prompts for {len(solutions)} solutions")
         tok = self._require_tokenizer()

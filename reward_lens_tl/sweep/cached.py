@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from jaxtyping import Float
@@ -149,7 +149,7 @@ class PrefixCache:
         if self.column is not None:
             return pooled[:, self.column].float()
         if getattr(self.model, "scored_head", False):  # a judge's or PRM's own score
-            return self.model.score_from(pooled).float()
+            return cast(Any, self.model).score_from(pooled).float()
         if self.gate is None:  # build() sets the gate whenever column is None
             raise UsageError("a gated-score prefix cache needs its prompt's gate (use build())")
         gated = cast("HookedArmoRM", self.model)  # column None: an ArmoRM-style gated head
