@@ -17,7 +17,9 @@ Format names for :func:`load_pairs` (``_`` and ``-`` are interchangeable, case i
 * ``rewardbench``: :func:`load_rewardbench_jsonl` -> :class:`PairSet`
 * ``rewardmath``: :func:`load_rewardmath` -> :class:`ItemSet` of :class:`RankedItem`
 
-:func:`load_rewardmath_scores` reads published reward-model scores into a ``pandas.DataFrame``.
+:func:`load_rewardmath_scores` reads published reward-model scores into a ``pandas.DataFrame``
+(:func:`load_rewardmath_step_scores` a process reward model's per-step scores,
+:func:`load_rewardmath_pairwise` a pairwise judge's verdicts).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from reward_lens_tl.data.formats import (
     load_llmbar,
     load_rewardbench_jsonl,
     load_rewardmath,
+    load_rewardmath_pairwise,
     load_rewardmath_scores,
+    load_rewardmath_step_scores,
     load_rmbench,
     parse_hh_transcript,
 )
@@ -47,7 +51,9 @@ __all__ = [
     "load_pairs",
     "load_rewardbench_jsonl",
     "load_rewardmath",
+    "load_rewardmath_pairwise",
     "load_rewardmath_scores",
+    "load_rewardmath_step_scores",
     "load_rmbench",
     "parse_hh_transcript",
     "sniff_format",

@@ -6,12 +6,24 @@
     reward-lens eval rewardmath MODEL_DIR RewardMATH_direct.json --out scores.jsonl
     reward-lens eval rewardbench --scores scores.jsonl --data pairs.jsonl --format table
     reward-lens eval rmbench MODEL_DIR rmbench/ --out rm.jsonl --explain 5
+    reward-lens eval rewardmath --scores math_shepherd_prm_scores.json --prm-aggregate min
+    reward-lens eval rewardbench2 --scores rb2_scores.jsonl --format json
 
 With ``--format json`` one JSON object is printed: ``{"n": <items>, <figure>: <percent>, ...,
 "skipped": <bad records and unscorable items skipped>, "missing": <data items without a score>}``
 (RewardMATH: ``accuracy``, ``mrr``, ``accuracy_with_ties``), plus ``"ci"`` with each figure's
 interval and, when items were skipped, ``"skipped_items"``: ``[{"id", "reason"}, ...]``. Errors
 print one line on stderr and exit with status 2.
+
+RewardMATH score files of process reward models (a list of step scores per solution) are scored
+with ``--prm-aggregate`` (min, max, prod, geometric_mean, mean, mean_logit, mean_odd, last; see
+:mod:`reward_lens_tl.evals.prm`); the JSON then has ``"prm_aggregate"``. Without it the figures
+are those of ``prod`` (the aggregate the RewardMATH paper reports PRMs with), and ``"by_aggregate"``
+holds every aggregate's ``accuracy`` / ``mrr`` / ``accuracy_with_ties``, as the reference's
+``--prm_mode`` prints all eight. A file with ``chosen_position`` (a pairwise judge's A/B verdicts)
+is scored with the reference's pairwise rule and says ``"protocol": "pairwise"``. RewardBench 2
+(``rewardbench2``) is evaluated from score files only (no data ships; see
+:mod:`reward_lens_tl.evals.rewardbench2` for the record format).
 
 Scoring with a model: an item that does not fit the model's context (under ``--truncation``) is
 an error naming its id, or with ``--on-error skip`` is skipped and listed. ``--out`` records the
@@ -38,6 +50,13 @@ def add_eval_parser(sub) -> None:
     p.add_argument("model", nargs="?", help="local checkpoint directory to score DATA with")
     p.add_argument("data", nargs="?", help="the benchmark's data file (or folder) to score")
     p.add_argument("--scores", help="read per-item scores from this file instead of a model")
+    p.add_argument(
+        "--prm-aggregate",
+        metavar="NAME",
+        help="per-step (PRM) scores: one score per solution by min, max, prod, geometric_mean, "
+        "mean, mean_logit, mean_odd or last (default prod, the RewardMATH paper's; the JSON then "
+        "lists every aggregate under by_aggregate, as the reference's --prm_mode prints all)",
+    )
     p.add_argument("--data", dest="data_opt", help="data file matching --scores (for --explain)")
     p.add_argument("--out", help="score file to write while scoring (a rerun resumes it)")
     p.add_argument("--format", choices=["json", "table"], default="table", help="output style")
@@ -68,6 +87,11 @@ def add_eval_parser(sub) -> None:
 def _load_items(benchmark: str, path: str, skip_bad: bool, limit: int | None):
     from reward_lens_tl.data import load_pairs, load_rewardmath, load_rmbench
 
+    if benchmark == "rewardbench2":
+        raise InvalidArgumentError(
+            "rewardbench2 is evaluated from a score file (--scores FILE, one record per prompt: "
+            "see reward_lens_tl.evals.rewardbench2); there is no RewardBench 2 data loader"
+        )
     if benchmark == "rewardmath":
         return load_rewardmath(path, skip_bad=skip_bad, limit=limit)
     if benchmark == "rmbench":
@@ -83,13 +107,22 @@ def _evaluate(args):
     if args.scores:
         if args.model:
             raise InvalidArgumentError("give either --scores FILE or MODEL_DIR DATA, not both")
-        scores = read_scores(args.scores, benchmark=args.benchmark, skip_bad=args.skip_bad)
+        scores = read_scores(
+            args.scores,
+            benchmark=args.benchmark,
+            skip_bad=args.skip_bad,
+            prm_aggregate=args.prm_aggregate,
+        )
         if args.data_opt:
             items = _load_items(args.benchmark, args.data_opt, args.skip_bad, args.limit)
             return align_scores(scores, items), None
         return EvalResult(args.benchmark, scores), None
+    if args.benchmark == "rewardbench2":
+        _load_items(args.benchmark, "", args.skip_bad, args.limit)  # no RewardBench 2 data: refused
     if not (args.model and args.data):
         raise InvalidArgumentError("give --scores FILE, or MODEL_DIR and a DATA file to score")
+    if args.prm_aggregate is not None:
+        raise InvalidArgumentError("--prm-aggregate applies to a --scores FILE of per-step scores")
     from reward_lens_tl.model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(args.model)
@@ -114,9 +147,32 @@ def _skipped_items(result) -> list[dict]:
     ]
 
 
+def _protocol(result, args) -> dict:
+    """What a PRM or pairwise score file was scored with (empty for other scores)."""
+    from reward_lens_tl.evals.metrics import metrics_for
+    from reward_lens_tl.evals.prm import PRM_AGGREGATES
+
+    scores = result.scores
+    if scores.pairwise:
+        return {"protocol": "pairwise"}
+    if scores.prm_aggregate is None:
+        return {}
+    out: dict = {"prm_aggregate": scores.prm_aggregate}
+    if args.prm_aggregate is None:
+        out["by_aggregate"] = {}
+        for name in PRM_AGGREGATES:
+            try:
+                summary = metrics_for(result.benchmark, scores.with_aggregate(name), n_boot=0)
+                figures = summary.summary()
+                out["by_aggregate"][name] = {k: v for k, v in figures.items() if k != "n"}
+            except RewardLensError as err:
+                out["by_aggregate"][name] = {"error": str(err).splitlines()[0]}
+    return out
+
+
 def _print(result, args) -> None:
     metrics = result.metrics(n_boot=args.n_boot, seed=args.seed)
-    summary = result.summary(n_boot=0)
+    summary = {**result.summary(n_boot=0), **_protocol(result, args)}
     skipped = _skipped_items(result)
     if args.format == "json":
         summary["ci"] = {
@@ -130,6 +186,14 @@ def _print(result, args) -> None:
     frame = metrics.to_dataframe()
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"\n{summary['n']} items; {summary['skipped']} skipped; {summary['missing']} missing")
+    if "prm_aggregate" in summary:
+        print(f"per-step scores aggregated by {summary['prm_aggregate']}")
+    if summary.get("protocol") == "pairwise":
+        print("a pairwise judge's verdicts, scored with RewardMATH's pairwise rule")
+    for name, figures in summary.get("by_aggregate", {}).items():
+        shown = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k}: {v}"
+                          for k, v in figures.items())  # fmt: skip
+        print(f"  {name}: {shown}")
     for skip in skipped[:20]:
         print(f"  skipped item {skip['id']!r}: {skip['reason']}")
     if len(skipped) > 20:

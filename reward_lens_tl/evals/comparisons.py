@@ -2,8 +2,9 @@
 
 A *comparison* is the pair of a RewardBench item; a RewardMATH problem's correct solution against
 its **hardest** wrong solution (the highest-scored one: the comparison that decides the
-problem); each of the 9 cells of an RM-Bench grid. It is *failed* when ``chosen <= rejected``
-(ties fail, as in every benchmark's protocol).
+problem); each of the 9 cells of an RM-Bench grid; each chosen response of a RewardBench 2
+prompt against each rejected one. It is *failed* when ``chosen <= rejected`` (ties fail, as in
+the benchmarks' protocols; RewardBench 2 gives a tied prompt partial credit in its metrics).
 
 This module sits below both :mod:`~reward_lens_tl.evals.results` (which collects comparisons)
 and :mod:`~reward_lens_tl.evals.explain` (which explains them): what both need lives here.
@@ -49,7 +50,9 @@ class Comparison:
 
     @property
     def failed(self) -> bool:
-        return self.margin <= 0
+        """``chosen <= rejected`` (also for a process reward model's infinite aggregates, whose
+        margin ``inf - inf`` is NaN)."""
+        return not self.chosen_score > self.rejected_score
 
 
 def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Comparison]:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from ..errors import (
     ScoreMismatchError,
     ScoreProducerMismatchError,
+    StepScoresMismatchError,
     UnknownBenchmarkError,
 )
 
-__all__ = ["ScoreMismatchError", "ScoreProducerMismatchError", "UnknownBenchmarkError"]
+__all__ = [
+    "ScoreMismatchError",
+    "ScoreProducerMismatchError",
+    "StepScoresMismatchError",
+    "UnknownBenchmarkError",
+]

@@ -13,6 +13,15 @@ seeded bootstrap confidence intervals on every figure.
   *strictly* above every wrong one's (``accuracy``; ``accuracy_with_ties`` uses ``>=``, the
   reference's "w/ tie" variant); ``mrr`` is the mean of 1 / rank of the correct solution, where
   the sort puts a wrong solution *before* a tied correct one, so rank = 1 + #(wrong >= correct).
+  A process reward model's records are scored by their aggregate of the step scores
+  (:mod:`~reward_lens_tl.evals.prm`; ``+inf`` compares as in the reference), a pairwise judge's
+  verdicts by the reference's pairwise rule (:mod:`~reward_lens_tl.evals.scores`).
+* **RewardBench 2** (allenai/reward-bench: ``scripts/run_v2.py`` ``main``,
+  ``rewardbench/utils.py`` ``reroll_and_score_dataset`` and ``process_single_model``; the rules
+  in :mod:`~reward_lens_tl.evals.rewardbench2`): per best-of-4 subset the mean credit of its
+  prompts (1 when the chosen score beats all three rejected, ``1 / k`` for a ``k``-way tie at
+  the top, else 0); the Ties subset's weighted score with its components (``ties/...``); and
+  ``score`` = the unweighted mean of the subsets present (the leaderboard's average of six).
 * **RM-Bench** (THU-KEG/RM-Bench, ``scripts/utils.py`` ``compute_accuracy``): per item a 3 x 3
   grid ``M[i, j] = chosen[i] > rejected[j]`` (rows chosen style, columns rejected style, both
   concise / detailed / markdown; ties are wrong). ``hard`` = the mean of the upper triangle
@@ -23,7 +32,8 @@ seeded bootstrap confidence intervals on every figure.
 
 All figures are percentages. Confidence intervals are percentile intervals of a stratified
 bootstrap (items resampled with replacement within each subset or domain, the figure recomputed
-the same way), seeded, so a rerun gives the same interval.
+the same way), seeded, so a rerun gives the same interval. RewardBench 2's Ties prompts are
+resampled in three strata: reference prompts, tied prompts, and prompts present as both.
 
 >>> from reward_lens_tl.evals.scores import ScoreRecord
 >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 2.0)),   # tie: wrong, rank 2
@@ -42,6 +52,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, UnknownNameError
+from reward_lens_tl.evals.rewardbench2 import (
+    best_of_n_credit,
+    is_ties,
+    ties_components,
+    ties_prompt,
+    ties_score,
+)
 from reward_lens_tl.evals.scores import ScoreRecord, check_benchmark
 from reward_lens_tl.results import Result, TopK, new_axes, ranked
 
@@ -55,6 +72,7 @@ __all__ = [
     "RMBENCH_DOMAINS",
     "Metrics",
     "metrics_for",
+    "rewardbench2_metrics",
     "rewardbench_metrics",
     "rewardmath_metrics",
     "rmbench_metrics",
@@ -285,6 +303,66 @@ def rewardbench_metrics(
 
 
 # --------------------------------------------------------------------------------------------
+# RewardBench 2
+
+
+def rewardbench2_metrics(
+    records: Iterable[ScoreRecord], *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> Metrics:
+    """RewardBench 2: ``subset/<name>`` per subset, the Ties components ``ties/<component>``,
+    and ``score`` (the mean of the subset scores), all in percent (see the module).
+
+    >>> recs = [ScoreRecord("rewardbench2", 0, (3.0,), (1.0, 2.0, 0.0), subset="Math"),
+    ...         ScoreRecord("rewardbench2", 1, (2.0,), (2.0, 1.0, 0.0), subset="Math")]
+    >>> rewardbench2_metrics(recs, n_boot=0)["subset/Math"]
+    75.0
+    """
+    records = _records(records, "rewardbench2")
+    groups: dict[str, list[ScoreRecord]] = {}
+    for r in records:
+        groups.setdefault(r.subset or "(none)", []).append(r)
+    strata: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    ties_names = [name for name in groups if is_ties(name)]
+    for name, group in groups.items():
+        counts[f"subset/{name}"] = len(group)
+        if name in ties_names:
+            parts = ties_components(ties_prompt(r) for r in group)
+            strata |= {f"{name}::{k}": v for k, v in parts.items() if len(v)}
+            sizes = [len(parts[k]) for k in ("tied", "ref", "matched", "matched", "matched")]
+            counts |= {f"ties/{k}": n for k, n in zip(TIES_PARTS, sizes, strict=True)}
+        else:
+            strata[name] = np.array([[best_of_n_credit(r)] for r in group])
+
+    def combine(m: Mapping[str, np.ndarray]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name in groups:
+            if name in ties_names:
+                prefix = f"{name}::"
+                parts = ties_score(
+                    {k[len(prefix) :]: v for k, v in m.items() if k.startswith(prefix)}
+                )
+                out[f"subset/{name}"] = 100 * parts["score"]
+                out |= {f"ties/{k}": 100 * parts[k] for k in TIES_PARTS}
+            else:
+                out[f"subset/{name}"] = 100 * float(m[name][0])
+        out["score"] = float(np.mean([out[f"subset/{name}"] for name in groups]))
+        return out
+
+    counts["score"] = len(records)
+    return _figures("rewardbench2", strata, combine, counts, n_boot, seed, confidence)
+
+
+TIES_PARTS = (
+    "tied_accuracy",
+    "ref_accuracy",
+    "correctness_preferred",
+    "correctness_preferred_hard",
+    "margin_score",
+)
+
+
+# --------------------------------------------------------------------------------------------
 # RM-Bench
 
 
@@ -337,11 +415,12 @@ def rmbench_metrics(
 
 _METRICS = {
     "rewardbench": rewardbench_metrics,
+    "rewardbench2": rewardbench2_metrics,
     "rewardmath": rewardmath_metrics,
     "rmbench": rmbench_metrics,
 }
 
 
 def metrics_for(benchmark: str, records: Iterable[ScoreRecord], **kwargs) -> Metrics:
-    """The metrics of ``benchmark`` (``"rewardbench"``, ``"rewardmath"`` or ``"rmbench"``)."""
+    """The metrics of ``benchmark`` (one of :data:`~reward_lens_tl.evals.scores.BENCHMARKS`)."""
     return _METRICS[check_benchmark(benchmark)](records, **kwargs)

@@ -35,9 +35,19 @@ from reward_lens_tl.data import GridItem, ItemSet, RankedItem, SkippedRecord
 from reward_lens_tl.distributed import broadcast, is_main_process, map_in_rounds
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, RewardLensError
 from reward_lens_tl.evals.comparisons import item_texts
-from reward_lens_tl.evals.errors import ScoreMismatchError, ScoreProducerMismatchError
+from reward_lens_tl.evals.errors import (
+    ScoreMismatchError,
+    ScoreProducerMismatchError,
+    StepScoresMismatchError,
+)
 from reward_lens_tl.evals.results import EvalResult
-from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet, ScoreWriter, check_benchmark
+from reward_lens_tl.evals.scores import (
+    ScoreRecord,
+    ScoreSet,
+    ScoreWriter,
+    StepScoreRecord,
+    check_benchmark,
+)
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.pairs import check_on_error
 from reward_lens_tl.provenance import check_finite, content_hash, model_fingerprint
@@ -321,8 +331,11 @@ def align_scores(scores: ScoreSet, items: Sequence[Any] | ItemSet) -> EvalResult
     """Pair a score file's records with the data items they scored (matched by id).
 
     A record whose id no item has, or whose response counts differ from its item's, is a
-    :class:`ScoreMismatchError` naming the file, the record and the field. Items without a
-    record are left out of the result (its ``missing`` counts them).
+    :class:`ScoreMismatchError` naming the file, the record and the field; a process reward
+    model's record (:class:`~reward_lens_tl.evals.scores.StepScoreRecord`) whose step scores do
+    not match its item's steps (``metadata["steps"]`` of a RewardMATH item, one tuple per
+    solution, correct first) is a :class:`StepScoresMismatchError` naming the solution. Items
+    without a record are left out of the result (its ``missing`` counts them).
     """
     items = list(items)
     if not items:
@@ -349,5 +362,22 @@ def align_scores(scores: ScoreSet, items: Sequence[Any] | ItemSet) -> EvalResult
                     f"{scores.source}: record {index} (id={record.id!r}), field {field!r}: "
                     f"{len(getattr(record, field))} scores but the data item has {n} responses"
                 )
+        if isinstance(record, StepScoreRecord):
+            _check_steps(scores.source, index, record, item)
         aligned.append(item)
     return EvalResult(benchmark, scores, tuple(aligned), missing=len(items) - len(aligned))
+
+
+def _check_steps(source: str, index: int, record: StepScoreRecord, item: Any) -> None:
+    """A step record's step counts against its item's steps (when the item records them)."""
+    steps = (getattr(item, "metadata", None) or {}).get("steps")
+    if steps is None:
+        return
+    scored = (*record.chosen_steps, *record.rejected_steps)
+    for k, (have, want) in enumerate(zip(scored, steps, strict=True)):
+        if len(have) != len(want):
+            raise StepScoresMismatchError(
+                f"{source}: record {index} (id={record.id!r}), solution {k} (0: the correct one): "
+                f"{len(have)} step scores but the solution has {len(want)} steps; were the scores "
+                "made from these solutions, split into steps the same way?"
+            )

@@ -11,14 +11,20 @@ per scored item, written in scoring order::
 * ``producer`` (header): the model's fingerprint
   (:func:`~reward_lens_tl.provenance.model_fingerprint`) and the arguments that change scores
   (truncation, objective); files without a header (hand-written, other tools) are read too;
-* ``benchmark``: ``"rewardbench"``, ``"rewardmath"`` or ``"rmbench"`` (the same in every record);
+* ``benchmark``: ``"rewardbench"``, ``"rewardbench2"``, ``"rewardmath"`` or ``"rmbench"`` (the
+  same in every record);
 * ``id``: the item's id (str or int, unique in the file): RewardBench's ``id`` (or
   ``"<subset>/<index>"`` when a record has none), RewardMATH's ``problem_id``, RM-Bench's
   ``"<domain>/<id>"``;
 * ``subset`` / ``domain``: optional strings (RewardBench subset; RM-Bench subset and domain);
 * ``chosen`` / ``rejected``: the rewards, as lists of finite numbers: one chosen and one rejected
   (RewardBench), the correct solution and every wrong one in file order (RewardMATH), the three
-  chosen and three rejected styles concise / detailed / markdown (RM-Bench);
+  chosen and three rejected styles concise / detailed / markdown (RM-Bench), the chosen and
+  the rejected responses of a prompt (RewardBench 2: one chosen, or every correct answer of a
+  Ties prompt; see :mod:`~reward_lens_tl.evals.rewardbench2`);
+* ``chosen_steps`` / ``rejected_steps`` instead of ``chosen`` / ``rejected``: a process reward
+  model's per-step scores, one list per solution (a :class:`StepScoreRecord`; each solution's
+  score is an aggregate of its steps, :mod:`~reward_lens_tl.evals.prm`);
 * ``item`` (optional): a hash of the item's texts, so a resumed run knows the record scored the
   same prompt and responses.
 
@@ -35,7 +41,15 @@ naming the file, the record and the field, or with ``skip_bad=True`` is skipped,
 
 The published RewardMATH ``*_scores.json`` files (one record per problem with ``problem``,
 ``solution_reference`` and ``score``) are read too: the solution whose reference is
-``human_to_GPT-4`` is the correct one, the others are the wrong ones in file order.
+``human_to_GPT-4`` is the correct one, the others are the wrong ones in file order. A file whose
+``score`` entries are lists holds a process reward model's step scores: each problem becomes a
+:class:`StepScoreRecord`, its solutions scored by the ``prm_aggregate`` named (default
+:data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`). A file with ``chosen_position`` holds a
+pairwise judge's verdicts (correct solution against each wrong one) and is scored with the
+reference's pairwise rule (``RewardMATHEvaluation.processing_results``): with ``w`` of the ``n``
+comparisons won, the correct solution scores ``w + 1`` and each wrong one 1 if the judge preferred
+the correct solution to it, else ``n + 2``; so a problem is right only if every comparison is won,
+and its reciprocal rank is ``1 / (1 + losses)``.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
@@ -47,15 +61,22 @@ ScoreSet(1 rewardbench records from '...scores.jsonl', 0 skipped)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
-from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data import ItemSet, SkippedRecord, load_rewardmath_scores
+from reward_lens_tl.data import (
+    ItemSet,
+    SkippedRecord,
+    load_rewardmath_pairwise,
+    load_rewardmath_scores,
+    load_rewardmath_step_scores,
+)
 from reward_lens_tl.data._records import (
     Unparsable,
     collect,
@@ -66,12 +87,13 @@ from reward_lens_tl.data._records import (
     warn_skipped,
 )
 from reward_lens_tl.data._validate import FieldError, check_id, check_optional_str, type_name
-from reward_lens_tl.errors import MalformedRecordError, UsageError
+from reward_lens_tl.errors import InvalidArgumentError, MalformedRecordError, UsageError
 from reward_lens_tl.evals.errors import (
     ScoreMismatchError,
     ScoreProducerMismatchError,
     UnknownBenchmarkError,
 )
+from reward_lens_tl.evals.prm import DEFAULT_PRM_AGGREGATE, aggregate_steps, check_aggregate
 from reward_lens_tl.provenance import ResumableLog
 
 __all__ = [
@@ -79,19 +101,21 @@ __all__ = [
     "ScoreRecord",
     "ScoreSet",
     "ScoreWriter",
+    "StepScoreRecord",
     "check_benchmark",
     "read_scores",
 ]
 
-BENCHMARKS: tuple[str, ...] = ("rewardbench", "rewardmath", "rmbench")
+BENCHMARKS: tuple[str, ...] = ("rewardbench", "rewardbench2", "rewardmath", "rmbench")
 """The benchmarks a score file can belong to."""
 
 SCORE_FORMAT = "reward-lens-scores/1"
 """The ``format`` of a score file's header line."""
 
 #: (chosen, rejected) response counts per benchmark; ``None`` = one or more.
-_COUNTS: dict[str, tuple[int, int | None]] = {
+_COUNTS: dict[str, tuple[int | None, int | None]] = {
     "rewardbench": (1, 1),
+    "rewardbench2": (None, None),
     "rewardmath": (1, None),
     "rmbench": (3, 3),
 }
@@ -161,8 +185,95 @@ def _scores(values: Any, name: str, count: int | None) -> tuple[float, ...]:
     return tuple(out)
 
 
-def parse_record(index: int, record: Any) -> ScoreRecord:
-    """One line of a score file as a :class:`ScoreRecord` (``FieldError`` names the field)."""
+StepLists = tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class StepScoreRecord(ScoreRecord):
+    """A process reward model's per-step scores of one item, and each solution's score.
+
+    ``chosen_steps`` / ``rejected_steps`` hold one tuple of step scores per solution (correct
+    first); ``chosen`` / ``rejected`` are computed from them with ``aggregate`` (see
+    :mod:`~reward_lens_tl.evals.prm`), so metrics and comparisons read a step record as any
+    other. An aggregate may be ``+inf`` (``mean_odd`` of a step of exactly 1), which compares as
+    in the benchmark's reference. :meth:`with_aggregate` re-aggregates.
+
+    >>> rec = StepScoreRecord("rewardmath", 0, chosen_steps=((0.9, 0.8),),
+    ...                       rejected_steps=((0.95, 0.1), (0.7,)), aggregate="min")
+    >>> rec.chosen, rec.rejected, rec.with_aggregate("max").rejected
+    ((0.8,), (0.1, 0.7), (0.95, 0.7))
+    """
+
+    chosen: tuple[float, ...] = field(init=False)
+    rejected: tuple[float, ...] = field(init=False)
+    chosen_steps: StepLists = field(kw_only=True)
+    rejected_steps: StepLists = field(kw_only=True)
+    aggregate: str = field(default=DEFAULT_PRM_AGGREGATE, kw_only=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "benchmark", check_benchmark(self.benchmark))
+        check_id(self.id)
+        n_chosen, n_rejected = _COUNTS[self.benchmark]
+        for name, n in (("chosen_steps", n_chosen), ("rejected_steps", n_rejected)):
+            object.__setattr__(self, name, _step_lists(getattr(self, name), name, n))
+        object.__setattr__(self, "aggregate", check_aggregate(self.aggregate))
+        check_optional_str(self.subset, "subset")
+        check_optional_str(self.domain, "domain")
+        check_optional_str(self.item, "item")
+        for side in ("chosen", "rejected"):
+            object.__setattr__(self, side, self._aggregated(side))
+
+    def _aggregated(self, side: str) -> tuple[float, ...]:
+        out = []
+        for k, steps in enumerate(getattr(self, f"{side}_steps")):
+            try:
+                out.append(aggregate_steps(steps, self.aggregate))
+            except InvalidArgumentError as err:
+                raise InvalidArgumentError(
+                    f"item {self.id!r}, {side} solution {k}: {err}"
+                ) from None
+        return tuple(out)
+
+    def with_aggregate(self, aggregate: str) -> StepScoreRecord:
+        """The same steps, each solution scored by ``aggregate``."""
+        return dataclasses.replace(self, aggregate=aggregate)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written to a score file (its steps; the aggregate is a reading choice)."""
+        out = {
+            "benchmark": self.benchmark,
+            "id": self.id,
+            "subset": self.subset,
+            "domain": self.domain,
+            "chosen_steps": [list(s) for s in self.chosen_steps],
+            "rejected_steps": [list(s) for s in self.rejected_steps],
+        }
+        return out if self.item is None else {**out, "item": self.item}
+
+
+def _step_lists(values: Any, name: str, count: int | None) -> StepLists:
+    if isinstance(values, str) or not isinstance(values, list | tuple):
+        raise FieldError(name, f"must be a list of step-score lists, got {type_name(values)}")
+    if not values:
+        raise FieldError(name, "is empty: an item needs a solution's step scores")
+    if count is not None and len(values) != count:
+        raise FieldError(name, f"must hold exactly {count} solution(s), got {len(values)}")
+    out = []
+    for k, steps in enumerate(values):
+        if isinstance(steps, str) or not isinstance(steps, list | tuple):
+            raise FieldError(
+                f"{name}[{k}]", f"must be a list of step scores, got {type_name(steps)}"
+            )
+        if not steps:
+            raise FieldError(f"{name}[{k}]", "is empty: the solution has no step scores")
+        out.append(_scores(steps, f"{name}[{k}]", None))
+    return tuple(out)
+
+
+def parse_record(index: int, record: Any, aggregate: str | None = None) -> ScoreRecord:
+    """One line of a score file as a :class:`ScoreRecord` (``FieldError`` names the field); a
+    record with ``chosen_steps`` is a :class:`StepScoreRecord` scored by ``aggregate``
+    (default :data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`)."""
     record = require_object(record)
     name = require(record, "benchmark")
     try:
@@ -172,6 +283,17 @@ def parse_record(index: int, record: Any) -> ScoreRecord:
     item_id = check_id(require(record, "id"))
     if item_id is None:
         raise FieldError("id", "must be a str or an int, got null")
+    if "chosen_steps" in record:
+        return StepScoreRecord(
+            benchmark,
+            item_id,
+            subset=check_optional_str(record.get("subset"), "subset"),
+            domain=check_optional_str(record.get("domain"), "domain"),
+            item=check_optional_str(record.get("item"), "item"),
+            chosen_steps=require(record, "chosen_steps"),
+            rejected_steps=require(record, "rejected_steps"),
+            aggregate=aggregate or DEFAULT_PRM_AGGREGATE,
+        )
     return ScoreRecord(
         benchmark,
         item_id,
@@ -186,13 +308,39 @@ def parse_record(index: int, record: Any) -> ScoreRecord:
 @dataclass(frozen=True, repr=False)
 class ScoreSet(ItemSet[ScoreRecord]):
     """The records of one score file (or run), with ``skipped`` records and their ``source``;
-    ``producer`` is the file header's record of what produced them (``None`` if it has none)."""
+    ``producer`` is the file header's record of what produced them (``None`` if it has none);
+    ``pairwise`` marks a pairwise judge's verdicts scored with RewardMATH's pairwise rule."""
 
     producer: Mapping | None = None
+    pairwise: bool = False
 
     @property
     def benchmark(self) -> str | None:
         return self.items[0].benchmark if self.items else None
+
+    @property
+    def prm_aggregate(self) -> str | None:
+        """The aggregate of a process reward model's step records (``None`` for other scores)."""
+        first = self.items[0] if self.items else None
+        return first.aggregate if isinstance(first, StepScoreRecord) else None
+
+    def with_aggregate(self, aggregate: str) -> ScoreSet:
+        """The same step records, every solution scored by ``aggregate`` (PRM scores only)."""
+        if self.prm_aggregate is None:
+            raise InvalidArgumentError(
+                f"{self.source}: a PRM aggregate applies to per-step scores; these are "
+                f"{self.kind()}"
+            )
+        items = tuple(r.with_aggregate(aggregate) for r in self.items)  # type: ignore[attr-defined]
+        return dataclasses.replace(self, items=items)
+
+    def kind(self) -> str:
+        """What the records hold, in words (for messages and the CLI)."""
+        if self.pairwise:
+            return "a pairwise judge's verdicts"
+        if self.prm_aggregate is not None:
+            return "per-step scores"
+        return "one score per response"
 
     def __repr__(self) -> str:
         return (
@@ -204,50 +352,89 @@ class ScoreSet(ItemSet[ScoreRecord]):
         return [r.id for r in self.items]
 
     def to_dataframe(self):
-        """One row per record: ``id``, ``subset``, ``domain``, ``chosen``, ``rejected``."""
+        """One row per record: ``id``, ``subset``, ``domain``, ``chosen``, ``rejected`` (and a
+        step record's ``chosen_steps`` / ``rejected_steps``)."""
         import pandas as pd
 
-        frame = pd.DataFrame([r.to_json() for r in self.items])
+        rows = [{**r.to_json(), "chosen": list(r.chosen), "rejected": list(r.rejected)}
+                for r in self.items]  # fmt: skip
+        frame = pd.DataFrame(rows)
         return frame.drop(columns=[c for c in ("benchmark", "item") if c in frame])
 
 
-def _is_published_rewardmath(path: Path) -> bool:
+def _published_kind(path: Path) -> str | None:
+    """``"scores"``, ``"steps"`` or ``"pairwise"`` for a published RewardMATH score file (by its
+    first record), ``None`` for anything else."""
     first = next(iter_records(path), (0, None))[1]
-    return isinstance(first, dict) and {"solution_reference", "score"} <= set(first)
+    if not (isinstance(first, dict) and {"solution_reference", "score"} <= set(first)):
+        return None
+    if "chosen_position" in first:
+        return "pairwise"
+    score = first["score"]
+    return "steps" if isinstance(score, list) and score and isinstance(score[0], list) else "scores"
 
 
 def read_scores(
-    path: str | PathLike[str], *, benchmark: str | None = None, skip_bad: bool = False
+    path: str | PathLike[str],
+    *,
+    benchmark: str | None = None,
+    skip_bad: bool = False,
+    prm_aggregate: str | None = None,
 ) -> ScoreSet:
-    """Read a score file (this harness's JSON lines, or a published RewardMATH ``*_scores.json``).
+    """Read a score file (this harness's JSON lines, or a published RewardMATH ``*_scores.json``:
+    one score, per-step scores or pairwise verdicts per solution; see the module docstring).
 
     ``benchmark`` checks that the file belongs to it. Records with another benchmark than the
-    first or a repeated id are malformed (field ``benchmark`` / ``id``).
+    first or a repeated id are malformed (field ``benchmark`` / ``id``). ``prm_aggregate`` scores
+    per-step records (one of :data:`~reward_lens_tl.evals.prm.PRM_AGGREGATES`; default
+    :data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`); naming one for a file of other
+    scores is an :class:`~reward_lens_tl.errors.InvalidArgumentError`.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such score file: {path}")
-    if _is_published_rewardmath(path):
-        scores = _published_rewardmath(path, skip_bad)
+    if prm_aggregate is not None:
+        check_aggregate(prm_aggregate)
+    kind = _published_kind(path)
+    if kind is not None:
+        scores = _published_rewardmath(path, kind, skip_bad, prm_aggregate)
     else:
-        header, lines = _header_and_records(path)
-        records, skipped = collect(
-            path,
-            lines,
-            lambda i, r: (i, parse_record(i, r)),
-            skip_bad=skip_bad,
-            limit=None,
-            id_key="id",
-        )
-        kept = _consistent(path, records, skip_bad, skipped)
-        warn_skipped(path, skipped)
-        producer = header.get("producer") if header else None
-        scores = ScoreSet(tuple(kept), tuple(skipped), str(path), producer=producer)
+        scores = _harness_scores(path, skip_bad, prm_aggregate)
     if benchmark is not None and scores.benchmark not in (None, check_benchmark(benchmark)):
         raise ScoreMismatchError(
             f"{path}: holds {scores.benchmark} scores, not {check_benchmark(benchmark)}"
         )
+    if prm_aggregate is not None and scores.items and scores.prm_aggregate is None:
+        raise InvalidArgumentError(
+            f"{path}: prm_aggregate={prm_aggregate!r} (--prm-aggregate) aggregates a process "
+            f"reward model's per-step scores, but this file holds {scores.kind()}; leave it out"
+        )
     return scores
+
+
+def _naming(path: Path, index: int, build: Callable[..., ScoreRecord], *args, **kwargs):
+    """``build(*args, **kwargs)``, an aggregate it cannot compute named with the file and the
+    record."""
+    try:
+        return build(*args, **kwargs)
+    except InvalidArgumentError as err:
+        raise InvalidArgumentError(f"{path}: record {index}: {err}") from None
+
+
+def _harness_scores(path: Path, skip_bad: bool, aggregate: str | None) -> ScoreSet:
+    header, lines = _header_and_records(path)
+    records, skipped = collect(
+        path,
+        lines,
+        lambda i, r: (i, _naming(path, i, parse_record, i, r, aggregate)),
+        skip_bad=skip_bad,
+        limit=None,
+        id_key="id",
+    )
+    kept = _consistent(path, records, skip_bad, skipped)
+    warn_skipped(path, skipped, stacklevel=4)
+    producer = header.get("producer") if header else None
+    return ScoreSet(tuple(kept), tuple(skipped), str(path), producer=producer)
 
 
 def _is_header(record: Any) -> bool:
@@ -304,21 +491,49 @@ def _consistent(
     return kept
 
 
-def _published_rewardmath(path: Path, skip_bad: bool) -> ScoreSet:
-    frame = load_rewardmath_scores(path, skip_bad=skip_bad)
+def _published_rewardmath(path: Path, kind: str, skip_bad: bool, aggregate: str | None) -> ScoreSet:
+    """A published RewardMATH score file's problems as records (see the module docstring)."""
+    load = {
+        "scores": load_rewardmath_scores,
+        "steps": load_rewardmath_step_scores,
+        "pairwise": load_rewardmath_pairwise,
+    }[kind]
+    frame = load(path, skip_bad=skip_bad)
+    column = {"scores": "score", "steps": "steps", "pairwise": "won"}[kind]
+    groups: dict[int, tuple[list, list]] = {}  # problem -> (correct, wrong) values, file order
+    for problem_id, is_correct, value in zip(
+        frame["problem_id"].tolist(), frame["is_correct"].tolist(), frame[column].tolist(),
+        strict=True,
+    ):  # fmt: skip
+        groups.setdefault(int(problem_id), ([], []))[0 if is_correct else 1].append(value)
     records = []
-    for problem_id, group in frame.groupby("problem_id", sort=False):
-        correct = group[group["is_correct"]]
-        wrong = group[~group["is_correct"]]
-        records.append(
-            ScoreRecord(
+    for index, (correct, wrong) in groups.items():
+        if kind == "pairwise":
+            records.append(_pairwise_record(index, wrong))
+        elif kind == "scores":
+            records.append(ScoreRecord("rewardmath", index, tuple(correct), tuple(wrong)))
+        else:
+            record = _naming(
+                path,
+                index,
+                StepScoreRecord,
                 "rewardmath",
-                int(problem_id),
-                tuple(correct["score"].tolist()),
-                tuple(wrong["score"].tolist()),
+                index,
+                chosen_steps=tuple(correct),
+                rejected_steps=tuple(wrong),
+                aggregate=aggregate or DEFAULT_PRM_AGGREGATE,
             )
-        )
-    return ScoreSet(tuple(records), tuple(frame.attrs.get("skipped", ())), str(path))
+            records.append(record)
+    skipped = tuple(frame.attrs.get("skipped", ()))
+    return ScoreSet(tuple(records), skipped, str(path), pairwise=kind == "pairwise")
+
+
+def _pairwise_record(index: int, won: list[bool]) -> ScoreRecord:
+    """RewardMATH's pairwise rule as scores: with ``w`` of ``n`` comparisons won, the correct
+    solution scores ``w + 1`` and each wrong one 1 (lost to the correct one) or ``n + 2``."""
+    n = len(won)
+    rejected = tuple(1.0 if w else n + 2.0 for w in won)
+    return ScoreRecord("rewardmath", index, (sum(won) + 1.0,), rejected)
 
 
 class ScoreWriter:

@@ -3,7 +3,12 @@
 from reward_lens_tl.data.formats.hh_rlhf import load_hh_rlhf, parse_hh_transcript
 from reward_lens_tl.data.formats.llmbar import llmbar_subset, load_llmbar
 from reward_lens_tl.data.formats.rewardbench import load_rewardbench_jsonl
-from reward_lens_tl.data.formats.rewardmath import load_rewardmath, load_rewardmath_scores
+from reward_lens_tl.data.formats.rewardmath import (
+    load_rewardmath,
+    load_rewardmath_pairwise,
+    load_rewardmath_scores,
+    load_rewardmath_step_scores,
+)
 from reward_lens_tl.data.formats.rmbench import load_rmbench
 
 __all__ = [
@@ -12,7 +17,9 @@ __all__ = [
     "load_llmbar",
     "load_rewardbench_jsonl",
     "load_rewardmath",
+    "load_rewardmath_pairwise",
     "load_rewardmath_scores",
+    "load_rewardmath_step_scores",
     "load_rmbench",
     "parse_hh_transcript",
 ]

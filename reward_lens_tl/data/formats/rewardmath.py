@@ -20,7 +20,11 @@ benchmark's repository ``results/RewardMATH/*_reward.json``) hold one record per
 ``problem``, ``solution_reference`` and ``score`` (parallel lists, one entry per solution).
 :func:`load_rewardmath_scores` flattens them into a DataFrame, one row per (problem, solution).
 A problem's ``solution_reference`` may name the same model more than once, so
-``(problem_id, solution_index)`` is the key, not ``(problem_id, solution_reference)``.
+``(problem_id, solution_index)`` is the key, not ``(problem_id, solution_reference)``. Two other
+kinds of score file share the layout: a process reward model's, whose ``score`` holds a list of
+per-step scores per solution (:func:`load_rewardmath_step_scores`), and a pairwise judge's, whose
+``score`` holds an ``"A"``/``"B"`` verdict per wrong solution compared with the correct one, shown
+at ``chosen_position`` (:func:`load_rewardmath_pairwise`).
 """
 
 from __future__ import annotations
@@ -54,7 +58,14 @@ from reward_lens_tl.data.pairs import ItemSet, RankedItem, SkippedRecord
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CORRECT_REFERENCE", "load_rewardmath", "load_rewardmath_scores"]
+__all__ = [
+    "CORRECT_REFERENCE",
+    "VERDICTS",
+    "load_rewardmath",
+    "load_rewardmath_pairwise",
+    "load_rewardmath_scores",
+    "load_rewardmath_step_scores",
+]
 
 CORRECT_REFERENCE = "human_to_GPT-4"
 """The ``solution_reference`` of RewardMATH's correct solution."""
@@ -195,25 +206,40 @@ def load_rewardmath(
 # published scores
 
 
-def _parse_scores(index: int, record: Any) -> list[dict[str, Any]]:
+def _problem_and_references(record: Any) -> tuple[dict[str, Any], str, tuple[str, ...]]:
     record = require_object(record)
     problem = check_str(require(record, "problem"), "problem")
     references = check_responses(require(record, "solution_reference"), "solution_reference")
-    scores = require(record, "score")
-    if isinstance(scores, str) or not isinstance(scores, list):
-        raise FieldError("score", f"must be a list of numbers, got {type_name(scores)}")
-    if len(scores) != len(references):
+    return record, problem, references
+
+
+def _entries(record: dict[str, Any], name: str, count: int, of: str) -> list[Any]:
+    """The list field ``name`` with one entry per solution reference."""
+    values = require(record, name)
+    if isinstance(values, str) or not isinstance(values, list):
+        raise FieldError(name, f"must be a list ({of}), got {type_name(values)}")
+    if len(values) != count:
         raise FieldError(
-            "score", f"has {len(scores)} entries but solution_reference has {len(references)}"
+            name, f"has {len(values)} entries but solution_reference has {count} (one per solution)"
         )
-    for k, score in enumerate(scores):
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise FieldError(f"score[{k}]", f"must be a number, got {type_name(score)}")
-        if not math.isfinite(score):
-            raise FieldError(f"score[{k}]", f"must be finite, got {score}")
+    return values
+
+
+def _number(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FieldError(field, f"must be a number, got {type_name(value)}")
+    if not math.isfinite(value):
+        raise FieldError(field, f"must be finite, got {value}")
+    return float(value)
+
+
+def _check_correct_once(references: tuple[str, ...]) -> None:
     if references.count(CORRECT_REFERENCE) != 1:
         n = references.count(CORRECT_REFERENCE)
         raise FieldError("solution_reference", f"must name {CORRECT_REFERENCE!r} once, not {n}x")
+
+
+def _rows(index: int, problem: str, references: tuple[str, ...], **columns: list[Any]):
     return [
         {
             "problem_id": index,
@@ -221,15 +247,86 @@ def _parse_scores(index: int, record: Any) -> list[dict[str, Any]]:
             "solution_index": k,
             "solution_reference": ref,
             "is_correct": ref == CORRECT_REFERENCE,
-            "score": float(score),
+            **{name: values[k] for name, values in columns.items()},
         }
-        for k, (ref, score) in enumerate(zip(references, scores, strict=True))
+        for k, ref in enumerate(references)
     ]
+
+
+def _parse_scores(index: int, record: Any) -> list[dict[str, Any]]:
+    record, problem, references = _problem_and_references(record)
+    scores = _entries(record, "score", len(references), "of numbers")
+    for k, score in enumerate(scores):
+        if isinstance(score, list):
+            raise FieldError(
+                f"score[{k}]",
+                "is a list of per-step scores (a process reward model's file): read it with "
+                "load_rewardmath_step_scores, or `reward-lens eval rewardmath --scores FILE "
+                "--prm-aggregate NAME`",
+            )
+    values = [_number(score, f"score[{k}]") for k, score in enumerate(scores)]
+    _check_correct_once(references)
+    return _rows(index, problem, references, score=values)
+
+
+def _parse_step_scores(index: int, record: Any) -> list[dict[str, Any]]:
+    record, problem, references = _problem_and_references(record)
+    scores = _entries(record, "score", len(references), "one list of step scores per solution")
+    steps = []
+    for k, solution in enumerate(scores):
+        if isinstance(solution, str) or not isinstance(solution, list):
+            raise FieldError(
+                f"score[{k}]",
+                f"must be a list of per-step scores, got {type_name(solution)} (a file of one "
+                "score per solution is read by load_rewardmath_scores)",
+            )
+        if not solution:
+            raise FieldError(f"score[{k}]", "is empty: the solution has no step scores")
+        steps.append(tuple(_number(s, f"score[{k}][{j}]") for j, s in enumerate(solution)))
+    _check_correct_once(references)
+    return _rows(index, problem, references, steps=steps, n_steps=[len(s) for s in steps])
+
+
+VERDICTS = ("A", "B")
+"""The verdicts of a pairwise judge (which of the two shown solutions it prefers)."""
+
+
+def _parse_pairwise(index: int, record: Any) -> list[dict[str, Any]]:
+    record, problem, references = _problem_and_references(record)
+    n = len(references)
+    verdicts = _entries(record, "score", n, "the judge's verdict per comparison")
+    positions = _entries(record, "chosen_position", n, "where the correct solution was shown")
+    for k, (verdict, position) in enumerate(zip(verdicts, positions, strict=True)):
+        if verdict is not None and verdict not in VERDICTS:
+            raise FieldError(f"score[{k}]", f"must be 'A', 'B' or null, got {verdict!r}")
+        if position not in VERDICTS:
+            raise FieldError(f"chosen_position[{k}]", f"must be 'A' or 'B', got {position!r}")
+    rows = _rows(index, problem, references, verdict=verdicts, chosen_position=positions)
+    for row in rows:
+        row["won"] = row["verdict"] == row["chosen_position"]
+    return rows
 
 
 def scores_model_name(path: Path) -> str:
     """The reward model a scores file belongs to: its stem without ``_scores``/``_reward``."""
     return path.stem.removesuffix("_scores").removesuffix("_reward")
+
+
+def _frame(path, parse, skip_bad, limit, columns: dict[str, str | None]) -> pd.DataFrame:
+    """The rows of every problem of ``path`` (``parse`` makes one problem's rows), typed."""
+    import pandas as pd
+
+    path = Path(path)
+    problems, skipped = collect(path, iter_records(path), parse, skip_bad=skip_bad, limit=limit)
+    rows = [row for problem in problems for row in problem]
+    base = ["problem_id", "problem", "solution_index", "solution_reference", "is_correct"]
+    df = pd.DataFrame(rows, columns=[*base, *columns])
+    df = df.astype({"problem_id": "int64", "solution_index": "int64", "is_correct": bool})
+    df = df.astype({name: dtype for name, dtype in columns.items() if dtype is not None})
+    df.insert(0, "model", scores_model_name(path))
+    df.attrs.update(source=str(path), skipped=tuple(skipped))
+    warn_skipped(path, skipped, stacklevel=4)
+    return df
 
 
 def load_rewardmath_scores(
@@ -244,7 +341,9 @@ def load_rewardmath_scores(
     ``score``. ``limit`` counts problems. ``df.attrs`` holds ``source`` and ``skipped``.
 
     A record is malformed if a field is missing or mistyped, the two lists differ in length, a
-    score is not a finite number, or the correct solution is not named exactly once.
+    score is not a finite number, or the correct solution is not named exactly once. A process
+    reward model's file (a list of step scores per solution) is read by
+    :func:`load_rewardmath_step_scores`, a pairwise judge's by :func:`load_rewardmath_pairwise`.
 
     >>> import json, tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "demo_scores.json"
@@ -255,18 +354,54 @@ def load_rewardmath_scores(
     0  demo           0        True   0.50
     1  demo           0       False   0.75
     """
-    import pandas as pd
+    return _frame(path, _parse_scores, skip_bad, limit, {"score": "float64"})
 
-    path = Path(path)
-    problems, skipped = collect(
-        path, iter_records(path), _parse_scores, skip_bad=skip_bad, limit=limit
-    )
-    rows = [row for problem in problems for row in problem]
-    columns = ["problem_id", "problem", "solution_index", "solution_reference", "is_correct"]
-    df = pd.DataFrame(rows, columns=[*columns, "score"])
-    df = df.astype({"problem_id": "int64", "solution_index": "int64", "is_correct": bool})
-    df = df.astype({"score": "float64"})
-    df.insert(0, "model", scores_model_name(path))
-    df.attrs.update(source=str(path), skipped=tuple(skipped))
-    warn_skipped(path, skipped)
-    return df
+
+def load_rewardmath_step_scores(
+    path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
+) -> pd.DataFrame:
+    """Load a process reward model's RewardMATH scores (``score``: one list of per-step scores
+    per solution, e.g. the benchmark's ``Math_Shepherd_reward.json``): one row per (problem,
+    solution), the columns of :func:`load_rewardmath_scores` with ``steps`` (a tuple of floats)
+    and ``n_steps`` instead of ``score``.
+
+    A record is malformed (the error names the file, the record and the field) if a solution's
+    entry is not a list, is empty, or holds something other than finite numbers
+    (``score[k][j]``), if ``score`` and ``solution_reference`` differ in length, or if the
+    correct solution is not named exactly once.
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "prm_scores.json"
+    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [[0.9, 0.8], [0.7]],
+    ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
+    >>> load_rewardmath_step_scores(f)[["model", "is_correct", "steps", "n_steps"]]
+      model  is_correct       steps  n_steps
+    0   prm        True  (0.9, 0.8)        2
+    1   prm       False      (0.7,)        1
+    """
+    return _frame(path, _parse_step_scores, skip_bad, limit, {"steps": None, "n_steps": "int64"})
+
+
+def load_rewardmath_pairwise(
+    path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
+) -> pd.DataFrame:
+    """Load a pairwise judge's RewardMATH verdicts (the benchmark's ``*_pairwise_reward.json``):
+    per problem, ``solution_reference`` names the wrong solutions, each compared with the correct
+    one; ``score`` is the judge's verdict (``"A"``, ``"B"``, or ``null`` when it gave none) and
+    ``chosen_position`` where the correct solution was shown. One row per comparison: ``model``,
+    ``problem_id``, ``problem``, ``solution_index``, ``solution_reference``, ``is_correct``
+    (``False``: every row is a wrong solution), ``verdict`` (NaN: none), ``chosen_position`` and
+    ``won``
+    (the verdict picked the correct solution; no verdict is a loss, as in the reference).
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "judge_pairwise_scores.json"
+    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "solution_reference": ["m1", "m2"],
+    ...     "score": ["A", None], "chosen_position": ["A", "B"]}]))
+    >>> load_rewardmath_pairwise(f)[["solution_reference", "verdict", "won"]]
+      solution_reference verdict    won
+    0                 m1       A   True
+    1                 m2     NaN  False
+    """
+    columns = {"verdict": None, "chosen_position": None, "won": "bool"}
+    return _frame(path, _parse_pairwise, skip_bad, limit, columns)
