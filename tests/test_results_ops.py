@@ -232,6 +232,48 @@ def test_projection_effect(zoo_scalar, examples):
     assert_same(full.take(ROWS), rows, exact=False)
 
 
+def test_judge_results():
+    from reward_lens_tl.data import PreferencePair
+    from reward_lens_tl.judges import (
+        HookedJudge,
+        judge_pairs,
+        linearised_attribution,
+        position_bias,
+    )
+    from reward_lens_tl.testing import tiny_causal_lm
+
+    hf, tok = tiny_causal_lm("llama")
+    likert = HookedJudge.from_pretrained(
+        hf,
+        kind="likert",
+        tokenizer=tok,
+        verdict=("w10", "w11", "w12"),
+        template="{prompt} {response} w9",
+    )
+    pairwise = HookedJudge.from_pretrained(
+        hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
+        template="{prompt} w8 {response_a} w8 {response_b} w9",
+    )  # fmt: skip
+    prompts = ["w12 w13", "w14", "w15 w16 w17", "w18"]
+    first, second = ["w20 w21", "w22", "w23", "w24 w25 w26"], ["w30", "w31 w32", "w33", "w34"]
+    ids = likert.encode(prompts, first)
+    full = linearised_attribution(likert, ids, sources=True)
+    check_round_trip(full, 4)
+    rows = linearised_attribution(likert, ids[ROWS], sources=True)
+    assert_same(full.take(ROWS), rows, exact=False)
+    bias = position_bias(pairwise, prompts, first, second)
+    check_round_trip(bias, 4)
+    sub = [prompts[i] for i in ROWS], [first[i] for i in ROWS], [second[i] for i in ROWS]
+    assert_same(bias.take(ROWS), position_bias(pairwise, *sub), exact=False)
+    pairs = [
+        PreferencePair(p, a, b, subset=str(i))
+        for i, (p, a, b) in enumerate(zip(prompts, first, second, strict=True))
+    ]
+    scores = judge_pairs(pairwise, pairs)
+    check_round_trip(scores, 4)
+    assert_same(scores.take(ROWS), judge_pairs(pairwise, [pairs[i] for i in ROWS]), exact=False)
+
+
 # -- every class: declared rows are tested here, the others say why they have none ---------------
 TESTED = {
     "AttributionResult",
@@ -249,6 +291,9 @@ TESTED = {
     "ProjectionEffect",
     "Failures",
     "PairScores",
+    "LinearisedAttribution",
+    "PositionBiasResult",
+    "PairwiseJudgeScores",
 }
 
 
