@@ -37,7 +37,7 @@ from ..attribution import (
     direct_attribution,
 )
 from ..errors import InvalidArgumentError, ShapeMismatchError
-from ..lens import RewardLensResult, reward_lens
+from ..lens import RewardLensResult, lens_sites, reward_lens
 from ..readout import Readout, ReadoutRun, effective_head, gather_positions, is_centred, run_readout
 from ..results import Result, axes, tidy_frame, top_entries
 from .model import HookedJudge, HookedPRM
@@ -299,9 +299,23 @@ def _prompt_tokens(prm: HookedPRM, prompt: str) -> int:
 
 
 def _lens(model, ids: Tensor, mask: Tensor) -> RewardLensResult:
-    if getattr(model, "scored_head", False):
-        raise InvalidArgumentError(model.linear_advice())
-    return reward_lens(model, ids, mask)
+    """The step's reward read at every layer: the linear lens, or for a non-linear score the
+    whole head (final norm recomputed, head, score) applied to each layer's residual."""
+    if not getattr(model, "scored_head", False):
+        return reward_lens(model, ids, mask)
+    sites = lens_sites(model, "layer")
+    with torch.no_grad():
+        rewards, cache = model.run_with_cache(
+            ids, attention_mask=mask, return_type="reward", names_filter=[n for _, n in sites]
+        )
+        pos = model.pool_positions(ids, mask)
+        values = []
+        for _, name in sites:
+            resid = gather_positions(cache[name], pos)[:, None]
+            normed = model.ln_final(resid) if model.cfg.normalization_type else resid
+            values.append(model.score_from(model.unembed(normed)[:, 0]).float().cpu())
+    labels = tuple(label for label, _ in sites)
+    return RewardLensResult(torch.stack(values), labels, rewards.float().cpu(), "recompute")
 
 
 def _turn_site(lens: RewardLensResult) -> str:

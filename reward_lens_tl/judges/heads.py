@@ -187,7 +187,11 @@ class HeadAdapter(RewardModelAdapter):
         ``[batch, n_out]`` (pre-softcap logits for Gemma-2; the classifier's two logits)."""
         base = getattr(hf_model, hf_model.base_model_prefix)
         hidden = base(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        pos = hf_last_non_pad(input_ids, getattr(hf_model.config, "pad_token_id", None))
+        pad = getattr(hf_model.config, "pad_token_id", None)
+        if pad is None:  # causal LMs often have none (GPT-2, Llama-3): unpadded rows, read last
+            pos = torch.full((input_ids.shape[0],), input_ids.shape[1] - 1, dtype=torch.long)
+        else:
+            pos = hf_last_non_pad(input_ids, pad)
         h = hidden[torch.arange(hidden.shape[0]), pos.to(hidden.device)]
         if self.spec.source == "classifier":
             return self.hidden_reference(hf_model, h)

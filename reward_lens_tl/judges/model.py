@@ -27,6 +27,7 @@ logits as objectives and ``rewards`` applies the cap, so scores equal HF's logit
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -527,6 +528,22 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             positions = steps[torch.arange(steps.shape[0], device=steps.device), idx]
         return super().pool_positions(tokens, attention_mask, positions)
 
+    def check_reading_position(self, tokens, attention_mask=None) -> None:
+        """A step view read before the last step: ``[:, -1]`` is the last step's tag, not
+        this step's, so TL idioms on the last position warn with what to read instead."""
+        from ..padding import ReadingPositionWarning, _user_stacklevel, warnings_silenced
+
+        last = self.reading_step < 0
+        if last or self.step_tag_id is None or warnings_silenced():
+            return super().check_reading_position(tokens, attention_mask)
+        warnings.warn(
+            f"this PRM is read at step {self.reading_step}, not at position -1 (the last step's "
+            "tag): read cache.reward_positions, pos_slice='reward', prm.step_positions(ids)"
+            f"[:, {self.reading_step}] or prm.step_margins(ids)",
+            ReadingPositionWarning,
+            stacklevel=_user_stacklevel(),
+        )
+
     def step(self, k: int) -> HookedPRM:
         """This PRM read at step ``k`` (``-1``: the last): the same modules and hooks, only the
         reading position differs, so any analysis of the package runs on one step."""
@@ -557,9 +574,9 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         )
         with torch.no_grad():
             per_pos = self(input_ids, "objectives", attention_mask=attention_mask)
-        rows = torch.arange(steps.shape[0], device=steps.device)[:, None]
-        pooled = per_pos[rows, steps.clamp(min=0)]  # [batch, n_steps, n_out]
-        margins = self.score_from(pooled).float()
+            rows = torch.arange(steps.shape[0], device=steps.device)[:, None]
+            pooled = per_pos[rows, steps.clamp(min=0)]  # [batch, n_steps, n_out]
+            margins = self.score_from(pooled).float()
         return margins.masked_fill(steps < 0, float("nan"))
 
     def rewards(  # type: ignore[override]  # per step
