@@ -29,18 +29,10 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
+from ..adapters.causal import CAUSAL_TO_REWARD, BackboneView, reward_view
 from ..checkpoint import checkpoint_tokenizer
-from ..errors import ArgumentTypeError, UnsupportedArchitectureError
+from ..errors import ArgumentTypeError
 from ..loading import check_finite, load_hf_model, resolve_pad_token_id
-
-#: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
-CAUSAL_TO_REWARD = {
-    "LlamaForCausalLM": "LlamaForSequenceClassification",
-    "MistralForCausalLM": "MistralForSequenceClassification",
-    "Qwen2ForCausalLM": "Qwen2ForSequenceClassification",
-    "Gemma2ForCausalLM": "Gemma2ForSequenceClassification",
-    "GPT2LMHeadModel": "GPT2ForSequenceClassification",
-}
 
 
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
@@ -50,29 +42,12 @@ def load_hf_causal_lm(path: str | Path) -> nn.Module:
 
 
 def _reward_view(hf_config: Any) -> Any:
-    arch = (getattr(hf_config, "architectures", None) or [None])[0]
-    if arch not in CAUSAL_TO_REWARD:
-        raise UnsupportedArchitectureError(
-            f"no causal-LM conversion for architectures={arch!r}; supported: "
-            f"{', '.join(CAUSAL_TO_REWARD)}. Models TransformerLens knows by name can be loaded "
-            "with HookedTransformer.from_pretrained(name) and passed to ImplicitRewardModel as is"
-        )
-    view = copy.deepcopy(hf_config)
-    view.architectures = [CAUSAL_TO_REWARD[arch]]
-    return view
-
-
-class _RewardModelView(nn.Module):
-    """A causal LM seen as the reward model whose adapter converts its backbone: the backbone
-    (``model`` or ``transformer``, whichever it has), the LM head as ``score`` and the
-    reward-model ``config`` (the attributes the adapters read)."""
-
-    def __init__(self, hf_model: nn.Module, head: nn.Module, config: Any) -> None:
-        super().__init__()
-        self.model = getattr(hf_model, "model", None)
-        self.transformer = getattr(hf_model, "transformer", None)
-        self.score = head
-        self.config = config
+    return reward_view(
+        hf_config,
+        CAUSAL_TO_REWARD,
+        "Models TransformerLens knows by name can be loaded with "
+        "HookedTransformer.from_pretrained(name) and passed to ImplicitRewardModel as is",
+    )
 
 
 def load_causal_lm(
@@ -111,7 +86,7 @@ def load_causal_lm(
     if cap:
         cfg.output_logits_soft_cap = float(cap)
     head = hf_model.get_output_embeddings()
-    stand_in = _RewardModelView(hf_model, head, view)
+    stand_in = BackboneView(hf_model, head, view)
     state_dict = {
         k: v.detach().float().clone() for k, v in adapter.backbone_state_dict(stand_in, cfg).items()
     }

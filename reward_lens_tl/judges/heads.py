@@ -34,20 +34,8 @@ from torch import Tensor, nn
 
 from ..adapters import ConversionOptions, RewardHead, RewardModelAdapter, adapter_for
 from ..adapters.base import hf_last_non_pad
-from ..errors import RewardHeadError, UnsupportedArchitectureError
-
-#: HF architecture of a judge/PRM backbone → the reward-model architecture whose adapter
-#: converts it (causal LMs, and token classifiers for value-head PRMs).
-TO_REWARD_ARCH: dict[str, str] = {
-    **{
-        f"{family}{suffix}": f"{family}ForSequenceClassification"
-        for family in ("Llama", "Mistral", "Qwen2", "Gemma2")
-        for suffix in ("ForCausalLM", "ForTokenClassification")
-    },
-    "GPT2LMHeadModel": "GPT2ForSequenceClassification",
-    "GPT2ForTokenClassification": "GPT2ForSequenceClassification",
-    "Qwen2ForProcessRewardModel": "Qwen2ForSequenceClassification",
-}
+from ..adapters.causal import BackboneView, reward_view
+from ..errors import RewardHeadError
 
 
 @dataclass(frozen=True)
@@ -73,32 +61,6 @@ def model_config(hf_model: nn.Module) -> Any:
     config = copy.copy(config)
     config.architectures = [type(hf_model).__name__]
     return config
-
-
-def reward_view(hf_config: Any) -> Any:
-    """A copy of ``hf_config`` naming the reward-model architecture that converts its
-    backbone (:data:`TO_REWARD_ARCH`)."""
-    arch = (getattr(hf_config, "architectures", None) or [None])[0]
-    if arch not in TO_REWARD_ARCH:
-        raise UnsupportedArchitectureError(
-            f"no judge/PRM conversion for architectures={arch!r}; supported: "
-            f"{', '.join(sorted(TO_REWARD_ARCH))}"
-        )
-    view = copy.deepcopy(hf_config)
-    view.architectures = [TO_REWARD_ARCH[arch]]
-    return view
-
-
-class _BackboneView(nn.Module):
-    """The judge's HF model as its family's reward adapter reads it: the backbone (``model`` or
-    ``transformer``), a linear ``score`` and the reward-model ``config``."""
-
-    def __init__(self, hf_model: nn.Module, head: nn.Module, config: Any) -> None:
-        super().__init__()
-        self.model = getattr(hf_model, "model", None)
-        self.transformer = getattr(hf_model, "transformer", None)
-        self.score = head
-        self.config = config
 
 
 class HeadAdapter(RewardModelAdapter):
@@ -146,7 +108,7 @@ class HeadAdapter(RewardModelAdapter):
 
     def backbone_state_dict(self, hf_model, cfg):
         view_config = reward_view(model_config(hf_model))
-        stand_in = _BackboneView(hf_model, self.head_module(hf_model), view_config)
+        stand_in = BackboneView(hf_model, self.head_module(hf_model), view_config)
         return adapter_for(view_config).backbone_state_dict(stand_in, cfg)
 
     def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
