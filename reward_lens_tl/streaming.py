@@ -145,13 +145,19 @@ class CheckpointSource(ModelSource):
         super().__init__(model.eval())
         self.path = path
         self._meta = {name: (t.shape, t.dtype) for name, t in state_tensors(model).items()}
-        check_tensor_names(path, model, self._meta, self.weights)
+        #: tied tensors the checkpoint stores once (``lm_head.weight`` → the embedding)
+        self.ties = tied_sources(model, self._meta, self.weights)
+        check_tensor_names(path, model, self._meta, self.weights, self.ties)
 
     @contextmanager
     def loaded(self, names: Sequence[str]) -> Iterator[None]:
         stored = [n for n in names if n in self.weights]
         for name, tensor in self.weights.read(stored, torch.float32).items():
             set_tensor(self.model, name, tensor)
+        tied = {n: self.ties[n] for n in names if n in self.ties}
+        for name, tensor in self.weights.read(set(tied.values()), torch.float32).items():
+            for target in (t for t, source in tied.items() if source == name):
+                set_tensor(self.model, target, tensor)
         try:
             yield
         finally:
@@ -186,8 +192,29 @@ def state_tensors(model: nn.Module) -> dict[str, Tensor]:
     return dict(model.state_dict(keep_vars=True))
 
 
+def tied_sources(
+    model: nn.Module, expected: dict[str, tuple], weights: CheckpointWeights
+) -> dict[str, str]:
+    """``{tied name: stored name}`` for the tensors the model ties to another (transformers's
+    ``all_tied_weights_keys``, e.g. a causal LM's ``lm_head.weight`` and its embedding) that
+    the checkpoint stores once, under the other name, with the same shape."""
+    ties = getattr(model, "all_tied_weights_keys", None) or {}
+    return {
+        target: source
+        for target, source in ties.items()
+        if target in expected
+        and target not in weights
+        and source in weights
+        and weights.shape(source) == tuple(expected[target][0])
+    }
+
+
 def check_tensor_names(
-    path: Path, model: nn.Module, expected: dict[str, tuple], weights: CheckpointWeights
+    path: Path,
+    model: nn.Module,
+    expected: dict[str, tuple],
+    weights: CheckpointWeights,
+    ties: dict[str, str] | None = None,
 ) -> None:
     """The checkpoint holds exactly the model's tensors, with their shapes (what transformers
     would silently fill with random values or ignore is refused)."""
@@ -197,7 +224,10 @@ def check_tensor_names(
     missing = [
         n
         for n in expected
-        if n not in weights and n in params and not any(p.search(n) for p in ignore_missing)
+        if n not in weights
+        and n in params
+        and n not in (ties or {})
+        and not any(p.search(n) for p in ignore_missing)
     ]
     unexpected = [
         n

@@ -78,3 +78,30 @@ def test_step_view_warns_with_the_step_not_padding():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReadingPositionWarning)
         prm.step(-1).run_with_cache(ids)  # the last step is read at -1: nothing to warn about
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gpt2", "llama"])
+def test_tied_lm_head_streams_from_a_directory(family, tmp_path):
+    """A checkpoint that stores a tied LM head once (as the embedding) converts layer by layer,
+    with no whole-model fallback, to the same judge as the in-memory model."""
+    from reward_lens_tl.judges import HookedJudge
+    from reward_lens_tl.streaming import WholeModelWarning
+
+    hf, tok = tiny_causal_lm(family, tie_word_embeddings=True)
+    hf.save_pretrained(tmp_path)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" not in f.keys()  # stored once
+    kw = dict(tokenizer=tok, verdict=("w10", "w11"), template="{prompt} w8 {response} w9")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WholeModelWarning)
+        from_dir = HookedJudge.from_pretrained(str(tmp_path), **kw)
+    in_memory = HookedJudge.from_pretrained(hf, **kw)
+    ids = in_memory.encode(["w12 w13", "w14"], ["w20 w21", "w30"])
+    torch.testing.assert_close(from_dir.rewards(ids), in_memory.rewards(ids), atol=1e-5, rtol=0)
+    with torch.no_grad():
+        logits = hf(ids[:1]).logits[0, -1]  # Gemma-2's soft-capped, as the judge's reward
+    torch.testing.assert_close(
+        from_dir.rewards(ids[:1])[0], logits[10] - logits[11], atol=1e-4, rtol=0
+    )
