@@ -652,6 +652,30 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
                 )
         return StepEncoding(ids, mask, positions, tuple(int(n) for n in counts))
 
+    def score_solutions(
+        self,
+        prompts: Sequence[str],
+        solutions: Sequence[Sequence[str]],
+        batch_size: int = 16,
+    ) -> list[list[float]]:
+        """Every step's score of many solutions (``batch_size`` per forward), one list per
+        solution: what ProcessBench and RewardMATH score files hold
+        (:func:`reward_lens_tl.evals.processbench_from_scores`)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+        prompts, solutions = list(prompts), list(solutions)
+        if len(prompts) != len(solutions):
+            raise InvalidArgumentError(f"{len(prompts)} prompts for {len(solutions)} solutions")
+        out: list[list[float]] = []
+        for start in range(0, len(prompts), batch_size):
+            chunk = slice(start, start + batch_size)
+            enc = self.encode_steps(prompts[chunk], [list(s) for s in solutions[chunk]])
+            scores = self.rewards(
+                enc.input_ids, enc.attention_mask, step_positions=enc.step_positions
+            )
+            out += [row[:n].tolist() for row, n in zip(scores.cpu(), enc.n_steps, strict=True)]
+        return out
+
     def step_rewards(self, prompt: str, steps: Sequence[str]) -> Float[Tensor, " n_steps"]:
         """One score per step of one solution, from one forward."""
         enc = self.encode_steps(prompt, steps)
