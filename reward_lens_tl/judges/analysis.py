@@ -272,8 +272,10 @@ def first_error_analysis(
     names, seg = step_segments(
         enc.step_positions[0].tolist(), ids.shape[1], _prompt_tokens(prm, prompt)
     )
-    one_hot = torch.nn.functional.one_hot(seg, len(names)).float()
+    keep = step + 2  # the prompt and steps 0..step: later steps are not visible to step
+    one_hot = torch.nn.functional.one_hot(seg, len(names)).float()[:, :keep]
     head_sources = attr.sources[:, :, 0] @ one_hot  # [layer, head, segment]
+    names = names[:keep]
     lens = _lens(at, ids, mask)
     turn = _turn_site(lens)
     patch = (

@@ -27,6 +27,7 @@ from collections import Counter
 import pandas as pd
 
 from .build import register_section
+from .judges import judges_section
 from .page import Section
 from .zoo import (
     implicit_section,
@@ -256,3 +257,4 @@ register_section("probes", probes_section)
 register_section("failures", failures_section)
 register_section("sweep", sweep_section)
 register_section("zoo:implicit", implicit_section)
+register_section("zoo:judges", judges_section)

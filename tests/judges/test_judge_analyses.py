@@ -341,7 +341,8 @@ def test_first_error_analysis_against_attribution_and_a_hooked_run(step, correct
     margins = logits[tags, 41] - logits[tags, 42]
     torch.testing.assert_close(res.margins, margins, atol=TOL, rtol=0)
     torch.testing.assert_close(res.scores, torch.sigmoid(margins), atol=TOL, rtol=0)
-    assert res.segments == ("prompt", "step 0", "step 1", "step 2", "step 3")
+    # the prompt and the steps up to this one (a step's tag cannot read later steps)
+    assert res.segments == ("prompt", "step 0", "step 1", "step 2", "step 3")[: step + 2]
     attr = direct_attribution(prm.step(step), ids, sources=True)
     head_rows = [i for i, label in enumerate(attr.labels) if label.startswith("L")]
     assert len(head_rows) == prm.cfg.n_layers * prm.cfg.n_heads
@@ -357,8 +358,8 @@ def test_first_error_analysis_against_attribution_and_a_hooked_run(step, correct
     for i in range(len(res.segments)):
         span = attr.sources[:, :, 0, bounds[i] : bounds[i + 1]].sum()
         torch.testing.assert_close(res.by_source_step[i], span, atol=TOL, rtol=0)
-    # a step's tag reads nothing after it (causal): later steps carry no head weight
-    later = res.by_source_step[step + 2 :]
+    # a step's tag reads nothing after it (causal): later positions carry no head weight
+    later = attr.sources[:, :, 0, bounds[step + 2] :]
     torch.testing.assert_close(later, torch.zeros_like(later), atol=1e-6, rtol=0)
     torch.testing.assert_close(res.lens.values[-1, 0], margins[step], atol=TOL, rtol=0)
     lens = reward_lens(prm.step(step), ids)
