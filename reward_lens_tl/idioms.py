@@ -61,6 +61,10 @@ class RewardModelIdioms(_Host):
 
         def _require_tokenizer(self) -> Any: ...
 
+        def encode_conversation(
+            self, prompt: Any, response: str, **options: Any
+        ) -> EncodedConversation: ...
+
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
@@ -77,7 +81,7 @@ class RewardModelIdioms(_Host):
 
         pairs = self._conversations(input, "to_tokens")
         mode = "right" if truncate else "error"
-        encoded = [self.encode(p, r, truncation=mode) for p, r in pairs]
+        encoded = [self.encode_conversation(p, r, truncation=mode) for p, r in pairs]
         ids, _ = pad_batch(encoded, self.pad_token_id, padding_side or "left")
         return ids.to(self.cfg.device) if move_to_device else ids
 
@@ -86,7 +90,8 @@ class RewardModelIdioms(_Host):
         conversation (template, BOS, EOS); ids (a tensor or list of ints) are converted as TL
         does; a bare string is refused (see :meth:`to_tokens`)."""
         if _is_pair(input):
-            return self._require_tokenizer().convert_ids_to_tokens(list(self.encode(*input).ids))
+            ids = list(self.encode_conversation(*input).ids)
+            return self._require_tokenizer().convert_ids_to_tokens(ids)
         if isinstance(input, str):
             raise NotForRewardModelsError(f"to_str_tokens got text. {_TEXT}")
         if isinstance(input, list) and input and all(_is_pair(p) for p in input):

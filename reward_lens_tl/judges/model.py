@@ -41,6 +41,7 @@ from ..errors import (
     ArgumentTypeError,
     EmptyInputError,
     InvalidArgumentError,
+    NotForRewardModelsError,
     SequenceTooLongError,
     StepSeparatorError,
 )
@@ -340,10 +341,10 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
                 "span, so it serves pointwise and Likert judges (pairwise: judge.encode(prompt, "
                 "a, b), position_bias)"
             )
-        if truncation != "error" or options:
-            raise InvalidArgumentError(
-                "a judge's template is encoded whole (truncation='error'); shorten the texts"
-            )
+        if options:
+            raise InvalidArgumentError(f"unknown options {sorted(options)} for a judge's encoding")
+        # ``truncation`` is accepted for the reward-model signature: a judge's template is
+        # never cut (a text that does not fit raises SequenceTooLongError)
         if not isinstance(response, str) or not isinstance(prompt, str):
             raise ArgumentTypeError("a judge encodes a prompt and a response given as strings")
         if self.chat:
@@ -370,6 +371,32 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         ids = self.encode(prompt, response, response_b)
         out = self.rewards(ids)
         return out[0] if isinstance(prompt, str) else out
+
+    def to_tokens(  # type: ignore[override]  # a judge reads text: its rendered template
+        self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
+    ) -> Int[Tensor, "batch pos"]:
+        """TL's ``to_tokens``: a judge scores text, so a string (or list of strings: rendered
+        templates, e.g. ``judge.render(prompt, response)``) is tokenized as the judge reads it;
+        ``(prompt, response)`` (pairwise ``(prompt, a, b)``) tuples are rendered first. Left
+        padded; never truncated (a text that does not fit raises)."""
+        texts = [input] if isinstance(input, (str, tuple)) else list(input)
+        if not texts:
+            raise EmptyInputError("to_tokens got no input")
+        rows = [self.token_ids_of(t if isinstance(t, str) else self.render(*t)) for t in texts]
+        pad = self.pad_token_id if self.pad_token_id is not None else 0
+        ids, _ = left_pad(rows, pad, padding_side or "left")
+        return ids.to(self.cfg.device) if move_to_device else ids
+
+    def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
+        """The head's column for an objective; a verdict token of a difference head has no
+        column of its own: the head *is* ``W_U[:, v0] − W_U[:, v1]`` (column 0)."""
+        if isinstance(tokens, str) and self.head_mode == "linear":
+            raise NotForRewardModelsError(
+                f"{tokens!r}: this judge keeps only the verdict direction W_U[:, "
+                f"{self.verdict[0]!r}] - W_U[:, {self.verdict[1]!r}] as its head; it is "
+                "judge.W_U[:, 0] (tokens_to_residual_directions(0))"
+            )
+        return super().tokens_to_residual_directions(tokens)
 
     def verdict_logits(
         self, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
