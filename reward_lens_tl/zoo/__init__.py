@@ -7,7 +7,11 @@ explanations can be checked against ground truth. Shipped models (``zoo_path(nam
 - ``scalar``: ``LlamaForSequenceClassification`` (3 layers, d_model 64, GQA 4/2 heads);
 - ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm_module`) with objectives helpfulness,
   harmlessness, verbosity and a gate that weighs harmlessness up for prompts with a harmful word;
-- ``reference`` / ``policy``: ``LlamaForCausalLM`` pair, the policy DPO-tuned to the scalar model.
+- ``reference`` / ``policy``: ``LlamaForCausalLM`` pair, the policy DPO-tuned to the scalar model;
+- ``judge``: a generative judge (``LlamaForCausalLM``, verdict "yes"/"no" or "a"/"b" read from
+  next-token logits) with a planted sycophancy hack and position bias (:mod:`.judge`);
+- ``prm``: a token PRM (Math-Shepherd style, "+"/"-" at each "ки") over arithmetic chains, with
+  a planted shortcut word (:mod:`.prm`).
 
 They load offline like any checkpoint::
 
@@ -25,6 +29,13 @@ They load offline like any checkpoint::
 
 from reward_lens_tl._deprecation import deprecated_names
 from reward_lens_tl.zoo.evaluate import evaluate_zoo_model
+from reward_lens_tl.zoo.judge import (
+    JUDGE_PAIRWISE_TEMPLATE,
+    JUDGE_POINTWISE_TEMPLATE,
+    JudgeItem,
+    judge_items,
+    write_judge,
+)
 from reward_lens_tl.zoo.load import (
     ZOO_NAMES,
     ZooTask,
@@ -33,6 +44,14 @@ from reward_lens_tl.zoo.load import (
     load_task,
     load_tokenizer,
     zoo_path,
+)
+from reward_lens_tl.zoo.prm import (
+    PRM_LABELS,
+    PRM_STEP_TAG,
+    PRMExample,
+    prm_examples,
+    render_solution,
+    write_prm,
 )
 from reward_lens_tl.zoo.task import (
     FEATURES,
@@ -49,20 +68,31 @@ __all__ = [
     "CHAT_TEMPLATE",
     "FEATURES",
     "GATING_TOKEN_PATTERN",
+    "JUDGE_PAIRWISE_TEMPLATE",
+    "JUDGE_POINTWISE_TEMPLATE",
+    "PRM_LABELS",
+    "PRM_STEP_TAG",
     "PROMPT_PLANTED_KINDS",
     "ZOO_NAMES",
     "ConversationTask",
     "Example",
     "ExamplePair",
+    "JudgeItem",
+    "PRMExample",
     "ScoringRule",
     "ZooTask",
     "build_tokenizer",
     "evaluate_zoo_model",
+    "judge_items",
     "load_metadata",
     "load_model",
     "load_task",
     "load_tokenizer",
+    "prm_examples",
+    "render_solution",
     "train_zoo",
+    "write_judge",
+    "write_prm",
     "zoo_path",
 ]
 

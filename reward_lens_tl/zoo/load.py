@@ -24,11 +24,13 @@ from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
 from reward_lens_tl.zoo.tokenizer import build_tokenizer
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
-ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy")
+ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy", "judge", "prm")
 
 
 def zoo_path(name: str = "scalar") -> Path:
-    """Directory of a shipped zoo model (``scalar``, ``multi``, ``reference`` or ``policy``)."""
+    """Directory of a shipped zoo model (``scalar``, ``multi``, ``reference``, ``policy``, or the
+    generative ``judge`` and token ``prm`` of :mod:`~reward_lens_tl.zoo.judge` and
+    :mod:`~reward_lens_tl.zoo.prm`)."""
     if name not in ZOO_NAMES:
         raise UnknownNameError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
     return MODELS_DIR / name

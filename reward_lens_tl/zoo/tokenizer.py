@@ -12,6 +12,14 @@ prompt with the ``<|assistant|>`` header instead. ``<pad>`` is id 0 and the toke
 the right, for HF's own models (which count positions from column 0); reward-lens-tl ignores
 that setting and left-pads its batches (:func:`reward_lens_tl.inputs.pad_batch`).
 
+``extra_words`` appends words after the task vocabulary (the zoo's judge and PRM use it), so every
+existing token keeps its id:
+
+>>> wide = build_tokenizer(extra_words=("yes", "no"))
+>>> wide.convert_tokens_to_ids(["<pad>", "soup", "yes", "no"]) == [0, VOCAB["soup"], len(VOCAB),
+...                                                                 len(VOCAB) + 1]
+True
+
 >>> tok = build_tokenizer()
 >>> chat = [{"role": "user", "content": "how bake bread"}, {"role": "assistant", "content": "soup"}]
 >>> tok.apply_chat_template(chat, tokenize=False)
@@ -23,9 +31,12 @@ that setting and left-pads its batches (:func:`reward_lens_tl.inputs.pad_batch`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.zoo.vocab import (
     ASSISTANT,
     BOS,
@@ -62,9 +73,31 @@ GATING_TOKEN_PATTERN: tuple[int, ...] = (VOCAB[ASSISTANT],)
 ROLE_TOKENS: tuple[str, ...] = (USER, ASSISTANT, END)
 
 
-def build_tokenizer(model_max_length: int = 64) -> PreTrainedTokenizerFast:
-    """A fresh ``PreTrainedTokenizerFast`` over the task vocabulary (see the module docstring)."""
-    core = Tokenizer(models.WordLevel(vocab=dict(VOCAB), unk_token=UNK))
+def extended_vocab(extra_words: Sequence[str] = ()) -> dict[str, int]:
+    """The task vocabulary with ``extra_words`` appended (ids ``len(VOCAB)``, ``len(VOCAB) + 1``,
+    ...); each must be a new, lower-case word without whitespace.
+
+    >>> extended_vocab(("b",))["b"] == len(VOCAB)
+    True
+    >>> extended_vocab(("soup",))
+    Traceback (most recent call last):
+    ...
+    reward_lens_tl.errors.InvalidArgumentError: extra word 'soup': not a new lower-case word
+    """
+    vocab = dict(VOCAB)
+    for word in extra_words:
+        if word in vocab or word != word.lower() or not word or word.split() != [word]:
+            raise InvalidArgumentError(f"extra word {word!r}: not a new lower-case word")
+        vocab[word] = len(vocab)
+    return vocab
+
+
+def build_tokenizer(
+    model_max_length: int = 64, extra_words: Sequence[str] = ()
+) -> PreTrainedTokenizerFast:
+    """A fresh ``PreTrainedTokenizerFast`` over the task vocabulary, plus ``extra_words`` after
+    it (see the module docstring)."""
+    core = Tokenizer(models.WordLevel(vocab=extended_vocab(extra_words), unk_token=UNK))
     core.normalizer = normalizers.Lowercase()
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     core.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
