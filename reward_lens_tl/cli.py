@@ -553,7 +553,10 @@ def _add_zoo(sub) -> None:
     train.add_argument("--out", default="zoo_models", help="output directory")
     train.add_argument("--seed", type=int, default=0, help="training seed")
     train.add_argument(
-        "--which", nargs="+", default=["scalar", "multi", "policy"], help="models to train"
+        "--which",
+        nargs="+",
+        default=["scalar", "multi", "policy", "judge", "prm"],
+        help="models to train",
     )
     train.add_argument("--fast", action="store_true", help="tiny-step config (for smoke tests)")
     train.set_defaults(func=_zoo_train)

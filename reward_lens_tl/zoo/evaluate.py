@@ -292,8 +292,15 @@ def evaluate_zoo_model(
 
     path = Path(path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
-    task = ConversationTask()
+    name = _metadata_name(path)
     model = load_model(path)
+    if name in ("judge", "prm"):  # causal LMs like the policy, with their own tasks
+        from reward_lens_tl.zoo.judge import evaluate_judge
+        from reward_lens_tl.zoo.prm import evaluate_prm
+
+        evaluate = evaluate_judge if name == "judge" else evaluate_prm
+        return {"kind": name, **evaluate(model)}
+    task = ConversationTask()
     if arch == "LlamaForSequenceClassification":
         return {"kind": "scalar", **evaluate_scalar(model, task, seed)}
     if arch == "LlamaForRewardModelWithGating":
@@ -304,6 +311,11 @@ def evaluate_zoo_model(
     scalar_model = load_model(Path(scalar) if scalar else path.parent / "scalar")
     report = evaluate_policy(model, load_model(ref_path), scalar_model, task, seed)
     return {"kind": "policy", **report}
+
+
+def _metadata_name(path: Path) -> str | None:
+    meta = path / "metadata.json"
+    return json.loads(meta.read_text()).get("name") if meta.is_file() else None
 
 
 __all__ = [

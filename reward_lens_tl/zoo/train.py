@@ -118,7 +118,7 @@ def train_multi(
 
 
 # ---- the zoo ------------------------------------------------------------------------------------
-ZOO_PARTS: tuple[str, ...] = ("scalar", "multi", "policy")
+ZOO_PARTS: tuple[str, ...] = ("scalar", "multi", "policy", "judge", "prm")
 
 
 def _metadata(name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
@@ -189,10 +189,12 @@ def train_zoo(
 ) -> dict[str, dict]:
     """Train the requested zoo models and write each to ``output_dir/<name>/``.
 
-    ``which`` takes ``scalar``, ``multi`` and ``policy`` (the latter writes ``reference`` and
+    ``which`` takes ``scalar``, ``multi``, ``policy`` (the latter writes ``reference`` and
     ``policy``; its preference labels come from the scalar model trained in this call, else from
-    ``output_dir/scalar``, else from the shipped one). ``fast`` uses a few steps per model on one
-    thread (for determinism tests). Returns each written model's metadata (also saved as
+    ``output_dir/scalar``, else from the shipped one), ``judge`` and ``prm``
+    (:mod:`reward_lens_tl.zoo.judge`, :mod:`reward_lens_tl.zoo.prm`; the judge's embeddings
+    start from the shipped reference LM's). ``fast`` uses a few steps per model on one thread
+    (for determinism tests). Returns each written model's metadata (also saved as
     ``metadata.json``).
     """
     from reward_lens_tl.zoo.load import load_model, zoo_path
@@ -214,4 +216,12 @@ def train_zoo(
             local = out / "scalar"
             scalar = load_model(local if (local / "config.json").exists() else zoo_path("scalar"))
         written.update(_write_policy(task, out, seed, fast, scalar))
+    if "judge" in which:  # its topic words start from the reference LM's embeddings
+        from reward_lens_tl.zoo.judge import write_judge
+
+        written["judge"] = write_judge(out / "judge", seed=seed, fast=fast)
+    if "prm" in which:
+        from reward_lens_tl.zoo.prm import write_prm
+
+        written["prm"] = write_prm(out / "prm", seed=seed, fast=fast)
     return written
