@@ -307,7 +307,7 @@ def test_fast_training_is_deterministic(tmp_path):
     a = train_zoo(tmp_path / "a", seed=0, fast=True)
     b = train_zoo(tmp_path / "b", seed=0, fast=True)
     c = train_zoo(tmp_path / "c", seed=1, fast=True, which=("scalar",))
-    assert set(a) == {"scalar", "multi", "reference", "policy"}
+    assert set(a) == {"scalar", "multi", "reference", "policy", "judge", "prm"}
     assert _hashes(a) == _hashes(b)
     assert c["scalar"]["weights_sha256"] != a["scalar"]["weights_sha256"]
     reloaded = AutoModelForSequenceClassification.from_pretrained(
