@@ -372,7 +372,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         out = self.rewards(ids)
         return out[0] if isinstance(prompt, str) else out
 
-    def to_tokens(  # type: ignore[override]  # a judge reads text: its rendered template
+    def to_tokens(  # a judge reads text: its rendered template
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
         """TL's ``to_tokens``: a judge scores text, so a string (or list of strings: rendered
