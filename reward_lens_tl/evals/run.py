@@ -141,7 +141,10 @@ def _encode_item(model, item, key, position, truncation, on_error):
     """Every response of ``item`` encoded, or a :class:`SkippedRecord` (``on_error="skip"``)."""
     prompt, chosen, rejected = item_texts(item)
     try:
-        return [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
+        return [
+            model.encode_conversation(prompt, r, truncation=truncation)
+            for r in (*chosen, *rejected)
+        ]
     except RewardLensError as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         if on_error == "skip":
@@ -179,7 +182,7 @@ def _score_chunk(model, chunk, keys, benchmark, truncation, column, on_error):
 
 def _rewards(model, ids, mask, column) -> torch.Tensor:
     device = model.cfg.device
-    rewards = model.rewards(ids.to(device), mask.to(device))
+    rewards = model.pooled_rewards(ids.to(device), mask.to(device))
     if rewards.ndim == 2:
         rewards = rewards[:, column]
     return rewards.float().cpu()

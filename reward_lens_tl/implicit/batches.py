@@ -88,7 +88,8 @@ def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, Encoded
     if hasattr(pair, "edited") and hasattr(pair, "base"):
         return encode_contrast(pair)
     if all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected")):
-        return model.encode(pair.prompt, pair.chosen), model.encode(pair.prompt, pair.rejected)
+        encode = getattr(model, "encode_conversation", model.encode)  # a judge renders its template
+        return encode(pair.prompt, pair.chosen), encode(pair.prompt, pair.rejected)
     raise ArgumentTypeError(
         f"cannot read a preference pair from {type(pair).__name__}: pass (chosen, rejected) "
         "EncodedConversations, a zoo ContrastPair, or an object with prompt/chosen/rejected"

@@ -36,7 +36,7 @@ from ..attribution import (
     attribution_hook_names,
     direct_attribution,
 )
-from ..errors import InvalidArgumentError, ShapeMismatchError
+from ..errors import ArgumentTypeError, InvalidArgumentError, ShapeMismatchError
 from ..lens import RewardLensResult, lens_sites, reward_lens
 from ..readout import Readout, ReadoutRun, effective_head, gather_positions, is_centred, run_readout
 from ..results import Result, axes, tidy_frame, top_entries
@@ -259,18 +259,20 @@ def first_error_analysis(
     """Analyse step ``step`` of one solution (module docstring). ``correct_steps``: the same
     solution with that step correct and the same number of tokens, to patch from.
     """
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise ArgumentTypeError(f"step must be an int, got {step!r}")
     enc = prm.encode_steps(prompt, steps)
     n = enc.n_steps[0]
     if not 0 <= step < n:
         raise InvalidArgumentError(f"step must be in [0, {n}), got {step}")
-    at = prm.step(step)
+    at = prm.step(enc.tag_offset[0] + step)  # the prompt may hold step tags too
     ids, mask = enc.input_ids, enc.attention_mask
     margins = prm.step_margins(ids, mask, enc.step_positions)[0]
     scores = prm.rewards(ids, mask, step_positions=enc.step_positions)[0]
     attr = _attribute(at, ids, sources=True)
     assert attr.sources is not None
     names, seg = step_segments(
-        enc.step_positions[0].tolist(), ids.shape[1], _prompt_tokens(prm, prompt)
+        enc.step_positions[0].tolist(), ids.shape[1], prm.body_start(prompt, steps)
     )
     keep = step + 2  # the prompt and steps 0..step: later steps are not visible to step
     one_hot = torch.nn.functional.one_hot(seg, len(names)).float()[:, :keep]
@@ -292,12 +294,6 @@ def first_error_analysis(
         turn_site=turn,
         patch=patch,
     )
-
-
-def _prompt_tokens(prm: HookedPRM, prompt: str) -> int:
-    """Tokens of the template rendered with no steps (the problem statement)."""
-    text = prm.template.format(prompt=prompt, steps="").rstrip()
-    return len(prm._require_tokenizer()(text)["input_ids"])
 
 
 def _lens(model, ids: Tensor, mask: Tensor) -> RewardLensResult:
@@ -340,12 +336,17 @@ def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) ->
             f"({right.input_ids.shape[1]} vs {wrong.input_ids.shape[1]}) to patch a step across"
         )
     tag = int(wrong.step_positions[0, step])
-    prev = int(wrong.step_positions[0, step - 1]) + 1 if step > 0 else _prompt_tokens(prm, prompt)
+    prev = (
+        int(wrong.step_positions[0, step - 1]) + 1
+        if step > 0
+        else prm.body_start(prompt, correct_steps)
+    )
     positions = list(range(prev, tag))  # the step's own tokens; its tag reads them
     if not positions:
         raise InvalidArgumentError(f"step {step} has no tokens before its tag to patch")
+    view = prm.step(wrong.tag_offset[0] + step)
     res = activation_patching(
-        prm.step(step), right.input_ids, wrong.input_ids, positions=positions, by_position=False
+        view, right.input_ids, wrong.input_ids, positions=positions, by_position=False
     )
     assert res.rewards is not None  # activation patching records the patched rewards
     return res.rewards.detach().float().cpu().reshape(-1)

@@ -143,6 +143,17 @@ class HeadAdapter(RewardModelAdapter):
         out.load_state_dict({k: v.detach().float() for k, v in last.state_dict().items()})
         return {"head_out": out}
 
+    def pool_index(self, input_ids, pad_token_id):
+        """The last real token; without a pad id the rows are unpadded: the last one."""
+        if pad_token_id is None:
+            return torch.full(
+                (input_ids.shape[0],),
+                input_ids.shape[1] - 1,
+                dtype=torch.long,
+                device=input_ids.device,
+            )
+        return hf_last_non_pad(input_ids, pad_token_id)
+
     @torch.no_grad()
     def reference_rewards(self, hf_model, input_ids, attention_mask=None) -> Tensor:
         """The head's outputs computed by HF's own modules at HF's reading position,

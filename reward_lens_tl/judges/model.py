@@ -41,6 +41,7 @@ from ..errors import (
     ArgumentTypeError,
     EmptyInputError,
     InvalidArgumentError,
+    MissingPadTokenError,
     NotForRewardModelsError,
     SequenceTooLongError,
     StepSeparatorError,
@@ -61,6 +62,8 @@ from .templates import (
 )
 
 JudgeKind = Literal["pointwise", "pairwise", "likert"]
+#: The verdict argument's default: each kind's own verdict tokens (pointwise ``("Yes", "No")``).
+DEFAULT_VERDICT: tuple[str, ...] = ("Yes", "No")
 PRMKind = Literal["token", "value", "classifier"]
 #: How each PRM kind writes a step and its tag, by default (Math-Shepherd: ``"step ки"``).
 STEP_FORMATS: dict[str, str] = {
@@ -99,6 +102,30 @@ class _VerdictHead:
             "(exact parts of its first-order term, and the remainder)"
         )
 
+    def _gated_logits_needed(self, kwargs) -> bool:
+        """A non-linear score at every position (``model(ids)[:, -1]`` is the reward)."""
+        return self.scored_head and kwargs.get("stop_at_layer") is None
+
+    def _gated_per_position(self, resid, tokens):
+        model = cast(Any, self)
+        normed = model.ln_final(resid) if model.cfg.normalization_type is not None else resid
+        return self.score_from(model.unembed(normed))[..., None]
+
+    def pad_rows(
+        self, rows: list[list[int]], padding_side: str = "left"
+    ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
+        """Left-pad id rows; without a pad token only rows of one length can be batched."""
+        pad = getattr(self, "pad_token_id", None)
+        if pad is None:
+            if len({len(r) for r in rows}) > 1:
+                raise MissingPadTokenError(
+                    "this tokenizer has no pad token, so texts of different lengths cannot be "
+                    "batched: set tokenizer.pad_token (e.g. = tokenizer.eos_token) and pass "
+                    "tokenizer= to from_pretrained, or score one item at a time"
+                )
+            pad = 0  # nothing is padded
+        return left_pad(rows, pad, cast(Any, padding_side))
+
     def cap(self, logits: Tensor) -> Tensor:
         return logits if not self.softcap else self.softcap * torch.tanh(logits / self.softcap)
 
@@ -133,6 +160,9 @@ class StepEncoding:
     attention_mask: Int[Tensor, "batch pos"]
     step_positions: Int[Tensor, "batch n_steps"]
     n_steps: tuple[int, ...]
+    #: Step tags before each row's first step (the prompt or template holds the tag); a step
+    #: view of row ``b``'s step ``k`` is ``prm.step(tag_offset[b] + k)`` (or a negative index).
+    tag_offset: tuple[int, ...] = ()
 
 
 def _as_list(value: Any, name: str) -> tuple[list[Any], bool]:
@@ -215,11 +245,12 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         cls,
         path_or_id: nn.Module | str | Path,
         kind: JudgeKind = "pointwise",
-        verdict: Sequence[str | int] = ("Yes", "No"),
+        verdict: Sequence[str | int] = DEFAULT_VERDICT,
         template: str | None = None,
         *,
         tokenizer: Any = None,
         chat: bool = False,
+        grades: Sequence[float] | None = None,
         dtype: torch.dtype | str = torch.float32,
         device: str | torch.device | None = None,
         verify: bool | None = None,
@@ -248,8 +279,10 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         )
         source, tok, config = _resolve(path_or_id, tokenizer, hub)
         template = check_template(TEMPLATES[kind] if template is None else template, kind)
-        if tuple(verdict) == ("Yes", "No") and kind != "pointwise":
+        if verdict is DEFAULT_VERDICT:  # left at the signature's default: the kind's own
             verdict = DEFAULT_VERDICTS[kind]
+        if grades is not None and kind != "likert":
+            raise InvalidArgumentError("grades= applies to kind='likert' only")
         ids = token_ids(tok, verdict, "verdict", 2 if kind != "likert" else None)
         names = tuple(str(v) for v in verdict)
         softcap = getattr(config, "final_logit_softcapping", None) or None
@@ -261,7 +294,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         model.kind, model.template, model.chat = kind, template, chat
         model.verdict, model.verdict_ids = tuple(verdict), tuple(ids)
         model.head_mode, model.softcap = mode, float(softcap) if softcap else None
-        model.grades = torch.tensor(grades_of(verdict)) if kind == "likert" else None
+        model.grades = _grades(verdict, grades) if kind == "likert" else None
         return model
 
     # -- the reward ------------------------------------------------------------------------
@@ -287,17 +320,20 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
             )
         return render(self.template, self.kind, prompt=prompt, response=response)
 
+    def full_text(self, text: str) -> str:
+        """What the tokenizer reads for a rendered template: the text itself, or with
+        ``chat=True`` a user turn of the tokenizer's chat template with the generation prompt."""
+        if not self.chat:
+            return text
+        return self._require_tokenizer().apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+        )
+
     def token_ids_of(self, text: str) -> list[int]:
+        """The ids the judge scores for a rendered template (special tokens added as the
+        tokenizer adds them, unless a chat template wrote them)."""
         tok = self._require_tokenizer()
-        if self.chat:
-            ids = tok.apply_chat_template(
-                [{"role": "user", "content": text}],
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=False,
-            )
-        else:
-            ids = tok(text)["input_ids"]
+        ids = tok(self.full_text(text), add_special_tokens=not self.chat)["input_ids"]
         if not ids:
             raise EmptyInputError("the rendered template tokenized to no tokens")
         if len(ids) > self.cfg.n_ctx:
@@ -324,7 +360,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
             self.token_ids_of(self.render(p, r, None if seconds is None else seconds[i]))
             for i, (p, r) in enumerate(zip(prompts, responses, strict=True))
         ]
-        ids, _ = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
+        ids, _ = self.pad_rows(rows)
         return ids.to(self.cfg.device)
 
     def encode_conversation(  # type: ignore[override]  # a judge's template, text prompts only
@@ -347,18 +383,16 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         # never cut (a text that does not fit raises SequenceTooLongError)
         if not isinstance(response, str) or not isinstance(prompt, str):
             raise ArgumentTypeError("a judge encodes a prompt and a response given as strings")
-        if self.chat:
-            raise InvalidArgumentError(
-                "encode_conversation needs a plain-text template, chat=False"
-            )
         marker = "\u0000"
         while marker in prompt or marker in response or marker in self.template:
             marker += "\u0000"
-        text = self.render(prompt, response)
-        start_char = render(self.template, self.kind, prompt=prompt, response=marker).index(marker)
+        text = self.full_text(self.render(prompt, response))
+        marked = self.full_text(render(self.template, self.kind, prompt=prompt, response=marker))
+        start_char = marked.index(marker)
         end_char = start_char + len(response)
-        ids = self.token_ids_of(text)
-        start, end = _token_span(self._require_tokenizer(), text, start_char, end_char, len(ids))
+        ids = self.token_ids_of(self.render(prompt, response))
+        tok = self._require_tokenizer()
+        start, end = _token_span(tok, text, start_char, end_char, len(ids), not self.chat)
         return EncodedConversation(ids=tuple(ids), response_start=start, response_end=end)
 
     def score(  # type: ignore[override]  # a judge's items
@@ -383,8 +417,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         if not texts:
             raise EmptyInputError("to_tokens got no input")
         rows = [self.token_ids_of(t if isinstance(t, str) else self.render(*t)) for t in texts]
-        pad = self.pad_token_id if self.pad_token_id is not None else 0
-        ids, _ = left_pad(rows, pad, padding_side or "left")
+        ids, _ = self.pad_rows(rows, padding_side or "left")
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
@@ -507,8 +540,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
                 "chat=True writes the solution with the chat template; leave template as it is"
             )
         model.head_mode, model.softcap = mode, float(softcap) if softcap else None
-        if kind == "token" and transform not in ("sigmoid", None):
-            raise InvalidArgumentError("transform must be 'sigmoid' or None")
+        if transform not in ("sigmoid", None):
+            raise InvalidArgumentError(
+                f"transform must be 'sigmoid' (a two-label softmax is a sigmoid of the margin) "
+                f"or None (the raw margin), got {transform!r}"
+            )
         return model
 
     def attach_extras(self, extras: dict[str, Any]) -> None:
@@ -547,11 +583,13 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             steps = self.step_positions(tokens, attention_mask)
             counts = (steps >= 0).sum(1)
             k = self.reading_step
-            if k >= 0 and bool((counts <= k).any()):
+            idx = counts + k if k < 0 else torch.full_like(counts, k)
+            bad = (idx < 0) | (idx >= counts)
+            if bool(bad.any()):
                 raise StepSeparatorError(
-                    f"step {k} does not exist in rows {(counts <= k).nonzero().flatten().tolist()}"
+                    f"step {k} does not exist in rows {bad.nonzero().flatten().tolist()} (they "
+                    f"hold {counts[bad].tolist()} step tags)"
                 )
-            idx = counts - 1 if k < 0 else torch.full_like(counts, k)
             positions = steps[torch.arange(steps.shape[0], device=steps.device), idx]
         return super().pool_positions(tokens, attention_mask, positions)
 
@@ -572,8 +610,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         )
 
     def step(self, k: int) -> HookedPRM:
-        """This PRM read at step ``k`` (``-1``: the last): the same modules and hooks, only the
-        reading position differs, so any analysis of the package runs on one step."""
+        """This PRM read at step ``k`` (negative ``k`` counts from the last: ``-1`` is the
+        last step): the same modules and hooks, only the reading position differs, so any
+        analysis of the package runs on one step. Steps are counted over the row's step tags:
+        when the prompt holds the tag too, add :attr:`StepEncoding.tag_offset` (or count
+        from the end)."""
         if not isinstance(k, int) or isinstance(k, bool):
             raise ArgumentTypeError(f"step must be an int, got {k!r}")
         view = copy.copy(self)
@@ -599,7 +640,9 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             if step_positions is None
             else step_positions
         )
-        with torch.no_grad():
+        from ..padding import reading_position_known
+
+        with torch.no_grad(), reading_position_known():  # each step is read at its own tag
             per_pos = self(input_ids, "objectives", attention_mask=attention_mask)
             rows = torch.arange(steps.shape[0], device=steps.device)[:, None]
             pooled = per_pos[rows, steps.clamp(min=0)]  # [batch, n_steps, n_out]
@@ -615,7 +658,12 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         grad: bool = False,
     ) -> Float[Tensor, "batch n_steps"]:
         """Step scores ``[batch, n_steps]`` (``nan`` past a row's last step) at the step tags
-        (or ``step_positions``), from one forward."""
+        (or ``step_positions``), from one forward. ``input_ids`` may be a :class:`StepEncoding`
+        (its mask and step positions are used)."""
+        if isinstance(input_ids, StepEncoding):
+            enc = input_ids
+            input_ids, attention_mask = enc.input_ids, enc.attention_mask
+            step_positions = enc.step_positions if step_positions is None else step_positions
         if grad:
             raise InvalidArgumentError(
                 "PRM step scores are computed without gradients; use step(k)"
@@ -624,28 +672,35 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return torch.sigmoid(margins) if self.transform == "sigmoid" else margins
 
     # -- text ------------------------------------------------------------------------------
-    def render_steps(self, prompt: str, steps: Sequence[str]) -> str:
-        """The PRM's input text: ``template`` with ``{prompt}`` and the formatted steps."""
+    def steps_text(self, steps: Sequence[str]) -> str:
+        """The steps as the PRM reads them: each formatted by ``step_format`` with its tag,
+        joined by ``step_separator`` (a step that holds the tag is refused)."""
         if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
             raise StepSeparatorError("steps must be a non-empty list of strings (one per step)")
-        tag_text = (
-            self.step_tag
-            if isinstance(self.step_tag, str)
-            else self._require_tokenizer().decode([self.step_tag])
-        )
+        tag_text = self._tag_text()
         for i, step in enumerate(steps):
             if not isinstance(step, str):
                 raise ArgumentTypeError(f"steps[{i}] must be a string, got {type(step).__name__}")
             if tag_text and tag_text.strip() and tag_text in step:
                 raise StepSeparatorError(f"steps[{i}] contains the step tag {tag_text!r}: {step!r}")
-        body = self.step_separator.join(
+        return self.step_separator.join(
             self.step_format.format(step=s, tag=tag_text) for s in steps
         )
+
+    def render_steps(self, prompt: str, steps: Sequence[str]) -> str:
+        """The PRM's input text: ``template`` with ``{prompt}`` and :meth:`steps_text` (with
+        ``chat=True``: the tokenizer's chat template, the steps as the assistant's turn)."""
+        body = self.steps_text(steps)
         if not self.chat:
             return render(self.template, "prm", prompt=prompt, steps=body)
         system = [{"role": "system", "content": self.system}] if self.system is not None else []
         turns = [{"role": "user", "content": prompt}, {"role": "assistant", "content": body}]
         return self._require_tokenizer().apply_chat_template(system + turns, tokenize=False)
+
+    def token_ids_of(self, text: str) -> list[int]:
+        """The ids of a rendered solution (special tokens added unless a chat template wrote
+        them)."""
+        return list(self._require_tokenizer()(text, add_special_tokens=not self.chat)["input_ids"])
 
     def encode_steps(
         self, prompt: str | Sequence[str], steps: Sequence[str] | Sequence[Sequence[str]]
@@ -656,9 +711,8 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         solutions = cast(list[Sequence[str]], [steps] if single else list(steps))
         if len(solutions) != len(prompts):
             raise InvalidArgumentError(f"{len(prompts)} prompts for {len(solutions)} solutions")
-        tok = self._require_tokenizer()
         rows = [
-            tok(self.render_steps(p, s))["input_ids"]
+            self.token_ids_of(self.render_steps(p, s))
             for p, s in zip(prompts, solutions, strict=True)
         ]
         for i, row in enumerate(rows):
@@ -666,18 +720,86 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
                 raise SequenceTooLongError(
                     f"solution {i} is {len(row)} tokens; the context is {self.cfg.n_ctx}"
                 )
-        ids, mask = left_pad(rows, self.pad_token_id if self.pad_token_id is not None else 0)
+        ids, mask = self.pad_rows(rows)
         ids, mask = ids.to(self.cfg.device), mask.to(self.cfg.device)
-        positions = self.step_positions(ids, mask)
-        counts = (positions >= 0).sum(1).tolist()
-        for i, (n, sol) in enumerate(zip(counts, solutions, strict=True)):
-            if n != len(sol):
+        tags = self.step_positions(ids, mask)
+        counts = (tags >= 0).sum(1).tolist()
+        n_steps = [len(sol) for sol in solutions]
+        for i, (n, want) in enumerate(zip(counts, n_steps, strict=True)):
+            if n < want:
                 raise StepSeparatorError(
-                    f"solution {i} has {len(sol)} steps but its text holds {n} step tags "
-                    f"{self.step_tag!r}: the tokenizer merges the tag with its neighbours, or a "
-                    "step's text holds it; change step_format (e.g. a space before the tag)"
+                    f"solution {i} has {want} steps but its text holds {n} step tags "
+                    f"{self.step_tag!r}: the tokenizer merges the tag with its neighbours; "
+                    "change step_format (e.g. a space before the tag)"
                 )
-        return StepEncoding(ids, mask, positions, tuple(int(n) for n in counts))
+        # the steps' tags are each row's last ones (the prompt may hold the tag as well)
+        positions = torch.full((len(rows), max(n_steps)), -1, dtype=torch.long, device=ids.device)
+        for i, (n, want) in enumerate(zip(counts, n_steps, strict=True)):
+            positions[i, :want] = tags[i, n - want : n]
+        offsets = tuple(int(n - want) for n, want in zip(counts, n_steps, strict=True))
+        return StepEncoding(ids, mask, positions, tuple(n_steps), offsets)
+
+    def encode_conversation(  # type: ignore[override]  # a PRM's one-step solution
+        self, prompt: str, response: str, *, truncation: str = "error", **options: Any
+    ) -> EncodedConversation:
+        """``(prompt, response)`` as a solution, with the response's span marked, so pair
+        scoring, probes, sweeps and token views run on a PRM as on a reward model (read at the
+        last step's tag). A response written with step tags is those steps
+        (:meth:`split_steps`); otherwise it is one step. Several steps as a list:
+        :meth:`encode_steps`."""
+        if options:
+            raise InvalidArgumentError(f"unknown options {sorted(options)} for a PRM's encoding")
+        if not isinstance(response, str) or not isinstance(prompt, str):
+            raise ArgumentTypeError("a PRM encodes a prompt and a response given as strings")
+        steps = self.split_steps(response)
+        text = self.render_steps(prompt, steps)
+        body = self.steps_text(steps)
+        head, _, _ = self.step_format.partition("{step}")
+        tail = self.step_format.partition("{step}")[2].format(tag=self._tag_text())
+        start = text.rindex(body) + len(head.format(tag=self._tag_text()))
+        end = text.rindex(body) + len(body) - len(tail)  # the last tag stays outside
+        ids = self.token_ids_of(text)
+        if len(ids) > self.cfg.n_ctx:
+            raise SequenceTooLongError(f"{len(ids)} tokens; this PRM's context is {self.cfg.n_ctx}")
+        first, last = _token_span(
+            self._require_tokenizer(), text, start, end, len(ids), not self.chat
+        )
+        return EncodedConversation(ids=tuple(ids), response_start=first, response_end=last)
+
+    def encode(self, prompt, response, **options) -> EncodedConversation:  # type: ignore[override]
+        """:meth:`encode_conversation` (a one-step solution)."""
+        return self.encode_conversation(prompt, response, **options)
+
+    def score(self, prompt, response, **options) -> Tensor:  # type: ignore[override]
+        """The score of ``response``'s last step (:meth:`split_steps`) as a solution to
+        ``prompt`` (a 0-d tensor); every step's: :meth:`step_rewards`."""
+        return self.step_rewards(prompt, self.split_steps(response))[-1]
+
+    def split_steps(self, response: str) -> list[str]:
+        """The steps of a solution written as text with its step tags (one step when it has
+        none): ``"3 + 4 = 7 ки 7 + 2 = 9 ки"`` → ``["3 + 4 = 7", "7 + 2 = 9"]``."""
+        tag = self._tag_text()
+        if not tag.strip() or tag not in response:
+            return [response]
+        steps = [part.strip() for part in response.split(tag)]
+        return [s for s in steps if s] or [response]
+
+    def _tag_text(self) -> str:
+        if isinstance(self.step_tag, str):
+            return self.step_tag
+        return self._require_tokenizer().decode([self.step_tag])
+
+    def body_start(self, prompt: str, steps: Sequence[str]) -> int:
+        """Index of the first token of the steps in the ids of one solution (the tokens
+        before it are the prompt's and the template's), from the tokenizer's character
+        offsets."""
+        text = self.render_steps(prompt, steps)
+        start = text.rindex(self.steps_text(steps))
+        enc = self._require_tokenizer()(
+            text, add_special_tokens=not self.chat, return_offsets_mapping=True
+        )
+        spans = enc["offset_mapping"]
+        return next((i for i, (a, b) in enumerate(spans) if b > a and b > start), len(spans))
 
     def score_solutions(
         self,
@@ -709,10 +831,12 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return self.rewards(enc.input_ids, enc.attention_mask, step_positions=enc.step_positions)[0]
 
 
-def _token_span(tokenizer: Any, text: str, start: int, end: int, n: int) -> tuple[int, int]:
+def _token_span(
+    tokenizer: Any, text: str, start: int, end: int, n: int, add_special_tokens: bool = True
+) -> tuple[int, int]:
     """Tokens ``[first, last)`` covering characters ``[start, end)`` of ``text``: the first
     token ending after ``start`` and the first token starting at or after ``end``."""
-    enc = tokenizer(text, return_offsets_mapping=True)
+    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
     offsets = [tuple(o) for o in enc["offset_mapping"]]
     if len(offsets) != n:
         raise InvalidArgumentError("the tokenizer's offsets do not match its ids")
@@ -720,6 +844,17 @@ def _token_span(tokenizer: Any, text: str, start: int, end: int, n: int) -> tupl
     first = next((i for i, _, b in real if b > start), n)
     last = next((i for i, a, _ in real if a >= end and i >= first), n)
     return first, last
+
+
+def _grades(verdict: Sequence[str | int], grades: Sequence[float] | None) -> Tensor:
+    """A Likert judge's grade per verdict token: ``grades`` when given, else the verdicts as
+    numbers, else ``1..K``."""
+    if grades is None:
+        return torch.tensor(grades_of(verdict))
+    values = [float(g) for g in grades]
+    if len(values) != len(verdict):
+        raise InvalidArgumentError(f"{len(values)} grades for {len(verdict)} verdict tokens")
+    return torch.tensor(values)
 
 
 def _check_step_format(step_format: Any) -> None:

@@ -18,6 +18,7 @@ the pairwise template has no {response_a} placehol
 
 from __future__ import annotations
 
+import numbers
 import string
 from collections.abc import Sequence
 from typing import Any
@@ -26,17 +27,17 @@ from ..errors import ArgumentTypeError, JudgeTemplateError, VerdictTokenError
 
 #: Built-in pointwise template (GenRM-style "Is the answer correct? Yes/No").
 POINTWISE_TEMPLATE = (
-    "Question: {prompt}\nResponse: {response}\n"
+    "Question:\n{prompt}\nResponse:\n{response}\n"
     "Is the response correct and helpful? Answer Yes or No.\nAnswer:"
 )
 #: Built-in pairwise template (both responses shown; the verdict is "A" or "B").
 PAIRWISE_TEMPLATE = (
-    "Question: {prompt}\nResponse A: {response_a}\nResponse B: {response_b}\n"
+    "Question:\n{prompt}\nResponse A:\n{response_a}\nResponse B:\n{response_b}\n"
     "Which response is better? Answer A or B.\nAnswer:"
 )
 #: Built-in Likert template (a grade from 1 to 5).
 LIKERT_TEMPLATE = (
-    "Question: {prompt}\nResponse: {response}\n"
+    "Question:\n{prompt}\nResponse:\n{response}\n"
     "Rate the response from 1 (worst) to 5 (best).\nRating:"
 )
 #: Built-in PRM template: the problem, then the steps.
@@ -63,11 +64,21 @@ SLOTS: dict[str, tuple[str, ...]] = {
 
 
 def placeholders(template: str) -> list[str]:
-    """The ``{name}`` fields of a format string (``JudgeTemplateError`` if it does not parse)."""
+    """The ``{name}`` fields of a format string (``JudgeTemplateError`` if it does not parse,
+    or a field has a conversion or format spec: ``{response!r}``, ``{response:>9}`` would change
+    the text the verdict is read from)."""
     try:
-        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        fields = list(string.Formatter().parse(template))
     except ValueError as err:
         raise JudgeTemplateError(f"the template does not parse as a format string: {err}") from None
+    for _, name, spec, conversion in fields:
+        if name is not None and (spec or conversion):
+            raise JudgeTemplateError(
+                f"the template's field {{{name}}} has a conversion or format spec "
+                f"({'!' + conversion if conversion else ''}{':' + spec if spec else ''}); "
+                "placeholders must be plain, e.g. {response}"
+            )
+    return [name for _, name, _, _ in fields if name is not None]
 
 
 def check_template(template: Any, kind: str) -> str:
@@ -102,9 +113,10 @@ def render(template: str, kind: str, **slots: str) -> str:
 def token_id(tokenizer: Any, token: str | int, argument: str) -> int:
     """The single id of ``token`` (a string that must be exactly one token, or an id)."""
     vocab_size = len(tokenizer)
-    if isinstance(token, bool) or not isinstance(token, (str, int)):
+    if isinstance(token, bool) or not isinstance(token, (str, numbers.Integral)):
         raise ArgumentTypeError(f"{argument} entries must be strings or token ids, got {token!r}")
-    if isinstance(token, int):
+    if not isinstance(token, str):
+        token = int(token)
         if not 0 <= token < vocab_size:
             raise VerdictTokenError(f"{argument}: token id {token} is outside [0, {vocab_size})")
         return token
@@ -124,8 +136,8 @@ def token_id(tokenizer: Any, token: str | int, argument: str) -> int:
             break
     pieces = tokenizer.convert_ids_to_tokens(ids)
     raise VerdictTokenError(
-        f"{argument}: {token!r} is {len(ids)} tokens {pieces} in this tokenizer, not one; the "
-        f"verdict is read from one token's logit{hint or ' (pass token ids instead)'}"
+        f"{argument}: {token!r} is {len(ids)} tokens {pieces} in this tokenizer; it must be one "
+        f"token{hint or ' (pass token ids instead)'}"
     )
 
 
@@ -133,7 +145,7 @@ def token_ids(
     tokenizer: Any, tokens: Sequence[str | int], argument: str, n: int | None
 ) -> list[int]:
     """Ids of distinct single tokens (``n`` of them when given)."""
-    if isinstance(tokens, (str, int)) or not isinstance(tokens, Sequence):
+    if isinstance(tokens, (str, numbers.Integral)) or not isinstance(tokens, Sequence):
         raise ArgumentTypeError(f"{argument} must be a tuple of strings or ids, got {tokens!r}")
     if n is not None and len(tokens) != n:
         raise VerdictTokenError(f"{argument} needs {n} tokens, got {len(tokens)}: {tuple(tokens)}")

@@ -195,8 +195,15 @@ def test_a_causal_lm_whose_config_has_no_pad_id_loads_with_the_tokenizers(family
     assert prm.step_rewards(PROMPT, STEPS).shape == (3,)
 
 
-def test_without_any_pad_id_loading_says_to_set_one():
+def test_without_any_pad_id_single_items_work_and_ragged_batches_say_to_set_one():
+    from reward_lens_tl.errors import MissingPadTokenError
+
     hf, tok = tiny_causal_lm("gpt2", pad_token_id=None)
     tok.pad_token = None
-    with pytest.raises(RewardLensError, match="set tokenizer.pad_token"):
-        load_judge(hf, tokenizer=tok)
+    judge = load_judge(hf, tokenizer=tok)  # verified at load on unpadded rows
+    assert judge.pad_token_id is None
+    torch.testing.assert_close(judge.score(*ITEM), hf_margin(hf, tok), atol=TOL, rtol=0)
+    same = judge.encode(["w12 w13 w14", "w15 w16 w17"], ["w20 w21", "w30 w31"])
+    assert same.shape[0] == 2  # equal lengths: nothing to pad
+    with pytest.raises(MissingPadTokenError, match="set tokenizer.pad_token"):
+        judge.encode(["w12", "w15 w16 w17"], ["w20", "w30 w31"])
