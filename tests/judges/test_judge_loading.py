@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from reward_lens_tl.errors import RewardLensError, UnsafeCheckpointError
+from reward_lens_tl.errors import UnsafeCheckpointError
 from reward_lens_tl.hub import resolve_checkpoint
 from reward_lens_tl.judges import HookedJudge, HookedPRM
 from reward_lens_tl.testing import tiny_causal_lm
