@@ -766,11 +766,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         )
         return EncodedConversation(ids=tuple(ids), response_start=first, response_end=last)
 
-    def encode(self, prompt, response, **options) -> EncodedConversation:  # type: ignore[override]
+    def encode(self, prompt, response, **options) -> EncodedConversation:
         """:meth:`encode_conversation` (a one-step solution)."""
         return self.encode_conversation(prompt, response, **options)
 
-    def score(self, prompt, response, **options) -> Tensor:  # type: ignore[override]
+    def score(self, prompt, response, **options) -> Tensor:
         """The score of ``response``'s last step (:meth:`split_steps`) as a solution to
         ``prompt`` (a 0-d tensor); every step's: :meth:`step_rewards`."""
         return self.step_rewards(prompt, self.split_steps(response))[-1]
