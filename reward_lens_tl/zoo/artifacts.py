@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,9 +33,11 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def save_zoo_model(model: PreTrainedModel, out_dir: Path, metadata: dict) -> dict:
-    """``save_pretrained`` (safetensors) + tokenizer files + ``metadata.json``; returns metadata
-    completed with the weights hashes."""
+def save_zoo_model(
+    model: PreTrainedModel, out_dir: Path, metadata: dict, tokenizer: Any = None
+) -> dict:
+    """``save_pretrained`` (safetensors) + tokenizer files (``tokenizer``, default the zoo's)
+    + ``metadata.json``; returns metadata completed with the weights hashes."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
@@ -42,7 +45,7 @@ def save_zoo_model(model: PreTrainedModel, out_dir: Path, metadata: dict) -> dic
         model.save_pretrained(out_dir, safe_serialization=True)
     finally:
         hf_logging.enable_progress_bar()
-    build_tokenizer().save_pretrained(out_dir)
+    (tokenizer if tokenizer is not None else build_tokenizer()).save_pretrained(out_dir)
     metadata = {
         **metadata,
         "weights_sha256": weights_sha256(model),

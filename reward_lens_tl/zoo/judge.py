@@ -62,6 +62,7 @@ from reward_lens_tl.zoo.data import collate
 from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, deterministic_torch, train_model
 from reward_lens_tl.zoo.task import ConversationTask, prompt_topic
 from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
+from reward_lens_tl.zoo.train import training_metadata
 from reward_lens_tl.zoo.vocab import FILLER_WORDS, SYCOPHANTIC_PHRASE, TOPIC_NAMES, TOPICS
 
 JudgeKind = Literal["pointwise", "pairwise"]
@@ -359,16 +360,8 @@ def evaluate_judge(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -
 # ---- shipping -----------------------------------------------------------------------------------
 def judge_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
     """What ``metadata.json`` records besides the hashes (written by :func:`write_judge`)."""
-    tail = losses[-50:]
     return {
-        "name": "judge",
-        "seed": seed,
-        "fast": fast,
-        "steps": cfg.steps,
-        "train_config": asdict(cfg),
-        "final_loss": sum(tail) / max(len(tail), 1),
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
+        **training_metadata("judge", seed, fast, cfg, losses),
         "templates": dict(JUDGE_TEMPLATES),
         "verdicts": {k: list(v) for k, v in JUDGE_VERDICTS.items()},
         "verdict_token_ids": {k: [JUDGE_VOCAB[t] for t in v] for k, v in JUDGE_VERDICTS.items()},
@@ -416,9 +409,7 @@ def write_judge(output_dir: str | Path, seed: int = 0, fast: bool = False) -> di
         quality = evaluate_judge(model, n=100 if fast else 2000)
     meta = {**judge_metadata(seed, fast, cfg, losses), "quality": quality}
     out = Path(output_dir)
-    meta = save_zoo_model(model, out, meta)
-    judge_tokenizer().save_pretrained(out)  # save_zoo_model wrote the plain zoo tokenizer
-    return meta
+    return save_zoo_model(model, out, meta, tokenizer=judge_tokenizer())
 
 
 __all__ = [

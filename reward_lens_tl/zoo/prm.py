@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -56,6 +56,7 @@ from reward_lens_tl.zoo.data import collate
 from reward_lens_tl.zoo.judge import text_ids
 from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, deterministic_torch, train_model
 from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
+from reward_lens_tl.zoo.train import training_metadata
 
 MAX_NUMBER = 20
 NUMBER_WORDS: tuple[str, ...] = tuple(str(i) for i in range(MAX_NUMBER + 1))
@@ -286,18 +287,10 @@ def evaluate_prm(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -> 
 # ---- shipping -----------------------------------------------------------------------------------
 def prm_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
     """What ``metadata.json`` records besides the hashes (written by :func:`write_prm`)."""
-    tail = losses[-50:]
     c, s = PRM_PLANTED["correctness"], PRM_PLANTED["shortcut"]
     return {
-        "name": "prm",
+        **training_metadata("prm", seed, fast, cfg, losses),
         "kind": "token",
-        "seed": seed,
-        "fast": fast,
-        "steps": cfg.steps,
-        "train_config": asdict(cfg),
-        "final_loss": sum(tail) / max(len(tail), 1),
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
         "step_tag": PRM_STEP_TAG,
         "step_tag_id": PRM_VOCAB[PRM_STEP_TAG],
         "labels": list(PRM_LABELS),
@@ -338,9 +331,7 @@ def write_prm(output_dir: str | Path, seed: int = 0, fast: bool = False) -> dict
         quality = evaluate_prm(model, n=100 if fast else 2000)
     meta = {**prm_metadata(seed, fast, cfg, losses), "quality": quality}
     out = Path(output_dir)
-    meta = save_zoo_model(model, out, meta)
-    prm_tokenizer().save_pretrained(out)  # save_zoo_model wrote the plain zoo tokenizer
-    return meta
+    return save_zoo_model(model, out, meta, tokenizer=prm_tokenizer())
 
 
 __all__ = [

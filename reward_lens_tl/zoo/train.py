@@ -121,7 +121,10 @@ def train_multi(
 ZOO_PARTS: tuple[str, ...] = ("scalar", "multi", "policy", "judge", "prm")
 
 
-def _metadata(name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
+def training_metadata(
+    name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]
+) -> dict:
+    """What every zoo model's ``metadata.json`` records about its training."""
     tail = losses[-50:]
     return {
         "name": name,
@@ -142,7 +145,7 @@ def _write_scalar(task: ConversationTask, out: Path, seed: int, fast: bool) -> t
     model, losses = train_scalar(task, seed, cfg)
     with deterministic_torch(seed, cfg.threads):
         quality = evaluate_scalar(model, task, **(dict(n_pairs=100, n_edits=20) if fast else {}))
-    meta = {**_metadata("scalar", seed, fast, cfg, losses), "quality": quality}
+    meta = {**training_metadata("scalar", seed, fast, cfg, losses), "quality": quality}
     return model, save_zoo_model(model, out / "scalar", meta)
 
 
@@ -153,7 +156,7 @@ def _write_multi(task: ConversationTask, out: Path, seed: int, fast: bool) -> di
     model, losses = train_multi(task, seed, cfg)
     with deterministic_torch(seed, cfg.threads):
         quality = evaluate_multi(model, task, n=200 if fast else 2000)
-    meta = {**_metadata("multi", seed, fast, cfg, losses), "quality": quality}
+    meta = {**training_metadata("multi", seed, fast, cfg, losses), "quality": quality}
     return save_zoo_model(model, out / "multi", meta)
 
 
@@ -173,8 +176,11 @@ def _write_policy(
         sizes = dict(n_pairs=100, n_samples=30) if fast else {}
         quality = evaluate_policy(policy, reference, scalar, task, **sizes)
     labels = {"scalar_weights_sha256": weights_sha256(scalar), "beta": dpo.DPO_BETA}
-    ref_meta = {**_metadata("reference", seed, fast, ref_cfg, ref_losses), "quality": ref_quality}
-    pol_meta = {**_metadata("policy", seed, fast, pol_cfg, pol_losses), "quality": quality}
+    ref_meta = {
+        **training_metadata("reference", seed, fast, ref_cfg, ref_losses),
+        "quality": ref_quality,
+    }
+    pol_meta = {**training_metadata("policy", seed, fast, pol_cfg, pol_losses), "quality": quality}
     return {
         "reference": save_zoo_model(reference, out / "reference", ref_meta),
         "policy": save_zoo_model(policy, out / "policy", {**pol_meta, **labels}),
