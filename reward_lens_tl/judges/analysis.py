@@ -268,7 +268,7 @@ def first_error_analysis(
     at = prm.step(enc.tag_offset[0] + step)  # the prompt may hold step tags too
     ids, mask = enc.input_ids, enc.attention_mask
     margins = prm.step_margins(ids, mask, enc.step_positions)[0]
-    scores = prm.rewards(ids, mask, step_positions=enc.step_positions)[0]
+    scores = prm.transformed(margins)
     attr = _attribute(at, ids, sources=True)
     assert attr.sources is not None
     names, seg = step_segments(

@@ -75,9 +75,6 @@ class HeadAdapter(RewardModelAdapter):
     def describe(self) -> str:
         return f"HeadAdapter({self.spec.source}, {self.spec.names})"
 
-    def inner(self, hf_config: Any) -> RewardModelAdapter:
-        return adapter_for(reward_view(hf_config))
-
     def model_class(self, hf_config: Any) -> type[nn.Module]:
         from .prm_module import LAYOUTS
 
@@ -160,19 +157,10 @@ class HeadAdapter(RewardModelAdapter):
         ``[batch, n_out]`` (pre-softcap logits for Gemma-2; the classifier's two logits)."""
         base = getattr(hf_model, hf_model.base_model_prefix)
         hidden = base(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        pad = getattr(hf_model.config, "pad_token_id", None)
-        if pad is None:  # causal LMs often have none (GPT-2, Llama-3): unpadded rows, read last
-            pos = torch.full((input_ids.shape[0],), input_ids.shape[1] - 1, dtype=torch.long)
-        else:
-            pos = hf_last_non_pad(input_ids, pad)
+        pos = self.pool_index(input_ids, getattr(hf_model.config, "pad_token_id", None))
         h = hidden[torch.arange(hidden.shape[0]), pos.to(hidden.device)]
-        if self.spec.source == "classifier":
-            return self.hidden_reference(hf_model, h)
-        head = self.reward_head(hf_model, ConversionOptions())
+        head = self.reward_head(hf_model, ConversionOptions())  # the classifier's first layer
         return h @ head.W.to(h) + head.b.to(h)
-
-    def hidden_reference(self, hf_model, h: Tensor) -> Tensor:
-        return classifier_layers(hf_model)[0](h)
 
 
 def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:

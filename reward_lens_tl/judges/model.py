@@ -126,6 +126,30 @@ class _VerdictHead:
             pad = 0  # nothing is padded
         return left_pad(rows, pad, cast(Any, padding_side))
 
+    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
+        if self.head_mode == "linear":  # (also while loading, before the mode is set)
+            return cast(Any, super())._final_reward(pooled, normed, tokens)
+        return self.score_from(pooled)
+
+    def tokenize(
+        self, text: str, add_special_tokens: bool = True, offsets: bool = False
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """``(ids, character offsets)`` of the text the model reads (offsets only when asked:
+        they need a fast tokenizer), refused when empty or longer than the context."""
+        model = cast(Any, self)
+        enc = model._require_tokenizer()(
+            text, add_special_tokens=add_special_tokens, return_offsets_mapping=offsets
+        )
+        ids = list(enc["input_ids"])
+        if not ids:
+            raise EmptyInputError("the rendered text tokenized to no tokens")
+        if len(ids) > model.cfg.n_ctx:
+            raise SequenceTooLongError(
+                f"the rendered text is {len(ids)} tokens; this model's context is "
+                f"{model.cfg.n_ctx}: shorten the prompt or response"
+            )
+        return ids, [tuple(o) for o in enc["offset_mapping"]] if offsets else []
+
     def cap(self, logits: Tensor) -> Tensor:
         return logits if not self.softcap else self.softcap * torch.tanh(logits / self.softcap)
 
@@ -219,7 +243,7 @@ def _pair_spec(ids: list[int], names: tuple[str, ...], capped: bool) -> tuple[He
     return HeadSpec("lm_head", (f"{names[0]}-{names[1]}",), tuple(ids), diff), "linear"
 
 
-def _load_options(dtype, device, verify, hub) -> dict[str, Any]:
+def _load_options(dtype, device, verify) -> dict[str, Any]:
     return dict(dtype=dtype, device=device, verify=True if verify is None else verify)
 
 
@@ -290,18 +314,12 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
             spec, mode = HeadSpec("lm_head", names, tuple(ids), torch.eye(len(ids))), "likert"
         else:
             spec, mode = _pair_spec(ids, names, softcap is not None)
-        model = _load(cls, source, tok, spec, "judge", _load_options(dtype, device, verify, hub))
+        model = _load(cls, source, tok, spec, "judge", _load_options(dtype, device, verify))
         model.kind, model.template, model.chat = kind, template, chat
         model.verdict, model.verdict_ids = tuple(verdict), tuple(ids)
         model.head_mode, model.softcap = mode, float(softcap) if softcap else None
         model.grades = _grades(verdict, grades) if kind == "likert" else None
         return model
-
-    # -- the reward ------------------------------------------------------------------------
-    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
-        if self.head_mode == "linear":
-            return super()._final_reward(pooled, normed, tokens)
-        return self.score_from(pooled)
 
     # -- text ------------------------------------------------------------------------------
     def render(self, prompt: str, response: str, response_b: str | None = None) -> str:
@@ -332,16 +350,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
     def token_ids_of(self, text: str) -> list[int]:
         """The ids the judge scores for a rendered template (special tokens added as the
         tokenizer adds them, unless a chat template wrote them)."""
-        tok = self._require_tokenizer()
-        ids = tok(self.full_text(text), add_special_tokens=not self.chat)["input_ids"]
-        if not ids:
-            raise EmptyInputError("the rendered template tokenized to no tokens")
-        if len(ids) > self.cfg.n_ctx:
-            raise SequenceTooLongError(
-                f"the rendered template is {len(ids)} tokens; this judge's context is "
-                f"{self.cfg.n_ctx}: shorten the prompt or response"
-            )
-        return list(ids)
+        return self.tokenize(self.full_text(text), not self.chat)[0]
 
     def encode(  # type: ignore[override]  # a judge's items, not a conversation
         self,
@@ -387,12 +396,10 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         while marker in prompt or marker in response or marker in self.template:
             marker += "\u0000"
         text = self.full_text(self.render(prompt, response))
+        ids, offsets = self.tokenize(text, not self.chat, offsets=True)
         marked = self.full_text(render(self.template, self.kind, prompt=prompt, response=marker))
         start_char = marked.index(marker)
-        end_char = start_char + len(response)
-        ids = self.token_ids_of(self.render(prompt, response))
-        tok = self._require_tokenizer()
-        start, end = _token_span(tok, text, start_char, end_char, len(ids), not self.chat)
+        start, end = _token_span(offsets, start_char, start_char + len(response))
         return EncodedConversation(ids=tuple(ids), response_start=start, response_end=end)
 
     def score(  # type: ignore[override]  # a judge's items
@@ -522,6 +529,15 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         _check_step_format(step_format)
         tag = STEP_TAGS[kind] if step_tag is None else step_tag
         tag_id = token_id(tok, tag, "step_tag")
+        if chat and template != PRM_TEMPLATE:
+            raise InvalidArgumentError(
+                "chat=True writes the solution with the chat template; leave template as it is"
+            )
+        if transform not in ("sigmoid", None):
+            raise InvalidArgumentError(
+                f"transform must be 'sigmoid' (a two-label softmax is a sigmoid of the margin) "
+                f"or None (the raw margin), got {transform!r}"
+            )
         softcap = getattr(config, "final_logit_softcapping", None) or None
         if kind == "token":
             ids = token_ids(tok, labels, "labels", 2)
@@ -530,21 +546,12 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             spec, mode = HeadSpec("score", ("value",)), "linear"
         else:
             spec, mode = HeadSpec("classifier", ("margin",)), "classifier"
-        model = _load(cls, source, tok, spec, "prm", _load_options(dtype, device, verify, hub))
+        model = _load(cls, source, tok, spec, "prm", _load_options(dtype, device, verify))
         model.kind, model.template, model.step_format = kind, template, step_format
         model.step_separator, model.step_tag, model.step_tag_id = step_separator, tag, tag_id
         model.labels, model.transform = tuple(labels), transform
         model.chat, model.system = chat, system
-        if chat and template != PRM_TEMPLATE:
-            raise InvalidArgumentError(
-                "chat=True writes the solution with the chat template; leave template as it is"
-            )
         model.head_mode, model.softcap = mode, float(softcap) if softcap else None
-        if transform not in ("sigmoid", None):
-            raise InvalidArgumentError(
-                f"transform must be 'sigmoid' (a two-label softmax is a sigmoid of the margin) "
-                f"or None (the raw margin), got {transform!r}"
-            )
         return model
 
     def attach_extras(self, extras: dict[str, Any]) -> None:
@@ -621,12 +628,6 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         view.reading_step = k
         return view
 
-    # -- the reward --------------------------------------------------------------------------
-    def _final_reward(self, pooled: Tensor, normed: Tensor, tokens: Tensor | None) -> Tensor:
-        if self.head_mode == "linear":
-            return super()._final_reward(pooled, normed, tokens)
-        return self.score_from(pooled)
-
     def step_margins(
         self,
         input_ids: Int[Tensor, "batch pos"],
@@ -651,7 +652,7 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
 
     def rewards(  # type: ignore[override]  # per step
         self,
-        input_ids: Int[Tensor, "batch pos"],
+        input_ids: Int[Tensor, "batch pos"] | StepEncoding,
         attention_mask: Int[Tensor, "batch pos"] | None = None,
         *,
         step_positions: Int[Tensor, "batch n_steps"] | None = None,
@@ -668,7 +669,10 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             raise InvalidArgumentError(
                 "PRM step scores are computed without gradients; use step(k)"
             )
-        margins = self.step_margins(input_ids, attention_mask, step_positions)
+        return self.transformed(self.step_margins(input_ids, attention_mask, step_positions))
+
+    def transformed(self, margins: Tensor) -> Tensor:
+        """Step scores from step margins (:attr:`transform`)."""
         return torch.sigmoid(margins) if self.transform == "sigmoid" else margins
 
     # -- text ------------------------------------------------------------------------------
@@ -700,7 +704,7 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     def token_ids_of(self, text: str) -> list[int]:
         """The ids of a rendered solution (special tokens added unless a chat template wrote
         them)."""
-        return list(self._require_tokenizer()(text, add_special_tokens=not self.chat)["input_ids"])
+        return self.tokenize(text, not self.chat)[0]
 
     def encode_steps(
         self, prompt: str | Sequence[str], steps: Sequence[str] | Sequence[Sequence[str]]
@@ -715,11 +719,6 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
             self.token_ids_of(self.render_steps(p, s))
             for p, s in zip(prompts, solutions, strict=True)
         ]
-        for i, row in enumerate(rows):
-            if len(row) > self.cfg.n_ctx:
-                raise SequenceTooLongError(
-                    f"solution {i} is {len(row)} tokens; the context is {self.cfg.n_ctx}"
-                )
         ids, mask = self.pad_rows(rows)
         ids, mask = ids.to(self.cfg.device), mask.to(self.cfg.device)
         tags = self.step_positions(ids, mask)
@@ -758,12 +757,8 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         tail = self.step_format.partition("{step}")[2].format(tag=self._tag_text())
         start = text.rindex(body) + len(head.format(tag=self._tag_text()))
         end = text.rindex(body) + len(body) - len(tail)  # the last tag stays outside
-        ids = self.token_ids_of(text)
-        if len(ids) > self.cfg.n_ctx:
-            raise SequenceTooLongError(f"{len(ids)} tokens; this PRM's context is {self.cfg.n_ctx}")
-        first, last = _token_span(
-            self._require_tokenizer(), text, start, end, len(ids), not self.chat
-        )
+        ids, offsets = self.tokenize(text, not self.chat, offsets=True)
+        first, last = _token_span(offsets, start, end)
         return EncodedConversation(ids=tuple(ids), response_start=first, response_end=last)
 
     def encode(self, prompt, response, **options) -> EncodedConversation:
@@ -794,12 +789,8 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         before it are the prompt's and the template's), from the tokenizer's character
         offsets."""
         text = self.render_steps(prompt, steps)
-        start = text.rindex(self.steps_text(steps))
-        enc = self._require_tokenizer()(
-            text, add_special_tokens=not self.chat, return_offsets_mapping=True
-        )
-        spans = enc["offset_mapping"]
-        return next((i for i, (a, b) in enumerate(spans) if b > a and b > start), len(spans))
+        _, offsets = self.tokenize(text, not self.chat, offsets=True)
+        return _token_span(offsets, text.rindex(self.steps_text(steps)), len(text))[0]
 
     def score_solutions(
         self,
@@ -819,27 +810,21 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         for start in range(0, len(prompts), batch_size):
             chunk = slice(start, start + batch_size)
             enc = self.encode_steps(prompts[chunk], [list(s) for s in solutions[chunk]])
-            scores = self.rewards(
-                enc.input_ids, enc.attention_mask, step_positions=enc.step_positions
-            )
+            scores = self.rewards(enc)
             out += [row[:n].tolist() for row, n in zip(scores.cpu(), enc.n_steps, strict=True)]
         return out
 
     def step_rewards(self, prompt: str, steps: Sequence[str]) -> Float[Tensor, " n_steps"]:
         """One score per step of one solution, from one forward."""
         enc = self.encode_steps(prompt, steps)
-        return self.rewards(enc.input_ids, enc.attention_mask, step_positions=enc.step_positions)[0]
+        return self.rewards(enc)[0]
 
 
-def _token_span(
-    tokenizer: Any, text: str, start: int, end: int, n: int, add_special_tokens: bool = True
-) -> tuple[int, int]:
-    """Tokens ``[first, last)`` covering characters ``[start, end)`` of ``text``: the first
-    token ending after ``start`` and the first token starting at or after ``end``."""
-    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
-    offsets = [tuple(o) for o in enc["offset_mapping"]]
-    if len(offsets) != n:
-        raise InvalidArgumentError("the tokenizer's offsets do not match its ids")
+def _token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """Tokens ``[first, last)`` covering characters ``[start, end)``, from the tokens'
+    character ``offsets``: the first token ending after ``start`` and the first token starting
+    at or after ``end``."""
+    n = len(offsets)
     real = [(i, a, b) for i, (a, b) in enumerate(offsets) if b > a]  # special tokens are (0, 0)
     first = next((i for i, _, b in real if b > start), n)
     last = next((i for i, a, _ in real if a >= end and i >= first), n)
