@@ -156,15 +156,19 @@ class ScoreRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as written to a score file."""
-        out = {
-            "benchmark": self.benchmark,
-            "id": self.id,
-            "subset": self.subset,
-            "domain": self.domain,
-            "chosen": list(self.chosen),
-            "rejected": list(self.rejected),
-        }
-        return out if self.item is None else {**out, "item": self.item}
+        return record_json(self, chosen=list(self.chosen), rejected=list(self.rejected))
+
+
+def record_json(record: Any, **scores: Any) -> dict[str, Any]:
+    """A score record's JSON line: its identity fields, ``scores``, and ``item`` when set."""
+    out = {
+        "benchmark": record.benchmark,
+        "id": record.id,
+        "subset": record.subset,
+        "domain": record.domain,
+        **scores,
+    }
+    return out if record.item is None else {**out, "item": record.item}
 
 
 def _scores(values: Any, name: str, count: int | None) -> tuple[float, ...]:
@@ -240,15 +244,11 @@ class StepScoreRecord(ScoreRecord):
 
     def to_json(self) -> dict[str, Any]:
         """The record as written to a score file (its steps; the aggregate is a reading choice)."""
-        out = {
-            "benchmark": self.benchmark,
-            "id": self.id,
-            "subset": self.subset,
-            "domain": self.domain,
-            "chosen_steps": [list(s) for s in self.chosen_steps],
-            "rejected_steps": [list(s) for s in self.rejected_steps],
-        }
-        return out if self.item is None else {**out, "item": self.item}
+        return record_json(
+            self,
+            chosen_steps=[list(s) for s in self.chosen_steps],
+            rejected_steps=[list(s) for s in self.rejected_steps],
+        )
 
 
 def _step_lists(values: Any, name: str, count: int | None) -> StepLists:
