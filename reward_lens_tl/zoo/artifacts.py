@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +55,26 @@ def save_zoo_model(
     }
     (out_dir / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return metadata
+
+
+def write_trained(
+    output_dir: str | Path,
+    cfg: Any,
+    seed: int,
+    fast: bool,
+    train: Callable[[int, Any], tuple[PreTrainedModel, list[float]]],
+    evaluate: Callable[..., dict],
+    metadata: Callable[[int, bool, Any, list[float]], dict],
+    tokenizer: Any,
+) -> dict:
+    """Train (``cfg``, or its few-step ``fast()`` version), evaluate held out (100 items when
+    ``fast``, else 2,000) and write a zoo model with :func:`save_zoo_model`; returns its
+    metadata (the judge and the PRM are written this way)."""
+    from reward_lens_tl.zoo.loop import deterministic_torch
+
+    cfg = cfg.fast() if fast else cfg
+    model, losses = train(seed, cfg)
+    with deterministic_torch(seed, cfg.threads):
+        quality = evaluate(model, n=100 if fast else 2000)
+    meta = {**metadata(seed, fast, cfg, losses), "quality": quality}
+    return save_zoo_model(model, Path(output_dir), meta, tokenizer=tokenizer)

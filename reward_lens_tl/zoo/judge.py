@@ -57,9 +57,9 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.artifacts import save_zoo_model
+from reward_lens_tl.zoo.artifacts import write_trained
 from reward_lens_tl.zoo.data import collate
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, deterministic_torch, train_model
+from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
 from reward_lens_tl.zoo.task import ConversationTask, prompt_topic
 from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
 from reward_lens_tl.zoo.train import training_metadata
@@ -403,13 +403,10 @@ def write_judge(output_dir: str | Path, seed: int = 0, fast: bool = False) -> di
     """Train the judge and write it to ``output_dir`` (weights, tokenizer, ``metadata.json``
     with the held-out quality and the weights hashes); returns the metadata. ``fast``: a few
     steps on one thread (for determinism tests)."""
-    cfg = JUDGE_TRAIN.fast() if fast else JUDGE_TRAIN
-    model, losses = train_judge(seed, cfg)
-    with deterministic_torch(seed, cfg.threads):
-        quality = evaluate_judge(model, n=100 if fast else 2000)
-    meta = {**judge_metadata(seed, fast, cfg, losses), "quality": quality}
-    out = Path(output_dir)
-    return save_zoo_model(model, out, meta, tokenizer=judge_tokenizer())
+    return write_trained(
+        output_dir, JUDGE_TRAIN, seed, fast, train_judge, evaluate_judge, judge_metadata,
+        judge_tokenizer(),
+    )  # fmt: skip
 
 
 __all__ = [

@@ -51,10 +51,10 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.artifacts import save_zoo_model
+from reward_lens_tl.zoo.artifacts import write_trained
 from reward_lens_tl.zoo.data import collate
 from reward_lens_tl.zoo.judge import text_ids
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, deterministic_torch, train_model
+from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
 from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
 from reward_lens_tl.zoo.train import training_metadata
 
@@ -325,13 +325,9 @@ def write_prm(output_dir: str | Path, seed: int = 0, fast: bool = False) -> dict
     """Train the PRM and write it to ``output_dir`` (weights, tokenizer, ``metadata.json``
     with the held-out quality and the weights hashes); returns the metadata. ``fast``: a few
     steps on one thread (for determinism tests)."""
-    cfg = PRM_TRAIN.fast() if fast else PRM_TRAIN
-    model, losses = train_prm(seed, cfg)
-    with deterministic_torch(seed, cfg.threads):
-        quality = evaluate_prm(model, n=100 if fast else 2000)
-    meta = {**prm_metadata(seed, fast, cfg, losses), "quality": quality}
-    out = Path(output_dir)
-    return save_zoo_model(model, out, meta, tokenizer=prm_tokenizer())
+    return write_trained(
+        output_dir, PRM_TRAIN, seed, fast, train_prm, evaluate_prm, prm_metadata, prm_tokenizer()
+    )
 
 
 __all__ = [
