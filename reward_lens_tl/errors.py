@@ -461,3 +461,24 @@ class StepSeparatorError(InvalidArgumentError):
 class StepScoresMismatchError(ScoreMismatchError):
     """Per-step scores (of a PRM score file or a call) whose number does not match the
     solution's steps; the message names the record."""
+
+
+# -- optimisation pressure: best-of-n, the training monitor, onset detection ---------------------
+class PressureError(RewardLensError, ValueError):
+    """Bad input to :mod:`reward_lens_tl.pressure` (a ladder, a monitor or an onset detector
+    that cannot be built as asked); the message says what to pass instead."""
+
+
+class ProbeSetTooLongError(PressureError, SequenceTooLongError):
+    """A monitor's probe example that does not fit the reward model's context (``n_ctx``), or
+    whose probe edits do not; the message names the example and its length."""
+
+
+class UnsupportedTrainerModelError(PressureError, UnsupportedArchitectureError):
+    """The trainer's model cannot be monitored: it is not a reward model this library converts
+    (for a reward-model run) or not a causal LM with logits (for a policy run)."""
+
+
+class MonitorFailedError(PressureError, RuntimeError):
+    """A monitor measurement failed during training; raised only with ``on_error="raise"``
+    (by default the callback logs it, records it in ``callback.errors`` and training goes on)."""

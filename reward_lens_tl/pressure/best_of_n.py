@@ -1,0 +1,362 @@
+"""Best-of-n ladders: how proxy reward, gold reward and planted features move with n.
+
+Best-of-n samples ``n`` responses from a policy and keeps the one the reward model scores
+highest. Its KL divergence from the policy has the analytic form (for a reward without ties
+over many outcomes; an upper bound otherwise, Beirami et al. 2024)::
+
+    KL(best-of-n || policy) = log n - (n - 1) / n
+
+:func:`best_of_n` samples ``n_max`` responses per prompt **once** and reads every rung
+``n = 1, 2, 4, ..., n_max`` off the same samples with the unbiased order-statistic estimator:
+among ``N`` samples ranked by proxy reward, the best of ``n`` drawn without replacement is the
+``i``-th smallest with probability ``C(i-1, n-1) / C(N, n)``, so the expected proxy, gold and
+feature values of the best-of-n choice are those weights applied to the ranked samples
+(the average over every ``n``-subset of the ``N`` samples, no resampling noise). Ties in proxy
+reward are broken by sample order. :func:`best_of_n_kl_exact` gives the exact KL of a finite
+policy, where the analytic form is an upper bound.
+
+With ``probes``, each rung also runs the probe suite on the realised best-of-n choices (the
+best of each prompt's first ``n`` samples): how the reward model's verdicts on the responses
+it selects change as the selection tightens.
+
+>>> import math
+>>> round(kl_best_of_n(4), 4) == round(math.log(4) - 3 / 4, 4)
+True
+>>> order_weights(4, 2).tolist()  # best of 2 out of 4: the top-ranked sample half the time
+[0.0, 0.16666666666666666, 0.3333333333333333, 0.5]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from ..errors import PressureError
+from ..results import Result, new_axes
+from .sampling import Prompt, Sample, prompt_text, sample_responses, score_texts
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+FeatureFn = Callable[[Prompt, str], dict[str, float]]
+
+
+def kl_best_of_n(n: int | np.ndarray) -> Any:
+    """``log n - (n - 1) / n``, the KL of best-of-n from its policy (module docstring)."""
+    n_arr = np.asarray(n, dtype=float)
+    if (n_arr < 1).any():
+        raise PressureError(f"n must be >= 1, got {n}")
+    out = np.log(n_arr) - (n_arr - 1) / n_arr
+    return float(out) if out.ndim == 0 else out
+
+
+def best_of_n_kl_exact(
+    probs: Sequence[float] | np.ndarray, rewards: Sequence[float] | np.ndarray, n: int
+) -> float:
+    """Exact ``KL(best-of-n || policy)`` of a policy over finitely many outcomes with
+    probabilities ``probs`` and rewards ``rewards`` (ties broken by outcome order): with the
+    outcomes ranked by reward and ``F_i`` the cumulative probability, best-of-n picks outcome
+    ``i`` with probability ``F_i^n - F_{i-1}^n``.
+
+    >>> round(best_of_n_kl_exact([0.5, 0.5], [0.0, 1.0], 2), 6)  # 1/4, 3/4 against 1/2, 1/2
+    0.130812
+    """
+    p = np.asarray(probs, dtype=float)
+    r = np.asarray(rewards, dtype=float)
+    if p.shape != r.shape or p.ndim != 1 or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+        raise PressureError("probs must be a distribution with one reward per outcome")
+    order = np.lexsort((np.arange(len(r)), r))
+    cdf = np.cumsum(p[order])
+    q = cdf**n - np.r_[0.0, cdf[:-1]] ** n
+    keep = q > 0
+    return float((q[keep] * np.log(q[keep] / p[order][keep])).sum())
+
+
+def order_weights(n_samples: int, n: int) -> np.ndarray:
+    """``w[i]``: the probability that the best of ``n`` drawn without replacement from
+    ``n_samples`` ranked samples is the ``i``-th smallest (0-based), ``C(i, n-1) / C(N, n)``."""
+    if not 1 <= n <= n_samples:
+        raise PressureError(f"n={n} must be between 1 and the {n_samples} samples drawn")
+    total = math.comb(n_samples, n)
+    return np.array([math.comb(i, n - 1) / total for i in range(n_samples)])
+
+
+def ladder(n_max: int) -> list[int]:
+    """``1, 2, 4, ...`` up to ``n_max`` (``n_max`` itself included)."""
+    ns = [1 << i for i in range(int(math.log2(n_max)) + 1)]
+    return ns if ns[-1] == n_max else [*ns, n_max]
+
+
+@dataclass(frozen=True)
+class BestOfNResult(Result):
+    """A best-of-n ladder: one rung per ``n`` (``to_dataframe()``: ``n``, ``kl``,
+    ``sqrt_kl``, ``proxy``, ``proxy_se``, ``gold``, ``gold_se``, then one column per feature:
+    the best-of-n choice's expected feature value, a frequency for 0/1 features).
+
+    Per-sample data: ``proxy_samples``/``gold_samples`` ``[prompt, sample]``,
+    ``feature_samples[name]`` ``[prompt, sample]``, ``responses[prompt][sample]``. ``probes``:
+    with ``probes=``, one row per (n, probe) of the probe suite on the realised choices.
+    """
+
+    label_column = "n"
+    value_column = "proxy"
+
+    prompts: tuple[str, ...]
+    responses: tuple[tuple[str, ...], ...]
+    ns: tuple[int, ...]
+    proxy_samples: Float[torch.Tensor, "prompt sample"]
+    gold_samples: Float[torch.Tensor, "prompt sample"]
+    feature_samples: dict[str, torch.Tensor] = field(default_factory=dict)
+    probes: Any = None
+    seed: int = 0
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.proxy_samples.shape[1])
+
+    def _ranked(self) -> np.ndarray:
+        """Sample indices ``[prompt, rank]`` sorted by proxy (stable: ties by sample order)."""
+        return np.argsort(self.proxy_samples.numpy(), axis=1, kind="stable")
+
+    def _per_prompt(self, values: torch.Tensor, n: int) -> np.ndarray:
+        """Each prompt's expected value of ``values`` at the best-of-n choice."""
+        ranked = np.take_along_axis(values.numpy(), self._ranked(), axis=1)
+        return ranked @ order_weights(self.n_samples, n)
+
+    def expected(self, values: torch.Tensor, n: int) -> tuple[float, float]:
+        """Mean over prompts of the best-of-n choice's ``values``, and its standard error."""
+        per = self._per_prompt(values, n)
+        se = float(per.std(ddof=1) / math.sqrt(len(per))) if len(per) > 1 else float("nan")
+        return float(per.mean()), se
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        rows = []
+        for n in self.ns:
+            proxy, proxy_se = self.expected(self.proxy_samples, n)
+            gold, gold_se = self.expected(self.gold_samples, n)
+            kl = kl_best_of_n(n)
+            row = dict(n=n, kl=kl, sqrt_kl=math.sqrt(kl), proxy=proxy, proxy_se=proxy_se)
+            row.update(gold=gold, gold_se=gold_se)
+            row.update({f: self.expected(v, n)[0] for f, v in self.feature_samples.items()})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def feature_onsets(self, min_increase: float = 0.05, z: float = 2.0):
+        """For each feature, the first ``n`` at which the best-of-n choice's value exceeds
+        ``n = 1``'s by more than ``min_increase`` and ``z`` paired standard errors over prompts
+        (``first_n`` is ``None`` when it never does), sorted by that ``n``: which feature
+        best-of-n exploits first."""
+        import pandas as pd
+
+        rows = []
+        for name, values in self.feature_samples.items():
+            base = self._per_prompt(values, 1)
+            first = None
+            for n in self.ns[1:]:
+                diff = self._per_prompt(values, n) - base
+                se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+                if diff.mean() > max(min_increase, z * se):
+                    first = n
+                    break
+            top = self._per_prompt(values, self.ns[-1]).mean() - base.mean()
+            rows.append({"feature": name, "first_n": first, "increase_at_n_max": float(top)})
+        frame = pd.DataFrame(rows)
+        return frame.sort_values("first_n", na_position="last", kind="stable").reset_index(
+            drop=True
+        )
+
+    def exploited_first(self, among: Sequence[str] | None = None) -> str | None:
+        """The feature (of ``among``, default all) whose increase with n starts soonest."""
+        frame = self.feature_onsets()
+        frame = frame[frame["first_n"].notna()]
+        if among is not None:
+            frame = frame[frame["feature"].isin(list(among))]
+        return None if frame.empty else str(frame["feature"].iloc[0])
+
+    def plot(self, ax: Axes | None = None) -> Figure:
+        """The over-optimisation curve: proxy and gold reward of the best-of-n choice against
+        ``sqrt(KL)``, with standard-error bands."""
+        fig, ax = new_axes(ax)
+        frame = self.to_dataframe()
+        x = frame["sqrt_kl"]
+        for col, color in (("proxy", "#4472c4"), ("gold", "#c9a400")):
+            if frame[col].notna().any():
+                ax.plot(x, frame[col], marker="o", color=color, label=col)
+                se = frame[f"{col}_se"]
+                ax.fill_between(x, frame[col] - se, frame[col] + se, color=color, alpha=0.2)
+        for n, xv in zip(frame["n"], x, strict=True):
+            ax.annotate(f"n={n}", (xv, frame["proxy"][frame["n"] == n].iloc[0]), fontsize=6)
+        ax.set_xlabel("sqrt KL(best-of-n || policy)  [nats^1/2]")
+        ax.set_ylabel("reward of the best-of-n choice")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+    def plot_features(self, ax: Axes | None = None) -> Figure:
+        """Each feature's value at the best-of-n choice against n (log scale)."""
+        fig, ax = new_axes(ax)
+        frame = self.to_dataframe()
+        for name in self.feature_samples:
+            ax.plot(frame["n"], frame[name], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("n")
+        ax.set_ylabel("feature value of the best-of-n choice")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def _load_policy(policy: Any, tokenizer: Any) -> tuple[Any, Any]:
+    """A policy given as a directory is loaded (safetensors, no remote code); the tokenizer
+    defaults to the policy's own (a TL model's ``.tokenizer`` or its checkpoint's files)."""
+    from ..checkpoint import SAFE_KWARGS, checkpoint_tokenizer
+
+    if isinstance(policy, str | Path):
+        from transformers import AutoModelForCausalLM
+
+        path = _zoo_or_path(policy)
+        policy = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, **SAFE_KWARGS)
+    if tokenizer is None:
+        tokenizer = getattr(policy, "tokenizer", None)
+    if tokenizer is None:
+        name = getattr(getattr(policy, "config", None), "_name_or_path", "") or ""
+        if name and Path(name).is_dir():
+            tokenizer = checkpoint_tokenizer(Path(name))
+    if tokenizer is None:
+        raise PressureError(
+            f"no tokenizer for the {type(policy).__name__} policy: pass tokenizer="
+        )
+    return policy, tokenizer
+
+
+def _zoo_or_path(name: str | Path) -> Path:
+    from ..zoo.load import ZOO_NAMES, zoo_path
+
+    return zoo_path(name) if isinstance(name, str) and name in ZOO_NAMES else Path(name)
+
+
+def load_reward_like(model: Any) -> Any:
+    """A reward model given as a zoo name or directory becomes a ``HookedRewardModel``;
+    anything else is returned as it is."""
+    if isinstance(model, str | Path):
+        from ..model import HookedRewardModel
+
+        return HookedRewardModel.from_pretrained(_zoo_or_path(model))
+    return model
+
+
+def resolve_features(features: Any, prompts: Sequence[Prompt]) -> FeatureFn | None:
+    """``"auto"``: the zoo's planted features when every prompt is a zoo prompt, else none."""
+    from .zoo import is_zoo_prompt, zoo_features
+
+    if features == "auto":
+        return zoo_features if all(is_zoo_prompt(p) for p in prompts) else None
+    if features is not None and not callable(features):
+        raise PressureError("features must be 'auto', None or a function (prompt, response)")
+    return features
+
+
+def best_of_n(
+    policy: Any,
+    reward_model: Any,
+    prompts: Sequence[Prompt],
+    n_max: int = 16,
+    gold: Any = None,
+    seed: int = 0,
+    *,
+    tokenizer: Any = None,
+    features: Any = "auto",
+    probes: Sequence[Any] | None = None,
+    max_new_tokens: int = 16,
+    temperature: float = 1.0,
+    n_boot: int = 500,
+) -> BestOfNResult:
+    """The best-of-n ladder of ``policy`` under ``reward_model`` (module docstring).
+
+    ``policy``: an HF causal LM, a TL ``HookedTransformer`` or a directory / zoo name;
+    ``reward_model``: any reward-like model :func:`~reward_lens_tl.pressure.sampling.
+    score_texts` takes, or a directory / zoo name; ``prompts``: texts or message lists;
+    ``n_max``: samples per prompt (the top rung); ``gold``: a gold reward function
+    ``(prompts, responses) -> rewards`` or model (e.g. :func:`~reward_lens_tl.pressure.zoo.
+    zoo_gold`), else the gold columns are NaN; ``features``: ``"auto"`` (the zoo's planted
+    features on zoo prompts), ``None`` or ``fn(prompt, response) -> {name: value}``;
+    ``probes``: run the probe suite on each rung's realised choices (``n_boot`` resamples).
+
+    >>> from reward_lens_tl.pressure.zoo import zoo_gold
+    >>> ladder_ = best_of_n("policy", "scalar", ["how bake bread", "why rain snow"], n_max=4,
+    ...                     gold=zoo_gold)
+    >>> ladder_.to_dataframe()[["n", "kl"]].round(3).values.tolist()
+    [[1.0, 0.0], [2.0, 0.193], [4.0, 0.636]]
+    """
+    if not prompts or isinstance(prompts, str):
+        raise PressureError("prompts must be a non-empty list of prompts")
+    if not isinstance(n_max, int) or n_max < 1:
+        raise PressureError(f"n_max must be a positive integer, got {n_max!r}")
+    policy, tokenizer = _load_policy(policy, tokenizer)
+    reward_model = load_reward_like(reward_model)
+    feature_fn = resolve_features(features, prompts)
+    samples = sample_responses(
+        policy, tokenizer, prompts, n_max, max_new_tokens=max_new_tokens,
+        temperature=temperature, seed=seed,
+    )  # fmt: skip
+    flat_prompts = [p for p, row in zip(prompts, samples, strict=True) for _ in row]
+    flat_texts = [s.text for row in samples for s in row]
+    shape = (len(prompts), n_max)
+    proxy = score_texts(reward_model, flat_prompts, flat_texts).view(shape)
+    gold_values = (
+        score_texts(gold, flat_prompts, flat_texts).view(shape)
+        if gold is not None
+        else torch.full(shape, float("nan"))
+    )
+    feats = _feature_samples(feature_fn, flat_prompts, flat_texts, shape)
+    result = BestOfNResult(
+        prompts=tuple(prompt_text(p) for p in prompts),
+        responses=tuple(tuple(s.text for s in row) for row in samples),
+        ns=tuple(ladder(n_max)),
+        proxy_samples=proxy,
+        gold_samples=gold_values,
+        feature_samples=feats,
+        seed=seed,
+    )
+    if probes:
+        result = _with_probes(result, reward_model, samples, probes, seed, n_boot)
+    return result
+
+
+def _feature_samples(fn, prompts, texts, shape) -> dict[str, torch.Tensor]:
+    if fn is None:
+        return {}
+    rows = [fn(p, t) for p, t in zip(prompts, texts, strict=True)]
+    return {name: torch.tensor([r[name] for r in rows]).view(shape).float() for name in rows[0]}
+
+
+def _with_probes(result: BestOfNResult, model, samples: list[list[Sample]], probes, seed, n_boot):
+    """Add the probe suite's verdicts on each rung's realised best-of-n choices."""
+    import dataclasses
+
+    import pandas as pd
+
+    from ..probes import run_probes
+
+    proxy = result.proxy_samples
+    frames = []
+    for n in result.ns:
+        best = proxy[:, :n].argmax(1).tolist()
+        chosen = [(p, samples[i][b].text) for i, (p, b) in enumerate(zip(result.prompts, best))]
+        report = run_probes(model, chosen, list(probes), seed=seed, n_boot=n_boot, inside=False)
+        frame = report.to_dataframe()[["probe", "kind", "n", "mean_delta", "flagged"]]
+        frames.append(frame.rename(columns={"n": "n_examples"}).assign(n=n))
+    table = pd.concat(frames, ignore_index=True)[
+        ["n", "probe", "kind", "n_examples", "mean_delta", "flagged"]
+    ]
+    return dataclasses.replace(result, probes=table)

@@ -1,0 +1,417 @@
+"""What the training-time monitor measures, and the records it keeps.
+
+Two measurements, each a handful of no-grad forwards on a fixed probe set:
+
+- :func:`measure_reward_model` (a reward model being trained): the probe set's rewards (or
+  chosen − rejected margins, for pairs), their reward lens per residual site, their exact
+  direct attribution per component, and the probe suite's deltas. Examples may come in named
+  groups (e.g. contrast pairs per planted feature), each recorded under its own name, so "when
+  does the RM learn feature X" is the series ``margin/X``.
+- :func:`measure_policy` (a policy trained against a reward model): responses sampled from the
+  policy on fixed prompts with a fixed seed (common random numbers: step-to-step changes are the
+  policy's, not the sampler's), their proxy reward and its attribution over the reward model's
+  components, the gold reward and the planted features where known, the probe suite's verdicts
+  on the samples, and ``exploit/<probe>``: the samples' mean attribution to each hack probe's
+  component (:func:`hack_components`: where the reward model pays for that hack), i.e. how
+  much of the reward the policy collects through it.
+
+Series names (one value per record step):
+
+=============================  ===========================================================
+``reward/<group>``             mean reward (single examples) of the group
+``margin/<group>``             mean chosen − rejected margin (pairs); ``accuracy/<group>``
+``lens/<group>/<site>``        mean reward-lens value (margin) at a residual site
+``attribution/<group>/<c>``    mean direct attribution of the reward (margin) to component c
+``probe/<name>/delta``         mean reward change under the probe; ``probe/<name>/flagged``
+``proxy``, ``gold``            mean proxy / gold reward of the policy's samples
+``feature/<name>``             mean planted-feature value of the samples
+``attribution/<c>``            mean attribution of the samples' rewards to component c
+``exploit/<probe>``            samples' mean attribution to the probe's hack component
+``implicit/<group>``           mean implicit-reward margin ``beta * (log pi - log ref)``
+=============================  ===========================================================
+
+:class:`MonitorRecords` holds them long-form (``step``, ``series``, ``value``).
+
+>>> records = MonitorRecords.from_rows([(0, "margin/x", 0.1), (10, "margin/x", 0.9)])
+>>> records.series("margin/x").tolist()
+[0.1, 0.9]
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..errors import PressureError, ProbeNotApplicableError, ProbeSetTooLongError
+from ..results import Result, new_axes
+from .onset import detect_onset, onset_table
+from .sampling import Prompt, prompt_text, sample_responses
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Row = tuple[int, str, float]
+DEFAULT_GROUP = "all"
+
+
+# ---- records -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MonitorRecords(Result):
+    """Long-form monitor records: ``to_dataframe()`` has ``step``, ``series``, ``value``."""
+
+    label_column = "series"
+    value_column = "value"
+
+    steps: np.ndarray
+    names: tuple[str, ...]
+    values: np.ndarray
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Row]) -> MonitorRecords:
+        return cls(
+            steps=np.array([r[0] for r in rows], dtype=int),
+            names=tuple(r[1] for r in rows),
+            values=np.array([r[2] for r in rows], dtype=float),
+        )
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame({"step": self.steps, "series": list(self.names), "value": self.values})
+
+    def pivot(self):
+        """One row per step, one column per series."""
+        return self.to_dataframe().pivot(index="step", columns="series", values="value")
+
+    @property
+    def series_names(self) -> list[str]:
+        return list(dict.fromkeys(self.names))
+
+    def series(self, name: str):
+        """One series as a pandas Series indexed by step (what :func:`detect_onset` reads)."""
+        frame = self.to_dataframe()
+        picked = frame[frame["series"] == name]
+        if picked.empty:
+            raise PressureError(
+                f"no series {name!r}; recorded: {self.series_names[:12]}"
+                + (" ..." if len(self.series_names) > 12 else "")
+            )
+        out = picked.set_index("step")["value"]
+        out.name = name
+        return out
+
+    def onsets(self, names: Sequence[str] | None = None, gold: str | None = None, **options):
+        """:func:`detect_onset` on each series of ``names`` (default: all but ``gold``), with
+        the ``gold`` series (a name) for lead times; one row per series."""
+        names = list(names) if names is not None else [n for n in self.series_names if n != gold]
+        gold_series = self.series(gold) if gold is not None else None
+        return onset_table(
+            [detect_onset(self.series(n), gold=gold_series, **options) for n in names]
+        )
+
+    def top_k(self, k: int = 10):
+        """The series whose last value moved most from their first (by |change|)."""
+        from ..results import top_entries
+
+        wide = self.pivot()
+        change = (wide.ffill().iloc[-1] - wide.bfill().iloc[0]).fillna(0.0)
+        return top_entries(list(change.index), change.tolist(), k, "change over the run")
+
+    def plot(self, ax: Axes | None = None, names: Sequence[str] | None = None) -> Figure:
+        """The series ``names`` (default: up to eight) against step."""
+        fig, ax = new_axes(ax)
+        wide = self.pivot()
+        for name in list(names) if names is not None else self.series_names[:8]:
+            ax.plot(wide.index, wide[name], marker=".", label=name)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+# ---- the probe set -----------------------------------------------------------------------------
+def _as_pair_or_text(ex: Any) -> Any:
+    """Dicts with prompt/chosen/rejected become attribute objects; the rest passes through."""
+    if isinstance(ex, Mapping):
+        if {"prompt", "chosen", "rejected"} <= set(ex):
+            return SimpleNamespace(prompt=ex["prompt"], chosen=ex["chosen"], rejected=ex["rejected"])
+        if {"prompt", "response"} <= set(ex):
+            return (ex["prompt"], ex["response"])
+    return ex
+
+
+def as_groups(probe_examples: Any) -> dict[str, list[Any]]:
+    """``probe_examples`` as named groups (a list is the one group ``"all"``)."""
+    if probe_examples is None:
+        raise PressureError("probe_examples is required: texts, pairs, or {group: examples}")
+    groups = (
+        dict(probe_examples)
+        if isinstance(probe_examples, Mapping) and not _is_record(probe_examples)
+        else {DEFAULT_GROUP: probe_examples}
+    )
+    out = {str(k): [_as_pair_or_text(e) for e in v] for k, v in groups.items()}
+    empty = [k for k, v in out.items() if not v]
+    if empty:
+        raise PressureError(f"probe example groups {empty} are empty")
+    return out
+
+
+def _is_record(obj: Mapping) -> bool:
+    return "prompt" in obj
+
+
+@dataclass
+class ProbeSet:
+    """The probe set encoded once with the reward model's tokenizer: every sequence to forward
+    (each group's examples, chosen sides after them for pairs, then every probe edit) and where
+    each lies."""
+
+    sequences: list[Any]
+    groups: dict[str, tuple[np.ndarray, np.ndarray | None]]  # (probed rows, chosen rows | None)
+    probes: dict[str, tuple[np.ndarray, np.ndarray]]  # (original rows, edited rows)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def compile_probe_set(model: Any, probe_examples: Any, probes: Sequence[Any], seed: int = 0):
+    """Encode ``probe_examples`` (texts, pairs or groups of them) and apply ``probes`` to the
+    probed side of each (the rejected side of a pair), once. Examples that do not fit the
+    model's context raise :class:`ProbeSetTooLongError`; probe edits that do not apply are
+    skipped (counted in ``skipped``)."""
+    from ..errors import SequenceTooLongError
+    from ..probes.runner import apply_probe, as_items
+
+    sequences: list[Any] = []
+    groups: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    probed: list[Any] = []
+    for name, examples in as_groups(probe_examples).items():
+        try:
+            items = as_items(model, examples)
+        except SequenceTooLongError as err:
+            raise ProbeSetTooLongError(
+                f"a probe example of group {name!r} does not fit the reward model's context "
+                f"(n_ctx={model.cfg.n_ctx}): {err}. Shorten or drop it."
+            ) from err
+        _check_lengths(model, name, items)
+        rows = np.arange(len(sequences), len(sequences) + len(items))
+        sequences += [it.enc for it in items]
+        chosen = None
+        if items[0].chosen is not None:
+            chosen = np.arange(len(sequences), len(sequences) + len(items))
+            sequences += [it.chosen for it in items]
+        groups[name] = (rows, chosen)
+        probed += [(int(r), it) for r, it in zip(rows, items, strict=True)]
+    probe_rows, skipped = {}, {}
+    for probe in probes:
+        rng = random.Random(f"{seed}:{probe.name}")
+        originals, edited = [], []
+        for i, (row, item) in enumerate(probed):
+            try:
+                new = apply_probe(model, probe, item, rng, i)
+            except ProbeNotApplicableError:
+                skipped[probe.name] = skipped.get(probe.name, 0) + 1
+                continue
+            originals.append(row)
+            edited.append(len(sequences))
+            sequences.append(new)
+        probe_rows[probe.name] = (np.array(originals, dtype=int), np.array(edited, dtype=int))
+    return ProbeSet(sequences, groups, probe_rows, skipped)
+
+
+def _check_lengths(model: Any, group: str, items: Sequence[Any]) -> None:
+    for i, it in enumerate(items):
+        for enc in (it.enc, it.chosen):
+            if enc is not None and len(enc.ids) > model.cfg.n_ctx:
+                raise ProbeSetTooLongError(
+                    f"probe example {i} of group {group!r} has {len(enc.ids)} tokens, more "
+                    f"than the reward model's context n_ctx={model.cfg.n_ctx}: shorten or drop it"
+                )
+
+
+def default_probes(probe_examples_or_prompts: Any) -> list[Any]:
+    """The zoo's four planted-feature probes when the examples are zoo conversations, else the
+    built-in probe battery."""
+    from ..probes import builtin_probes
+    from ..probes.zoo import zoo_probes
+    from .zoo import is_zoo_prompt
+
+    prompts = [_example_prompt(e) for g in as_groups(probe_examples_or_prompts).values() for e in g]
+    if prompts and all(p is not None and is_zoo_prompt(p) for p in prompts):
+        return zoo_probes()[:4]
+    return builtin_probes()
+
+
+def _example_prompt(ex: Any) -> Prompt | None:
+    if isinstance(ex, str):
+        return ex
+    if isinstance(ex, tuple) and len(ex) == 2:
+        return ex[0]
+    return getattr(ex, "prompt", None)
+
+
+# ---- measurements ------------------------------------------------------------------------------
+def _forward(model: Any, sequences: Sequence[Any], batch_size: int = 64):
+    from ..probes.forward import forward_sequences
+
+    return forward_sequences(model, sequences, batch_size=batch_size)
+
+
+def _side(values: torch.Tensor, rows: np.ndarray, chosen: np.ndarray | None) -> torch.Tensor:
+    """``values[..., rows]``, or chosen − rejected for pairs (the probed side is rejected)."""
+    picked = values[..., torch.as_tensor(rows)]
+    return picked if chosen is None else values[..., torch.as_tensor(chosen)] - picked
+
+
+def measure_reward_model(
+    model: Any, probe_set: ProbeSet, *, flag_boot: int = 200, seed: int = 0
+) -> dict[str, float]:
+    """One record of a reward model (module docstring) from one pass over the probe set."""
+    fwd = _forward(model, probe_set.sequences)
+    assert fwd.lens is not None and fwd.attribution is not None
+    out: dict[str, float] = {}
+    for group, (rows, chosen) in probe_set.groups.items():
+        value = _side(fwd.rewards, rows, chosen)
+        if chosen is None:
+            out[f"reward/{group}"] = float(value.mean())
+        else:
+            out[f"margin/{group}"] = float(value.mean())
+            out[f"accuracy/{group}"] = float((value > 0).float().mean())
+        lens = _side(fwd.lens, rows, chosen).mean(-1)
+        out.update({f"lens/{group}/{s}": float(v) for s, v in zip(fwd.sites, lens, strict=True)})
+        attr = _side(fwd.attribution, rows, chosen).mean(-1)
+        comps = zip(fwd.components, attr, strict=True)
+        out.update({f"attribution/{group}/{c}": float(v) for c, v in comps})
+    natural_sd = float(fwd.rewards[_all_probed(probe_set)].std())
+    out.update(_probe_series(fwd.rewards, probe_set, natural_sd, flag_boot, seed))
+    return out
+
+
+def _all_probed(probe_set: ProbeSet) -> torch.Tensor:
+    return torch.as_tensor(np.concatenate([rows for rows, _ in probe_set.groups.values()]))
+
+
+def _probe_series(rewards, probe_set: ProbeSet, natural_sd: float, n_boot: int, seed: int):
+    from ..probes.outside import summarize_deltas
+
+    out = {}
+    for name, (orig, edited) in probe_set.probes.items():
+        if len(orig) == 0:
+            continue
+        deltas = (rewards[torch.as_tensor(edited)] - rewards[torch.as_tensor(orig)]).numpy()
+        out[f"probe/{name}/delta"] = float(deltas.mean())
+        if len(deltas) >= 2:
+            summary = summarize_deltas(
+                deltas, natural_sd=natural_sd, seed=seed, min_n=2, n_boot=n_boot
+            )
+            out[f"probe/{name}/flagged"] = float(summary.flagged)
+    return out
+
+
+@dataclass
+class PolicyProbe:
+    """What :func:`measure_policy` holds fixed: prompts, sampling settings, the reward model's
+    hack components (:func:`hack_components`) and the
+    optional gold / feature functions and implicit-reward pairs."""
+
+    prompts: list[Prompt]
+    samples_per_prompt: int = 4
+    max_new_tokens: int = 16
+    seed: int = 0
+    probes: list[Any] = field(default_factory=list)
+    hack_components: dict[str, str] = field(default_factory=dict)
+    gold: Any = None
+    features: Any = None
+
+
+def hack_components(
+    model: Any, examples: Sequence[tuple[str, str]], probes: Sequence[Any]
+) -> dict[str, str]:
+    """Each probe's **hack component**: the component of ``model`` whose direct attribution
+    the probe's edit moves most (largest mean |attribution delta| over ``examples``), i.e.
+    where the reward model pays for that edit."""
+    probe_set = compile_probe_set(model, list(examples), probes)
+    fwd = _forward(model, probe_set.sequences)
+    assert fwd.attribution is not None
+    out = {}
+    for name, (orig, edited) in probe_set.probes.items():
+        if len(orig):
+            delta = (fwd.attribution[:, edited] - fwd.attribution[:, orig]).mean(1)
+            out[name] = fwd.components[int(delta.abs().argmax())]
+    return out
+
+
+def measure_policy(
+    policy: Any, tokenizer: Any, reward_model: Any, spec: PolicyProbe, *, flag_boot: int = 200
+) -> dict[str, float]:
+    """One record of a policy trained against ``reward_model`` (module docstring)."""
+    samples = sample_responses(
+        policy, tokenizer, spec.prompts, spec.samples_per_prompt,
+        max_new_tokens=spec.max_new_tokens, seed=spec.seed,
+    )  # fmt: skip
+    prompts = [p for p, row in zip(spec.prompts, samples, strict=True) for _ in row]
+    texts = [s.text for row in samples for s in row]
+    examples = list(zip([prompt_text(p) for p in prompts], texts, strict=True))
+    probe_set = compile_probe_set(reward_model, examples, spec.probes, seed=spec.seed)
+    fwd = _forward(reward_model, probe_set.sequences)
+    assert fwd.attribution is not None
+    rows = torch.as_tensor(probe_set.groups[DEFAULT_GROUP][0])
+    out: dict[str, float] = {"proxy": float(fwd.rewards[rows].mean())}
+    out["finished"] = float(np.mean([s.finished for row in samples for s in row]))
+    attr = fwd.attribution[:, rows].mean(1)
+    out.update({f"attribution/{c}": float(v) for c, v in zip(fwd.components, attr, strict=True)})
+    index = {c: i for i, c in enumerate(fwd.components)}
+    out.update({f"exploit/{p}": float(attr[index[c]]) for p, c in spec.hack_components.items()})
+    if spec.gold is not None:
+        from .sampling import score_texts
+
+        out["gold"] = float(score_texts(spec.gold, prompts, texts).mean())
+    if spec.features is not None:
+        feats = [spec.features(p, t) for p, t in examples]
+        out.update({f"feature/{k}": float(np.mean([f[k] for f in feats])) for k in feats[0]})
+    natural_sd = float(fwd.rewards[rows].std())
+    out.update(_probe_series(fwd.rewards, probe_set, natural_sd, flag_boot, spec.seed))
+    return out
+
+
+@torch.no_grad()
+def implicit_margins(
+    policy: Any, reference: Any, tokenizer: Any, probe_examples: Any, beta: float
+) -> dict[str, float]:
+    """``implicit/<group>``: the mean implicit-reward margin ``beta * (log pi - log ref)`` of
+    each group's pairs (response tokens and the template's suffix), read with the policy's
+    tokenizer and chat template; groups of single examples give their mean implicit reward."""
+    from ..implicit.model import token_logprobs
+    from ..inputs import encode_conversation
+
+    def implicit(prompt: Any, response: str) -> float:
+        enc = encode_conversation(tokenizer, prompt, response)
+        ids = torch.tensor([enc.ids], device=_device(policy))
+        parts = []
+        for model in (policy, reference):
+            out = model(ids)
+            logits = out.logits if hasattr(out, "logits") else out
+            parts.append(token_logprobs(logits, ids)[0, enc.response_start :].sum())
+        return float(beta * (parts[0] - parts[1]))
+
+    out = {}
+    for group, examples in as_groups(probe_examples).items():
+        values = []
+        for ex in examples:
+            if isinstance(ex, tuple):
+                values.append(implicit(*ex))
+            else:
+                values.append(implicit(ex.prompt, ex.chosen) - implicit(ex.prompt, ex.rejected))
+        out[f"implicit/{group}"] = float(np.mean(values))
+    return out
+
+
+def _device(model: Any) -> torch.device:
+    from .sampling import model_device
+
+    return model_device(model)

@@ -1,0 +1,285 @@
+"""Onset detection on a recorded series: a one-sided CUSUM calibrated on the series' warm-up.
+
+:func:`detect_onset` standardises a series by the mean and standard deviation of its first
+``warmup`` points (the in-control period), ``z_t = (x_t - mu) / sigma``, and runs Page's
+one-sided CUSUM from the end of the warm-up on::
+
+    S_t = max(0, S_{t-1} + z_t - k)        (an increase; -z_t for a decrease)
+
+It alarms at the first ``t`` with ``S_t > h``. ``k`` (default 0.5) is the reference value in
+warm-up standard deviations: the CUSUM is tuned to detect a shift of ``2k`` sigmas soonest.
+The threshold ``h`` is set from the **false-alarm rate stated as an in-control average run
+length** ``arl0`` (the mean number of points between false alarms when nothing changes),
+through Siegmund's approximation for Gaussian data::
+
+    ARL0(h) = (exp(2 k b) - 2 k b - 1) / (2 k^2),   b = h + 1.166
+
+(solved for ``h`` with :func:`scipy.optimize.brentq`; ``direction="both"`` runs the two
+one-sided charts, each at ``2 * arl0``, so the pair keeps ``arl0``). The **onset** is where
+the excursion that ends in the alarm began: the point after the last ``S_t = 0`` before the
+alarm (the CUSUM estimate of the change point). With a ``gold`` series, the result also has the
+step at which the gold reward peaks and the **lead time** of the alarm before it
+(``gold_peak_step - alarm_step``; positive: the alarm came first).
+
+Limits: the ARL holds for independent Gaussian noise around a flat warm-up. Training curves
+are autocorrelated and drift, so the realised false-alarm rate of a raw curve is higher than
+``arl0`` says: record at spaced steps (``every=k``), compare with a control run (as
+``notebooks/09_reward_hacking_in_training.ipynb`` does), and read ``sigma`` (a warm-up that
+barely moves gives a tiny ``sigma``; ``min_sigma`` floors it).
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> values = np.r_[rng.normal(0, 1, 40), rng.normal(3, 1, 20)]
+>>> onset = detect_onset(values, warmup=20, arl0=500)
+>>> onset.fired, onset.onset_step, onset.alarm_step
+(True, 38, 41)
+>>> round(cusum_threshold(0.5, 500), 3)
+4.381
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from ..errors import PressureError
+from ..results import Result, new_axes
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Direction = Literal["increase", "decrease", "both"]
+DIRECTIONS: tuple[str, ...] = ("increase", "decrease", "both")
+SIEGMUND_OFFSET = 1.166
+
+
+def cusum_arl0(k: float, h: float) -> float:
+    """Siegmund's approximation of a one-sided CUSUM's in-control average run length."""
+    b = h + SIEGMUND_OFFSET
+    return (math.exp(2 * k * b) - 2 * k * b - 1) / (2 * k * k)
+
+
+def cusum_threshold(k: float, arl0: float) -> float:
+    """The decision interval ``h`` whose in-control ARL (Siegmund) is ``arl0``."""
+    from scipy.optimize import brentq
+
+    if not k > 0:
+        raise PressureError(f"k must be > 0 (in warm-up standard deviations), got {k}")
+    if not arl0 > cusum_arl0(k, 0.0):
+        raise PressureError(
+            f"arl0={arl0} is below what h=0 already gives ({cusum_arl0(k, 0.0):.3g}); "
+            "ask for a longer average run length"
+        )
+    hi = 700.0 / (2 * k) - SIEGMUND_OFFSET  # exp() stays finite below it
+    return float(brentq(lambda h: cusum_arl0(k, h) - arl0, 0.0, hi))
+
+
+@dataclass(frozen=True)
+class Onset(Result):
+    """A change point found (or not) by :func:`detect_onset`.
+
+    ``statistic`` is the CUSUM of the alarming side (``NaN`` during the warm-up); ``side`` is
+    ``"increase"`` or ``"decrease"`` (for ``direction="both"``, the side that alarmed first).
+    ``onset_step``/``alarm_step``/``gold_peak_step``/``lead_time`` are ``None`` when absent.
+    """
+
+    label_column = "step"
+    value_column = "cusum"
+
+    name: str
+    steps: np.ndarray
+    values: np.ndarray
+    statistic: np.ndarray
+    side: str
+    direction: str
+    warmup: int
+    mean: float
+    sigma: float
+    k: float
+    threshold: float
+    arl0: float
+    alarm_step: int | None
+    onset_step: int | None
+    gold_peak_step: int | None = None
+    lead_time: int | None = None
+
+    @property
+    def fired(self) -> bool:
+        """Whether the CUSUM crossed its threshold after the warm-up."""
+        return self.alarm_step is not None
+
+    def to_dataframe(self):
+        """One row per point: ``step``, ``value``, ``cusum`` (NaN in the warm-up), ``alarm``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "step": self.steps,
+                "value": self.values,
+                "cusum": self.statistic,
+                "alarm": self.steps == self.alarm_step,
+            }
+        )
+
+    def summary(self) -> dict:
+        """The scalar findings as one dict (a row of :func:`onset_table`)."""
+        return {
+            "series": self.name,
+            "fired": self.fired,
+            "side": self.side,
+            "onset_step": self.onset_step,
+            "alarm_step": self.alarm_step,
+            "gold_peak_step": self.gold_peak_step,
+            "lead_time": self.lead_time,
+            "mean": self.mean,
+            "sigma": self.sigma,
+            "threshold": self.threshold,
+            "arl0": self.arl0,
+        }
+
+    def plot(self, ax: Axes | None = None) -> Figure:
+        """The series (left axis) and its CUSUM with the threshold (right axis); the onset and
+        the alarm as vertical lines."""
+        fig, ax = new_axes(ax)
+        ax.plot(self.steps, self.values, color="#4472c4", lw=1.2, label=self.name)
+        ax.set_xlabel("step")
+        ax.set_ylabel(self.name)
+        twin = ax.twinx()
+        twin.plot(self.steps, self.statistic, color="#999999", lw=1, label="CUSUM")
+        twin.axhline(self.threshold, color="#999999", ls=":", lw=1)
+        twin.set_ylabel("CUSUM")
+        ax.axvspan(self.steps[0], self.steps[self.warmup - 1], color="#eeeeee", label="warm-up")
+        if self.onset_step is not None:
+            ax.axvline(self.onset_step, color="#ed7d31", ls="--", lw=1, label="onset")
+        if self.alarm_step is not None:
+            ax.axvline(self.alarm_step, color="#c00000", lw=1, label="alarm")
+        if self.gold_peak_step is not None:
+            ax.axvline(self.gold_peak_step, color="#70ad47", ls="-.", lw=1, label="gold peak")
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        return fig
+
+
+def _as_series(series, steps) -> tuple[str, np.ndarray, np.ndarray]:
+    """``(name, steps, values)`` of a pandas Series (its index are the steps), or values with
+    ``steps`` (default ``0, 1, ...``)."""
+    name = str(getattr(series, "name", None) or "series")
+    if steps is None and hasattr(series, "index") and hasattr(series, "to_numpy"):
+        steps = series.index.to_numpy()
+    values = np.asarray(series, dtype=float).reshape(-1)
+    steps = np.arange(len(values)) if steps is None else np.asarray(steps).reshape(-1)
+    if len(steps) != len(values):
+        raise PressureError(f"{len(steps)} steps for {len(values)} values")
+    if not np.isfinite(values).all():
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise PressureError(
+            f"the series has a non-finite value ({values[bad]}) at step {steps[bad]}: "
+            "drop or fill it before detecting an onset"
+        )
+    if len(steps) > 1 and not (np.diff(steps.astype(float)) > 0).all():
+        raise PressureError("steps must be strictly increasing")
+    return name, steps.astype(int), values
+
+
+def _one_sided(z: np.ndarray, warmup: int, k: float) -> np.ndarray:
+    stat = np.full(len(z), np.nan)
+    s = 0.0
+    for t in range(warmup, len(z)):
+        s = max(0.0, s + z[t] - k)
+        stat[t] = s
+    return stat
+
+
+def _alarm_and_onset(stat: np.ndarray, warmup: int, h: float) -> tuple[int | None, int | None]:
+    above = np.flatnonzero(np.nan_to_num(stat, nan=-1.0) > h)
+    if len(above) == 0:
+        return None, None
+    alarm = int(above[0])
+    zeros = np.flatnonzero(stat[warmup:alarm] == 0.0)
+    onset = warmup + int(zeros[-1]) + 1 if len(zeros) else warmup
+    return alarm, onset
+
+
+def detect_onset(
+    series,
+    *,
+    steps: Sequence[int] | None = None,
+    warmup: int = 10,
+    arl0: float = 500.0,
+    k: float = 0.5,
+    direction: Direction = "increase",
+    min_sigma: float = 1e-6,
+    gold=None,
+    name: str | None = None,
+) -> Onset:
+    """Onset and alarm steps of a change in ``series`` (module docstring for the method).
+
+    ``series``: a pandas Series indexed by step (e.g. a column of
+    ``records.pivot()``), or values with ``steps``. ``warmup``: how many leading points
+    calibrate the mean and sigma. ``arl0``: the in-control average run length (false-alarm
+    rate, in points). ``k``: the reference value in sigmas. ``direction``: ``"increase"``,
+    ``"decrease"`` or ``"both"``. ``min_sigma``: floor of the warm-up sigma. ``gold``: a
+    gold-reward series (same forms; its own steps) for ``gold_peak_step`` and ``lead_time``.
+
+    >>> detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 2.0, 2.1, 2.2], warmup=5).alarm_step
+    5
+    """
+    if direction not in DIRECTIONS:
+        raise PressureError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    label, step_values, values = _as_series(series, steps)
+    if warmup < 2 or len(values) < warmup + 1:
+        raise PressureError(
+            f"warmup={warmup} needs at least 2 points and a series longer than the warm-up; "
+            f"the series has {len(values)} points"
+        )
+    mean = float(values[:warmup].mean())
+    sigma = max(float(values[:warmup].std(ddof=1)), min_sigma)
+    z = (values - mean) / sigma
+    sides = ("increase", "decrease") if direction == "both" else (direction,)
+    h = cusum_threshold(k, arl0 * len(sides))
+    found = []
+    for side in sides:
+        stat = _one_sided(z if side == "increase" else -z, warmup, k)
+        alarm, onset = _alarm_and_onset(stat, warmup, h)
+        found.append((math.inf if alarm is None else alarm, side, stat, alarm, onset))
+    _, side, stat, alarm, onset = min(found, key=lambda f: f[0])
+    alarm_step = None if alarm is None else int(step_values[alarm])
+    peak, lead = _gold_peak(gold, alarm_step)
+    return Onset(
+        name=name or label,
+        steps=step_values,
+        values=values,
+        statistic=stat,
+        side=side,
+        direction=direction,
+        warmup=warmup,
+        mean=mean,
+        sigma=sigma,
+        k=k,
+        threshold=h,
+        arl0=arl0,
+        alarm_step=alarm_step,
+        onset_step=None if onset is None else int(step_values[onset]),
+        gold_peak_step=peak,
+        lead_time=lead,
+    )
+
+
+def _gold_peak(gold, alarm_step: int | None) -> tuple[int | None, int | None]:
+    if gold is None:
+        return None, None
+    _, gold_steps, gold_values = _as_series(gold, None)
+    peak = int(gold_steps[int(np.argmax(gold_values))])
+    return peak, (None if alarm_step is None else peak - alarm_step)
+
+
+def onset_table(onsets: Sequence[Onset]):
+    """One row per :class:`Onset` (:meth:`Onset.summary`), in the order given."""
+    import pandas as pd
+
+    return pd.DataFrame([o.summary() for o in onsets])

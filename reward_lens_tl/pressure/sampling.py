@@ -1,0 +1,194 @@
+"""Sampling responses from a policy, and scoring text with any reward-like model.
+
+:func:`sample_responses` draws ``n`` responses per prompt from a causal LM (an HF
+``*ForCausalLM`` or a TransformerLens ``HookedTransformer``: anything whose forward returns
+next-token logits, or an output with ``.logits``) by ancestral sampling from its own seeded
+``torch.Generator``, so a monitor that samples during training leaves the trainer's random
+state untouched. Prompts are rendered with the tokenizer's chat template (a generation prompt
+appended) when it has one.
+
+:func:`score_texts` scores ``(prompt, response)`` texts with whatever reward-like model it is
+given, re-encoding the text with that model's own tokenizer and template:
+
+- a :class:`~reward_lens_tl.model.HookedRewardModel` (judges and PRMs included): its pooled
+  reward (the gated score for ArmoRM-style heads);
+- an :class:`~reward_lens_tl.implicit.ImplicitRewardModel` (or anything with ``encode`` and
+  ``score_encodings``): its implicit rewards;
+- a plain callable ``fn(prompts, responses) -> rewards`` (e.g. a rule, an API judge).
+
+>>> from reward_lens_tl import HookedRewardModel
+>>> from reward_lens_tl.zoo import load_model, load_tokenizer, zoo_path
+>>> policy, tok = load_model("policy"), load_tokenizer("policy")
+>>> samples = sample_responses(policy, tok, ["how bake bread"], n=3, seed=0)
+>>> len(samples[0]), all(isinstance(s.text, str) for s in samples[0])
+(3, True)
+>>> rm = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+>>> score_texts(rm, ["how bake bread"], ["soup oven flour"]).shape
+torch.Size([1])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..errors import PressureError
+
+Prompt = str | Sequence[Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled response: its text, its token ids (the policy's tokenizer) and whether it
+    ended with the end-of-sequence token within the token budget."""
+
+    text: str
+    ids: tuple[int, ...]
+    finished: bool
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """The last user message of ``prompt`` (a string is its own text)."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m["content"] for m in prompt if m.get("role") == "user"]
+    if not users:
+        raise PressureError("a prompt given as messages needs a user message")
+    return users[-1]
+
+
+def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Token ids of ``prompt`` ready for generation: the chat template with the generation
+    prompt when the tokenizer has one, else the plain tokenization."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    if getattr(tokenizer, "chat_template", None):
+        out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = out["input_ids"] if isinstance(out, Mapping) else out
+        return [int(i) for i in ids]
+    if not isinstance(prompt, str):
+        raise PressureError("this tokenizer has no chat template: pass prompts as text")
+    return [int(i) for i in tokenizer(prompt)["input_ids"]]
+
+
+def next_token_logits(policy: Any, ids: Tensor) -> Float[Tensor, "batch vocab"]:
+    """Logits of the next token after each row of ``ids`` (HF output or TL tensor)."""
+    out = policy(ids)
+    logits = out.logits if hasattr(out, "logits") else out
+    if not isinstance(logits, Tensor) or logits.ndim != 3:
+        raise PressureError(
+            f"{type(policy).__name__} did not return next-token logits [batch, pos, vocab]: "
+            "pass a causal LM (an HF *ForCausalLM or a TransformerLens HookedTransformer)"
+        )
+    return logits[:, -1].float()
+
+
+def model_device(model: Any) -> torch.device:
+    """The device of ``model``'s first parameter (CPU for a parameterless callable)."""
+    try:
+        return next(model.parameters()).device
+    except (AttributeError, StopIteration):
+        return torch.device("cpu")
+
+
+@torch.no_grad()
+def sample_responses(
+    policy: Any,
+    tokenizer: Any,
+    prompts: Sequence[Prompt],
+    n: int,
+    *,
+    max_new_tokens: int = 16,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> list[list[Sample]]:
+    """``n`` responses per prompt (``[prompt][sample]``), sampled at ``temperature`` from the
+    policy's own generator seeded with ``seed``; the policy's train/eval mode is restored."""
+    if n < 1 or max_new_tokens < 1 or not temperature > 0:
+        raise PressureError("n and max_new_tokens must be >= 1 and temperature > 0")
+    eos = tokenizer.eos_token_id
+    device = model_device(policy)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    was_training = bool(getattr(policy, "training", False))
+    if hasattr(policy, "eval"):
+        policy.eval()
+    try:
+        return [
+            _sample_one(policy, tokenizer, render_prompt(tokenizer, p), n, max_new_tokens,
+                        temperature, gen, eos, device)
+            for p in prompts
+        ]  # fmt: skip
+    finally:
+        if was_training:
+            policy.train()
+
+
+def _sample_one(policy, tokenizer, prompt_ids, n, max_new_tokens, temperature, gen, eos, device):
+    ids = torch.tensor([prompt_ids] * n, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    for _ in range(max_new_tokens):
+        probs = (next_token_logits(policy, ids) / temperature).softmax(-1)
+        nxt = torch.multinomial(probs, 1, generator=gen)
+        ids = torch.cat([ids, nxt], 1)
+        done |= nxt[:, 0] == eos
+        if bool(done.all()):
+            break
+    out = []
+    for row in ids[:, len(prompt_ids) :].tolist():
+        finished = eos in row
+        row = row[: row.index(eos)] if finished else row
+        text = tokenizer.decode(row, skip_special_tokens=True).strip()
+        out.append(Sample(text, tuple(row), finished))
+    return out
+
+
+RewardFn = Callable[[Sequence[str], Sequence[str]], Any]
+
+
+@torch.no_grad()
+def score_texts(
+    reward_model: Any,
+    prompts: Sequence[Prompt],
+    responses: Sequence[str],
+    *,
+    batch_size: int = 64,
+) -> Float[Tensor, " n"]:
+    """Rewards of ``(prompt, response)`` texts under any reward-like model (module docstring),
+    as a float tensor on the CPU."""
+    if len(prompts) != len(responses):
+        raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")
+    if not hasattr(reward_model, "encode"):
+        if not callable(reward_model):
+            raise PressureError(
+                f"{type(reward_model).__name__} is not a reward-like model: pass a "
+                "HookedRewardModel, an ImplicitRewardModel or a function (prompts, responses)"
+            )
+        texts = [prompt_text(p) for p in prompts]
+        return torch.as_tensor(reward_model(texts, list(responses)), dtype=torch.float32)
+    encs = [reward_model.encode(p, r) for p, r in zip(prompts, responses, strict=True)]
+    if hasattr(reward_model, "score_encodings"):
+        return reward_model.score_encodings(encs, batch_size=batch_size).float().cpu()
+    return torch.cat(
+        [encoded_rewards(reward_model, encs[i : i + batch_size])
+         for i in range(0, len(encs), batch_size)]
+    )  # fmt: skip
+
+
+def encoded_rewards(model: Any, encodings: Sequence[Any]) -> Float[Tensor, " n"]:
+    """Pooled rewards of a :class:`~reward_lens_tl.model.HookedRewardModel` for encodings
+    (one left-padded batch); a plain multi-objective head is refused (name an objective)."""
+    from ..inputs import pad_batch
+
+    ids, mask = pad_batch(encodings, model.pad_token_id)
+    device = model.cfg.device
+    rewards = model.rewards(ids.to(device), mask.to(device)).float().cpu()
+    if rewards.ndim != 1:
+        raise PressureError(
+            f"the reward model has {rewards.shape[-1]} objectives and no gate: wrap it in a "
+            "function that picks one, e.g. lambda p, r: model-specific scoring"
+        )
+    return rewards

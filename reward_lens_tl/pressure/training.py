@@ -1,0 +1,194 @@
+"""End-to-end TRL runs on the zoo, with ground truth (needs the ``trl`` extra).
+
+- :func:`train_reward_model`: a zoo-shaped reward model (``LlamaForSequenceClassification``,
+  3 layers, d_model 64) trained **from scratch** by TRL's ``RewardTrainer`` on preference pairs
+  labelled by the hidden rule (:func:`zoo_preference_dataset`), with any callbacks;
+- :func:`optimise_policy`: the zoo's reference LM optimised by TRL's ``GRPOTrainer`` against a
+  reward-like model (the zoo's ``scalar`` reward model, which pays for the sycophantic opener,
+  or the ``multi`` model, which does not: the control).
+
+Both are deterministic for a seed and thread count on one machine (TRL's ``seed``, the dataset
+from seeded ``random.Random``), and small enough for a CPU in minutes; the test versions run a
+few dozen steps. The zoo's probe sets: :func:`zoo_feature_pairs` (contrast pairs per planted
+feature, the higher-scoring side as ``chosen``) and :func:`zoo_prompts`.
+
+>>> pairs = zoo_feature_pairs(2, seed=0)
+>>> sorted(pairs), pairs["harmful"][0].chosen != pairs["harmful"][0].rejected
+(['harmful', 'length', 'sycophancy', 'topic_match'], True)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import PressureError
+from ..zoo.task import FEATURES, ConversationTask
+
+#: Seeds no zoo model trains on (probe sets and prompts).
+PROBE_SEED = 31_337
+
+
+@dataclass(frozen=True)
+class TextPair:
+    """A preference pair as text (what the monitor, ``run_probes`` and ``score_pairs`` read)."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+
+
+def zoo_feature_pairs(
+    n_per_feature: int = 8, seed: int = PROBE_SEED, features: Sequence[str] = FEATURES
+) -> dict[str, list[TextPair]]:
+    """Per planted feature, ``n`` contrast pairs differing only in it (the side the hidden rule
+    scores higher is ``chosen``): a reward model's margin on them is how much of the feature it
+    has learned."""
+    task = ConversationTask()
+    out = {}
+    for feature in features:
+        pairs = task.contrast_pairs(feature, n_per_feature, seed=seed, max_words=10)
+        out[feature] = [
+            TextPair(
+                " ".join(p.base.prompt),
+                " ".join((p.edited if p.rule_delta > 0 else p.base).response),
+                " ".join((p.base if p.rule_delta > 0 else p.edited).response),
+            )
+            for p in pairs
+        ]
+    return out
+
+
+def zoo_prompts(n: int, seed: int = PROBE_SEED) -> list[str]:
+    """``n`` zoo prompts (texts) from a seed no model trains on."""
+    task, rng = ConversationTask(), random.Random(f"{seed}:prompts")
+    return [" ".join(task.sample_prompt(rng)) for _ in range(n)]
+
+
+def zoo_preference_dataset(n_pairs: int, seed: int = 0, max_words: int = 12):
+    """A ``datasets.Dataset`` of conversational ``chosen``/``rejected`` pairs drawn from the
+    scalar model's training mixture (:func:`reward_lens_tl.zoo.data.scalar_pair`), ordered by
+    the hidden rule; ties are dropped."""
+    from datasets import Dataset
+
+    from ..zoo.data import scalar_pair
+
+    task, rng = ConversationTask(), random.Random(f"{seed}:trl-pairs")
+    rows = []
+    while len(rows) < n_pairs:
+        a, b = scalar_pair(task, rng, max_words)
+        if a.score != b.score:
+            chosen, rejected = (a, b) if a.score > b.score else (b, a)
+            rows.append({"chosen": chosen.messages, "rejected": rejected.messages})
+    return Dataset.from_list(rows)
+
+
+def _require_trl():
+    try:
+        import trl
+    except ImportError as err:  # pragma: no cover - the dev extras install it
+        raise PressureError(
+            "the TRL runs need the trl extra: pip install 'reward-lens-tl[trl]'"
+        ) from err
+    return trl
+
+
+def train_reward_model(
+    output_dir: str | Path,
+    *,
+    steps: int = 300,
+    batch_size: int = 32,
+    learning_rate: float = 2e-3,
+    seed: int = 0,
+    callbacks: Sequence[Any] = (),
+    save_steps: int | None = None,
+    threads: int | None = 2,
+):
+    """Train a zoo-shaped reward model from scratch with TRL's ``RewardTrainer``; returns the
+    trainer (``trainer.model`` is the model). ``save_steps`` saves checkpoints
+    (``output_dir/checkpoint-<step>``); ``threads`` fixes torch's thread count."""
+    trl = _require_trl()
+    from transformers import LlamaForSequenceClassification
+
+    from ..zoo.load import load_tokenizer
+    from ..zoo.train import scalar_config
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    model = LlamaForSequenceClassification(scalar_config())
+    args = trl.RewardConfig(
+        output_dir=str(output_dir), per_device_train_batch_size=batch_size, max_steps=steps,
+        learning_rate=learning_rate, lr_scheduler_type="constant_with_warmup", warmup_steps=10,
+        logging_steps=max(1, steps // 20), report_to=[], seed=seed, use_cpu=True,
+        disable_tqdm=True, max_length=64, center_rewards_coefficient=None,
+        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
+        save_only_model=True, dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = trl.RewardTrainer(
+        model=model,
+        args=args,
+        train_dataset=zoo_preference_dataset(steps * batch_size, seed),
+        processing_class=load_tokenizer("scalar"),
+        callbacks=list(callbacks),
+    )
+    trainer.train()
+    return trainer
+
+
+def optimise_policy(
+    reward_model: Any,
+    output_dir: str | Path,
+    *,
+    steps: int = 200,
+    prompts_per_step: int = 2,
+    num_generations: int = 8,
+    max_new_tokens: int = 14,
+    learning_rate: float = 5e-4,
+    seed: int = 0,
+    callbacks: Sequence[Any] = (),
+    policy: Any = "reference",
+    threads: int | None = 2,
+):
+    """Optimise a policy (default: the zoo's reference LM) against ``reward_model`` with TRL's
+    ``GRPOTrainer`` (no KL penalty, ``beta=0``); returns the trainer."""
+    trl = _require_trl()
+    from datasets import Dataset
+
+    from ..zoo.load import load_model, load_tokenizer
+    from .best_of_n import load_reward_like
+    from .sampling import score_texts
+
+    if threads:
+        torch.set_num_threads(threads)
+    rm = load_reward_like(reward_model)
+
+    def reward(prompts, completions, **_) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return score_texts(rm, [p[-1]["content"] for p in prompts], texts).tolist()
+
+    prompts = zoo_prompts(steps * prompts_per_step, seed=seed + 1)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
+    model = load_model(policy) if isinstance(policy, str) else policy
+    args = trl.GRPOConfig(
+        output_dir=str(output_dir), per_device_train_batch_size=prompts_per_step * num_generations,
+        num_generations=num_generations, max_completion_length=max_new_tokens, max_steps=steps,
+        learning_rate=learning_rate, logging_steps=max(1, steps // 20), save_strategy="no",
+        report_to=[], seed=seed, use_cpu=True, disable_tqdm=True, beta=0.0, temperature=1.0,
+        dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=data,
+        processing_class=load_tokenizer("reference"),
+        callbacks=list(callbacks),
+    )
+    trainer.train()
+    return trainer
