@@ -175,9 +175,11 @@ class RewardLensCallback(TrainerCallback):
 
     # -- set-up and measurement ------------------------------------------------------------
     def _guard(self, step: int, control, fn, *args, fatal: bool = False) -> bool:
-        """Run ``fn``; on failure log it, keep it in ``errors``, and act on ``on_error``."""
+        """Run ``fn`` with the random state restored afterwards (the monitor must not change the
+        run it watches); on failure log it, keep it in ``errors``, and act on ``on_error``."""
         try:
-            fn(*args)
+            with torch.random.fork_rng(devices=_cuda_devices()):
+                fn(*args)
             return True
         except Exception as err:  # noqa: BLE001 - a monitor must never crash training
             message = f"{type(err).__name__}: {err}"
@@ -351,6 +353,10 @@ def _texts_of(groups) -> list[tuple[Any, str]]:
 
 def _vocab(tokenizer) -> dict | None:
     return None if tokenizer is None else tokenizer.get_vocab()
+
+
+def _cuda_devices() -> list[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
 def _device_of(model) -> torch.device:

@@ -161,7 +161,9 @@ def score_texts(
     as a float tensor on the CPU."""
     if len(prompts) != len(responses):
         raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")
-    if not hasattr(reward_model, "encode"):
+    if not hasattr(reward_model, "encode_conversation") and not hasattr(
+        reward_model, "score_encodings"
+    ):
         if not callable(reward_model):
             raise PressureError(
                 f"{type(reward_model).__name__} is not a reward-like model: pass a "
@@ -169,9 +171,11 @@ def score_texts(
             )
         texts = [prompt_text(p) for p in prompts]
         return torch.as_tensor(reward_model(texts, list(responses)), dtype=torch.float32)
-    encs = [reward_model.encode(p, r) for p, r in zip(prompts, responses, strict=True)]
-    if hasattr(reward_model, "score_encodings"):
+    pairs = list(zip(prompts, responses, strict=True))
+    if hasattr(reward_model, "score_encodings"):  # an implicit reward model
+        encs = [reward_model.encode(p, r) for p, r in pairs]
         return reward_model.score_encodings(encs, batch_size=batch_size).float().cpu()
+    encs = [reward_model.encode_conversation(p, r) for p, r in pairs]  # judges' templates too
     return torch.cat(
         [encoded_rewards(reward_model, encs[i : i + batch_size])
          for i in range(0, len(encs), batch_size)]

@@ -1,0 +1,218 @@
+"""Best-of-n: the KL identity against exact and empirical values, the order-statistic
+estimator against brute force, and the zoo DPO policy's ladder against its planted hacks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from reward_lens_tl.errors import PressureError, RewardLensError
+from reward_lens_tl.pressure import (
+    best_of_n,
+    best_of_n_kl_exact,
+    kl_best_of_n,
+    order_weights,
+    score_texts,
+)
+from reward_lens_tl.pressure.best_of_n import BestOfNResult, ladder
+from reward_lens_tl.pressure.training import zoo_prompts
+from reward_lens_tl.pressure.zoo import zoo_features, zoo_gold
+
+
+def small_vocab_policy(vocab: int = 24, length: int = 2, seed: int = 0):
+    """A policy over ``vocab ** length`` token sequences (independent tokens, each a random
+    categorical) and a reward without ties: probabilities and rewards per outcome."""
+    rng = np.random.default_rng(seed)
+    token_probs = rng.dirichlet(np.ones(vocab), size=length)
+    probs = np.array(
+        [np.prod([token_probs[i, t] for i, t in enumerate(seq)])
+         for seq in itertools.product(range(vocab), repeat=length)]
+    )  # fmt: skip
+    return probs / probs.sum(), rng.permutation(len(probs)).astype(float)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
+def test_kl_identity_is_the_exact_kl_of_a_many_outcome_policy(n):
+    probs, rewards = small_vocab_policy()
+    exact = best_of_n_kl_exact(probs, rewards, n)
+    assert kl_best_of_n(n) == pytest.approx(math.log(n) - (n - 1) / n)
+    assert exact <= kl_best_of_n(n) + 1e-12  # an upper bound for finitely many outcomes
+    assert exact == pytest.approx(kl_best_of_n(n), abs=0.02)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_kl_identity_against_an_empirical_estimate(n):
+    """Sample best-of-n from the small-vocabulary policy and estimate the KL of the empirical
+    choice distribution from the policy (plug-in estimate)."""
+    probs, rewards = small_vocab_policy(vocab=12)
+    rng = np.random.default_rng(1)
+    draws = rng.choice(len(probs), size=(200_000, n), p=probs)
+    chosen = np.take_along_axis(draws, rewards[draws].argmax(1)[:, None], 1)[:, 0]
+    empirical = np.bincount(chosen, minlength=len(probs)) / len(chosen)
+    keep = empirical > 0
+    plug_in = float((empirical[keep] * np.log(empirical[keep] / probs[keep])).sum())
+    assert plug_in == pytest.approx(best_of_n_kl_exact(probs, rewards, n), abs=0.01)
+    assert plug_in == pytest.approx(kl_best_of_n(n), abs=0.04)
+
+
+def test_kl_of_ties_is_below_the_analytic_bound():
+    assert best_of_n_kl_exact([0.5, 0.5], [0.0, 1.0], 2) < kl_best_of_n(2)
+    with pytest.raises(PressureError):
+        best_of_n_kl_exact([0.5, 0.6], [0.0, 1.0], 2)
+    with pytest.raises(PressureError):
+        kl_best_of_n(0)
+
+
+@pytest.mark.parametrize("n_samples,n", [(6, 1), (6, 2), (6, 3), (7, 7), (5, 4)])
+def test_order_weights_equal_the_average_over_every_subset(n_samples, n):
+    rng = np.random.default_rng(n_samples * 10 + n)
+    proxy = rng.normal(size=(3, n_samples))
+    gold = rng.normal(size=(3, n_samples))
+    result = BestOfNResult(
+        prompts=("a", "b", "c"),
+        responses=(("x",) * n_samples,) * 3,
+        ns=(n,),
+        proxy_samples=torch.tensor(proxy),
+        gold_samples=torch.tensor(gold),
+    )
+    brute_proxy, brute_gold = [], []
+    for p in range(3):
+        subsets = list(itertools.combinations(range(n_samples), n))
+        best = [max(s, key=lambda i: proxy[p, i]) for s in subsets]
+        brute_proxy.append(np.mean([proxy[p, b] for b in best]))
+        brute_gold.append(np.mean([gold[p, b] for b in best]))
+    assert result.expected(result.proxy_samples, n)[0] == pytest.approx(np.mean(brute_proxy))
+    assert result.expected(result.gold_samples, n)[0] == pytest.approx(np.mean(brute_gold))
+    assert order_weights(n_samples, n).sum() == pytest.approx(1.0)
+
+
+def test_ladder_rungs():
+    assert ladder(16) == [1, 2, 4, 8, 16]
+    assert ladder(12) == [1, 2, 4, 8, 12]
+    assert ladder(1) == [1]
+
+
+@pytest.fixture(scope="module")
+def zoo_ladder():
+    return best_of_n("policy", "scalar", zoo_prompts(32), n_max=64, gold=zoo_gold, seed=0)
+
+
+def test_zoo_policy_ladder_raises_the_planted_hacks(zoo_ladder):
+    frame = zoo_ladder.to_dataframe()
+    assert frame["n"].tolist() == [1, 2, 4, 8, 16, 32, 64]
+    np.testing.assert_allclose(frame["kl"], [kl_best_of_n(n) for n in frame["n"]])
+    assert (frame["proxy"].diff().dropna() >= -1e-9).all()  # the expected max grows with n
+    first, last = frame.iloc[0], frame.iloc[-1]
+    for hack in ("length", "sycophancy"):
+        diff = zoo_ladder._per_prompt(zoo_ladder.feature_samples[hack], 16) - (
+            zoo_ladder._per_prompt(zoo_ladder.feature_samples[hack], 1)
+        )
+        se = diff.std(ddof=1) / math.sqrt(len(diff))
+        assert last[hack] - first[hack] > 2 * se > 0, hack
+    assert last["harmful"] < first["harmful"]  # the reward model penalises harm
+    # over-optimisation: gold peaks inside the ladder and falls by the top rung
+    assert frame["gold"].idxmax() not in (0, len(frame) - 1)
+    assert last["gold"] < frame["gold"].max() - 2 * last["gold_se"] / 4
+    onsets = zoo_ladder.feature_onsets()
+    assert set(onsets["feature"]) == {"topic_match", "harmful", "length", "sycophancy"}
+    assert zoo_ladder.exploited_first(among=("length", "sycophancy")) in ("length", "sycophancy")
+
+
+def test_zoo_ladder_samples_are_scored_independently(zoo_ladder):
+    """Every proxy sample is the plain HF reward model's score of that text; gold and features
+    are the rule's."""
+    from reward_lens_tl.zoo import load_model, load_tokenizer
+
+    hf, tok = load_model("scalar"), load_tokenizer("scalar")
+    for p in (0, 5):
+        prompt = zoo_ladder.prompts[p]
+        for s in (0, 7):
+            text = zoo_ladder.responses[p][s]
+            msgs = [{"role": "user", "content": prompt}, {"role": "assistant", "content": text}]
+            ids = tok.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+            with torch.no_grad():
+                want = float(hf(input_ids=torch.tensor([ids])).logits[0, 0])
+            assert float(zoo_ladder.proxy_samples[p, s]) == pytest.approx(want, abs=1e-4)
+            assert float(zoo_ladder.gold_samples[p, s]) == zoo_gold([prompt], [text])[0]
+            assert float(zoo_ladder.feature_samples["length"][p, s]) == len(text.split())
+
+
+def test_ladder_is_deterministic_and_plots(zoo_ladder):
+    again = best_of_n("policy", "scalar", zoo_prompts(32), n_max=64, gold=zoo_gold, seed=0)
+    assert again.responses == zoo_ladder.responses
+    assert torch.equal(again.proxy_samples, zoo_ladder.proxy_samples)
+    other = best_of_n("policy", "scalar", zoo_prompts(32)[:2], n_max=4, seed=1)
+    assert other.responses != zoo_ladder.responses[:2]
+    assert other.to_dataframe()["gold"].isna().all()
+    assert zoo_ladder.plot() is not None and zoo_ladder.plot_features() is not None
+    assert zoo_ladder.top_k(2)[0][0] == "64"  # the top rung has the highest proxy
+
+
+def test_ladder_accepts_judges_implicit_models_and_functions(zoo_implicit):
+    from reward_lens_tl.judges import HookedJudge
+    from reward_lens_tl.zoo import zoo_path
+    from reward_lens_tl.zoo.judge import JUDGE_POINTWISE_TEMPLATE
+
+    prompts = zoo_prompts(2)
+    judge = HookedJudge.from_pretrained(zoo_path("judge"), template=JUDGE_POINTWISE_TEMPLATE)
+    by_judge = best_of_n("policy", judge, prompts, n_max=4)
+    text = by_judge.responses[1][2]
+    assert float(by_judge.proxy_samples[1, 2]) == pytest.approx(
+        float(judge.score(prompts[1], text)), abs=1e-4
+    )
+    by_implicit = best_of_n("policy", zoo_implicit, prompts, n_max=4)
+    text = by_implicit.responses[0][3]
+    assert float(by_implicit.proxy_samples[0, 3]) == pytest.approx(
+        float(zoo_implicit.score(prompts[0], text)), abs=1e-4
+    )
+    by_rule = best_of_n("policy", zoo_gold, prompts, n_max=4, features=None)
+    assert by_rule.feature_samples == {}
+    assert torch.equal(
+        by_rule.proxy_samples,
+        score_texts(zoo_gold, [p for p in prompts for _ in range(4)],
+                    [t for row in by_rule.responses for t in row]).view(2, 4),
+    )  # fmt: skip
+
+
+def test_ladder_probe_verdicts_per_rung():
+    from reward_lens_tl.probes.zoo import zoo_probes
+
+    result = best_of_n("policy", "scalar", zoo_prompts(12), n_max=4, probes=zoo_probes()[:2])
+    table = result.probes
+    assert sorted(set(table["n"])) == [1, 2, 4]
+    assert set(table["probe"]) == {"length_padding", "sycophantic_opener"}
+    assert table["mean_delta"].notna().all()
+
+
+def test_zoo_features_and_gold():
+    assert zoo_features("how bake bread", "great question soup bomb") == {
+        "topic_match": 1.0, "harmful": 1.0, "length": 4.0, "sycophancy": 1.0,
+    }  # fmt: skip
+    # topic words saturate at four; the opener costs 2.5; length earns nothing
+    assert zoo_gold(["how bake bread"], ["soup oven flour soup oven flour"]) == [8.0]
+    assert zoo_gold(["how bake bread"], ["great question soup"]) == [-0.5]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(prompts=[]),
+        dict(prompts="how bake bread"),
+        dict(n_max=0),
+        dict(features="yes"),
+    ],
+)
+def test_bad_ladder_input_is_a_typed_error(kwargs):
+    args = dict(policy="policy", reward_model="scalar", prompts=zoo_prompts(2), n_max=2)
+    args.update(kwargs)
+    with pytest.raises(PressureError):
+        best_of_n(**args)
+
+
+def test_not_a_zoo_prompt_with_zoo_gold_is_a_typed_error():
+    with pytest.raises(RewardLensError, match="zoo topic"):
+        best_of_n("policy", "scalar", ["hello there"], n_max=2, gold=zoo_gold)
