@@ -51,7 +51,7 @@ import torch
 from ..errors import PressureError, ProbeNotApplicableError, ProbeSetTooLongError
 from ..results import Result, new_axes
 from .onset import detect_onset, onset_table
-from .sampling import Prompt, prompt_text, sample_responses
+from .sampling import Prompt, logits_of, prompt_text, sample_responses
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -394,8 +394,7 @@ def implicit_margins(
         ids = torch.tensor([enc.ids], device=_device(policy))
         parts = []
         for model in (policy, reference):
-            out = model(ids)
-            logits = out.logits if hasattr(out, "logits") else out
+            logits = logits_of(model, ids)
             parts.append(token_logprobs(logits, ids)[0, enc.response_start :].sum())
         return float(beta * (parts[0] - parts[1]))
 

@@ -75,10 +75,19 @@ def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
+def logits_of(model: Any, ids: Tensor) -> Tensor:
+    """``model(ids)``'s logits (HF output or TL tensor), in the model's stored precision: a
+    forward that accelerate wrapped in the trainer's autocast (``bf16=True``) is read through
+    the original forward it keeps, so the monitor's numbers do not depend on the trainer's
+    mixed precision."""
+    forward = model.__dict__.get("_original_forward", model) if hasattr(model, "__dict__") else model
+    out = forward(ids)
+    return out.logits if hasattr(out, "logits") else out
+
+
 def next_token_logits(policy: Any, ids: Tensor) -> Float[Tensor, "batch vocab"]:
     """Logits of the next token after each row of ``ids`` (HF output or TL tensor)."""
-    out = policy(ids)
-    logits = out.logits if hasattr(out, "logits") else out
+    logits = logits_of(policy, ids)
     if not isinstance(logits, Tensor) or logits.ndim != 3:
         raise PressureError(
             f"{type(policy).__name__} did not return next-token logits [batch, pos, vocab]: "

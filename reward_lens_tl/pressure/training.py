@@ -8,7 +8,8 @@
   or the ``multi`` model, which does not: the control).
 
 Both are deterministic for a seed and thread count on one machine (TRL's ``seed``, the dataset
-from seeded ``random.Random``), and small enough for a CPU in minutes; the test versions run a
+from seeded ``random.Random``; float32: TRL's configs default to ``bf16=True`` even on a CPU,
+so both set ``bf16=False``), and small enough for a CPU in minutes; the test versions run a
 few dozen steps. The zoo's probe sets: :func:`zoo_feature_pairs` (contrast pairs per planted
 feature, the higher-scoring side as ``chosen``) and :func:`zoo_prompts`.
 
@@ -20,7 +21,8 @@ feature, the higher-scoring side as ``chosen``) and :func:`zoo_prompts`.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,8 +120,6 @@ def train_reward_model(
     from ..zoo.load import load_tokenizer
     from ..zoo.train import scalar_config
 
-    if threads:
-        torch.set_num_threads(threads)
     torch.manual_seed(seed)
     model = LlamaForSequenceClassification(scalar_config())
     args = trl.RewardConfig(
@@ -128,7 +128,7 @@ def train_reward_model(
         logging_steps=max(1, steps // 20), report_to=[], seed=seed, use_cpu=True,
         disable_tqdm=True, max_length=64, center_rewards_coefficient=None,
         save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
-        save_only_model=True, dataloader_num_workers=0,
+        save_only_model=True, dataloader_num_workers=0, bf16=False,
     )  # fmt: skip
     trainer = trl.RewardTrainer(
         model=model,
@@ -137,7 +137,8 @@ def train_reward_model(
         processing_class=load_tokenizer("scalar"),
         callbacks=list(callbacks),
     )
-    trainer.train()
+    with _threads(threads):
+        trainer.train()
     return trainer
 
 
@@ -164,8 +165,6 @@ def optimise_policy(
     from .best_of_n import load_reward_like
     from .sampling import score_texts
 
-    if threads:
-        torch.set_num_threads(threads)
     rm = load_reward_like(reward_model)
 
     def reward(prompts, completions, **_) -> list[float]:
@@ -180,7 +179,7 @@ def optimise_policy(
         num_generations=num_generations, max_completion_length=max_new_tokens, max_steps=steps,
         learning_rate=learning_rate, logging_steps=max(1, steps // 20), save_strategy="no",
         report_to=[], seed=seed, use_cpu=True, disable_tqdm=True, beta=0.0, temperature=1.0,
-        dataloader_num_workers=0,
+        dataloader_num_workers=0, bf16=False,
     )  # fmt: skip
     trainer = trl.GRPOTrainer(
         model=model,
@@ -190,5 +189,18 @@ def optimise_policy(
         processing_class=load_tokenizer("reference"),
         callbacks=list(callbacks),
     )
-    trainer.train()
+    with _threads(threads):
+        trainer.train()
     return trainer
+
+
+@contextmanager
+def _threads(threads: int | None) -> Iterator[None]:
+    """torch's thread count fixed to ``threads`` for the run (restored after)."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

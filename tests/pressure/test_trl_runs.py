@@ -1,0 +1,89 @@
+"""The callback inside real TRL trainers (slow tier): records equal recomputation from the
+checkpoints saved at the same steps, the monitor leaves the run unchanged, and the policy
+monitor runs under GRPO."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reward_lens_tl.pressure import RewardLensCallback
+from reward_lens_tl.pressure.training import (
+    optimise_policy,
+    train_reward_model,
+    zoo_feature_pairs,
+    zoo_prompts,
+)
+from reward_lens_tl.pressure.zoo import zoo_gold
+
+pytestmark = pytest.mark.slow
+STEPS, EVERY = 30, 10
+
+
+def hf_rewards(model, tokenizer, prompt: str, responses: list[str]) -> list[float]:
+    out = []
+    for response in responses:
+        msgs = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+        ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+        with torch.no_grad():
+            out.append(float(model(input_ids=torch.tensor([ids])).logits[0, 0]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rm_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rm")
+    cb = RewardLensCallback(None, zoo_feature_pairs(4), every=EVERY)
+    trainer = train_reward_model(out, steps=STEPS, callbacks=[cb], save_steps=EVERY, threads=1)
+    return out, cb, trainer
+
+
+def test_reward_trainer_records_equal_the_saved_checkpoints(rm_run):
+    from transformers import AutoModelForSequenceClassification
+
+    from reward_lens_tl.checkpoint import SAFE_KWARGS
+    from reward_lens_tl.zoo import load_tokenizer
+
+    out, cb, _ = rm_run
+    assert cb.errors == []
+    wide = cb.records.pivot()
+    assert wide.index.tolist() == [0, 10, 20, 30]
+    tok = load_tokenizer("scalar")
+    for step in (10, 20, 30):
+        model = AutoModelForSequenceClassification.from_pretrained(
+            out / f"checkpoint-{step}", **SAFE_KWARGS
+        ).eval()
+        for feature, pairs in zoo_feature_pairs(4).items():
+            margins = [
+                a - b
+                for p in pairs
+                for a, b in [hf_rewards(model, tok, p.prompt, [p.chosen, p.rejected])]
+            ]
+            assert wide.loc[step, f"margin/{feature}"] == pytest.approx(np.mean(margins), abs=1e-4)
+    # the records changed as the model learned
+    assert wide.loc[30, "margin/harmful"] != wide.loc[0, "margin/harmful"]
+
+
+def test_monitor_does_not_change_the_training_run(rm_run, tmp_path):
+    _, _, watched = rm_run
+    plain = train_reward_model(tmp_path, steps=STEPS, threads=1)
+    for (name, a), (_, b) in zip(
+        watched.model.named_parameters(), plain.model.named_parameters(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_grpo_policy_monitor(tmp_path):
+    cb = RewardLensCallback(
+        "scalar", zoo_feature_pairs(2), every=5, prompts=zoo_prompts(4), gold=zoo_gold,
+        samples_per_prompt=2, max_new_tokens=14, reference="initial",
+    )  # fmt: skip
+    trainer = optimise_policy("scalar", tmp_path, steps=10, callbacks=[cb], threads=1)
+    assert cb.errors == [] and cb.resolved_mode == "policy"
+    wide = cb.records.pivot()
+    assert wide.index.tolist() == [0, 5, 10]
+    assert {"proxy", "gold", "feature/sycophancy", "implicit/sycophancy"} <= set(wide)
+    assert wide.loc[0, "implicit/sycophancy"] == 0.0 and wide.loc[10, "implicit/sycophancy"] != 0
+    logged = [e for e in trainer.state.log_history if "reward_lens/proxy" in e]
+    assert [e["step"] for e in logged] == [0, 5, 10]
