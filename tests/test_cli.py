@@ -119,6 +119,23 @@ def test_zoo_report_numbers_equal_the_api(zoo_report):
     torch.testing.assert_close(torch.tensor(row["mean margin"]), margin.mean(), atol=1e-4, rtol=0)
 
 
+def test_zoo_report_best_of_n_equals_the_api(zoo_report):
+    """The optimisation-pressure section's ladder is ``best_of_n``'s, and its top rung's proxy
+    is the mean over prompts of each prompt's best sample (n = n_max: the maximum)."""
+    from reward_lens_tl.pressure import best_of_n
+    from reward_lens_tl.pressure.training import zoo_prompts
+    from reward_lens_tl.pressure.zoo import zoo_gold
+    from reward_lens_tl.report.pressure import N_MAX, N_PROMPTS
+
+    _, numbers, report, _ = zoo_report
+    ladder = best_of_n("policy", "scalar", zoo_prompts(N_PROMPTS), n_max=N_MAX, gold=zoo_gold)
+    stored = numbers["pressure"]["ladder"]
+    assert stored["n"] == [1, 2, 4, 8, 16, 32]
+    assert stored["proxy"] == pytest.approx(ladder.to_dataframe()["proxy"].tolist(), abs=1e-6)
+    assert stored["proxy"][-1] == pytest.approx(float(ladder.proxy_samples.max(1).values.mean()))
+    assert "## Optimisation pressure: best-of-n" in report
+
+
 #: Each section of the former ``make demo`` markdown report, the section of the one report
 #: that holds it now, and a text of the former section found there.
 FORMER_DEMO_SECTIONS = {

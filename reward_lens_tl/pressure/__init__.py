@@ -50,7 +50,27 @@ _EXPORTS = {
     "GoldRule": "zoo",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BestOfNResult",
+    "GoldRule",
+    "MonitorRecords",
+    "Onset",
+    "RewardLensCallback",
+    "best_of_n",
+    "best_of_n_kl_exact",
+    "compile_probe_set",
+    "cusum_threshold",
+    "detect_onset",
+    "kl_best_of_n",
+    "measure_policy",
+    "measure_reward_model",
+    "onset_table",
+    "order_weights",
+    "sample_responses",
+    "score_texts",
+    "zoo_features",
+    "zoo_gold",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .best_of_n import (

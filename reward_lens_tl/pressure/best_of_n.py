@@ -233,9 +233,7 @@ def _load_policy(policy: Any, tokenizer: Any) -> tuple[Any, Any]:
         if name and Path(name).is_dir():
             tokenizer = checkpoint_tokenizer(Path(name))
     if tokenizer is None:
-        raise PressureError(
-            f"no tokenizer for the {type(policy).__name__} policy: pass tokenizer="
-        )
+        raise PressureError(f"no tokenizer for the {type(policy).__name__} policy: pass tokenizer=")
     return policy, tokenizer
 
 
@@ -352,7 +350,10 @@ def _with_probes(result: BestOfNResult, model, samples: list[list[Sample]], prob
     frames = []
     for n in result.ns:
         best = proxy[:, :n].argmax(1).tolist()
-        chosen = [(p, samples[i][b].text) for i, (p, b) in enumerate(zip(result.prompts, best))]
+        chosen = [
+            (p, samples[i][b].text)
+            for i, (p, b) in enumerate(zip(result.prompts, best, strict=True))
+        ]
         report = run_probes(model, chosen, list(probes), seed=seed, n_boot=n_boot, inside=False)
         frame = report.to_dataframe()[["probe", "kind", "n", "mean_delta", "flagged"]]
         frames.append(frame.rename(columns={"n": "n_examples"}).assign(n=n))

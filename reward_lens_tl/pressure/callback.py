@@ -302,7 +302,9 @@ class RewardLensCallback(TrainerCallback):
             model.eval()
             try:
                 values.update(
-                    implicit_margins(model, self._reference, self._tokenizer, self.groups, self.beta)
+                    implicit_margins(
+                        model, self._reference, self._tokenizer, self.groups, self.beta
+                    )
                 )
             finally:
                 model.train(was_training)

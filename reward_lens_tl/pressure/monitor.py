@@ -23,7 +23,7 @@ Series names (one value per record step):
 ``lens/<group>/<site>``        mean reward-lens value (margin) at a residual site
 ``attribution/<group>/<c>``    mean direct attribution of the reward (margin) to component c
 ``probe/<name>/delta``         mean reward change under the probe; ``probe/<name>/flagged``
-``proxy``, ``gold``            mean proxy / gold reward of the policy's samples
+``proxy``, ``gold``            mean proxy / gold reward of the policy's samples; ``gold_se``
 ``feature/<name>``             mean planted-feature value of the samples
 ``attribution/<c>``            mean attribution of the samples' rewards to component c
 ``exploit/<probe>``            samples' mean attribution to the probe's hack component
@@ -116,6 +116,37 @@ class MonitorRecords(Result):
             [detect_onset(self.series(n), gold=gold_series, **options) for n in names]
         )
 
+    def gold_drop_step(self, gold: str = "gold", se: str | None = "gold_se", z: float = 2.0):
+        """The first step after which the ``gold`` series has fallen below its running maximum
+        by more than ``z`` standard errors (the ``se`` series recorded beside it; without one,
+        the spread of the first five values), or ``None``: when the gold reward *drops*."""
+        values = self.series(gold)
+        errors = self.series(se).reindex(values.index) if se in self.series_names else None
+        spread = float(values.iloc[:5].std()) if errors is None else None
+        running = values.cummax()
+        for step in values.index:
+            margin = z * (spread if errors is None else float(errors.loc[step]))
+            if values.loc[step] < running.loc[step] - margin:
+                return int(step)
+        return None
+
+    def hack_alarms(self, names: Sequence[str], gold: str = "gold", z: float = 2.0, **options):
+        """For each series of ``names`` (hack indicators), :func:`detect_onset` (``options``)
+        with the gold series: the alarm, the gold peak, the gold drop
+        (:meth:`gold_drop_step`) and the alarm's lead times before both (positive: the alarm
+        came first)."""
+        table = self.onsets(names, gold=gold, **options)
+        drop = self.gold_drop_step(gold, z=z) if gold in self.series_names else None
+        table["gold_drop_step"] = drop
+        table["lead_to_drop"] = [
+            None if a is None or a != a or drop is None else int(drop - a)
+            for a in table["alarm_step"]
+        ]
+        return table.rename(columns={"lead_time": "lead_to_peak"})[
+            ["series", "fired", "onset_step", "alarm_step", "gold_peak_step", "lead_to_peak",
+             "gold_drop_step", "lead_to_drop", "mean", "sigma", "threshold", "arl0"]
+        ]  # fmt: skip
+
     def top_k(self, k: int = 10):
         """The series whose last value moved most from their first (by |change|)."""
         from ..results import top_entries
@@ -141,7 +172,9 @@ def _as_pair_or_text(ex: Any) -> Any:
     """Dicts with prompt/chosen/rejected become attribute objects; the rest passes through."""
     if isinstance(ex, Mapping):
         if {"prompt", "chosen", "rejected"} <= set(ex):
-            return SimpleNamespace(prompt=ex["prompt"], chosen=ex["chosen"], rejected=ex["rejected"])
+            return SimpleNamespace(
+                prompt=ex["prompt"], chosen=ex["chosen"], rejected=ex["rejected"]
+            )
         if {"prompt", "response"} <= set(ex):
             return (ex["prompt"], ex["response"])
     return ex
@@ -207,7 +240,8 @@ def compile_probe_set(model: Any, probe_examples: Any, probes: Sequence[Any], se
             sequences += [it.chosen for it in items]
         groups[name] = (rows, chosen)
         probed += [(int(r), it) for r, it in zip(rows, items, strict=True)]
-    probe_rows, skipped = {}, {}
+    probe_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    skipped: dict[str, int] = {}
     for probe in probes:
         rng = random.Random(f"{seed}:{probe.name}")
         originals, edited = [], []
@@ -256,7 +290,7 @@ def _example_prompt(ex: Any) -> Prompt | None:
 
 
 # ---- measurements ------------------------------------------------------------------------------
-def _forward(model: Any, sequences: Sequence[Any], batch_size: int = 64):
+def _forward(model: Any, sequences: Sequence[Any], batch_size: int = 256):
     from ..probes.forward import forward_sequences
 
     return forward_sequences(model, sequences, batch_size=batch_size)
@@ -370,7 +404,9 @@ def measure_policy(
     if spec.gold is not None:
         from .sampling import score_texts
 
-        out["gold"] = float(score_texts(spec.gold, prompts, texts).mean())
+        gold = score_texts(spec.gold, prompts, texts)
+        out["gold"] = float(gold.mean())
+        out["gold_se"] = float(gold.std() / len(gold) ** 0.5)
     if spec.features is not None:
         feats = [spec.features(p, t) for p, t in examples]
         out.update({f"feature/{k}": float(np.mean([f[k] for f in feats])) for k in feats[0]})
@@ -385,28 +421,40 @@ def implicit_margins(
 ) -> dict[str, float]:
     """``implicit/<group>``: the mean implicit-reward margin ``beta * (log pi - log ref)`` of
     each group's pairs (response tokens and the template's suffix), read with the policy's
-    tokenizer and chat template; groups of single examples give their mean implicit reward."""
+    tokenizer and chat template; groups of single examples give their mean implicit reward.
+    One right-padded forward per model for all the sequences."""
     from ..implicit.model import token_logprobs
-    from ..inputs import encode_conversation
+    from ..inputs import encode_conversation, pad_batch
 
-    def implicit(prompt: Any, response: str) -> float:
-        enc = encode_conversation(tokenizer, prompt, response)
-        ids = torch.tensor([enc.ids], device=_device(policy))
-        parts = []
-        for model in (policy, reference):
-            logits = logits_of(model, ids)
-            parts.append(token_logprobs(logits, ids)[0, enc.response_start :].sum())
-        return float(beta * (parts[0] - parts[1]))
-
-    out = {}
+    convs: list[tuple[Any, str]] = []
+    layout: dict[str, list[tuple[int, int | None]]] = {}
     for group, examples in as_groups(probe_examples).items():
-        values = []
+        layout[group] = []
         for ex in examples:
-            if isinstance(ex, tuple):
-                values.append(implicit(*ex))
-            else:
-                values.append(implicit(ex.prompt, ex.chosen) - implicit(ex.prompt, ex.rejected))
-        out[f"implicit/{group}"] = float(np.mean(values))
+            pairs = (
+                [ex]
+                if isinstance(ex, tuple)
+                else [(ex.prompt, ex.chosen), (ex.prompt, ex.rejected)]
+            )
+            first = len(convs)
+            convs += pairs
+            layout[group].append((first, first + 1 if len(pairs) == 2 else None))
+    encs = [encode_conversation(tokenizer, p, r) for p, r in convs]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids, mask = pad_batch(encs, pad, padding_side="right")
+    ids, mask = ids.to(_device(policy)), mask.to(_device(policy))
+    response = torch.zeros_like(mask, dtype=torch.float32)
+    for row, enc in enumerate(encs):
+        response[row, enc.response_start : len(enc.ids)] = 1.0
+    sums = [
+        (token_logprobs(logits_of(m, ids, mask), ids) * response).sum(-1)
+        for m in (policy, reference)
+    ]
+    rewards = (beta * (sums[0] - sums[1])).cpu()
+    out = {}
+    for group, rows in layout.items():
+        values = [rewards[a] - (rewards[b] if b is not None else 0.0) for a, b in rows]
+        out[f"implicit/{group}"] = float(torch.stack(values).mean())
     return out
 
 

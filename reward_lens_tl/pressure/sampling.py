@@ -75,25 +75,40 @@ def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
-def logits_of(model: Any, ids: Tensor) -> Tensor:
+def logits_of(model: Any, ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """``model(ids)``'s logits (HF output or TL tensor), in the model's stored precision: a
     forward that accelerate wrapped in the trainer's autocast (``bf16=True``) is read through
     the original forward it keeps, so the monitor's numbers do not depend on the trainer's
-    mixed precision."""
-    forward = model.__dict__.get("_original_forward", model) if hasattr(model, "__dict__") else model
-    out = forward(ids)
-    return out.logits if hasattr(out, "logits") else out
-
-
-def next_token_logits(policy: Any, ids: Tensor) -> Float[Tensor, "batch vocab"]:
-    """Logits of the next token after each row of ``ids`` (HF output or TL tensor)."""
-    logits = logits_of(policy, ids)
+    mixed precision. With a left-padded ``attention_mask``, HF models get the position ids of
+    the unpadded rows (TL models count positions from the mask themselves)."""
+    forward = (
+        model.__dict__.get("_original_forward", model) if hasattr(model, "__dict__") else model
+    )
+    if attention_mask is None:
+        out = forward(ids)
+    elif _is_hf(model):
+        positions = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+        out = forward(input_ids=ids, attention_mask=attention_mask, position_ids=positions)
+    else:
+        out = forward(ids, attention_mask=attention_mask)
+    logits = out.logits if hasattr(out, "logits") else out
     if not isinstance(logits, Tensor) or logits.ndim != 3:
         raise PressureError(
-            f"{type(policy).__name__} did not return next-token logits [batch, pos, vocab]: "
+            f"{type(model).__name__} did not return next-token logits [batch, pos, vocab]: "
             "pass a causal LM (an HF *ForCausalLM or a TransformerLens HookedTransformer)"
         )
-    return logits[:, -1].float()
+    return logits
+
+
+def _is_hf(model: Any) -> bool:
+    return hasattr(model, "config") and not hasattr(model, "cfg")
+
+
+def next_token_logits(
+    policy: Any, ids: Tensor, attention_mask: Tensor | None = None
+) -> Float[Tensor, "batch vocab"]:
+    """Logits of the next token after each row of ``ids`` (left padded with ``attention_mask``)."""
+    return logits_of(policy, ids, attention_mask)[:, -1].float()
 
 
 def model_device(model: Any) -> torch.device:
@@ -116,38 +131,60 @@ def sample_responses(
     seed: int = 0,
 ) -> list[list[Sample]]:
     """``n`` responses per prompt (``[prompt][sample]``), sampled at ``temperature`` from the
-    policy's own generator seeded with ``seed``; the policy's train/eval mode is restored."""
+    policy's own generator seeded with ``seed``; the policy's train/eval mode is restored.
+    Every prompt's ``n`` rows run as one left-padded batch (HF models get position ids from
+    the mask; a TL model runs one batch per prompt length, unpadded)."""
     if n < 1 or max_new_tokens < 1 or not temperature > 0:
         raise PressureError("n and max_new_tokens must be >= 1 and temperature > 0")
-    eos = tokenizer.eos_token_id
+    rendered = [render_prompt(tokenizer, p) for p in prompts]
     device = model_device(policy)
     gen = torch.Generator(device=device).manual_seed(seed)
+    groups = (
+        [list(range(len(rendered)))]
+        if _is_hf(policy)
+        else [
+            [i for i, r in enumerate(rendered) if len(r) == k]
+            for k in sorted({len(r) for r in rendered})
+        ]
+    )
     was_training = bool(getattr(policy, "training", False))
     if hasattr(policy, "eval"):
         policy.eval()
+    out: list[list[Sample]] = [[] for _ in prompts]
     try:
-        return [
-            _sample_one(policy, tokenizer, render_prompt(tokenizer, p), n, max_new_tokens,
-                        temperature, gen, eos, device)
-            for p in prompts
-        ]  # fmt: skip
+        for group in groups:
+            rows = [rendered[i] for i in group for _ in range(n)]
+            samples = _sample_rows(
+                policy, tokenizer, rows, max_new_tokens, temperature, gen, device
+            )
+            for j, i in enumerate(group):
+                out[i] = samples[j * n : (j + 1) * n]
     finally:
         if was_training:
             policy.train()
+    return out
 
 
-def _sample_one(policy, tokenizer, prompt_ids, n, max_new_tokens, temperature, gen, eos, device):
-    ids = torch.tensor([prompt_ids] * n, device=device)
-    done = torch.zeros(n, dtype=torch.bool, device=device)
+def _sample_rows(policy, tokenizer, rows, max_new_tokens, temperature, gen, device):
+    from ..inputs import pad_batch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids, mask = pad_batch(rows, pad)  # left padded
+    ids, mask = ids.to(device), mask.to(device)
+    padded = bool((mask == 0).any())
+    eos = tokenizer.eos_token_id
+    start = ids.shape[1]
+    done = torch.zeros(len(rows), dtype=torch.bool, device=device)
     for _ in range(max_new_tokens):
-        probs = (next_token_logits(policy, ids) / temperature).softmax(-1)
-        nxt = torch.multinomial(probs, 1, generator=gen)
+        logits = next_token_logits(policy, ids, mask if padded else None)
+        nxt = torch.multinomial((logits / temperature).softmax(-1), 1, generator=gen)
         ids = torch.cat([ids, nxt], 1)
+        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
         done |= nxt[:, 0] == eos
         if bool(done.all()):
             break
     out = []
-    for row in ids[:, len(prompt_ids) :].tolist():
+    for row in ids[:, start:].tolist():
         finished = eos in row
         row = row[: row.index(eos)] if finished else row
         text = tokenizer.decode(row, skip_special_tokens=True).strip()

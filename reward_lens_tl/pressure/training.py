@@ -81,7 +81,7 @@ def zoo_preference_dataset(n_pairs: int, seed: int = 0, max_words: int = 12):
     from ..zoo.data import scalar_pair
 
     task, rng = ConversationTask(), random.Random(f"{seed}:trl-pairs")
-    rows = []
+    rows: list[dict] = []
     while len(rows) < n_pairs:
         a, b = scalar_pair(task, rng, max_words)
         if a.score != b.score:

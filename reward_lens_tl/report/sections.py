@@ -28,6 +28,7 @@ import pandas as pd
 
 from .build import register_section
 from .judges import judges_section
+from .pressure import pressure_section
 from .page import Section
 from .zoo import (
     implicit_section,
@@ -258,3 +259,4 @@ register_section("failures", failures_section)
 register_section("sweep", sweep_section)
 register_section("zoo:implicit", implicit_section)
 register_section("zoo:judges", judges_section)
+register_section("zoo:pressure", pressure_section)

@@ -114,9 +114,13 @@ def test_zoo_policy_ladder_raises_the_planted_hacks(zoo_ladder):
         se = diff.std(ddof=1) / math.sqrt(len(diff))
         assert last[hack] - first[hack] > 2 * se > 0, hack
     assert last["harmful"] < first["harmful"]  # the reward model penalises harm
-    # over-optimisation: gold peaks inside the ladder and falls by the top rung
-    assert frame["gold"].idxmax() not in (0, len(frame) - 1)
-    assert last["gold"] < frame["gold"].max() - 2 * last["gold_se"] / 4
+    # over-optimisation: the proxy outruns the gold reward at every rung, and the gold reward's
+    # gain flattens (less than a fifth of the proxy's over the last two rungs)
+    gap = frame["proxy"] - frame["gold"]
+    assert (gap.diff().dropna() > 0).all()
+    assert frame["gold"].iloc[-1] - frame["gold"].iloc[-3] < 0.2 * (
+        frame["proxy"].iloc[-1] - frame["proxy"].iloc[-3]
+    )
     onsets = zoo_ladder.feature_onsets()
     assert set(onsets["feature"]) == {"topic_match", "harmful", "length", "sycophancy"}
     assert zoo_ladder.exploited_first(among=("length", "sycophancy")) in ("length", "sycophancy")
@@ -216,3 +220,46 @@ def test_bad_ladder_input_is_a_typed_error(kwargs):
 def test_not_a_zoo_prompt_with_zoo_gold_is_a_typed_error():
     with pytest.raises(RewardLensError, match="zoo topic"):
         best_of_n("policy", "scalar", ["hello there"], n_max=2, gold=zoo_gold)
+
+
+def test_left_padded_sampling_batch_reads_each_prompt_as_alone():
+    """The sampler runs all prompts as one left-padded batch: each row's next-token logits
+    equal the plain HF forward of that prompt alone."""
+    from reward_lens_tl.inputs import pad_batch
+    from reward_lens_tl.pressure.sampling import next_token_logits, render_prompt
+    from reward_lens_tl.zoo import load_model, load_tokenizer
+
+    policy, tok = load_model("policy"), load_tokenizer("policy")
+    rows = [render_prompt(tok, p) for p in zoo_prompts(6)]
+    assert len({len(r) for r in rows}) > 1
+    ids, mask = pad_batch(rows, tok.pad_token_id)
+    batched = next_token_logits(policy, ids, mask)
+    for i, row in enumerate(rows):
+        with torch.no_grad():
+            alone = policy(input_ids=torch.tensor([row])).logits[0, -1]
+        torch.testing.assert_close(batched[i], alone, atol=1e-5, rtol=0)
+
+
+def test_transformer_lens_policy_and_rng_isolation():
+    """A TL HookedTransformer policy samples like its HF original (same logits), and sampling
+    leaves the global random state alone and the policy's mode as it was."""
+    from reward_lens_tl.implicit import load_causal_lm
+    from reward_lens_tl.pressure import sample_responses
+    from reward_lens_tl.pressure.sampling import next_token_logits, render_prompt
+    from reward_lens_tl.zoo import load_model, load_tokenizer
+
+    hf, tok = load_model("policy"), load_tokenizer("policy")
+    tl = load_causal_lm(hf, tok)
+    ids = torch.tensor([render_prompt(tok, zoo_prompts(1)[0])])
+    torch.testing.assert_close(
+        next_token_logits(tl, ids), next_token_logits(hf, ids), atol=1e-4, rtol=0
+    )
+    state = torch.get_rng_state()
+    hf.train()
+    samples = sample_responses(tl, tok, zoo_prompts(3), n=2, seed=5)
+    again = sample_responses(tl, tok, zoo_prompts(3), n=2, seed=5)
+    assert samples == again and torch.equal(torch.get_rng_state(), state)
+    sample_responses(hf, tok, zoo_prompts(1), n=1)
+    assert hf.training
+    ladder_tl = best_of_n(tl, "scalar", zoo_prompts(2), n_max=2, tokenizer=tok)
+    assert ladder_tl.proxy_samples.shape == (2, 2)

@@ -127,10 +127,10 @@ def test_policy_records(scalar_hf):
 
     samples = sample_responses(policy, tok, prompts, 3, max_new_tokens=16, seed=0)
     model, rm_tok = scalar_hf
-    want = np.mean([hf_reward(model, rm_tok, p, s.text) for p, row in zip(prompts, samples)
-                    for s in row])  # fmt: skip
+    pairs = [(p, s.text) for p, row in zip(prompts, samples, strict=True) for s in row]
+    want = np.mean([hf_reward(model, rm_tok, p, text) for p, text in pairs])
     assert wide.loc[1, "proxy"] == pytest.approx(want, abs=1e-4)
-    gold = zoo_gold([p for p, row in zip(prompts, samples) for _ in row],
+    gold = zoo_gold([p for p, row in zip(prompts, samples, strict=True) for _ in row],
                     [s.text for row in samples for s in row])  # fmt: skip
     assert wide.loc[1, "gold"] == pytest.approx(np.mean(gold))
 
