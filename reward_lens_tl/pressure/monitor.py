@@ -121,12 +121,13 @@ class MonitorRecords(Result):
         by more than ``z`` standard errors (the ``se`` series recorded beside it; without one,
         the spread of the first five values), or ``None``: when the gold reward *drops*."""
         values = self.series(gold)
-        errors = self.series(se).reindex(values.index) if se in self.series_names else None
-        spread = float(values.iloc[:5].std()) if errors is None else None
+        if se is not None and se in self.series_names:
+            errors = self.series(se).reindex(values.index)
+        else:
+            errors = values * 0 + float(values.iloc[:5].std())
         running = values.cummax()
         for step in values.index:
-            margin = z * (spread if errors is None else float(errors.loc[step]))
-            if values.loc[step] < running.loc[step] - margin:
+            if values.loc[step] < running.loc[step] - z * float(errors.loc[step]):
                 return int(step)
         return None
 

@@ -28,8 +28,8 @@ import pandas as pd
 
 from .build import register_section
 from .judges import judges_section
-from .pressure import pressure_section
 from .page import Section
+from .pressure import pressure_section
 from .zoo import (
     implicit_section,
     localization_section,
