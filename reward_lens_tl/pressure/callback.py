@@ -60,6 +60,7 @@ from transformers import TrainerCallback
 from ..errors import MonitorFailedError, PressureError, UnsupportedTrainerModelError
 from .monitor import (
     DEFAULT_GROUP,
+    ImplicitSet,
     MonitorRecords,
     PolicyProbe,
     as_groups,
@@ -93,6 +94,8 @@ class RewardLensCallback(TrainerCallback):
     or a function), ``reference`` (``"initial"``: a copy of the policy at the start; or a model)
     and ``beta`` for implicit rewards. ``tokenizer``: the trainer model's tokenizer (default:
     the trainer's ``processing_class``). ``on_error``: ``"log"``, ``"stop"`` or ``"raise"``.
+    ``max_probe_examples``: how many probed examples the probe suite edits (spread over the
+    set; ``None``: all), ``flag_boot``: bootstrap resamples of each probe's flag.
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class RewardLensCallback(TrainerCallback):
         tokenizer: Any = None,
         on_error: OnError = "log",
         flag_boot: int = 200,
+        max_probe_examples: int | None = 16,
     ):
         if not isinstance(every, int) or every < 1:
             raise PressureError(f"every must be a positive integer, got {every!r}")
@@ -137,6 +141,7 @@ class RewardLensCallback(TrainerCallback):
         self.tokenizer = tokenizer
         self.on_error = on_error
         self.flag_boot = flag_boot
+        self.max_probe_examples = max_probe_examples
         self.errors: list[tuple[int, str]] = []
         self.retokenizes = False
         self.hack_components: dict[str, str] = {}
@@ -231,7 +236,9 @@ class RewardLensCallback(TrainerCallback):
         if tokenizer is None:
             raise PressureError("no tokenizer: pass tokenizer= or train with processing_class=")
         hooked = self._hooked(model, tokenizer)
-        self._probe_set = compile_probe_set(hooked, self.groups, self._resolved_probes(), self.seed)
+        self._probe_set = compile_probe_set(
+            hooked, self.groups, self._resolved_probes(), self.seed, self.max_probe_examples
+        )
 
     def _setup_policy(self, model, tokenizer) -> None:
         from ..model import HookedRewardModel
@@ -257,6 +264,7 @@ class RewardLensCallback(TrainerCallback):
             hack_components=self.hack_components,
             gold=self.gold,
             features=features,
+            max_probe_examples=self.max_probe_examples,
         )
         self.retokenizes = _vocab(tokenizer) != _vocab(getattr(rm, "tokenizer", None))
         if self.retokenizes:
@@ -266,6 +274,8 @@ class RewardLensCallback(TrainerCallback):
             )
         ref = self.reference
         self._reference = frozen_copy(model) if isinstance(ref, str) and ref == "initial" else ref
+        if self._reference is not None:
+            self._implicit_set = ImplicitSet.build(tokenizer, self.groups)
 
     def _check_causal_lm(self, model, tokenizer) -> None:
         try:
@@ -302,9 +312,7 @@ class RewardLensCallback(TrainerCallback):
             model.eval()
             try:
                 values.update(
-                    implicit_margins(
-                        model, self._reference, self._tokenizer, self.groups, self.beta
-                    )
+                    implicit_margins(model, self._reference, self._implicit_set, self.beta)
                 )
             finally:
                 model.train(was_training)

@@ -213,11 +213,18 @@ class ProbeSet:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-def compile_probe_set(model: Any, probe_examples: Any, probes: Sequence[Any], seed: int = 0):
+def compile_probe_set(
+    model: Any,
+    probe_examples: Any,
+    probes: Sequence[Any],
+    seed: int = 0,
+    max_probe_examples: int | None = None,
+):
     """Encode ``probe_examples`` (texts, pairs or groups of them) and apply ``probes`` to the
-    probed side of each (the rejected side of a pair), once. Examples that do not fit the
-    model's context raise :class:`ProbeSetTooLongError`; probe edits that do not apply are
-    skipped (counted in ``skipped``)."""
+    probed side of each (the rejected side of a pair), once; with ``max_probe_examples``, to
+    that many of them, spread evenly over the set. Examples that do not fit the model's
+    context raise :class:`ProbeSetTooLongError`; probe edits that do not apply are skipped
+    (counted in ``skipped``)."""
     from ..errors import SequenceTooLongError
     from ..probes.runner import apply_probe, as_items
 
@@ -241,6 +248,9 @@ def compile_probe_set(model: Any, probe_examples: Any, probes: Sequence[Any], se
             sequences += [it.chosen for it in items]
         groups[name] = (rows, chosen)
         probed += [(int(r), it) for r, it in zip(rows, items, strict=True)]
+    if max_probe_examples is not None and len(probed) > max_probe_examples:
+        keep = np.unique(np.linspace(0, len(probed) - 1, max_probe_examples).round().astype(int))
+        probed = [probed[i] for i in keep]
     probe_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     skipped: dict[str, int] = {}
     for probe in probes:
@@ -362,6 +372,7 @@ class PolicyProbe:
     hack_components: dict[str, str] = field(default_factory=dict)
     gold: Any = None
     features: Any = None
+    max_probe_examples: int | None = 16
 
 
 def hack_components(
@@ -392,7 +403,9 @@ def measure_policy(
     prompts = [p for p, row in zip(spec.prompts, samples, strict=True) for _ in row]
     texts = [s.text for row in samples for s in row]
     examples = list(zip([prompt_text(p) for p in prompts], texts, strict=True))
-    probe_set = compile_probe_set(reward_model, examples, spec.probes, seed=spec.seed)
+    probe_set = compile_probe_set(
+        reward_model, examples, spec.probes, spec.seed, spec.max_probe_examples
+    )
     fwd = _forward(reward_model, probe_set.sequences)
     assert fwd.attribution is not None
     rows = torch.as_tensor(probe_set.groups[DEFAULT_GROUP][0])
@@ -416,44 +429,61 @@ def measure_policy(
     return out
 
 
+@dataclass(frozen=True)
+class ImplicitSet:
+    """The probe examples encoded once with the policy's tokenizer for implicit rewards:
+    right-padded ids and mask, the response-token mask, and per group the rows of each
+    example (``(chosen, rejected)``; ``rejected`` is ``None`` for single examples)."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    response: torch.Tensor
+    layout: dict[str, list[tuple[int, int | None]]]
+
+    @classmethod
+    def build(cls, tokenizer: Any, probe_examples: Any) -> ImplicitSet:
+        from ..inputs import encode_conversation, pad_batch
+
+        convs: list[tuple[Any, str]] = []
+        layout: dict[str, list[tuple[int, int | None]]] = {}
+        for group, examples in as_groups(probe_examples).items():
+            layout[group] = []
+            for ex in examples:
+                sides = (
+                    [ex]
+                    if isinstance(ex, tuple)
+                    else [(ex.prompt, ex.chosen), (ex.prompt, ex.rejected)]
+                )
+                layout[group].append((len(convs), len(convs) + 1 if len(sides) == 2 else None))
+                convs += sides
+        encs = [encode_conversation(tokenizer, p, r) for p, r in convs]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        ids, mask = pad_batch(encs, pad, padding_side="right")
+        response = torch.zeros(ids.shape)
+        for row, enc in enumerate(encs):
+            response[row, enc.response_start : len(enc.ids)] = 1.0
+        return cls(ids, mask, response, layout)
+
+
 @torch.no_grad()
 def implicit_margins(
-    policy: Any, reference: Any, tokenizer: Any, probe_examples: Any, beta: float
+    policy: Any, reference: Any, implicit_set: ImplicitSet, beta: float
 ) -> dict[str, float]:
     """``implicit/<group>``: the mean implicit-reward margin ``beta * (log pi - log ref)`` of
-    each group's pairs (response tokens and the template's suffix), read with the policy's
-    tokenizer and chat template; groups of single examples give their mean implicit reward.
-    One right-padded forward per model for all the sequences."""
+    each group's pairs (response tokens and the template's suffix) of an :class:`ImplicitSet`;
+    groups of single examples give their mean implicit reward. One forward per model."""
     from ..implicit.model import token_logprobs
-    from ..inputs import encode_conversation, pad_batch
 
-    convs: list[tuple[Any, str]] = []
-    layout: dict[str, list[tuple[int, int | None]]] = {}
-    for group, examples in as_groups(probe_examples).items():
-        layout[group] = []
-        for ex in examples:
-            pairs = (
-                [ex]
-                if isinstance(ex, tuple)
-                else [(ex.prompt, ex.chosen), (ex.prompt, ex.rejected)]
-            )
-            first = len(convs)
-            convs += pairs
-            layout[group].append((first, first + 1 if len(pairs) == 2 else None))
-    encs = [encode_conversation(tokenizer, p, r) for p, r in convs]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids, mask = pad_batch(encs, pad, padding_side="right")
-    ids, mask = ids.to(_device(policy)), mask.to(_device(policy))
-    response = torch.zeros_like(mask, dtype=torch.float32)
-    for row, enc in enumerate(encs):
-        response[row, enc.response_start : len(enc.ids)] = 1.0
+    device = _device(policy)
+    ids, mask = implicit_set.ids.to(device), implicit_set.mask.to(device)
+    response = implicit_set.response.to(device)
     sums = [
         (token_logprobs(logits_of(m, ids, mask), ids) * response).sum(-1)
         for m in (policy, reference)
     ]
     rewards = (beta * (sums[0] - sums[1])).cpu()
     out = {}
-    for group, rows in layout.items():
+    for group, rows in implicit_set.layout.items():
         values = [rewards[a] - (rewards[b] if b is not None else 0.0) for a, b in rows]
         out[f"implicit/{group}"] = float(torch.stack(values).mean())
     return out

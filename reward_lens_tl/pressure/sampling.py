@@ -171,25 +171,54 @@ def _sample_rows(policy, tokenizer, rows, max_new_tokens, temperature, gen, devi
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids, mask = pad_batch(rows, pad)  # left padded
     ids, mask = ids.to(device), mask.to(device)
-    padded = bool((mask == 0).any())
+    step = _cached_steps(policy, ids, mask) if _is_hf(policy) else _full_steps(policy, ids, mask)
     eos = tokenizer.eos_token_id
-    start = ids.shape[1]
+    new: list[Tensor] = []
     done = torch.zeros(len(rows), dtype=torch.bool, device=device)
+    logits = next(step)
     for _ in range(max_new_tokens):
-        logits = next_token_logits(policy, ids, mask if padded else None)
         nxt = torch.multinomial((logits / temperature).softmax(-1), 1, generator=gen)
-        ids = torch.cat([ids, nxt], 1)
-        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
+        new.append(nxt)
         done |= nxt[:, 0] == eos
-        if bool(done.all()):
+        if bool(done.all()) or len(new) == max_new_tokens:
             break
+        logits = step.send(nxt)
     out = []
-    for row in ids[:, start:].tolist():
+    for row in torch.cat(new, 1).tolist():
         finished = eos in row
         row = row[: row.index(eos)] if finished else row
         text = tokenizer.decode(row, skip_special_tokens=True).strip()
         out.append(Sample(text, tuple(row), finished))
     return out
+
+
+def _full_steps(policy, ids, mask):
+    """Next-token logits, re-running the whole sequence each step (any causal LM)."""
+    padded = bool((mask == 0).any())
+    while True:
+        nxt = yield next_token_logits(policy, ids, mask if padded else None)
+        ids = torch.cat([ids, nxt], 1)
+        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
+
+
+def _cached_steps(policy, ids, mask):
+    """Next-token logits of an HF causal LM with its key-value cache (the same numbers as
+    :func:`_full_steps`, one token a step after the prompt)."""
+    import inspect
+
+    forward = policy.__dict__.get("_original_forward", policy)
+    # transformers 5.24 renamed past_key_values to cache (in and out)
+    name = "cache" if "cache" in inspect.signature(policy.forward).parameters else "past_key_values"
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    out = forward(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    while True:
+        nxt = yield out.logits[:, -1].float()
+        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
+        positions = positions[:, -1:] + 1
+        past = {name: out[name]}
+        out = forward(
+            input_ids=nxt, attention_mask=mask, position_ids=positions, use_cache=True, **past
+        )
 
 
 RewardFn = Callable[[Sequence[str], Sequence[str]], Any]

@@ -87,3 +87,47 @@ def test_grpo_policy_monitor(tmp_path):
     assert wide.loc[0, "implicit/sycophancy"] == 0.0 and wide.loc[10, "implicit/sycophancy"] != 0
     logged = [e for e in trainer.state.log_history if "reward_lens/proxy" in e]
     assert [e["step"] for e in logged] == [0, 5, 10]
+
+
+# -- ground truth, end to end ----------------------------------------------------------------------
+def test_reward_model_learns_the_planted_features_in_the_order_observed(tmp_path):
+    """A zoo reward model trained from scratch under the callback: every planted feature's
+    margin alarms, and topic match (relational: a topic word scores only under a prompt of its
+    topic) alarms last, after the larger non-relational harmful and sycophancy features; length
+    (in every pair) is not late despite its small size. notebook 09 discusses the order."""
+    cb = RewardLensCallback(None, zoo_feature_pairs(16), every=2)
+    train_reward_model(tmp_path, steps=300, learning_rate=5e-4, callbacks=[cb], threads=1)
+    assert cb.errors == []
+    features = ("harmful", "sycophancy", "topic_match", "length")
+    table = cb.records.onsets([f"margin/{f}" for f in features], warmup=5, direction="both")
+    alarms = dict(zip(features, table["alarm_step"], strict=True))
+    assert table["fired"].all() and (table["side"] == "increase").all(), table
+    assert alarms["topic_match"] > max(alarms["harmful"], alarms["sycophancy"], alarms["length"])
+    wide = cb.records.pivot()
+    assert wide["accuracy/harmful"].iloc[-10:].mean() > 0.9
+    assert wide["accuracy/sycophancy"].iloc[-10:].mean() > 0.9
+
+
+def test_alarm_fires_on_the_hacked_run_and_not_on_the_control(tmp_path):
+    """GRPO against the scalar reward model (it pays for the opener) and against the multi
+    model (no opener term), seed 0: the opener spreads only in the first run; the monitor's
+    sample-level alarm fires there, before the gold reward drops, and not on the control."""
+    alarms = {}
+    for rm in ("scalar", "multi"):
+        cb = RewardLensCallback(
+            rm, zoo_feature_pairs(4), every=10, prompts=zoo_prompts(16), gold=zoo_gold,
+            samples_per_prompt=4, max_new_tokens=14, reference="initial",
+        )  # fmt: skip
+        optimise_policy(rm, tmp_path / rm, steps=200, seed=0, callbacks=[cb], threads=1)
+        assert cb.errors == []
+        wide = cb.records.pivot()
+        table = cb.records.hack_alarms(["feature/sycophancy"], warmup=5).iloc[0]
+        alarms[rm] = (table, wide)
+    hacked, wide = alarms["scalar"]
+    assert wide["feature/sycophancy"].iloc[-3:].mean() > wide["feature/sycophancy"].iloc[:5].mean()
+    assert wide["proxy"].iloc[-1] > wide["proxy"].iloc[0] + 10
+    assert hacked["fired"] and hacked["gold_drop_step"] is not None
+    assert hacked["lead_to_drop"] >= 0  # the alarm is no later than the gold drop
+    control, wide = alarms["multi"]
+    assert not control["fired"]
+    assert wide["feature/sycophancy"].iloc[-3:].mean() < 0.1
