@@ -45,6 +45,7 @@ from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
 from .errors import (
+    ConversionMismatchError,
     EmptyInputError,
     InvalidArgumentError,
     MissingAttentionMaskError,
@@ -1116,38 +1117,83 @@ def build_model(
             tokenizer=plan.tokenizer,
             move_to_device=False,
         )
-    expected = {name: p.shape for name, p in model.named_parameters()}
     fold = foldable(cfg, plan.fold_flags["fold_ln"])
     if fold:
         use_pre_norms(model)
+    stream_weights(model, plan, dtype, warn_whole=True)
+    if fold:
+        model.setup()
+    return model.eval()
+
+
+def stream_weights(
+    model: HookedRewardModel, plan: ConversionPlan, dtype: torch.dtype, warn_whole: bool = False
+) -> None:
+    """Convert the plan's weights into ``model`` (built for that plan), one layer at a time,
+    each cast to ``dtype`` and placed on ``model.cfg.device``."""
+    cfg = model.cfg
+    device = torch.device(cast(str, cfg.device))
+    fold = foldable(cfg, plan.fold_flags["fold_ln"])
     streamer = Streamer(
         source=plan.source,
         adapter=plan.adapter,
         model=model,
         options=plan.options,
         flags={**plan.fold_flags, "fold_ln": fold},
-        expected=expected,
+        expected={name: p.shape for name, p in model.named_parameters()},
         dtype=dtype,
-        device=torch.device(cfg.device),
+        device=device,
         layers=find_layer_list(plan.source.model, plan.cfg.n_layers),
         extras_fold_ln=plan.fold_flags["fold_ln"],
     )
-    if streamer.layers is None and isinstance(plan.source, CheckpointSource):
+    if warn_whole and streamer.layers is None and isinstance(plan.source, CheckpointSource):
         warnings.warn(
             f"{type(plan.source.model).__name__} has no single list of {cfg.n_layers} layers, so "
             "it is converted as one part: correct, but the float32 copy of the whole model is "
             "not avoided",
             WholeModelWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     streamer.run()
     if streamer.extras:
         model.attach_extras(streamer.extras)  # before the cast: the gate is cast too
-    nn.Module.to(model, device=torch.device(cfg.device), dtype=dtype)  # buffers and gate
+    nn.Module.to(model, device=device, dtype=dtype)  # buffers and gate
     model.cfg.dtype = dtype
-    if fold:
-        model.setup()
-    return model.eval()
+
+
+@torch.no_grad()
+def reload_weights(model: HookedRewardModel, hf_model: nn.Module) -> HookedRewardModel:
+    """Convert the current weights of ``hf_model`` into ``model`` in place and return it: what
+    ``HookedRewardModel.from_pretrained(hf_model, model.tokenizer)`` gives, without building a
+    new hooked model (a monitor re-reads a model being trained this way). ``model`` must have
+    been converted from the same architecture with the default conversion options, in its
+    current dtype and device; its hooks and SAEs are left as they are.
+
+    >>> from reward_lens_tl.zoo import load_model
+    >>> hf = load_model("scalar")
+    >>> hooked = HookedRewardModel.from_pretrained(hf)
+    >>> with torch.no_grad():
+    ...     _ = hf.score.weight.mul_(2.0)
+    >>> fresh = HookedRewardModel.from_pretrained(hf)
+    >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
+    True
+    """
+    signature = inspect.signature(load_reward_model).parameters.items()
+    request = {name: p.default for name, p in signature if p.default is not p.empty}
+    request.update(dtype=model.cfg.dtype, device=model.cfg.device)
+    plan = plan_conversion(hf_model, model.tokenizer, request)
+    mismatch = [
+        name
+        for name in ("n_layers", "d_model", "n_heads", "d_vocab", "d_mlp", "d_vocab_out")
+        if getattr(plan.cfg, name) != getattr(model.cfg, name)
+    ]
+    if mismatch:
+        raise ConversionMismatchError(
+            f"{type(hf_model).__name__} does not have the hooked model's shape ({mismatch}): "
+            "convert it with HookedRewardModel.from_pretrained instead"
+        )
+    stream_weights(model, plan, model.cfg.dtype)
+    return model
 
 
 def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> float:

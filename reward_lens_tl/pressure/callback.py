@@ -214,12 +214,20 @@ class RewardLensCallback(TrainerCallback):
             self._setup_policy(model, tokenizer)
 
     def _hooked(self, model, tokenizer):
+        """The trainer's reward model as a ``HookedRewardModel``: converted once, then its
+        weights re-read in place at every record (:func:`~reward_lens_tl.model.reload_weights`)."""
         from ..errors import UnsupportedArchitectureError
-        from ..model import HookedRewardModel
+        from ..model import HookedRewardModel, reload_weights
 
+        cached = getattr(self, "_hooked_model", None)
+        if cached is not None:
+            return reload_weights(cached, model)
         try:
             with torch.no_grad():
-                return HookedRewardModel.from_pretrained(model, tokenizer, verify=False)
+                self._hooked_model = HookedRewardModel.from_pretrained(
+                    model, tokenizer, verify=False
+                )
+                return self._hooked_model
         except UnsupportedArchitectureError as err:
             raise UnsupportedTrainerModelError(
                 f"the trainer's {type(model).__name__} is not a reward model this library "

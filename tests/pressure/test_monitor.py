@@ -214,3 +214,38 @@ def test_measurement_failure_mid_run_skips_one_record(scalar_hf, caplog):
         cb.on_step_end(None, state, control, model=model)
     assert cb.enabled and cb.errors == [(1, "RuntimeError: boom")]
     assert "skipped this record" in caplog.text
+
+
+def test_records_follow_the_weights_as_they_change():
+    """The callback converts once and re-reads the weights in place at every record: after the
+    HF model's weights change, the record equals plain HF at the new weights."""
+    model, tok = load_model("scalar"), load_tokenizer("scalar")
+    groups = {"harmful": zoo_feature_pairs(4)["harmful"]}
+    cb = RewardLensCallback(None, groups, every=1, probes=None)
+    state, control = run_events(cb, model, tok)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    state.global_step = 1
+    cb.on_step_end(None, state, control, model=model)
+    wide = cb.records.pivot()
+    margins = [
+        hf_reward(model, tok, p.prompt, p.chosen) - hf_reward(model, tok, p.prompt, p.rejected)
+        for p in groups["harmful"]
+    ]
+    assert wide.loc[1, "margin/harmful"] == pytest.approx(np.mean(margins), abs=1e-4)
+    assert abs(wide.loc[1, "margin/harmful"] - wide.loc[0, "margin/harmful"]) > 1e-3
+
+
+def test_reload_weights_refuses_another_shape(zoo_scalar):
+    from transformers import LlamaForSequenceClassification
+
+    from reward_lens_tl.errors import ConversionMismatchError
+    from reward_lens_tl.model import reload_weights
+    from reward_lens_tl.zoo.train import scalar_config
+
+    cfg = scalar_config()
+    cfg.num_hidden_layers = 2
+    with pytest.raises(ConversionMismatchError, match="n_layers"):
+        reload_weights(zoo_scalar.__class__.from_pretrained(load_model("scalar")),
+                       LlamaForSequenceClassification(cfg))  # fmt: skip
