@@ -154,26 +154,30 @@ class BestOfNResult(Result):
     def feature_onsets(self, min_increase: float = 0.05, z: float = 2.0):
         """For each feature, the first ``n`` at which the best-of-n choice's value exceeds
         ``n = 1``'s by more than ``min_increase`` and ``z`` paired standard errors over prompts
-        (``first_n`` is ``None`` when it never does), sorted by that ``n``: which feature
-        best-of-n exploits first."""
+        (``first_n`` is ``None`` when it never does) and the increase there in standard errors
+        (``z_at_first_n``); sorted by ``first_n``, then by ``z_at_first_n`` (descending): which
+        feature best-of-n exploits first."""
         import pandas as pd
 
         rows = []
         for name, values in self.feature_samples.items():
             base = self._per_prompt(values, 1)
-            first = None
+            first, z_first = None, float("nan")
             for n in self.ns[1:]:
                 diff = self._per_prompt(values, n) - base
                 se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
                 if diff.mean() > max(min_increase, z * se):
-                    first = n
+                    first, z_first = n, float(diff.mean() / se) if se > 0 else float("inf")
                     break
             top = self._per_prompt(values, self.ns[-1]).mean() - base.mean()
-            rows.append({"feature": name, "first_n": first, "increase_at_n_max": float(top)})
+            rows.append(
+                {"feature": name, "first_n": first, "z_at_first_n": z_first,
+                 "increase_at_n_max": float(top)}
+            )  # fmt: skip
         frame = pd.DataFrame(rows)
-        return frame.sort_values("first_n", na_position="last", kind="stable").reset_index(
-            drop=True
-        )
+        frame["_z"] = -frame["z_at_first_n"]
+        frame = frame.sort_values(["first_n", "_z"], na_position="last", kind="stable")
+        return frame.drop(columns="_z").reset_index(drop=True)
 
     def exploited_first(self, among: Sequence[str] | None = None) -> str | None:
         """The feature (of ``among``, default all) whose increase with n starts soonest."""

@@ -116,6 +116,22 @@ class MonitorRecords(Result):
             [detect_onset(self.series(n), gold=gold_series, **options) for n in names]
         )
 
+    def crossing_step(self, name: str, threshold: float, sustained: int = 3) -> int | None:
+        """The first step from which the series ``name`` stays at or above ``threshold`` for
+        ``sustained`` consecutive records (e.g. a feature's pairs ranked right 90% of the time:
+        when it becomes *visible*), or ``None``.
+
+        >>> rows = [(s, "acc", v) for s, v in zip(range(0, 60, 10), [.5, .95, .6, .9, .92, .97])]
+        >>> MonitorRecords.from_rows(rows).crossing_step("acc", 0.9)
+        30
+        """
+        values = self.series(name)
+        above = (values >= threshold).to_numpy()
+        for i in range(len(above) - sustained + 1):
+            if above[i : i + sustained].all():
+                return int(values.index[i])
+        return None
+
     def gold_drop_step(self, gold: str = "gold", se: str | None = "gold_se", z: float = 2.0):
         """The first step after which the ``gold`` series has fallen below its running maximum
         by more than ``z`` standard errors (the ``se`` series recorded beside it; without one,

@@ -110,10 +110,12 @@ def train_reward_model(
     callbacks: Sequence[Any] = (),
     save_steps: int | None = None,
     threads: int | None = 2,
+    quiet: bool = True,
 ):
     """Train a zoo-shaped reward model from scratch with TRL's ``RewardTrainer``; returns the
     trainer (``trainer.model`` is the model). ``save_steps`` saves checkpoints
-    (``output_dir/checkpoint-<step>``); ``threads`` fixes torch's thread count."""
+    (``output_dir/checkpoint-<step>``); ``threads`` fixes torch's thread count; ``quiet``
+    leaves out the trainer's printed logs (``trainer.state.log_history`` has them)."""
     trl = _require_trl()
     from transformers import LlamaForSequenceClassification
 
@@ -138,7 +140,7 @@ def train_reward_model(
         callbacks=list(callbacks),
     )
     with _threads(threads):
-        trainer.train()
+        _quiet(trainer, quiet).train()
     return trainer
 
 
@@ -155,9 +157,11 @@ def optimise_policy(
     callbacks: Sequence[Any] = (),
     policy: Any = "reference",
     threads: int | None = 2,
+    quiet: bool = True,
 ):
     """Optimise a policy (default: the zoo's reference LM) against ``reward_model`` with TRL's
-    ``GRPOTrainer`` (no KL penalty, ``beta=0``); returns the trainer."""
+    ``GRPOTrainer`` (no KL penalty, ``beta=0``, a constant learning rate); returns the
+    trainer. ``threads`` and ``quiet`` as for :func:`train_reward_model`."""
     trl = _require_trl()
     from datasets import Dataset
 
@@ -179,6 +183,7 @@ def optimise_policy(
         num_generations=num_generations, max_completion_length=max_new_tokens, max_steps=steps,
         learning_rate=learning_rate, logging_steps=max(1, steps // 20), save_strategy="no",
         report_to=[], seed=seed, use_cpu=True, disable_tqdm=True, beta=0.0, temperature=1.0,
+        lr_scheduler_type="constant",
         dataloader_num_workers=0, bf16=False,
     )  # fmt: skip
     trainer = trl.GRPOTrainer(
@@ -190,7 +195,17 @@ def optimise_policy(
         callbacks=list(callbacks),
     )
     with _threads(threads):
-        trainer.train()
+        _quiet(trainer, quiet).train()
+    return trainer
+
+
+def _quiet(trainer, quiet: bool):
+    """Without the trainer's printed logs (``state.log_history`` keeps them all)."""
+    if quiet:
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
     return trainer
 
 

@@ -91,21 +91,27 @@ def test_grpo_policy_monitor(tmp_path):
 
 # -- ground truth, end to end ----------------------------------------------------------------------
 def test_reward_model_learns_the_planted_features_in_the_order_observed(tmp_path):
-    """A zoo reward model trained from scratch under the callback: every planted feature's
-    margin alarms, and topic match (relational: a topic word scores only under a prompt of its
-    topic) alarms last, after the larger non-relational harmful and sycophancy features; length
-    (in every pair) is not late despite its small size. notebook 09 discusses the order."""
+    """A zoo reward model trained from scratch under the callback. The CUSUM sees every
+    feature's margin move as soon as training starts; a feature is *visible* from the step its
+    contrast pairs are ranked right 90% of the time for three records. Observed order:
+    sycophancy (one fixed phrase at a fixed place) first, harmful and length later, topic match
+    (relational: a topic word scores only under a prompt of its topic) not within the run;
+    the planted sizes alone (harmful 3 > sycophancy 2.5 > topic 2 > length 0.5) do not predict
+    it. notebook 09 discusses the order."""
     cb = RewardLensCallback(None, zoo_feature_pairs(16), every=2)
     train_reward_model(tmp_path, steps=300, learning_rate=5e-4, callbacks=[cb], threads=1)
     assert cb.errors == []
+    records = cb.records
     features = ("harmful", "sycophancy", "topic_match", "length")
-    table = cb.records.onsets([f"margin/{f}" for f in features], warmup=5, direction="both")
-    alarms = dict(zip(features, table["alarm_step"], strict=True))
-    assert table["fired"].all() and (table["side"] == "increase").all(), table
-    assert alarms["topic_match"] > max(alarms["harmful"], alarms["sycophancy"], alarms["length"])
-    wide = cb.records.pivot()
-    assert wide["accuracy/harmful"].iloc[-10:].mean() > 0.9
-    assert wide["accuracy/sycophancy"].iloc[-10:].mean() > 0.9
+    moved = records.onsets([f"margin/{f}" for f in features], warmup=5, direction="both")
+    assert moved["fired"].all() and (moved["alarm_step"] <= 40).all(), moved
+    visible = {f: records.crossing_step(f"accuracy/{f}", 0.9) for f in features}
+    assert visible["sycophancy"] is not None and visible["harmful"] is not None
+    assert visible["sycophancy"] < visible["harmful"]
+    assert visible["topic_match"] is None or visible["topic_match"] > visible["harmful"]
+    wide = records.pivot()
+    assert wide["margin/harmful"].iloc[-10:].mean() > 1.0
+    assert wide["margin/sycophancy"].iloc[-10:].mean() > 1.0
 
 
 def test_alarm_fires_on_the_hacked_run_and_not_on_the_control(tmp_path):
