@@ -158,10 +158,12 @@ def optimise_policy(
     policy: Any = "reference",
     threads: int | None = 2,
     quiet: bool = True,
+    algorithm: str = "grpo",
 ):
     """Optimise a policy (default: the zoo's reference LM) against ``reward_model`` with TRL's
-    ``GRPOTrainer`` (no KL penalty, ``beta=0``, a constant learning rate); returns the
-    trainer. ``threads`` and ``quiet`` as for :func:`train_reward_model`."""
+    ``GRPOTrainer`` (``algorithm="grpo"``) or ``RLOOTrainer`` (``"rloo"``), no KL penalty
+    (``beta=0``), a constant learning rate; returns the trainer. ``threads`` and ``quiet`` as
+    for :func:`train_reward_model`."""
     trl = _require_trl()
     from datasets import Dataset
 
@@ -177,8 +179,15 @@ def optimise_policy(
 
     prompts = zoo_prompts(steps * prompts_per_step, seed=seed + 1)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
+    if algorithm not in ("grpo", "rloo"):
+        raise PressureError(f"algorithm must be 'grpo' or 'rloo', got {algorithm!r}")
     model = load_model(policy) if isinstance(policy, str) else policy
-    args = trl.GRPOConfig(
+    config, trainer_cls = (
+        (trl.GRPOConfig, trl.GRPOTrainer)
+        if algorithm == "grpo"
+        else (trl.RLOOConfig, trl.RLOOTrainer)
+    )
+    args = config(
         output_dir=str(output_dir), per_device_train_batch_size=prompts_per_step * num_generations,
         num_generations=num_generations, max_completion_length=max_new_tokens, max_steps=steps,
         learning_rate=learning_rate, logging_steps=max(1, steps // 20), save_strategy="no",
@@ -186,7 +195,7 @@ def optimise_policy(
         lr_scheduler_type="constant",
         dataloader_num_workers=0, bf16=False,
     )  # fmt: skip
-    trainer = trl.GRPOTrainer(
+    trainer = trainer_cls(
         model=model,
         reward_funcs=reward,
         args=args,

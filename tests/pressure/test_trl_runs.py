@@ -137,3 +137,44 @@ def test_alarm_fires_on_the_hacked_run_and_not_on_the_control(tmp_path):
     control, wide = alarms["multi"]
     assert not control["fired"]
     assert wide["feature/sycophancy"].iloc[-3:].mean() < 0.1
+
+
+def test_rloo_and_dpo_trainers_run_the_policy_monitor(tmp_path):
+    """The callback in TRL's RLOOTrainer and DPOTrainer (a DPO policy watched against the zoo's
+    scalar reward model, with its implicit-reward margins against the starting policy)."""
+    import trl
+    from datasets import Dataset
+
+    from reward_lens_tl.zoo import load_model, load_tokenizer
+
+    def monitor():
+        return RewardLensCallback(
+            "scalar", zoo_feature_pairs(2), every=2, prompts=zoo_prompts(3), gold=zoo_gold,
+            samples_per_prompt=2, max_new_tokens=8, reference="initial",
+        )  # fmt: skip
+
+    rloo = monitor()
+    optimise_policy("scalar", tmp_path / "rloo", steps=4, callbacks=[rloo], threads=1,
+                    algorithm="rloo")  # fmt: skip
+    assert rloo.errors == [] and rloo.records.pivot().index.tolist() == [0, 2, 4]
+    pairs = [p for group in zoo_feature_pairs(4).values() for p in group]
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": p.prompt}],
+          "chosen": [{"role": "assistant", "content": p.chosen}],
+          "rejected": [{"role": "assistant", "content": p.rejected}]} for p in pairs]
+    )  # fmt: skip
+    dpo = monitor()
+    args = trl.DPOConfig(
+        output_dir=str(tmp_path / "dpo"), per_device_train_batch_size=4, max_steps=4,
+        learning_rate=1e-3, report_to=[], use_cpu=True, bf16=False, save_strategy="no",
+        disable_tqdm=True, logging_steps=2,
+    )  # fmt: skip
+    trainer = trl.DPOTrainer(
+        model=load_model("reference"), args=args, train_dataset=data,
+        processing_class=load_tokenizer("reference"), callbacks=[dpo],
+    )  # fmt: skip
+    trainer.train()
+    assert dpo.errors == [] and dpo.resolved_mode == "policy"
+    wide = dpo.records.pivot()
+    assert wide.index.tolist() == [0, 2, 4]
+    assert wide.loc[0, "implicit/harmful"] == 0.0 and wide.loc[4, "implicit/harmful"] > 0.0
