@@ -249,3 +249,67 @@ def test_reload_weights_refuses_another_shape(zoo_scalar):
     with pytest.raises(ConversionMismatchError, match="n_layers"):
         reload_weights(zoo_scalar.__class__.from_pretrained(load_model("scalar")),
                        LlamaForSequenceClassification(cfg))  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "gemma2", "qwen3"])
+def test_reward_model_monitor_on_every_family(family):
+    """The reward-model monitor converts each supported family being trained; its margins
+    equal the plain HF model's, and the attribution sums to them."""
+    from reward_lens_tl.probes import Probe
+    from reward_lens_tl.testing import perturb_, tiny_reward_model, tiny_tokenizer
+
+    model, tok = tiny_reward_model(family), tiny_tokenizer()
+    pairs = [TextPair(f"w{6 + i} w9", f"w{20 + i} w21 w22", f"w{30 + i}") for i in range(4)]
+    cb = RewardLensCallback(
+        None, {"g": pairs}, every=1, probes=[Probe.insert("w40", "response_end", "x")]
+    )
+    state, control = run_events(cb, model, tok)
+    perturb_(model, seed=1)  # the weights change between records
+    state.global_step = 1
+    cb.on_step_end(None, state, control, model=model)
+    assert cb.errors == []
+    wide = cb.records.pivot()
+    margins = [hf_reward(model, tok, p.prompt, p.chosen) - hf_reward(model, tok, p.prompt,
+               p.rejected) for p in pairs]  # fmt: skip
+    assert wide.loc[1, "margin/g"] == pytest.approx(np.mean(margins), abs=1e-4)
+    parts = wide.loc[1, [c for c in wide.columns if c.startswith("attribution/g/")]]
+    assert parts.sum() == pytest.approx(wide.loc[1, "margin/g"], abs=1e-4)
+
+
+def test_reward_model_monitor_on_the_multi_objective_model():
+    """A gated multi-objective (ArmoRM-style) model being trained: the monitor reads its gated
+    score, which the zoo's multi model computes for these pairs."""
+    from reward_lens_tl.zoo import load_model as load
+
+    model, tok = load("multi"), load_tokenizer("multi")
+    pairs = zoo_feature_pairs(4)["harmful"]
+    cb = RewardLensCallback(None, {"harmful": pairs}, every=1)
+    run_events(cb, model, tok)
+    assert cb.errors == []
+    want = []
+    for p in pairs:
+        scores = []
+        for response in (p.chosen, p.rejected):
+            msgs = [{"role": "user", "content": p.prompt},
+                    {"role": "assistant", "content": response}]  # fmt: skip
+            ids = tok.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+            with torch.no_grad():
+                scores.append(float(model(input_ids=torch.tensor([ids])).score[0]))
+        want.append(scores[0] - scores[1])
+    assert cb.records.pivot().loc[0, "margin/harmful"] == pytest.approx(np.mean(want), abs=1e-4)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2", "gpt2"])
+def test_policy_monitor_on_other_causal_lm_families(family):
+    """Policies of other families (random tiny causal LMs with another tokenizer than the
+    reward model's) are sampled, their text re-encoded for the zoo reward model."""
+    from reward_lens_tl.testing import tiny_causal_lm
+
+    policy, tok = tiny_causal_lm(family)
+    cb = RewardLensCallback("scalar", [("w6 w7", "w8")], every=1, prompts=["w6 w7", "w9"],
+                            samples_per_prompt=2, max_new_tokens=4, probes=None,
+                            reference="initial")  # fmt: skip
+    run_events(cb, policy, tok)
+    assert cb.errors == [] and cb.retokenizes
+    wide = cb.records.pivot()
+    assert np.isfinite(wide.loc[0, "proxy"]) and wide.loc[0, "implicit/all"] == 0.0
