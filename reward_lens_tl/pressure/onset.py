@@ -108,6 +108,11 @@ class Onset(Result):
     gold_peak_step: int | None = None
     lead_time: int | None = None
 
+    def __iter__(self):
+        """``onset_step, alarm_step = detect_onset(...)`` unpacks the two steps."""
+        yield self.onset_step
+        yield self.alarm_step
+
     @property
     def fired(self) -> bool:
         """Whether the CUSUM crossed its threshold after the warm-up."""
@@ -165,9 +170,27 @@ class Onset(Result):
         return fig
 
 
-def _as_series(series, steps) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(name, steps, values)`` of a pandas Series (its index are the steps), or values with
-    ``steps`` (default ``0, 1, ...``)."""
+def _as_series(series, steps, name: str | None = None) -> tuple[str, np.ndarray, np.ndarray]:
+    """``(name, steps, values)`` of a pandas Series (its index are the steps), a long frame
+    with ``step`` and ``value`` columns (the monitor's ``records.to_dataframe()``; with a
+    ``series`` column, ``name`` picks one), a :class:`~reward_lens_tl.pressure.monitor.
+    MonitorRecords` with ``name``, or values with ``steps`` (default ``0, 1, ...``)."""
+    if hasattr(series, "series_names") and hasattr(series, "series"):  # MonitorRecords
+        if name is None:
+            raise PressureError("name the series to read from the records: name=...")
+        series = series.series(name)
+    elif hasattr(series, "columns") and {"step", "value"} <= set(series.columns):
+        frame = series
+        if "series" in frame.columns:
+            names = list(dict.fromkeys(frame["series"]))
+            if name is None and len(names) != 1:
+                raise PressureError(
+                    f"the frame holds {len(names)} series: pass name= (one of {names[:8]})"
+                )
+            frame = frame[frame["series"] == (name or names[0])]
+            if frame.empty:
+                raise PressureError(f"no series {name!r} in the frame")
+        series = frame.set_index("step")["value"].rename(name or "value")
     name = str(getattr(series, "name", None) or "series")
     if steps is None and hasattr(series, "index") and hasattr(series, "to_numpy"):
         steps = series.index.to_numpy()
@@ -219,8 +242,9 @@ def detect_onset(
 ) -> Onset:
     """Onset and alarm steps of a change in ``series`` (module docstring for the method).
 
-    ``series``: a pandas Series indexed by step (e.g. a column of
-    ``records.pivot()``), or values with ``steps``. ``warmup``: how many leading points
+    ``series``: a pandas Series indexed by step (e.g. a column of ``records.pivot()``),
+    ``callback.records`` or its ``to_dataframe()`` with ``name=`` the series, or values with
+    ``steps``. The result unpacks as ``onset_step, alarm_step``. ``warmup``: how many leading points
     calibrate the mean and sigma. ``arl0``: the in-control average run length (false-alarm
     rate, in points). ``k``: the reference value in sigmas. ``direction``: ``"increase"``,
     ``"decrease"`` or ``"both"``. ``min_sigma``: floor of the warm-up sigma. ``gold``: a
@@ -231,7 +255,7 @@ def detect_onset(
     """
     if direction not in DIRECTIONS:
         raise PressureError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    label, step_values, values = _as_series(series, steps)
+    label, step_values, values = _as_series(series, steps, name)
     if warmup < 2 or len(values) < warmup + 1:
         raise PressureError(
             f"warmup={warmup} needs at least 2 points and a series longer than the warm-up; "

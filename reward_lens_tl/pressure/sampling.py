@@ -14,7 +14,9 @@ given, re-encoding the text with that model's own tokenizer and template:
   reward (the gated score for ArmoRM-style heads);
 - an :class:`~reward_lens_tl.implicit.ImplicitRewardModel` (or anything with ``encode`` and
   ``score_encodings``): its implicit rewards;
-- a plain callable ``fn(prompts, responses) -> rewards`` (e.g. a rule, an API judge).
+- a plain callable ``fn(prompts, responses) -> rewards`` (e.g. a rule, an API judge), or one
+  scoring a single pair, ``fn(prompt, response) -> reward`` (called per pair when it does not
+  take the lists).
 
 >>> from reward_lens_tl import HookedRewardModel
 >>> from reward_lens_tl.zoo import load_model, load_tokenizer, zoo_path
@@ -244,8 +246,7 @@ def score_texts(
                 f"{type(reward_model).__name__} is not a reward-like model: pass a "
                 "HookedRewardModel, an ImplicitRewardModel or a function (prompts, responses)"
             )
-        texts = [prompt_text(p) for p in prompts]
-        return torch.as_tensor(reward_model(texts, list(responses)), dtype=torch.float32)
+        return _call_reward_fn(reward_model, [prompt_text(p) for p in prompts], list(responses))
     pairs = list(zip(prompts, responses, strict=True))
     if hasattr(reward_model, "score_encodings"):  # an implicit reward model
         encs = [reward_model.encode(p, r) for p, r in pairs]
@@ -255,6 +256,21 @@ def score_texts(
         [encoded_rewards(reward_model, encs[i : i + batch_size])
          for i in range(0, len(encs), batch_size)]
     )  # fmt: skip
+
+
+def _call_reward_fn(fn: Callable, prompts: list[str], responses: list[str]) -> Tensor:
+    """A reward function called on the lists (``fn(prompts, responses) -> n rewards``), or,
+    when it does not take lists (it raises, or gives one number), once per pair
+    (``fn(prompt, response) -> reward``)."""
+    try:
+        out = torch.as_tensor(fn(prompts, responses), dtype=torch.float32).reshape(-1)
+        if len(out) == len(prompts):
+            return out
+    except Exception:  # noqa: BLE001 - a per-pair function given lists: try it per pair
+        pass
+    values = [fn(p, r) for p, r in zip(prompts, responses, strict=True)]
+    out = torch.as_tensor([float(v) for v in values], dtype=torch.float32)
+    return out
 
 
 def encoded_rewards(model: Any, encodings: Sequence[Any]) -> Float[Tensor, " n"]:

@@ -263,3 +263,12 @@ def test_transformer_lens_policy_and_rng_isolation():
     assert hf.training
     ladder_tl = best_of_n(tl, "scalar", zoo_prompts(2), n_max=2, tokenizer=tok)
     assert ladder_tl.proxy_samples.shape == (2, 2)
+
+
+def test_gold_may_score_one_pair_at_a_time():
+    """A gold function written for one pair, ``gold(prompt, response) -> float``, is called per
+    pair; it gives what the list form gives."""
+    one_pair = lambda prompt, response: zoo_gold([prompt], [response])[0]
+    a = best_of_n("policy", "scalar", zoo_prompts(3), n_max=4, gold=one_pair)
+    b = best_of_n("policy", "scalar", zoo_prompts(3), n_max=4, gold=zoo_gold)
+    assert torch.equal(a.gold_samples, b.gold_samples)

@@ -106,3 +106,21 @@ def test_bad_series_are_typed_errors(values, kwargs, match):
 def test_constant_warmup_uses_the_sigma_floor():
     onset = detect_onset([1.0] * 10 + [1.5] * 5, warmup=10, min_sigma=0.1)
     assert onset.sigma == 0.1 and onset.fired and onset.onset_step == 10
+
+
+def test_onset_reads_monitor_records_and_their_frame_and_unpacks():
+    from reward_lens_tl.pressure import MonitorRecords
+
+    rows = [(s, "x", 0.0 if s < 50 else 2.0) for s in range(0, 100, 5)]
+    rows += [(s, "y", 1.0) for s in range(0, 100, 5)]
+    records = MonitorRecords.from_rows(rows)
+    want = detect_onset(records.series("x"), warmup=5, min_sigma=0.1)
+    for given in (records, records.to_dataframe()):
+        got = detect_onset(given, name="x", warmup=5, min_sigma=0.1)
+        assert (got.onset_step, got.alarm_step, got.name) == (want.onset_step, want.alarm_step, "x")
+    onset, alarm = detect_onset(records, name="x", warmup=5, min_sigma=0.1)
+    assert (onset, alarm) == (50, 50)
+    with pytest.raises(PressureError, match="name"):
+        detect_onset(records.to_dataframe(), warmup=5)
+    with pytest.raises(PressureError, match="no series"):
+        detect_onset(records, name="z", warmup=5)
