@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-notebooks test-other-tiers test-retrain test-all bench lint format clean-venv
+.PHONY: demo test test-notebooks test-other-tiers test-retrain test-all bench lint format docs clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ demo: $(STAMP)
 # with one of the other tiers' markers; `test-other-tiers` runs the CI tiers but the fast one (CI
 # runs it after `test`); `test-retrain` the full zoo retrain (not a CI gate: see its docstring);
 # `test-all` every tier. RUN_RETRAIN=1 lets the retrain run without `-m retrain`.
-OTHER_TIERS := slow or notebooks or torchrun or browser
+OTHER_TIERS := slow or notebooks or torchrun or browser or docs
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not ($(OTHER_TIERS) or retrain)" -q
@@ -39,17 +39,21 @@ test-retrain: $(STAMP)
 test-all: $(STAMP)
 	RUN_RETRAIN=1 $(PY) -m pytest -q
 
+# The documentation site, built strictly (a warning fails it) into site/ (not committed).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check reward_lens_tl tests benchmarks
-	$(VENV)/bin/ruff format --check reward_lens_tl tests benchmarks
+	$(VENV)/bin/ruff check reward_lens_tl tests benchmarks docs
+	$(VENV)/bin/ruff format --check reward_lens_tl tests benchmarks docs
 	$(VENV)/bin/mypy reward_lens_tl
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format reward_lens_tl tests benchmarks
-	$(VENV)/bin/ruff check --fix reward_lens_tl tests benchmarks
+	$(VENV)/bin/ruff format reward_lens_tl tests benchmarks docs
+	$(VENV)/bin/ruff check --fix reward_lens_tl tests benchmarks docs
 
 clean-venv:
 	rm -rf $(VENV)
