@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import importlib
-import inspect
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -45,28 +45,44 @@ def is_package(name: str) -> bool:
     return (REPO / Path(*name.split(".")) / "__init__.py").exists()
 
 
+def source(name: str) -> str:
+    path = REPO / Path(*name.split("."))
+    return (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+
+
+def defines(module: str, public: str) -> bool:
+    """Whether ``module``'s own source defines ``public`` (a def, a class or an assignment)."""
+    pattern = rf"^(def |class |async def )?{re.escape(public)}\b\s*(\(|:|=)"
+    return re.search(pattern, source(module), flags=re.M) is not None
+
+
 def public_names(name: str) -> list[tuple[str, str]]:
-    """``(public name, defining module)`` of a package's ``__all__``."""
-    module = importlib.import_module(name)
+    """``(public name, defining module)`` of a package's ``__all__``: a class or function's
+    ``__module__``, else the first module of the package whose source assigns it."""
+    package = importlib.import_module(name)
+    inside = [m for m in modules() if m == name or m.startswith(name + ".")]
     out = []
-    for public in getattr(module, "__all__", []):
-        obj = getattr(module, public, None)
-        home = getattr(obj, "__module__", None) if obj is not None else None
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)) or home not in modules():
-            home = name
+    for public in getattr(package, "__all__", []):
+        obj = getattr(package, public, None)
+        home = getattr(obj, "__module__", None) if callable(obj) else None
+        if home not in inside:
+            home = next((m for m in inside if defines(m, public)), name)
         out.append((public, home))
     return out
 
 
 def api_page(name: str) -> str:
-    if is_package(name):
-        rows = [f"- [`{public}`]({home}.md#{home}.{public})" for public, home in public_names(name)]
-        listing = "\n".join(rows) if rows else "(no public names of its own)"
-        return (
-            f"::: {name}\n    options:\n      members: false\n\n"
-            f"## Public names\n\nDefined in the module pages linked:\n\n{listing}\n"
-        )
-    return f"::: {name}\n"
+    if not is_package(name):
+        return f"::: {name}\n"
+    names = public_names(name)
+    own = [public for public, home in names if home == name]
+    members = "[" + ", ".join(own) + "]" if own else "false"
+    rows = [f"- [`{public}`]({home}.md#{home}.{public})" for public, home in names]
+    listing = "\n".join(rows) if rows else "(no public names)"
+    return (
+        f"::: {name}\n    options:\n      members: {members}\n\n"
+        f"## Public names\n\nEach on the page of the module that defines it:\n\n{listing}\n"
+    )
 
 
 def api_index() -> str:

@@ -3,7 +3,7 @@ inside.
 
 - :func:`best_of_n`: best-of-n ladders (proxy and gold reward, the analytic KL
   ``log n - (n-1)/n``, planted-feature frequencies and probe verdicts for ``n = 1, 2, 4, ...``)
-  from one set of samples per prompt (:mod:`.best_of_n`);
+  from one set of samples per prompt (:mod:`.ladders`);
 - :class:`RewardLensCallback`: a ``transformers.TrainerCallback`` for TRL trainers that records
   the reward lens, exact attribution and probe deltas of a reward model being trained, or the
   proxy/gold rewards, probe flags, attribution and implicit-reward features of a policy trained
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "best_of_n": "best_of_n",
-    "BestOfNResult": "best_of_n",
-    "kl_best_of_n": "best_of_n",
-    "best_of_n_kl_exact": "best_of_n",
-    "order_weights": "best_of_n",
+    "best_of_n": "ladders",
+    "BestOfNResult": "ladders",
+    "kl_best_of_n": "ladders",
+    "best_of_n_kl_exact": "ladders",
+    "order_weights": "ladders",
     "RewardLensCallback": "callback",
     "MonitorRecords": "monitor",
     "measure_reward_model": "monitor",
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .best_of_n import (
+    from .ladders import (
         BestOfNResult,
         best_of_n,
         best_of_n_kl_exact,

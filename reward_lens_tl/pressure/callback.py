@@ -250,7 +250,7 @@ class RewardLensCallback(TrainerCallback):
 
     def _setup_policy(self, model, tokenizer) -> None:
         from ..model import HookedRewardModel
-        from .best_of_n import load_reward_like, resolve_features
+        from .ladders import load_reward_like, resolve_features
 
         if tokenizer is None:
             raise PressureError("no tokenizer for the policy: pass tokenizer= or processing_class")

@@ -168,7 +168,7 @@ def optimise_policy(
     from datasets import Dataset
 
     from ..zoo.load import load_model, load_tokenizer
-    from .best_of_n import load_reward_like
+    from .ladders import load_reward_like
     from .sampling import score_texts
 
     rm = load_reward_like(reward_model)

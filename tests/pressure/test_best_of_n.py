@@ -18,7 +18,7 @@ from reward_lens_tl.pressure import (
     order_weights,
     score_texts,
 )
-from reward_lens_tl.pressure.best_of_n import BestOfNResult, ladder
+from reward_lens_tl.pressure.ladders import BestOfNResult, ladder
 from reward_lens_tl.pressure.training import zoo_prompts
 from reward_lens_tl.pressure.zoo import zoo_features, zoo_gold
 
@@ -272,3 +272,22 @@ def test_gold_may_score_one_pair_at_a_time():
     a = best_of_n("policy", "scalar", zoo_prompts(3), n_max=4, gold=one_pair)
     b = best_of_n("policy", "scalar", zoo_prompts(3), n_max=4, gold=zoo_gold)
     assert torch.equal(a.gold_samples, b.gold_samples)
+
+
+def test_no_public_name_is_shadowed_by_a_submodule():
+    """Importing a submodule sets the package attribute of its name, so a package exporting a
+    function named like one of its submodules hands out the module or the function depending
+    on import order (``pressure.best_of_n`` did, before its module became ``ladders``)."""
+    import importlib
+    import pkgutil
+
+    import reward_lens_tl
+    import reward_lens_tl.pressure.ladders  # noqa: F401 - imported first on purpose
+    from reward_lens_tl.pressure import best_of_n as function
+
+    assert callable(function) and function.__module__ == "reward_lens_tl.pressure.ladders"
+    for info in pkgutil.walk_packages(reward_lens_tl.__path__, "reward_lens_tl."):
+        if info.ispkg:
+            package = importlib.import_module(info.name)
+            submodules = {s.name for s in pkgutil.iter_modules(package.__path__)}
+            assert not submodules & set(getattr(package, "__all__", [])), info.name
