@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .callback import RewardLensCallback
     from .ladders import (
         BestOfNResult,
         best_of_n,
@@ -80,7 +81,6 @@ if TYPE_CHECKING:  # pragma: no cover
         kl_best_of_n,
         order_weights,
     )
-    from .callback import RewardLensCallback
     from .monitor import MonitorRecords, compile_probe_set, measure_policy, measure_reward_model
     from .onset import Onset, cusum_threshold, detect_onset, onset_table
     from .sampling import sample_responses, score_texts
