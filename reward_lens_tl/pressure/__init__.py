@@ -1,25 +1,29 @@
-"""Reward hacking as it happens: optimisation pressure against a reward model, watched from the
-inside.
+"""Reward hacking as it happens.
 
-- :func:`best_of_n`: best-of-n ladders (proxy and gold reward, the analytic KL
-  ``log n - (n-1)/n``, planted-feature frequencies and probe verdicts for ``n = 1, 2, 4, ...``)
-  from one set of samples per prompt (:mod:`.ladders`);
-- :class:`RewardLensCallback`: a ``transformers.TrainerCallback`` for TRL trainers that records
+Optimisation pressure against a reward model, watched from the inside:
+
+- `best_of_n`: best-of-n ladders (proxy and gold reward, the analytic KL
+  `log n - (n-1)/n`, planted-feature frequencies and probe verdicts for `n = 1, 2, 4, ...`)
+  from one set of samples per prompt (`reward_lens_tl.pressure.ladders`);
+- `RewardLensCallback`: a `transformers.TrainerCallback` for TRL trainers that records
   the reward lens, exact attribution and probe deltas of a reward model being trained, or the
   proxy/gold rewards, probe flags, attribution and implicit-reward features of a policy trained
-  against one (:mod:`.callback`, :mod:`.monitor`);
-- :func:`detect_onset`: a one-sided CUSUM change-point detector whose false-alarm rate is stated
-  as an average run length and calibrated on the series' warm-up (:mod:`.onset`);
-- :mod:`.zoo`: the gold reward and planted features of the zoo task; :mod:`.training`: the
-  end-to-end TRL runs (a reward model trained from scratch, a policy optimised against the
-  zoo's reward model and against a control without the hack).
+  against one (`reward_lens_tl.pressure.callback`, `reward_lens_tl.pressure.monitor`);
+- `detect_onset`: a one-sided CUSUM change-point detector whose false-alarm rate is stated
+  as an average run length and calibrated on the series' warm-up
+  (`reward_lens_tl.pressure.onset`);
+- `reward_lens_tl.pressure.zoo`: the gold reward and planted features of the zoo task;
+  `reward_lens_tl.pressure.training`: the end-to-end TRL runs (a reward model trained from
+  scratch, a policy optimised against the zoo's reward model and against a control without
+  the hack).
 
-TRL is an optional extra (``pip install reward-lens-tl[trl]``); :func:`best_of_n`,
-:func:`detect_onset` and the callback need only ``transformers``.
+TRL is an optional extra (`pip install reward-lens-tl[trl]`); `best_of_n`,
+`detect_onset` and the callback need only `transformers`.
 
->>> from reward_lens_tl.pressure import kl_best_of_n, detect_onset
->>> round(kl_best_of_n(16), 4)
-1.8351
+Examples:
+    >>> from reward_lens_tl.pressure import kl_best_of_n, detect_onset
+    >>> round(kl_best_of_n(16), 4)
+    1.8351
 """
 
 from __future__ import annotations

@@ -1,50 +1,52 @@
-"""``RewardLensCallback``: a ``transformers.TrainerCallback`` that watches reward mechanisms
-while a model trains (TRL's ``RewardTrainer``, ``GRPOTrainer``, ``RLOOTrainer``,
-``DPOTrainer``, or a plain ``Trainer``).
+"""`RewardLensCallback`: a `transformers.TrainerCallback` that watches reward mechanisms.
 
-Every ``every`` optimiser steps (and once before the first), on the main process, it runs
-no-grad forwards on a fixed probe set (:mod:`~reward_lens_tl.pressure.monitor` lists the
+It watches them while a model trains (TRL's `RewardTrainer`, `GRPOTrainer`, `RLOOTrainer`,
+`DPOTrainer`, or a plain `Trainer`).
+
+Every `every` optimiser steps (and once before the first), on the main process, it runs
+no-grad forwards on a fixed probe set (`reward_lens_tl.pressure.monitor` lists the
 series) in one of two modes:
 
-- ``"reward_model"`` (``reward_model=None``, or the very model the trainer trains): the
-  trainer's model is converted to a :class:`~reward_lens_tl.model.HookedRewardModel` (a few
+- `"reward_model"` (`reward_model=None`, or the very model the trainer trains): the
+  trainer's model is converted to a `reward_lens_tl.model.HookedRewardModel` (a few
   milliseconds for a small model; the HF model is not modified) and
-  :func:`~reward_lens_tl.pressure.monitor.measure_reward_model` records its lens, attribution
-  and probe deltas on ``probe_examples``: when does the RM learn each planted feature?
-- ``"policy"`` (``reward_model`` is another model): the trainer's model is a policy;
-  :func:`~reward_lens_tl.pressure.monitor.measure_policy` samples it on fixed prompts and
+  `reward_lens_tl.pressure.monitor.measure_reward_model` records its lens, attribution
+  and probe deltas on `probe_examples`: when does the RM learn each planted feature?
+- `"policy"` (`reward_model` is another model): the trainer's model is a policy;
+  `reward_lens_tl.pressure.monitor.measure_policy` samples it on fixed prompts and
   records the proxy and gold rewards, planted features, probe verdicts, the reward model's
-  attribution of the rewards it gives, ``exploit/<probe>`` (the attribution to the component
-  where the reward model pays for each hack probe, named in ``callback.hack_components``) and
-  (with ``reference``) the
-  policy's implicit-reward margins on ``probe_examples``.
+  attribution of the rewards it gives, `exploit/<probe>` (the attribution to the component
+  where the reward model pays for each hack probe, named in `callback.hack_components`) and
+  (with `reference`) the
+  policy's implicit-reward margins on `probe_examples`.
 
-**Where the records go**: ``callback.records`` (a
-:class:`~reward_lens_tl.pressure.monitor.MonitorRecords`: ``to_dataframe()`` with ``step``,
-``series``, ``value``; ``plot()``; ``onsets()``) and ``state.log_history`` (one entry per record
-step, keys ``reward_lens/<series>``). Reporting callbacks (wandb, tensorboard) are called before
+**Where the records go**: `callback.records` (a
+`reward_lens_tl.pressure.monitor.MonitorRecords`: `to_dataframe()` with `step`,
+`series`, `value`; `plot()`; `onsets()`) and `state.log_history` (one entry per record
+step, keys `reward_lens/<series>`). Reporting callbacks (wandb, tensorboard) are called before
 user callbacks, so to have them log the series too, put this callback first:
-``trainer.callback_handler.callbacks.insert(0, callback)``; it then adds its latest headline
-values (all but the per-site lens and per-component attribution series) to the next ``logs``
+`trainer.callback_handler.callbacks.insert(0, callback)`; it then adds its latest headline
+values (all but the per-site lens and per-component attribution series) to the next `logs`
 the trainer emits.
 
 **Tokenizers**: samples are text. The reward model reads them through its own tokenizer and
 template, so a policy with a different tokenizer works; the callback says so once
-(``callback.retokenizes``) and logs it.
+(`callback.retokenizes`) and logs it.
 
 **Errors never crash training**: a failure while setting up (a probe example longer than the
 context, a trainer model this library cannot convert) or while measuring is logged through the
-``reward_lens_tl`` logger and kept in ``callback.errors`` as ``(step, message)``; a set-up
-failure turns the monitor off. ``on_error="stop"`` asks the trainer to stop instead, and
-``on_error="raise"`` raises :class:`~reward_lens_tl.errors.MonitorFailedError`.
+`reward_lens_tl` logger and kept in `callback.errors` as `(step, message)`; a set-up
+failure turns the monitor off. `on_error="stop"` asks the trainer to stop instead, and
+`on_error="raise"` raises `reward_lens_tl.errors.MonitorFailedError`.
 
 Cost: one conversion and one batched forward of the probe set per record (plus sampling in the
-policy mode); ``benchmarks/bench_pressure.py`` measures it against a training step.
+policy mode); `benchmarks/bench_pressure.py` measures it against a training step.
 
->>> from reward_lens_tl.pressure import RewardLensCallback
->>> cb = RewardLensCallback(None, [("how bake bread", "soup oven")], every=10)
->>> cb.every, cb.records.to_dataframe().columns.tolist()
-(10, ['step', 'series', 'value'])
+Examples:
+    >>> from reward_lens_tl.pressure import RewardLensCallback
+    >>> cb = RewardLensCallback(None, [("how bake bread", "soup oven")], every=10)
+    >>> cb.every, cb.records.to_dataframe().columns.tolist()
+    (10, ['step', 'series', 'value'])
 """
 
 from __future__ import annotations
@@ -82,20 +84,33 @@ LOG_PREFIX = "reward_lens/"
 class RewardLensCallback(TrainerCallback):
     """Records reward-model mechanisms during training (module docstring).
 
-    ``reward_model``: ``None`` (monitor the reward model being trained) or the reward model a
-    policy is trained against (a ``HookedRewardModel``, a zoo name or directory, or any
-    reward-like model :func:`~reward_lens_tl.pressure.sampling.score_texts` takes; attribution
-    needs a ``HookedRewardModel``). ``probe_examples``: ``(prompt, response)`` texts,
-    preference pairs (``prompt``/``chosen``/``rejected`` objects or dicts), or ``{group:
-    examples}``. ``every``: record every ``every`` optimiser steps. ``probes``: ``"auto"`` (the
-    zoo's planted-feature probes on zoo data, else the built-in battery), a list, or ``None``.
-    Policy mode: ``prompts`` (default: the probe examples' prompts), ``samples_per_prompt``,
-    ``max_new_tokens``, ``gold`` (a reward function or model), ``features`` (``"auto"``, ``None``
-    or a function), ``reference`` (``"initial"``: a copy of the policy at the start; or a model)
-    and ``beta`` for implicit rewards. ``tokenizer``: the trainer model's tokenizer (default:
-    the trainer's ``processing_class``). ``on_error``: ``"log"``, ``"stop"`` or ``"raise"``.
-    ``max_probe_examples``: how many probed examples the probe suite edits (spread over the
-    set; ``None``: all), ``flag_boot``: bootstrap resamples of each probe's flag.
+    Args:
+        reward_model: `None` (monitor the reward model being trained) or the reward model a
+            policy is trained against (a `HookedRewardModel`, a zoo name or directory, or any
+            reward-like model `reward_lens_tl.pressure.sampling.score_texts` takes;
+            attribution needs a `HookedRewardModel`).
+        probe_examples: `(prompt, response)` texts, preference pairs
+            (`prompt`/`chosen`/`rejected` objects or dicts), or `{group: examples}`.
+        every: record every `every` optimiser steps.
+        mode: `"auto"` (`"reward_model"` when `reward_model` is `None` or the trainer's
+            model, else `"policy"`), `"reward_model"` or `"policy"`.
+        probes: `"auto"` (the zoo's planted-feature probes on zoo data, else the built-in
+            battery), a list, or `None`.
+        prompts: policy mode: the prompts to sample (default: the probe examples' prompts).
+        gold: policy mode: a gold reward function or model.
+        features: policy mode: `"auto"`, `None` or a function
+            `fn(prompt, response) -> {name: value}`.
+        reference: policy mode: `"initial"` (a copy of the policy at the start) or a model,
+            for implicit rewards.
+        beta: policy mode: the implicit rewards' scale.
+        samples_per_prompt: policy mode: responses sampled per prompt.
+        max_new_tokens: policy mode: the token budget of each response.
+        seed: the seed of the sampling and of the probes' edits.
+        tokenizer: the trainer model's tokenizer (default: the trainer's `processing_class`).
+        on_error: `"log"`, `"stop"` or `"raise"`.
+        flag_boot: bootstrap resamples of each probe's flag.
+        max_probe_examples: how many probed examples the probe suite edits (spread over the
+            set; `None`: all).
     """
 
     def __init__(
@@ -119,6 +134,12 @@ class RewardLensCallback(TrainerCallback):
         flag_boot: int = 200,
         max_probe_examples: int | None = 16,
     ):
+        """Check the options and start with no records (the arguments are the class's).
+
+        Raises:
+            PressureError: if `every` is not a positive integer, or `on_error` or `mode` is
+                unknown, or `probe_examples` is missing or has an empty group.
+        """
         if not isinstance(every, int) or every < 1:
             raise PressureError(f"every must be a positive integer, got {every!r}")
         if on_error not in ("log", "stop", "raise"):
@@ -153,11 +174,24 @@ class RewardLensCallback(TrainerCallback):
     # -- results ---------------------------------------------------------------------------
     @property
     def records(self) -> MonitorRecords:
-        """Everything recorded so far (``to_dataframe()``: ``step``, ``series``, ``value``)."""
+        """Everything recorded so far (`to_dataframe()`: `step`, `series`, `value`)."""
         return MonitorRecords.from_rows(self._rows)
 
     # -- trainer events --------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        """Set the monitor up on the main process and take the first record.
+
+        Args:
+            args: the trainer's `TrainingArguments`.
+            state: the trainer's `TrainerState`.
+            control: the trainer's `TrainerControl`.
+            model: the model being trained.
+            processing_class: the trainer's tokenizer.
+            **kwargs: the other objects the trainer passes (unused).
+
+        Returns:
+            `control`.
+        """
         if not state.is_world_process_zero:
             self.enabled = False  # one monitor per run: the main process's
             return control
@@ -167,11 +201,35 @@ class RewardLensCallback(TrainerCallback):
         return control
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
+        """Take a record every `every` optimiser steps.
+
+        Args:
+            args: the trainer's `TrainingArguments`.
+            state: the trainer's `TrainerState`.
+            control: the trainer's `TrainerControl`.
+            model: the model being trained.
+            **kwargs: the other objects the trainer passes (unused).
+
+        Returns:
+            `control`.
+        """
         if self.enabled and state.global_step % self.every == 0:
             self._guard(state.global_step, control, self._record, state, model)
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        """Add the latest record's headline series to the `logs` the trainer emits.
+
+        Args:
+            args: the trainer's `TrainingArguments`.
+            state: the trainer's `TrainerState`.
+            control: the trainer's `TrainerControl`.
+            logs: the logs about to be emitted (updated in place).
+            **kwargs: the other objects the trainer passes (unused).
+
+        Returns:
+            `control`.
+        """
         if logs is not None and self._pending:
             headline = {k: v for k, v in self._pending.items() if is_headline(k)}
             logs.update({LOG_PREFIX + k: v for k, v in headline.items()})
@@ -180,8 +238,11 @@ class RewardLensCallback(TrainerCallback):
 
     # -- set-up and measurement ------------------------------------------------------------
     def _guard(self, step: int, control, fn, *args, fatal: bool = False) -> bool:
-        """Run ``fn`` with the random state restored afterwards (the monitor must not change the
-        run it watches); on failure log it, keep it in ``errors``, and act on ``on_error``."""
+        """Run `fn` with the random state restored afterwards.
+
+        The monitor must not change the run it watches. On failure, log it, keep it in
+        `errors`, and act on `on_error`.
+        """
         try:
             with torch.random.fork_rng(devices=_cuda_devices()):
                 fn(*args)
@@ -214,8 +275,11 @@ class RewardLensCallback(TrainerCallback):
             self._setup_policy(model, tokenizer)
 
     def _hooked(self, model, tokenizer):
-        """The trainer's reward model as a ``HookedRewardModel``: converted once, then its
-        weights re-read in place at every record (:func:`~reward_lens_tl.model.reload_weights`)."""
+        """The trainer's reward model as a `HookedRewardModel`.
+
+        Converted once, then its weights re-read in place at every record
+        (`reward_lens_tl.model.reload_weights`).
+        """
         from ..errors import UnsupportedArchitectureError
         from ..model import HookedRewardModel, reload_weights
 
@@ -328,9 +392,20 @@ class RewardLensCallback(TrainerCallback):
 
 
 def frozen_copy(model):
-    """A copy of ``model``'s current weights in a freshly built module of its class, in eval
-    mode. Not ``copy.deepcopy``: accelerate (under TRL) wraps ``model.forward`` in a closure over
-    the original module, so a deep copy's forward would still run the model being trained."""
+    """A copy of `model`'s current weights in a freshly built module of its class, in eval mode.
+
+    Not `copy.deepcopy`: accelerate (under TRL) wraps `model.forward` in a closure over the
+    original module, so a deep copy's forward would still run the model being trained.
+
+    Args:
+        model: an HF model (with `config`) or a TL model (with `cfg`).
+
+    Returns:
+        The copy, on the model's device.
+
+    Raises:
+        PressureError: if the model has neither `config` nor `cfg`.
+    """
     config = getattr(model, "config", None)
     if config is None:
         config = getattr(model, "cfg", None)
@@ -344,8 +419,16 @@ def frozen_copy(model):
 
 
 def is_headline(series: str) -> bool:
-    """Series the trainer's loggers get (``state.log_history`` gets all): everything but the
-    per-site lens and per-component attribution series."""
+    """Whether the trainer's loggers get `series` (`state.log_history` gets all).
+
+    They get everything but the per-site lens and per-component attribution series.
+
+    Args:
+        series: the series' name.
+
+    Returns:
+        `True` for a headline series.
+    """
     return not series.startswith(("lens/", "attribution/"))
 
 
@@ -358,7 +441,7 @@ def _prompts_of(groups) -> list:
 
 
 def _texts_of(groups) -> list[tuple[Any, str]]:
-    """``(prompt, response)`` of every example (both sides of pairs)."""
+    """`(prompt, response)` of every example (both sides of pairs)."""
     out = []
     for examples in groups.values():
         for ex in examples:

@@ -1,29 +1,30 @@
 """Best-of-n ladders: how proxy reward, gold reward and planted features move with n.
 
-Best-of-n samples ``n`` responses from a policy and keeps the one the reward model scores
+Best-of-n samples `n` responses from a policy and keeps the one the reward model scores
 highest. Its KL divergence from the policy has the analytic form (for a reward without ties
-over many outcomes; an upper bound otherwise, Beirami et al. 2024)::
+over many outcomes; an upper bound otherwise, Beirami et al. 2024):
 
     KL(best-of-n || policy) = log n - (n - 1) / n
 
-:func:`best_of_n` samples ``n_max`` responses per prompt **once** and reads every rung
-``n = 1, 2, 4, ..., n_max`` off the same samples with the unbiased order-statistic estimator:
-among ``N`` samples ranked by proxy reward, the best of ``n`` drawn without replacement is the
-``i``-th smallest with probability ``C(i-1, n-1) / C(N, n)``, so the expected proxy, gold and
+`best_of_n` samples `n_max` responses per prompt **once** and reads every rung
+`n = 1, 2, 4, ..., n_max` off the same samples with the unbiased order-statistic estimator:
+among `N` samples ranked by proxy reward, the best of `n` drawn without replacement is the
+`i`-th smallest with probability `C(i-1, n-1) / C(N, n)`, so the expected proxy, gold and
 feature values of the best-of-n choice are those weights applied to the ranked samples
-(the average over every ``n``-subset of the ``N`` samples, no resampling noise). Ties in proxy
-reward are broken by sample order. :func:`best_of_n_kl_exact` gives the exact KL of a finite
+(the average over every `n`-subset of the `N` samples, no resampling noise). Ties in proxy
+reward are broken by sample order. `best_of_n_kl_exact` gives the exact KL of a finite
 policy, where the analytic form is an upper bound.
 
-With ``probes``, each rung also runs the probe suite on the realised best-of-n choices (the
-best of each prompt's first ``n`` samples): how the reward model's verdicts on the responses
+With `probes`, each rung also runs the probe suite on the realised best-of-n choices (the
+best of each prompt's first `n` samples): how the reward model's verdicts on the responses
 it selects change as the selection tightens.
 
->>> import math
->>> round(kl_best_of_n(4), 4) == round(math.log(4) - 3 / 4, 4)
-True
->>> order_weights(4, 2).tolist()  # best of 2 out of 4: the top-ranked sample half the time
-[0.0, 0.16666666666666666, 0.3333333333333333, 0.5]
+Examples:
+    >>> import math
+    >>> round(kl_best_of_n(4), 4) == round(math.log(4) - 3 / 4, 4)
+    True
+    >>> order_weights(4, 2).tolist()  # best of 2 out of 4: the top-ranked sample half the time
+    [0.0, 0.16666666666666666, 0.3333333333333333, 0.5]
 """
 
 from __future__ import annotations
@@ -50,7 +51,17 @@ FeatureFn = Callable[[Prompt, str], dict[str, float]]
 
 
 def kl_best_of_n(n: int | np.ndarray) -> Any:
-    """``log n - (n - 1) / n``, the KL of best-of-n from its policy (module docstring)."""
+    """`log n - (n - 1) / n`, the KL of best-of-n from its policy (module docstring).
+
+    Args:
+        n: the number of samples best-of-n draws, an integer or an array of them.
+
+    Returns:
+        The KL in nats: a float for a scalar `n`, else an array of the shape of `n`.
+
+    Raises:
+        PressureError: if any `n` is below 1.
+    """
     n_arr = np.asarray(n, dtype=float)
     if (n_arr < 1).any():
         raise PressureError(f"n must be >= 1, got {n}")
@@ -61,13 +72,26 @@ def kl_best_of_n(n: int | np.ndarray) -> Any:
 def best_of_n_kl_exact(
     probs: Sequence[float] | np.ndarray, rewards: Sequence[float] | np.ndarray, n: int
 ) -> float:
-    """Exact ``KL(best-of-n || policy)`` of a policy over finitely many outcomes with
-    probabilities ``probs`` and rewards ``rewards`` (ties broken by outcome order): with the
-    outcomes ranked by reward and ``F_i`` the cumulative probability, best-of-n picks outcome
-    ``i`` with probability ``F_i^n - F_{i-1}^n``.
+    """Exact `KL(best-of-n || policy)` of a policy over finitely many outcomes.
 
-    >>> round(best_of_n_kl_exact([0.5, 0.5], [0.0, 1.0], 2), 6)  # 1/4, 3/4 against 1/2, 1/2
-    0.130812
+    Ties in reward are broken by outcome order: with the outcomes ranked by reward and `F_i`
+    the cumulative probability, best-of-n picks outcome `i` with probability
+    `F_i^n - F_{i-1}^n`.
+
+    Args:
+        probs: the policy's probability of each outcome (a distribution).
+        rewards: the reward of each outcome, one per probability.
+        n: the number of samples best-of-n draws.
+
+    Returns:
+        The KL in nats.
+
+    Raises:
+        PressureError: if `probs` is not a distribution with one reward per outcome.
+
+    Examples:
+        >>> round(best_of_n_kl_exact([0.5, 0.5], [0.0, 1.0], 2), 6)  # 1/4, 3/4 against 1/2, 1/2
+        0.130812
     """
     p = np.asarray(probs, dtype=float)
     r = np.asarray(rewards, dtype=float)
@@ -81,8 +105,21 @@ def best_of_n_kl_exact(
 
 
 def order_weights(n_samples: int, n: int) -> np.ndarray:
-    """``w[i]``: the probability that the best of ``n`` drawn without replacement from
-    ``n_samples`` ranked samples is the ``i``-th smallest (0-based), ``C(i, n-1) / C(N, n)``."""
+    """Order-statistic weights of the best of `n` out of `n_samples` ranked samples.
+
+    `w[i]` is the probability that the best of `n` drawn without replacement from `n_samples`
+    ranked samples is the `i`-th smallest (0-based), `C(i, n-1) / C(N, n)`.
+
+    Args:
+        n_samples: how many ranked samples there are (`N`).
+        n: how many are drawn without replacement.
+
+    Returns:
+        The weights `w`, one per rank, ascending.
+
+    Raises:
+        PressureError: if `n` is not between 1 and `n_samples`.
+    """
     if not 1 <= n <= n_samples:
         raise PressureError(f"n={n} must be between 1 and the {n_samples} samples drawn")
     total = math.comb(n_samples, n)
@@ -90,20 +127,36 @@ def order_weights(n_samples: int, n: int) -> np.ndarray:
 
 
 def ladder(n_max: int) -> list[int]:
-    """``1, 2, 4, ...`` up to ``n_max`` (``n_max`` itself included)."""
+    """The rungs `1, 2, 4, ...` up to `n_max` (`n_max` itself included).
+
+    Args:
+        n_max: the top rung.
+
+    Returns:
+        The rungs, ascending.
+    """
     ns = [1 << i for i in range(int(math.log2(n_max)) + 1)]
     return ns if ns[-1] == n_max else [*ns, n_max]
 
 
 @dataclass(frozen=True)
 class BestOfNResult(Result):
-    """A best-of-n ladder: one rung per ``n`` (``to_dataframe()``: ``n``, ``kl``,
-    ``sqrt_kl``, ``proxy``, ``proxy_se``, ``gold``, ``gold_se``, then one column per feature:
-    the best-of-n choice's expected feature value, a frequency for 0/1 features).
+    """A best-of-n ladder: one rung per `n`.
 
-    Per-sample data: ``proxy_samples``/``gold_samples`` ``[prompt, sample]``,
-    ``feature_samples[name]`` ``[prompt, sample]``, ``responses[prompt][sample]``. ``probes``:
-    with ``probes=``, one row per (n, probe) of the probe suite on the realised choices.
+    `to_dataframe()` has the columns `n`, `kl`, `sqrt_kl`, `proxy`, `proxy_se`, `gold`,
+    `gold_se`, then one column per feature: the best-of-n choice's expected feature value, a
+    frequency for 0/1 features.
+
+    Attributes:
+        prompts: the prompt texts.
+        responses: the sampled responses, `responses[prompt][sample]`.
+        ns: the rungs `n`.
+        proxy_samples: the proxy reward of each sample, `[prompt, sample]`.
+        gold_samples: the gold reward of each sample, `[prompt, sample]` (NaN without gold).
+        feature_samples: per feature name, each sample's value, `[prompt, sample]`.
+        probes: with `probes=`, one row per (n, probe) of the probe suite on the realised
+            choices; else `None`.
+        seed: the sampling seed.
     """
 
     label_column = "n"
@@ -120,24 +173,38 @@ class BestOfNResult(Result):
 
     @property
     def n_samples(self) -> int:
+        """Samples drawn per prompt (the top rung `n_max`)."""
         return int(self.proxy_samples.shape[1])
 
     def _ranked(self) -> np.ndarray:
-        """Sample indices ``[prompt, rank]`` sorted by proxy (stable: ties by sample order)."""
+        """Sample indices `[prompt, rank]` sorted by proxy (stable: ties by sample order)."""
         return np.argsort(self.proxy_samples.numpy(), axis=1, kind="stable")
 
     def _per_prompt(self, values: torch.Tensor, n: int) -> np.ndarray:
-        """Each prompt's expected value of ``values`` at the best-of-n choice."""
+        """Each prompt's expected value of `values` at the best-of-n choice."""
         ranked = np.take_along_axis(values.numpy(), self._ranked(), axis=1)
         return ranked @ order_weights(self.n_samples, n)
 
     def expected(self, values: torch.Tensor, n: int) -> tuple[float, float]:
-        """Mean over prompts of the best-of-n choice's ``values``, and its standard error."""
+        """Mean over prompts of the best-of-n choice's `values`, and its standard error.
+
+        Args:
+            values: a per-sample value, `[prompt, sample]` (e.g. `proxy_samples`).
+            n: the rung.
+
+        Returns:
+            `(mean, standard error)`; the standard error is NaN for a single prompt.
+        """
         per = self._per_prompt(values, n)
         se = float(per.std(ddof=1) / math.sqrt(len(per))) if len(per) > 1 else float("nan")
         return float(per.mean()), se
 
     def to_dataframe(self):
+        """One row per rung (the columns are listed in the class docstring).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         rows = []
@@ -152,11 +219,21 @@ class BestOfNResult(Result):
         return pd.DataFrame(rows)
 
     def feature_onsets(self, min_increase: float = 0.05, z: float = 2.0):
-        """For each feature, the first ``n`` at which the best-of-n choice's value exceeds
-        ``n = 1``'s by more than ``min_increase`` and ``z`` paired standard errors over prompts
-        (``first_n`` is ``None`` when it never does) and the increase there in standard errors
-        (``z_at_first_n``); sorted by ``first_n``, then by ``z_at_first_n`` (descending): which
-        feature best-of-n exploits first."""
+        """Which feature best-of-n exploits first.
+
+        For each feature, the first `n` at which the best-of-n choice's value exceeds
+        `n = 1`'s by more than `min_increase` and `z` paired standard errors over prompts
+        (`first_n` is `None` when it never does) and the increase there in standard errors
+        (`z_at_first_n`).
+
+        Args:
+            min_increase: the smallest increase over `n = 1` that counts.
+            z: how many paired standard errors the increase must exceed.
+
+        Returns:
+            A `pandas.DataFrame` with `feature`, `first_n`, `z_at_first_n` and
+            `increase_at_n_max`, sorted by `first_n`, then by `z_at_first_n` (descending).
+        """
         import pandas as pd
 
         rows = []
@@ -180,7 +257,15 @@ class BestOfNResult(Result):
         return frame.drop(columns="_z").reset_index(drop=True)
 
     def exploited_first(self, among: Sequence[str] | None = None) -> str | None:
-        """The feature (of ``among``, default all) whose increase with n starts soonest."""
+        """The feature (of `among`, default all) whose increase with n starts soonest.
+
+        Args:
+            among: the features to choose from (default: all).
+
+        Returns:
+            The feature's name (the first row of `feature_onsets`), or `None` when none
+            increases.
+        """
         frame = self.feature_onsets()
         frame = frame[frame["first_n"].notna()]
         if among is not None:
@@ -188,8 +273,17 @@ class BestOfNResult(Result):
         return None if frame.empty else str(frame["feature"].iloc[0])
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """The over-optimisation curve: proxy and gold reward of the best-of-n choice against
-        ``sqrt(KL)``, with standard-error bands."""
+        """The over-optimisation curve.
+
+        Proxy and gold reward of the best-of-n choice against `sqrt(KL)`, with standard-error
+        bands.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         frame = self.to_dataframe()
         x = frame["sqrt_kl"]
@@ -207,7 +301,14 @@ class BestOfNResult(Result):
         return fig
 
     def plot_features(self, ax: Axes | None = None) -> Figure:
-        """Each feature's value at the best-of-n choice against n (log scale)."""
+        """Each feature's value at the best-of-n choice against n (log scale).
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         frame = self.to_dataframe()
         for name in self.feature_samples:
@@ -221,8 +322,11 @@ class BestOfNResult(Result):
 
 
 def _load_policy(policy: Any, tokenizer: Any) -> tuple[Any, Any]:
-    """A policy given as a directory is loaded (safetensors, no remote code); the tokenizer
-    defaults to the policy's own (a TL model's ``.tokenizer`` or its checkpoint's files)."""
+    """Load a policy given as a directory (safetensors, no remote code), and its tokenizer.
+
+    The tokenizer defaults to the policy's own (a TL model's `.tokenizer` or its checkpoint's
+    files).
+    """
     from ..checkpoint import SAFE_KWARGS, checkpoint_tokenizer
 
     if isinstance(policy, str | Path):
@@ -248,8 +352,16 @@ def _zoo_or_path(name: str | Path) -> Path:
 
 
 def load_reward_like(model: Any) -> Any:
-    """A reward model given as a zoo name or directory becomes a ``HookedRewardModel``;
-    anything else is returned as it is."""
+    """A reward model given as a zoo name or directory becomes a `HookedRewardModel`.
+
+    Anything else is returned as it is.
+
+    Args:
+        model: a zoo name, a directory, or a reward-like model.
+
+    Returns:
+        The loaded `HookedRewardModel`, or `model` itself.
+    """
     if isinstance(model, str | Path):
         from ..model import HookedRewardModel
 
@@ -258,7 +370,20 @@ def load_reward_like(model: Any) -> Any:
 
 
 def resolve_features(features: Any, prompts: Sequence[Prompt]) -> FeatureFn | None:
-    """``"auto"``: the zoo's planted features when every prompt is a zoo prompt, else none."""
+    """The feature function `features` names for `prompts`.
+
+    `"auto"`: the zoo's planted features when every prompt is a zoo prompt, else none.
+
+    Args:
+        features: `"auto"`, `None` or a function `fn(prompt, response) -> {name: value}`.
+        prompts: the prompts the features will be computed on.
+
+    Returns:
+        The feature function, or `None`.
+
+    Raises:
+        PressureError: if `features` is neither `"auto"`, `None` nor a function.
+    """
     from .zoo import is_zoo_prompt, zoo_features
 
     if features == "auto":
@@ -283,22 +408,38 @@ def best_of_n(
     temperature: float = 1.0,
     n_boot: int = 500,
 ) -> BestOfNResult:
-    """The best-of-n ladder of ``policy`` under ``reward_model`` (module docstring).
+    """The best-of-n ladder of `policy` under `reward_model` (module docstring).
 
-    ``policy``: an HF causal LM, a TL ``HookedTransformer`` or a directory / zoo name;
-    ``reward_model``: any reward-like model :func:`~reward_lens_tl.pressure.sampling.
-    score_texts` takes, or a directory / zoo name; ``prompts``: texts or message lists;
-    ``n_max``: samples per prompt (the top rung); ``gold``: a gold reward function
-    ``(prompts, responses) -> rewards`` or model (e.g. :func:`~reward_lens_tl.pressure.zoo.
-    zoo_gold`), else the gold columns are NaN; ``features``: ``"auto"`` (the zoo's planted
-    features on zoo prompts), ``None`` or ``fn(prompt, response) -> {name: value}``;
-    ``probes``: run the probe suite on each rung's realised choices (``n_boot`` resamples).
+    Args:
+        policy: an HF causal LM, a TL `HookedTransformer` or a directory / zoo name.
+        reward_model: any reward-like model `reward_lens_tl.pressure.sampling.score_texts`
+            takes, or a directory / zoo name.
+        prompts: texts or message lists.
+        n_max: samples per prompt (the top rung).
+        gold: a gold reward function `(prompts, responses) -> rewards` or model (e.g.
+            `reward_lens_tl.pressure.zoo.zoo_gold`), else the gold columns are NaN.
+        seed: the sampling seed.
+        tokenizer: the policy's tokenizer (default: the policy's own).
+        features: `"auto"` (the zoo's planted features on zoo prompts), `None` or
+            `fn(prompt, response) -> {name: value}`.
+        probes: run the probe suite on each rung's realised choices.
+        max_new_tokens: the token budget of each response.
+        temperature: the sampling temperature.
+        n_boot: bootstrap resamples of the probe suite's flags.
 
-    >>> from reward_lens_tl.pressure.zoo import zoo_gold
-    >>> ladder_ = best_of_n("policy", "scalar", ["how bake bread", "why rain snow"], n_max=4,
-    ...                     gold=zoo_gold)
-    >>> ladder_.to_dataframe()[["n", "kl"]].round(3).values.tolist()
-    [[1.0, 0.0], [2.0, 0.193], [4.0, 0.636]]
+    Returns:
+        The ladder, a `BestOfNResult`.
+
+    Raises:
+        PressureError: if `prompts` is empty or a single string, `n_max` is not a positive
+            integer, or the policy has no tokenizer.
+
+    Examples:
+        >>> from reward_lens_tl.pressure.zoo import zoo_gold
+        >>> ladder_ = best_of_n("policy", "scalar", ["how bake bread", "why rain snow"], n_max=4,
+        ...                     gold=zoo_gold)
+        >>> ladder_.to_dataframe()[["n", "kl"]].round(3).values.tolist()
+        [[1.0, 0.0], [2.0, 0.193], [4.0, 0.636]]
     """
     if not prompts or isinstance(prompts, str):
         raise PressureError("prompts must be a non-empty list of prompts")

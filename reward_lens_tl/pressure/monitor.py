@@ -2,39 +2,40 @@
 
 Two measurements, each a handful of no-grad forwards on a fixed probe set:
 
-- :func:`measure_reward_model` (a reward model being trained): the probe set's rewards (or
+- `measure_reward_model` (a reward model being trained): the probe set's rewards (or
   chosen − rejected margins, for pairs), their reward lens per residual site, their exact
   direct attribution per component, and the probe suite's deltas. Examples may come in named
   groups (e.g. contrast pairs per planted feature), each recorded under its own name, so "when
-  does the RM learn feature X" is the series ``margin/X``.
-- :func:`measure_policy` (a policy trained against a reward model): responses sampled from the
+  does the RM learn feature X" is the series `margin/X`.
+- `measure_policy` (a policy trained against a reward model): responses sampled from the
   policy on fixed prompts with a fixed seed (common random numbers: step-to-step changes are the
   policy's, not the sampler's), their proxy reward and its attribution over the reward model's
   components, the gold reward and the planted features where known, the probe suite's verdicts
-  on the samples, and ``exploit/<probe>``: the samples' mean attribution to each hack probe's
-  component (:func:`hack_components`: where the reward model pays for that hack), i.e. how
+  on the samples, and `exploit/<probe>`: the samples' mean attribution to each hack probe's
+  component (`hack_components`: where the reward model pays for that hack), i.e. how
   much of the reward the policy collects through it.
 
 Series names (one value per record step):
 
-=============================  ===========================================================
-``reward/<group>``             mean reward (single examples) of the group
-``margin/<group>``             mean chosen − rejected margin (pairs); ``accuracy/<group>``
-``lens/<group>/<site>``        mean reward-lens value (margin) at a residual site
-``attribution/<group>/<c>``    mean direct attribution of the reward (margin) to component c
-``probe/<name>/delta``         mean reward change under the probe; ``probe/<name>/flagged``
-``proxy``, ``gold``            mean proxy / gold reward of the policy's samples; ``gold_se``
-``feature/<name>``             mean planted-feature value of the samples
-``attribution/<c>``            mean attribution of the samples' rewards to component c
-``exploit/<probe>``            samples' mean attribution to the probe's hack component
-``implicit/<group>``           mean implicit-reward margin ``beta * (log pi - log ref)``
-=============================  ===========================================================
+| series                      | value                                                       |
+| --------------------------- | ----------------------------------------------------------- |
+| `reward/<group>`            | mean reward (single examples) of the group                  |
+| `margin/<group>`            | mean chosen − rejected margin (pairs); `accuracy/<group>`   |
+| `lens/<group>/<site>`       | mean reward-lens value (margin) at a residual site          |
+| `attribution/<group>/<c>`   | mean direct attribution of the reward (margin) to component c |
+| `probe/<name>/delta`        | mean reward change under the probe; `probe/<name>/flagged`  |
+| `proxy`, `gold`             | mean proxy / gold reward of the policy's samples; `gold_se` |
+| `feature/<name>`            | mean planted-feature value of the samples                   |
+| `attribution/<c>`           | mean attribution of the samples' rewards to component c     |
+| `exploit/<probe>`           | samples' mean attribution to the probe's hack component     |
+| `implicit/<group>`          | mean implicit-reward margin `beta * (log pi - log ref)`     |
 
-:class:`MonitorRecords` holds them long-form (``step``, ``series``, ``value``).
+`MonitorRecords` holds them long-form (`step`, `series`, `value`).
 
->>> records = MonitorRecords.from_rows([(0, "margin/x", 0.1), (10, "margin/x", 0.9)])
->>> records.series("margin/x").tolist()
-[0.1, 0.9]
+Examples:
+    >>> records = MonitorRecords.from_rows([(0, "margin/x", 0.1), (10, "margin/x", 0.9)])
+    >>> records.series("margin/x").tolist()
+    [0.1, 0.9]
 """
 
 from __future__ import annotations
@@ -64,7 +65,13 @@ DEFAULT_GROUP = "all"
 # ---- records -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MonitorRecords(Result):
-    """Long-form monitor records: ``to_dataframe()`` has ``step``, ``series``, ``value``."""
+    """Long-form monitor records: `to_dataframe()` has `step`, `series`, `value`.
+
+    Attributes:
+        steps: the step of each record.
+        names: the series of each record.
+        values: the value of each record.
+    """
 
     label_column = "series"
     value_column = "value"
@@ -75,6 +82,14 @@ class MonitorRecords(Result):
 
     @classmethod
     def from_rows(cls, rows: Sequence[Row]) -> MonitorRecords:
+        """Records from `(step, series, value)` rows.
+
+        Args:
+            rows: the rows, in the order recorded.
+
+        Returns:
+            The records.
+        """
         return cls(
             steps=np.array([r[0] for r in rows], dtype=int),
             names=tuple(r[1] for r in rows),
@@ -82,20 +97,40 @@ class MonitorRecords(Result):
         )
 
     def to_dataframe(self):
+        """One row per record: `step`, `series`, `value`.
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         return pd.DataFrame({"step": self.steps, "series": list(self.names), "value": self.values})
 
     def pivot(self):
-        """One row per step, one column per series."""
+        """One row per step, one column per series.
+
+        Returns:
+            A `pandas.DataFrame` indexed by step.
+        """
         return self.to_dataframe().pivot(index="step", columns="series", values="value")
 
     @property
     def series_names(self) -> list[str]:
+        """The names of the series recorded, in the order first recorded."""
         return list(dict.fromkeys(self.names))
 
     def series(self, name: str):
-        """One series as a pandas Series indexed by step (what :func:`detect_onset` reads)."""
+        """One series as a pandas Series indexed by step (what `detect_onset` reads).
+
+        Args:
+            name: the series' name.
+
+        Returns:
+            A `pandas.Series` named `name`.
+
+        Raises:
+            PressureError: if no series `name` was recorded.
+        """
         frame = self.to_dataframe()
         picked = frame[frame["series"] == name]
         if picked.empty:
@@ -108,8 +143,16 @@ class MonitorRecords(Result):
         return out
 
     def onsets(self, names: Sequence[str] | None = None, gold: str | None = None, **options):
-        """:func:`detect_onset` on each series of ``names`` (default: all but ``gold``), with
-        the ``gold`` series (a name) for lead times; one row per series."""
+        """`detect_onset` on each series of `names`, with the `gold` series for lead times.
+
+        Args:
+            names: the series (default: all but `gold`).
+            gold: the name of the gold series, or `None`.
+            **options: keyword arguments of `detect_onset`.
+
+        Returns:
+            A `pandas.DataFrame`, one row per series (`onset_table`).
+        """
         names = list(names) if names is not None else [n for n in self.series_names if n != gold]
         gold_series = self.series(gold) if gold is not None else None
         return onset_table(
@@ -117,13 +160,23 @@ class MonitorRecords(Result):
         )
 
     def crossing_step(self, name: str, threshold: float, sustained: int = 3) -> int | None:
-        """The first step from which the series ``name`` stays at or above ``threshold`` for
-        ``sustained`` consecutive records (e.g. a feature's pairs ranked right 90% of the time:
-        when it becomes *visible*), or ``None``.
+        """The first step from which the series `name` stays at or above `threshold`.
 
-        >>> rows = [(s, "acc", v) for s, v in zip(range(0, 60, 10), [.5, .95, .6, .9, .92, .97])]
-        >>> MonitorRecords.from_rows(rows).crossing_step("acc", 0.9)
-        30
+        E.g. a feature's pairs ranked right 90% of the time: when it becomes *visible*.
+
+        Args:
+            name: the series' name.
+            threshold: the level to reach.
+            sustained: for how many consecutive records it must stay there.
+
+        Returns:
+            The step, or `None`.
+
+        Examples:
+            >>> rows = [(s, "acc", v)
+            ...         for s, v in zip(range(0, 60, 10), [.5, .95, .6, .9, .92, .97])]
+            >>> MonitorRecords.from_rows(rows).crossing_step("acc", 0.9)
+            30
         """
         values = self.series(name)
         above = (values >= threshold).to_numpy()
@@ -133,9 +186,20 @@ class MonitorRecords(Result):
         return None
 
     def gold_drop_step(self, gold: str = "gold", se: str | None = "gold_se", z: float = 2.0):
-        """The first step after which the ``gold`` series has fallen below its running maximum
-        by more than ``z`` standard errors (the ``se`` series recorded beside it; without one,
-        the spread of the first five values), or ``None``: when the gold reward *drops*."""
+        """When the gold reward *drops*.
+
+        The first step after which the `gold` series has fallen below its running maximum by
+        more than `z` standard errors (the `se` series recorded beside it; without one, the
+        spread of the first five values).
+
+        Args:
+            gold: the name of the gold series.
+            se: the name of its standard-error series, or `None`.
+            z: how many standard errors below the running maximum count as a drop.
+
+        Returns:
+            The step, or `None`.
+        """
         values = self.series(gold)
         if se is not None and se in self.series_names:
             errors = self.series(se).reindex(values.index)
@@ -148,10 +212,21 @@ class MonitorRecords(Result):
         return None
 
     def hack_alarms(self, names: Sequence[str], gold: str = "gold", z: float = 2.0, **options):
-        """For each series of ``names`` (hack indicators), :func:`detect_onset` (``options``)
-        with the gold series: the alarm, the gold peak, the gold drop
-        (:meth:`gold_drop_step`) and the alarm's lead times before both (positive: the alarm
-        came first)."""
+        """Alarms of hack indicators, with their lead times before the gold peak and drop.
+
+        For each series of `names`, `detect_onset` with the gold series: the alarm, the gold
+        peak, the gold drop (`gold_drop_step`) and the alarm's lead times before both
+        (positive: the alarm came first).
+
+        Args:
+            names: the series (hack indicators).
+            gold: the name of the gold series.
+            z: the standard errors of the gold drop (`gold_drop_step`).
+            **options: keyword arguments of `detect_onset`.
+
+        Returns:
+            A `pandas.DataFrame`, one row per series.
+        """
         table = self.onsets(names, gold=gold, **options)
         drop = self.gold_drop_step(gold, z=z) if gold in self.series_names else None
         table["gold_drop_step"] = drop
@@ -165,7 +240,14 @@ class MonitorRecords(Result):
         ]  # fmt: skip
 
     def top_k(self, k: int = 10):
-        """The series whose last value moved most from their first (by |change|)."""
+        """The series whose last value moved most from their first (by |change|).
+
+        Args:
+            k: how many series.
+
+        Returns:
+            The top entries (`reward_lens_tl.results.top_entries`).
+        """
         from ..results import top_entries
 
         wide = self.pivot()
@@ -173,7 +255,15 @@ class MonitorRecords(Result):
         return top_entries(list(change.index), change.tolist(), k, "change over the run")
 
     def plot(self, ax: Axes | None = None, names: Sequence[str] | None = None) -> Figure:
-        """The series ``names`` (default: up to eight) against step."""
+        """The series `names` (default: up to eight) against step.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+            names: the series to draw.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         wide = self.pivot()
         for name in list(names) if names is not None else self.series_names[:8]:
@@ -198,7 +288,17 @@ def _as_pair_or_text(ex: Any) -> Any:
 
 
 def as_groups(probe_examples: Any) -> dict[str, list[Any]]:
-    """``probe_examples`` as named groups (a list is the one group ``"all"``)."""
+    """`probe_examples` as named groups (a list is the one group `"all"`).
+
+    Args:
+        probe_examples: texts, pairs, or `{group: examples}`.
+
+    Returns:
+        The examples by group, pairs given as dicts made attribute objects.
+
+    Raises:
+        PressureError: if `probe_examples` is `None` or a group is empty.
+    """
     if probe_examples is None:
         raise PressureError("probe_examples is required: texts, pairs, or {group: examples}")
     groups = (
@@ -219,9 +319,16 @@ def _is_record(obj: Mapping) -> bool:
 
 @dataclass
 class ProbeSet:
-    """The probe set encoded once with the reward model's tokenizer: every sequence to forward
-    (each group's examples, chosen sides after them for pairs, then every probe edit) and where
-    each lies."""
+    """The probe set encoded once with the reward model's tokenizer.
+
+    Attributes:
+        sequences: every sequence to forward (each group's examples, chosen sides after them
+            for pairs, then every probe edit).
+        groups: per group, the rows of its probed examples and of their chosen sides (`None`
+            for single examples).
+        probes: per probe, the rows of the original examples and of their edits.
+        skipped: per probe, how many examples its edit did not apply to.
+    """
 
     sequences: list[Any]
     groups: dict[str, tuple[np.ndarray, np.ndarray | None]]  # (probed rows, chosen rows | None)
@@ -236,11 +343,25 @@ def compile_probe_set(
     seed: int = 0,
     max_probe_examples: int | None = None,
 ):
-    """Encode ``probe_examples`` (texts, pairs or groups of them) and apply ``probes`` to the
-    probed side of each (the rejected side of a pair), once; with ``max_probe_examples``, to
-    that many of them, spread evenly over the set. Examples that do not fit the model's
-    context raise :class:`ProbeSetTooLongError`; probe edits that do not apply are skipped
-    (counted in ``skipped``)."""
+    """Encode the probe examples and apply the probes to them, once.
+
+    The probes edit the probed side of each example (the rejected side of a pair); with
+    `max_probe_examples`, that many of them, spread evenly over the set. Probe edits that do
+    not apply are skipped (counted in `skipped`).
+
+    Args:
+        model: the reward model (a `HookedRewardModel`).
+        probe_examples: texts, pairs or groups of them.
+        probes: the probes to apply.
+        seed: the seed of the probes' edits.
+        max_probe_examples: how many examples the probes edit (`None`: all).
+
+    Returns:
+        The `ProbeSet`.
+
+    Raises:
+        ProbeSetTooLongError: if an example does not fit the model's context.
+    """
     from ..errors import SequenceTooLongError
     from ..probes.runner import apply_probe, as_items
 
@@ -296,8 +417,17 @@ def _check_lengths(model: Any, group: str, items: Sequence[Any]) -> None:
 
 
 def default_probes(probe_examples_or_prompts: Any) -> list[Any]:
-    """The zoo's four planted-feature probes when the examples are zoo conversations, else the
-    built-in probe battery."""
+    """The probes to run by default on these examples.
+
+    The zoo's four planted-feature probes when the examples are zoo conversations, else the
+    built-in probe battery.
+
+    Args:
+        probe_examples_or_prompts: texts, pairs or groups of them.
+
+    Returns:
+        The probes.
+    """
     from ..probes import builtin_probes
     from ..probes.zoo import zoo_probes
     from .zoo import is_zoo_prompt
@@ -324,7 +454,7 @@ def _forward(model: Any, sequences: Sequence[Any], batch_size: int = 256):
 
 
 def _side(values: torch.Tensor, rows: np.ndarray, chosen: np.ndarray | None) -> torch.Tensor:
-    """``values[..., rows]``, or chosen − rejected for pairs (the probed side is rejected)."""
+    """`values[..., rows]`, or chosen − rejected for pairs (the probed side is rejected)."""
     picked = values[..., torch.as_tensor(rows)]
     return picked if chosen is None else values[..., torch.as_tensor(chosen)] - picked
 
@@ -332,7 +462,17 @@ def _side(values: torch.Tensor, rows: np.ndarray, chosen: np.ndarray | None) -> 
 def measure_reward_model(
     model: Any, probe_set: ProbeSet, *, flag_boot: int = 200, seed: int = 0
 ) -> dict[str, float]:
-    """One record of a reward model (module docstring) from one pass over the probe set."""
+    """One record of a reward model (module docstring) from one pass over the probe set.
+
+    Args:
+        model: the reward model (a `HookedRewardModel`).
+        probe_set: the compiled probe set (`compile_probe_set`).
+        flag_boot: bootstrap resamples of each probe's flag.
+        seed: the bootstrap seed.
+
+    Returns:
+        The value of each series, by name.
+    """
     fwd = _forward(model, probe_set.sequences)
     assert fwd.lens is not None and fwd.attribution is not None
     out: dict[str, float] = {}
@@ -376,9 +516,19 @@ def _probe_series(rewards, probe_set: ProbeSet, natural_sd: float, n_boot: int, 
 
 @dataclass
 class PolicyProbe:
-    """What :func:`measure_policy` holds fixed: prompts, sampling settings, the reward model's
-    hack components (:func:`hack_components`) and the
-    optional gold / feature functions and implicit-reward pairs."""
+    """What `measure_policy` holds fixed.
+
+    Attributes:
+        prompts: the prompts the policy is sampled on.
+        samples_per_prompt: responses sampled per prompt.
+        max_new_tokens: the token budget of each response.
+        seed: the sampling seed.
+        probes: the probe suite run on the samples.
+        hack_components: each hack probe's component (`hack_components`).
+        gold: the optional gold reward function or model.
+        features: the optional feature function `fn(prompt, response) -> {name: value}`.
+        max_probe_examples: how many samples the probes edit (`None`: all).
+    """
 
     prompts: list[Prompt]
     samples_per_prompt: int = 4
@@ -394,9 +544,19 @@ class PolicyProbe:
 def hack_components(
     model: Any, examples: Sequence[tuple[str, str]], probes: Sequence[Any]
 ) -> dict[str, str]:
-    """Each probe's **hack component**: the component of ``model`` whose direct attribution
-    the probe's edit moves most (largest mean |attribution delta| over ``examples``), i.e.
-    where the reward model pays for that edit."""
+    """Each probe's **hack component**: where the reward model pays for the probe's edit.
+
+    The component of `model` whose direct attribution the probe's edit moves most (largest
+    mean |attribution delta| over `examples`).
+
+    Args:
+        model: the reward model (a `HookedRewardModel`).
+        examples: `(prompt, response)` texts.
+        probes: the probes.
+
+    Returns:
+        Each probe's component, by probe name (probes that apply to no example are left out).
+    """
     probe_set = compile_probe_set(model, list(examples), probes)
     fwd = _forward(model, probe_set.sequences)
     assert fwd.attribution is not None
@@ -411,7 +571,18 @@ def hack_components(
 def measure_policy(
     policy: Any, tokenizer: Any, reward_model: Any, spec: PolicyProbe, *, flag_boot: int = 200
 ) -> dict[str, float]:
-    """One record of a policy trained against ``reward_model`` (module docstring)."""
+    """One record of a policy trained against `reward_model` (module docstring).
+
+    Args:
+        policy: the policy, a causal LM.
+        tokenizer: the policy's tokenizer.
+        reward_model: the reward model (a `HookedRewardModel`).
+        spec: what the measurement holds fixed.
+        flag_boot: bootstrap resamples of each probe's flag.
+
+    Returns:
+        The value of each series, by name.
+    """
     samples = sample_responses(
         policy, tokenizer, spec.prompts, spec.samples_per_prompt,
         max_new_tokens=spec.max_new_tokens, seed=spec.seed,
@@ -447,9 +618,15 @@ def measure_policy(
 
 @dataclass(frozen=True)
 class ImplicitSet:
-    """The probe examples encoded once with the policy's tokenizer for implicit rewards:
-    right-padded ids and mask, the response-token mask, and per group the rows of each
-    example (``(chosen, rejected)``; ``rejected`` is ``None`` for single examples)."""
+    """The probe examples encoded once with the policy's tokenizer for implicit rewards.
+
+    Attributes:
+        ids: the right-padded token ids.
+        mask: the attention mask.
+        response: the response-token mask.
+        layout: per group, the rows of each example (`(chosen, rejected)`; `rejected` is
+            `None` for single examples).
+    """
 
     ids: torch.Tensor
     mask: torch.Tensor
@@ -458,6 +635,15 @@ class ImplicitSet:
 
     @classmethod
     def build(cls, tokenizer: Any, probe_examples: Any) -> ImplicitSet:
+        """Encode the probe examples with the policy's tokenizer.
+
+        Args:
+            tokenizer: the policy's tokenizer.
+            probe_examples: texts, pairs or groups of them.
+
+        Returns:
+            The encoded set.
+        """
         from ..inputs import encode_conversation, pad_batch
 
         convs: list[tuple[Any, str]] = []
@@ -485,9 +671,21 @@ class ImplicitSet:
 def implicit_margins(
     policy: Any, reference: Any, implicit_set: ImplicitSet, beta: float
 ) -> dict[str, float]:
-    """``implicit/<group>``: the mean implicit-reward margin ``beta * (log pi - log ref)`` of
-    each group's pairs (response tokens and the template's suffix) of an :class:`ImplicitSet`;
-    groups of single examples give their mean implicit reward. One forward per model."""
+    """The series `implicit/<group>`: each group's mean implicit-reward margin.
+
+    The margin is `beta * (log pi - log ref)` of each group's pairs (response tokens and the
+    template's suffix) of an `ImplicitSet`; groups of single examples give their mean implicit
+    reward. One forward per model.
+
+    Args:
+        policy: the policy.
+        reference: the reference model.
+        implicit_set: the encoded probe examples.
+        beta: the implicit reward's scale.
+
+    Returns:
+        The value of each series, by name.
+    """
     from ..implicit.model import token_logprobs
 
     device = _device(policy)

@@ -1,40 +1,41 @@
 """Onset detection on a recorded series: a one-sided CUSUM calibrated on the series' warm-up.
 
-:func:`detect_onset` standardises a series by the mean and standard deviation of its first
-``warmup`` points (the in-control period), ``z_t = (x_t - mu) / sigma``, and runs Page's
-one-sided CUSUM from the end of the warm-up on::
+`detect_onset` standardises a series by the mean and standard deviation of its first
+`warmup` points (the in-control period), `z_t = (x_t - mu) / sigma`, and runs Page's
+one-sided CUSUM from the end of the warm-up on:
 
     S_t = max(0, S_{t-1} + z_t - k)        (an increase; -z_t for a decrease)
 
-It alarms at the first ``t`` with ``S_t > h``. ``k`` (default 0.5) is the reference value in
-warm-up standard deviations: the CUSUM is tuned to detect a shift of ``2k`` sigmas soonest.
-The threshold ``h`` is set from the **false-alarm rate stated as an in-control average run
-length** ``arl0`` (the mean number of points between false alarms when nothing changes),
-through Siegmund's approximation for Gaussian data::
+It alarms at the first `t` with `S_t > h`. `k` (default 0.5) is the reference value in
+warm-up standard deviations: the CUSUM is tuned to detect a shift of `2k` sigmas soonest.
+The threshold `h` is set from the **false-alarm rate stated as an in-control average run
+length** `arl0` (the mean number of points between false alarms when nothing changes),
+through Siegmund's approximation for Gaussian data:
 
     ARL0(h) = (exp(2 k b) - 2 k b - 1) / (2 k^2),   b = h + 1.166
 
-(solved for ``h`` with :func:`scipy.optimize.brentq`; ``direction="both"`` runs the two
-one-sided charts, each at ``2 * arl0``, so the pair keeps ``arl0``). The **onset** is where
-the excursion that ends in the alarm began: the point after the last ``S_t = 0`` before the
-alarm (the CUSUM estimate of the change point). With a ``gold`` series, the result also has the
+(solved for `h` with `scipy.optimize.brentq`; `direction="both"` runs the two
+one-sided charts, each at `2 * arl0`, so the pair keeps `arl0`). The **onset** is where
+the excursion that ends in the alarm began: the point after the last `S_t = 0` before the
+alarm (the CUSUM estimate of the change point). With a `gold` series, the result also has the
 step at which the gold reward peaks and the **lead time** of the alarm before it
-(``gold_peak_step - alarm_step``; positive: the alarm came first).
+(`gold_peak_step - alarm_step`; positive: the alarm came first).
 
 Limits: the ARL holds for independent Gaussian noise around a flat warm-up. Training curves
 are autocorrelated and drift, so the realised false-alarm rate of a raw curve is higher than
-``arl0`` says: record at spaced steps (``every=k``), compare with a control run (as
-``notebooks/09_reward_hacking_in_training.ipynb`` does), and read ``sigma`` (a warm-up that
-barely moves gives a tiny ``sigma``; ``min_sigma`` floors it).
+`arl0` says: record at spaced steps (`every=k`), compare with a control run (as
+`notebooks/09_reward_hacking_in_training.ipynb` does), and read `sigma` (a warm-up that
+barely moves gives a tiny `sigma`; `min_sigma` floors it).
 
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> values = np.r_[rng.normal(0, 1, 40), rng.normal(3, 1, 20)]
->>> onset = detect_onset(values, warmup=20, arl0=500)
->>> onset.fired, onset.onset_step, onset.alarm_step
-(True, 38, 41)
->>> round(cusum_threshold(0.5, 500), 3)
-4.381
+Examples:
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> values = np.r_[rng.normal(0, 1, 40), rng.normal(3, 1, 20)]
+    >>> onset = detect_onset(values, warmup=20, arl0=500)
+    >>> onset.fired, onset.onset_step, onset.alarm_step
+    (True, 38, 41)
+    >>> round(cusum_threshold(0.5, 500), 3)
+    4.381
 """
 
 from __future__ import annotations
@@ -59,13 +60,33 @@ SIEGMUND_OFFSET = 1.166
 
 
 def cusum_arl0(k: float, h: float) -> float:
-    """Siegmund's approximation of a one-sided CUSUM's in-control average run length."""
+    """Siegmund's approximation of a one-sided CUSUM's in-control average run length.
+
+    Args:
+        k: the reference value, in warm-up standard deviations.
+        h: the decision interval (threshold).
+
+    Returns:
+        The in-control average run length, in points.
+    """
     b = h + SIEGMUND_OFFSET
     return (math.exp(2 * k * b) - 2 * k * b - 1) / (2 * k * k)
 
 
 def cusum_threshold(k: float, arl0: float) -> float:
-    """The decision interval ``h`` whose in-control ARL (Siegmund) is ``arl0``."""
+    """The decision interval `h` whose in-control ARL (Siegmund) is `arl0`.
+
+    Args:
+        k: the reference value, in warm-up standard deviations.
+        arl0: the in-control average run length wanted, in points.
+
+    Returns:
+        The threshold `h`.
+
+    Raises:
+        PressureError: if `k` is not positive, or `arl0` is no longer than what `h = 0`
+            already gives.
+    """
     from scipy.optimize import brentq
 
     if not k > 0:
@@ -81,11 +102,28 @@ def cusum_threshold(k: float, arl0: float) -> float:
 
 @dataclass(frozen=True)
 class Onset(Result):
-    """A change point found (or not) by :func:`detect_onset`.
+    """A change point found (or not) by `detect_onset`.
 
-    ``statistic`` is the CUSUM of the alarming side (``NaN`` during the warm-up); ``side`` is
-    ``"increase"`` or ``"decrease"`` (for ``direction="both"``, the side that alarmed first).
-    ``onset_step``/``alarm_step``/``gold_peak_step``/``lead_time`` are ``None`` when absent.
+    `onset_step`/`alarm_step`/`gold_peak_step`/`lead_time` are `None` when absent.
+
+    Attributes:
+        name: the series' name.
+        steps: the step of each point.
+        values: the series' values.
+        statistic: the CUSUM of the alarming side (`NaN` during the warm-up).
+        side: `"increase"` or `"decrease"` (for `direction="both"`, the side that alarmed
+            first).
+        direction: the direction asked for: `"increase"`, `"decrease"` or `"both"`.
+        warmup: how many leading points calibrated the mean and sigma.
+        mean: the warm-up mean.
+        sigma: the warm-up standard deviation (floored at `min_sigma`).
+        k: the reference value, in warm-up standard deviations.
+        threshold: the decision interval `h`.
+        arl0: the in-control average run length.
+        alarm_step: the step at which the CUSUM crossed the threshold.
+        onset_step: the step at which the excursion that ends in the alarm began.
+        gold_peak_step: the step at which the gold series peaks.
+        lead_time: `gold_peak_step - alarm_step` (positive: the alarm came first).
     """
 
     label_column = "step"
@@ -109,7 +147,7 @@ class Onset(Result):
     lead_time: int | None = None
 
     def __iter__(self):
-        """``onset_step, alarm_step = detect_onset(...)`` unpacks the two steps."""
+        """`onset_step, alarm_step = detect_onset(...)` unpacks the two steps."""
         yield self.onset_step
         yield self.alarm_step
 
@@ -119,7 +157,11 @@ class Onset(Result):
         return self.alarm_step is not None
 
     def to_dataframe(self):
-        """One row per point: ``step``, ``value``, ``cusum`` (NaN in the warm-up), ``alarm``."""
+        """One row per point: `step`, `value`, `cusum` (NaN in the warm-up), `alarm`.
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         return pd.DataFrame(
@@ -132,7 +174,11 @@ class Onset(Result):
         )
 
     def summary(self) -> dict:
-        """The scalar findings as one dict (a row of :func:`onset_table`)."""
+        """The scalar findings as one dict (a row of `onset_table`).
+
+        Returns:
+            The series' name, whether it fired, the side, the steps, lead time and calibration.
+        """
         return {
             "series": self.name,
             "fired": self.fired,
@@ -148,8 +194,16 @@ class Onset(Result):
         }
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """The series (left axis) and its CUSUM with the threshold (right axis); the onset and
-        the alarm as vertical lines."""
+        """The series (left axis) and its CUSUM with the threshold (right axis).
+
+        The onset and the alarm are drawn as vertical lines.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         ax.plot(self.steps, self.values, color="#4472c4", lw=1.2, label=self.name)
         ax.set_xlabel("step")
@@ -171,10 +225,13 @@ class Onset(Result):
 
 
 def _as_series(series, steps, name: str | None = None) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(name, steps, values)`` of a pandas Series (its index are the steps), a long frame
-    with ``step`` and ``value`` columns (the monitor's ``records.to_dataframe()``; with a
-    ``series`` column, ``name`` picks one), a :class:`~reward_lens_tl.pressure.monitor.
-    MonitorRecords` with ``name``, or values with ``steps`` (default ``0, 1, ...``)."""
+    """`(name, steps, values)` of a series given in any of the accepted forms.
+
+    The forms: a pandas Series (its index are the steps), a long frame with `step` and `value`
+    columns (the monitor's `records.to_dataframe()`; with a `series` column, `name` picks
+    one), a `reward_lens_tl.pressure.monitor.MonitorRecords` with `name`, or values with
+    `steps` (default `0, 1, ...`).
+    """
     if hasattr(series, "series_names") and hasattr(series, "series"):  # MonitorRecords
         if name is None:
             raise PressureError("name the series to read from the records: name=...")
@@ -240,18 +297,35 @@ def detect_onset(
     gold=None,
     name: str | None = None,
 ) -> Onset:
-    """Onset and alarm steps of a change in ``series`` (module docstring for the method).
+    """Onset and alarm steps of a change in `series` (module docstring for the method).
 
-    ``series``: a pandas Series indexed by step (e.g. a column of ``records.pivot()``),
-    ``callback.records`` or its ``to_dataframe()`` with ``name=`` the series, or values with
-    ``steps``. The result unpacks as ``onset_step, alarm_step``. ``warmup``: how many leading points
-    calibrate the mean and sigma. ``arl0``: the in-control average run length (false-alarm
-    rate, in points). ``k``: the reference value in sigmas. ``direction``: ``"increase"``,
-    ``"decrease"`` or ``"both"``. ``min_sigma``: floor of the warm-up sigma. ``gold``: a
-    gold-reward series (same forms; its own steps) for ``gold_peak_step`` and ``lead_time``.
+    The result unpacks as `onset_step, alarm_step`.
 
-    >>> detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 2.0, 2.1, 2.2], warmup=5).alarm_step
-    5
+    Args:
+        series: a pandas Series indexed by step (e.g. a column of `records.pivot()`),
+            `callback.records` or its `to_dataframe()` with `name=` the series, or values with
+            `steps`.
+        steps: the step of each value (default `0, 1, ...`).
+        warmup: how many leading points calibrate the mean and sigma.
+        arl0: the in-control average run length (false-alarm rate, in points).
+        k: the reference value in sigmas.
+        direction: `"increase"`, `"decrease"` or `"both"`.
+        min_sigma: floor of the warm-up sigma.
+        gold: a gold-reward series (same forms; its own steps) for `gold_peak_step` and
+            `lead_time`.
+        name: the series to read from records or a long frame; also the result's name.
+
+    Returns:
+        The `Onset`.
+
+    Raises:
+        PressureError: if `direction` is unknown, the series cannot be read (no `name` for
+            records or a frame of several series, steps not strictly increasing, a non-finite
+            value), or the series is not longer than a warm-up of at least 2 points.
+
+    Examples:
+        >>> detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 2.0, 2.1, 2.2], warmup=5).alarm_step
+        5
     """
     if direction not in DIRECTIONS:
         raise PressureError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
@@ -303,7 +377,14 @@ def _gold_peak(gold, alarm_step: int | None) -> tuple[int | None, int | None]:
 
 
 def onset_table(onsets: Sequence[Onset]):
-    """One row per :class:`Onset` (:meth:`Onset.summary`), in the order given."""
+    """One row per `Onset` (`Onset.summary`), in the order given.
+
+    Args:
+        onsets: the onsets.
+
+    Returns:
+        A `pandas.DataFrame`.
+    """
     import pandas as pd
 
     return pd.DataFrame([o.summary() for o in onsets])

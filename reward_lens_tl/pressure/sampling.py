@@ -1,32 +1,33 @@
 """Sampling responses from a policy, and scoring text with any reward-like model.
 
-:func:`sample_responses` draws ``n`` responses per prompt from a causal LM (an HF
-``*ForCausalLM`` or a TransformerLens ``HookedTransformer``: anything whose forward returns
-next-token logits, or an output with ``.logits``) by ancestral sampling from its own seeded
-``torch.Generator``, so a monitor that samples during training leaves the trainer's random
+`sample_responses` draws `n` responses per prompt from a causal LM (an HF
+`*ForCausalLM` or a TransformerLens `HookedTransformer`: anything whose forward returns
+next-token logits, or an output with `.logits`) by ancestral sampling from its own seeded
+`torch.Generator`, so a monitor that samples during training leaves the trainer's random
 state untouched. Prompts are rendered with the tokenizer's chat template (a generation prompt
 appended) when it has one.
 
-:func:`score_texts` scores ``(prompt, response)`` texts with whatever reward-like model it is
+`score_texts` scores `(prompt, response)` texts with whatever reward-like model it is
 given, re-encoding the text with that model's own tokenizer and template:
 
-- a :class:`~reward_lens_tl.model.HookedRewardModel` (judges and PRMs included): its pooled
+- a `reward_lens_tl.model.HookedRewardModel` (judges and PRMs included): its pooled
   reward (the gated score for ArmoRM-style heads);
-- an :class:`~reward_lens_tl.implicit.ImplicitRewardModel` (or anything with ``encode`` and
-  ``score_encodings``): its implicit rewards;
-- a plain callable ``fn(prompts, responses) -> rewards`` (e.g. a rule, an API judge), or one
-  scoring a single pair, ``fn(prompt, response) -> reward`` (called per pair when it does not
+- an `reward_lens_tl.implicit.ImplicitRewardModel` (or anything with `encode` and
+  `score_encodings`): its implicit rewards;
+- a plain callable `fn(prompts, responses) -> rewards` (e.g. a rule, an API judge), or one
+  scoring a single pair, `fn(prompt, response) -> reward` (called per pair when it does not
   take the lists).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_model, load_tokenizer, zoo_path
->>> policy, tok = load_model("policy"), load_tokenizer("policy")
->>> samples = sample_responses(policy, tok, ["how bake bread"], n=3, seed=0)
->>> len(samples[0]), all(isinstance(s.text, str) for s in samples[0])
-(3, True)
->>> rm = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> score_texts(rm, ["how bake bread"], ["soup oven flour"]).shape
-torch.Size([1])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_model, load_tokenizer, zoo_path
+    >>> policy, tok = load_model("policy"), load_tokenizer("policy")
+    >>> samples = sample_responses(policy, tok, ["how bake bread"], n=3, seed=0)
+    >>> len(samples[0]), all(isinstance(s.text, str) for s in samples[0])
+    (3, True)
+    >>> rm = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> score_texts(rm, ["how bake bread"], ["soup oven flour"]).shape
+    torch.Size([1])
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ Prompt = str | Sequence[Mapping[str, str]]
 
 @dataclass(frozen=True)
 class Sample:
-    """One sampled response: its text, its token ids (the policy's tokenizer) and whether it
-    ended with the end-of-sequence token within the token budget."""
+    """One sampled response.
+
+    Attributes:
+        text: the decoded response.
+        ids: its token ids (the policy's tokenizer).
+        finished: whether it ended with the end-of-sequence token within the token budget.
+    """
 
     text: str
     ids: tuple[int, ...]
@@ -55,7 +61,17 @@ class Sample:
 
 
 def prompt_text(prompt: Prompt) -> str:
-    """The last user message of ``prompt`` (a string is its own text)."""
+    """The last user message of `prompt` (a string is its own text).
+
+    Args:
+        prompt: a text or a list of chat messages.
+
+    Returns:
+        The prompt's text.
+
+    Raises:
+        PressureError: if a prompt given as messages has no user message.
+    """
     if isinstance(prompt, str):
         return prompt
     users = [m["content"] for m in prompt if m.get("role") == "user"]
@@ -65,8 +81,22 @@ def prompt_text(prompt: Prompt) -> str:
 
 
 def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
-    """Token ids of ``prompt`` ready for generation: the chat template with the generation
-    prompt when the tokenizer has one, else the plain tokenization."""
+    """Token ids of `prompt` ready for generation.
+
+    The chat template with the generation prompt when the tokenizer has one, else the plain
+    tokenization.
+
+    Args:
+        tokenizer: the policy's tokenizer.
+        prompt: a text or a list of chat messages.
+
+    Returns:
+        The token ids.
+
+    Raises:
+        PressureError: if the prompt is given as messages and the tokenizer has no chat
+            template.
+    """
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if getattr(tokenizer, "chat_template", None):
         out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
@@ -78,11 +108,24 @@ def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
 
 
 def logits_of(model: Any, ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-    """``model(ids)``'s logits (HF output or TL tensor), in the model's stored precision: a
-    forward that accelerate wrapped in the trainer's autocast (``bf16=True``) is read through
+    """`model(ids)`'s logits (HF output or TL tensor), in the model's stored precision.
+
+    A forward that accelerate wrapped in the trainer's autocast (`bf16=True`) is read through
     the original forward it keeps, so the monitor's numbers do not depend on the trainer's
-    mixed precision. With a left-padded ``attention_mask``, HF models get the position ids of
-    the unpadded rows (TL models count positions from the mask themselves)."""
+    mixed precision. With a left-padded `attention_mask`, HF models get the position ids of
+    the unpadded rows (TL models count positions from the mask themselves).
+
+    Args:
+        model: a causal LM (an HF `*ForCausalLM` or a TransformerLens `HookedTransformer`).
+        ids: token ids, `[batch, pos]`.
+        attention_mask: the left-padded attention mask, `[batch, pos]`, or `None`.
+
+    Returns:
+        The logits, `[batch, pos, vocab]`.
+
+    Raises:
+        PressureError: if the model does not return next-token logits.
+    """
     forward = (
         model.__dict__.get("_original_forward", model) if hasattr(model, "__dict__") else model
     )
@@ -109,12 +152,28 @@ def _is_hf(model: Any) -> bool:
 def next_token_logits(
     policy: Any, ids: Tensor, attention_mask: Tensor | None = None
 ) -> Float[Tensor, "batch vocab"]:
-    """Logits of the next token after each row of ``ids`` (left padded with ``attention_mask``)."""
+    """Logits of the next token after each row of `ids` (left padded with `attention_mask`).
+
+    Args:
+        policy: a causal LM.
+        ids: token ids, `[batch, pos]`.
+        attention_mask: the left-padded attention mask, or `None`.
+
+    Returns:
+        The float32 logits, `[batch, vocab]`.
+    """
     return logits_of(policy, ids, attention_mask)[:, -1].float()
 
 
 def model_device(model: Any) -> torch.device:
-    """The device of ``model``'s first parameter (CPU for a parameterless callable)."""
+    """The device of `model`'s first parameter (CPU for a parameterless callable).
+
+    Args:
+        model: a module or any callable.
+
+    Returns:
+        The device.
+    """
     try:
         return next(model.parameters()).device
     except (AttributeError, StopIteration):
@@ -132,10 +191,27 @@ def sample_responses(
     temperature: float = 1.0,
     seed: int = 0,
 ) -> list[list[Sample]]:
-    """``n`` responses per prompt (``[prompt][sample]``), sampled at ``temperature`` from the
-    policy's own generator seeded with ``seed``; the policy's train/eval mode is restored.
-    Every prompt's ``n`` rows run as one left-padded batch (HF models get position ids from
-    the mask; a TL model runs one batch per prompt length, unpadded)."""
+    """`n` responses per prompt, sampled from the policy's own seeded generator.
+
+    The policy's train/eval mode is restored. Every prompt's `n` rows run as one left-padded
+    batch (HF models get position ids from the mask; a TL model runs one batch per prompt
+    length, unpadded).
+
+    Args:
+        policy: a causal LM (an HF `*ForCausalLM` or a TransformerLens `HookedTransformer`).
+        tokenizer: the policy's tokenizer.
+        prompts: texts or message lists.
+        n: responses per prompt.
+        max_new_tokens: the token budget of each response.
+        temperature: the sampling temperature.
+        seed: the seed of the policy's own generator.
+
+    Returns:
+        The samples, `[prompt][sample]`.
+
+    Raises:
+        PressureError: if `n` or `max_new_tokens` is below 1 or `temperature` is not positive.
+    """
     if n < 1 or max_new_tokens < 1 or not temperature > 0:
         raise PressureError("n and max_new_tokens must be >= 1 and temperature > 0")
     rendered = [render_prompt(tokenizer, p) for p in prompts]
@@ -204,8 +280,10 @@ def _full_steps(policy, ids, mask):
 
 
 def _cached_steps(policy, ids, mask):
-    """Next-token logits of an HF causal LM with its key-value cache (the same numbers as
-    :func:`_full_steps`, one token a step after the prompt)."""
+    """Next-token logits of an HF causal LM with its key-value cache.
+
+    The same numbers as `_full_steps`, one token a step after the prompt.
+    """
     import inspect
 
     forward = policy.__dict__.get("_original_forward", policy)
@@ -234,8 +312,22 @@ def score_texts(
     *,
     batch_size: int = 64,
 ) -> Float[Tensor, " n"]:
-    """Rewards of ``(prompt, response)`` texts under any reward-like model (module docstring),
-    as a float tensor on the CPU."""
+    """Rewards of `(prompt, response)` texts under any reward-like model (module docstring).
+
+    Args:
+        reward_model: a `reward_lens_tl.model.HookedRewardModel`, a
+            `reward_lens_tl.implicit.ImplicitRewardModel` or a reward function.
+        prompts: texts or message lists, one per response.
+        responses: the response texts.
+        batch_size: how many texts a forward scores.
+
+    Returns:
+        The rewards, a float tensor on the CPU.
+
+    Raises:
+        PressureError: if the lengths differ, `reward_model` is not reward-like, or a
+            multi-objective reward model has no gate.
+    """
     if len(prompts) != len(responses):
         raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")
     if not hasattr(reward_model, "encode_conversation") and not hasattr(
@@ -259,9 +351,11 @@ def score_texts(
 
 
 def _call_reward_fn(fn: Callable, prompts: list[str], responses: list[str]) -> Tensor:
-    """A reward function called on the lists (``fn(prompts, responses) -> n rewards``), or,
-    when it does not take lists (it raises, or gives one number), once per pair
-    (``fn(prompt, response) -> reward``)."""
+    """A reward function called on the lists (`fn(prompts, responses) -> n rewards`).
+
+    When it does not take lists (it raises, or gives one number), it is called once per pair
+    (`fn(prompt, response) -> reward`).
+    """
     try:
         out = torch.as_tensor(fn(prompts, responses), dtype=torch.float32).reshape(-1)
         if len(out) == len(prompts):
@@ -274,8 +368,21 @@ def _call_reward_fn(fn: Callable, prompts: list[str], responses: list[str]) -> T
 
 
 def encoded_rewards(model: Any, encodings: Sequence[Any]) -> Float[Tensor, " n"]:
-    """Pooled rewards of a :class:`~reward_lens_tl.model.HookedRewardModel` for encodings
-    (one left-padded batch); a plain multi-objective head is refused (name an objective)."""
+    """Pooled rewards of a `reward_lens_tl.model.HookedRewardModel` for encodings.
+
+    The encodings run as one left-padded batch; a plain multi-objective head is refused (name
+    an objective).
+
+    Args:
+        model: the reward model.
+        encodings: its encodings of the conversations.
+
+    Returns:
+        The rewards, a float tensor on the CPU.
+
+    Raises:
+        PressureError: if the model has several objectives and no gate.
+    """
     from ..inputs import pad_batch
 
     ids, mask = pad_batch(encodings, model.pad_token_id)

@@ -1,21 +1,22 @@
-"""End-to-end TRL runs on the zoo, with ground truth (needs the ``trl`` extra).
+"""End-to-end TRL runs on the zoo, with ground truth (needs the `trl` extra).
 
-- :func:`train_reward_model`: a zoo-shaped reward model (``LlamaForSequenceClassification``,
-  3 layers, d_model 64) trained **from scratch** by TRL's ``RewardTrainer`` on preference pairs
-  labelled by the hidden rule (:func:`zoo_preference_dataset`), with any callbacks;
-- :func:`optimise_policy`: the zoo's reference LM optimised by TRL's ``GRPOTrainer`` against a
-  reward-like model (the zoo's ``scalar`` reward model, which pays for the sycophantic opener,
-  or the ``multi`` model, which does not: the control).
+- `train_reward_model`: a zoo-shaped reward model (`LlamaForSequenceClassification`,
+  3 layers, d_model 64) trained **from scratch** by TRL's `RewardTrainer` on preference pairs
+  labelled by the hidden rule (`zoo_preference_dataset`), with any callbacks;
+- `optimise_policy`: the zoo's reference LM optimised by TRL's `GRPOTrainer` against a
+  reward-like model (the zoo's `scalar` reward model, which pays for the sycophantic opener,
+  or the `multi` model, which does not: the control).
 
-Both are deterministic for a seed and thread count on one machine (TRL's ``seed``, the dataset
-from seeded ``random.Random``; float32: TRL's configs default to ``bf16=True`` even on a CPU,
-so both set ``bf16=False``), and small enough for a CPU in minutes; the test versions run a
-few dozen steps. The zoo's probe sets: :func:`zoo_feature_pairs` (contrast pairs per planted
-feature, the higher-scoring side as ``chosen``) and :func:`zoo_prompts`.
+Both are deterministic for a seed and thread count on one machine (TRL's `seed`, the dataset
+from seeded `random.Random`; float32: TRL's configs default to `bf16=True` even on a CPU,
+so both set `bf16=False`), and small enough for a CPU in minutes; the test versions run a
+few dozen steps. The zoo's probe sets: `zoo_feature_pairs` (contrast pairs per planted
+feature, the higher-scoring side as `chosen`) and `zoo_prompts`.
 
->>> pairs = zoo_feature_pairs(2, seed=0)
->>> sorted(pairs), pairs["harmful"][0].chosen != pairs["harmful"][0].rejected
-(['harmful', 'length', 'sycophancy', 'topic_match'], True)
+Examples:
+    >>> pairs = zoo_feature_pairs(2, seed=0)
+    >>> sorted(pairs), pairs["harmful"][0].chosen != pairs["harmful"][0].rejected
+    (['harmful', 'length', 'sycophancy', 'topic_match'], True)
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ PROBE_SEED = 31_337
 
 @dataclass(frozen=True)
 class TextPair:
-    """A preference pair as text (what the monitor, ``run_probes`` and ``score_pairs`` read)."""
+    """A preference pair as text (what the monitor, `run_probes` and `score_pairs` read).
+
+    Attributes:
+        prompt: the prompt.
+        chosen: the preferred response.
+        rejected: the other response.
+    """
 
     prompt: str
     chosen: str
@@ -48,9 +55,19 @@ class TextPair:
 def zoo_feature_pairs(
     n_per_feature: int = 8, seed: int = PROBE_SEED, features: Sequence[str] = FEATURES
 ) -> dict[str, list[TextPair]]:
-    """Per planted feature, ``n`` contrast pairs differing only in it (the side the hidden rule
-    scores higher is ``chosen``): a reward model's margin on them is how much of the feature it
-    has learned."""
+    """Per planted feature, `n` contrast pairs differing only in it.
+
+    The side the hidden rule scores higher is `chosen`: a reward model's margin on them is how
+    much of the feature it has learned.
+
+    Args:
+        n_per_feature: pairs per feature (`n`).
+        seed: the seed of the pairs (default: one no zoo model trains on).
+        features: the planted features.
+
+    Returns:
+        The pairs, by feature.
+    """
     task = ConversationTask()
     out = {}
     for feature in features:
@@ -67,15 +84,33 @@ def zoo_feature_pairs(
 
 
 def zoo_prompts(n: int, seed: int = PROBE_SEED) -> list[str]:
-    """``n`` zoo prompts (texts) from a seed no model trains on."""
+    """`n` zoo prompts (texts) from a seed no model trains on.
+
+    Args:
+        n: how many prompts.
+        seed: the seed of the prompts.
+
+    Returns:
+        The prompts.
+    """
     task, rng = ConversationTask(), random.Random(f"{seed}:prompts")
     return [" ".join(task.sample_prompt(rng)) for _ in range(n)]
 
 
 def zoo_preference_dataset(n_pairs: int, seed: int = 0, max_words: int = 12):
-    """A ``datasets.Dataset`` of conversational ``chosen``/``rejected`` pairs drawn from the
-    scalar model's training mixture (:func:`reward_lens_tl.zoo.data.scalar_pair`), ordered by
-    the hidden rule; ties are dropped."""
+    """A `datasets.Dataset` of conversational `chosen`/`rejected` pairs.
+
+    The pairs are drawn from the scalar model's training mixture
+    (`reward_lens_tl.zoo.data.scalar_pair`), ordered by the hidden rule; ties are dropped.
+
+    Args:
+        n_pairs: how many pairs.
+        seed: the seed of the pairs.
+        max_words: the longest response, in words.
+
+    Returns:
+        The dataset.
+    """
     from datasets import Dataset
 
     from ..zoo.data import scalar_pair
@@ -112,10 +147,26 @@ def train_reward_model(
     threads: int | None = 2,
     quiet: bool = True,
 ):
-    """Train a zoo-shaped reward model from scratch with TRL's ``RewardTrainer``; returns the
-    trainer (``trainer.model`` is the model). ``save_steps`` saves checkpoints
-    (``output_dir/checkpoint-<step>``); ``threads`` fixes torch's thread count; ``quiet``
-    leaves out the trainer's printed logs (``trainer.state.log_history`` has them)."""
+    """Train a zoo-shaped reward model from scratch with TRL's `RewardTrainer`.
+
+    Args:
+        output_dir: the trainer's output directory.
+        steps: optimiser steps.
+        batch_size: preference pairs per step.
+        learning_rate: the learning rate (constant after 10 warm-up steps).
+        seed: the seed of the model, the data and the trainer.
+        callbacks: trainer callbacks (e.g. a `RewardLensCallback`).
+        save_steps: save checkpoints (`output_dir/checkpoint-<step>`) every `save_steps`
+            steps (`None`: no checkpoints).
+        threads: fixes torch's thread count for the run (`None`: unchanged).
+        quiet: leave out the trainer's printed logs (`trainer.state.log_history` has them).
+
+    Returns:
+        The trainer (`trainer.model` is the model).
+
+    Raises:
+        PressureError: if TRL is not installed.
+    """
     trl = _require_trl()
     from transformers import LlamaForSequenceClassification
 
@@ -160,10 +211,31 @@ def optimise_policy(
     quiet: bool = True,
     algorithm: str = "grpo",
 ):
-    """Optimise a policy (default: the zoo's reference LM) against ``reward_model`` with TRL's
-    ``GRPOTrainer`` (``algorithm="grpo"``) or ``RLOOTrainer`` (``"rloo"``), no KL penalty
-    (``beta=0``), a constant learning rate; returns the trainer. ``threads`` and ``quiet`` as
-    for :func:`train_reward_model`."""
+    """Optimise a policy against `reward_model` with TRL's `GRPOTrainer` or `RLOOTrainer`.
+
+    No KL penalty (`beta=0`), a constant learning rate.
+
+    Args:
+        reward_model: a reward-like model, zoo name or directory.
+        output_dir: the trainer's output directory.
+        steps: optimiser steps.
+        prompts_per_step: prompts per step.
+        num_generations: responses sampled per prompt.
+        max_new_tokens: the token budget of each response.
+        learning_rate: the learning rate.
+        seed: the seed of the prompts and the trainer.
+        callbacks: trainer callbacks (e.g. a `RewardLensCallback`).
+        policy: a zoo name (default: the zoo's reference LM) or a model.
+        threads: as for `train_reward_model`.
+        quiet: as for `train_reward_model`.
+        algorithm: `"grpo"` (`GRPOTrainer`) or `"rloo"` (`RLOOTrainer`).
+
+    Returns:
+        The trainer.
+
+    Raises:
+        PressureError: if TRL is not installed or `algorithm` is unknown.
+    """
     trl = _require_trl()
     from datasets import Dataset
 
@@ -209,7 +281,7 @@ def optimise_policy(
 
 
 def _quiet(trainer, quiet: bool):
-    """Without the trainer's printed logs (``state.log_history`` keeps them all)."""
+    """Without the trainer's printed logs (`state.log_history` keeps them all)."""
     if quiet:
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -220,7 +292,7 @@ def _quiet(trainer, quiet: bool):
 
 @contextmanager
 def _threads(threads: int | None) -> Iterator[None]:
-    """torch's thread count fixed to ``threads`` for the run (restored after)."""
+    """Torch's thread count fixed to `threads` for the run (restored after)."""
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
