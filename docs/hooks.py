@@ -24,7 +24,7 @@ PACKAGE = "reward_lens_tl"
 HABITS_MARKER = "<!-- habits -->"
 #: Packages whose docstrings are Google style (checked by ruff's pydocstyle rules, see
 #: pyproject.toml); the others are still read in the Sphinx-flavoured style they were written in.
-GOOGLE_STYLE: tuple[str, ...] = ("reward_lens_tl.pressure",)
+GOOGLE_STYLE: tuple[str, ...] = ("reward_lens_tl",)
 
 
 def modules() -> list[str]:

@@ -1,14 +1,15 @@
-"""reward-lens-tl: reward models as TransformerLens ``HookedTransformer``s.
+"""reward-lens-tl: reward models as TransformerLens `HookedTransformer`s.
 
 The reward head is the unembed, so logit-lens style analyses port with a few lines changed.
 Heavy dependencies (torch, TransformerLens, sae_lens) load on first use of a name, so
-``import reward_lens_tl.data`` and the CLI's ``--help`` stay fast. ``reward_lens_tl.check(path)``
-diagnoses your own reward model (:mod:`reward_lens_tl.diagnostics`).
+`import reward_lens_tl.data` and the CLI's `--help` stay fast. `reward_lens_tl.check(path)`
+diagnoses your own reward model (`reward_lens_tl.diagnostics`).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model
->>> HookedRewardModel.from_pretrained(tiny_reward_model("llama")).cfg.d_vocab_out
-1
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> HookedRewardModel.from_pretrained(tiny_reward_model("llama")).cfg.d_vocab_out
+    1
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Lazy exports for a package ``__init__``: names are imported from their module on first use
-(:pep:`562`), so importing the package (and the CLI) stays fast, and ``dir()`` lists them so
-tab completion in Jupyter finds them.
+"""Lazy exports for a package `__init__`.
 
->>> import types
->>> pkg = types.ModuleType("pkg")
->>> pkg.__getattr__, pkg.__dir__ = lazy_exports("json", {"dumps": ""}, vars(pkg))
->>> pkg.__getattr__("dumps")([1])
-'[1]'
->>> "dumps" in pkg.__dir__()
-True
+Names are imported from their module on first use (PEP 562), so importing the package (and the CLI)
+stays fast, and `dir()` lists them so tab completion in Jupyter finds them.
+
+Examples:
+    >>> import types
+    >>> pkg = types.ModuleType("pkg")
+    >>> pkg.__getattr__, pkg.__dir__ = lazy_exports("json", {"dumps": ""}, vars(pkg))
+    >>> pkg.__getattr__("dumps")([1])
+    '[1]'
+    >>> "dumps" in pkg.__dir__()
+    True
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any
 def lazy_exports(
     package: str, exports: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``, serving each ``name`` of ``exports`` from
-    the submodule ``exports[name]`` (relative to ``package``; ``""`` for ``package`` itself)
-    and caching it in ``namespace`` (the package's ``globals()``)."""
+    """`(__getattr__, __dir__)` for `package`, serving `exports` lazily from their submodules.
+
+    Each `name` of `exports` is served from the submodule `exports[name]` (relative to `package`;
+    `""` for `package` itself) and cached in `namespace` (the package's `globals()`).
+    """
 
     def __getattr__(name: str) -> Any:
         if name not in exports:

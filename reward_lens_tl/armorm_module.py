@@ -1,29 +1,30 @@
 """A local, remote-code-free module with the ArmoRM reward-model layout.
 
-The public ArmoRM checkpoint (``LlamaForRewardModelWithGating``) ships its modelling code as
+The public ArmoRM checkpoint (`LlamaForRewardModelWithGating`) ships its modelling code as
 remote code, which this library never executes. This module re-implements the same computation
 with the same state-dict names so that (a) checkpoints in that layout load without
-``trust_remote_code`` and (b) conversion parity can be tested against a reference.
+`trust_remote_code` and (b) conversion parity can be tested against a reference.
 
 Layout (names as in the checkpoint):
 
-- ``model``: a ``LlamaModel`` backbone;
-- ``regression_layer``: ``Linear(d_model, n_objectives, bias=False)``, read at the last real token
+- `model`: a `LlamaModel` backbone;
+- `regression_layer`: `Linear(d_model, n_objectives, bias=False)`, read at the last real token
   (the token before the first pad);
-- ``gating``: an MLP (``gating.layers.{i}``, ReLU between layers) over the final hidden state at
-  the start of the last ``gating_token_pattern`` occurrence (the end of the prompt), followed by
-  ``softmax(x / temperature) * logit_scale``;
-- ``reward_transform_matrix``: ``[n_objectives, n_objectives]``;
-- ``score = sum(gate * (objectives @ reward_transform_matrix), -1)``.
+- `gating`: an MLP (`gating.layers.{i}`, ReLU between layers) over the final hidden state at
+  the start of the last `gating_token_pattern` occurrence (the end of the prompt), followed by
+  `softmax(x / temperature) * logit_scale`;
+- `reward_transform_matrix`: `[n_objectives, n_objectives]`;
+- `score = sum(gate * (objectives @ reward_transform_matrix), -1)`.
 
->>> import torch
->>> cfg = armorm_config(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-...                     num_attention_heads=2, num_objectives=3, gating_hidden_dim=8,
-...                     gating_token_pattern=[5, 6], pad_token_id=0)
->>> model = LlamaForRewardModelWithGating(cfg).eval()
->>> out = model(torch.tensor([[1, 7, 5, 6, 9, 0]]))
->>> tuple(out.rewards.shape), tuple(out.score.shape)
-((1, 3), (1,))
+Examples:
+    >>> import torch
+    >>> cfg = armorm_config(vocab_size=40, hidden_size=16, intermediate_size=32,
+    ...                     num_hidden_layers=1, num_attention_heads=2, num_objectives=3,
+    ...                     gating_hidden_dim=8, gating_token_pattern=[5, 6], pad_token_id=0)
+    >>> model = LlamaForRewardModelWithGating(cfg).eval()
+    >>> out = model(torch.tensor([[1, 7, 5, 6, 9, 0]]))
+    >>> tuple(out.rewards.shape), tuple(out.score.shape)
+    ((1, 3), (1,))
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def armorm_config(
     objective_names: Sequence[str] | None = None,
     **llama_kwargs,
 ) -> LlamaConfig:
-    """A ``LlamaConfig`` carrying the extra ArmoRM fields (as its ``config.json`` does)."""
+    """A `LlamaConfig` carrying the extra ArmoRM fields (as its `config.json` does)."""
     cfg = LlamaConfig(**llama_kwargs)
     cfg.architectures = [ARMORM_ARCHITECTURE]
     cfg.num_objectives = num_objectives
@@ -68,7 +69,7 @@ def armorm_config(
 
 
 class GatingNetwork(nn.Module):
-    """ReLU MLP → ``softmax(x / temperature) * logit_scale`` over objectives."""
+    """ReLU MLP → `softmax(x / temperature) * logit_scale` over objectives."""
 
     def __init__(
         self,
@@ -81,6 +82,17 @@ class GatingNetwork(nn.Module):
         logit_scale: float = 1.0,
         bias: bool = True,
     ):
+        """Build the gating MLP.
+
+        Args:
+            in_features: Width of the input (the prompt embedding).
+            out_features: Number of objectives.
+            hidden_dim: Width of each hidden layer.
+            n_hidden: Number of hidden layers.
+            temperature: Softmax temperature.
+            logit_scale: Factor applied to the softmax output.
+            bias: Whether the linear layers have biases.
+        """
         super().__init__()
         widths = [in_features] + [hidden_dim] * n_hidden + [out_features]
         self.layers = nn.ModuleList(
@@ -90,6 +102,14 @@ class GatingNetwork(nn.Module):
         self.logit_scale = nn.Parameter(torch.full((1,), float(logit_scale)))
 
     def logits(self, x: Tensor) -> Tensor:
+        """Pre-softmax gating logits of `x`.
+
+        Args:
+            x: Input features.
+
+        Returns:
+            The logits over objectives.
+        """
         for i, layer in enumerate(self.layers):
             x = layer(x)
             if i < len(self.layers) - 1:
@@ -97,11 +117,19 @@ class GatingNetwork(nn.Module):
         return x
 
     def forward(self, x: Tensor) -> Tensor:
+        """Gating weights of `x`: `softmax(logits / temperature) * logit_scale`.
+
+        Args:
+            x: Input features.
+
+        Returns:
+            The gating weights over objectives.
+        """
         return F.softmax(self.logits(x) / self.temperature, dim=-1) * self.logit_scale[0]
 
 
 def gating_positions(input_ids: Tensor, pattern: Sequence[int]) -> Tensor:
-    """Start index of the last occurrence of ``pattern`` in each row (``ValueError`` if absent)."""
+    """Start index of the last occurrence of `pattern` in each row (`ValueError` if absent)."""
     k = len(pattern)
     pat = torch.tensor(list(pattern), device=input_ids.device)
     windows = input_ids.unfold(-1, k, 1)  # [batch, n_windows, k]
@@ -124,6 +152,8 @@ def first_pad_minus_one(input_ids: Tensor, pad_token_id: int) -> Tensor:
 
 @dataclass
 class ArmoRMOutput(ModelOutput):
+    """Outputs of `LlamaForRewardModelWithGating`: rewards, gate, score and prompt embedding."""
+
     rewards: Tensor | None = None
     gating_output: Tensor | None = None
     score: Tensor | None = None
@@ -134,6 +164,11 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
     """Local re-implementation of the ArmoRM layout (see the module docstring)."""
 
     def __init__(self, config: LlamaConfig):
+        """Build the backbone, regression layer, gating network and reward transform.
+
+        Args:
+            config: Llama config with the ArmoRM fields (`num_objectives`, gating sizes).
+        """
         super().__init__(config)
         self.model = LlamaModel(config)
         n_obj = config.num_objectives
@@ -154,10 +189,12 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
     ) -> ArmoRMOutput:
-        """Like the checkpoint's own forward. As in every HF Llama, positions are ``arange``
-        unless ``position_ids`` are given: a left-padded batch needs
-        ``position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)`` to score like each row
-        alone."""
+        """Like the checkpoint's own forward.
+
+        As in every HF Llama, positions are `arange` unless `position_ids` are given: a left-padded
+        batch needs `position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)` to score like each
+        row alone.
+        """
         hidden = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
         ).last_hidden_state

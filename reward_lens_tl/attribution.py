@@ -3,20 +3,21 @@
 The final residual at the reward position is a sum of components: the token (and position)
 embeddings, every attention head's output, every MLP's output, and the blocks' output biases.
 With the final norm's scale frozen at the value the model used, the read-out is linear
-(:mod:`reward_lens_tl.readout`), so each component's contribution is ``c · u`` and they sum to
+(`reward_lens_tl.readout`), so each component's contribution is `c · u` and they sum to
 the reward exactly. Post-norm architectures (Gemma-2) freeze each sublayer's post-norm scale
 the same way, which keeps per-head contributions exact there too.
 
 Head contributions can be split by source position (attention pattern × value, exact), and MLP
 contributions by neuron.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gemma2"))
->>> ids, mask = random_batch(2, [9, 6])
->>> attr = direct_attribution(model, ids, mask)
->>> attr.labels[:3], bool(attr.completeness_error() < 1e-4)
-(('embed', 'L0H0', 'L0H1'), True)
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gemma2"))
+    >>> ids, mask = random_batch(2, [9, 6])
+    >>> attr = direct_attribution(model, ids, mask)
+    >>> attr.labels[:3], bool(attr.completeness_error() < 1e-4)
+    (('embed', 'L0H0', 'L0H1'), True)
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AttributionResult(Result):
-    """Contributions ``values [component, example]`` with their ``labels``.
+    """Contributions `values [component, example]` with their `labels`.
 
-    ``values.sum(0) + head_bias == rewards`` (see :meth:`completeness_error`). Optional
-    ``sources [layer, head, example, src_pos]`` and ``neurons [layer, example, d_mlp]``.
+    `values.sum(0) + head_bias == rewards` (see `completeness_error`). Optional
+    `sources [layer, head, example, src_pos]` and `neurons [layer, example, d_mlp]`.
     """
 
     example_axes = axes(values=1, head_bias=0, rewards=0, sources=2, neurons=1)
@@ -72,6 +73,7 @@ class AttributionResult(Result):
     components: tuple[Component, ...] = ()
 
     def __post_init__(self):
+        """Check that values, labels and components agree in number."""
         if self.values.shape[0] != len(self.labels):
             raise InvalidArgumentError(
                 f"{self.values.shape[0]} values for {len(self.labels)} labels"
@@ -84,17 +86,23 @@ class AttributionResult(Result):
 
     @property
     def tl_labels(self) -> tuple[str, ...]:
-        """TransformerLens's names for the rows (``0_attn_out``, ``L0H1``, ...)."""
+        """TransformerLens's names for the rows (`0_attn_out`, `L0H1`, ...)."""
         return tuple(c.tl_label for c in self.components)
 
     def total(self) -> Float[Tensor, " example"]:
+        """Sum of the parts plus the head bias, per example (the reconstructed reward).
+
+        Returns:
+            The reconstructed reward of each example.
+        """
         return self.values.sum(0) + self.head_bias
 
     def completeness_error(self) -> float:
-        """max |Σ parts + head bias − reward| (≤ 1e-4 in float32)."""
+        """Maximum |Σ parts + head bias − reward| (≤ 1e-4 in float32)."""
         return float((self.total() - self.rewards).abs().max())
 
     def __getitem__(self, label: str) -> Tensor:
+        """Values of the component `label`."""
         return self.values[self.labels.index(label)]
 
     def __sub__(self, other: AttributionResult) -> AttributionResult:
@@ -113,7 +121,7 @@ class AttributionResult(Result):
         )
 
     def head_matrix(self) -> Float[Tensor, "layer head example"]:
-        """Per-head values arranged ``[layer, head, example]`` (needs head-level labels)."""
+        """Per-head values arranged `[layer, head, example]` (needs head-level labels)."""
         rows: dict[int, list[Tensor]] = {}
         for component, v in zip(self.components, self.values, strict=True):
             if component.kind == "head" and component.layer is not None:
@@ -123,27 +131,32 @@ class AttributionResult(Result):
         return torch.stack([torch.stack(rows[layer]) for layer in sorted(rows)])
 
     def top_k(self, k: int = 10, example: int | None = None) -> TopK:
-        """The ``k`` components with the largest |contribution| to one ``example``, or to the
-        mean over examples (``example=None``), as ``[(label, signed value)]`` sorted by
-        |value|."""
+        """The `k` components with the largest |contribution| to one `example` or to the mean.
+
+        The mean over examples is taken with `example=None`; the result is `[(label, signed value)]`
+        sorted by |value|.
+        """
         vals = self.values[:, example] if example is not None else self.values.mean(1)
         return top_entries(self.labels, vals.tolist(), k, "contribution")
 
     def to_dataframe(self):
+        """The contributions as a tidy frame (one row per component and example)."""
         return tidy_frame(self.values, self.labels, "component", "contribution")
 
     def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
-        """Bar chart of the top-``k`` components (mean over examples); returns the figure."""
+        """Bar chart of the top-`k` components (mean over examples); returns the figure."""
         xlabel = "contribution to the reward (mean over examples)"
         return bar_chart(ax, self.top_k(k), xlabel, colors=SIGNED)[0]
 
 
 @dataclass(frozen=True)
 class PairAttribution(MarginResult):
-    """Attribution of each pair's chosen and rejected response; ``.margin`` is their
-    difference (frame, figure and top entries are the margin's). Example ``j`` is input pair
-    ``indices[j]`` (source ``records[j]``); pairs skipped with ``on_error="skip"`` are listed
-    in ``skipped``."""
+    """Attribution of each pair's chosen and rejected response.
+
+    `.margin` is their difference (frame, figure and top entries are the margin's). Example `j` is
+    input pair `indices[j]` (source `records[j]`); pairs skipped with `on_error="skip"` are listed
+    in `skipped`.
+    """
 
     example_axes = axes(chosen=0, rejected=0, indices=0, records=0)
 
@@ -154,11 +167,22 @@ class PairAttribution(MarginResult):
     skipped: tuple[SkippedPair, ...] = ()
 
     def to_dataframe(self):
-        """The margin's frame, with each row's input pair ``index`` and source ``record``."""
+        """The margin's frame, with each row's input pair `index` and source `record`."""
         return pair_index_columns(self.margin.to_dataframe(), self.indices, self.records)
 
 
 def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> list[str]:
+    """Hook names a direct attribution run must cache.
+
+    Args:
+        model: The hooked reward model.
+        heads: Split attention into heads (`hook_z`) instead of `hook_attn_out`.
+        sources: Also cache what is needed to split heads by source token.
+        neurons: Also cache MLP neuron activations.
+
+    Returns:
+        The hook names.
+    """
     names = ["hook_embed"]
     if "hook_pos_embed" in model.hook_dict and model.cfg.positional_embedding_type == "standard":
         names.append("hook_pos_embed")
@@ -176,35 +200,38 @@ def attribution_hook_names(model, heads: bool, sources: bool, neurons: bool) -> 
 
 @dataclass(frozen=True)
 class Reading:
-    """Where and along what each row's residual is read, for :func:`decompose`.
+    """Where and along what each row's residual is read, for `decompose`.
 
-    ``unit [batch, read, d_model]`` is the read-out direction divided by the final norm's
+    `unit [batch, read, d_model]` is the read-out direction divided by the final norm's
     frozen scale at each read position (times any per-position weight), so that a component
-    whose output there is ``c`` contributes ``Σ_read c · unit``. ``positions [batch, read]``
-    says where; ``None`` means the first ``read`` positions of every row. A reward is read at
-    one position per row (:func:`attribution_from_run`); an implicit reward at every predicting
-    position, weighted by the response mask (:mod:`reward_lens_tl.implicit.attribution`).
+    whose output there is `c` contributes `Σ_read c · unit`. `positions [batch, read]`
+    says where; `None` means the first `read` positions of every row. A reward is read at
+    one position per row (`attribution_from_run`); an implicit reward at every predicting
+    position, weighted by the response mask (`reward_lens_tl.implicit.attribution`).
     """
 
     unit: Float[Tensor, "batch read d_model"]
     positions: Int[Tensor, "batch read"] | None = None
 
     def at(self, act: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch read ..."]:
-        """``act`` at the read positions."""
+        """`act` at the read positions."""
         if self.positions is None:
             return act[:, : self.unit.shape[1]]
         rows = torch.arange(act.shape[0], device=act.device)[:, None]
         return act[rows, self.positions.to(act.device)]
 
     def along(self, act: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, " batch"]:
-        """``Σ_read act · unit`` per row."""
+        """`Σ_read act · unit` per row."""
         return (self.at(act) * self.unit).sum((-1, -2))
 
 
 @dataclass(frozen=True)
 class Parts:
-    """What :func:`decompose` returns: the components, their contributions
-    ``values [component, batch]``, and the optional source and neuron splits."""
+    """What `decompose` returns.
+
+    The components, their contributions `values [component, batch]`, and the optional source and
+    neuron splits.
+    """
 
     components: tuple[Component, ...]
     values: Float[Tensor, "component batch"]
@@ -213,7 +240,7 @@ class Parts:
 
 
 def _post_norm_unit(model, cache, layer: int, which: str, reading: Reading) -> Tensor:
-    """The unit seen from before a post-norm (``ln1_post``/``ln2_post``) with frozen scale."""
+    """The unit seen from before a post-norm (`ln1_post`/`ln2_post`) with frozen scale."""
     if not model.cfg.use_normalization_before_and_after:
         return reading.unit
     norm = getattr(model.blocks[layer], which)
@@ -231,21 +258,23 @@ def decompose(
     neurons: bool = False,
     split_bias: bool = False,
 ) -> Parts:
-    """The decomposition walk shared by every direct attribution: the residual read along
-    ``reading`` split exactly into embeddings, heads (or attention layers), MLPs and block
-    output biases (the cache must hold :func:`attribution_hook_names`). ``sources`` needs one
+    """The decomposition walk shared by every direct attribution.
+
+    The residual read along `reading` split exactly into embeddings, heads (or attention layers),
+    MLPs and block output biases (the cache must hold `attribution_hook_names`). `sources` needs one
     read position per row.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
-    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    >>> ids, mask = random_batch(2, [7, 4])
-    >>> _, cache = model.run_with_cache(ids, attention_mask=mask)
-    >>> u = torch.zeros(2, 1, model.cfg.d_model)  # a zero direction: every part is 0
-    >>> with torch.no_grad():
-    ...     parts = decompose(model, cache, Reading(u), heads=False)
-    >>> [c.label for c in parts.components], float(parts.values.abs().sum())
-    (['embed', 'attn0', 'mlp0', 'attn1', 'mlp1', 'bias'], 0.0)
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, mask = random_batch(2, [7, 4])
+        >>> _, cache = model.run_with_cache(ids, attention_mask=mask)
+        >>> u = torch.zeros(2, 1, model.cfg.d_model)  # a zero direction: every part is 0
+        >>> with torch.no_grad():
+        ...     parts = decompose(model, cache, Reading(u), heads=False)
+        >>> [c.label for c in parts.components], float(parts.values.abs().sum())
+        (['embed', 'attn0', 'mlp0', 'attn1', 'mlp1', 'bias'], 0.0)
     """
     if sources and reading.unit.shape[1] != 1:
         raise InvalidArgumentError("sources=True needs one read position per row")
@@ -328,14 +357,14 @@ def direct_attribution(
 ) -> AttributionResult:
     """Decompose each example's reward into components (see the module docstring).
 
-    Components: ``embed`` (and ``pos_embed``), ``L{l}H{h}`` per head (or ``attn{l}`` with
-    ``heads=False``), ``mlp{l}``, and ``bias`` (all blocks' output biases); the head's own
-    bias is ``head_bias``. ``sources=True`` adds ``sources[l, h, example, src]`` (summing to
-    the head's value), ``neurons=True`` adds ``neurons[l, example, n]`` (summing to ``mlp{l}``
-    minus its output bias). ``positions`` reads at explicit positions instead of the reward
-    position (the parts then sum to the per-position reward there); ``split_bias`` reports the
-    biases per sublayer (``attn{l}.bias``, ``mlp{l}.bias``) instead of one ``bias``;
-    ``fwd_hooks`` are the
+    Components: `embed` (and `pos_embed`), `L{l}H{h}` per head (or `attn{l}` with
+    `heads=False`), `mlp{l}`, and `bias` (all blocks' output biases); the head's own
+    bias is `head_bias`. `sources=True` adds `sources[l, h, example, src]` (summing to
+    the head's value), `neurons=True` adds `neurons[l, example, n]` (summing to `mlp{l}`
+    minus its output bias). `positions` reads at explicit positions instead of the reward
+    position (the parts then sum to the per-position reward there); `split_bias` reports the
+    biases per sublayer (`attn{l}.bias`, `mlp{l}.bias`) instead of one `bias`;
+    `fwd_hooks` are the
     user's own interventions, active during the run.
     """
     if sources and not heads:
@@ -363,8 +392,10 @@ def attribution_from_run(
     neurons: bool = False,
     split_bias: bool = False,
 ) -> AttributionResult:
-    """:func:`direct_attribution` of a run already made (its cache must hold
-    :func:`attribution_hook_names`), so one forward pass can serve several analyses."""
+    """`direct_attribution` of a run already made.
+
+    Its cache must hold `attribution_hook_names`, so one forward pass can serve several analyses.
+    """
     cache, pos, read = run.cache, run.positions, run.read
     u = read.unit(gather_positions(cache["ln_final.hook_scale"], pos)[:, 0])  # [batch, d_model]
     parts = decompose(
@@ -388,7 +419,7 @@ def attribution_from_run(
 
 
 def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tensor:
-    """``[head, batch, src]``: pattern(query=pool, src) × (v_src W_O · u)."""
+    """`[head, batch, src]`: pattern(query=pool, src) × (v_src W_O · u)."""
     block = model.blocks[layer]
     pattern = cache[f"blocks.{layer}.attn.hook_pattern"]  # [batch, head, q, k]
     rows = torch.arange(pattern.shape[0], device=pattern.device)
@@ -410,22 +441,23 @@ def attribute_pairs(
     on_error: OnError = "raise",
     **kwargs,
 ) -> PairAttribution:
-    """Direct attribution of each pair's chosen and rejected response, streamed in chunks
-    (memory is bounded by ``batch_size``; ``pairs`` may be any iterable); ``.margin``
-    decomposes the reward margins. ``truncation`` (``"error"``, ``"left"``, ``"right"``,
-    ``"both"``) applies to pairs given as text. A pair that cannot be encoded stops the run
-    (``on_error="raise"``, the error names the pair) or is left out and listed in ``.skipped``
-    (``"skip"``); ``.indices`` says which input pair each example is. Runs split across
-    processes under ``torchrun`` (:mod:`reward_lens_tl.distributed`).
+    """Direct attribution of each pair's chosen and rejected response, streamed in chunks.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
-    >>> from types import SimpleNamespace as Pair
-    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
-    >>> pairs = [Pair(prompt="w6", chosen=c, rejected="w8") for c in ("w7 " * 99, "w7")]
-    >>> result = attribute_pairs(model, pairs, on_error="skip")
-    >>> result.indices, [s.index for s in result.skipped]
-    ((1,), [0])
+    Memory is bounded by `batch_size`; `pairs` may be any iterable; `.margin` decomposes the reward
+    margins. `truncation` (`"error"`, `"left"`, `"right"`, `"both"`) applies to pairs given as text.
+    A pair that cannot be encoded stops the run (`on_error="raise"`, the error names the pair) or is
+    left out and listed in `.skipped` (`"skip"`); `.indices` says which input pair each example is.
+    Runs split across processes under `torchrun` (`reward_lens_tl.distributed`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+        >>> from types import SimpleNamespace as Pair
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+        >>> pairs = [Pair(prompt="w6", chosen=c, rejected="w8") for c in ("w7 " * 99, "w7")]
+        >>> result = attribute_pairs(model, pairs, on_error="skip")
+        >>> result.indices, [s.index for s in result.skipped]
+        ((1,), [0])
     """
     if kwargs.get("sources"):
         raise RewardLensError(

@@ -1,31 +1,32 @@
-"""``RewardActivationCache``: TransformerLens's ``ActivationCache`` plus per-row read-outs.
+"""`RewardActivationCache`: TransformerLens's `ActivationCache` plus per-row read-outs.
 
-A TL user reads the last position (``pos_slice=-1``). Every batch this library builds is left
-padded, so ``-1`` is each row's reading token there (see :mod:`reward_lens_tl.padding`), and TL's
-``pos_slice`` arguments mean exactly what they mean in TL. This cache also knows each row's
-reading position (``cache.reward_positions``, in the cache's own coordinates when
-``run_with_cache(pos_slice=...)`` kept only some positions) and accepts ``pos_slice="reward"``
-wherever TL takes a ``pos_slice`` — ``accumulated_resid``, ``decompose_resid``,
-``stack_head_results``, ``stack_neuron_results``, ``get_neuron_results``,
-``get_full_resid_decomposition``, ``apply_ln_to_stack``, ``logit_attrs`` — reading one position
-per row whatever the padding. :meth:`residual_stack_to_reward` turns a stack read there into
+A TL user reads the last position (`pos_slice=-1`). Every batch this library builds is left
+padded, so `-1` is each row's reading token there (see `reward_lens_tl.padding`), and TL's
+`pos_slice` arguments mean exactly what they mean in TL. This cache also knows each row's
+reading position (`cache.reward_positions`, in the cache's own coordinates when
+`run_with_cache(pos_slice=...)` kept only some positions) and accepts `pos_slice="reward"`
+wherever TL takes a `pos_slice` — `accumulated_resid`, `decompose_resid`,
+`stack_head_results`, `stack_neuron_results`, `get_neuron_results`,
+`get_full_resid_decomposition`, `apply_ln_to_stack`, `logit_attrs` — reading one position
+per row whatever the padding. `residual_stack_to_reward` turns a stack read there into
 contributions to the model's reward (final norm with its frozen scale, then the head; for a
 gated ArmoRM-style head, the gated score with this run's gate).
 
 It also refuses the one TL idiom that silently goes wrong on a model loaded without weight
-processing: ``apply_ln_to_stack`` ignores the final norm's weight in TL. Here the weight is
+processing: `apply_ln_to_stack` ignores the final norm's weight in TL. Here the weight is
 applied, and a final LayerNorm *bias* (which belongs to no component) is an error.
 
->>> import torch
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(2, [7, 4])
->>> _, cache = model.run_with_cache(ids, attention_mask=mask)
->>> stack = cache.accumulated_resid(pos_slice="reward")
->>> lens = cache.residual_stack_to_reward(stack) + model.b_R[0]   # [layers + 1, batch]
->>> bool(torch.allclose(lens[-1], model.rewards(ids, mask), atol=1e-4))
-True
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(2, [7, 4])
+    >>> _, cache = model.run_with_cache(ids, attention_mask=mask)
+    >>> stack = cache.accumulated_resid(pos_slice="reward")
+    >>> lens = cache.residual_stack_to_reward(stack) + model.b_R[0]   # [layers + 1, batch]
+    >>> bool(torch.allclose(lens[-1], model.rewards(ids, mask), atol=1e-4))
+    True
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ REWARD = "reward"
 
 
 def _per_row_method(name: str):
-    """TL's ``ActivationCache.<name>`` taking ``pos_slice="reward"`` per row."""
+    """TL's `ActivationCache.<name>` taking `pos_slice="reward"` per row."""
     base = getattr(ActivationCache, name)
 
     def method(self, *args, pos_slice=None, return_labels=False, **kwargs):
@@ -68,7 +69,7 @@ _PROJECTING = {"get_full_resid_decomposition": 0, "stack_neuron_results": 0}
 
 
 class RewardActivationCache(ActivationCache):
-    """An ``ActivationCache`` that knows each row's reward-reading position."""
+    """An `ActivationCache` that knows each row's reward-reading position."""
 
     def __init__(
         self,
@@ -78,6 +79,15 @@ class RewardActivationCache(ActivationCache):
         reward_positions=None,
         positions_note: str = "",
     ):
+        """Wrap `cache_dict` with each row's reward-reading position.
+
+        Args:
+            cache_dict: The cached activations.
+            model: The model that produced them.
+            has_batch_dim: Whether the activations have a batch dimension.
+            reward_positions: Each row's reward-reading position (`[batch]`), or `None`.
+            positions_note: A note on how the positions were found, for error messages.
+        """
         super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
         self.reward_positions: Int[Tensor, " batch"] | None = reward_positions
         self._positions_note = positions_note
@@ -94,15 +104,17 @@ class RewardActivationCache(ActivationCache):
         return self.reward_positions
 
     def _one_position(self) -> int | None:
-        """The reading position shared by every row, or ``None`` when rows differ."""
+        """The reading position shared by every row, or `None` when rows differ."""
         pos = self._rows()
         return int(pos[0]) if bool((pos == pos[0]).all()) else None
 
     def gather_reward_positions(
         self, stack: Float[Tensor, "... batch pos d"], pos_dim: int = -2
     ) -> Float[Tensor, "... batch d"]:
-        """``stack[..., b, reward_positions[b], :]`` for every row ``b`` (``pos_dim=-1`` for a
-        stack without its last ``d`` axis)."""
+        """`stack[..., b, reward_positions[b], :]` for every row `b`.
+
+        `pos_dim=-1` is for a stack without its last `d` axis.
+        """
         pos = self._rows().to(stack.device)
         if not self.has_batch_dim:
             return stack.select(pos_dim, int(pos[0]))
@@ -138,8 +150,7 @@ class RewardActivationCache(ActivationCache):
         pos_slice: Slice | SliceInput | str = None,
         project_output_onto: Tensor | None = None,
     ) -> Tensor:
-        """TL's ``get_neuron_results``; ``pos_slice='reward'`` reads each row's reward
-        position."""
+        """TL's `get_neuron_results`; `pos_slice='reward'` reads each row's reward position."""
         base = ActivationCache.get_neuron_results.__get__(self)
         project = project_output_onto
         if not _is_reward(pos_slice):
@@ -154,9 +165,12 @@ class RewardActivationCache(ActivationCache):
 
     @contextlib.contextmanager
     def _final_weight_in_projection(self, name, args, kwargs):
-        """With ``apply_ln=True`` and ``project_output_onto`` at the final norm, TL's fused path
-        never calls :meth:`apply_ln_to_stack`, so an unfolded final norm weight would be lost:
-        fold it into the projection (``W → w ⊙ W``) and skip it in ``apply_ln_to_stack``."""
+        """Fold an unfolded final norm weight into the projection of TL's fused path.
+
+        With `apply_ln=True` and `project_output_onto` at the final norm, TL's fused path never
+        calls `apply_ln_to_stack`, so an unfolded final norm weight would be lost: fold it into the
+        projection (`W → w ⊙ W`) and skip it in `apply_ln_to_stack`.
+        """
         project = kwargs.get("project_output_onto")
         layer = args[_PROJECTING[name]] if name in _PROJECTING and args else kwargs.get("layer")
         fused = (
@@ -192,9 +206,12 @@ class RewardActivationCache(ActivationCache):
         has_batch_dim=True,
         recompute_ln=False,
     ):
-        """TL's ``apply_ln_to_stack``, with the final norm's weight applied when the model was
-        loaded without folding it (TL ignores it), and ``pos_slice="reward"`` for stacks read
-        at each row's reward position (``[..., batch, d_model]``)."""
+        """TL's `apply_ln_to_stack`, with the unfolded final norm weight and `pos_slice="reward"`.
+
+        The final norm's weight is applied when the model was loaded without folding it (TL ignores
+        it), and `pos_slice="reward"` serves stacks read at each row's reward position
+        (`[..., batch, d_model]`).
+        """
         final = layer is None or layer == -1 or layer == self.model.cfg.n_layers
         if final and not recompute_ln:
             self._check_no_final_bias()
@@ -271,10 +288,12 @@ class RewardActivationCache(ActivationCache):
         batch_slice=None,
         has_batch_dim=True,
     ):
-        """TL's ``logit_attrs``; ``tokens`` are objective indices (or names) of the reward
-        head (``0`` for a scalar head; refused for a gated head, whose direction depends on
-        the input: use :meth:`residual_stack_to_reward`), and ``pos_slice="reward"`` reads each
-        row's reward position."""
+        """TL's `logit_attrs`.
+
+        `tokens` are objective indices (or names) of the reward head (`0` for a scalar head; refused
+        for a gated head, whose direction depends on the input: use `residual_stack_to_reward`), and
+        `pos_slice="reward"` reads each row's reward position.
+        """
         direction = self.model.tokens_to_residual_directions(tokens)
         if incorrect_tokens is not None:
             direction = direction - self.model.tokens_to_residual_directions(incorrect_tokens)
@@ -293,21 +312,23 @@ class RewardActivationCache(ActivationCache):
     def residual_stack_to_reward(
         self, stack: Float[Tensor, "... batch d_model"], objective: str | int | None = None
     ) -> Float[Tensor, "... batch"]:
-        """Contributions to the model's reward of a stack read at each row's reward position
-        (``pos_slice="reward"``): the final norm with its cached scale, then the head
-        (without its bias: see :meth:`reward_bias`). The reward is the scalar head, or, for a
-        gated ArmoRM-style head, the gated score (per row, with the gate of this run: cache
-        ``hook_gate``); ``objective=`` (a name or index) reads one head column instead, and
-        is required for a multi-objective head without a gate. For ``accumulated_resid`` the
-        last entry plus the bias is the reward (a reward lens); for a decomposition
-        (``decompose_resid``, ``get_full_resid_decomposition``) the entries sum to it."""
+        """Contributions to the model's reward of a stack read at each row's reward position.
+
+        The stack is read with `pos_slice="reward"`: the final norm with its cached scale, then the
+        head (without its bias: see `reward_bias`). The reward is the scalar head, or, for a gated
+        ArmoRM-style head, the gated score (per row, with the gate of this run: cache `hook_gate`);
+        `objective=` (a name or index) reads one head column instead, and is required for a
+        multi-objective head without a gate. For `accumulated_resid` the last entry plus the bias is
+        the reward (a reward lens); for a decomposition (`decompose_resid`,
+        `get_full_resid_decomposition`) the entries sum to it.
+        """
         self._check_no_final_bias()
         normed = self._apply_ln_per_row(stack, None, False, False)
         read = self._readout(objective)
         return (normed * read.direction.to(normed.dtype)).sum(-1)
 
     def reward_bias(self, objective: str | int | None = None) -> Float[Tensor, " batch"]:
-        """The head's bias along the reward :meth:`residual_stack_to_reward` reads (per row)."""
+        """The head's bias along the reward `residual_stack_to_reward` reads (per row)."""
         return self._readout(objective).bias
 
     def _readout(self, objective):

@@ -2,28 +2,29 @@
 
 A checkpoint is a folder someone else wrote. Before any of its files reaches transformers:
 
-- ``config.json`` must parse; a config whose ``model_type`` transformers does not know and that
-  ships code (``auto_map``) is refused with :class:`UnsafeCheckpointError` *before* transformers
-  is asked, so transformers never prompts "[y/N]" on standard input and no ``*.py`` file of the
+- `config.json` must parse; a config whose `model_type` transformers does not know and that
+  ships code (`auto_map`) is refused with `UnsafeCheckpointError` *before* transformers
+  is asked, so transformers never prompts "[y/N]" on standard input and no `*.py` file of the
   checkpoint is imported;
-- every ``*.safetensors`` file's header must parse and its data must cover the file exactly
-  (a truncated download is a :class:`CheckpointError` naming the file);
+- every `*.safetensors` file's header must parse and its data must cover the file exactly
+  (a truncated download is a `CheckpointError` naming the file);
 - pickle weights are refused (safetensors only);
 - after loading, missing, unexpected or mis-shaped tensors are a
-  :class:`CheckpointWeightsError` naming them (transformers would fill missing ones with random
+  `CheckpointWeightsError` naming them (transformers would fill missing ones with random
   values and only log it);
 - transformers' loading reports and progress bars are silenced while we load.
 
-Every transformers entry point here passes ``trust_remote_code=False`` and ``local_files_only``.
+Every transformers entry point here passes `trust_remote_code=False` and `local_files_only`.
 
->>> import tempfile, pathlib
->>> d = pathlib.Path(tempfile.mkdtemp())
->>> _ = (d / "config.json").write_text("{not json")
->>> try:
-...     read_config_dict(d)
-... except CheckpointError as err:
-...     print(type(err).__name__)
-CheckpointError
+Examples:
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "config.json").write_text("{not json")
+    >>> try:
+    ...     read_config_dict(d)
+    ... except CheckpointError as err:
+    ...     print(type(err).__name__)
+    CheckpointError
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 
 
 def checkpoint_dir(path: str | Path) -> Path:
-    """``path`` as a checkpoint directory that exists and holds ``config.json``."""
+    """`path` as a checkpoint directory that exists and holds `config.json`."""
     path = Path(path)
     if not path.exists():
         raise MissingFileError(
@@ -67,7 +68,7 @@ def checkpoint_dir(path: str | Path) -> Path:
 
 
 def read_config_dict(path: Path) -> dict[str, Any]:
-    """``config.json`` as a dict; a typed error naming the file when it is not a JSON object."""
+    """`config.json` as a dict; a typed error naming the file when it is not a JSON object."""
     file = Path(path) / "config.json"
     try:
         data = json.loads(file.read_text(encoding="utf-8-sig"))  # a BOM is allowed
@@ -154,8 +155,10 @@ def check_weight_files(path: Path) -> list[Path]:
 
 
 def load_weights(cls, path: Path, hf_config: Any, **kwargs):
-    """``cls.from_pretrained`` from safetensors only, refusing missing/unexpected/mis-shaped
-    tensors with :class:`CheckpointWeightsError`."""
+    """`cls.from_pretrained` from safetensors only, refusing tensors that do not fit.
+
+    Missing, unexpected or mis-shaped tensors raise `CheckpointWeightsError`.
+    """
     import torch
 
     check_weight_files(path)
@@ -178,8 +181,11 @@ def load_weights(cls, path: Path, hf_config: Any, **kwargs):
 
 
 def weights_message(path: Path, info: dict) -> str:
-    """What is wrong with a checkpoint's tensors (``info``: transformers' loading report, or
-    the same keys from :mod:`reward_lens_tl.streaming`'s own check), naming up to 8 of each."""
+    """What is wrong with a checkpoint's tensors, naming up to 8 of each.
+
+    `info` is transformers' loading report, or the same keys from `reward_lens_tl.streaming`'s own
+    check.
+    """
     parts = []
     for key, what in (
         ("missing_keys", "missing (transformers would initialise them randomly)"),
@@ -201,14 +207,15 @@ def weights_message(path: Path, info: dict) -> str:
 
 
 def checkpoint_tokenizer(path: Path | None):
-    """The tokenizer saved in the checkpoint directory ``path``, or ``None`` when it has no
-    tokenizer files (formerly ``load_tokenizer``, a deprecated alias now; the zoo's
-    :func:`~reward_lens_tl.zoo.load_tokenizer` loads a zoo model's tokenizer by name through
-    this function); corrupt files raise :class:`TokenizerLoadError`.
+    """The tokenizer saved in the checkpoint directory `path`, or `None` without tokenizer files.
 
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> checkpoint_tokenizer(zoo_path("scalar")).eos_token, checkpoint_tokenizer(None)
-    ('<eos>', None)
+    Formerly `load_tokenizer`, a deprecated alias now; the zoo's `load_tokenizer` loads a zoo
+    model's tokenizer by name through this function. Corrupt files raise `TokenizerLoadError`.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> checkpoint_tokenizer(zoo_path("scalar")).eos_token, checkpoint_tokenizer(None)
+        ('<eos>', None)
     """
     if path is None or not any(
         (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")

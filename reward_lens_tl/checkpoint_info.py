@@ -1,10 +1,13 @@
-"""What ``reward-lens info`` reports about a checkpoint: first what the files say (instant,
-nothing loaded), then, unless skipped, a conversion and a parity check against HF.
+"""What `reward-lens info` reports about a checkpoint.
 
->>> from reward_lens_tl.zoo import zoo_path
->>> facts = describe_files(zoo_path("scalar"))
->>> facts["architecture"], facts["padding side"], facts["context"]
-('LlamaForSequenceClassification', 'right', 64)
+First what the files say (instant, nothing loaded), then, unless skipped, a conversion and a
+parity check against HF.
+
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> facts = describe_files(zoo_path("scalar"))
+    >>> facts["architecture"], facts["padding side"], facts["context"]
+    ('LlamaForSequenceClassification', 'right', 64)
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ IMPLICIT_REWARD_HINT = (
 
 
 def describe_files(path: str | Path) -> dict[str, Any]:
-    """Facts read from ``config.json`` and the tokenizer files, without loading weights."""
+    """Facts read from `config.json` and the tokenizer files, without loading weights.
+
+    Args:
+        path: The checkpoint's directory.
+
+    Returns:
+        The facts by name.
+    """
     path = checkpoint_dir(path)
     config = read_config_dict(path)
     refuse_remote_code(config, path)
@@ -59,14 +69,30 @@ def describe_files(path: str | Path) -> dict[str, Any]:
 def is_causal_lm(architecture: str) -> bool:
     """Whether an HF architecture name is a language model rather than a reward model.
 
-    >>> is_causal_lm("LlamaForCausalLM"), is_causal_lm("LlamaForSequenceClassification")
-    (True, False)
+    Args:
+        architecture: The HF architecture name.
+
+    Returns:
+        Whether it is a language model.
+
+    Examples:
+        >>> is_causal_lm("LlamaForCausalLM"), is_causal_lm("LlamaForSequenceClassification")
+        (True, False)
     """
     return architecture.endswith(CAUSAL_LM_ENDINGS)
 
 
 def pooling_rule(architecture: str, pad: Any, eos: Any) -> str:
-    """The HF model's rule for where the reward is read, in words."""
+    """The HF model's rule for where the reward is read, in words.
+
+    Args:
+        architecture: The HF architecture name.
+        pad: The pad token id.
+        eos: The end-of-sequence token id.
+
+    Returns:
+        The rule.
+    """
     if architecture == "LlamaForRewardModelWithGating":
         return f"token before the first pad id {pad} (ArmoRM)"
     if pad is None:

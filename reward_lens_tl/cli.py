@@ -1,31 +1,32 @@
 """The reward-lens command line.
 
-Subcommands: ``report`` (one report, HTML and markdown; on the shipped zoo model and its data
-without arguments: the main job, ``make demo``), ``score`` (a pair file with a checkpoint),
-``info`` (what a checkpoint's files say, and parity), ``check`` (diagnostics for
-your own reward model), ``sweep`` / ``sweep-stats`` (token sweeps), ``eval`` (benchmark
-metrics, :mod:`reward_lens_tl.evals.cli`), ``zoo train``, and ``demo`` (deprecated: ``report``
+Subcommands: `report` (one report, HTML and markdown; on the shipped zoo model and its data
+without arguments: the main job, `make demo`), `score` (a pair file with a checkpoint),
+`info` (what a checkpoint's files say, and parity), `check` (diagnostics for
+your own reward model), `sweep` / `sweep-stats` (token sweeps), `eval` (benchmark
+metrics, `reward_lens_tl.evals.cli`), `zoo train`, and `demo` (deprecated: `report`
 on the zoo).
 
 Building the parser imports nothing heavy (no torch, TransformerLens or transformers), so
-``--help`` and argument mistakes answer at once: every handler imports its implementation when
-it runs, and the subcommands another module defines (``sweep``, ``sweep-stats``, ``eval``) get
-their arguments only when one of them is parsed (:class:`LazySubParsers`).
+`--help` and argument mistakes answer at once: every handler imports its implementation when
+it runs, and the subcommands another module defines (`sweep`, `sweep-stats`, `eval`) get
+their arguments only when one of them is parsed (`LazySubParsers`).
 
-Errors print one line (``reward-lens: error: ...``, exit status 2; ``--debug`` shows the
-traceback), after closing any progress bar; warnings print as ``warning: <message>`` without
-source files or lines; absolute paths of this machine are shortened (:func:`scrub_paths`).
+Errors print one line (`reward-lens: error: ...`, exit status 2; `--debug` shows the
+traceback), after closing any progress bar; warnings print as `warning: <message>` without
+source files or lines; absolute paths of this machine are shortened (`scrub_paths`).
 
-``MODEL`` is a local checkpoint directory or a hub id (``org/name``, with ``--revision``):
-:func:`reward_lens_tl.hub.resolve_checkpoint` fetches its config, tokenizer and safetensors
-only (never code or pickle weights) into the hub cache, and with ``HF_HUB_OFFLINE=1`` resolves
+`MODEL` is a local checkpoint directory or a hub id (`org/name`, with `--revision`):
+`reward_lens_tl.hub.resolve_checkpoint` fetches its config, tokenizer and safetensors
+only (never code or pickle weights) into the hub cache, and with `HF_HUB_OFFLINE=1` resolves
 it from the cache alone. The handlers here resolve it before loading; the subcommands other
-modules define get it resolved before their handler runs (:func:`resolving_model`). Nothing
+modules define get it resolved before their handler runs (`resolving_model`). Nothing
 else is ever downloaded: every transformers call reads local files only.
 
->>> parser = build_parser()
->>> parser.parse_args(["check", "model_dir", "--format", "json"]).format
-'json'
+Examples:
+    >>> parser = build_parser()
+    >>> parser.parse_args(["check", "model_dir", "--format", "json"]).format
+    'json'
 """
 
 from __future__ import annotations
@@ -73,10 +74,20 @@ MODEL_HELP = "local checkpoint directory or hub id org/name"
 
 # -- argument types and plain text --------------------------------------------------------------
 def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (``--limit -1`` is an argument error).
+    """An argparse type: an integer of at least 1 (`--limit -1` is an argument error).
 
-    >>> positive_int("3")
-    3
+    Args:
+        text: The argument as given.
+
+    Returns:
+        The integer.
+
+    Raises:
+        argparse.ArgumentTypeError: Not an integer, or less than 1.
+
+    Examples:
+        >>> positive_int("3")
+        3
     """
     try:
         value = int(text)
@@ -88,21 +99,39 @@ def positive_int(text: str) -> int:
 
 
 def plain_text(text: str) -> str:
-    """``text`` without reStructuredText markup (double backticks, ``:func:`x``` roles).
+    """`text` without reStructuredText markup (double backticks, `:func:` roles).
 
-    >>> plain_text("``reward-lens eval``: see :mod:`~reward_lens_tl.evals`")
-    'reward-lens eval: see reward_lens_tl.evals'
+    Args:
+        text: Text that may hold reStructuredText markup.
+
+    Returns:
+        The text with the markup removed.
+
+    Examples:
+        >>> plain_text("``reward-lens eval``: see :mod:`~reward_lens_tl.evals`")
+        'reward-lens eval: see reward_lens_tl.evals'
     """
     text = re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", text)
     return text.replace("``", "")
 
 
 def scrub_paths(text: str) -> str:
-    """``text`` with this machine's absolute paths shortened: the working directory and the
-    package's installation folder are dropped, the home directory becomes ``~``.
+    """`text` with this machine's absolute paths shortened.
 
-    >>> scrub_paths(str(Path.cwd() / "data" / "pairs.jsonl")) == str(Path("data", "pairs.jsonl"))
-    True
+    The working directory and the package's installation folder are dropped, the home directory
+    becomes `~`.
+
+    Args:
+        text: The text to print.
+
+    Returns:
+        The text with the paths shortened.
+
+    Examples:
+        >>> scrub_paths(str(Path.cwd() / "data" / "pairs.jsonl")) == str(
+        ...     Path("data", "pairs.jsonl")
+        ... )
+        True
     """
     roots = {str(Path.cwd()): "", str(_PACKAGE_PARENT): "", str(Path.home()): "~" + os.sep}
     for root in sorted(roots, key=len, reverse=True):
@@ -129,24 +158,38 @@ def _print_line(text: str) -> None:
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """``warnings.showwarning`` for the CLI: ``warning: <message>``, with no source file,
-    line number or code line, and no absolute local paths.
+    """`warnings.showwarning` for the CLI: `warning: <message>`.
 
-    >>> import contextlib
-    >>> with contextlib.redirect_stderr(sys.stdout):
-    ...     show_warning(UserWarning("3 records skipped"), UserWarning, "/src/x.py", 12)
-    warning: 3 records skipped
+    With no source file, line number or code line, and no absolute local paths.
+
+    Args:
+        message: The warning.
+        category: The warning's class.
+        filename: The source file (not shown).
+        lineno: The line number (not shown).
+        file: Where to print (default: stderr).
+        line: The code line (not shown).
+
+    Examples:
+        >>> import contextlib
+        >>> with contextlib.redirect_stderr(sys.stdout):
+        ...     show_warning(UserWarning("3 records skipped"), UserWarning, "/src/x.py", 12)
+        warning: 3 records skipped
     """
     _print_line(f"warning: {scrub_paths(str(message))}")
 
 
 def print_error(message: str) -> None:
-    """``reward-lens: error: <message>`` on one line, after closing any progress bar.
+    r"""`reward-lens: error: <message>` on one line, after closing any progress bar.
 
-    >>> import contextlib
-    >>> with contextlib.redirect_stderr(sys.stdout):
-    ...     print_error("cannot read pairs.jsonl:\\nline 3 is not JSON")
-    reward-lens: error: cannot read pairs.jsonl: line 3 is not JSON
+    Args:
+        message: The error message (its line breaks become spaces).
+
+    Examples:
+        >>> import contextlib
+        >>> with contextlib.redirect_stderr(sys.stdout):
+        ...     print_error("cannot read pairs.jsonl:\nline 3 is not JSON")
+        reward-lens: error: cannot read pairs.jsonl: line 3 is not JSON
     """
     _end_progress_bars()
     one_line = " ".join(part.strip() for part in scrub_paths(message).splitlines())
@@ -155,7 +198,7 @@ def print_error(message: str) -> None:
 
 # -- handlers -------------------------------------------------------------------------------------
 def _demo(args) -> int:
-    """``reward-lens demo`` (deprecated): ``reward-lens report`` on the zoo."""
+    """`reward-lens demo` (deprecated): `reward-lens report` on the zoo."""
     warnings.warn(
         "'reward-lens demo' is deprecated; use 'reward-lens report' (without a pair file it "
         "reports on the zoo, as 'make demo' does)",
@@ -200,7 +243,7 @@ def _score(args) -> int:
 
 
 def _writable_file(path: str) -> Path:
-    """``path`` if a file can be written there (its folder exists and is writable)."""
+    """`path` if a file can be written there (its folder exists and is writable)."""
     from .errors import InvalidArgumentError
 
     target = Path(path)
@@ -213,12 +256,23 @@ def _writable_file(path: str) -> Path:
 
 
 def resolve_model(args: argparse.Namespace) -> Path:
-    """``args.model`` (a local directory or a hub id, at ``args.revision``) as a checkpoint
-    directory; typed errors say what to do.
+    """`args.model` (a local directory or a hub id, at `args.revision`) as a checkpoint directory.
 
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> resolve_model(argparse.Namespace(model=str(zoo_path("scalar")))) == zoo_path("scalar")
-    True
+    Typed errors say what to do.
+
+    Args:
+        args: The parsed arguments, with `model` and optionally `revision`.
+
+    Returns:
+        The checkpoint directory.
+
+    Raises:
+        InvalidArgumentError: A `--revision` without a model.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> resolve_model(argparse.Namespace(model=str(zoo_path("scalar")))) == zoo_path("scalar")
+        True
     """
     from .errors import InvalidArgumentError
     from .hub import resolve_checkpoint
@@ -234,15 +288,23 @@ def resolve_model(args: argparse.Namespace) -> Path:
 
 
 def _optional_model(args: argparse.Namespace) -> Path | None:
-    """:func:`resolve_model`, or ``None`` when neither a model nor a revision was given."""
+    """`resolve_model`, or `None` when neither a model nor a revision was given."""
     if args.model is None and getattr(args, "revision", None) is None:
         return None
     return resolve_model(args)
 
 
 def resolving_model(handler):
-    """``handler`` with ``args.model`` resolved first (:func:`resolve_model`; a path string):
-    the handlers of subcommands other modules define then load a directory as before."""
+    """`handler` with `args.model` resolved first (`resolve_model`; a path string).
+
+    The handlers of subcommands other modules define then load a directory as before.
+
+    Args:
+        handler: The subcommand's handler, `handler(args)`.
+
+    Returns:
+        The wrapped handler.
+    """
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
@@ -311,17 +373,26 @@ def _report(args) -> int:
 
 
 def check_work_files(work: Path) -> None:
-    """Refuse to resume a report whose stored JSON files (``.work/*.json``) are corrupt, naming
-    the file and what to do (a typed error, not a traceback from deep inside the run).
+    """Refuse to resume a report whose stored JSON files (`.work/*.json`) are corrupt.
 
-    >>> import tempfile
-    >>> work = Path(tempfile.mkdtemp())
-    >>> _ = (work / "args.json").write_text('{"model": ')
-    >>> try:
-    ...     check_work_files(work)
-    ... except Exception as err:
-    ...     print(type(err).__name__, "start again without --resume" in str(err))
-    DataFormatError True
+    The error names the file and what to do (a typed error, not a traceback from deep inside the
+    run).
+
+    Args:
+        work: The report's work folder.
+
+    Raises:
+        DataFormatError: A stored JSON file that cannot be read.
+
+    Examples:
+        >>> import tempfile
+        >>> work = Path(tempfile.mkdtemp())
+        >>> _ = (work / "args.json").write_text('{"model": ')
+        >>> try:
+        ...     check_work_files(work)
+        ... except Exception as err:
+        ...     print(type(err).__name__, "start again without --resume" in str(err))
+        DataFormatError True
     """
     from .errors import DataFormatError
 
@@ -350,24 +421,59 @@ def _zoo_train(args) -> int:
 
 # -- the parser -----------------------------------------------------------------------------------
 class LazySubParsers(argparse._SubParsersAction):
-    """Subparsers some of which get their arguments on first use: :meth:`add_lazy` registers a
-    subcommand (its name and help, shown by ``--help``) and the ``"module:function"`` that adds
-    its arguments; that module is imported only when the subcommand is parsed."""
+    """Subparsers some of which get their arguments on first use.
+
+    `add_lazy` registers a subcommand (its name and help, shown by `--help`) and the
+    `"module:function"` that adds its arguments; that module is imported only when the
+    subcommand is parsed.
+
+    Args:
+        *args: `argparse._SubParsersAction`'s arguments.
+        **kwargs: `argparse._SubParsersAction`'s keyword arguments.
+    """
 
     def __init__(self, *args, **kwargs):
+        """Subparsers without lazy subcommands yet.
+
+        Args:
+            *args: `argparse._SubParsersAction`'s arguments.
+            **kwargs: `argparse._SubParsersAction`'s keyword arguments.
+        """
         super().__init__(*args, **kwargs)
         self._builders: dict[str, str] = {}
 
     def add_lazy(self, name: str, help: str, builder: str) -> argparse.ArgumentParser:
+        """Register a subcommand whose arguments `builder` adds when it is parsed.
+
+        Args:
+            name: The subcommand.
+            help: Its help and description, shown by `--help`.
+            builder: `"module:function"` that adds its arguments.
+
+        Returns:
+            The subcommand's parser (without its arguments yet).
+        """
         self._builders[name] = builder
         return self.add_parser(name, help=help, description=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        """Build the chosen subcommand's arguments, then parse as argparse does.
+
+        Args:
+            parser: The parent parser.
+            namespace: The namespace being filled.
+            values: The subcommand and its arguments.
+            option_string: Unused (argparse's signature).
+        """
         self.build(values[0])
         super().__call__(parser, namespace, values, option_string)
 
     def build(self, name: str) -> None:
-        """Import the module that defines ``name``'s arguments and let it add them."""
+        """Import the module that defines `name`'s arguments and let it add them.
+
+        Args:
+            name: The subcommand.
+        """
         builder = self._builders.get(name)
         if builder is None:
             return
@@ -382,9 +488,11 @@ class LazySubParsers(argparse._SubParsersAction):
 
 
 class _Placeholders:
-    """Stands in for the subparsers handed to another module's ``add_*`` function: its
-    ``add_parser`` returns the subparser already registered under that name (its description
-    made plain text)."""
+    """Stands in for the subparsers handed to another module's `add_*` function.
+
+    Its `add_parser` returns the subparser already registered under that name (its description
+    made plain text).
+    """
 
     def __init__(self, sub: LazySubParsers):
         self._sub = sub
@@ -399,7 +507,11 @@ class _Placeholders:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``reward-lens`` parser; building it (and printing its help) imports nothing heavy."""
+    """The `reward-lens` parser; building it (and printing its help) imports nothing heavy.
+
+    Returns:
+        The parser.
+    """
     parser = argparse.ArgumentParser(prog="reward-lens", description=DESCRIPTION)
     parser.register("action", "parsers", LazySubParsers)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -415,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP, **kwargs) -> None:
-    """The positional ``MODEL`` (a directory or a hub id) and its ``--revision``."""
+    """The positional `MODEL` (a directory or a hub id) and its `--revision`."""
     parser.add_argument("model", help=help, **kwargs)
     _add_revision(parser)
 
@@ -429,16 +541,21 @@ def _add_revision(parser: argparse.ArgumentParser) -> None:
 
 
 def accept_hub_ids(parser: argparse.ArgumentParser) -> None:
-    """Let a subcommand another module defines take a hub id as its ``model``: the help says
-    so, ``--revision`` is added, and the handler gets ``args.model`` resolved to a directory
-    (:func:`resolving_model`). Subcommands without a positional ``model`` are left alone.
+    """Let a subcommand another module defines take a hub id as its `model`.
 
-    >>> p = argparse.ArgumentParser()
-    >>> _ = p.add_argument("model", help="local checkpoint directory")
-    >>> p.set_defaults(func=lambda args: 0)
-    >>> accept_hub_ids(p)
-    >>> p.parse_args(["org/name", "--revision", "v1"]).revision
-    'v1'
+    The help says so, `--revision` is added, and the handler gets `args.model` resolved to a
+    directory (`resolving_model`). Subcommands without a positional `model` are left alone.
+
+    Args:
+        parser: The subcommand's parser.
+
+    Examples:
+        >>> p = argparse.ArgumentParser()
+        >>> _ = p.add_argument("model", help="local checkpoint directory")
+        >>> p.set_defaults(func=lambda args: 0)
+        >>> accept_hub_ids(p)
+        >>> p.parse_args(["org/name", "--revision", "v1"]).revision
+        'v1'
     """
     model = next((a for a in parser._actions if a.dest == "model" and not a.option_strings), None)
     if model is None:
@@ -452,8 +569,10 @@ def accept_hub_ids(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_truncation(parser: argparse.ArgumentParser, default: str, error: str) -> None:
-    """``--truncation``: what to do with a conversation longer than the context (``error``
-    says what the ``"error"`` choice does for this command)."""
+    """`--truncation`: what to do with a conversation longer than the context.
+
+    `error` says what the `"error"` choice does for this command.
+    """
     parser.add_argument(
         "--truncation",
         choices=["error", "left", "right", "both"],
@@ -563,7 +682,7 @@ def _add_zoo(sub) -> None:
 
 
 def _add_debug_flag(sub: argparse._SubParsersAction) -> None:
-    """``--debug`` after any subcommand too (``reward-lens score … --debug``)."""
+    """`--debug` after any subcommand too (`reward-lens score … --debug`)."""
     for child in set(sub.choices.values()):
         if "--debug" not in child._option_string_actions:
             child.add_argument(
@@ -579,7 +698,14 @@ def _add_debug_flag(sub: argparse._SubParsersAction) -> None:
 
 # -- main -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns the exit status (2 for a user error, 130 when interrupted)."""
+    """Run one command.
+
+    Args:
+        argv: The arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit status (2 for a user error, 130 when interrupted).
+    """
     with warnings.catch_warnings():
         warnings.showwarning = show_warning
         args = build_parser().parse_args(argv)
@@ -587,8 +713,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    """Call the handler: a typed error or an interruption is one line (the traceback with
-    ``--debug``); anything else is a bug and keeps its traceback, on a line of its own."""
+    """Call the handler: a typed error or an interruption is one line.
+
+    The traceback shows with `--debug`; anything else is a bug and keeps its traceback, on a line
+    of its own.
+    """
     from .errors import RewardLensError
 
     expected = () if args.debug else (RewardLensError, OSError)

@@ -1,32 +1,33 @@
 """Contrast pairs: two conversations that differ in one (planted or hypothesised) feature.
 
-The ground-truth tools (:func:`~reward_lens_tl.patching.localization`,
-:func:`~reward_lens_tl.patching.minimal_head_sets`, :func:`~reward_lens_tl.patching.atp_recall`,
-:func:`~reward_lens_tl.patching.causal_ground_truth`,
-:func:`~reward_lens_tl.observational.observational_ground_truth`) take a list of
-:class:`ContrastPair`. Fields:
+The ground-truth tools (`localization`,
+`minimal_head_sets`, `atp_recall`,
+`causal_ground_truth`,
+`observational_ground_truth`) take a list of
+`ContrastPair`. Fields:
 
 ==================== =====================================================================
-``base``             :class:`~reward_lens_tl.inputs.EncodedConversation` *without* the feature
+`base`             `EncodedConversation` *without* the feature
                      (the corrupted run of denoising patching)
-``edited``           the same conversation *with* the feature (the clean run; plays "chosen")
-``edited_positions`` positions in ``edited`` that carry the feature (the planted span)
-``neutral_positions`` positions in ``edited`` changed on purpose in a way that should not matter
+`edited`           the same conversation *with* the feature (the clean run; plays "chosen")
+`edited_positions` positions in `edited` that carry the feature (the planted span)
+`neutral_positions` positions in `edited` changed on purpose in a way that should not matter
                      (controls: a tool that ranks them high is wrong)
-``feature``          the feature's name (pairs are grouped by it)
-``rule_delta``       the reward difference the feature should cause, if known (else ``None``)
+`feature`          the feature's name (pairs are grouped by it)
+`rule_delta`       the reward difference the feature should cause, if known (else `None`)
 ==================== =====================================================================
 
-``response_start`` is ``edited.response_start``. Build one from two texts with
-:meth:`ContrastPair.from_texts` or from two id lists with :meth:`ContrastPair.from_ids`: the
+`response_start` is `edited.response_start`. Build one from two texts with
+`ContrastPair.from_texts` or from two id lists with `ContrastPair.from_ids`: the
 edited positions are then found by diffing the ids. The zoo's own pairs
-(:class:`~reward_lens_tl.zoo.ExamplePair`, the same fields over zoo examples) are converted by
-:func:`as_contrast_pair`, which every tool calls on what it is given.
+(`ExamplePair`, the same fields over zoo examples) are converted by
+`as_contrast_pair`, which every tool calls on what it is given.
 
->>> pair = ContrastPair.from_ids([1, 3, 7, 4, 8, 9, 2], [1, 3, 7, 4, 8, 50, 2], response_start=4,
-...                              feature="my_word")
->>> pair.edited_positions, pair.response_start
-((5,), 4)
+Examples:
+    >>> pair = ContrastPair.from_ids([1, 3, 7, 4, 8, 9, 2], [1, 3, 7, 4, 8, 50, 2],
+    ...                              response_start=4, feature="my_word")
+    >>> pair.edited_positions, pair.response_start
+    ((5,), 4)
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class ContrastPair:
     rule_delta: float | None = None
 
     def __post_init__(self) -> None:
+        """Check the encoded conversations and normalise the positions."""
         for name in ("base", "edited"):
             if not isinstance(getattr(self, name), EncodedConversation):
                 raise InvalidArgumentError(
@@ -75,10 +77,12 @@ class ContrastPair:
 
     @property
     def response_start(self) -> int:
+        """Index of the response's first token (of the edited conversation)."""
         return self.edited.response_start
 
     @property
     def same_length(self) -> bool:
+        """Whether base and edited have the same number of tokens."""
         return len(self.base) == len(self.edited)
 
     @classmethod
@@ -94,8 +98,11 @@ class ContrastPair:
         base_response_start: int | None = None,
         rule_delta: float | None = None,
     ) -> ContrastPair:
-        """From two id lists. ``edited_positions=None`` diffs the ids: every position of
-        ``edited`` that is replaced or inserted relative to ``base``."""
+        """From two id lists.
+
+        `edited_positions=None` diffs the ids: every position of `edited` that is replaced or
+        inserted relative to `base`.
+        """
         edited = EncodedConversation(tuple(edited_ids), response_start)
         base_start = response_start if base_response_start is None else base_response_start
         base = EncodedConversation(tuple(base_ids), base_start)
@@ -118,8 +125,10 @@ class ContrastPair:
         neutral_positions: Sequence[int] = (),
         rule_delta: float | None = None,
     ) -> ContrastPair:
-        """From a prompt and two responses, encoded as the model's template would (a model's
-        ``encode``, or a tokenizer through :func:`~reward_lens_tl.inputs.encode_conversation`)."""
+        """From a prompt and two responses, encoded as the model's template would.
+
+        Encoding uses a model's `encode`, or a tokenizer through `encode_conversation`.
+        """
         base = _encode(model_or_tokenizer, prompt, base_response)
         edited = _encode(model_or_tokenizer, prompt, edited_response)
         if edited_positions is None:
@@ -138,10 +147,11 @@ def _encode(model_or_tokenizer, prompt, response) -> EncodedConversation:
 
 
 def changed_positions(base: Sequence[int], edited: Sequence[int]) -> tuple[int, ...]:
-    """Positions of ``edited`` that are replaced or inserted relative to ``base``.
+    """Positions of `edited` that are replaced or inserted relative to `base`.
 
-    >>> changed_positions([1, 5, 6, 2], [1, 5, 9, 9, 2])
-    (2, 3)
+    Examples:
+        >>> changed_positions([1, 5, 6, 2], [1, 5, 9, 9, 2])
+        (2, 3)
     """
     matcher = difflib.SequenceMatcher(a=list(base), b=list(edited), autojunk=False)
     out: list[int] = []
@@ -152,9 +162,11 @@ def changed_positions(base: Sequence[int], edited: Sequence[int]) -> tuple[int, 
 
 
 def as_contrast_pair(pair: Any) -> ContrastPair:
-    """A :class:`ContrastPair` from one, from a zoo :class:`~reward_lens_tl.zoo.ExamplePair`
-    (or any object with ``base``, ``edited`` and ``edited_positions``), or from an
-    ``(edited, base)`` tuple of encoded conversations (positions found by diffing)."""
+    """A `ContrastPair` from one, from a zoo `ExamplePair`, or from an `(edited, base)` tuple.
+
+    A zoo pair may be any object with `base`, `edited` and `edited_positions`; a tuple holds encoded
+    conversations (positions found by diffing).
+    """
     if isinstance(pair, ContrastPair):
         return pair
     positions = _declared_positions(pair)
@@ -181,9 +193,11 @@ def as_contrast_pair(pair: Any) -> ContrastPair:
 
 
 def _declared_positions(pair: Any) -> Sequence[int] | None:
-    """The edited positions an object with ``base`` and ``edited`` declares: its
-    ``edited_positions``, or the ``changed_positions`` of objects written for the zoo's former
-    ``ContrastPair``; ``None`` for anything else."""
+    """The edited positions an object with `base` and `edited` declares.
+
+    Its `edited_positions`, or the `changed_positions` of objects written for the zoo's former
+    `ContrastPair`; `None` for anything else.
+    """
     if not (hasattr(pair, "edited") and hasattr(pair, "base")):
         return None
     positions = getattr(pair, "edited_positions", None)  # first: the old name would warn
@@ -191,13 +205,23 @@ def _declared_positions(pair: Any) -> Sequence[int] | None:
 
 
 def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:
+    """`as_contrast_pair` of each element of `pairs`.
+
+    Args:
+        pairs: Contrast pairs, zoo pairs or `(edited, base)` tuples.
+
+    Returns:
+        The contrast pairs.
+    """
     return [as_contrast_pair(p) for p in pairs]
 
 
 def encode_example(example) -> EncodedConversation:
-    """A zoo :class:`~reward_lens_tl.zoo.Example` (token ids, response span) as an
-    :class:`EncodedConversation` (``response_end`` recorded, so the template's end-of-turn is
-    suffix); an :class:`EncodedConversation` is returned as it is."""
+    """A zoo `Example` (token ids, response span) as an `EncodedConversation`.
+
+    `response_end` is recorded, so the template's end-of-turn is suffix; an `EncodedConversation` is
+    returned as it is.
+    """
     if isinstance(example, EncodedConversation):
         return example
     start = example.response_start
@@ -207,6 +231,8 @@ def encode_example(example) -> EncodedConversation:
 
 
 def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
-    """``(edited, base)`` as encoded conversations (edited plays "chosen"), for anything with
-    ``edited`` and ``base`` (a :class:`ContrastPair`, a zoo pair, two zoo examples)."""
+    """`(edited, base)` as encoded conversations (edited plays "chosen").
+
+    Works for anything with `edited` and `base` (a `ContrastPair`, a zoo pair, two zoo examples).
+    """
     return encode_example(pair.edited), encode_example(pair.base)

@@ -1,5 +1,7 @@
-"""Deprecated: the demo's sections are the report's (:mod:`reward_lens_tl.report.zoo`), in
-``reward-lens report`` on the zoo. These aliases run them and return markdown lines."""
+"""Deprecated: the demo's sections are the report's (`reward_lens_tl.report.zoo`).
+
+They are in `reward-lens report` on the zoo. These aliases run them and return markdown lines.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,12 @@ from ._deprecation import warn_renamed
 
 
 def save(fig, path: Path) -> None:
-    """Deprecated: write a figure as PNG and close it."""
+    """Deprecated: write a figure as PNG and close it.
+
+    Args:
+        fig: The matplotlib figure.
+        path: Where to write it.
+    """
     from .report.page import figure_png
 
     warn_renamed(f"{__name__}.save", "reward_lens_tl.report.page.figure_png")
@@ -17,7 +24,14 @@ def save(fig, path: Path) -> None:
 
 
 def markdown(frame) -> str:
-    """Deprecated: a pandas frame as a markdown table."""
+    """Deprecated: a pandas frame as a markdown table.
+
+    Args:
+        frame: The pandas frame.
+
+    Returns:
+        The markdown table.
+    """
     from .report.page import table_markdown
 
     warn_renamed(f"{__name__}.markdown", "reward_lens_tl.report.page.table_markdown")
@@ -25,8 +39,19 @@ def markdown(frame) -> str:
 
 
 def causal_section(model, task, pairs, out_dir: Path) -> list[str]:
-    """Deprecated alias: the report's localization and observational-vs-causal sections on
-    ``pairs``, as markdown lines (figures saved into ``out_dir``)."""
+    """Deprecated alias: the report's localization and observational-vs-causal sections.
+
+    On `pairs`, as markdown lines (figures saved into `out_dir`).
+
+    Args:
+        model: The reward model.
+        task: The zoo's task.
+        pairs: The pairs.
+        out_dir: Where the figures are written.
+
+    Returns:
+        The markdown lines.
+    """
     from .report.legacy import markdown_lines, zoo_context
     from .report.zoo import localization_section, observational_section
 
@@ -36,7 +61,16 @@ def causal_section(model, task, pairs, out_dir: Path) -> list[str]:
 
 
 def sae_section(model, task, out_dir: Path) -> list[str]:
-    """Deprecated alias: the report's SAE section on the zoo, as markdown lines."""
+    """Deprecated alias: the report's SAE section on the zoo, as markdown lines.
+
+    Args:
+        model: The reward model.
+        task: The zoo's task.
+        out_dir: Where the figures are written.
+
+    Returns:
+        The markdown lines.
+    """
     from .report.legacy import markdown_lines, zoo_context
     from .report.zoo import sae_section as section
 
@@ -44,8 +78,16 @@ def sae_section(model, task, out_dir: Path) -> list[str]:
 
 
 def html_section(model_dir, pairs, out_dir: Path) -> list[str]:
-    """Deprecated alias: ``reward-lens report`` on ``pairs`` in ``out_dir/html``; markdown lines
-    linking to it."""
+    """Deprecated alias: `reward-lens report` on `pairs` in `out_dir/html`.
+
+    Args:
+        model_dir: The reward model's directory.
+        pairs: The pairs.
+        out_dir: The folder holding `html/`.
+
+    Returns:
+        Markdown lines linking to it.
+    """
     import json
 
     from .report import build_report

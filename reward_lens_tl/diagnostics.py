@@ -1,30 +1,31 @@
-"""Diagnostics for your own reward model: ``reward_lens_tl.check(path)`` and ``reward-lens check``.
+"""Diagnostics for your own reward model: `reward_lens_tl.check(path)` and `reward-lens check`.
 
 The questions reward-model users keep asking in other projects' trackers, answered for one
-checkpoint as a table of pass / warn / fail rows (:class:`CheckReport`):
+checkpoint as a table of pass / warn / fail rows (`CheckReport`):
 
-- ``load``: the checkpoint converts (a head the loader does not find is a failed row);
-- ``parity with HF``: max |ours − HF| on template-encoded conversations, scored one by one;
-- ``batch-size invariance``: a left-padded batch gives every row its own reward;
-- ``padding side (ours)`` / ``padding side (HF)``: left vs right padding. HF models with absolute
+- `load`: the checkpoint converts (a head the loader does not find is a failed row);
+- `parity with HF`: max |ours − HF| on template-encoded conversations, scored one by one;
+- `batch-size invariance`: a left-padded batch gives every row its own reward;
+- `padding side (ours)` / `padding side (HF)`: left vs right padding. HF models with absolute
   positions change their rewards under left padding: that is HF's behaviour, a warning with the
   numbers (the converted model counts positions from each row's first real token);
-- ``reading position``: where the reward is read on three conversations, shown as tokens;
-- ``pad / EOS / BOS``: the ids and what they imply (pad == EOS: a trailing EOS is skipped;
+- `reading position`: where the reward is read on three conversations, shown as tokens;
+- `pad / EOS / BOS`: the ids and what they imply (pad == EOS: a trailing EOS is skipped;
   no pad: no batches; pad == BOS: left padding needs the attention mask);
-- ``chat template``: whether there is one, and whether its ids survive decode → encode;
-- ``determinism``: two loads give the same rewards (bitwise, or within 1e-6);
-- ``unknown tokens`` / ``context`` (with ``data=``): the share of the unknown token, and the
+- `chat template`: whether there is one, and whether its ids survive decode → encode;
+- `determinism`: two loads give the same rewards (bitwise, or within 1e-6);
+- `unknown tokens` / `context` (with `data=`): the share of the unknown token, and the
   pairs longer than the context, on a sample of up to 200 pairs of your data.
 
 The test conversations are the data file's first pairs when one is given, else a few short
 English conversations. Numbers are float32; tolerances are relative to the rewards' scale
 (at least 1).
 
->>> from reward_lens_tl.zoo import zoo_path
->>> report = check(zoo_path("scalar"))
->>> report.failed, report.status("parity with HF"), report.status("determinism")
-(False, 'pass', 'pass')
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> report = check(zoo_path("scalar"))
+    >>> report.failed, report.status("parity with HF"), report.status("determinism")
+    (False, 'pass', 'pass')
 """
 
 from __future__ import annotations
@@ -76,8 +77,17 @@ CONVERSATIONS: tuple[tuple[Any, str], ...] = (
 
 @dataclass(frozen=True)
 class CheckRow:
-    """One diagnostic: its name, ``"pass"``, ``"warn"`` or ``"fail"``, and the numbers/facts;
-    ``error`` is the exception behind a failed row, if one was raised (``--debug`` shows it)."""
+    """One diagnostic: its name, its status and the numbers/facts.
+
+    Args:
+        check: The diagnostic's name.
+        status: `"pass"`, `"warn"` or `"fail"`.
+        detail: The numbers/facts behind the status.
+        error: The exception behind a failed row, if one was raised (`--debug` shows it).
+
+    Raises:
+        InvalidArgumentError: A status that is not one of the three.
+    """
 
     check: str
     status: str
@@ -85,13 +95,23 @@ class CheckRow:
     error: BaseException | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        """Check that the status is `"pass"`, `"warn"` or `"fail"`.
+
+        Raises:
+            InvalidArgumentError: Any other status.
+        """
         if self.status not in STATUSES:
             raise InvalidArgumentError(f"status must be one of {STATUSES}, got {self.status!r}")
 
 
 @dataclass(frozen=True)
 class CheckReport(Result):
-    """The rows of :func:`check`; ``failed`` is true when any row failed (the CLI exits 1)."""
+    """The rows of `check`; `failed` is true when any row failed (the CLI exits 1).
+
+    Args:
+        model: What was checked, as shown in the report.
+        rows: One row per diagnostic.
+    """
 
     model: str
     rows: tuple[CheckRow, ...]
@@ -102,15 +122,26 @@ class CheckReport(Result):
 
     @property
     def failed(self) -> bool:
+        """Whether any row failed (the CLI then exits 1)."""
         return any(row.status == "fail" for row in self.rows)
 
     @property
     def errors(self) -> tuple[BaseException, ...]:
-        """The exceptions behind failed rows (for a traceback: ``reward-lens check --debug``)."""
+        """The exceptions behind failed rows (for a traceback: `reward-lens check --debug`)."""
         return tuple(row.error for row in self.rows if row.error is not None)
 
     def status(self, check: str) -> str:
-        """The status of the row named ``check`` (the first one when several share the name)."""
+        """The status of the row named `check` (the first one when several share the name).
+
+        Args:
+            check: The row's name.
+
+        Returns:
+            `"pass"`, `"warn"` or `"fail"`.
+
+        Raises:
+            InvalidArgumentError: No row has that name.
+        """
         for row in self.rows:
             if row.check == check:
                 return row.status
@@ -118,8 +149,13 @@ class CheckReport(Result):
         raise InvalidArgumentError(f"no check named {check!r}; the checks run: {names}")
 
     def to_dataframe(self):
-        """One row per check: ``check``, ``status``, ``detail``, ``severity`` (0 pass, 1 warn,
-        2 fail; ``top_k`` lists the worst)."""
+        """One row per check: `check`, `status`, `detail`, `severity`.
+
+        `severity` is 0 for pass, 1 for warn, 2 for fail; `top_k` lists the worst.
+
+        Returns:
+            A pandas `DataFrame`, one row per check.
+        """
         import pandas as pd
 
         return pd.DataFrame(
@@ -132,7 +168,11 @@ class CheckReport(Result):
         )
 
     def to_text(self) -> str:
-        """A plain-text table and a one-line summary."""
+        """A plain-text table and a one-line summary.
+
+        Returns:
+            The table and summary, as text.
+        """
         width = max((len(r.check) for r in self.rows), default=5)
         lines = [f"reward-lens check: {self.model}", ""]
         lines += [f"{r.status.upper():4}  {r.check:<{width}}  {r.detail}" for r in self.rows]
@@ -141,7 +181,11 @@ class CheckReport(Result):
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        """``{"model", "passed", "rows": [{"check", "status", "detail"}]}`` as JSON text."""
+        """`{"model", "passed", "rows": [{"check", "status", "detail"}]}` as JSON text.
+
+        Returns:
+            The report as JSON text.
+        """
         rows = [{"check": r.check, "status": r.status, "detail": r.detail} for r in self.rows]
         return json.dumps({"model": self.model, "passed": not self.failed, "rows": rows})
 
@@ -150,17 +194,31 @@ class CheckReport(Result):
 def check(
     model_or_path: Any, data: str | os.PathLike[str] | None = None, *, tokenizer: Any = None
 ) -> CheckReport:
-    """Diagnose a reward model, ``model_or_path``: a local checkpoint directory (every check),
-    an HF module (every check; pass its ``tokenizer`` for the text checks) or a
-    ``HookedRewardModel`` (the checks of the converted model only). ``data`` is a pair file
-    (any format ``load_pairs`` reads).
+    """Diagnose a reward model.
+
+    ``model_or_path`` is a local checkpoint directory (every check), an HF module (every check;
+    pass its ``tokenizer`` for the text checks) or a `HookedRewardModel` (the checks of the
+    converted model only). ``data`` is a pair file (any format `load_pairs` reads).
 
     Never raises for a problem of the model: a checkpoint that cannot be loaded is a failed
-    ``load`` row. An argument that is neither of the three is an :class:`InvalidArgumentError`.
+    `load` row.
 
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> check(zoo_path("scalar")).to_dataframe()["status"].tolist().count("fail")
-    0
+    Args:
+        model_or_path: A local checkpoint directory, an HF module or a `HookedRewardModel`.
+        data: A pair file whose first pairs are the test conversations (default: a few short
+            English conversations).
+        tokenizer: The tokenizer of an HF module, for the text checks.
+
+    Returns:
+        The report, one row per check.
+
+    Raises:
+        InvalidArgumentError: An argument that is neither of the three.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> check(zoo_path("scalar")).to_dataframe()["status"].tolist().count("fail")
+        0
     """
     from .model import HookedRewardModel
 
@@ -200,8 +258,11 @@ def _check_checkpoint(path: Path, data) -> CheckReport:
 
 
 def _run_checks(name: str, load: Callable, hf: Callable | None, data) -> CheckReport:
-    """Load (``load()``, again for determinism), run every check (an unexpected error becomes
-    that check's failed row) and report; ``hf(model)`` gives the HF model to compare with."""
+    """Load, run every check and report.
+
+    `load()` is called again for determinism; an unexpected error becomes that check's failed
+    row; `hf(model)` gives the HF model to compare with.
+    """
     try:
         model = load()
     except Exception as err:  # noqa: BLE001 - any loading problem is the answer to "load"
@@ -260,7 +321,7 @@ def _message(err: BaseException) -> str:
 
 
 def _guarded(rows: list[CheckRow], name: str, fn: Callable):
-    """``fn()``, or ``None`` with a failed row ``name`` appended when it raises."""
+    """`fn()`, or `None` with a failed row `name` appended when it raises."""
     try:
         return fn()
     except Exception as err:  # noqa: BLE001 - a diagnostic reports every error as a failed row
@@ -333,7 +394,7 @@ def _what(model, seqs) -> str:
 
 
 def _fit(model, prompt, response) -> EncodedConversation | None:
-    """The conversation encoded whole, else truncated (prompt first); ``None`` if it cannot fit."""
+    """The conversation encoded whole, else truncated (prompt first); `None` if it cannot fit."""
     for truncation in ("error", "left", "right"):
         try:
             return encode_conversation(
@@ -347,7 +408,7 @@ def _fit(model, prompt, response) -> EncodedConversation | None:
 # -- the checks -----------------------------------------------------------------------------------
 @torch.no_grad()
 def _rewards(model, seqs, padding_side: PaddingSide = "left") -> Float[Tensor, "batch ..."]:
-    """Our rewards of ``seqs`` as one padded batch (each row alone when given one sequence)."""
+    """Our rewards of `seqs` as one padded batch (each row alone when given one sequence)."""
     ids, mask = pad_batch(seqs, model.pad_token_id, padding_side)
     device = model.cfg.device
     return model.pooled_rewards(ids.to(device), mask.to(device)).float().cpu()

@@ -1,31 +1,32 @@
-"""Pair-set analyses across processes: ``torchrun --nproc_per_node N script.py``.
+"""Pair-set analyses across processes: `torchrun --nproc_per_node N script.py`.
 
-:func:`~reward_lens_tl.scoring.score_pairs`, :func:`~reward_lens_tl.attribution.attribute_pairs`,
-:func:`~reward_lens_tl.lens.pair_lens`, :func:`~reward_lens_tl.evals.run.score_items`,
-:func:`~reward_lens_tl.report.build_report` and the ``score``, ``eval`` and ``report`` commands
-run unchanged under ``torchrun``.
+`score_pairs`, `attribute_pairs`,
+`pair_lens`, `score_items`,
+`build_report` and the `score`, `eval` and `report` commands
+run unchanged under `torchrun`.
 Every process runs the same script on the same pair set; the pairs are split **by batch,
-strided**: batch ``k`` (pairs ``k·B … k·B+B−1`` for ``batch_size=B``) runs on rank
-``k mod world_size``. The per-batch results are gathered with ``all_gather_object`` and put back
+strided**: batch `k` (pairs `k·B … k·B+B−1` for `batch_size=B`) runs on rank
+`k mod world_size`. The per-batch results are gathered with `all_gather_object` and put back
 in input order, so **every rank returns the same, complete result**, equal bit for bit to a
 1-process run (each batch is the very batch a single process would run; use one thread per
-process, as ``torchrun`` sets by default). Write files on rank 0 only (:func:`is_main_process`).
+process, as `torchrun` sets by default). Write files on rank 0 only (`is_main_process`).
 
-- The process group: an already initialised one is used as it is; otherwise, when ``torchrun``'s
-  ``WORLD_SIZE`` is above 1, :func:`world` initialises it from the environment with torch's
-  default backends (``gloo`` for CPU tensors, ``nccl`` for CUDA ones where available). Result
+- The process group: an already initialised one is used as it is; otherwise, when `torchrun`'s
+  `WORLD_SIZE` is above 1, `world` initialises it from the environment with torch's
+  default backends (`gloo` for CPU tensors, `nccl` for CUDA ones where available). Result
   objects are gathered on the CPU (gloo); a group you made with NCCL only needs
-  ``torch.cuda.set_device(local_rank)`` first.
+  `torch.cuda.set_device(local_rank)` first.
 - A world larger than the number of batches is allowed: ranks with no batch contribute nothing
   and the result is still the 1-process one.
-- An error on one rank (a pair too long with ``on_error="raise"``, ...) is raised on every rank,
+- An error on one rank (a pair too long with `on_error="raise"`, ...) is raised on every rank,
   the one of the earliest failing batch, so no rank hangs in a collective.
-- With one process (no ``WORLD_SIZE``, no group) nothing here runs a collective.
+- With one process (no `WORLD_SIZE`, no group) nothing here runs a collective.
 
->>> world()
-(0, 1)
->>> [k for k, _ in shard(range(10), batch_size=3, rank=1, world_size=2)]
-[1, 3]
+Examples:
+    >>> world()
+    (0, 1)
+    >>> [k for k, _ in shard(range(10), batch_size=3, rank=1, world_size=2)]
+    [1, 3]
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ TIMEOUT = timedelta(minutes=30)
 
 
 def world() -> tuple[int, int]:
-    """``(rank, world_size)``: from the initialised process group, or from ``torchrun``'s
-    environment (initialising the group), or ``(0, 1)``."""
+    """`(rank, world_size)`.
+
+    From the initialised process group, or from `torchrun`'s environment (initialising the group),
+    or `(0, 1)`.
+    """
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -58,7 +62,7 @@ def world() -> tuple[int, int]:
 
 
 def init_from_env(timeout: timedelta = TIMEOUT) -> None:
-    """Initialise the default process group from ``torchrun``'s environment (``env://``)."""
+    """Initialise the default process group from `torchrun`'s environment (`env://`)."""
     if not dist.is_available():
         raise UsageError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
     dist.init_process_group(timeout=timeout)
@@ -76,7 +80,7 @@ def is_main_process() -> bool:
 
 
 def batches(items: Iterable[Any], batch_size: int) -> Iterator[tuple[int, list[Any]]]:
-    """``(k, batch)`` for consecutive batches of ``batch_size`` items (the last may be short)."""
+    """`(k, batch)` for consecutive batches of `batch_size` items (the last may be short)."""
     it = iter(items)
     for k in count():
         batch = list(islice(it, batch_size))
@@ -91,8 +95,10 @@ def shard(
     rank: int | None = None,
     world_size: int | None = None,
 ) -> Iterator[tuple[int, list[Any]]]:
-    """This rank's batches ``(k, batch)``: batch ``k`` goes to rank ``k mod world_size``. The
-    items are streamed (only one batch is held); other ranks' batches are skipped unread."""
+    """This rank's batches `(k, batch)`: batch `k` goes to rank `k mod world_size`.
+
+    The items are streamed (only one batch is held); other ranks' batches are skipped unread.
+    """
     if rank is None or world_size is None:
         rank, world_size = world()
     for k, batch in batches(items, batch_size):
@@ -101,10 +107,10 @@ def shard(
 
 
 def gather_results(local: list[tuple[int, Any]], error: tuple[int, Exception] | None = None):
-    """Every rank's ``(k, result)`` in order of ``k``, on every rank (one process: ``local``).
+    """Every rank's `(k, result)` in order of `k`, on every rank (one process: `local`).
 
-    ``error`` is this rank's ``(k, exception)`` if it stopped at batch ``k``; when any rank
-    failed, every rank raises the exception of the smallest ``k``.
+    `error` is this rank's `(k, exception)` if it stopped at batch `k`; when any rank
+    failed, every rank raises the exception of the smallest `k`.
     """
     rank, size = world()
     if size == 1:
@@ -122,15 +128,18 @@ def gather_results(local: list[tuple[int, Any]], error: tuple[int, Exception] | 
 def map_in_rounds(
     items: Iterable[Any], fn: Callable[[Any], Any]
 ) -> Iterator[list[tuple[int, Any]]]:
-    """``fn`` on item ``k`` on rank ``k mod world_size``; after each round of ``world_size``
-    items, yields that round's ``[(k, fn(item_k)), ...]`` in order, on every rank.
+    """`fn` on item `k` on rank `k mod world_size`.
+
+    After each round of `world_size` items, yields that round's `[(k, fn(item_k)), ...]` in order,
+    on every rank.
 
     For work that is written out as it goes (score files): one process yields after every
     item. Every rank must pass the same items. An error on any rank is raised on every rank
     at the end of its round.
 
-    >>> [r for rnd in map_in_rounds("abc", str.upper) for r in rnd]
-    [(0, 'A'), (1, 'B'), (2, 'C')]
+    Examples:
+        >>> [r for rnd in map_in_rounds("abc", str.upper) for r in rnd]
+        [(0, 'A'), (1, 'B'), (2, 'C')]
     """
     rank, size = world()
     numbered = enumerate(items)
@@ -146,13 +155,15 @@ def map_in_rounds(
 
 
 def map_items(items: Iterable[Any], fn: Callable[[Any], Any]) -> list[tuple[int, Any]]:
-    """Every ``(k, fn(item_k))`` in order on every rank, item ``k`` run on rank
-    ``k mod world_size`` (:func:`map_in_rounds`, flattened)."""
+    """Every `(k, fn(item_k))` in order on every rank.
+
+    Item `k` is run on rank `k mod world_size` (`map_in_rounds`, flattened).
+    """
     return [kr for rnd in map_in_rounds(items, fn) for kr in rnd]
 
 
 def broadcast(obj: Any) -> Any:
-    """Rank 0's ``obj`` on every rank (one process: ``obj``)."""
+    """Rank 0's `obj` on every rank (one process: `obj`)."""
     if world()[1] == 1:
         return obj
     box = [obj]

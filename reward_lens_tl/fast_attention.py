@@ -1,51 +1,52 @@
-"""An exact fast attention path: ``scaled_dot_product_attention`` when nobody looks at the pattern.
+"""An exact fast attention path: `scaled_dot_product_attention` when nobody looks at the pattern.
 
 TransformerLens computes attention as an explicit einsum: it materialises the
-``[batch, head, query, key]`` scores and pattern (so ``hook_attn_scores`` / ``hook_pattern``
+`[batch, head, query, key]` scores and pattern (so `hook_attn_scores` / `hook_pattern`
 can see and edit them), which makes a forward pass grow quadratically in memory traffic and
 fall behind HF's fused kernels at long context. A reward-model forward rarely needs the
 pattern, so each converted model swaps its attention modules' class for a subclass
-(:func:`install`; per instance, never a global patch of TransformerLens) whose ``forward``
-uses :func:`torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
-``pattern @ v`` step and TL's own code for everything else:
+(`install`; per instance, never a global patch of TransformerLens) whose `forward`
+uses `torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
+`pattern @ v` step and TL's own code for everything else:
 
-- ``hook_q``, ``hook_k``, ``hook_v``, ``hook_rot_q``, ``hook_rot_k``, ``hook_z``,
-  ``hook_result`` (with ``use_attn_result``) and everything downstream fire with the same
+- `hook_q`, `hook_k`, `hook_v`, `hook_rot_q`, `hook_rot_k`, `hook_z`,
+  `hook_result` (with `use_attn_result`) and everything downstream fire with the same
   values (TL's path ≤ 1e-5; HF parity unchanged);
 - TL's own path runs whenever the pattern is needed or SDPA cannot express the attention:
-  anything that could observe or change ``hook_attn_scores`` or ``hook_pattern`` (see
+  anything that could observe or change `hook_attn_scores` or `hook_pattern` (see
   below), score soft-capping (Gemma-2), ALiBi or relative position biases, attention sinks,
   log-n scaling, OLMo's QK norm and clipping, non-causal attention, an additive mask, or
   4-bit weights;
 - hooks on the attention module itself (forward, pre, with keywords) see the same calls
   and values on both paths, so they keep SDPA;
-- padding (``attention_mask``, left or right), TL's frozen key-value caches (used by batched
-  patching), grouped-query attention, ``attn_scale`` and sliding-window (local) layers are
+- padding (`attention_mask`, left or right), TL's frozen key-value caches (used by batched
+  patching), grouped-query attention, `attn_scale` and sliding-window (local) layers are
   handled by the mask given to SDPA. Query rows with no visible key (left padding) give
-  ``z = 0``, as TL's NaN-to-zero pattern does.
+  `z = 0`, as TL's NaN-to-zero pattern does.
 
-``model.set_fast_attention(False)`` switches every layer back to TL's path (e.g. to compare).
+`model.set_fast_attention(False)` switches every layer back to TL's path (e.g. to compare).
 
 **Hooks.** Every shortcut of the forward pass (this one, the pooled last block of
-:mod:`reward_lens_tl.pooled_forward`) asks one question, :func:`hooked`: could anything
+`reward_lens_tl.pooled_forward`) asks one question, `hooked`: could anything
 observe or change a call of the modules it skips or reshapes? Yes when there is a PyTorch
-global module hook (``torch.nn.modules.module.register_module_forward_hook`` and its pre /
+global module hook (`torch.nn.modules.module.register_module_forward_hook` and its pre /
 backward siblings), or on any of those modules a forward, forward-pre or backward hook
-(TL's hooks, permanent, contextual, cache or ``run_with_hooks`` ones, are PyTorch hooks on
-``HookPoint``s), an instance ``forward`` override added after the model was built, a
-module of a class from outside TransformerLens / ``torch.nn`` / this package, or a hook point
-replaced by anything but a plain ``HookPoint`` (an SAE splice). The check reads a few
+(TL's hooks, permanent, contextual, cache or `run_with_hooks` ones, are PyTorch hooks on
+`HookPoint`s), an instance `forward` override added after the model was built, a
+module of a class from outside TransformerLens / `torch.nn` / this package, or a hook point
+replaced by anything but a plain `HookPoint` (an SAE splice). The check reads a few
 dictionaries per module and never touches the device.
 
->>> import torch
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(2, [9, 6])
->>> fast = model.rewards(ids, mask)
->>> model.set_fast_attention(False)
->>> bool((model.rewards(ids, mask) - fast).abs().max() < 1e-5)
-True
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(2, [9, 6])
+    >>> fast = model.rewards(ids, mask)
+    >>> model.set_fast_attention(False)
+    >>> bool((model.rewards(ids, mask) - fast).abs().max() < 1e-5)
+    True
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ _TRUSTED: dict[type, bool] = {}
 
 
 def global_hooks() -> bool:
-    """Whether PyTorch has a global module hook (``register_module_forward_hook`` and its
-    pre / backward siblings): it sees every call of every module."""
+    """Whether PyTorch has a global module hook: it sees every call of every module.
+
+    Global hooks are `register_module_forward_hook` and its pre / backward siblings.
+    """
     return bool(
         torch_module._global_forward_hooks
         or torch_module._global_forward_pre_hooks
@@ -87,9 +90,11 @@ def global_hooks() -> bool:
 
 
 def trusted_class(cls: type) -> bool:
-    """Whether ``cls`` comes from TransformerLens, ``torch.nn`` or this package (a module of
-    any other class, e.g. a user's own component or an SAE wrapper, may record or change
-    what it sees)."""
+    """Whether `cls` comes from TransformerLens, `torch.nn` or this package.
+
+    A module of any other class (e.g. a user's own component or an SAE wrapper) may record or change
+    what it sees.
+    """
     known = _TRUSTED.get(cls)
     if known is None:
         where = getattr(cls, "__module__", None) or ""
@@ -99,11 +104,13 @@ def trusted_class(cls: type) -> bool:
 
 
 def attached(module: nn.Module) -> bool:
-    """Whether something is attached to ``module`` itself: a forward, forward-pre or
-    backward hook (TL's hooks, permanent or not, are PyTorch hooks on a ``HookPoint``), an
-    instance-level ``forward`` override (accelerate-style wrappers) that the model was not
-    built with, or a class from outside TransformerLens / ``torch.nn`` / this package (a
-    user's own component, an SAE wrapper)."""
+    """Whether something is attached to `module` itself.
+
+    A forward, forward-pre or backward hook (TL's hooks, permanent or not, are PyTorch hooks on a
+    `HookPoint`), an instance-level `forward` override (accelerate-style wrappers) that the model
+    was not built with, or a class from outside TransformerLens / `torch.nn` / this package (a
+    user's own component, an SAE wrapper).
+    """
     if (
         module._forward_hooks
         or module._forward_pre_hooks
@@ -122,12 +129,13 @@ def attached(module: nn.Module) -> bool:
 
 
 def hooked(roots: Iterable[nn.Module]) -> bool:
-    """Whether any hook could observe or change a call of a module in the subtrees of
-    ``roots``: a global module hook, something :func:`attached` to one of their modules, or
-    a hook point (a ``hook_*`` child) replaced by anything other than a plain ``HookPoint``
-    (an SAE splice). Every shortcut of the forward pass asks this about the modules whose
-    calls it skips or reshapes, and runs only when the answer is no. Cheap: a few dictionary
-    look-ups per module, no device work."""
+    """Whether any hook could observe or change a call of a module in the subtrees of `roots`.
+
+    A global module hook, something `attached` to one of their modules, or a hook point (a `hook_*`
+    child) replaced by anything other than a plain `HookPoint` (an SAE splice). Every shortcut of
+    the forward pass asks this about the modules whose calls it skips or reshapes, and runs only
+    when the answer is no. Cheap: a few dictionary look-ups per module, no device work.
+    """
     if global_hooks():
         return True
     stack = list(roots)
@@ -145,7 +153,7 @@ def hooked(roots: Iterable[nn.Module]) -> bool:
 
 
 def hook_points_hooked(parent: nn.Module, names: Iterable[str]) -> bool:
-    """:func:`hooked` for the hook points ``names`` of ``parent`` (also replaced ones)."""
+    """`hooked` for the hook points `names` of `parent` (also replaced ones)."""
     points = [parent._modules[name] for name in names]
     if any(type(p) is not HookPoint for p in points):
         return True
@@ -167,19 +175,24 @@ def config_supports_sdpa(cfg) -> bool:
 
 @dataclass
 class RotatedPrefixEntry(TransformerLensKeyValueCacheEntry):
-    """A frozen key-value cache entry that also holds its keys already rotated (rotary
-    models): the SDPA path rotates only the new keys instead of the whole prefix again on
-    every call (patching sweeps reuse one prefix for many variants). TL's own path, taken
-    when a hook reads the pattern, still uses the unrotated ``past_keys``. Hooks see the
-    same on both paths: ``hook_k`` the new keys only, ``hook_rot_k`` the whole rotated key
-    sequence (prefix included), so a hook editing keys acts on both alike."""
+    """A frozen key-value cache entry that also holds its keys already rotated (rotary models).
+
+    The SDPA path rotates only the new keys instead of the whole prefix again on every call
+    (patching sweeps reuse one prefix for many variants). TL's own path, taken when a hook reads the
+    pattern, still uses the unrotated `past_keys`. Hooks see the same on both paths: `hook_k` the
+    new keys only, `hook_rot_k` the whole rotated key sequence (prefix included), so a hook editing
+    keys acts on both alike.
+    """
 
     rotated_keys: Tensor | None = None
 
 
 def prepend(prefix: Tensor, new: Tensor) -> Tensor:
-    """``cat([prefix, new], 1)``; the prefix is often expanded along the batch (stride 0),
-    which ``torch.cat`` copies slowly, so it is written into a new tensor instead."""
+    """`cat([prefix, new], 1)`.
+
+    The prefix is often expanded along the batch (stride 0), which `torch.cat` copies slowly, so it
+    is written into a new tensor instead.
+    """
     out = new.new_empty((new.shape[0], prefix.shape[1] + new.shape[1], *new.shape[2:]))
     out[:, : prefix.shape[1]] = prefix
     out[:, prefix.shape[1] :] = new
@@ -190,9 +203,11 @@ _PADDING_SEEN: list = [(None, None, False)]  # [(weakref to a mask, its version,
 
 
 def has_padding(attention_mask: Tensor) -> bool:
-    """Whether the mask hides any position. Every layer of a forward gets the same mask
-    tensor, so the answer (a device-to-host copy on CUDA) is kept for that tensor: one
-    synchronisation per forward, not one per layer."""
+    """Whether the mask hides any position.
+
+    Every layer of a forward gets the same mask tensor, so the answer (a device-to-host copy on
+    CUDA) is kept for that tensor: one synchronisation per forward, not one per layer.
+    """
     seen, version, answer = _PADDING_SEEN[0]
     if seen is not None and seen() is attention_mask and version == attention_mask._version:
         return answer
@@ -202,12 +217,21 @@ def has_padding(attention_mask: Tensor) -> bool:
 
 
 class SDPAAttentionMixin(AbstractAttention):
-    """Mixed in front of TL's ``Attention`` / ``GroupedQueryAttention`` by :func:`install`."""
+    """Mixed in front of TL's `Attention` / `GroupedQueryAttention` by `install`."""
 
     __slots__ = ()  # same instance layout as the TL class, so ``__class__`` can be swapped
     fast_attention: bool = True
 
     def uses_sdpa(self, additive_attention_mask, position_bias) -> bool:
+        """Whether this call can take the SDPA path.
+
+        Args:
+            additive_attention_mask: TL's additive mask (SDPA only without one).
+            position_bias: TL's position bias (SDPA only without one).
+
+        Returns:
+            Whether SDPA is used: causal attention, no pattern hook and a supported config.
+        """
         return (
             self.fast_attention
             and additive_attention_mask is None
@@ -227,6 +251,20 @@ class SDPAAttentionMixin(AbstractAttention):
         attention_mask=None,
         position_bias=None,
     ):
+        """TL's attention forward, through SDPA when `uses_sdpa` allows it.
+
+        Args:
+            query_input: Input of the queries.
+            key_input: Input of the keys.
+            value_input: Input of the values.
+            past_kv_cache_entry: TL's key-value cache entry, if any.
+            additive_attention_mask: TL's additive attention mask, if any.
+            attention_mask: The padding mask, if any.
+            position_bias: TL's position bias, if any.
+
+        Returns:
+            The attention output.
+        """
         if not self.uses_sdpa(additive_attention_mask, position_bias):
             return super().forward(
                 query_input,
@@ -258,18 +296,23 @@ class SDPAAttentionMixin(AbstractAttention):
         return self.attention_output(z)
 
     def _extend_rotary_embeddings(self, new_size: int) -> None:
-        """TL rebuilds the tables whenever a call needs position ``n_ctx`` (the pooled last
-        block's query sits one past a full row's keys), but caps the size at ``n_ctx``, so
-        it rebuilt the same tables on every such call; grow them only when they grow. The
-        positions used come from the mask there and stay below ``n_ctx``."""
+        """Grow the rotary tables only when they grow.
+
+        TL rebuilds the tables whenever a call needs position `n_ctx` (the pooled last block's query
+        sits one past a full row's keys), but caps the size at `n_ctx`, so it rebuilt the same
+        tables on every such call; grow them only when they grow. The positions used come from the
+        mask there and stay below `n_ctx`.
+        """
         if new_size > self.rotary_cos.shape[0]:
             super()._extend_rotary_embeddings(new_size)
 
     def visible_keys(
         self, n_query: int, n_key: int, offset: int, attention_mask, device
     ) -> Bool[Tensor, "batch 1 query key"] | None:
-        """TL's causal (and sliding-window) mask and the padding mask; ``None`` when plain
-        causal attention with no padding is exact (SDPA's ``is_causal``)."""
+        """TL's causal (and sliding-window) mask and the padding mask.
+
+        `None` when plain causal attention with no padding is exact (SDPA's `is_causal`).
+        """
         padded = attention_mask is not None and has_padding(attention_mask)
         if offset == 0 and n_query == n_key and self.attn_type == "global" and not padded:
             return None
@@ -286,6 +329,18 @@ class SDPAAttentionMixin(AbstractAttention):
         offset: int,
         attention_mask,
     ) -> Float[Tensor, "batch query head d_head"]:
+        """Attention output `z` by `scaled_dot_product_attention`.
+
+        Args:
+            q: Queries.
+            k: Keys.
+            v: Values.
+            offset: Position of the first query among the keys.
+            attention_mask: The padding mask, if any.
+
+        Returns:
+            `z`, as TL's `hook_z` sees it.
+        """
         repeat = q.shape[2] // k.shape[2]
         if repeat > 1:  # grouped-query attention, as TL expands it
             k = torch.repeat_interleave(k, dim=2, repeats=repeat)
@@ -308,9 +363,11 @@ class SDPAAttentionMixin(AbstractAttention):
         return z.transpose(1, 2).to(v.dtype)
 
     def calculate_sin_cos_rotary(self, rotary_dim, n_ctx, base=10000, dtype=torch.float32):
-        """Rotary tables computed as HF computes them (``position * inv_freq`` in float32):
-        TL's ``position / freq`` rounds differently, which moves the angles by up to ~ulp
-        (position) and the reward by ~1e-4 at 1,000 tokens. Scaled ropes use TL's own."""
+        """Rotary tables computed as HF computes them (`position * inv_freq` in float32).
+
+        TL's `position / freq` rounds differently, which moves the angles by up to ~ulp (position)
+        and the reward by ~1e-4 at 1,000 tokens. Scaled ropes use TL's own.
+        """
         cfg = self.cfg
         if (
             cfg.use_NTK_by_parts_rope
@@ -332,7 +389,7 @@ class SDPAAttentionMixin(AbstractAttention):
     def attention_output(
         self, z: Float[Tensor, "batch pos head d_head"]
     ) -> Float[Tensor, "batch pos d_model"]:
-        """TL's output projection (with ``hook_result`` when ``use_attn_result`` is set)."""
+        """TL's output projection (with `hook_result` when `use_attn_result` is set)."""
         if self.cfg.use_attn_result:
             w = einops.rearrange(self.W_O, "head d_head d_model -> 1 1 head d_head d_model")
             result = self.hook_result((z.to(w.dtype)[..., None] * w).sum(-2))
@@ -343,13 +400,23 @@ class SDPAAttentionMixin(AbstractAttention):
 
 
 class StridedGatedMLP(GatedMLP):
-    """TL's gated MLP without the per-call ``W.T.contiguous()`` weight copies (float32 only,
-    where the product is the same; TL copies to match HF's bfloat16 rounding). The copies
-    cost ~15% of a 128-token forward of a d512 model."""
+    """TL's gated MLP without the per-call `W.T.contiguous()` weight copies.
+
+    Float32 only, where the product is the same; TL copies to match HF's bfloat16 rounding. The
+    copies cost ~15% of a 128-token forward of a d512 model.
+    """
 
     __slots__ = ()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """The gated MLP's output, without weight copies in float32.
+
+        Args:
+            x: Input of the MLP.
+
+        Returns:
+            The MLP's output.
+        """
         if (
             x.dtype != torch.float32
             or self.W_gate.dtype != torch.float32
@@ -377,10 +444,12 @@ def fast_class(cls: type) -> type:
 
 
 def install(model) -> None:
-    """Give every attention module (and plain gated MLP) of ``model`` the fast path (this
-    instance only; the modules keep their parameters, hooks and names), and note the
-    instance-level ``forward``s the model was built with (sae_lens wraps each MLP's), so
-    that :func:`attached` counts only those added later."""
+    """Give every attention module (and plain gated MLP) of `model` the fast path.
+
+    This instance only; the modules keep their parameters, hooks and names. Note the instance-level
+    `forward`s the model was built with (sae_lens wraps each MLP's), so that `attached` counts only
+    those added later.
+    """
     for block in model.blocks:
         attn = block.attn
         if isinstance(attn, AbstractAttention) and type(attn).forward is AbstractAttention.forward:
@@ -403,6 +472,11 @@ def install(model) -> None:
 
 
 def install_mlp(mlp: GatedMLP) -> None:
+    """Give one gated MLP the strided fast path (keeping an sae_lens wrapper's `hook_in`).
+
+    Args:
+        mlp: The gated MLP.
+    """
     if "forward" not in vars(mlp):
         mlp.__class__ = StridedGatedMLP
         return
@@ -417,6 +491,12 @@ def install_mlp(mlp: GatedMLP) -> None:
 
 
 def set_enabled(model, enabled: bool) -> None:
+    """Turn the fast attention path of every block of `model` on or off.
+
+    Args:
+        model: The hooked model.
+        enabled: Whether to use SDPA where exact.
+    """
     for block in model.blocks:
         if isinstance(block.attn, SDPAAttentionMixin):
             block.attn.fast_attention = bool(enabled)

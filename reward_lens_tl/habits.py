@@ -1,15 +1,16 @@
 """The catalogue of TransformerLens (and sae_lens) habits and what each does on a reward model.
 
 One entry per idiom a TL user writes routinely: the code, and either what it gives on a reward
-model (``right``: the number equals an independent computation from the plain HF model, in
-``tests/test_habits.py``) or the typed error it raises and what to use instead
-(``refused``). The README's table is rendered from this list (:func:`markdown_table`) and a test
+model (`right`: the number equals an independent computation from the plain HF model, in
+`tests/test_habits.py`) or the typed error it raises and what to use instead
+(`refused`). The README's table is rendered from this list (`markdown_table`) and a test
 checks that the two agree and that every entry has a test, so the table cannot drift.
 
->>> len(HABITS) >= 60, {h.verdict for h in HABITS} == {"right", "refused"}
-(True, True)
->>> markdown_table().splitlines()[0]
-'| # | TL idiom | on a reward model |'
+Examples:
+    >>> len(HABITS) >= 60, {h.verdict for h in HABITS} == {"right", "refused"}
+    (True, True)
+    >>> markdown_table().splitlines()[0]
+    '| # | TL idiom | on a reward model |'
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Habit:
-    """One idiom: ``key`` (used by the tests), the code, and its verdict and explanation."""
+    """One idiom: `key` (used by the tests), the code, and its verdict and explanation."""
 
     key: str
     idiom: str
@@ -28,6 +29,14 @@ class Habit:
     detail: str
 
     def row(self, number: int) -> str:
+        """This habit's row of the README table.
+
+        Args:
+            number: The row's number.
+
+        Returns:
+            The Markdown table row.
+        """
         said = "right: " if self.verdict == "right" else "refused: "
         return f"| {number} | `{self.idiom}` | {said}{self.detail} |"
 
@@ -393,18 +402,22 @@ HABITS: tuple[Habit, ...] = (
 
 
 def markdown_table() -> str:
-    """The README's "what changes" table, one row per :data:`HABITS` entry."""
+    """The README's "what changes" table, one row per `HABITS` entry."""
     head = ["| # | TL idiom | on a reward model |", "|---|---|---|"]
     return "\n".join(head + [h.row(i) for i, h in enumerate(HABITS, 1)])
 
 
 def by_key() -> dict[str, Habit]:
+    """Every habit, by its key."""
     return {h.key: h for h in HABITS}
 
 
 def update_readme(path) -> bool:
-    """Rewrite the table between ``<!-- habits:start -->`` and ``<!-- habits:end -->`` in the
-    README at ``path``; returns whether it changed (``python -m reward_lens_tl.habits``)."""
+    """Rewrite the habits table in the README at `path`; returns whether it changed.
+
+    The table lies between `<!-- habits:start -->` and `<!-- habits:end -->`
+    (`python -m reward_lens_tl.habits`).
+    """
     import re
     from pathlib import Path
 

@@ -1,17 +1,18 @@
 """Small self-contained HTML views (no scripts, no network), every text escaped.
 
-:func:`token_html` colours tokens by a signed value (blue positive, red negative) with the
+`token_html` colours tokens by a signed value (blue positive, red negative) with the
 value and details on hover, the way CircuitsVis token views look in a TransformerLens notebook;
-:func:`grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with
-its largest cells outlined. Both return a string for ``_repr_html_`` or a report page.
+`grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with
+its largest cells outlined. Both return a string for `_repr_html_` or a report page.
 
 CircuitsVis itself was considered and not used: its views embed ~1.3 MB of JavaScript each and
-it probes the internet (``urlopen("http://google.com")``) on every render, which a report that
+it probes the internet (`urlopen("http://google.com")`) on every render, which a report that
 must open offline, and a machine without network, should not do.
 
->>> page = token_html(["<b>", "ok"], [1.0, -0.5], ["bold?", "fine"])
->>> "<b>" in page, "&lt;b&gt;" in page
-(False, True)
+Examples:
+    >>> page = token_html(["<b>", "ok"], [1.0, -0.5], ["bold?", "fine"])
+    >>> "<b>" in page, "&lt;b&gt;" in page
+    (False, True)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ STYLE = "font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px;
 
 
 def _colour(value: float, scale: float) -> str:
-    """Background colour for ``value``: blue for positive, red for negative, alpha ∝ |value|."""
+    """Background colour for `value`: blue for positive, red for negative, alpha ∝ |value|."""
     if scale <= 0 or value != value:  # zero scale or NaN
         return "rgba(0,0,0,0)"
     alpha = min(abs(value) / scale, 1.0) * 0.85
@@ -31,7 +32,14 @@ def _colour(value: float, scale: float) -> str:
 
 
 def show_token(token: str) -> str:
-    """A token as visible, escaped text (newlines and tabs made visible)."""
+    """A token as visible, escaped text (newlines and tabs made visible).
+
+    Args:
+        token: The token.
+
+    Returns:
+        The escaped text.
+    """
     shown = token.replace("\n", "↵").replace("\t", "⇥")
     return html.escape(shown if shown.strip() else shown.replace(" ", "·") or "∅")
 
@@ -45,8 +53,19 @@ def token_html(
     caption: str | None = None,
     marks: dict[int, str] | None = None,
 ) -> str:
-    """Tokens coloured by ``values`` (scaled to the largest |value|); ``hovers`` are shown as
-    tooltips; ``marks`` puts a small label above chosen positions (e.g. the reward token)."""
+    """Tokens coloured by `values` (scaled to the largest |value|).
+
+    Args:
+        tokens: The tokens.
+        values: One signed value per token.
+        hovers: Shown as tooltips, one per token.
+        title: A title above the view.
+        caption: A caption below the view.
+        marks: A small label above chosen positions (e.g. the reward token), by position.
+
+    Returns:
+        The HTML.
+    """
     values = [float(v) for v in values]
     scale = max((abs(v) for v in values if v == v), default=0.0)
     spans = []
@@ -77,7 +96,18 @@ def grid_html(
     title: str | None = None,
     highlight: int = 5,
 ) -> str:
-    """A coloured table of ``values[row][col]`` with the ``highlight`` largest |cells| boxed."""
+    """A coloured table of `values[row][col]` with the `highlight` largest |cells| boxed.
+
+    Args:
+        values: The values, `[row][col]`.
+        row_labels: The rows' labels.
+        col_labels: The columns' labels.
+        title: A title above the table.
+        highlight: How many of the largest cells to box.
+
+    Returns:
+        The HTML.
+    """
     rows = [[float(v) for v in row] for row in values]
     flat = sorted(
         ((abs(v), r, c) for r, row in enumerate(rows) for c, v in enumerate(row) if v == v),

@@ -1,32 +1,33 @@
-"""Hub ids: ``"org/name"`` resolved to a local snapshot of config, tokenizer and safetensors.
+"""Hub ids: `"org/name"` resolved to a local snapshot of config, tokenizer and safetensors.
 
-:func:`resolve_checkpoint` turns what a user passes as a model into a checkpoint directory:
+`resolve_checkpoint` turns what a user passes as a model into a checkpoint directory:
 
 - an existing local directory is used as it is (a local directory wins over a hub id of the
   same spelling);
-- a string that ``huggingface_hub`` accepts as a repo id (``"org/name"`` or ``"name"``) is
-  resolved with :func:`huggingface_hub.snapshot_download` into the hub cache, fetching only
-  :data:`ALLOWED_PATTERNS` at the repository's top level: ``config.json``, the tokenizer files
-  and ``*.safetensors`` with their index. Never ``*.py`` files, never pickle weights
-  (``*.bin``, ``*.pt``, ``*.pth``, ``*.ckpt``, ``*.pkl``). Online, the repository's file list is
+- a string that `huggingface_hub` accepts as a repo id (`"org/name"` or `"name"`) is
+  resolved with `huggingface_hub.snapshot_download` into the hub cache, fetching only
+  `ALLOWED_PATTERNS` at the repository's top level: `config.json`, the tokenizer files
+  and `*.safetensors` with their index. Never `*.py` files, never pickle weights
+  (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`). Online, the repository's file list is
   read first and a repository with pickle weights only is refused
-  (:class:`~reward_lens_tl.errors.UnsafeCheckpointError`) before anything large is fetched;
-- ``HF_HUB_OFFLINE=1`` or ``local_files_only=True`` resolve from the cache only, with the
-  same layout ``huggingface_hub`` writes (``models--org--name/refs/<branch or tag>``,
-  ``models--org--name/snapshots/<commit>/…``).
+  (`UnsafeCheckpointError`) before anything large is fetched;
+- `HF_HUB_OFFLINE=1` or `local_files_only=True` resolve from the cache only, with the
+  same layout `huggingface_hub` writes (`models--org--name/refs/<branch or tag>`,
+  `models--org--name/snapshots/<commit>/…`).
 
 The snapshot returned is still untrusted input: the loaders put it through
-:mod:`reward_lens_tl.checkpoint` (remote code refused, safetensors only, headers checked), as
-they do any directory. Each failure is a typed error (:class:`HubResolutionError` and its
-subclasses in :mod:`reward_lens_tl.errors`) naming the repo id and, where it matters, the
+`reward_lens_tl.checkpoint` (remote code refused, safetensors only, headers checked), as
+they do any directory. Each failure is a typed error (`HubResolutionError` and its
+subclasses in `reward_lens_tl.errors`) naming the repo id and, where it matters, the
 revision, and saying what to do: for a hub id that is neither cached nor reachable, the exact
-:func:`download_command` that fetches it.
+`download_command` that fetches it.
 
->>> from reward_lens_tl.zoo import zoo_path
->>> resolve_checkpoint(zoo_path("scalar")) == zoo_path("scalar")
-True
->>> is_hub_id("Skywork/Skywork-Reward-V2-Llama-3.1-8B"), is_hub_id("./missing/dir")
-(True, False)
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> resolve_checkpoint(zoo_path("scalar")) == zoo_path("scalar")
+    True
+    >>> is_hub_id("Skywork/Skywork-Reward-V2-Llama-3.1-8B"), is_hub_id("./missing/dir")
+    (True, False)
 """
 
 from __future__ import annotations
@@ -89,30 +90,46 @@ def resolve_checkpoint(
     token: str | bool | None = None,
     local_files_only: bool = False,
 ) -> Path:
-    """The checkpoint directory ``name_or_path`` names: a local directory, or the snapshot of
-    a hub id (``"org/name"``) at ``revision`` (a branch, tag or commit; default ``main``).
+    """The checkpoint directory `name_or_path` names.
 
-    ``cache_dir`` is the hub cache (default ``$HF_HUB_CACHE``, else ``huggingface_hub``'s);
-    ``token`` is passed to ``huggingface_hub`` (default: the logged-in token or ``HF_TOKEN``);
-    with ``local_files_only=True`` or ``HF_HUB_OFFLINE=1`` nothing is downloaded. A
-    ``pathlib.Path`` is always a local path; only a string can be a hub id.
+    A local directory, or the snapshot of a hub id (`"org/name"`) at `revision`. With
+    `local_files_only=True` or `HF_HUB_OFFLINE=1` nothing is downloaded. A `pathlib.Path` is
+    always a local path; only a string can be a hub id.
 
-    >>> import pathlib, tempfile
-    >>> cache = pathlib.Path(tempfile.mkdtemp())
-    >>> repo = cache / "models--org--tiny"
-    >>> snapshot = repo / "snapshots" / ("a" * 40)
-    >>> snapshot.mkdir(parents=True)
-    >>> for name in ("config.json", "model.safetensors"):
-    ...     _ = (snapshot / name).write_text("{}")
-    >>> (repo / "refs").mkdir()
-    >>> _ = (repo / "refs" / "main").write_text("a" * 40)
-    >>> resolve_checkpoint("org/tiny", cache_dir=cache, local_files_only=True).samefile(snapshot)
-    True
-    >>> try:
-    ...     resolve_checkpoint("org/absent", cache_dir=cache, local_files_only=True)
-    ... except HubNotCachedError as err:
-    ...     print("hf download org/absent" in str(err) or "huggingface-cli" in str(err))
-    True
+    Args:
+        name_or_path: A local checkpoint directory or a hub id (`"org/name"`).
+        revision: For a hub id, a branch, tag or commit (default `main`).
+        cache_dir: The hub cache (default `$HF_HUB_CACHE`, else `huggingface_hub`'s).
+        token: Passed to `huggingface_hub` (default: the logged-in token or `HF_TOKEN`).
+        local_files_only: Resolve from the local cache only, downloading nothing.
+
+    Returns:
+        The checkpoint directory (the local directory itself, or the hub snapshot).
+
+    Raises:
+        InvalidArgumentError: A `revision` given with a local directory.
+        HubResolutionError: A hub id that cannot be resolved (a subclass says why: not cached,
+            not found, gated, incomplete snapshot).
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> cache = pathlib.Path(tempfile.mkdtemp())
+        >>> repo = cache / "models--org--tiny"
+        >>> snapshot = repo / "snapshots" / ("a" * 40)
+        >>> snapshot.mkdir(parents=True)
+        >>> for name in ("config.json", "model.safetensors"):
+        ...     _ = (snapshot / name).write_text("{}")
+        >>> (repo / "refs").mkdir()
+        >>> _ = (repo / "refs" / "main").write_text("a" * 40)
+        >>> resolve_checkpoint("org/tiny", cache_dir=cache, local_files_only=True).samefile(
+        ...     snapshot
+        ... )
+        True
+        >>> try:
+        ...     resolve_checkpoint("org/absent", cache_dir=cache, local_files_only=True)
+        ... except HubNotCachedError as err:
+        ...     print("hf download org/absent" in str(err) or "huggingface-cli" in str(err))
+        True
     """
     local = _local_path(name_or_path)
     if local is not None:
@@ -135,21 +152,38 @@ def resolve_checkpoint(
 
 
 def is_hub_id(text: str) -> bool:
-    """Whether ``text`` is shaped like a hub repo id (``huggingface_hub``'s own rule:
-    ``"name"`` or ``"org/name"``, letters, digits, ``-``, ``_``, ``.``).
+    """Whether `text` is shaped like a hub repo id.
 
-    >>> is_hub_id("org/name"), is_hub_id("name"), is_hub_id("a/b/c"), is_hub_id("/abs/dir")
-    (True, True, False, False)
+    `huggingface_hub`'s own rule: `"name"` or `"org/name"`, letters, digits, `-`, `_`, `.`.
+
+    Args:
+        text: The string to check.
+
+    Returns:
+        `True` when `text` is a valid hub repo id.
+
+    Examples:
+        >>> is_hub_id("org/name"), is_hub_id("name"), is_hub_id("a/b/c"), is_hub_id("/abs/dir")
+        (True, True, False, False)
     """
     return _repo_id_problem(text) is None
 
 
 def hub_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The hub cache folder: ``cache_dir`` if given, else ``$HF_HUB_CACHE`` as it is set now,
-    else ``huggingface_hub``'s default (``~/.cache/huggingface/hub``).
+    """The hub cache folder.
 
-    >>> str(hub_cache_dir("/data/hub"))
-    '/data/hub'
+    `cache_dir` if given, else `$HF_HUB_CACHE` as it is set now, else `huggingface_hub`'s
+    default (`~/.cache/huggingface/hub`).
+
+    Args:
+        cache_dir: An explicit cache folder, or `None`.
+
+    Returns:
+        The hub cache folder.
+
+    Examples:
+        >>> str(hub_cache_dir("/data/hub"))
+        '/data/hub'
     """
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
@@ -159,25 +193,41 @@ def hub_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def is_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is on, as ``huggingface_hub`` read it at import or as the
-    environment says now."""
+    """Whether `HF_HUB_OFFLINE` is on.
+
+    As `huggingface_hub` read it at import or as the environment says now.
+
+    Returns:
+        `True` when the hub is offline.
+    """
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE) or _env_true("HF_HUB_OFFLINE")
 
 
 def check_hub_files(repo_id: str, files: Iterable[str], *, revision: str | None = None) -> None:
-    """Refuse a hub repository, from its file list, before anything large is downloaded: no
-    top-level ``config.json`` (:class:`~reward_lens_tl.errors.MissingFileError`), or pickle
-    weights only, no ``*.safetensors``
-    (:class:`~reward_lens_tl.errors.UnsafeCheckpointError`, naming the files).
+    """Refuse a hub repository, from its file list, before anything large is downloaded.
 
-    >>> check_hub_files("org/rm", ["config.json", "model.safetensors", "pytorch_model.bin"])
-    >>> try:
-    ...     check_hub_files("org/old", ["config.json", "pytorch_model.bin"])
-    ... except UnsafeCheckpointError as err:
-    ...     print("pytorch_model.bin" in str(err))
-    True
+    Refused: no top-level `config.json` (`MissingFileError`), or pickle weights only, no
+    `*.safetensors` (`UnsafeCheckpointError`, naming the files).
+
+    Args:
+        repo_id: The hub repo id (`"org/name"`).
+        files: The repository's file names.
+        revision: The branch, tag or commit, named in the error.
+
+    Raises:
+        MissingFileError: No top-level `config.json`, or safetensors files that are not the
+            model's weights.
+        UnsafeCheckpointError: Pickle weights only, no `*.safetensors`.
+
+    Examples:
+        >>> check_hub_files("org/rm", ["config.json", "model.safetensors", "pytorch_model.bin"])
+        >>> try:
+        ...     check_hub_files("org/old", ["config.json", "pytorch_model.bin"])
+        ... except UnsafeCheckpointError as err:
+        ...     print("pytorch_model.bin" in str(err))
+        True
     """
     top = sorted(f for f in files if "/" not in f)
     where = _where(repo_id, revision)
@@ -210,12 +260,22 @@ def check_hub_files(repo_id: str, files: Iterable[str], *, revision: str | None 
 def download_command(
     repo_id: str, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> str:
-    """The shell command of the installed ``huggingface_hub`` that fetches what
-    :func:`resolve_checkpoint` needs of ``repo_id`` into the hub cache.
+    """The shell command that fetches what `resolve_checkpoint` needs of `repo_id`.
 
-    >>> cmd = download_command("org/name", revision="v1")
-    >>> cmd.split()[-2:], '"model-*.safetensors"' in cmd, "*.bin" in cmd
-    (['--revision', 'v1'], True, False)
+    The command is the installed `huggingface_hub`'s; it downloads into the hub cache.
+
+    Args:
+        repo_id: The hub repo id (`"org/name"`).
+        revision: The branch, tag or commit to fetch (default: the hub's `main`).
+        cache_dir: The hub cache to fetch into (default: `huggingface_hub`'s).
+
+    Returns:
+        The command line, as one string.
+
+    Examples:
+        >>> cmd = download_command("org/name", revision="v1")
+        >>> cmd.split()[-2:], '"model-*.safetensors"' in cmd, "*.bin" in cmd
+        (['--revision', 'v1'], True, False)
     """
     new_cli = _hub_major() >= 1
     head = "hf download" if new_cli else "huggingface-cli download"
@@ -233,8 +293,10 @@ def download_command(
 
 # -- local paths and repo ids ---------------------------------------------------------------------
 def _local_path(name_or_path: str | os.PathLike) -> Path | None:
-    """``name_or_path`` as an existing local path; ``None`` for a hub id; a typed error for a
-    missing path that is not a hub id either."""
+    """`name_or_path` as an existing local path; `None` for a hub id.
+
+    A typed error for a missing path that is not a hub id either.
+    """
     path = Path(name_or_path)
     if path.exists():
         return path
@@ -253,7 +315,7 @@ def _local_path(name_or_path: str | os.PathLike) -> Path | None:
 
 
 def _repo_id_problem(text: str) -> str | None:
-    """Why ``text`` is not a hub repo id (``huggingface_hub``'s validator), or ``None``."""
+    """Why `text` is not a hub repo id (`huggingface_hub`'s validator), or `None`."""
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
@@ -268,8 +330,11 @@ def _repo_id_problem(text: str) -> str | None:
 def _remote_files(
     repo_id: str, revision: str | None, token: str | bool | None, cache: Path
 ) -> list[str] | None:
-    """The repository's file names, or ``None`` when the hub cannot be asked now (no network,
-    a server error): ``snapshot_download`` then falls back to the cache or says why not."""
+    """The repository's file names, or `None` when the hub cannot be asked now.
+
+    No network, or a server error: `snapshot_download` then falls back to the cache or says why
+    not.
+    """
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         HfHubHTTPError,
@@ -300,7 +365,7 @@ def _snapshot(
     offline: bool,
     local_files_only: bool,
 ) -> Path:
-    """``snapshot_download`` of the allowed files; its errors made typed."""
+    """`snapshot_download` of the allowed files; its errors made typed."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
         HfHubHTTPError,
@@ -343,7 +408,7 @@ def _snapshot(
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:
-    """Connection failures of whichever HTTP client ``huggingface_hub`` uses."""
+    """Connection failures of whichever HTTP client `huggingface_hub` uses."""
     found: list[type[BaseException]] = [ConnectionError, TimeoutError]
     for module, names in (
         ("httpx2", ("TransportError",)),
@@ -368,7 +433,7 @@ def _hub_error(
     offline: bool,
     why: str = "HF_HUB_OFFLINE=1",
 ) -> HubResolutionError:
-    """The typed error for one of ``huggingface_hub``'s, naming repo id, revision and remedy."""
+    """The typed error for one of `huggingface_hub`'s, naming repo id, revision and remedy."""
     from huggingface_hub.errors import (
         GatedRepoError,
         IncompleteSnapshotError,
@@ -439,7 +504,7 @@ def _not_cached(
 
 
 def _cached_revisions(cache: Path, repo_id: str) -> str:
-    """``"main → 1a2b3c4, v1 → 5d6e7f8"`` plus snapshots no ref names, or ``""``."""
+    """`"main → 1a2b3c4, v1 → 5d6e7f8"` plus snapshots no ref names, or `""`."""
     from huggingface_hub.file_download import repo_folder_name
 
     repo = cache / repo_folder_name(repo_id=repo_id, repo_type="model")
@@ -459,8 +524,11 @@ def _cached_revisions(cache: Path, repo_id: str) -> str:
 
 # -- the snapshot -------------------------------------------------------------------------------
 def _check_snapshot(path: Path, repo_id: str, revision: str | None, cache: Path) -> None:
-    """A snapshot lacking config.json, any weights, or a shard its index names is an
-    interrupted download. Pickle-only snapshots pass here: the loader refuses them."""
+    """A snapshot lacking config.json, any weights, or a shard its index names is refused.
+
+    Such a snapshot is an interrupted download. Pickle-only snapshots pass here: the loader
+    refuses them.
+    """
     missing = [] if (path / "config.json").is_file() else ["config.json"]
     for index in sorted(path.glob("*.safetensors.index.json")):
         missing += [s for s in _index_shards(index) if not (path / s).is_file()]
@@ -479,8 +547,10 @@ def _check_snapshot(path: Path, repo_id: str, revision: str | None, cache: Path)
 
 
 def _index_shards(index: Path) -> list[str]:
-    """The shard files a safetensors index names (none when it cannot be read: the loader
-    reports a corrupt index itself)."""
+    """The shard files a safetensors index names.
+
+    None when it cannot be read: the loader reports a corrupt index itself.
+    """
     from .weights import read_weight_map
 
     try:
@@ -500,7 +570,7 @@ def _some(names: Sequence[str], k: int = 8) -> str:
 
 
 def _shown_cache(cache: Path) -> Path | None:
-    """``cache`` for a ``--cache-dir`` option, ``None`` when it is the default one."""
+    """`cache` for a `--cache-dir` option, `None` when it is the default one."""
     from huggingface_hub import constants
 
     return None if cache == Path(constants.HF_HUB_CACHE).expanduser() else cache

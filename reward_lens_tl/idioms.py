@@ -1,23 +1,24 @@
 """TransformerLens idioms on a reward model: right answers or typed errors, never wrong numbers.
 
-A TL notebook calls ``model.to_tokens(text)``, ``model.generate(...)``, ``loss_fn``,
-``tokens_to_residual_directions("word")`` and ``utils.test_prompt``. On a reward model these
-either mean something else or nothing. :class:`RewardModelIdioms` (mixed into
-:class:`~reward_lens_tl.model.HookedRewardModel`) gives each the reward-model meaning or a
-:class:`~reward_lens_tl.errors.NotForRewardModelsError` that says what to use instead:
+A TL notebook calls `model.to_tokens(text)`, `model.generate(...)`, `loss_fn`,
+`tokens_to_residual_directions("word")` and `utils.test_prompt`. On a reward model these
+either mean something else or nothing. `RewardModelIdioms` (mixed into
+`HookedRewardModel`) gives each the reward-model meaning or a
+`NotForRewardModelsError` that says what to use instead:
 
-- ``to_tokens((prompt, response))`` / ``to_tokens([(p, r), ...])``: the conversation's ids
+- `to_tokens((prompt, response))` / `to_tokens([(p, r), ...])`: the conversation's ids
   with the chat template (BOS, headers, EOS), left padded; a bare string is refused;
-- ``to_str_tokens((prompt, response))``: the tokens of that conversation;
-- ``generate``, ``loss_fn``: refused (a reward model has no next-token distribution);
-- ``tokens_to_residual_directions(i)``: the reward head's column ``i`` (objective ``i``; ``0`` for
+- `to_str_tokens((prompt, response))`: the tokens of that conversation;
+- `generate`, `loss_fn`: refused (a reward model has no next-token distribution);
+- `tokens_to_residual_directions(i)`: the reward head's column `i` (objective `i`; `0` for
   a scalar head) or an objective's name; vocabulary text is refused.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> model.to_tokens(("explain how to bake bread", "the oven")).shape
-torch.Size([1, 13])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> model.to_tokens(("explain how to bake bread", "the oven")).shape
+    torch.Size([1, 13])
 """
 
 from __future__ import annotations
@@ -57,26 +58,32 @@ class RewardModelIdioms(_Host):
 
         def encode(
             self, prompt: Any, response: str, *, truncation: Any = "error"
-        ) -> EncodedConversation: ...
+        ) -> EncodedConversation:
+            """Encode one conversation (see `HookedRewardModel.encode`)."""
+            ...
 
         def _require_tokenizer(self) -> Any: ...
 
         def encode_conversation(
             self, prompt: Any, response: str, **options: Any
-        ) -> EncodedConversation: ...
+        ) -> EncodedConversation:
+            """Encode one conversation with this tokenizer (see `encode_conversation`)."""
+            ...
 
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
-        """Ids of ``(prompt, response)`` (or a list of them) through the chat template, **left**
-        padded with the pad id, so ``[:, -1]`` is every row's reading position (see
-        :mod:`reward_lens_tl.padding`); the forward infers the mask from the leading pads.
+        """Ids of `(prompt, response)` (or a list of them) through the chat template.
 
-        ``truncate=True`` drops the end of a response that does not fit the context
-        (``truncation="right"``: end-of-turn and EOS stay); ``False`` raises instead. A bare
+        They are **left** padded with the pad id, so `[:, -1]` is every row's reading position (see
+        `reward_lens_tl.padding`); the forward infers the mask from the leading pads.
+
+        `truncate=True` drops the end of a response that does not fit the context
+        (`truncation="right"`: end-of-turn and EOS stay); `False` raises instead. A bare
         string or list of strings is refused: without the template, the reward changes.
-        ``padding_side="right"`` is honoured (and the forward then warns that ``-1`` is a pad
-        in the shorter rows)."""
+        `padding_side="right"` is honoured (and the forward then warns that `-1` is a pad
+        in the shorter rows).
+        """
         from .inputs import pad_batch
 
         pairs = self._conversations(input, "to_tokens")
@@ -86,9 +93,12 @@ class RewardModelIdioms(_Host):
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def to_str_tokens(self, input, prepend_bos=None, padding_side=None):
-        """TL's ``to_str_tokens``: a ``(prompt, response)`` pair gives the tokens of its encoded
-        conversation (template, BOS, EOS); ids (a tensor or list of ints) are converted as TL
-        does; a bare string is refused (see :meth:`to_tokens`)."""
+        """TL's `to_str_tokens`.
+
+        A `(prompt, response)` pair gives the tokens of its encoded conversation (template, BOS,
+        EOS); ids (a tensor or list of ints) are converted as TL does; a bare string is refused (see
+        `to_tokens`).
+        """
         if _is_pair(input):
             ids = list(self.encode_conversation(*input).ids)
             return self._require_tokenizer().convert_ids_to_tokens(ids)
@@ -124,11 +134,13 @@ class RewardModelIdioms(_Host):
         )
 
     def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
-        """The reward head's direction for objective ``tokens`` (an index, ``0`` for a scalar
-        head, or an objective name): ``W_R[:, i]``. Vocabulary tokens (other strings) have no
-        direction here. On a gated ArmoRM-style head, whose reward (the gated score) has a
-        direction that depends on the input, an index is ambiguous and refused: name the
-        objective, or use ``model.score_direction(ids)``."""
+        """The reward head's direction for objective `tokens`: `W_R[:, i]`.
+
+        `tokens` is an index, `0` for a scalar head, or an objective name. Vocabulary tokens (other
+        strings) have no direction here. On a gated ArmoRM-style head, whose reward (the gated
+        score) has a direction that depends on the input, an index is ambiguous and refused: name
+        the objective, or use `model.score_direction(ids)`.
+        """
         names = tuple(getattr(self, "objective_names", ()))
         if isinstance(tokens, str):
             if tokens in names and len(names) > 1:
@@ -159,8 +171,10 @@ class RewardModelIdioms(_Host):
         return self.W_U[:, check_index(index, n, "objective index")]
 
     def to_single_token(self, string: str) -> int:
-        """Refused: vocabulary tokens have no reward-head column (used by TL's ``logit_attrs``
-        and ``test_prompt``)."""
+        """Refused.
+
+        Vocabulary tokens have no reward-head column (used by TL's `logit_attrs` and `test_prompt`).
+        """
         raise NotForRewardModelsError(
             f"to_single_token({string!r}): a reward model's outputs are objectives, not "
             "vocabulary tokens; pass an objective index (0 for a scalar head)"
@@ -177,10 +191,13 @@ _LM_MODULES = (
 
 
 def guard_lm_utilities() -> None:
-    """Make ``transformer_lens.utils.lm_cross_entropy_loss`` / ``lm_accuracy`` refuse a reward
-    model's outputs (a typed error with a pointer) instead of raising an index error or
-    returning a meaningless accuracy. Every other input goes to TransformerLens's function
-    unchanged; the wrapper is installed once, on import of :mod:`reward_lens_tl.model`."""
+    """Make TL's `lm_cross_entropy_loss` / `lm_accuracy` refuse a reward model's outputs.
+
+    `transformer_lens.utils.lm_cross_entropy_loss` / `lm_accuracy` raise a typed error with a
+    pointer instead of raising an index error or returning a meaningless accuracy. Every other input
+    goes to TransformerLens's function unchanged; the wrapper is installed once, on import of
+    `reward_lens_tl.model`.
+    """
     import importlib
 
     for module_name in _LM_MODULES:

@@ -1,17 +1,18 @@
 """Index arguments (layers, heads, objectives, latents, positions) checked, never wrapped.
 
-A layer index past the end must not silently become another layer (``layers=[5]`` on a 3-layer
-model is not layer 2), and ``1.7`` or ``True`` is not an index. Layers follow Python's rule for
-negative indices (``-1`` is the last layer); heads, latents and objectives do not take negative
+A layer index past the end must not silently become another layer (`layers=[5]` on a 3-layer
+model is not layer 2), and `1.7` or `True` is not an index. Layers follow Python's rule for
+negative indices (`-1` is the last layer); heads, latents and objectives do not take negative
 indices, because there a negative number is more likely a mistake than a wish.
 
->>> check_index(2, 4, "head")
-2
->>> try:
-...     check_index(4, 4, "head")
-... except InvalidArgumentError as err:
-...     print(err)
-head 4 out of range [0, 4)
+Examples:
+    >>> check_index(2, 4, "head")
+    2
+    >>> try:
+    ...     check_index(4, 4, "head")
+    ... except InvalidArgumentError as err:
+    ...     print(err)
+    head 4 out of range [0, 4)
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ def _as_int(value, name: str) -> int:
 
 
 def check_index(value, size: int, name: str, *, negative: bool = False) -> int:
-    """``value`` as an index into ``size`` items; negative ones count from the end only when
-    ``negative``. Out of range or not an integer: :class:`InvalidArgumentError`."""
+    """`value` as an index into `size` items; negative ones count from the end only when `negative`.
+
+    Out of range or not an integer: `InvalidArgumentError`.
+    """
     index = _as_int(value, name)
     low = -size if negative else 0
     if not low <= index < size:
@@ -41,7 +44,7 @@ def check_index(value, size: int, name: str, *, negative: bool = False) -> int:
 
 
 def check_indices(values: Iterable, size: int, name: str, *, negative: bool = False) -> tuple:
-    """:func:`check_index` for each of ``values`` (a single int is refused: pass a list)."""
+    """`check_index` for each of `values` (a single int is refused: pass a list)."""
     if isinstance(values, (int, str, float)) or not isinstance(values, Iterable):
         raise InvalidArgumentError(f"{name}s must be a list of integers, got {values!r}")
     return tuple(check_index(v, size, name, negative=negative) for v in values)

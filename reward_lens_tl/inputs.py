@@ -1,24 +1,25 @@
-"""Text in, token ids out: conversations → ids, and ids → left-padded batches.
+r"""Text in, token ids out: conversations → ids, and ids → left-padded batches.
 
 Ids are assembled directly from the tokenizer: with a chat template, the template renders the
 conversation and is tokenized once (no decode → re-encode round trip; a template's BOS is not
-doubled by the tokenizer). Without one, the documented plain format is used::
+doubled by the tokenizer). Without one, the documented plain format is used:
 
-    <tokenizer's own prefix specials> "\\n\\nHuman: {user}\\n\\nAssistant: {assistant}" ...
-    "\\n\\nAssistant:" + " {response}" <tokenizer's own suffix specials>
+    <tokenizer's own prefix specials> "\n\nHuman: {user}\n\nAssistant: {assistant}" ...
+    "\n\nAssistant:" + " {response}" <tokenizer's own suffix specials>
 
-(the Anthropic HH format; the specials are whatever ``tokenizer(text)`` itself adds, e.g. a BOS).
+(the Anthropic HH format; the specials are whatever `tokenizer(text)` itself adds, e.g. a BOS).
 
-Every encoding records three spans: ``ids[:response_start]`` is the prompt with the template's
-fixed parts (BOS, role headers), ``ids[response_start:response_end]`` is the response content,
-``ids[response_end:]`` the template's suffix (end-of-turn, EOS). Truncation cuts only prompt or
-response *content* (or both, ``truncation="both"``); the fixed parts always survive (see
-:func:`encode_conversation`).
+Every encoding records three spans: `ids[:response_start]` is the prompt with the template's
+fixed parts (BOS, role headers), `ids[response_start:response_end]` is the response content,
+`ids[response_end:]` the template's suffix (end-of-turn, EOS). Truncation cuts only prompt or
+response *content* (or both, `truncation="both"`); the fixed parts always survive (see
+`encode_conversation`).
 
->>> from reward_lens_tl.inputs import pad_batch
->>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
->>> ids.tolist(), mask.tolist()
-([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+Examples:
+    >>> from reward_lens_tl.inputs import pad_batch
+    >>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
 """
 
 from __future__ import annotations
@@ -48,16 +49,17 @@ UNK_WARN_SHARE = 0.2
 class EncodedConversation:
     """Token ids of one conversation and where the scored response starts (and ends).
 
-    ``response_end`` is where the template's suffix (end-of-turn, EOS) begins. It may be left
-    out when building one by hand from ``ids`` and ``response_start``: then a trailing EOS id (if
-    ``eos_token_id`` is given to :meth:`suffix_start`) counts as the suffix, else nothing does.
-    ``dropped`` is what truncation removed: ``(prompt content tokens dropped from the start,
-    response content tokens dropped from the end)``; it is not part of equality.
-    Out-of-range or non-integer positions are an :class:`InvalidArgumentError`.
+    `response_end` is where the template's suffix (end-of-turn, EOS) begins. It may be left
+    out when building one by hand from `ids` and `response_start`: then a trailing EOS id (if
+    `eos_token_id` is given to `suffix_start`) counts as the suffix, else nothing does.
+    `dropped` is what truncation removed: `(prompt content tokens dropped from the start,
+    response content tokens dropped from the end)`; it is not part of equality.
+    Out-of-range or non-integer positions are an `InvalidArgumentError`.
 
-    >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 2), response_start=2)
-    >>> enc.suffix_start(eos_token_id=2), enc.response_ids(eos_token_id=2)
-    (4, (8, 9))
+    Examples:
+        >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 2), response_start=2)
+        >>> enc.suffix_start(eos_token_id=2), enc.response_ids(eos_token_id=2)
+        (4, (8, 9))
     """
 
     ids: tuple[int, ...]
@@ -66,6 +68,7 @@ class EncodedConversation:
     dropped: tuple[int, int] = field(default=(0, 0), compare=False, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
+        """Normalise the ids and check the spans."""
         object.__setattr__(self, "ids", tuple(_as_int(i, "a token id") for i in self.ids))
         n = len(self.ids)
         start = _as_int(self.response_start, "response_start")
@@ -85,11 +88,14 @@ class EncodedConversation:
                 )
 
     def __len__(self) -> int:
+        """Number of token ids."""
         return len(self.ids)
 
     def suffix_start(self, eos_token_id: int | None = None) -> int:
-        """Where the template's suffix starts: ``response_end`` when recorded; otherwise a
-        trailing ``eos_token_id`` is the suffix; otherwise the sequence's end."""
+        """Where the template's suffix starts: `response_end` when recorded.
+
+        Otherwise a trailing `eos_token_id` is the suffix; otherwise the sequence's end.
+        """
         if self.response_end is not None:
             return self.response_end
         n = len(self.ids)
@@ -111,8 +117,10 @@ class EncodedConversation:
 
 
 def _as_int(value: Any, name: str) -> int:
-    """``value`` as an int (Python, numpy or one-element integer tensor); floats and bools are
-    an :class:`InvalidArgumentError`, never truncated."""
+    """`value` as an int (Python, numpy or one-element integer tensor).
+
+    Floats and bools are an `InvalidArgumentError`, never truncated.
+    """
     if type(value) is int:
         return value
     if isinstance(value, bool) or str(getattr(value, "dtype", "")).endswith("bool"):
@@ -152,35 +160,37 @@ def encode_conversation(
     truncation: Truncation = "error",
     use_chat_template: bool | None = None,
 ) -> EncodedConversation:
-    """Ids for ``prompt`` followed by the assistant ``response``.
+    """Ids for `prompt` followed by the assistant `response`.
 
-    ``use_chat_template=None`` uses the tokenizer's template when it has one. A conversation
-    longer than ``max_length`` raises :class:`SequenceTooLongError` unless ``truncation`` is
+    `use_chat_template=None` uses the tokenizer's template when it has one. A conversation
+    longer than `max_length` raises `SequenceTooLongError` unless `truncation` is
 
-    - ``"left"``: drop the *oldest prompt content* (earlier turns first, then the start of the
+    - `"left"`: drop the *oldest prompt content* (earlier turns first, then the start of the
       last user message); BOS, role headers, the assistant header and the response survive;
-    - ``"right"``: drop the *end of the response content*; the end-of-turn and EOS survive, so
+    - `"right"`: drop the *end of the response content*; the end-of-turn and EOS survive, so
       the reward is still read where the model expects it;
-    - ``"both"``: drop the start of the prompt content *and* the end of the response content,
-      for a pair whose prompt and response are both long. The content budget ``b`` (the most
+    - `"both"`: drop the start of the prompt content *and* the end of the response content,
+      for a pair whose prompt and response are both long. The content budget `b` (the most
       content tokens that fit beside the template's fixed parts) is split: the prompt keeps
-      its last ``b // 2`` tokens and the response its first ``b - b // 2``; a side shorter
+      its last `b // 2` tokens and the response its first `b - b // 2`; a side shorter
       than its half keeps all of itself and gives the rest to the other side.
 
     The truncated ids are exactly what the template gives for the shortened text, and
-    ``.dropped`` records how many content tokens each side lost. If even an empty prompt (or
-    response) does not fit, :class:`SequenceTooLongError` says so and names the mode that can.
+    `.dropped` records how many content tokens each side lost. If even an empty prompt (or
+    response) does not fit, `SequenceTooLongError` says so and names the mode that can.
 
-    >>> from reward_lens_tl.testing import tiny_tokenizer
-    >>> tok = tiny_tokenizer()
-    >>> enc = encode_conversation(tok, "w6 w7 w8 w9", "w10 w11", max_length=7, truncation="left")
-    >>> tok.convert_ids_to_tokens(list(enc.ids))
-    ['<bos>', '<|user|>', 'w9', '<|assistant|>', 'w10', 'w11', '<eos>']
-    >>> enc = encode_conversation(
-    ...     tok, "w6 w7 w8 w9", "w10 w11 w12", max_length=9, truncation="both"
-    ... )
-    >>> tok.convert_ids_to_tokens(list(enc.ids)), enc.dropped
-    (['<bos>', '<|user|>', 'w8', 'w9', '<|assistant|>', 'w10', 'w11', 'w12', '<eos>'], (2, 0))
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_tokenizer
+        >>> tok = tiny_tokenizer()
+        >>> enc = encode_conversation(tok, "w6 w7 w8 w9", "w10 w11", max_length=7,
+        ...                           truncation="left")
+        >>> tok.convert_ids_to_tokens(list(enc.ids))
+        ['<bos>', '<|user|>', 'w9', '<|assistant|>', 'w10', 'w11', '<eos>']
+        >>> enc = encode_conversation(
+        ...     tok, "w6 w7 w8 w9", "w10 w11 w12", max_length=9, truncation="both"
+        ... )
+        >>> tok.convert_ids_to_tokens(list(enc.ids)), enc.dropped
+        (['<bos>', '<|user|>', 'w8', 'w9', '<|assistant|>', 'w10', 'w11', 'w12', '<eos>'], (2, 0))
     """
     if not isinstance(truncation, str) or truncation not in TRUNCATION_MODES:
         raise InvalidArgumentError(
@@ -215,10 +225,12 @@ def _content_tokens(tokenizer: Any, text: str) -> list[int]:
 
 
 def _largest_fitting(n: int, fits: Callable[[int], bool], room: int | None = None) -> int | None:
-    """The largest ``k`` in ``[0, n]`` with ``fits(k)`` (binary search; ``fits`` is monotone up
-    to tokenizer merges, so the answer is re-checked by the caller). ``room``, the tokens left
-    beside the template's parts when nothing is kept, is tried first: it is usually the answer
-    and then costs two encodings instead of ``log2(n)``."""
+    """The largest `k` in `[0, n]` with `fits(k)`, by binary search.
+
+    `fits` is monotone up to tokenizer merges, so the answer is re-checked by the caller. `room`,
+    the tokens left beside the template's parts when nothing is kept, is tried first: it is usually
+    the answer and then costs two encodings instead of `log2(n)`.
+    """
     if not fits(0):
         return None
     if room is not None:
@@ -291,12 +303,14 @@ def _other_mode(mode: str, side: str, fits: bool) -> str:
 
 
 def split_budget(budget: int, n_prompt: int, n_response: int) -> tuple[int, int]:
-    """How ``truncation="both"`` shares ``budget`` content tokens: ``(prompt tokens kept,
-    response tokens kept)``. The prompt gets up to ``budget // 2``, the response up to the
-    rest; a side that needs less gives the unused part to the other.
+    """How `truncation="both"` shares `budget` content tokens.
 
-    >>> split_budget(58, 100, 100), split_budget(58, 10, 100), split_budget(58, 100, 10)
-    ((29, 29), (10, 48), (48, 10))
+    `(prompt tokens kept, response tokens kept)`. The prompt gets up to `budget // 2`, the response
+    up to the rest; a side that needs less gives the unused part to the other.
+
+    Examples:
+        >>> split_budget(58, 100, 100), split_budget(58, 10, 100), split_budget(58, 100, 10)
+        ((29, 29), (10, 48), (48, 10))
     """
     keep_prompt = min(n_prompt, budget // 2)
     keep_response = min(n_response, budget - keep_prompt)
@@ -329,16 +343,19 @@ def _truncate_both(tokenizer, build, messages, response, max_length) -> EncodedC
 
 
 def _kept_start(tokenizer: Any, text: str, toks: list[int], k: int) -> str:
-    """The text of the first ``k`` of ``text``'s tokens (the text itself when nothing is cut)."""
+    """The text of the first `k` of `text`'s tokens (the text itself when nothing is cut)."""
     if k >= len(toks):
         return text
     return tokenizer.decode(toks[:k]) if k else ""
 
 
 def _drop_oldest(tokenizer, messages, contents, drop: int) -> list[dict[str, str]]:
-    """Messages with the ``drop`` oldest content tokens removed. Emptied turns disappear, but
-    the last message (the one the response answers) always stays, possibly empty; a leading
-    assistant turn left without its user turn goes too. ``contents=None`` tokenizes them."""
+    """Messages with the `drop` oldest content tokens removed.
+
+    Emptied turns disappear, but the last message (the one the response answers) always stays,
+    possibly empty; a leading assistant turn left without its user turn goes too. `contents=None`
+    tokenizes them.
+    """
     if contents is None:
         contents = [_content_tokens(tokenizer, m["content"]) for m in messages]
     out: list[dict[str, str]] = []
@@ -423,7 +440,7 @@ _warned_unknown: weakref.WeakSet = weakref.WeakSet()
 
 
 def warn_unknown_tokens(tokenizer: Any, enc: EncodedConversation, templated: bool) -> None:
-    """Warn once per tokenizer when more than ``UNK_WARN_SHARE`` of a sequence is unknown."""
+    """Warn once per tokenizer when more than `UNK_WARN_SHARE` of a sequence is unknown."""
     share = unknown_token_share(tokenizer, enc)
     if share <= UNK_WARN_SHARE or tokenizer in _warned_unknown:
         return
@@ -448,10 +465,12 @@ def pad_batch(
     pad_token_id: int | None,
     padding_side: PaddingSide = "left",
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """Pad id sequences (or :class:`EncodedConversation`\\ s) into ``(input_ids,
-    attention_mask)``, **left** padded: every row's reward is then read at the same position
-    counted from the end (``-1`` when the pooling token is the last one), so TransformerLens's
-    ``[:, -1]`` habits read each row's reward (see :mod:`reward_lens_tl.padding`)."""
+    """Pad id sequences (or `EncodedConversation`s) into `(input_ids, attention_mask)`.
+
+    Rows are **left** padded: every row's reward is then read at the same position counted from the
+    end (`-1` when the pooling token is the last one), so TransformerLens's `[:, -1]` habits read
+    each row's reward (see `reward_lens_tl.padding`).
+    """
     seqs = [s.ids if isinstance(s, EncodedConversation) else s for s in sequences]
     return left_pad(seqs, pad_token_id, padding_side)
 

@@ -1,25 +1,26 @@
 """The reward lens: the reward read out of the residual stream after every (sub)layer.
 
-At each site (``resid_pre`` of every layer, optionally ``resid_mid``, and the final
-``resid_post``) the residual at the reward position is passed through the final norm and the
+At each site (`resid_pre` of every layer, optionally `resid_mid`, and the final
+`resid_post`) the residual at the reward position is passed through the final norm and the
 reward head. Two choices of norm:
 
-- ``norm="recompute"``: the final norm's scale is recomputed from that residual — "what would the
+- `norm="recompute"`: the final norm's scale is recomputed from that residual — "what would the
   model say if it stopped here" (the logit-lens convention);
-- ``norm="frozen"``: the scale the final norm actually used at the end is kept — a linear read-out,
+- `norm="frozen"`: the scale the final norm actually used at the end is kept — a linear read-out,
   consistent with direct attribution (site values are then cumulative sums of components).
 
 Both equal the model's reward at the last site. (The published reward-lens library skips the
 norm, so its last layer does not reach the reward.)
 
->>> import torch
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(2, [8, 5])
->>> lens = reward_lens(model, ids, mask)
->>> lens.labels[-1], bool((lens.values[-1] - model.rewards(ids, mask)).abs().max() < 1e-5)
-('final', True)
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(2, [8, 5])
+    >>> lens = reward_lens(model, ids, mask)
+    >>> lens.labels[-1], bool((lens.values[-1] - model.rewards(ids, mask)).abs().max() < 1e-5)
+    ('final', True)
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ Resolution = Literal["layer", "sublayer"]
 
 @dataclass(frozen=True)
 class RewardLensResult(Result):
-    """Lens values ``[site, example]`` (or ``[site, example, pos]`` with ``all_positions``)."""
+    """Lens values `[site, example]` (or `[site, example, pos]` with `all_positions`)."""
 
     example_axes = axes(values=1, rewards=0)
 
@@ -59,17 +60,29 @@ class RewardLensResult(Result):
     norm: str
 
     def to_dataframe(self):
+        """The lens rewards as a tidy frame (one row per site and example)."""
         values = self.values if self.values.ndim == 2 else self.values[..., -1]
         return tidy_frame(values, self.labels, "site", "lens_reward")
 
     def top_k(self, k: int = 5):
-        """Sites with the largest mean |change| from the previous site (where the reward is
-        written)."""
+        """Sites with the largest mean |change| from the previous site.
+
+        These are where the reward is written.
+        """
         delta = self.values.diff(dim=0, prepend=torch.zeros_like(self.values[:1]))
         mean_abs = delta.abs().flatten(1).mean(1)
         return top_entries(self.labels, mean_abs.tolist(), k, "mean |Δ lens reward|")
 
     def plot(self, ax: Axes | None = None, examples: Sequence[int] | None = None) -> Figure:
+        """Lens reward per site, one line per example.
+
+        Args:
+            ax: Axes to draw on (a new figure when `None`).
+            examples: Examples to draw (default: the first 8).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         values = self.values if self.values.ndim == 2 else self.values[..., -1]
         for b in examples if examples is not None else range(min(values.shape[1], 8)):
@@ -90,9 +103,11 @@ class RewardLensResult(Result):
 
 @dataclass(frozen=True)
 class PairLensResult(Result):
-    """Lens of chosen and rejected responses and their margin per site. Example ``j`` is
-    input pair ``indices[j]`` (source ``records[j]``); pairs skipped with
-    ``on_error="skip"`` are listed in ``skipped``."""
+    """Lens of chosen and rejected responses and their margin per site.
+
+    Example `j` is input pair `indices[j]` (source `records[j]`); pairs skipped with
+    `on_error="skip"` are listed in `skipped`.
+    """
 
     example_axes = axes(chosen=0, rejected=0, indices=0, records=0)
 
@@ -104,15 +119,19 @@ class PairLensResult(Result):
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """Site labels."""
         return self.chosen.labels
 
     @property
     def margins(self) -> Float[Tensor, "site example"]:
+        """Chosen minus rejected lens reward, per site and pair."""
         return self.chosen.values - self.rejected.values
 
     def crystallization(self, fraction: float = 0.5) -> list[str | None]:
-        """Per pair, the first site whose margin reaches ``fraction`` of the final margin (in
-        the final margin's sign); ``None`` when the final margin is 0."""
+        """Per pair, the first site whose margin reaches `fraction` of the final margin.
+
+        Margins are taken in the final margin's sign; `None` when the final margin is 0.
+        """
         out: list[str | None] = []
         for b in range(self.margins.shape[1]):
             m = self.margins[:, b]
@@ -130,12 +149,21 @@ class PairLensResult(Result):
         return top_entries(self.labels, delta.abs().mean(1).tolist(), k, "mean |Δ margin|")
 
     def to_dataframe(self):
+        """The margins as a tidy frame, with chosen, rejected and the input pair's index."""
         frame = tidy_frame(self.margins, self.labels, "site", "margin")
         frame["chosen"] = tidy_frame(self.chosen.values, self.labels, "s", "v")["v"]
         frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
         return pair_index_columns(frame, self.indices, self.records)
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """Lens margin per site: each pair (up to 20) and the mean.
+
+        Args:
+            ax: Axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         m = self.margins.float().cpu()
         x = range(len(self.labels))
@@ -153,7 +181,7 @@ class PairLensResult(Result):
 def lens_sites(
     model, resolution: Resolution, layers: Sequence[int] | None = None
 ) -> list[tuple[str, str]]:
-    """``(label, hook name)`` of each site, in order; the last is the final residual."""
+    """`(label, hook name)` of each site, in order; the last is the final residual."""
     if resolution not in ("layer", "sublayer"):
         raise RewardLensError(f"resolution must be 'layer' or 'sublayer', not {resolution!r}")
     chosen = (
@@ -183,10 +211,10 @@ def reward_lens(
     positions: Sequence[int] | Tensor | None = None,
     fwd_hooks: Sequence = (),
 ) -> RewardLensResult:
-    """Lens reward at every site (see the module docstring for ``norm``).
+    """Lens reward at every site (see the module docstring for `norm`).
 
-    ``layers`` keeps only those layers' sites (plus ``final``); ``positions`` reads at explicit
-    positions (one per row) instead of the reward position; ``fwd_hooks`` are the user's own
+    `layers` keeps only those layers' sites (plus `final`); `positions` reads at explicit
+    positions (one per row) instead of the reward position; `fwd_hooks` are the user's own
     interventions, active during the run.
     """
     if norm not in ("recompute", "frozen"):
@@ -212,8 +240,11 @@ def lens_from_run(
     norm: Norm = "recompute",
     all_positions: bool = False,
 ) -> RewardLensResult:
-    """:func:`reward_lens` of a run already made (its cache must hold the ``sites`` from
-    :func:`lens_sites`), so one forward pass can serve several analyses."""
+    """`reward_lens` of a run already made.
+
+    Its cache must hold the `sites` from `lens_sites`, so one forward pass can serve several
+    analyses.
+    """
     cache, pos, read = run.cache, run.positions, run.read
     final_scale = cache["ln_final.hook_scale"][..., 0]  # [batch, pos]
     values = []
@@ -245,25 +276,25 @@ def pair_lens(
     on_error: OnError = "raise",
     **kwargs,
 ) -> PairLensResult:
-    """Lens of each pair's chosen and rejected response; both halves of a chunk of pairs run
-    as one left-padded batch. ``pairs`` (any iterable, streamed): objects with
-    ``prompt/chosen/rejected`` or ``(chosen, rejected)`` tuples of
-    :class:`~reward_lens_tl.inputs.EncodedConversation`; ``truncation`` applies to pairs given
-    as text. A pair that cannot be encoded stops the run (``on_error="raise"``, the error names
-    the pair) or is left out and listed in ``.skipped`` (``"skip"``); ``.indices`` says which
-    input pair each example is. Runs split across processes under ``torchrun``
-    (:mod:`reward_lens_tl.distributed`).
+    """Lens of each pair's chosen and rejected response.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
-    >>> from types import SimpleNamespace as Pair
-    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
-    >>> pairs = [Pair(prompt="w6", chosen="w7", rejected=r) for r in ("w8 " * 99, "w8")]
-    >>> lens = pair_lens(model, pairs, on_error="skip")
-    >>> lens.indices, lens.margins.shape[1], str(lens.skipped[0])[:6]
-    ((1,), 1, 'pair 0')
+    Both halves of a chunk of pairs run as one left-padded batch. `pairs` (any iterable, streamed):
+    objects with `prompt/chosen/rejected` or `(chosen, rejected)` tuples of `EncodedConversation`;
+    `truncation` applies to pairs given as text. A pair that cannot be encoded stops the run
+    (`on_error="raise"`, the error names the pair) or is left out and listed in `.skipped`
+    (`"skip"`); `.indices` says which input pair each example is. Runs split across processes under
+    `torchrun` (`reward_lens_tl.distributed`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+        >>> from types import SimpleNamespace as Pair
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+        >>> pairs = [Pair(prompt="w6", chosen="w7", rejected=r) for r in ("w8 " * 99, "w8")]
+        >>> lens = pair_lens(model, pairs, on_error="skip")
+        >>> lens.indices, lens.margins.shape[1], str(lens.skipped[0])[:6]
+        ((1,), 1, 'pair 0')
     """
-
     analysis = partial(
         reward_lens, model, **kwargs
     )  # (ids, mask) of chosen rows then rejected rows

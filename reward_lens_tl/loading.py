@@ -1,43 +1,43 @@
-"""Conversion: an HF reward model (in memory, a local directory or a hub id) → the pieces of a
-``HookedRewardModel``.
+"""Conversion: an HF reward model (in memory, a directory or a hub id) → a `HookedRewardModel`.
 
-The steps are the same for every family; the adapter supplies what differs:
+More precisely, into the pieces of a `HookedRewardModel`. The steps are the same for every
+family; the adapter supplies what differs:
 
-1. check every option (:func:`plan_conversion`): typed errors before anything is read;
-2. resolve the input: a hub id to a cached snapshot (:mod:`.hub`: config, tokenizer and
-   safetensors only); a directory is read as untrusted input (:mod:`.checkpoint`: config
+1. check every option (`plan_conversion`): typed errors before anything is read;
+2. resolve the input: a hub id to a cached snapshot (`.hub`: config, tokenizer and
+   safetensors only); a directory is read as untrusted input (`.checkpoint`: config
    checked before transformers sees it, safetensors only, no remote code, missing or
    unexpected tensors refused); an in-memory model is used as it is and never modified;
 3. plan: the adapter builds the TL config; the reward head's size and objective names are read
    (from the meta-device HF model of a checkpoint: no weight is read yet).
 
-:meth:`HookedRewardModel.from_pretrained <reward_lens_tl.model.HookedRewardModel.from_pretrained>`
-then converts one layer at a time (:mod:`.streaming`: TL's converter and TL's weight processing
-per part, in float32, ``center_unembed`` always off; each part cast and placed on the device),
-after an optional check of a truncated copy against HF (``verify``). :func:`convert_hf_model`
-keeps the whole-model conversion (the HF model and its float32 state dict) as the reference.
-This module does not import the model module (the model imports it), so there is no import
-cycle.
+`HookedRewardModel.from_pretrained` then converts one layer at a time (`.streaming`: TL's
+converter and TL's weight processing per part, in float32, `center_unembed` always off; each
+part cast and placed on the device), after an optional check of a truncated copy against HF
+(`verify`). `convert_hf_model` keeps the whole-model conversion (the HF model and its float32
+state dict) as the reference. This module does not import the model module (the model imports
+it), so there is no import cycle.
 
-**TransformerLens's keywords.** Every keyword of TL's ``HookedTransformer.from_pretrained`` is
-a parameter of :func:`convert_hf_model` (and of ``from_pretrained`` / ``load_reward_model``),
+**TransformerLens's keywords.** Every keyword of TL's `HookedTransformer.from_pretrained` is
+a parameter of `convert_hf_model` (and of `from_pretrained` / `load_reward_model`),
 either honoured with TL's meaning or refused with a typed error that says why and what to do
-(:func:`check_no_op_keywords`): ``fold_ln``, ``center_writing_weights``, ``fold_value_biases``,
-``dtype`` (a ``torch.dtype`` or TL's strings ``"float32"``, ``"bf16"``, ...; ``torch_dtype`` is an
-alias), ``device``, ``n_ctx``, ``tokenizer`` are honoured, and so is
-``refactor_factored_attn_matrices=True`` for models without rotary embeddings (TL cannot refactor
-a rotary QK circuit: refused there). ``center_unembed=True`` is refused (a one-column head would
+(`check_no_op_keywords`): `fold_ln`, `center_writing_weights`, `fold_value_biases`,
+`dtype` (a `torch.dtype` or TL's strings `"float32"`, `"bf16"`, ...; `torch_dtype` is an
+alias), `device`, `n_ctx`, `tokenizer` are honoured, and so is
+`refactor_factored_attn_matrices=True` for models without rotary embeddings (TL cannot refactor
+a rotary QK circuit: refused there). `center_unembed=True` is refused (a one-column head would
 become zero; several objectives would be mixed). The others are accepted at the value that means
-"nothing to do" (``n_devices=1``, ``move_to_device=True``, ``first_n_layers=None``,
-``checkpoint_index=None``, ``default_prepend_bos=None``, ...) and refused otherwise. A keyword
+"nothing to do" (`n_devices=1`, `move_to_device=True`, `first_n_layers=None`,
+`checkpoint_index=None`, `default_prepend_bos=None`, ...) and refused otherwise. A keyword
 that is not an option at all (a typo) is refused with the closest option named, as an
-:class:`~reward_lens_tl.errors.UnknownKeywordError` (a ``TypeError``, as Python raises for an
-unknown keyword; :func:`checked_keywords`).
+`UnknownKeywordError` (a `TypeError`, as Python raises for an unknown keyword;
+`checked_keywords`).
 
->>> from reward_lens_tl.testing import tiny_reward_model
->>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
->>> conversion.cfg.d_vocab_out, conversion.adapter.model_kind
-(1, 'scalar')
+Examples:
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
+    >>> conversion.cfg.d_vocab_out, conversion.adapter.model_kind
+    (1, 'scalar')
 """
 
 from __future__ import annotations
@@ -78,8 +78,26 @@ from .weights import check_finite as check_finite_tensor
 
 @dataclass
 class Conversion:
-    """Everything needed to build the hooked model: config, float32 state dict (head included)
-    and the facts the model keeps (pad/EOS ids, objective names, tokenizer, extra modules)."""
+    """Everything needed to build the hooked model.
+
+    Config, float32 state dict (head included) and the facts the model keeps (pad/EOS ids,
+    objective names, tokenizer, extra modules).
+
+    Args:
+        hf_model: The HF model, loaded whole (the reference conversion keeps it).
+        adapter: The family's adapter.
+        cfg: The TL config.
+        state_dict: The float32 TL state dict, head included.
+        objective_names: The reward objectives' names.
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        bos_token_id: The BOS id.
+        tokenizer: The tokenizer the model keeps.
+        fold_flags: TL's weight-processing flags, as the adapter resolved them.
+        extras: The adapter's extra modules (e.g. ArmoRM's gating).
+        dtype: The dtype the model is cast to after folding (`dtype=` / `torch_dtype=`,
+            resolved).
+    """
 
     #: the HF model, loaded whole (the reference conversion keeps it)
     hf_model: nn.Module | None
@@ -163,19 +181,27 @@ R = TypeVar("R")
 
 
 def pasted_docs(**blocks: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator pasting shared text into a docstring: each ``{name}`` becomes
-    ``blocks[name]``, indented as the placeholder is. Several entry points that take the same
-    parameters document them from one text.
+    """Decorator pasting shared text into a docstring.
 
-    >>> shared = "- ``x``: a number;"
-    >>> @pasted_docs(params=shared)
-    ... def f(x):
-    ...     '''Add one.
-    ...
-    ...     {params}
-    ...     '''
-    >>> f.__doc__.splitlines()[-2].strip()
-    '- ``x``: a number;'
+    Each `{name}` becomes `blocks[name]`, indented as the placeholder is. Several entry points
+    that take the same parameters document them from one text.
+
+    Args:
+        **blocks: Placeholder name → the text pasted there.
+
+    Returns:
+        The decorator (it returns the function itself, its `__doc__` filled in).
+
+    Examples:
+        >>> shared = "- ``x``: a number;"
+        >>> @pasted_docs(params=shared)
+        ... def f(x):
+        ...     '''Add one.
+        ...
+        ...     {params}
+        ...     '''
+        >>> f.__doc__.splitlines()[-2].strip()
+        '- ``x``: a number;'
     """
 
     def paste(fn: Callable[P, R]) -> Callable[P, R]:
@@ -192,28 +218,44 @@ def pasted_docs(**blocks: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 
 def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
-    """Paste :data:`OPTIONS_DOC`, :data:`UNKNOWN_DOC` and :data:`VERIFY_DOC` into ``fn``'s
-    docstring at ``{options}``, ``{unknown}`` and ``{verify}``."""
+    """Paste the shared option texts into `fn`'s docstring.
+
+    `OPTIONS_DOC`, `UNKNOWN_DOC` and `VERIFY_DOC` go at `{options}`, `{unknown}` and
+    `{verify}`.
+
+    Args:
+        fn: The function whose docstring holds the placeholders.
+
+    Returns:
+        `fn`, its docstring filled in.
+    """
     return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC, verify=VERIFY_DOC)(fn)
 
 
 def checked_keywords(
     unknown: Callable[[str, Sequence[str]], Exception] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function with an explicit keyword signature so that a keyword it does not
-    take raises ``unknown(name, parameters)`` (default: an
-    :class:`~reward_lens_tl.errors.UnknownKeywordError`, a ``TypeError``, naming the closest
-    parameter) instead of Python's bare ``TypeError``. The signature seen by ``inspect`` and by
-    type checkers is the function's own.
+    """Decorate a function so that a keyword it does not take raises a typed error.
 
-    >>> @checked_keywords()
-    ... def f(x, *, site="z"):
-    ...     return site
-    >>> try:
-    ...     f(1, sites="k")
-    ... except TypeError as err:
-    ...     print(type(err).__name__, "|", err)
-    UnknownKeywordError | f() got an unknown keyword 'sites'. Did you mean 'site'? ...
+    The error is `unknown(name, parameters)` (default: an `UnknownKeywordError`, a `TypeError`,
+    naming the closest parameter) instead of Python's bare `TypeError`. The signature seen by
+    `inspect` and by type checkers is the function's own.
+
+    Args:
+        unknown: Builds the error for a keyword the function does not take.
+
+    Returns:
+        The decorator.
+
+    Examples:
+        >>> @checked_keywords()
+        ... def f(x, *, site="z"):
+        ...     return site
+        >>> try:
+        ...     f(1, sites="k")
+        ... except TypeError as err:
+        ...     print(type(err).__name__, "|", err)
+        UnknownKeywordError | f() got an unknown keyword 'sites'. Did you mean 'site'? ...
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -241,7 +283,16 @@ checked_options = checked_keywords(lambda name, names: unknown_keyword(name))
 
 
 def unknown_parameter(function: str, name: str, names: Sequence[str]) -> UnknownKeywordError:
-    """The error for a keyword that ``function`` does not take, with the closest ones named."""
+    """The error for a keyword that `function` does not take, with the closest ones named.
+
+    Args:
+        function: The function's name.
+        name: The keyword given.
+        names: The function's parameters.
+
+    Returns:
+        The error (not raised).
+    """
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return UnknownKeywordError(
@@ -284,16 +335,20 @@ def convert_hf_model(
     load_in_4bit: bool = False,
     use_safetensors: bool = True,
 ) -> Conversion:
-    """Read and convert the whole model at once, without building the hooked model: the HF
-    model (loaded whole from a checkpoint) and its float32 TransformerLens state dict, before
-    weight processing. This is the reference conversion, for inspecting small models and for
-    tests; :func:`~reward_lens_tl.model.load_reward_model` (``from_pretrained``) converts one
-    layer at a time instead (:func:`plan_conversion`, :mod:`reward_lens_tl.streaming`) and
-    gives the same weights.
+    """Read and convert the whole model at once, without building the hooked model.
+
+    The result holds the HF model (loaded whole from a checkpoint) and its float32
+    TransformerLens state dict, before weight processing. This is the reference conversion, for
+    inspecting small models and for tests; `load_reward_model` (`from_pretrained`) converts one
+    layer at a time instead (`plan_conversion`, `reward_lens_tl.streaming`) and gives the same
+    weights.
 
     {options}
 
     {unknown}
+
+    Returns:
+        The `Conversion`.
     """
     plan = plan_conversion(model_or_path, tokenizer, dict(locals()), whole=True)
     model, cfg, adapter = plan.source.model, plan.cfg, plan.adapter
@@ -323,10 +378,27 @@ def convert_hf_model(
 
 @dataclass
 class ConversionPlan:
-    """Everything decided before any weight is converted: where the HF weights come from
-    (:class:`~reward_lens_tl.streaming.ModelSource` or, for a checkpoint,
-    :class:`~reward_lens_tl.streaming.CheckpointSource`, whose HF model is on the meta device),
-    the adapter, the TL config, the options and the facts the model keeps."""
+    """Everything decided before any weight is converted.
+
+    Where the HF weights come from (`ModelSource` or, for a checkpoint, `CheckpointSource`,
+    whose HF model is on the meta device), the adapter, the TL config, the options and the facts
+    the model keeps.
+
+    Args:
+        source: Where the HF weights come from.
+        adapter: The family's adapter.
+        hf_config: The HF config.
+        cfg: The TL config.
+        options: The conversion options.
+        objective_names: The reward objectives' names.
+        fold_flags: TL's weight-processing flags, as the adapter resolved them.
+        dtype: The converted model's dtype.
+        tokenizer: The tokenizer the model keeps.
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        bos_token_id: The BOS id.
+        path: The checkpoint directory (`None` for an in-memory model).
+    """
 
     source: ModelSource
     adapter: RewardModelAdapter
@@ -350,9 +422,20 @@ def plan_conversion(
     *,
     whole: bool = False,
 ) -> ConversionPlan:
-    """Check a conversion request (the options of :func:`convert_hf_model`, as a dict) and
-    plan it: nothing is converted yet, and from a checkpoint only the config and the
-    safetensors headers are read (``whole=True``: the HF model is loaded whole instead)."""
+    """Check a conversion request and plan it.
+
+    Nothing is converted yet, and from a checkpoint only the config and the safetensors headers
+    are read.
+
+    Args:
+        model_or_path: An HF model, a checkpoint directory or a hub id.
+        tokenizer: The tokenizer the model keeps (default: the checkpoint's own).
+        request: The options of `convert_hf_model`, as a dict.
+        whole: Load the HF model whole instead.
+
+    Returns:
+        The `ConversionPlan`.
+    """
     flags = {name: request[name] for name in BOOL_FLAGS}
     check_flags(flags)
     check_no_op_keywords({name: request[name] for name in TL_NO_OP_KEYWORDS})
@@ -398,8 +481,20 @@ HUB_OPTIONS: tuple[str, ...] = ("revision", "cache_dir", "token", "local_files_o
 
 
 def check_device(device: str | torch.device | None, dtype: torch.dtype) -> str | None:
-    """``device`` as a string, after checking it exists and can hold ``dtype`` (a typed error
-    otherwise, before any weight is read); ``None`` stays ``None`` (TransformerLens's choice)."""
+    """`device` as a string, after checking it exists and can hold `dtype`.
+
+    The check comes before any weight is read.
+
+    Args:
+        device: The requested device.
+        dtype: The converted model's dtype.
+
+    Returns:
+        The device as a string; `None` stays `None` (TransformerLens's choice).
+
+    Raises:
+        InvalidArgumentError: A device that does not exist here, or cannot hold `dtype`.
+    """
     if device is None:
         return None
     try:
@@ -568,7 +663,15 @@ DTYPE_NAMES: dict[str, torch.dtype] = {
 
 
 def check_flags(flags: dict[str, Any]) -> None:
-    """The weight-processing flags are booleans, and ``center_unembed`` is off."""
+    """The weight-processing flags are booleans, and `center_unembed` is off.
+
+    Args:
+        flags: Flag name → value.
+
+    Raises:
+        InvalidArgumentError: A flag that is not a boolean.
+        NotForRewardModelsError: `center_unembed=True`.
+    """
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
@@ -584,9 +687,17 @@ def check_flags(flags: dict[str, Any]) -> None:
 
 
 def check_no_op_keywords(values: dict[str, Any]) -> None:
-    """TransformerLens keywords without an option here (:data:`TL_NO_OP_KEYWORDS`) are accepted
-    at the values that mean "nothing to do"; any other value raises the keyword's
-    :class:`~reward_lens_tl.errors.RewardLensError` subclass, saying why and what to do."""
+    """TransformerLens keywords without an option here are accepted only at their no-op values.
+
+    The keywords are `TL_NO_OP_KEYWORDS`, accepted at the values that mean "nothing to do"; any
+    other value raises the keyword's `RewardLensError` subclass, saying why and what to do.
+
+    Args:
+        values: Keyword → the value given.
+
+    Raises:
+        RewardLensError: A value other than the no-op ones (the keyword's subclass).
+    """
     for name, value in values.items():
         allowed, error, why = TL_NO_OP_KEYWORDS[name]
         if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
@@ -595,7 +706,15 @@ def check_no_op_keywords(values: dict[str, Any]) -> None:
 
 
 def check_hf_model_keyword(model_or_path: Any, hf_model: Any) -> None:
-    """``hf_model=`` is accepted only when it is the model given as ``model_or_path``."""
+    """`hf_model=` is accepted only when it is the model given as `model_or_path`.
+
+    Args:
+        model_or_path: The model given.
+        hf_model: TL's `hf_model=` keyword.
+
+    Raises:
+        InvalidArgumentError: Another model given as `hf_model`.
+    """
     if hf_model is not None and hf_model is not model_or_path:
         raise InvalidArgumentError(
             "hf_model= is TL's way to pass an already-loaded model next to a model name; here "
@@ -606,7 +725,18 @@ def check_hf_model_keyword(model_or_path: Any, hf_model: Any) -> None:
 
 
 def resolve_dtypes(dtype: torch.dtype | str, torch_dtype: torch.dtype | str | None) -> torch.dtype:
-    """The dtype asked for by ``dtype`` or its alias ``torch_dtype`` (both given: they agree)."""
+    """The dtype asked for by `dtype` or its alias `torch_dtype` (both given: they agree).
+
+    Args:
+        dtype: The requested dtype.
+        torch_dtype: Its alias, or `None`.
+
+    Returns:
+        The resolved `torch.dtype`.
+
+    Raises:
+        InvalidArgumentError: Both given, and they disagree.
+    """
     if torch_dtype is None:
         return resolve_dtype(dtype)
     resolved = resolve_dtype(torch_dtype, "torch_dtype")
@@ -618,9 +748,17 @@ def resolve_dtypes(dtype: torch.dtype | str, torch_dtype: torch.dtype | str | No
 
 
 def unknown_keyword(name: str) -> RewardLensError:
-    """The error for a keyword that is no option: a transformers loading keyword gets an
-    :class:`~reward_lens_tl.errors.InvalidArgumentError` saying what to do instead, anything
-    else an :class:`~reward_lens_tl.errors.UnknownKeywordError` with the closest options named."""
+    """The error for a keyword that is no option.
+
+    A transformers loading keyword gets an `InvalidArgumentError` saying what to do instead,
+    anything else an `UnknownKeywordError` with the closest options named.
+
+    Args:
+        name: The keyword given.
+
+    Returns:
+        The error (not raised).
+    """
     if name in HF_LOADER_KEYWORDS:
         return InvalidArgumentError(
             f"{name}= is a transformers loading keyword that reward-lens-tl does not take: it "
@@ -644,7 +782,18 @@ def unknown_keyword(name: str) -> RewardLensError:
 
 
 def resolve_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
-    """A floating ``torch.dtype``, or one of TL's dtype strings (``"bf16"``, ``"float16"``...)."""
+    """A floating `torch.dtype`, or one of TL's dtype strings (`"bf16"`, `"float16"`...).
+
+    Args:
+        dtype: The dtype or its name.
+        name: The argument's name, for the error.
+
+    Returns:
+        The `torch.dtype`.
+
+    Raises:
+        InvalidArgumentError: Neither a floating dtype nor one of TL's names.
+    """
     if isinstance(dtype, str) and dtype in DTYPE_NAMES:
         return DTYPE_NAMES[dtype]
     if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
@@ -656,8 +805,16 @@ def resolve_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
 
 
 def check_refactor_supported(cfg: Any) -> None:
-    """TL's ``refactor_factored_attn_matrices`` needs a QK circuit that does not depend on
-    positions (no rotary embeddings) and one key/value head per query head."""
+    """TL's `refactor_factored_attn_matrices` needs a position-free QK circuit.
+
+    That is no rotary embeddings, and one key/value head per query head.
+
+    Args:
+        cfg: The TL config.
+
+    Raises:
+        InvalidArgumentError: Rotary embeddings or grouped-query attention.
+    """
     arch = getattr(cfg, "original_architecture", None) or "this model"
     if cfg.positional_embedding_type == "rotary":
         raise InvalidArgumentError(
@@ -681,11 +838,28 @@ def resolve_source(
     hub: dict[str, Any],
     whole: bool = False,
 ) -> tuple[ModelSource, Any, Path | None]:
-    """``(source, hf_config, path)``: an in-memory model as it is (its config copied, with
-    ``architectures`` filled in), or a local directory / hub id resolved to a checkpoint
-    directory (:func:`reward_lens_tl.hub.resolve_checkpoint`) whose config is checked before
-    transformers reads it, and whose weights are then read one part at a time
-    (``whole=True``: loaded whole into the HF model, as ``convert_hf_model`` does)."""
+    """`(source, hf_config, path)` of a model or a checkpoint.
+
+    An in-memory model is used as it is (its config copied, with `architectures` filled in); a
+    local directory / hub id is resolved to a checkpoint directory
+    (`reward_lens_tl.hub.resolve_checkpoint`) whose config is checked before transformers reads
+    it, and whose weights are then read one part at a time.
+
+    Args:
+        model_or_path: An HF model, a checkpoint directory or a hub id.
+        adapter: Force an adapter instead of looking one up by architecture.
+        hub: The hub options (`HUB_OPTIONS`).
+        whole: Load the weights whole into the HF model, as `convert_hf_model` does.
+
+    Returns:
+        The source of the HF weights, the HF config, and the checkpoint directory (`None` for an
+        in-memory model).
+
+    Raises:
+        ArgumentTypeError: Neither a model, a directory nor a hub id.
+        InvalidArgumentError: Hub options given with an in-memory model.
+        UnsafeCheckpointError: An unsupported architecture that ships remote code.
+    """
     if isinstance(model_or_path, nn.Module):
         given = [f"{k}={v!r}" for k, v in hub.items() if k != "local_files_only" and v is not None]
         if given:
@@ -733,22 +907,45 @@ def resolve_source(
 
 
 def load_hf_model(path: str | Path, adapter: RewardModelAdapter | None = None) -> nn.Module:
-    """The whole HF model of a local checkpoint directory, read as untrusted input (the
-    reference side of parity checks; conversion itself streams instead)."""
+    """The whole HF model of a local checkpoint directory, read as untrusted input.
+
+    The reference side of parity checks; conversion itself streams instead.
+
+    Args:
+        path: The checkpoint directory.
+        adapter: Force an adapter instead of looking one up by architecture.
+
+    Returns:
+        The HF model.
+    """
     hub = dict.fromkeys(HUB_OPTIONS)
     hub["local_files_only"] = True
     return resolve_source(Path(path), adapter, hub, whole=True)[0].model
 
 
 def check_finite(hf_model: nn.Module) -> None:
-    """Every floating parameter and buffer of an HF model is finite
-    (:func:`reward_lens_tl.weights.check_finite`, the check tensors read from files get)."""
+    """Every floating parameter and buffer of an HF model is finite.
+
+    The same check tensors read from files get (`reward_lens_tl.weights.check_finite`).
+
+    Args:
+        hf_model: The HF model.
+    """
     for name, p in list(hf_model.named_parameters()) + list(hf_model.named_buffers()):
         if p.is_floating_point():
             check_finite_tensor(name, p.detach())
 
 
 def resolve_pad_token_id(hf_config: Any, tokenizer: Any) -> int | None:
+    """The pad id: the config's, else the tokenizer's.
+
+    Args:
+        hf_config: The HF config.
+        tokenizer: The tokenizer, or `None`.
+
+    Returns:
+        The pad id, or `None`.
+    """
     pad = pad_token_id_of(hf_config)
     if pad is None and tokenizer is not None:
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -764,7 +961,21 @@ def verify_parity(
     seq_len: int = 12,
     atol: float | None = None,
 ) -> float:
-    """Max |converted − HF| pooled reward on two random sequences; raise if above ``atol``."""
+    """Max |converted − HF| pooled reward on two random sequences; raise if above `atol`.
+
+    Args:
+        model: The converted `HookedRewardModel`.
+        hf_model: The HF model.
+        adapter: The family's adapter (its reference rewards).
+        seq_len: The length of the random sequences.
+        atol: The tolerance (default: 1e-3 in float32, else 5e-2).
+
+    Returns:
+        The largest difference.
+
+    Raises:
+        ConversionMismatchError: A difference above `atol`.
+    """
     gen = torch.Generator().manual_seed(0)
     pad = model.pad_token_id
     high = model.cfg.d_vocab

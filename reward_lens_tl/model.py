@@ -1,22 +1,23 @@
-"""``HookedRewardModel``: a TransformerLens ``HookedTransformer`` whose unembed is the reward head.
+"""`HookedRewardModel`: a TransformerLens `HookedTransformer` whose unembed is the reward head.
 
-``d_vocab_out`` is the number of reward objectives (1 for a scalar reward model), ``W_U`` is the
-head's weight (``W_R`` is an alias) and ``b_U`` its bias. So ``model(tokens)`` is the reward at
-every position, ``[batch, pos, n_objectives]``, and everything TL offers (``run_with_cache``,
-hooks, ``accumulated_resid``, ``apply_ln_to_stack``, ``start_at_layer``) works unchanged. The
+`d_vocab_out` is the number of reward objectives (1 for a scalar reward model), `W_U` is the
+head's weight (`W_R` is an alias) and `b_U` its bias. So `model(tokens)` is the reward at
+every position, `[batch, pos, n_objectives]`, and everything TL offers (`run_with_cache`,
+hooks, `accumulated_resid`, `apply_ln_to_stack`, `start_at_layer`) works unchanged. The
 reward of a sequence is read at its pooling position, chosen by the adapter with exactly the HF
-model's rule; ``model.rewards(tokens)`` does that, and ``forward(..., return_type="reward")``
-does it inside the forward pass so ``run_with_cache`` also sees the pooled hook points:
+model's rule; `model.rewards(tokens)` does that, and `forward(..., return_type="reward")`
+does it inside the forward pass so `run_with_cache` also sees the pooled hook points:
 
-- ``hook_reward``: pooled head output ``[batch, n_objectives]``;
-- ArmoRM-style models add ``hook_gate`` ``[batch, n_objectives]`` and ``hook_score`` ``[batch]``.
+- `hook_reward`: pooled head output `[batch, n_objectives]`;
+- ArmoRM-style models add `hook_gate` `[batch, n_objectives]` and `hook_score` `[batch]`.
 
->>> import torch
->>> from reward_lens_tl.testing import tiny_reward_model
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids = torch.tensor([[1, 5, 6, 7], [0, 1, 8, 9]])          # left padded, pad id 0
->>> model.rewards(ids).shape, model(ids).shape
-(torch.Size([2]), torch.Size([2, 4, 1]))
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids = torch.tensor([[1, 5, 6, 7], [0, 1, 8, 9]])          # left padded, pad id 0
+    >>> model.rewards(ids).shape, model(ids).shape
+    (torch.Size([2]), torch.Size([2, 4, 1]))
 """
 
 from __future__ import annotations
@@ -88,12 +89,23 @@ RETURN_TYPES = ("logits", "objectives", "reward", None)
 
 
 def _tl_options(**options: Any) -> dict[str, Any]:
-    """The TransformerLens forward keywords that were given (not ``None``), passed on as is."""
+    """The TransformerLens forward keywords that were given (not `None`), passed on as is."""
     return {name: value for name, value in options.items() if value is not None}
 
 
 class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
-    """A reward model as a ``HookedTransformer`` (through sae_lens's ``HookedSAETransformer``)."""
+    """A reward model as a `HookedTransformer` (through sae_lens's `HookedSAETransformer`).
+
+    Args:
+        cfg: The TL config (`d_vocab_out` is the number of objectives).
+        adapter: The family's adapter (default: `LlamaAdapter`).
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        objective_names: The reward objectives' names.
+        tokenizer: The tokenizer (kept as it is).
+        bos_token_id: The BOS id.
+        move_to_device: Move the model to `cfg.device` (TL's meaning).
+    """
 
     def __init__(
         self,
@@ -107,6 +119,18 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         bos_token_id: int | None = None,
         move_to_device: bool = True,
     ):
+        """Build the model from a TL config, with its reward-model facts.
+
+        Args:
+            cfg: The TL config (`d_vocab_out` is the number of objectives).
+            adapter: The family's adapter (default: `LlamaAdapter`).
+            pad_token_id: The pad id.
+            eos_token_id: The EOS id.
+            objective_names: The reward objectives' names.
+            tokenizer: The tokenizer (kept as it is).
+            bos_token_id: The BOS id.
+            move_to_device: Move the model to `cfg.device` (TL's meaning).
+        """
         super().__init__(cfg, move_to_device=move_to_device)
         fast_attention.install(self)
         self.hook_reward = HookPoint()
@@ -161,14 +185,17 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
         Touches the network only to fetch a hub id that is not cached (config, tokenizer and
         safetensors only), never runs remote code, leaves an HF model unmodified, and converts
-        one layer at a time straight to ``device``.
-        The class built is the one the adapter asks for (e.g. :class:`HookedArmoRM` for gated
-        multi-objective heads). The same as :func:`load_reward_model`:
+        one layer at a time straight to `device`.
+        The class built is the one the adapter asks for (e.g. `HookedArmoRM` for gated
+        multi-objective heads). The same as `load_reward_model`:
 
         {options}
         {verify}
 
         {unknown}
+
+        Returns:
+            The converted model.
         """
         options = {name: value for name, value in locals().items() if name != "cls"}
         return load_reward_model(**options)  # every parameter above, as given
@@ -211,14 +238,18 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         load_in_4bit: bool = False,
         use_safetensors: bool = True,
     ) -> HookedRewardModel:
-        """Conversion without any weight folding (raw HF parametrisation): ``fold_ln``,
-        ``center_writing_weights`` and ``fold_value_biases`` default to ``False``; otherwise
-        :meth:`from_pretrained`:
+        """Conversion without any weight folding (raw HF parametrisation).
+
+        `fold_ln`, `center_writing_weights` and `fold_value_biases` default to `False`; otherwise
+        `from_pretrained`:
 
         {options}
         {verify}
 
         {unknown}
+
+        Returns:
+            The converted model.
         """
         options = {name: value for name, value in locals().items() if name != "cls"}
         return load_reward_model(**options)  # every parameter above, as given
@@ -226,32 +257,44 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     # -- the head -------------------------------------------------------------------------
     @property
     def n_objectives(self) -> int:
+        """The number of reward objectives (`d_vocab_out`; 1 for a scalar head)."""
         return self.cfg.d_vocab_out
 
     @property
     def scored_head(self) -> bool:
-        """Whether the reward is a non-linear function of the head's outputs (a Likert
-        judge's expected grade, a classifier PRM's margin): exact read-outs then name a column
-        (``objective=``); plain and gated heads are linear."""
+        """Whether the reward is a non-linear function of the head's outputs.
+
+        For a Likert judge's expected grade, a classifier PRM's margin: exact read-outs then name a
+        column (`objective=`); plain and gated heads are linear.
+        """
         return False
 
     @property
     def is_scalar(self) -> bool:
+        """Whether the head has one objective."""
         return self.n_objectives == 1
 
     @property
     def W_R(self) -> Float[Tensor, "d_model n_objectives"]:
-        """The reward head (alias of ``W_U``; after ``fold_ln`` it includes the final norm's
-        weight, so it is the direction read from the *normalised* residual)."""
+        """The reward head (alias of `W_U`).
+
+        After `fold_ln` it includes the final norm's weight, so it is the direction read from the
+        *normalised* residual.
+        """
         return self.W_U
 
     @property
     def b_R(self) -> Float[Tensor, " n_objectives"]:
+        """The reward head's bias (alias of `b_U`)."""
         return self.b_U
 
     @property
     def w_r(self) -> Float[Tensor, " d_model"]:
-        """The reward direction of a scalar head, ``W_R[:, 0]``."""
+        """The reward direction of a scalar head, `W_R[:, 0]`.
+
+        Raises:
+            RewardLensError: A head with several objectives.
+        """
         if not self.is_scalar:
             raise RewardLensError(
                 f"w_r is defined for scalar heads; this model has {self.n_objectives} objectives "
@@ -260,7 +303,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return self.W_U[:, 0]
 
     def final_norm_weight(self) -> Float[Tensor, " d_model"]:
-        """The final norm's elementwise weight (ones once ``fold_ln`` moved it into ``W_R``)."""
+        """The final norm's elementwise weight (ones once `fold_ln` moved it into `W_R`).
+
+        Returns:
+            The weight, `[d_model]`.
+        """
         w = getattr(self.ln_final, "w", None)
         return w if w is not None else torch.ones(self.cfg.d_model, device=self.W_U.device)
 
@@ -271,7 +318,21 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         """Validate token ids (shape, vocabulary, context length, mask); return them 2-D.
 
         Ids are an integer tensor: text, Python lists, float and bool tensors are refused with
-        a :class:`TokenIdsTypeError` that says how to build one.
+        a `TokenIdsTypeError` that says how to build one.
+
+        Args:
+            tokens: Token ids, `[batch, pos]` or one sequence `[pos]`.
+            attention_mask: The attention mask, checked to match the ids' shape.
+
+        Returns:
+            The ids, `[batch, pos]`.
+
+        Raises:
+            TokenIdsTypeError: Not an integer tensor.
+            ShapeMismatchError: Not 1-D or 2-D, or a mask of another shape.
+            EmptyInputError: No token.
+            SequenceTooLongError: Longer than the model's context.
+            TokenOutOfVocabError: Ids outside the vocabulary.
         """
         if not isinstance(tokens, Tensor):
             raise TokenIdsTypeError(_not_a_tensor_message(tokens))
@@ -318,8 +379,24 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         attention_mask: Tensor | None = None,
         positions: Sequence[int] | Tensor | None = None,
     ) -> Int[Tensor, " batch"]:
-        """Where each sequence's reward is read: by the HF model's own rule, or the explicit
-        ``positions`` (one per row; checked to be inside the sequence and not padding)."""
+        """Where each sequence's reward is read.
+
+        By the HF model's own rule, or the explicit `positions` (one per row; checked to be inside
+        the sequence and not padding).
+
+        Args:
+            tokens: Token ids, `[batch, pos]`.
+            attention_mask: The attention mask (it says which positions are padding).
+            positions: Explicit reading positions, one per row.
+
+        Returns:
+            One position per row, `[batch]`.
+
+        Raises:
+            InvalidArgumentError: Positions that are not integers.
+            ShapeMismatchError: Not one position per row.
+            RewardLensError: A position outside the sequence, or on padding.
+        """
         if positions is None:
             pos = self.adapter.pool_index(tokens, self.pad_token_id)
         else:
@@ -355,8 +432,13 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     # -- forward --------------------------------------------------------------------------
     def set_fast_attention(self, enabled: bool = True) -> None:
-        """Use SDPA for attention when no hook reads the pattern (default on; exact, see
-        :mod:`reward_lens_tl.fast_attention`), or TL's explicit-pattern path everywhere."""
+        """Use SDPA for attention when no hook reads the pattern, or TL's explicit-pattern path.
+
+        SDPA is on by default, and exact (see `reward_lens_tl.fast_attention`).
+
+        Args:
+            enabled: Use SDPA (`True`) or TL's explicit-pattern path everywhere (`False`).
+        """
         fast_attention.set_enabled(self, enabled)
 
     # TL's forward with keyword-only options, "reward"/"objectives" added, "loss"/"both" refused
@@ -378,24 +460,47 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     ) -> Tensor | None:
         """TL's forward, plus ``return_type="reward"`` for the pooled reward.
 
-        ``return_type``: ``"logits"`` (default) gives the model's reward at every position,
-        ``[batch, pos, n_objectives]`` (for a gated ArmoRM-style head, the gated score,
-        ``[batch, pos, 1]``); ``"objectives"`` gives the head's per-objective outputs at every
-        position for any head; ``None`` nothing (run for the hooks). ``"reward"`` gives what
-        :meth:`rewards` documents and fires ``hook_reward`` (and the gating hooks), read at
+        ``return_type``: `"logits"` (default) gives the model's reward at every position,
+        `[batch, pos, n_objectives]` (for a gated ArmoRM-style head, the gated score,
+        `[batch, pos, 1]`); `"objectives"` gives the head's per-objective outputs at every
+        position for any head; `None` nothing (run for the hooks). `"reward"` gives what
+        `rewards` documents and fires `hook_reward` (and the gating hooks), read at
         ``pool_positions`` (one per row) when given, else by the HF model's rule.
 
-        ``input`` is token ids ``[batch, pos]`` (or one sequence ``[pos]``), or with
+        ``input`` is token ids `[batch, pos]` (or one sequence `[pos]`), or with
         ``start_at_layer`` the residual stream entering that block (then ``tokens`` gives the
-        ids, needed for padding masks and the reading rule). ``attention_mask``: ``[batch, pos]``
+        ids, needed for padding masks and the reading rule). ``attention_mask``: `[batch, pos]`
         ones for real tokens; whenever token ids are known, a left-padded batch without one gets
         its mask from the leading pad ids. ``stop_at_layer``, ``past_kv_cache``,
         ``shortformer_pos_embed``, ``prepend_bos`` and ``padding_side`` are TransformerLens's
         (``prepend_bos``/``padding_side`` only matter for text, which is refused);
         ``loss_per_token`` exists for TL's signature only: LM losses do not exist for reward
-        models. A batch whose position ``-1`` is not every row's reading position warns
-        (:class:`~reward_lens_tl.padding.ReadingPositionWarning`) unless it asks for
-        ``"reward"``.
+        models. A batch whose position `-1` is not every row's reading position warns
+        (`ReadingPositionWarning`) unless it asks for `"reward"`.
+
+        Args:
+            input: Token ids `[batch, pos]` (or `[pos]`), or the residual stream entering
+                `start_at_layer`.
+            return_type: `"logits"`, `"objectives"`, `"reward"` or `None`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+            pool_positions: With `"reward"`: the reading position of each row.
+            start_at_layer: Start at this block, from the residual stream given as `input`.
+            tokens: With `start_at_layer`: the token ids.
+            stop_at_layer: TransformerLens's: stop before this block.
+            past_kv_cache: TransformerLens's key-value cache.
+            shortformer_pos_embed: TransformerLens's.
+            prepend_bos: TransformerLens's (only for text, which is refused).
+            padding_side: TransformerLens's (only for text, which is refused).
+            loss_per_token: For TL's signature only.
+
+        Returns:
+            The per-position rewards or objectives, the pooled reward, or `None`.
+
+        Raises:
+            NotForRewardModelsError: `return_type="loss"` or `"both"`.
+            InvalidArgumentError: Another unknown `return_type`.
+            RewardLensError: `"reward"` with `stop_at_layer`.
+            NonFiniteActivationError: A reward that is not finite (the error locates it).
         """
         kwargs = _tl_options(
             stop_at_layer=stop_at_layer,
@@ -469,7 +574,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         )
 
     def _per_position(self, input, return_type, tokens, attention_mask, start_at_layer, kwargs):
-        """``"logits"`` / ``"objectives"`` / ``None`` / ``stop_at_layer`` forwards."""
+        """`"logits"` / `"objectives"` / `None` / `stop_at_layer` forwards."""
         if tokens is not None and kwargs.get("past_kv_cache") is None:
             self.check_reading_position(tokens, attention_mask)
         gated = return_type == "logits" and self._gated_logits_needed(kwargs)
@@ -496,9 +601,15 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def check_reading_position(
         self, tokens: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
     ) -> None:
-        """Warn (:class:`~reward_lens_tl.padding.ReadingPositionWarning`) when position ``-1``
-        of ``tokens`` is not every row's reading position (right padding of unequal lengths,
-        or a trailing pad == EOS that HF's rule skips)."""
+        """Warn when position `-1` of `tokens` is not every row's reading position.
+
+        The warning is a `ReadingPositionWarning`: right padding of unequal lengths, or a trailing
+        pad == EOS that HF's rule skips.
+
+        Args:
+            tokens: Token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+        """
         if self.pad_token_id is None or padding.warnings_silenced():
             return
         positions = self.pool_positions(tokens, attention_mask)
@@ -509,7 +620,19 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
         Right padding needs no mask (causal attention never looks ahead) and gets none. Leading
         pad ids are masked unless the pad id is also the BOS id: then leading runs of
-        different lengths are ambiguous and refused (pass ``attention_mask``)."""
+        different lengths are ambiguous and refused (pass `attention_mask`).
+
+        Args:
+            tokens: Token ids, `[batch, pos]`.
+
+        Returns:
+            The mask, or `None` when none is needed.
+
+        Raises:
+            MissingAttentionMaskError: Leading runs of different lengths of a pad id that is also
+                the BOS id.
+            EmptyInputError: A row that is all padding.
+        """
         pad = self.pad_token_id
         if pad is None or tokens.shape[1] < 2:
             return None
@@ -553,22 +676,33 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         pool_positions: Int[Tensor, " batch"] | None = None,
         grad: bool = False,
     ) -> Float[Tensor, " batch"] | Float[Tensor, "batch n_objectives"]:
-        """Pooled rewards: ``[batch]`` for a scalar head, ``[batch, n_objectives]`` for a plain
-        multi-objective head, and the gated score ``[batch]`` for ArmoRM-style heads (their
-        objectives: :meth:`objective_rewards`).
+        """Pooled rewards, one per row.
 
-        ``input_ids``/``attention_mask`` as for :meth:`forward` (a left-padded batch without a
-        mask gets one from its leading pads); ``pool_positions``: read row ``b`` at
-        ``pool_positions[b]`` instead of by the HF model's rule. The result is a plain tensor,
-        computed under ``torch.no_grad`` (``float(...)``, ``.numpy()`` just work); ``grad``
-        (``True``) keeps the autograd graph for a backward pass through the reward (the same as
-        ``model(input_ids, "reward", attention_mask=...)``).
+        `[batch]` for a scalar head, `[batch, n_objectives]` for a plain multi-objective head, and
+        the gated score `[batch]` for ArmoRM-style heads (their objectives: `objective_rewards`).
 
-        >>> from reward_lens_tl.testing import tiny_reward_model
-        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-        >>> ids = torch.tensor([[1, 5, 6, 7]])
-        >>> model.rewards(ids).requires_grad, model.rewards(ids, grad=True).requires_grad
-        (False, True)
+        ``input_ids``/``attention_mask`` as for `forward` (a left-padded batch without a
+        mask gets one from its leading pads); ``pool_positions``: read row `b` at
+        `pool_positions[b]` instead of by the HF model's rule. The result is a plain tensor,
+        computed under `torch.no_grad` (`float(...)`, `.numpy()` just work); ``grad``
+        (`True`) keeps the autograd graph for a backward pass through the reward (the same as
+        `model(input_ids, "reward", attention_mask=...)`).
+
+        Args:
+            input_ids: Token ids, `[batch, pos]`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+            pool_positions: Read row `b` at `pool_positions[b]`.
+            grad: Keep the autograd graph.
+
+        Returns:
+            The pooled rewards.
+
+        Examples:
+            >>> from reward_lens_tl.testing import tiny_reward_model
+            >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+            >>> ids = torch.tensor([[1, 5, 6, 7]])
+            >>> model.rewards(ids).requires_grad, model.rewards(ids, grad=True).requires_grad
+            (False, True)
         """
         with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
             out = self.forward(
@@ -581,9 +715,18 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         input_ids: Int[Tensor, "batch pos"],
         attention_mask: Int[Tensor, "batch pos"] | None = None,
     ) -> Float[Tensor, " batch"] | Float[Tensor, "batch n_objectives"]:
-        """The reward every analysis reads, one per row, without gradients: :meth:`rewards`
-        for a reward model; for a PRM (whose ``rewards`` are per step) its reading step's
-        reward."""
+        """The reward every analysis reads, one per row, without gradients.
+
+        `rewards` for a reward model; for a PRM (whose `rewards` are per step) its reading step's
+        reward.
+
+        Args:
+            input_ids: Token ids, `[batch, pos]`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+
+        Returns:
+            The pooled rewards.
+        """
         return HookedRewardModel.rewards(self, input_ids, attention_mask)
 
     def objective_rewards(
@@ -593,8 +736,18 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         *,
         grad: bool = False,
     ) -> Float[Tensor, "batch n_objectives"]:
-        """Per-objective pooled head outputs, ``[batch, n_objectives]``, for any head
-        (``input_ids``, ``attention_mask`` and ``grad`` as for :meth:`rewards`)."""
+        """Per-objective pooled head outputs, `[batch, n_objectives]`, for any head.
+
+        ``input_ids``, ``attention_mask`` and ``grad`` as for `rewards`.
+
+        Args:
+            input_ids: Token ids, `[batch, pos]`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+            grad: Keep the autograd graph.
+
+        Returns:
+            The head's pooled outputs, `[batch, n_objectives]`.
+        """
         store: dict[str, Tensor] = {}
 
         def grab(act: Tensor, hook: HookPoint) -> None:
@@ -611,7 +764,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     # -- hook names -----------------------------------------------------------------------
     def check_hook_names(self, names: Iterable[str]) -> None:
-        """Raise :class:`UnknownHookError` (with close matches) for names not on the model."""
+        """Raise `UnknownHookError` (with close matches) for names not on the model.
+
+        Args:
+            names: Hook names.
+
+        Raises:
+            UnknownHookError: A name that is not a hook point of the model.
+        """
         unknown = [n for n in names if n not in self.hook_dict]
         if unknown:
             hints = {n: difflib.get_close_matches(n, self.hook_dict, n=3) for n in unknown}
@@ -621,12 +781,20 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             )
 
     def run_with_cache(self, *model_args, names_filter=None, **kwargs):
-        """TL's ``run_with_cache``; a name (or list of names) that does not exist is an error.
+        """TL's `run_with_cache`; a name (or list of names) that does not exist is an error.
 
-        The cache is a :class:`~reward_lens_tl.cache.RewardActivationCache`: it knows each
-        row's reward position (``cache.reward_positions``, in the cache's own position
-        coordinates when ``pos_slice=`` kept only some), so ``pos_slice="reward"`` reads one
-        position per row."""
+        The cache is a `RewardActivationCache`: it knows each row's reward position
+        (`cache.reward_positions`, in the cache's own position coordinates when `pos_slice=` kept
+        only some), so `pos_slice="reward"` reads one position per row.
+
+        Args:
+            *model_args: The forward's arguments.
+            names_filter: TL's: the hook names to cache (a name, a list, or a function).
+            **kwargs: The forward's and TL's `run_with_cache` keywords.
+
+        Returns:
+            The forward's output and the cache.
+        """
         if isinstance(names_filter, str):
             self.check_hook_names([names_filter])
         elif isinstance(names_filter, (list, tuple)):
@@ -651,7 +819,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return out, wrapped
 
     def _cache_reward_positions(self, model_args, kwargs) -> tuple[Tensor | None, str]:
-        """Each row's reading position in the cache's coordinates, or ``None`` and why not."""
+        """Each row's reading position in the cache's coordinates, or `None` and why not."""
         tokens = model_args[0] if model_args else kwargs.get("input")
         if kwargs.get("start_at_layer") is not None:
             tokens = kwargs.get("tokens")
@@ -684,15 +852,36 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return where.long().argmax(1), ""
 
     def hooks(self, fwd_hooks=(), bwd_hooks=(), *args, **kwargs):
-        """TL's ``hooks`` context manager; string hook names are checked first."""
+        """TL's `hooks` context manager; string hook names are checked first.
+
+        Args:
+            fwd_hooks: `(name, hook)` forward hooks.
+            bwd_hooks: `(name, hook)` backward hooks.
+            *args: TL's further arguments.
+            **kwargs: TL's further keywords.
+
+        Returns:
+            The context manager.
+        """
         fwd_hooks, bwd_hooks = list(fwd_hooks), list(bwd_hooks)
         self.check_hook_names(n for n, _ in [*fwd_hooks, *bwd_hooks] if isinstance(n, str))
         return super().hooks(fwd_hooks, bwd_hooks, *args, **kwargs)
 
     def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
-        """TL's ``run_with_hooks``; string hook names are checked first, and a patch of
-        another run's activations (TransformerLens's ``patching`` functions) whose length
-        differs from this run's is refused instead of being paired prefix-aligned."""
+        """TL's `run_with_hooks`; string hook names are checked first.
+
+        A patch of another run's activations (TransformerLens's `patching` functions) whose length
+        differs from this run's is refused instead of being paired prefix-aligned.
+
+        Args:
+            *model_args: The forward's arguments.
+            fwd_hooks: `(name, hook)` forward hooks.
+            bwd_hooks: `(name, hook)` backward hooks.
+            **kwargs: The forward's and TL's keywords.
+
+        Returns:
+            The forward's output.
+        """
         self.check_hook_names(n for n, _ in [*fwd_hooks, *bwd_hooks] if isinstance(n, str))
         tokens = model_args[0] if model_args else kwargs.get("input")
         if isinstance(tokens, Tensor) and not tokens.dtype.is_floating_point:
@@ -702,19 +891,37 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         )
 
     def attach_extras(self, extras: dict[str, Any]) -> None:
-        """Attach the modules an adapter converts beyond backbone and head
-        (``adapter.extra_modules``); a plain head has none."""
+        """Attach the modules an adapter converts beyond backbone and head.
+
+        They are `adapter.extra_modules`; a plain head has none.
+
+        Args:
+            extras: Name → module.
+
+        Raises:
+            InvalidArgumentError: Any extra module (a plain head takes none).
+        """
         if extras:
             raise InvalidArgumentError(
                 f"{type(self).__name__} takes no extra modules: {list(extras)}"
             )
 
     def add_sae(self, sae, use_error_term=None, exclude_special_tokens=False):
-        """sae_lens's ``add_sae``, but a hook name that does not exist is an error (sae_lens
-        only logs a warning and skips), so is an SAE whose ``d_in`` is not the hook's width
-        (:func:`~reward_lens_tl.sae.splice.check_sae_width`; sae_lens would fail inside the
-        next forward), and excluding the token the reward is read at is
-        refused (:func:`~reward_lens_tl.sae.splice.check_special_token_exclusion`)."""
+        """sae_lens's `add_sae`, with checks sae_lens does not make.
+
+        A hook name that does not exist is an error (sae_lens only logs a warning and skips), so is
+        an SAE whose `d_in` is not the hook's width (`check_sae_width`; sae_lens would fail inside
+        the next forward), and excluding the token the reward is read at is refused
+        (`check_special_token_exclusion`).
+
+        Args:
+            sae: The SAE.
+            use_error_term: sae_lens's.
+            exclude_special_tokens: sae_lens's (never the reading token).
+
+        Returns:
+            What sae_lens's `add_sae` returns.
+        """
         from .sae.splice import check_sae_width, check_special_token_exclusion
 
         self.check_hook_names([sae.cfg.metadata.hook_name])
@@ -732,15 +939,24 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         truncation: Truncation = "error",
         use_chat_template: bool | None = None,
     ) -> EncodedConversation:
-        """Token ids for one conversation with this model's tokenizer
-        (:func:`~reward_lens_tl.inputs.encode_conversation`).
+        """Token ids for one conversation with this model's tokenizer (`encode_conversation`).
 
         ``prompt``: the user message, or the conversation so far; ``response``: the assistant's
-        reply. ``max_length`` defaults to the model's context; ``truncation`` (``"error"``,
-        ``"left"``, ``"right"``, ``"both"``) says what happens to a longer conversation;
-        ``use_chat_template`` (default ``None``: the tokenizer's template when it has one).
-        Warns once (an :class:`~reward_lens_tl.inputs.UnknownTokenWarning`) when more than a
-        fifth of the sequence became the tokenizer's unknown token, naming the template used.
+        reply. ``max_length`` defaults to the model's context; ``truncation`` (`"error"`,
+        `"left"`, `"right"`, `"both"`) says what happens to a longer conversation;
+        ``use_chat_template`` (default `None`: the tokenizer's template when it has one).
+        Warns once (an `UnknownTokenWarning`) when more than a fifth of the sequence became the
+        tokenizer's unknown token, naming the template used.
+
+        Args:
+            prompt: The user message, or the conversation so far.
+            response: The assistant's reply.
+            max_length: The longest sequence (default: the model's context).
+            truncation: `"error"`, `"left"`, `"right"` or `"both"`.
+            use_chat_template: Use the tokenizer's chat template (default: when it has one).
+
+        Returns:
+            The `EncodedConversation`.
         """
         from .inputs import encode_conversation, warn_unknown_tokens
 
@@ -759,9 +975,19 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return enc
 
     def encode_conversation(self, prompt: Prompt, response: str, **options: Any):
-        """The :class:`~reward_lens_tl.inputs.EncodedConversation` (ids with the response's
-        span) that analyses which edit or sweep a response build on: :meth:`encode` for a
-        reward model; a judge renders its template around the response instead."""
+        """The `EncodedConversation` that analyses which edit or sweep a response build on.
+
+        The ids with the response's span: `encode` for a reward model; a judge renders its template
+        around the response instead.
+
+        Args:
+            prompt: The user message, or the conversation so far.
+            response: The assistant's reply.
+            **options: `encode`'s keywords.
+
+        Returns:
+            The `EncodedConversation`.
+        """
         return self.encode(prompt, response, **options)
 
     def score(
@@ -773,9 +999,20 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         truncation: Truncation = "error",
         use_chat_template: bool | None = None,
     ) -> Tensor:
-        """Reward of one (``prompt``, ``response``) pair, from text (``max_length``,
-        ``truncation`` and ``use_chat_template`` as for :meth:`encode`); a scalar tensor for a
-        scalar head, ``[n_objectives]`` for a plain multi-objective head."""
+        """Reward of one (``prompt``, ``response``) pair, from text.
+
+        ``max_length``, ``truncation`` and ``use_chat_template`` as for `encode`.
+
+        Args:
+            prompt: The user message, or the conversation so far.
+            response: The assistant's reply.
+            max_length: The longest sequence (default: the model's context).
+            truncation: `"error"`, `"left"`, `"right"` or `"both"`.
+            use_chat_template: Use the tokenizer's chat template (default: when it has one).
+
+        Returns:
+            A scalar tensor for a scalar head, `[n_objectives]` for a plain multi-objective head.
+        """
         enc = self.encode(
             prompt,
             response,
@@ -794,11 +1031,23 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
 
 class HookedArmoRM(HookedRewardModel):
-    """ArmoRM layout: objectives at the last real token, a gate over the prompt's final hidden
-    state, and ``score = Σ gate ⊙ (objectives @ reward_transform_matrix)``.
+    """ArmoRM layout: objectives, a gate, and their gated score.
 
-    The attribution direction of the score for one input is ``W_R @ (T @ gate)``
-    (:meth:`score_direction`); single objectives use the columns of ``W_R``.
+    Objectives at the last real token, a gate over the prompt's final hidden state, and
+    `score = Σ gate ⊙ (objectives @ reward_transform_matrix)`.
+
+    The attribution direction of the score for one input is `W_R @ (T @ gate)`
+    (`score_direction`); single objectives use the columns of `W_R`.
+
+    Args:
+        cfg: The TL config.
+        adapter: The family's adapter.
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        objective_names: The reward objectives' names.
+        tokenizer: The tokenizer.
+        bos_token_id: The BOS id.
+        move_to_device: Move the model to `cfg.device` (TL's meaning).
     """
 
     #: ``T``, ``[n_objectives, n_objectives]`` (a buffer, set by :meth:`attach_gating`)
@@ -816,6 +1065,18 @@ class HookedArmoRM(HookedRewardModel):
         bos_token_id: int | None = None,
         move_to_device: bool = True,
     ):
+        """Build the model with gating hook points; the gating module is attached later.
+
+        Args:
+            cfg: The TL config.
+            adapter: The family's adapter.
+            pad_token_id: The pad id.
+            eos_token_id: The EOS id.
+            objective_names: The reward objectives' names.
+            tokenizer: The tokenizer.
+            bos_token_id: The BOS id.
+            move_to_device: Move the model to `cfg.device` (TL's meaning).
+        """
         super().__init__(
             cfg,
             adapter=adapter,
@@ -833,14 +1094,34 @@ class HookedArmoRM(HookedRewardModel):
         self.gating_token_pattern: tuple[int, ...] = ()
 
     def attach_extras(self, extras: dict[str, Any]) -> None:
+        """Attach the gating module and reward transform (`attach_gating`).
+
+        Args:
+            extras: `attach_gating`'s keywords.
+        """
         self.attach_gating(**extras)
 
     def attach_gating(self, gating, reward_transform_matrix, gating_token_pattern) -> None:
+        """Attach the gating module, the reward transform matrix and the gating token pattern.
+
+        Args:
+            gating: The gating module.
+            reward_transform_matrix: `T`, `[n_objectives, n_objectives]`.
+            gating_token_pattern: The token ids that mark the prompt's end.
+        """
         self.gating = gating.to(self.cfg.device)
         self.register_buffer("reward_transform_matrix", reward_transform_matrix.to(self.cfg.device))
         self.gating_token_pattern = tuple(gating_token_pattern)
 
     def gate_positions(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
+        """Where each row's gate is read (the prompt's end).
+
+        Args:
+            tokens: Token ids, `[batch, pos]`.
+
+        Returns:
+            One position per row.
+        """
         return gating_positions(tokens, self.gating_token_pattern)
 
     def _gate_from(self, normed: Tensor, tokens: Tensor | None) -> Float[Tensor, "batch n_obj"]:
@@ -860,8 +1141,11 @@ class HookedArmoRM(HookedRewardModel):
         return self.hook_score((gate.to(pooled.dtype) * transformed).sum(-1))
 
     def _gated_per_position(self, resid, tokens):
-        """The gated score at every position, ``[batch, pos, 1]``: the objectives there mixed
-        with this row's gate, ``objectives @ (T @ gate)`` (at the reading position: the score)."""
+        """The gated score at every position, `[batch, pos, 1]`.
+
+        The objectives there mixed with this row's gate, `objectives @ (T @ gate)` (at the reading
+        position: the score).
+        """
         normed = self.ln_final(resid) if self.cfg.normalization_type is not None else resid
         objectives = self.unembed(normed)
         gate = self._gate_from(normed, tokens).to(objectives.dtype)
@@ -869,6 +1153,15 @@ class HookedArmoRM(HookedRewardModel):
         return (objectives * mix[:, None, :]).sum(-1, keepdim=True)
 
     def gate(self, input_ids, attention_mask=None) -> Float[Tensor, "batch n_obj"]:
+        """The gate of each row, `[batch, n_obj]`.
+
+        Args:
+            input_ids: Token ids, `[batch, pos]`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+
+        Returns:
+            The gate.
+        """
         _, cache = self.run_with_cache(
             input_ids,
             return_type="reward",
@@ -878,9 +1171,18 @@ class HookedArmoRM(HookedRewardModel):
         return cache["hook_gate"]
 
     def score_direction(self, input_ids, attention_mask=None) -> Float[Tensor, "batch d_model"]:
-        """Per-input direction ``g ⊙ (W_R @ T @ gate)`` along which ``ln_final.hook_normalized``
-        at the reward position gives the score minus ``b_R @ T @ gate`` (``g`` is the final
-        norm's weight when it was not folded into ``W_R``, else 1)."""
+        """Per-input direction `g ⊙ (W_R @ T @ gate)` of the score.
+
+        Along it, `ln_final.hook_normalized` at the reward position gives the score minus
+        `b_R @ T @ gate` (`g` is the final norm's weight when it was not folded into `W_R`, else 1).
+
+        Args:
+            input_ids: Token ids, `[batch, pos]`.
+            attention_mask: `[batch, pos]`, ones for real tokens.
+
+        Returns:
+            One direction per row, `[batch, d_model]`.
+        """
         gate = self.gate(input_ids, attention_mask)
         direction = (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
         return direction * self.final_norm_weight()
@@ -921,9 +1223,20 @@ _POOLED_HOOKS = ("hook_reward", "hook_gate", "hook_score")
 
 
 def non_finite_reward_error(model, reward: Tensor, args: tuple) -> NonFiniteActivationError:
-    """The error for a reward that is not finite: which rows, which value, and the first hook
-    point whose output at the reading token is not finite. Finding it re-runs the forward with
-    read-only hooks, on this error path only (a finite reward costs one ``isfinite`` check)."""
+    """The error for a reward that is not finite.
+
+    It names which rows, which value, and the first hook point whose output at the reading token
+    is not finite. Finding it re-runs the forward with read-only hooks, on this error path only
+    (a finite reward costs one `isfinite` check).
+
+    Args:
+        model: The model.
+        reward: The reward computed.
+        args: The arguments of the forward that computed it.
+
+    Returns:
+        The error (not raised).
+    """
     flat = reward.detach().reshape(reward.shape[0], -1)
     rows = (~torch.isfinite(flat)).any(-1).nonzero().flatten().tolist()
     head = f"the reward of row(s) {rows[:8]} is {_first_bad_value(flat[rows])}"
@@ -967,7 +1280,7 @@ def _locate_non_finite(model, args: tuple, rows: list[int]) -> str:
 
 
 def _non_finite_at(act: Tensor, name: str, rows: Tensor, at: Tensor) -> str | None:
-    """``"<name> at row r, position p (the reading token) is inf"`` or ``None`` if finite."""
+    """`"<name> at row r, position p (the reading token) is inf"` or `None` if finite."""
     rows = rows.to(act.device)
     pooled = name.endswith(_POOLED_HOOKS) or act.ndim < 2
     if act.shape[0] <= int(rows.max()) or (not pooled and act.shape[1] <= int(at.max())):
@@ -998,9 +1311,19 @@ def _non_finite_advice(model) -> str:
 
 
 def check_patch_lengths(fwd_hooks, n_pos: int) -> None:
-    """Refuse a hook that copies another run's activation (``clean_activation=``, as
-    TransformerLens's ``patching.get_act_patch_*`` builds them) of another length: TL pairs
-    position ``p`` with ``p`` (prefix-aligned), which is wrong for a chosen/rejected pair."""
+    """Refuse a hook that copies another run's activation of another length.
+
+    Such hooks pass `clean_activation=`, as TransformerLens's `patching.get_act_patch_*` builds
+    them: TL pairs position `p` with `p` (prefix-aligned), which is wrong for a
+    chosen/rejected pair.
+
+    Args:
+        fwd_hooks: `(name, hook)` forward hooks.
+        n_pos: This run's number of positions.
+
+    Raises:
+        AlignmentError: A clean activation of another length.
+    """
     for name, fn in fwd_hooks:
         clean = fn.keywords.get("clean_activation") if isinstance(fn, partial) else None
         if not isinstance(clean, Tensor) or clean.ndim < 2:
@@ -1063,19 +1386,23 @@ def load_reward_model(
     load_in_4bit: bool = False,
     use_safetensors: bool = True,
 ) -> HookedRewardModel:
-    """Convert a reward model (an HF module, or a local checkpoint directory read as
-    untrusted input: see :mod:`reward_lens_tl.checkpoint`) into a :class:`HookedRewardModel`
-    (or the subclass its adapter asks for). Parameters
-    (:func:`~reward_lens_tl.loading.convert_hf_model`'s, plus ``verify``):
+    """Convert a reward model into a `HookedRewardModel` (or the subclass its adapter asks for).
+
+    The model is an HF module, or a local checkpoint directory read as untrusted input: see
+    `reward_lens_tl.checkpoint`. Parameters (`convert_hf_model`'s, plus `verify`):
 
     {options}
     {verify}
 
     {unknown}
 
-    >>> from reward_lens_tl.testing import tiny_reward_model
-    >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
-    'LNPre'
+    Returns:
+        The converted model.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
+        'LNPre'
     """
     request = dict(locals())
     plan = plan_conversion(request.pop("model_or_path"), request.pop("tokenizer"), request)
@@ -1096,11 +1423,21 @@ def build_model(
     dtype: torch.dtype | None = None,
     device: str | None = None,
 ) -> HookedRewardModel:
-    """Build the hooked model of a :class:`~reward_lens_tl.loading.ConversionPlan` with its
-    parameters on the meta device, then stream the converted weights into it one layer at a
-    time (:class:`~reward_lens_tl.streaming.Streamer`), each cast to ``dtype`` and placed on
-    ``device`` as it is converted (default: the plan's). ``n_layers`` builds only the first
-    layers (for :func:`verify_plan`'s truncated copy)."""
+    """Build the hooked model of a `ConversionPlan` and stream its weights in.
+
+    The model is built with its parameters on the meta device, then the converted weights are
+    streamed into it one layer at a time (`Streamer`), each cast to `dtype` and placed on
+    `device` as it is converted.
+
+    Args:
+        plan: The conversion plan.
+        n_layers: Build only the first layers (for `verify_plan`'s truncated copy).
+        dtype: The model's dtype (default: the plan's).
+        device: The model's device (default: the plan's).
+
+    Returns:
+        The model, in eval mode.
+    """
     cfg = copy.copy(plan.cfg)
     cfg.n_layers = n_layers or cfg.n_layers
     if device is not None:
@@ -1129,8 +1466,16 @@ def build_model(
 def stream_weights(
     model: HookedRewardModel, plan: ConversionPlan, dtype: torch.dtype, warn_whole: bool = False
 ) -> None:
-    """Convert the plan's weights into ``model`` (built for that plan), one layer at a time,
-    each cast to ``dtype`` and placed on ``model.cfg.device``."""
+    """Convert the plan's weights into `model` (built for that plan), one layer at a time.
+
+    Each is cast to `dtype` and placed on `model.cfg.device`.
+
+    Args:
+        model: The hooked model, built for the plan.
+        plan: The conversion plan.
+        dtype: The model's dtype.
+        warn_whole: Warn when a checkpoint must be converted as one part.
+    """
     cfg = model.cfg
     device = torch.device(cast(str, cfg.device))
     fold = foldable(cfg, plan.fold_flags["fold_ln"])
@@ -1163,20 +1508,32 @@ def stream_weights(
 
 @torch.no_grad()
 def reload_weights(model: HookedRewardModel, hf_model: nn.Module) -> HookedRewardModel:
-    """Convert the current weights of ``hf_model`` into ``model`` in place and return it: what
-    ``HookedRewardModel.from_pretrained(hf_model, model.tokenizer)`` gives, without building a
-    new hooked model (a monitor re-reads a model being trained this way). ``model`` must have
+    """Convert the current weights of `hf_model` into `model` in place and return it.
+
+    What `HookedRewardModel.from_pretrained(hf_model, model.tokenizer)` gives, without building
+    a new hooked model (a monitor re-reads a model being trained this way). `model` must have
     been converted from the same architecture with the default conversion options, in its
     current dtype and device; its hooks and SAEs are left as they are.
 
-    >>> from reward_lens_tl.zoo import load_model
-    >>> hf = load_model("scalar")
-    >>> hooked = HookedRewardModel.from_pretrained(hf)
-    >>> with torch.no_grad():
-    ...     _ = hf.score.weight.mul_(2.0)
-    >>> fresh = HookedRewardModel.from_pretrained(hf)
-    >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
-    True
+    Args:
+        model: The hooked model to update.
+        hf_model: The HF model whose weights are read.
+
+    Returns:
+        `model`, updated.
+
+    Raises:
+        ConversionMismatchError: An HF model of another shape.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_model
+        >>> hf = load_model("scalar")
+        >>> hooked = HookedRewardModel.from_pretrained(hf)
+        >>> with torch.no_grad():
+        ...     _ = hf.score.weight.mul_(2.0)
+        >>> fresh = HookedRewardModel.from_pretrained(hf)
+        >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
+        True
     """
     signature = inspect.signature(load_reward_model).parameters.items()
     request = {name: p.default for name, p in signature if p.default is not p.empty}
@@ -1197,13 +1554,22 @@ def reload_weights(model: HookedRewardModel, hf_model: nn.Module) -> HookedRewar
 
 
 def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> float:
-    """The check ``from_pretrained(..., verify=True)`` runs, alone, with the default options:
-    max |converted − HF| reward on random tokens, from a checkpoint on a truncated copy of
-    ``n_layers`` layers (:func:`verify_plan`), so it is cheap at any size.
+    """The check `from_pretrained(..., verify=True)` runs, alone, with the default options.
 
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> parity_at_load(zoo_path("scalar")) < 1e-4
-    True
+    Max |converted − HF| reward on random tokens, from a checkpoint on a truncated copy of
+    `n_layers` layers (`verify_plan`), so it is cheap at any size.
+
+    Args:
+        model_or_path: An HF model, a checkpoint directory or a hub id.
+        n_layers: The layers of the truncated copy.
+
+    Returns:
+        The largest difference.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> parity_at_load(zoo_path("scalar")) < 1e-4
+        True
     """
     signature = inspect.signature(load_reward_model).parameters.items()
     request = {name: p.default for name, p in signature if p.default is not p.empty}
@@ -1213,14 +1579,23 @@ def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> 
 def verify_plan(plan: ConversionPlan, n_layers: int = 2) -> float:
     """Check the conversion against HF's own forward, cheaply at any size.
 
-    An in-memory HF model is compared with the whole converted model
-    (:func:`~reward_lens_tl.loading.verify_parity`). From a checkpoint, a *truncated copy* is
-    compared instead: the first ``n_layers`` layers with the embedding, final norm and head
-    (and gating), built by the same streaming conversion from the same files in float32 on the
-    CPU, against the HF model restricted to the same layers (a view of the meta-device HF
-    model with those tensors read in). It costs the embedding twice plus ``n_layers`` layers,
-    is freed before the full model is built, and raises
-    :class:`~reward_lens_tl.errors.ConversionMismatchError` when they disagree."""
+    An in-memory HF model is compared with the whole converted model (`verify_parity`). From a
+    checkpoint, a *truncated copy* is compared instead: the first `n_layers` layers with the
+    embedding, final norm and head (and gating), built by the same streaming conversion from the
+    same files in float32 on the CPU, against the HF model restricted to the same layers (a view
+    of the meta-device HF model with those tensors read in). It costs the embedding twice plus
+    `n_layers` layers, and is freed before the full model is built.
+
+    Args:
+        plan: The conversion plan.
+        n_layers: The layers of the truncated copy.
+
+    Returns:
+        The largest difference.
+
+    Raises:
+        ConversionMismatchError: The converted model and HF disagree.
+    """
     source = plan.source
     if not isinstance(source, CheckpointSource):
         model = build_model(plan)

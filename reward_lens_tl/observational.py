@@ -1,7 +1,7 @@
 """Observational tools scored against planted ground truth (the zoo's contrast pairs).
 
-For each planted feature, contrast pairs differ in that feature only (``edited`` has it,
-``base`` does not). The margin ``r(edited) − r(base)`` is decomposed by direct attribution;
+For each planted feature, contrast pairs differ in that feature only (`edited` has it,
+`base` does not). The margin `r(edited) − r(base)` is decomposed by direct attribution;
 this module reports where the attribution puts it (components, and for aligned pairs, which
 source positions the heads read it from, per layer), how early the reward lens sees it, and
 whether the components carrying most of the margin are the ones whose ablation changes it.
@@ -9,12 +9,13 @@ whether the components carrying most of the margin are the ones whose ablation c
 Mind the caveat: a lookup computed in early layers is moved to the reward-reading token, so a
 last-layer head's source position need not be the planted token (it is often the final token).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_task, zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> report = observational_ground_truth(model, load_task().task, features=("harmful",), n=8)
->>> report.findings[0].completeness_error < 1e-4
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> report = observational_ground_truth(model, load_task().task, features=("harmful",), n=8)
+    >>> report.findings[0].completeness_error < 1e-4
+    True
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from .stats import spearman
 
 @dataclass(frozen=True)
 class FeatureFindings:
+    """Attribution, lens and ablation findings for one feature."""
+
     feature: str
     n_pairs: int
     mean_margin: float
@@ -52,6 +55,7 @@ class FeatureFindings:
     bottom3_ablation_effect: float  # the same for the 3 components with the least attribution
 
     def row(self) -> dict:
+        """The findings as one table row."""
         return {
             "feature": self.feature,
             "pairs": self.n_pairs,
@@ -75,16 +79,20 @@ def _fmt(values):
 
 @dataclass(frozen=True)
 class ObservationalReport(Result):
+    """Findings per feature of `observational_ground_truth`."""
+
     label_column, value_column = "feature", "mean_margin"
 
     findings: tuple[FeatureFindings, ...]
 
     def to_dataframe(self):
+        """One row per feature."""
         import pandas as pd
 
         return pd.DataFrame([f.row() for f in self.findings])
 
     def __getitem__(self, feature: str) -> FeatureFindings:
+        """Findings of `feature`."""
         return next(f for f in self.findings if f.feature == feature)
 
 
@@ -98,9 +106,11 @@ def observational_ground_truth(
     seed: int = 0,
     batch_size: int = 32,
 ) -> ObservationalReport:
-    """Attribution, lens and ablation findings per feature, on the zoo ``task``'s contrast
-    pairs (``n`` per feature) or on your own ``pairs``
-    (:class:`~reward_lens_tl.contrast.ContrastPair`\\ s, grouped by their ``feature``)."""
+    """Attribution, lens and ablation findings per feature.
+
+    They are computed on the zoo `task`'s contrast pairs (`n` per feature) or on your own `pairs`
+    (`ContrastPair`s, grouped by their `feature`).
+    """
     if pairs is not None:
         grouped: dict[str, list] = {}
         for pair in as_contrast_pairs(pairs):
@@ -158,9 +168,12 @@ def _mean_rule_delta(pairs) -> float:
 
 
 def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per layer: share of Σ|Δ source contribution| (edited − base, over heads) that comes
-    from the planted positions, and from the reward-reading (final) token. Pairs must be
-    aligned (same length), so source positions correspond."""
+    """Per layer.
+
+    Share of Σ|Δ source contribution| (edited − base, over heads) that comes from the planted
+    positions, and from the reward-reading (final) token. Pairs must be aligned (same length), so
+    source positions correspond.
+    """
     n = len(pairs)
     ids, mask = pad_batch(
         [p.edited.ids for p in pairs] + [p.base.ids for p in pairs], model.pad_token_id
@@ -181,8 +194,10 @@ def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 
 def _ablation_effects(model, encoded, groups: Sequence[Sequence[Component]]) -> list[float]:
-    """Mean change of the margin when each group of components (heads ``L{l}H{h}`` or MLPs
-    ``mlp{l}``) is zero-ablated together."""
+    """Mean change of the margin when each group of components is zero-ablated together.
+
+    Groups are heads `L{l}H{h}` or MLPs `mlp{l}`.
+    """
     ids, mask = pad_batch(
         [e.ids for e, _ in encoded] + [b.ids for _, b in encoded], model.pad_token_id
     )
@@ -201,7 +216,7 @@ def _ablation_effects(model, encoded, groups: Sequence[Sequence[Component]]) -> 
 
 
 def _zero_hook(component: Component):
-    """A hook zeroing one head's output (at ``hook_z``) or a whole MLP / attention layer."""
+    """A hook zeroing one head's output (at `hook_z`) or a whole MLP / attention layer."""
     if component.kind != "head":
         return component.hook_name, lambda act, hook: torch.zeros_like(act)
     head = component.head

@@ -1,37 +1,38 @@
-"""Left padding, and the one check that keeps TransformerLens's ``[:, -1]`` honest.
+"""Left padding, and the one check that keeps TransformerLens's `[:, -1]` honest.
 
-TransformerLens users read the last position: ``logits[:, -1]``, ``cache["resid_post", L][:, -1]``,
-``cache["pattern", L][:, h, -1]``, ``pos_slice=-1``, steering ``resid[:, -1] += v``. A reward is
+TransformerLens users read the last position: `logits[:, -1]`, `cache["resid_post", L][:, -1]`,
+`cache["pattern", L][:, h, -1]`, `pos_slice=-1`, steering `resid[:, -1] += v`. A reward is
 read at one position per sequence (HF's pooling rule: the last token that is not padding), so
 every batch this library builds is **left padded**: then each row's reward is read at the same
-position counted from the end, ``-1`` whenever the pooling token is the last real token, and all
-of those spellings are right by construction — including TransformerLens's own ``patching``
+position counted from the end, `-1` whenever the pooling token is the last real token, and all
+of those spellings are right by construction — including TransformerLens's own `patching`
 functions on chosen/rejected rows of one batch, which are then end-aligned.
 
 Positions stay exact under left padding: the attention mask hides the pads, and rotary and
 absolute positions are counted from each row's first real token (TransformerLens derives them
 from the mask), so a left-padded batch scores exactly as each sequence alone.
 
-Two cases keep ``-1`` away from the reading token, and :func:`warn_if_last_is_not_read` names
+Two cases keep `-1` away from the reading token, and `warn_if_last_is_not_read` names
 them whenever a user's batch could be read there (a forward returning per-position outputs, and
-``run_with_cache``):
+`run_with_cache`):
 
-- a **right-padded** batch of unequal lengths (built by hand): ``-1`` is a pad in the shorter
-  rows. Re-pad with :func:`left_pad` (or ``model.to_tokens``) or read ``pos_slice="reward"``.
+- a **right-padded** batch of unequal lengths (built by hand): `-1` is a pad in the shorter
+  rows. Re-pad with `left_pad` (or `model.to_tokens`) or read `pos_slice="reward"`.
 - **pad == EOS** with a template that ends in EOS: HF's rule skips that trailing EOS (it equals
-  the pad id), so the reward is read at ``-2`` in every row. ``cache.reward_positions`` and
-  ``pos_slice="reward"`` know it.
+  the pad id), so the reward is read at `-2` in every row. `cache.reward_positions` and
+  `pos_slice="reward"` know it.
 
 ArmoRM's own rule (the token before the first pad) reads the last position of a left-padded row,
 so it needs nothing special.
 
->>> import torch
->>> ids, mask = left_pad([[5, 6, 7], [8]], pad_token_id=0)
->>> ids.tolist(), mask.tolist()
-([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
->>> right = torch.tensor([[5, 6, 7], [8, 0, 0]])
->>> left_pad_tensor(right, (right != 0).long(), pad_token_id=0)[0].tolist()
-[[5, 6, 7], [0, 0, 8]]
+Examples:
+    >>> import torch
+    >>> ids, mask = left_pad([[5, 6, 7], [8]], pad_token_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+    >>> right = torch.tensor([[5, 6, 7], [8, 0, 0]])
+    >>> left_pad_tensor(right, (right != 0).long(), pad_token_id=0)[0].tolist()
+    [[5, 6, 7], [0, 0, 8]]
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ PADDING_SIDES = ("left", "right")
 
 
 class ReadingPositionWarning(UserWarning):
-    """Position ``-1`` of this batch is not where every row's reward is read."""
+    """Position `-1` of this batch is not where every row's reward is read."""
 
 
 def left_pad(
@@ -63,11 +64,11 @@ def left_pad(
     pad_token_id: int | None,
     padding_side: PaddingSide = "left",
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """Pad id sequences into ``(input_ids, attention_mask)``; left padding unless asked.
+    """Pad id sequences into `(input_ids, attention_mask)`; left padding unless asked.
 
     Each sequence must hold integer ids (Python ints, an integer tensor or array): floats,
-    including integral ones like ``1.0``, and bools are refused with
-    :class:`~reward_lens_tl.errors.InvalidArgumentError`, never truncated to ids.
+    including integral ones like `1.0`, and bools are refused with
+    `InvalidArgumentError`, never truncated to ids.
     """
     if padding_side not in PADDING_SIDES:
         raise InvalidArgumentError(
@@ -93,8 +94,11 @@ def left_pad(
 
 
 def _id_row(seq: Sequence[int], index: int) -> Int[Tensor, " pos"]:
-    """One sequence of token ids as a 1-D long tensor; anything that is not integer ids (floats,
-    even integral ones like ``1.0``, bools, text, nested lists) is refused, never cast."""
+    """One sequence of token ids as a 1-D long tensor.
+
+    Anything that is not integer ids (floats, even integral ones like `1.0`, bools, text, nested
+    lists) is refused, never cast.
+    """
     try:
         if isinstance(seq, Tensor):
             row = seq.detach().cpu()
@@ -123,8 +127,11 @@ def left_pad_tensor(
     attention_mask: Int[Tensor, "batch pos"],
     pad_token_id: int | None,
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """The same rows, left padded: each row's real tokens (``attention_mask == 1``, in order)
-    moved to the end. Works for right-, left- or mixed-padded input; nothing is modified."""
+    """The same rows, left padded.
+
+    Each row's real tokens (`attention_mask == 1`, in order) moved to the end. Works for right-,
+    left- or mixed-padded input; nothing is modified.
+    """
     rows = [
         ids[m.bool()].tolist() for ids, m in zip(input_ids.cpu(), attention_mask.cpu(), strict=True)
     ]
@@ -139,7 +146,7 @@ def left_pad_tensor(
 
 
 def last_position_problem(positions: Tensor, n_pos: int, pad_token_id: int | None) -> str | None:
-    """Why position ``-1`` is not every row's reading position, or ``None`` when it is."""
+    """Why position `-1` is not every row's reading position, or `None` when it is."""
     pos = positions.reshape(-1)
     if bool((pos == n_pos - 1).all()):
         return None
@@ -158,8 +165,10 @@ def last_position_problem(positions: Tensor, n_pos: int, pad_token_id: int | Non
 
 
 def warn_if_last_is_not_read(positions: Tensor, n_pos: int, pad_token_id: int | None) -> None:
-    """Warn (:class:`ReadingPositionWarning`, at the user's line) when ``[:, -1]`` would read
-    something else than each row's reward."""
+    """Warn when `[:, -1]` would read something else than each row's reward.
+
+    The warning is a `ReadingPositionWarning`, at the user's line.
+    """
     problem = last_position_problem(positions, n_pos, pad_token_id)
     if problem is None:
         return
@@ -179,8 +188,10 @@ _INTERNAL = ("reward_lens_tl", "transformer_lens", "sae_lens", "torch", "context
 
 
 def _user_stacklevel() -> int:
-    """The stack level of the first frame outside this library, TransformerLens and torch, so
-    the warning points at the user's line (and Python's once-per-line filter works)."""
+    """The stack level of the first frame outside this library, TransformerLens and torch.
+
+    The warning then points at the user's line (and Python's once-per-line filter works).
+    """
     frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None:
@@ -196,8 +207,11 @@ _SILENCED = contextvars.ContextVar("reward_lens_reading_position_silenced", defa
 
 @contextlib.contextmanager
 def reading_position_known():
-    """Library code that reads each row at its own reading position (not at ``-1``) runs its
-    forwards inside this, so users see :class:`ReadingPositionWarning` only for their own."""
+    """Silence `ReadingPositionWarning` for the library's own forwards.
+
+    Library code that reads each row at its own reading position (not at `-1`) runs its forwards
+    inside this, so users see `ReadingPositionWarning` only for their own.
+    """
     token = _SILENCED.set(True)
     try:
         yield
@@ -206,4 +220,5 @@ def reading_position_known():
 
 
 def warnings_silenced() -> bool:
+    """Whether reading-position warnings are silenced here (inside `library_reads`)."""
     return _SILENCED.get()

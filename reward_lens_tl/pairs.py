@@ -1,19 +1,22 @@
-"""Preference pairs as model batches: chosen and rejected of a chunk in one left-padded batch
-(:func:`~reward_lens_tl.inputs.pad_batch`: position ``-1`` is every row's last token).
+"""Preference pairs as model batches.
 
-A pair is anything with ``prompt``, ``chosen`` and ``rejected`` (e.g.
-:class:`reward_lens_tl.data.PreferencePair`) or an already-encoded ``(chosen, rejected)`` tuple
-of :class:`~reward_lens_tl.inputs.EncodedConversation`. :func:`encode_pairs` encodes a whole set
-with a per-pair error policy: ``on_error="raise"`` stops at the first pair that cannot be
-encoded (the error names the pair), ``"skip"`` records it as a :class:`SkippedPair` and goes on.
+Chosen and rejected of a chunk in one left-padded batch (`pad_batch`: position `-1` is every row's
+last token).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
->>> from types import SimpleNamespace as Pair
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
->>> [(ids.shape[0], n) for ids, _, n in pair_batches(model, [Pair(prompt="w6", chosen="w7",
-...                                                                  rejected="w8 w9")] * 3, 2)]
-[(4, 2), (2, 1)]
+A pair is anything with `prompt`, `chosen` and `rejected` (e.g.
+`reward_lens_tl.data.PreferencePair`) or an already-encoded `(chosen, rejected)` tuple
+of `EncodedConversation`. `encode_pairs` encodes a whole set
+with a per-pair error policy: `on_error="raise"` stops at the first pair that cannot be
+encoded (the error names the pair), `"skip"` records it as a `SkippedPair` and goes on.
+
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+    >>> from types import SimpleNamespace as Pair
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+    >>> [(ids.shape[0], n) for ids, _, n in pair_batches(model, [Pair(prompt="w6", chosen="w7",
+    ...                                                                  rejected="w8 w9")] * 3, 2)]
+    [(4, 2), (2, 1)]
 """
 
 from __future__ import annotations
@@ -38,28 +41,33 @@ Encoded = tuple[EncodedConversation, EncodedConversation]
 
 @dataclass(frozen=True)
 class SkippedPair:
-    """A pair that was not scored: its position in the input, its source record (when the
-    loader recorded one) and why."""
+    """A pair that was not scored.
+
+    Its position in the input, its source record (when the loader recorded one) and why.
+    """
 
     index: int
     record: int | None
     reason: str
 
     def __str__(self) -> str:
+        """The pair, its record when known, and the reason."""
         where = f"pair {self.index}" + ("" if self.record is None else f" (record {self.record})")
         return f"{where}: {self.reason}"
 
 
 def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` as a positive int, or :class:`InvalidArgumentError`."""
+    """`batch_size` as a positive int, or `InvalidArgumentError`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
     return batch_size
 
 
 def encoded_pair(model, pair: Any, truncation: str = "error") -> Encoded:
-    """``(chosen, rejected)`` encodings of a pair object or an already-encoded tuple; either
-    must fit the model's context."""
+    """`(chosen, rejected)` encodings of a pair object or an already-encoded tuple.
+
+    Either must fit the model's context.
+    """
     if isinstance(pair, tuple) and all(isinstance(p, EncodedConversation) for p in pair):
         for side, enc in zip(("chosen", "rejected"), pair, strict=True):
             if len(enc) > model.cfg.n_ctx:
@@ -75,6 +83,17 @@ def encoded_pair(model, pair: Any, truncation: str = "error") -> Encoded:
 
 
 def check_on_error(on_error: Any) -> OnError:
+    """`on_error` if it is `"raise"` or `"skip"`.
+
+    Args:
+        on_error: The value to check.
+
+    Returns:
+        `on_error`.
+
+    Raises:
+        InvalidArgumentError: For any other value.
+    """
     if on_error not in ("raise", "skip"):
         raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     return on_error
@@ -89,11 +108,12 @@ def encode_pairs(
     start: int = 0,
     skip_hint: bool = True,
 ) -> tuple[list[Encoded], list[int], list[SkippedPair]]:
-    """Encode every pair: ``(encoded, kept_indices, skipped)``; ``pairs[0]`` is pair ``start``
-    of the whole set.
+    """Encode every pair: `(encoded, kept_indices, skipped)`.
 
-    With ``on_error="raise"`` the first failure is re-raised with the same class and a message
-    that starts with the pair's index (and source record); with ``"skip"`` it is recorded.
+    `pairs[0]` is pair `start` of the whole set.
+
+    With `on_error="raise"` the first failure is re-raised with the same class and a message
+    that starts with the pair's index (and source record); with `"skip"` it is recorded.
     """
     check_on_error(on_error)
     if len(pairs) == 0:
@@ -116,7 +136,7 @@ def encode_pairs(
 def pair_batches(
     model, pairs: Sequence, batch_size: int = 16, truncation: str = "error"
 ) -> Iterator[tuple[Tensor, Tensor, int]]:
-    """Yield ``(ids, mask, n)``: rows ``[:n]`` are chosen, rows ``[n:]`` rejected."""
+    """Yield `(ids, mask, n)`: rows `[:n]` are chosen, rows `[n:]` rejected."""
     check_batch_size(batch_size)
     pairs = list(pairs)
     device = model.cfg.device
@@ -128,8 +148,11 @@ def pair_batches(
 
 @dataclass(frozen=True)
 class PairChunk:
-    """What one batch of pairs gave: the input positions it kept (with each pair's ``subset``
-    and ``record``), the pairs it skipped, and ``output`` (``None`` if all were skipped)."""
+    """What one batch of pairs gave.
+
+    The input positions it kept (with each pair's `subset` and `record`), the pairs it skipped, and
+    `output` (`None` if all were skipped).
+    """
 
     kept: tuple[int, ...]
     subsets: tuple[str | None, ...]
@@ -147,14 +170,15 @@ def map_pair_batches(
     truncation: str = "error",
     on_error: OnError | None = "raise",
 ) -> list[PairChunk]:
-    """``fn(ids, mask, n)`` on each batch of ``batch_size`` input pairs (rows ``[:n]`` chosen,
-    ``[n:]`` rejected; skipped pairs leave their batch shorter), in input order.
+    """`fn(ids, mask, n)` on each batch of `batch_size` input pairs, in input order.
 
-    ``on_error=None`` raises like ``"raise"`` but without suggesting ``on_error="skip"`` (for
-    analyses whose results have no room for skipped pairs). ``pairs`` is streamed: one batch
-    of pairs and its encodings are held at a time. Under ``torchrun`` the batches are split
-    across ranks and gathered back in order on every rank (:mod:`reward_lens_tl.distributed`).
-    Raises :class:`EmptyInputError` for an empty set.
+    Rows `[:n]` are chosen, `[n:]` rejected; skipped pairs leave their batch shorter.
+
+    `on_error=None` raises like `"raise"` but without suggesting `on_error="skip"` (for
+    analyses whose results have no room for skipped pairs). `pairs` is streamed: one batch
+    of pairs and its encodings are held at a time. Under `torchrun` the batches are split
+    across ranks and gathered back in order on every rank (`reward_lens_tl.distributed`).
+    Raises `EmptyInputError` for an empty set.
     """
     from .distributed import gather_results, shard, world
 
@@ -202,8 +226,10 @@ def _run_batch(model, batch: list, start: int, fn, truncation, on_error, hint) -
 
 
 def finished_chunks(chunks: list[PairChunk]) -> tuple[list[PairChunk], tuple[SkippedPair, ...]]:
-    """The chunks that ran (at least one kept pair) and every skipped pair, in input order;
-    :class:`EmptyInputError` naming the first skipped pair when every pair was skipped."""
+    """The chunks that ran (at least one kept pair) and every skipped pair, in input order.
+
+    `EmptyInputError` naming the first skipped pair when every pair was skipped.
+    """
     skipped = tuple(s for c in chunks for s in c.skipped)
     done = [c for c in chunks if c.output is not None]
     if not done:
@@ -212,8 +238,10 @@ def finished_chunks(chunks: list[PairChunk]) -> tuple[list[PairChunk], tuple[Ski
 
 
 def pair_index_columns(frame, indices: Sequence[int], records: Sequence[int | None]):
-    """``frame`` (one row per ``example`` of a pair result) with the input pair's ``index``
-    and source ``record`` beside each row's ``example`` (examples count kept pairs only)."""
+    """`frame` with the input pair's `index` and source `record` beside each row's `example`.
+
+    `frame` has one row per `example` of a pair result; examples count kept pairs only.
+    """
     examples = frame["example"].tolist()
     at = frame.columns.get_loc("example") + 1
     frame.insert(at, "index", [indices[e] for e in examples] if indices else examples)

@@ -1,22 +1,22 @@
-"""The last block at the reading positions only, for ``return_type="reward"``.
+"""The last block at the reading positions only, for `return_type="reward"`.
 
 A reward is read at one position per sequence, so the last block's queries, attention output
 and MLP are needed there only; its keys and values are still needed everywhere. When nothing
-can observe the difference, :meth:`HookedRewardModel.forward` runs blocks ``0 .. L-2`` as
+can observe the difference, `HookedRewardModel.forward` runs blocks `0 .. L-2` as
 usual and the last block on each row's reading position, attending to keys and values
 projected from every earlier position (TransformerLens's frozen key-value cache entry, with
 the mask hiding positions at and after the reading one). The reward is the same (≤ 1e-5); a
 128-token forward of a 6-layer model saves ~1/7 of its matrix products.
 
 It is used only when it is honest: nothing may observe or change a call of the last block,
-``ln_final`` or the unembed, or of any of their submodules (they would see one position
+`ln_final` or the unembed, or of any of their submodules (they would see one position
 instead of all): no TL hook or cache entry on their hook points, no PyTorch forward / pre /
 backward hook on these modules, no global module hook, no replaced hook point (a spliced
-SAE), no ``forward`` override (:func:`~reward_lens_tl.fast_attention.hooked` decides).
+SAE), no `forward` override (`hooked` decides).
 Hooks on earlier blocks or on the model itself see what they see on TL's path and keep it.
 It also needs a plain pre-norm block (no parallel attention/MLP, post-norm, split q/k/v
 inputs, attention sinks, log-n scaling), a global (not sliding-window) last layer, no gated
-head (ArmoRM reads a prompt position too), no ``start_at_layer`` / key-value cache, and a
+head (ArmoRM reads a prompt position too), no `start_at_layer` / key-value cache, and a
 known attention mask.
 """
 
@@ -32,6 +32,14 @@ from .fast_attention import hooked
 
 
 def structure_allows(model) -> bool:
+    """Whether the architecture of `model` allows the pooled forward.
+
+    Args:
+        model: The hooked model.
+
+    Returns:
+        Whether the pooled forward can run on it.
+    """
     cfg = model.cfg
     return not (
         cfg.n_layers < 1
@@ -49,24 +57,27 @@ def structure_allows(model) -> bool:
 
 
 def reshaped_modules(model) -> list[nn.Module]:
-    """The modules (with their submodules) that the pooled block calls on one position
-    instead of the whole sequence, or with other arguments: the last block, the final norm
-    and the head. Earlier blocks, ``hook_reward`` and the model's own call see exactly what
-    they see on TL's path."""
+    """The modules that the pooled block calls differently from TL's path.
+
+    These are the modules (with their submodules) called on one position instead of the whole
+    sequence, or with other arguments: the last block, the final norm and the head. Earlier blocks,
+    `hook_reward` and the model's own call see exactly what they see on TL's path.
+    """
     roots = [model.blocks[-1], getattr(model, "ln_final", None), model.unembed]
     return [root for root in roots if root is not None]
 
 
 def observed(model) -> bool:
-    """Whether any hook could observe or change a call the pooled block reshapes: TL and
-    PyTorch hooks of every kind (forward, pre, backward, with keywords, global), replaced
-    hook points such as spliced SAEs, ``forward`` overrides
-    (:func:`~reward_lens_tl.fast_attention.hooked`)."""
+    """Whether any hook could observe or change a call the pooled block reshapes.
+
+    TL and PyTorch hooks of every kind (forward, pre, backward, with keywords, global), replaced
+    hook points such as spliced SAEs, `forward` overrides (`hooked`).
+    """
     return hooked(reshaped_modules(model))
 
 
 def applies(model, start_at_layer, attention_mask, kwargs) -> bool:
-    """Whether :func:`last_block_at` may replace the last block for this call."""
+    """Whether `last_block_at` may replace the last block for this call."""
     left_padding_inferred = attention_mask is None and (
         getattr(model.tokenizer, "padding_side", "right") == "left"
     )
@@ -86,11 +97,12 @@ def last_block_at(
     pool: Int[Tensor, " batch"],
     attention_mask: Tensor | None,
 ) -> Float[Tensor, "batch 1 d_model"]:
-    """The last block's output at ``pool`` (one position per row), from its input ``resid``.
+    """The last block's output at `pool` (one position per row), from its input `resid`.
 
     Every position's key and value are projected; the query position is appended after them
     with a mask that keeps only the keys before it (and not padding), so its rotary position,
-    which TL derives from the mask, is the one it has in the full sequence."""
+    which TL derives from the mask, is the one it has in the full sequence.
+    """
     block = model.blocks[-1]
     batch, n_pos, _ = resid.shape
     rows = torch.arange(batch, device=resid.device)

@@ -1,34 +1,36 @@
 """Resumable files that know who wrote them: fingerprints, an exclusive lock, whole records.
 
-A resumable file (a token sweep's ``resume=`` file, a scoring run's ``--out`` score file) is
-JSON lines: a **header** ``{"format": ..., "producer": {...}}`` and then one record per line.
-``producer`` says what made the records: the model (:func:`model_fingerprint`), the inputs and
+A resumable file (a token sweep's `resume=` file, a scoring run's `--out` score file) is
+JSON lines: a **header** `{"format": ..., "producer": {...}}` and then one record per line.
+`producer` says what made the records: the model (`model_fingerprint`), the inputs and
 the arguments that change results. A run that resumes a file first compares the file's
 producer with its own and refuses a difference with a typed error naming both
-(:func:`check_producer`), so another model's (or another prompt's) numbers are never returned.
+(`check_producer`), so another model's (or another prompt's) numbers are never returned.
 
-:class:`ResumableLog` opens such a file for one writer at a time (an exclusive, non-blocking
-``fcntl.flock`` on the file itself: a second writer gets :class:`FileInUseError` at once), drops a
+`ResumableLog` opens such a file for one writer at a time (an exclusive, non-blocking
+`fcntl.flock` on the file itself: a second writer gets `FileInUseError` at once), drops a
 torn last line left by a killed writer (a record is whole only when its line ends with a newline,
 so a reader ignores the torn tail and the writer truncates it and recomputes that record), writes
 the header together with the first records (a run that fails before producing anything leaves no
-file behind) and appends each record with one ``os.write``.
+file behind) and appends each record with one `os.write`.
 
->>> import tempfile, pathlib
->>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
->>> header = {"format": "demo/1", "producer": {"model": {"name": "m", "weights": "ab12"}}}
->>> with ResumableLog(path, header) as log:
-...     log.append([{"x": 1.0}])
->>> with ResumableLog(path, header) as log:
-...     [record for _, record in log.records]
-[{'x': 1.0}]
->>> other = {"format": "demo/1", "producer": {"model": {"name": "m", "weights": "cd34"}}}
->>> try:
-...     ResumableLog(path, other).__enter__()
-... except ProvenanceMismatchError as err:
-...     print(str(err).split(": ", 1)[1])
-the file's model is 'm' (weights ab12, None), this run's is 'm' (weights cd34, None); \
-model.weights: the file says 'ab12', this run is 'cd34'; delete the file or write to another path
+Examples:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
+    >>> header = {"format": "demo/1", "producer": {"model": {"name": "m", "weights": "ab12"}}}
+    >>> with ResumableLog(path, header) as log:
+    ...     log.append([{"x": 1.0}])
+    >>> with ResumableLog(path, header) as log:
+    ...     [record for _, record in log.records]
+    [{'x': 1.0}]
+    >>> other = {"format": "demo/1", "producer": {"model": {"name": "m", "weights": "cd34"}}}
+    >>> try:
+    ...     ResumableLog(path, other).__enter__()
+    ... except ProvenanceMismatchError as err:
+    ...     print(str(err).split(": ", 1)[1])
+    the file's model is 'm' (weights ab12, None), this run's is 'm' (weights cd34, None); \
+    model.weights: the file says 'ab12', this run is 'cd34'; delete the file or write to another \
+    path
 """
 
 from __future__ import annotations
@@ -98,24 +100,28 @@ _CFG_IGNORED = frozenset(
 
 
 def content_hash(value: Any, n: int = 16) -> str:
-    """The first ``n`` hex digits of the SHA-256 of ``value`` as canonical JSON.
+    """The first `n` hex digits of the SHA-256 of `value` as canonical JSON.
 
-    >>> content_hash({"b": [1, 2], "a": "x"}) == content_hash({"a": "x", "b": [1, 2]})
-    True
+    Examples:
+        >>> content_hash({"b": [1, 2], "a": "x"}) == content_hash({"a": "x", "b": [1, 2]})
+        True
     """
     blob = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:n]
 
 
 def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """``{"name", "size", "sha256"}`` of a file (every byte hashed), or of a folder's files
-    (sorted relative names and their hashes). ``name`` is the base name only: no local path.
+    r"""`{"name", "size", "sha256"}` of a file, or of a folder's files.
 
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "data.jsonl"
-    >>> _ = p.write_text("{}\\n")
-    >>> file_fingerprint(p)["size"]
-    3
+    Every byte of a file is hashed; a folder gives its sorted relative names and their hashes.
+    `name` is the base name only: no local path.
+
+    Examples:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "data.jsonl"
+        >>> _ = p.write_text("{}\n")
+        >>> file_fingerprint(p)["size"]
+        3
     """
     path = Path(path)
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -130,24 +136,27 @@ def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def model_fingerprint(model) -> dict[str, str | None]:
-    """What identifies a converted model's outputs: ``{"name", "architecture", "dtype",
-    "config", "tokenizer", "weights"}`` (the last three are 16-hex-digit hashes).
+    """What identifies a converted model's outputs.
 
-    Cheap by design, not a hash of every weight byte: ``config`` hashes the TL config's fields
+    `{"name", "architecture", "dtype", "config", "tokenizer", "weights"}` (the last three are
+    16-hex-digit hashes).
+
+    Cheap by design, not a hash of every weight byte: `config` hashes the TL config's fields
     that change outputs (not devices, names or hook switches) with the pad/EOS/BOS ids, the
-    objective names and the adapter; ``tokenizer`` hashes the vocabulary, special tokens and
-    chat template; ``weights`` hashes every parameter's name, shape and dtype and a strided
-    sample of :data:`FINGERPRINT_SAMPLES` of its values (evenly spaced over the flattened
+    objective names and the adapter; `tokenizer` hashes the vocabulary, special tokens and
+    chat template; `weights` hashes every parameter's name, shape and dtype and a strided
+    sample of `FINGERPRINT_SAMPLES` of its values (evenly spaced over the flattened
     tensor, first and last included), as float32 bytes, so the same weights give the same
     hash on any device. An 8B model costs ~300 small gathers, not 16 GB of hashing. Any
     fine-tune, retraining or noise added to a tensor changes sampled values; an edit confined
     to unsampled elements of every tensor would not be seen.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> fp = model_fingerprint(HookedRewardModel.from_pretrained(zoo_path("scalar")))
-    >>> fp["name"], len(fp["weights"])
-    ('scalar', 16)
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> fp = model_fingerprint(HookedRewardModel.from_pretrained(zoo_path("scalar")))
+        >>> fp["name"], len(fp["weights"])
+        ('scalar', 16)
     """
     return {
         "name": _model_name(model),
@@ -160,8 +169,10 @@ def model_fingerprint(model) -> dict[str, str | None]:
 
 
 def _model_name(model) -> str:
-    """The checkpoint folder's base name where known (TL's ``model_name`` is ``"custom"`` for
-    converted models; the tokenizer remembers the folder), else the architecture."""
+    """The checkpoint folder's base name where known, else the architecture.
+
+    TL's `model_name` is `"custom"` for converted models; the tokenizer remembers the folder.
+    """
     name = getattr(model.cfg, "model_name", None)
     if not name or name == "custom":
         name = getattr(getattr(model, "tokenizer", None), "name_or_path", None)
@@ -215,9 +226,11 @@ def check_producer(
     error: type[ProvenanceMismatchError] = ProvenanceMismatchError,
     what: str = "another producer",
 ) -> None:
-    """Raise ``error`` naming each field where the file's producer (``recorded``) differs
-    from this run's (``expected``); ``recorded=None`` is a file that records no producer.
-    ``what`` names the other producer in the message ("... was written by <what>: ...")."""
+    """Raise `error` naming each field where the file's producer differs from this run's.
+
+    The file's producer is `recorded`, this run's `expected`; `recorded=None` is a file that records
+    no producer. `what` names the other producer in the message ("... was written by <what>: ...").
+    """
     if recorded is None:
         raise error(
             f"{path} does not record what produced it (a file from an older version or "
@@ -251,12 +264,13 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]
 
 
 def check_finite(values: Iterable[float], where: str) -> None:
-    """Raise :class:`NonFiniteResultError` if a value is NaN or infinite (``where`` names it).
+    """Raise `NonFiniteResultError` if a value is NaN or infinite (`where` names it).
 
-    >>> check_finite([1.0, float("nan")], "chunk 3")
-    Traceback (most recent call last):
-    ...
-    reward_lens_tl.errors.NonFiniteResultError: chunk 3: value 1 is nan; ...
+    Examples:
+        >>> check_finite([1.0, float("nan")], "chunk 3")
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.NonFiniteResultError: chunk 3: value 1 is nan; ...
     """
     for k, v in enumerate(values):
         if not math.isfinite(v):
@@ -273,13 +287,13 @@ def check_finite(values: Iterable[float], where: str) -> None:
 class ResumableLog:
     """A JSON-lines file with a header, held by one writer (a context manager).
 
-    ``header`` is this run's ``{"format", "producer", ...}``. On entry the file is locked
-    (:class:`FileInUseError` if another process holds it), a torn last line is truncated (with
-    a warning), and an existing header is checked: another ``format`` or producer raises
-    ``mismatch`` (:func:`check_producer`; ``what`` names the other producer). ``fresh=True``
-    empties the file instead of reading it. :attr:`records` holds ``(line number, parsed
-    JSON)`` of the records (a line that is not JSON, or holds NaN/Infinity, is
-    :class:`ResumableFileError`); :meth:`append` writes records (the header first when the file
+    `header` is this run's `{"format", "producer", ...}`. On entry the file is locked
+    (`FileInUseError` if another process holds it), a torn last line is truncated (with
+    a warning), and an existing header is checked: another `format` or producer raises
+    `mismatch` (`check_producer`; `what` names the other producer). `fresh=True`
+    empties the file instead of reading it. `records` holds `(line number, parsed
+    JSON)` of the records (a line that is not JSON, or holds NaN/Infinity, is
+    `ResumableFileError`); `append` writes records (the header first when the file
     is new). On exit a file that never received a record is removed.
     """
 
@@ -292,6 +306,15 @@ class ResumableLog:
         mismatch: type[ProvenanceMismatchError] = ProvenanceMismatchError,
         what: str = "another producer",
     ):
+        """Prepare a resumable log at `path` (nothing is opened before `with`).
+
+        Args:
+            path: The file.
+            header: This run's producer, checked against the file's.
+            fresh: Empty the file instead of reading it.
+            mismatch: The error raised when the producers differ.
+            what: Name of the other producer in that error's message.
+        """
         self.path = Path(path)
         self.header = dict(header)
         self.fresh = fresh
@@ -304,6 +327,7 @@ class ResumableLog:
 
     # -- entering and leaving ----------------------------------------------------------------
     def __enter__(self) -> ResumableLog:
+        """Lock and read the file (or empty it, with `fresh`)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = _open_locked(self.path)
         try:
@@ -317,6 +341,7 @@ class ResumableLog:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Release the lock, removing the file if it is empty."""
         self._release(remove_empty=True)
 
     def _release(self, remove_empty: bool) -> None:
@@ -332,7 +357,7 @@ class ResumableLog:
     # -- reading -----------------------------------------------------------------------------
     @property
     def _open_fd(self) -> int:
-        """The locked file's descriptor (only inside the ``with`` block)."""
+        """The locked file's descriptor (only inside the `with` block)."""
         if self._fd is None:
             raise UsageError("use ResumableLog as a context manager: with ResumableLog(...)")
         return self._fd
@@ -380,7 +405,7 @@ class ResumableLog:
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append ``records`` (one JSON line each, preceded by the header in a new file)."""
+        """Append `records` (one JSON line each, preceded by the header in a new file)."""
         if self._fd is None:
             raise UsageError("use ResumableLog as a context manager: with ResumableLog(...)")
         lines = [json.dumps(dict(r), allow_nan=False) + "\n" for r in records]
@@ -400,8 +425,10 @@ class ResumableLog:
 
 
 def _open_locked(path: Path) -> int:
-    """An fd of ``path`` (created if absent) under an exclusive lock; retried if the file was
-    replaced or removed while we waited for the lock."""
+    """An fd of `path` (created if absent) under an exclusive lock.
+
+    Retried if the file was replaced or removed while we waited for the lock.
+    """
     for _ in range(10):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if fcntl is None:

@@ -3,21 +3,22 @@
 Every observational analysis reads residual vectors along the reward head. This module holds
 the one definition of that read-out, for every head kind and folding choice:
 
-``reward = norm(x) · W_eff[:, i] + b_eff[i]`` where ``W_eff = g ⊙ W_R`` (``g`` the final norm's
-weight if not folded), ``b_eff = b_R + β · W_R`` (``β`` the final LayerNorm bias, if any), and
-``norm`` divides by the final norm's scale (after centring for LayerNorm). For ArmoRM-style
-models the score's direction is per example: ``W_eff @ T @ gate``.
+`reward = norm(x) · W_eff[:, i] + b_eff[i]` where `W_eff = g ⊙ W_R` (`g` the final norm's
+weight if not folded), `b_eff = b_R + β · W_R` (`β` the final LayerNorm bias, if any), and
+`norm` divides by the final norm's scale (after centring for LayerNorm). For ArmoRM-style
+models the score's direction is per example: `W_eff @ T @ gate`.
 
 With the **frozen** scale (the one the final norm actually used at that position), the
 read-out is linear, so it distributes over a sum of components exactly:
-``reward = Σ_c c · u + b`` with ``u = centre(direction) / scale``.
+`reward = Σ_c c · u + b` with `u = centre(direction) / scale`.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
->>> W, b = effective_head(model)
->>> W.shape, b.shape
-(torch.Size([64, 1]), torch.Size([1]))
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+    >>> W, b = effective_head(model)
+    >>> W.shape, b.shape
+    (torch.Size([64, 1]), torch.Size([1]))
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ Objective = str | int | None
 def effective_head(
     model,
 ) -> tuple[Float[Tensor, "d_model n_objectives"], Float[Tensor, " n_objectives"]]:
-    """``(W_eff, b_eff)``: the head as seen from the *normalised* (pre-weight) final residual."""
+    """`(W_eff, b_eff)`: the head as seen from the *normalised* (pre-weight) final residual."""
     W, b = model.W_U, model.b_U
     w_norm = getattr(model.ln_final, "w", None)
     b_norm = getattr(model.ln_final, "b", None)
@@ -60,7 +61,7 @@ def is_centred(model) -> bool:
 
 
 def objective_index(model, objective: Objective) -> int | None:
-    """Column of the head for ``objective``; ``None`` means the gated score."""
+    """Column of the head for `objective`; `None` means the gated score."""
     gated = getattr(model, "gating", None) is not None
     if objective is None:
         if gated or getattr(model, "scored_head", False):
@@ -95,15 +96,17 @@ class Readout:
     def project(
         self, x: Float[Tensor, "batch pos d_model"], scale: Float[Tensor, "batch pos"]
     ) -> Float[Tensor, "batch pos"]:
-        """``norm(x) · direction`` for residuals at any positions, given their scale; no bias.
-        Computed in float32 at least (bf16/fp16 models read out without a second rounding)."""
+        """`norm(x) · direction` for residuals at any positions, given their scale; no bias.
+
+        Computed in float32 at least (bf16/fp16 models read out without a second rounding).
+        """
         x = wide(x)
         if self.centred:
             x = x - x.mean(-1, keepdim=True)
         return (x * wide(self.direction)[:, None, :]).sum(-1) / scale
 
     def unit(self, scale: Float[Tensor, " batch"]) -> Float[Tensor, "batch d_model"]:
-        """``u`` with ``c · u`` = the contribution of component ``c`` under a frozen scale."""
+        """`u` with `c · u` = the contribution of component `c` under a frozen scale."""
         d = wide(self.direction)
         if self.centred:
             d = d - d.mean(-1, keepdim=True)
@@ -111,12 +114,12 @@ class Readout:
 
 
 def wide(t: Tensor) -> Tensor:
-    """``t`` in float32 if it is a lower-precision float (bf16, fp16), else unchanged."""
+    """`t` in float32 if it is a lower-precision float (bf16, fp16), else unchanged."""
     return t.float() if t.is_floating_point() and t.element_size() < 4 else t
 
 
 def readout(model, objective: Objective, batch: int, gate: Tensor | None = None) -> Readout:
-    """The read-out for ``objective`` (the score needs ``gate [batch, n_objectives]``)."""
+    """The read-out for `objective` (the score needs `gate [batch, n_objectives]`)."""
     W, b = effective_head(model)
     col = objective_index(model, objective)
     if col is not None:
@@ -135,7 +138,7 @@ def readout(model, objective: Objective, batch: int, gate: Tensor | None = None)
 
 
 def recomputed_scale(model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "..."]:
-    """The scale the final norm would compute for ``x`` (RMS, or std for LayerNorm)."""
+    """The scale the final norm would compute for `x` (RMS, or std for LayerNorm)."""
     x = wide(x)
     if is_centred(model):
         x = x - x.mean(-1, keepdim=True)
@@ -143,6 +146,15 @@ def recomputed_scale(model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, ".
 
 
 def readout_hook_names(model, explicit_positions: bool = False) -> list[str]:
+    """Hook names a read-out must cache.
+
+    Args:
+        model: The hooked reward model.
+        explicit_positions: Also cache the head's per-position outputs.
+
+    Returns:
+        The hook names.
+    """
     names = ["ln_final.hook_scale", "hook_reward"]
     if explicit_positions:
         names.append("unembed.hook_out")
@@ -152,14 +164,16 @@ def readout_hook_names(model, explicit_positions: bool = False) -> list[str]:
 
 
 def gather_positions(act: Tensor, positions: Tensor) -> Tensor:
-    """``act[b, positions[b]]`` for ``act`` ``[batch, pos, ...]``."""
+    """`act[b, positions[b]]` for `act` `[batch, pos, ...]`."""
     rows = torch.arange(act.shape[0], device=act.device)
     return act[rows, positions.to(act.device)]
 
 
 def rewards_at(model, cache, rewards: Tensor, objective: Objective, pos: Tensor | None):
-    """The reward that a read-out of ``objective`` must reproduce: the model's pooled reward,
-    or, at explicit positions ``pos``, the per-position head output there (``None`` = pooled).
+    """The reward that a read-out of `objective` must reproduce.
+
+    The model's pooled reward, or, at explicit positions `pos`, the per-position head output there
+    (`None` = pooled).
     """
     col = objective_index(model, objective)
     if pos is None:
@@ -173,7 +187,7 @@ def rewards_at(model, cache, rewards: Tensor, objective: Objective, pos: Tensor 
 
 @dataclass(frozen=True)
 class ReadoutRun:
-    """One ``run_with_cache`` for a read-out analysis and what every such analysis needs."""
+    """One `run_with_cache` for a read-out analysis and what every such analysis needs."""
 
     rewards: Tensor  # what ``forward(return_type="reward")`` returned
     cache: ActivationCache  # only the requested names
@@ -192,8 +206,10 @@ def run_readout(
     positions=None,
     fwd_hooks=(),
 ) -> ReadoutRun:
-    """Run the model once, caching ``names`` plus what the read-out needs, with the user's
-    ``fwd_hooks`` active (removed afterwards, even on error)."""
+    """Run the model once, caching `names` plus what the read-out needs.
+
+    The user's `fwd_hooks` are active, and removed afterwards, even on error.
+    """
     names = list(dict.fromkeys([*names, *readout_hook_names(model, positions is not None)]))
     with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
         rewards, cache = model.run_with_cache(
@@ -209,8 +225,10 @@ def run_readout(
 
 
 def retarget(model, run: ReadoutRun, objective: Objective) -> ReadoutRun:
-    """The same run read out for another ``objective`` (no new forward pass; pooled
-    positions only)."""
+    """The same run read out for another `objective`.
+
+    No new forward pass; pooled positions only.
+    """
     cache = run.cache
     gate = cache["hook_gate"] if "hook_gate" in cache else None
     read = readout(model, objective, run.positions.shape[0], gate)

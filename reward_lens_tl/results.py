@@ -1,52 +1,53 @@
 """The one interface every result object follows, its row operations, and shared helpers.
 
-Every analysis returns a frozen dataclass that subclasses the abstract :class:`Result`:
+Every analysis returns a frozen dataclass that subclasses the abstract `Result`:
 
-- ``to_dataframe()``: the numbers as a tidy ``pandas.DataFrame`` (one row per entry);
-- ``plot(ax=None)``: a matplotlib figure (returned, never shown);
-- ``top_k(k)``: its ``k`` most important entries as a :class:`TopK` — a list of
-  ``(label, value)`` pairs **sorted by the value shown**: by ``|value|`` for signed
+- `to_dataframe()`: the numbers as a tidy `pandas.DataFrame` (one row per entry);
+- `plot(ax=None)`: a matplotlib figure (returned, never shown);
+- `top_k(k)`: its `k` most important entries as a `TopK` — a list of
+  `(label, value)` pairs **sorted by the value shown**: by `|value|` for signed
   contributions and effects, by the value itself where larger is better (a sweep's optimal
-  candidates); it also has ``to_dataframe()``;
-- ``to_html()`` / ``_repr_html_()``: a self-contained, escaped HTML table (what Jupyter shows);
-- ``take(rows)`` / ``concat(parts)``: a subset of its examples, and results of the same
+  candidates); it also has `to_dataframe()`;
+- `to_html()` / `_repr_html_()`: a self-contained, escaped HTML table (what Jupyter shows);
+- `take(rows)` / `concat(parts)`: a subset of its examples, and results of the same
   analysis joined along their examples, carrying every field.
 
 A subclass declares which frame columns hold its entries' labels and values
-(``label_column``, ``value_column``) to get ``top_k`` for free, or overrides ``top_k`` and
-still returns a :class:`TopK`. It declares which fields are per example, and along which axis,
-in ``example_axes`` (built with :func:`axes`); every other field is shared by all examples.
+(`label_column`, `value_column`) to get `top_k` for free, or overrides `top_k` and
+still returns a `TopK`. It declares which fields are per example, and along which axis,
+in `example_axes` (built with `axes`); every other field is shared by all examples.
 Per-example arrays put the label axis (component, site, feature, coefficient) first and the
-example axis after it: ``values [label, example]``, the order :func:`tidy_frame` reads.
+example axis after it: `values [label, example]`, the order `tidy_frame` reads.
 
->>> import pandas as pd
->>> import torch
->>> from dataclasses import dataclass
->>> @dataclass(frozen=True)
-... class Demo(Result):
-...     value_column = "score"
-...     def to_dataframe(self):
-...         return pd.DataFrame({"label": ["a", "b", "c"], "score": [0.1, -3.0, 2.0]})
->>> Demo().top_k(2)
-[('b', -3.0), ('c', 2.0)]
+Examples:
+    >>> import pandas as pd
+    >>> import torch
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Demo(Result):
+    ...     value_column = "score"
+    ...     def to_dataframe(self):
+    ...         return pd.DataFrame({"label": ["a", "b", "c"], "score": [0.1, -3.0, 2.0]})
+    >>> Demo().top_k(2)
+    [('b', -3.0), ('c', 2.0)]
 
-Rows of a result with per-example fields, and the parts joined back:
+    Rows of a result with per-example fields, and the parts joined back:
 
->>> @dataclass(frozen=True)
-... class Scores(Result):
-...     example_axes = axes(values=1, rewards=0)
-...     values: torch.Tensor  # [label, example]
-...     rewards: torch.Tensor  # [example]
-...     labels: tuple[str, ...] = ("x", "y")  # shared by every example
-...     def to_dataframe(self):
-...         return tidy_frame(self.values, self.labels, "label", "value")
->>> scores = Scores(torch.tensor([[1.0, 2, 3], [4, 5, 6]]), torch.tensor([7.0, 8, 9]))
->>> scores.take([2, 0]).values
-tensor([[3., 1.],
-        [6., 4.]])
->>> joined = Scores.concat([scores.take(slice(0, 1)), scores.take(slice(1, None))])
->>> joined.values.equal(scores.values), joined.labels
-(True, ('x', 'y'))
+    >>> @dataclass(frozen=True)
+    ... class Scores(Result):
+    ...     example_axes = axes(values=1, rewards=0)
+    ...     values: torch.Tensor  # [label, example]
+    ...     rewards: torch.Tensor  # [example]
+    ...     labels: tuple[str, ...] = ("x", "y")  # shared by every example
+    ...     def to_dataframe(self):
+    ...         return tidy_frame(self.values, self.labels, "label", "value")
+    >>> scores = Scores(torch.tensor([[1.0, 2, 3], [4, 5, 6]]), torch.tensor([7.0, 8, 9]))
+    >>> scores.take([2, 0]).values
+    tensor([[3., 1.],
+            [6., 4.]])
+    >>> joined = Scores.concat([scores.take(slice(0, 1)), scores.take(slice(1, None))])
+    >>> joined.values.equal(scores.values), joined.labels
+    (True, ('x', 'y'))
 """
 
 from __future__ import annotations
@@ -88,12 +89,20 @@ _SHAPE_CHECKS = os.environ.get("REWARD_LENS_TL_CHECK_SHAPES", "") not in ("", "0
 
 
 def check_result_shapes(enabled: bool = True) -> bool:
-    """Turn run-time checks of every result's fields (types and jaxtyping shapes, with
-    beartype) on or off; returns the previous setting. Off by default (the test suite turns
-    them on, as does ``REWARD_LENS_TL_CHECK_SHAPES=1``).
+    """Turn run-time checks of every result's fields on or off.
 
-    >>> previous = check_result_shapes(True)
-    >>> _ = check_result_shapes(previous)
+    The checks are of types and jaxtyping shapes, with beartype. Off by default (the test suite
+    turns them on, as does `REWARD_LENS_TL_CHECK_SHAPES=1`).
+
+    Args:
+        enabled: Whether to check the fields of every result built from now on.
+
+    Returns:
+        The previous setting.
+
+    Examples:
+        >>> previous = check_result_shapes(True)
+        >>> _ = check_result_shapes(previous)
     """
     global _SHAPE_CHECKS
     previous, _SHAPE_CHECKS = _SHAPE_CHECKS, bool(enabled)
@@ -101,21 +110,33 @@ def check_result_shapes(enabled: bool = True) -> bool:
 
 
 def axes(**example_axes: int) -> Mapping[str, int]:
-    """``example_axes`` of a result class: field name → the axis that indexes examples (``0``
-    for nested results, lists and tuples).
+    """`example_axes` of a result class.
 
-    >>> dict(axes(values=1, rewards=0))
-    {'values': 1, 'rewards': 0}
+    Args:
+        **example_axes: Field name → the axis that indexes examples (`0` for nested results,
+            lists and tuples).
+
+    Returns:
+        The mapping, read-only.
+
+    Examples:
+        >>> dict(axes(values=1, rewards=0))
+        {'values': 1, 'rewards': 0}
     """
     return MappingProxyType(dict(example_axes))
 
 
 class TopK(list):
-    """``[(label, value), ...]`` sorted by ``|value|`` (descending); also a small table."""
+    """`[(label, value), ...]` sorted by `|value|` (descending); also a small table."""
 
     value_name: str = "value"
 
     def to_dataframe(self):
+        """The entries as a two-column frame.
+
+        Returns:
+            A pandas `DataFrame`, one row per entry.
+        """
         import pandas as pd
 
         return pd.DataFrame(list(self), columns=["label", self.value_name])
@@ -125,15 +146,34 @@ class TopK(list):
 
 
 def ranked(pairs, value_name: str = "value") -> TopK:
-    """``pairs`` already ranked by their value where larger is better (a sweep's optimal
-    candidates, the most concordant model pairs), as a :class:`TopK`."""
+    """`pairs` already ranked by their value where larger is better, as a `TopK`.
+
+    For a sweep's optimal candidates, or the most concordant model pairs.
+
+    Args:
+        pairs: The `(label, value)` pairs, in rank order.
+        value_name: The name of the value column of the `TopK`'s frame.
+
+    Returns:
+        The pairs as a `TopK`.
+    """
     out = TopK((str(label), float(v)) for label, v in pairs)
     out.value_name = value_name
     return out
 
 
 def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value") -> TopK:
-    """The ``k`` ``(label, value)`` pairs with the largest ``|value|``, sorted that way."""
+    """The `k` `(label, value)` pairs with the largest `|value|`, sorted that way.
+
+    Args:
+        labels: The entries' labels.
+        values: The entries' values.
+        k: How many entries to keep.
+        value_name: The name of the value column of the `TopK`'s frame.
+
+    Returns:
+        The top entries as a `TopK`.
+    """
     pairs = [(str(label), float(v)) for label, v in zip(labels, values, strict=True)]
     # NaN last: the key's first element is False for every number, True for NaN
     pairs.sort(key=lambda p: (p[1] != p[1], -abs(p[1]) if p[1] == p[1] else 0.0))
@@ -158,15 +198,27 @@ class Result(abc.ABC):
     no_example_axis: ClassVar[str] = "it does not declare its per-example fields (example_axes)"
 
     def __post_init__(self) -> None:
+        """Check the fields when `check_result_shapes` is on."""
         if _SHAPE_CHECKS:
             check_fields(self)
 
     @abc.abstractmethod
     def to_dataframe(self):
-        """The numbers as a tidy frame (one row per entry)."""
+        """The numbers as a tidy frame (one row per entry).
+
+        Returns:
+            A pandas `DataFrame`.
+        """
 
     def top_k(self, k: int = 10) -> TopK:
-        """The ``k`` entries with the largest ``|value_column|`` of :meth:`to_dataframe`."""
+        """The `k` entries with the largest `|value_column|` of `to_dataframe`.
+
+        Args:
+            k: How many entries to return.
+
+        Returns:
+            The entries as a `TopK`.
+        """
         frame = self.to_dataframe()
         return top_entries(
             frame[self.label_column].tolist(),
@@ -176,19 +228,36 @@ class Result(abc.ABC):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart of the top :attr:`plot_k` entries of :meth:`top_k` (subclasses draw
-        something more specific, or offer ``k=``)."""
+        """Bar chart of the top `plot_k` entries of `top_k`.
+
+        Subclasses draw something more specific, or offer `k=`.
+
+        Args:
+            ax: The matplotlib axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure (returned, never shown).
+        """
         return self._plot_top_k(ax, self.plot_k)
 
     def _plot_top_k(self, ax: Axes | None, k: int) -> Figure:
-        """Bar chart of :meth:`top_k` ``(k)`` on ``ax`` (a new figure when ``None``); what the
-        base :meth:`plot` draws, for subclasses whose ``plot`` takes ``k``."""
+        """Bar chart of `top_k` `(k)` on `ax` (a new figure when `None`).
+
+        What the base `plot` draws, for subclasses whose `plot` takes `k`.
+        """
         top = self.top_k(k)
         fig, _ = bar_chart(ax, top, top.value_name if isinstance(top, TopK) else "value")
         return fig
 
     def to_html(self, max_rows: int = 30) -> str:
-        """An escaped HTML table of the first ``max_rows`` rows of :meth:`to_dataframe`."""
+        """An escaped HTML table of the first `max_rows` rows of `to_dataframe`.
+
+        Args:
+            max_rows: How many rows to show.
+
+        Returns:
+            The self-contained HTML table.
+        """
         frame = self.to_dataframe()
         title = html.escape(self.title or type(self).__name__)
         more = len(frame) - max_rows
@@ -218,8 +287,16 @@ class Result(abc.ABC):
         return 0
 
     def take(self: R, rows: slice | Sequence[int] | Tensor) -> R:
-        """The result of the examples ``rows`` only (a slice, or indices; negative ones count
-        from the end), every field carried: per-example fields cut, shared ones kept."""
+        """The result of the examples `rows` only, every field carried.
+
+        Per-example fields are cut, shared ones kept.
+
+        Args:
+            rows: A slice, or indices (negative ones count from the end).
+
+        Returns:
+            A result of the same type, holding those examples.
+        """
         index = _row_index(rows, self.example_count())
         cut = {
             name: _take(getattr(self, name), axis, index)
@@ -229,9 +306,21 @@ class Result(abc.ABC):
 
     @classmethod
     def concat(cls: type[R], parts: Iterable[R]) -> R:
-        """Results of the same analysis (same labels, same settings) joined along their
-        examples, in order: per-example fields concatenated, shared fields checked equal
-        (:class:`ResultMismatchError` names the first that differs)."""
+        """Results of the same analysis (same labels, same settings) joined along their examples.
+
+        In order: per-example fields concatenated, shared fields checked equal
+        (`ResultMismatchError` names the first that differs).
+
+        Args:
+            parts: The results to join, all of this type.
+
+        Returns:
+            One result of this type holding every part's examples.
+
+        Raises:
+            ArgumentTypeError: A part that is not of this type.
+            EmptyInputError: No parts.
+        """
         per_example = cls._example_axes()
         parts = list(parts)
         if not parts:
@@ -258,7 +347,7 @@ def _fields(cls: type[Result]) -> tuple[dataclasses.Field[Any], ...]:
 
 
 def _replace(result: R, changes: Mapping[str, Any]) -> R:
-    """``result`` with the fields ``changes`` replaced (``dataclasses.replace``)."""
+    """`result` with the fields `changes` replaced (`dataclasses.replace`)."""
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
         raise ArgumentTypeError(
             f"{type(result).__name__} is not a dataclass: its fields cannot be replaced"
@@ -267,8 +356,10 @@ def _replace(result: R, changes: Mapping[str, Any]) -> R:
 
 
 class MarginResult(Result):
-    """A result with ``chosen`` and ``rejected`` parts whose frame, figure and top entries are
-    those of their ``margin`` (chosen − rejected)."""
+    """A result with `chosen` and `rejected` parts shown through their margin.
+
+    Its frame, figure and top entries are those of its `margin` (chosen − rejected).
+    """
 
     example_axes = axes(chosen=0, rejected=0)
 
@@ -279,7 +370,7 @@ class MarginResult(Result):
 
     @property
     def margin(self) -> Any:
-        """``chosen − rejected``: a result of the same type as ``chosen``."""
+        """`chosen − rejected`: a result of the same type as `chosen`."""
         return self.chosen - self.rejected
 
     def to_dataframe(self):
@@ -287,17 +378,46 @@ class MarginResult(Result):
         return self.margin.to_dataframe()
 
     def top_k(self, k: int = 10) -> TopK:
+        """The top `k` entries of the margin.
+
+        Args:
+            k: How many entries to return.
+
+        Returns:
+            The entries as a `TopK`.
+        """
         return self.margin.top_k(k)
 
     def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
-        """The margin's figure, of its top ``k`` entries."""
+        """The margin's figure, of its top `k` entries.
+
+        Args:
+            ax: The matplotlib axes to draw on (a new figure when `None`).
+            k: How many entries to draw.
+
+        Returns:
+            The figure.
+        """
         return self.margin.plot(ax=ax, k=k)
 
 
 # -- chosen/rejected batches ---------------------------------------------------------------------
 def split_pair(result: R, n: int) -> tuple[R, R]:
-    """A result of a batch laid out ``[chosen_0 … chosen_{n-1}, rejected_0 … rejected_{n-1}]``
-    (every pair analysis runs both sides as one batch) as its ``(chosen, rejected)`` halves."""
+    """A result of a chosen-then-rejected batch as its `(chosen, rejected)` halves.
+
+    The batch is laid out `[chosen_0 … chosen_{n-1}, rejected_0 … rejected_{n-1}]` (every pair
+    analysis runs both sides as one batch).
+
+    Args:
+        result: The result of the whole batch.
+        n: The number of pairs.
+
+    Returns:
+        The `(chosen, rejected)` halves.
+
+    Raises:
+        InvalidArgumentError: A result that does not hold `2 * n` examples.
+    """
     if result.example_count() != 2 * n:
         raise InvalidArgumentError(
             f"a batch of {n} pairs has {2 * n} rows (chosen then rejected), this result has "
@@ -307,8 +427,16 @@ def split_pair(result: R, n: int) -> tuple[R, R]:
 
 
 def join_pairs(halves: Iterable[tuple[R, R]]) -> tuple[R, R]:
-    """The ``(chosen, rejected)`` halves of each batch (from :func:`split_pair`) joined into
-    one ``(chosen, rejected)``, batches in order."""
+    """The `(chosen, rejected)` halves of each batch joined into one `(chosen, rejected)`.
+
+    The halves come from `split_pair`; batches are joined in order.
+
+    Args:
+        halves: The `(chosen, rejected)` halves of each batch.
+
+    Returns:
+        The joined `(chosen, rejected)`.
+    """
     chosen, rejected = zip(*halves, strict=True)
     return type(chosen[0]).concat(chosen), type(rejected[0]).concat(rejected)
 
@@ -323,10 +451,24 @@ def run_pair_batches(
     truncation: str,
     on_error: OnError,
 ) -> R:
-    """``pair_type`` (a pair result with ``chosen``, ``rejected``, ``indices``, ``records``,
-    ``skipped``) of ``analysis(ids, mask)`` run on each batch of pairs, chosen rows then
-    rejected rows (:func:`~reward_lens_tl.pairs.map_pair_batches`: streamed, ``on_error``,
-    split across processes under ``torchrun``)."""
+    """`pair_type` of `analysis(ids, mask)` run on each batch of pairs.
+
+    `pair_type` is a pair result with `chosen`, `rejected`, `indices`, `records`, `skipped`.
+    Each batch holds its chosen rows then its rejected rows (`map_pair_batches`: streamed,
+    `on_error`, split across processes under `torchrun`).
+
+    Args:
+        model: The `HookedRewardModel` that encodes and runs the pairs.
+        pairs: The preference pairs.
+        analysis: The analysis of one batch, `analysis(ids, mask)`.
+        pair_type: The pair result class to build.
+        batch_size: Pairs per batch.
+        truncation: What to do with a pair longer than the context.
+        on_error: What to do with a pair that fails.
+
+    Returns:
+        The pair result.
+    """
     from .pairs import finished_chunks, map_pair_batches
 
     def run(ids: Tensor, mask: Tensor, n: int):
@@ -348,7 +490,7 @@ def run_pair_batches(
 
 # -- row operations on one field -----------------------------------------------------------------
 def _length(value: Any, axis: int) -> int | None:
-    """Examples in a per-example field (``None`` when the field is absent)."""
+    """Examples in a per-example field (`None` when the field is absent)."""
     if value is None:
         return None
     if isinstance(value, Result):
@@ -457,9 +599,17 @@ _CHECKERS: dict[type, Callable[..., None]] = {}
 
 
 def check_fields(result: Result) -> None:
-    """Check ``result``'s fields against their annotations (types, and the jaxtyping shapes
-    of its arrays, dimension names consistent across fields); :class:`ResultFieldError`
-    otherwise. Runs when a result is built with :func:`check_result_shapes` on."""
+    """Check `result`'s fields against their annotations.
+
+    Types, and the jaxtyping shapes of its arrays, dimension names consistent across fields.
+    Runs when a result is built with `check_result_shapes` on.
+
+    Args:
+        result: The result to check.
+
+    Raises:
+        ResultFieldError: A field that does not match its annotation.
+    """
     from jaxtyping import TypeCheckError
 
     cls = type(result)
@@ -477,8 +627,10 @@ def check_fields(result: Result) -> None:
 
 
 def _field_checker(cls: type) -> Callable[..., None]:
-    """A function whose parameters are ``cls``'s fields, checked by beartype under jaxtyping
-    (one memo of dimension sizes per call)."""
+    """A function whose parameters are `cls`'s fields, checked by beartype under jaxtyping.
+
+    One memo of dimension sizes per call.
+    """
     from beartype import beartype
     from jaxtyping import jaxtyped
 
@@ -492,8 +644,11 @@ def _field_checker(cls: type) -> Callable[..., None]:
 
 
 def _field_hints(cls: type) -> dict[str, Any]:
-    """Resolved annotations of ``cls``'s fields (fields whose annotation cannot be resolved
-    here, e.g. a name imported only for type checkers, are left unchecked)."""
+    """Resolved annotations of `cls`'s fields.
+
+    Fields whose annotation cannot be resolved here, e.g. a name imported only for type
+    checkers, are left unchecked.
+    """
     try:
         return typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - resolve what can be resolved, field by field
@@ -512,7 +667,17 @@ def _field_hints(cls: type) -> dict[str, Any]:
 
 # -- frames and figures --------------------------------------------------------------------------
 def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_name: str):
-    """``values [label, example]`` → one row per (label, example)."""
+    """`values [label, example]` → one row per (label, example).
+
+    Args:
+        values: The values, `[label, example]`.
+        labels: One label per row of `values`.
+        label_name: The name of the label column.
+        value_name: The name of the value column.
+
+    Returns:
+        A pandas `DataFrame`, one row per (label, example).
+    """
     import pandas as pd
 
     arr = values.detach().float().cpu().numpy()
@@ -529,7 +694,15 @@ def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_nam
 def new_axes(
     ax: Axes | None = None, figsize: tuple[float, float] = (6, 3.5)
 ) -> tuple[Figure, Axes]:
-    """``ax``'s figure and ``ax``, or a new figure of ``figsize`` and its axes."""
+    """`ax`'s figure and `ax`, or a new figure of `figsize` and its axes.
+
+    Args:
+        ax: Existing matplotlib axes, or `None`.
+        figsize: The size of a new figure.
+
+    Returns:
+        `(fig, ax)`.
+    """
     import matplotlib.pyplot as plt
 
     if ax is not None:
@@ -544,7 +717,14 @@ SIGNED = "signed"
 
 
 def signed_color(value: float) -> str:
-    """Red for a negative value, blue for the others (the colours of signed bar charts)."""
+    """Red for a negative value, blue for the others (the colours of signed bar charts).
+
+    Args:
+        value: The bar's value.
+
+    Returns:
+        The colour, as a hex string.
+    """
     return "#c00000" if value < 0 else "#4472c4"
 
 
@@ -554,8 +734,17 @@ def bar_chart(
     xlabel: str,
     colors: str | Sequence[str] | None = None,
 ) -> tuple[Figure, Axes]:
-    """Horizontal bars of ``(label, value)`` items, the first at the top, a zero line and
-    ``xlabel``; ``colors``: one colour, a list, or :data:`SIGNED`. Returns ``(fig, ax)``."""
+    """Horizontal bars of `(label, value)` items, the first at the top, with a zero line.
+
+    Args:
+        ax: The matplotlib axes to draw on (a new figure when `None`).
+        items: The `(label, value)` bars.
+        xlabel: The x axis label.
+        colors: One colour, a list, or `SIGNED`.
+
+    Returns:
+        `(fig, ax)`.
+    """
     fig, ax = new_axes(ax, figsize=(6, 0.25 * len(items) + 1))
     items = list(items)[::-1]
     values = [v for _, v in items]

@@ -1,15 +1,16 @@
 """Scoring preference pairs in batches: rewards of chosen and rejected, margins, accuracy.
 
-Pairs are anything with ``prompt``, ``chosen`` and ``rejected`` attributes (e.g.
-:class:`reward_lens_tl.data.PreferencePair`); an optional ``subset`` attribute is kept.
+Pairs are anything with `prompt`, `chosen` and `rejected` attributes (e.g.
+`reward_lens_tl.data.PreferencePair`); an optional `subset` attribute is kept.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
->>> from types import SimpleNamespace as Pair
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
->>> scores = score_pairs(model, [Pair(prompt="w6 w7", chosen="w8", rejected="w9 w10")])
->>> scores.margins.shape
-torch.Size([1])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+    >>> from types import SimpleNamespace as Pair
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
+    >>> scores = score_pairs(model, [Pair(prompt="w6 w7", chosen="w8", rejected="w9 w10")])
+    >>> scores.margins.shape
+    torch.Size([1])
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PairScores(Result):
-    """Rewards of each pair's chosen and rejected response (``[n_pairs]`` or
-    ``[n_pairs, n_objectives]`` for plain multi-objective heads)."""
+    """Rewards of each pair's chosen and rejected response.
+
+    Each is `[n_pairs]`, or `[n_pairs, n_objectives]` for plain multi-objective heads.
+    """
 
     chosen: Float[Tensor, "n_pairs ..."]
     rejected: Float[Tensor, "n_pairs ..."]
@@ -51,6 +54,7 @@ class PairScores(Result):
 
     @property
     def margins(self) -> Tensor:
+        """Chosen minus rejected reward, per pair."""
         return self.chosen - self.rejected
 
     @property
@@ -59,6 +63,7 @@ class PairScores(Result):
         return float((self.margins > 0).float().mean())
 
     def to_dataframe(self):
+        """One row per pair: chosen, rejected and margin (per objective for several)."""
         import pandas as pd
 
         if self.chosen.ndim == 1:
@@ -77,15 +82,17 @@ class PairScores(Result):
         return frame
 
     def skipped_dataframe(self):
-        """One row per skipped pair: ``index``, ``record``, ``reason``."""
+        """One row per skipped pair: `index`, `record`, `reason`."""
         import pandas as pd
 
         rows = [{"index": s.index, "record": s.record, "reason": s.reason} for s in self.skipped]
         return pd.DataFrame(rows, columns=["index", "record", "reason"])
 
     def top_k(self, k: int = 5) -> TopK:
-        """The ``k`` pairs with the largest |margin| (first objective for several), labelled
-        ``pair <index>``."""
+        """The `k` pairs with the largest |margin|, labelled `pair <index>`.
+
+        With several objectives the first is used.
+        """
         margins = self.margins if self.margins.ndim == 1 else self.margins[:, 0]
         indices = self.indices or tuple(range(len(margins)))
         return top_entries([f"pair {i}" for i in indices], margins.tolist(), k, "margin")
@@ -112,18 +119,19 @@ def score_pairs(
     progress: bool = False,
     on_error: OnError = "raise",
 ) -> PairScores:
-    """Score every pair; chosen and rejected of a chunk run as one batch. ``pairs`` may be
-    any iterable: it is streamed one batch at a time, so memory does not grow with the number
-    of pairs beyond the scores themselves. Under ``torchrun`` the batches are split across the
-    processes and every rank returns the full result (:mod:`reward_lens_tl.distributed`).
+    """Score every pair; chosen and rejected of a chunk run as one batch.
 
-    A pair that cannot be encoded (too long for the context under ``truncation``, a prompt the
-    chat template rejects, ...) stops the run with ``on_error="raise"`` (the error names the
-    pair) or, with ``on_error="skip"``, is left out and listed in ``.skipped`` with its index,
-    source record and reason. If every pair is skipped, :class:`EmptyInputError` says why.
+    `pairs` may be any iterable: it is streamed one batch at a time, so memory does not grow with
+    the number of pairs beyond the scores themselves. Under `torchrun` the batches are split across
+    the processes and every rank returns the full result (`reward_lens_tl.distributed`).
 
-    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel` (with its tokenizer);
-    ``batch_size``: pairs per forward pass; ``progress``: show a progress bar.
+    A pair that cannot be encoded (too long for the context under `truncation`, a prompt the
+    chat template rejects, ...) stops the run with `on_error="raise"` (the error names the
+    pair) or, with `on_error="skip"`, is left out and listed in `.skipped` with its index,
+    source record and reason. If every pair is skipped, `EmptyInputError` says why.
+
+    `model`: the `HookedRewardModel` (with its tokenizer);
+    `batch_size`: pairs per forward pass; `progress`: show a progress bar.
     """
     from tqdm.auto import tqdm
 

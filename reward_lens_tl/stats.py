@@ -1,5 +1,6 @@
-"""The package's statistics, in one place: correlations, bootstrap intervals and effect sizes,
-computed by :mod:`scipy.stats`.
+"""The package's statistics, in one place.
+
+Correlations, bootstrap intervals and effect sizes, computed by `scipy.stats`.
 
 Every function takes data that numpy can read as floats (lists, numpy arrays, tensors) and
 follows the same conventions:
@@ -10,29 +11,30 @@ follows the same conventions:
 - **Degenerate input gives NaN**, never a made-up number and never an error: a correlation
   where either side is constant (nothing varies, so nothing can co-vary) or with fewer than two
   pairs, an effect size whose standard deviation is 0 or that has too few values. A caller that
-  needs a number decides explicitly what NaN means to it (``math.isnan``, ``np.nan_to_num``).
-- **Missing values** (NaN) follow ``nan_policy``: ``"propagate"`` (default, the result is NaN),
-  ``"omit"`` (drop the pairs where either side is NaN) or ``"raise"``
-  (:class:`~reward_lens_tl.errors.InvalidArgumentError`).
-- **Infinite values are refused** (:class:`~reward_lens_tl.errors.InvalidArgumentError`): they
+  needs a number decides explicitly what NaN means to it (`math.isnan`, `np.nan_to_num`).
+- **Missing values** (NaN) follow `nan_policy`: `"propagate"` (default, the result is NaN),
+  `"omit"` (drop the pairs where either side is NaN) or `"raise"`
+  (`InvalidArgumentError`).
+- **Infinite values are refused** (`InvalidArgumentError`): they
   are neither a number nor missing, and silently dropping them would bias the result.
-- **Bootstrap intervals are seeded**: the same ``seed`` gives the same interval. They are the
-  percentile intervals of :func:`scipy.stats.bootstrap`; resamples on which the statistic is
+- **Bootstrap intervals are seeded**: the same `seed` gives the same interval. They are the
+  percentile intervals of `scipy.stats.bootstrap`; resamples on which the statistic is
   NaN (a constant resample of a correlation) are left out of the percentiles, and one value
   (or a constant sample) gives the zero-width interval every resample agrees on.
 
->>> x, y = [1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0]
->>> round(pearson(x, y), 6), round(spearman(x, y), 6), round(kendall(x, y), 6)
-(0.8, 0.8, 0.666667)
->>> spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])  # a constant side
-nan
->>> spearman([1.0, 2.0, float("nan"), 4.0], y, nan_policy="omit")
-1.0
->>> ci = bootstrap_ci([0.9, 1.1, 1.0, 1.2, 0.8], seed=0)
->>> ci.estimate, ci.low < 1.0 < ci.high
-(1.0, True)
->>> round(cohens_dz([1.0, 2.0, 3.0]), 6)
-2.0
+Examples:
+    >>> x, y = [1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0]
+    >>> round(pearson(x, y), 6), round(spearman(x, y), 6), round(kendall(x, y), 6)
+    (0.8, 0.8, 0.666667)
+    >>> spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])  # a constant side
+    nan
+    >>> spearman([1.0, 2.0, float("nan"), 4.0], y, nan_policy="omit")
+    1.0
+    >>> ci = bootstrap_ci([0.9, 1.1, 1.0, 1.2, 0.8], seed=0)
+    >>> ci.estimate, ci.low < 1.0 < ci.high
+    (1.0, True)
+    >>> round(cohens_dz([1.0, 2.0, 3.0]), 6)
+    2.0
 """
 
 from __future__ import annotations
@@ -55,11 +57,13 @@ CONFIDENCE = 0.95
 
 # ---- inputs ------------------------------------------------------------------------------------
 def as_vector(values: ArrayLike, name: str = "values") -> np.ndarray:
-    """``values`` as a 1-D float64 array (a tensor is detached and moved to the CPU); infinite
-    values are refused.
+    """`values` as a 1-D float64 array (a tensor is detached and moved to the CPU).
 
-    >>> as_vector([1, 2, 3])
-    array([1., 2., 3.])
+    Infinite values are refused.
+
+    Examples:
+        >>> as_vector([1, 2, 3])
+        array([1., 2., 3.])
     """
     v = _as_array(values, name)
     if v.ndim != 1:
@@ -82,12 +86,14 @@ def _as_array(values: ArrayLike, name: str) -> np.ndarray:
 def paired(
     x: ArrayLike, y: ArrayLike, nan_policy: NanPolicy = "propagate"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` and ``y`` as float vectors of one length, NaN pairs handled by ``nan_policy``
-    (``"propagate"`` keeps them, ``"omit"`` drops every pair with a NaN on either side). Two
-    arrays of the same shape (e.g. two grids of effects) pair cell by cell, flattened.
+    """`x` and `y` as float vectors of one length, NaN pairs handled by `nan_policy`.
 
-    >>> paired([[1, 2], [3, 4]], [[5, 6], [7, float("nan")]], "omit")
-    (array([1., 2., 3.]), array([5., 6., 7.]))
+    `"propagate"` keeps them, `"omit"` drops every pair with a NaN on either side. Two arrays of the
+    same shape (e.g. two grids of effects) pair cell by cell, flattened.
+
+    Examples:
+        >>> paired([[1, 2], [3, 4]], [[5, 6], [7, float("nan")]], "omit")
+        (array([1., 2., 3.]), array([5., 6., 7.]))
     """
     if nan_policy not in ("propagate", "omit", "raise"):
         raise InvalidArgumentError(
@@ -108,8 +114,10 @@ def paired(
 
 
 def _defined(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether a correlation of ``a`` and ``b`` is defined: two or more pairs, no NaN, and
-    neither side constant."""
+    """Whether a correlation of `a` and `b` is defined.
+
+    Two or more pairs, no NaN, and neither side constant.
+    """
     if a.size < 2 or np.isnan(a).any() or np.isnan(b).any():
         return False
     return bool(np.ptp(a) > 0 and np.ptp(b) > 0)
@@ -132,12 +140,15 @@ def correlation_test(
     nan_policy: NanPolicy = "propagate",
     variant: Literal["b", "c"] = "b",
 ) -> CorrelationTest:
-    """Pearson r (:func:`scipy.stats.pearsonr`), Spearman ρ (:func:`scipy.stats.spearmanr`) or
-    Kendall τ (:func:`scipy.stats.kendalltau`, ``variant`` ``"b"`` corrects for ties) with its
-    p-value; NaN for both when undefined (module docstring).
+    """Pearson r, Spearman ρ or Kendall τ with its p-value.
 
-    >>> correlation_test([1, 2, 3, 4], [2, 4, 6, 9], "spearman")
-    CorrelationTest(statistic=1.0, pvalue=0.0, n=4)
+    Pearson r is `scipy.stats.pearsonr`, Spearman ρ `scipy.stats.spearmanr` and Kendall τ
+    `scipy.stats.kendalltau` (`variant` `"b"` corrects for ties); NaN for both when undefined
+    (module docstring).
+
+    Examples:
+        >>> correlation_test([1, 2, 3, 4], [2, 4, 6, 9], "spearman")
+        CorrelationTest(statistic=1.0, pvalue=0.0, n=4)
     """
     from scipy import stats
 
@@ -160,18 +171,21 @@ def correlation_test(
 def pearson(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") -> float:
     """Pearson's r (NaN when a side is constant or has fewer than two values).
 
-    >>> pearson([1, 2, 3], [2, 4, 7]) > 0.99, pearson([1, 2, 3], [5, 5, 5])
-    (True, nan)
+    Examples:
+        >>> pearson([1, 2, 3], [2, 4, 7]) > 0.99, pearson([1, 2, 3], [5, 5, 5])
+        (True, nan)
     """
     return correlation_test(x, y, "pearson", nan_policy=nan_policy).statistic
 
 
 def spearman(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") -> float:
-    """Spearman's ρ, ties given their average rank (NaN when a side is constant or has fewer
-    than two values).
+    """Spearman's ρ, ties given their average rank.
 
-    >>> spearman([1, 2, 3], [1, 4, 9])
-    1.0
+    NaN when a side is constant or has fewer than two values.
+
+    Examples:
+        >>> spearman([1, 2, 3], [1, 4, 9])
+        1.0
     """
     return correlation_test(x, y, "spearman", nan_policy=nan_policy).statistic
 
@@ -183,24 +197,28 @@ def kendall(
     variant: Literal["b", "c"] = "b",
     nan_policy: NanPolicy = "propagate",
 ) -> float:
-    """Kendall's τ-b (tie-corrected; ``variant="c"`` for τ-c), NaN when a side is constant or
-    has fewer than two values.
+    """Kendall's τ-b (tie-corrected; `variant="c"` for τ-c).
 
-    >>> kendall([1, 2, 3], [3, 2, 1])
-    -1.0
+    NaN when a side is constant or has fewer than two values.
+
+    Examples:
+        >>> kendall([1, 2, 3], [3, 2, 1])
+        -1.0
     """
     test = correlation_test(x, y, "kendall", nan_policy=nan_policy, variant=variant)
     return test.statistic
 
 
 def fisher_z_interval(r: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Confidence interval of a Pearson ``r`` over ``n`` pairs from Fisher's z transform
-    (``atanh(r) ± q / sqrt(n − 3)``, ``q`` the normal quantile); NaN when ``r`` is NaN or
-    ``n ≤ 3``.
+    """Confidence interval of a Pearson `r` over `n` pairs from Fisher's z transform.
 
-    >>> lo, hi = fisher_z_interval(0.5, 30)
-    >>> round(lo, 3), round(hi, 3)
-    (0.17, 0.729)
+    The interval is `atanh(r) ± q / sqrt(n − 3)`, `q` the normal quantile; NaN when `r` is NaN or
+    `n ≤ 3`.
+
+    Examples:
+        >>> lo, hi = fisher_z_interval(0.5, 30)
+        >>> round(lo, 3), round(hi, 3)
+        (0.17, 0.729)
     """
     from scipy import stats
 
@@ -229,17 +247,18 @@ def bootstrap_ci(
     confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> Interval:
-    """Seeded percentile bootstrap of ``statistic`` (:func:`scipy.stats.bootstrap`).
+    """Seeded percentile bootstrap of `statistic` (`scipy.stats.bootstrap`).
 
-    ``samples`` is one 1-D sample, or a tuple of equally long samples resampled together
-    (paired: ``statistic(x, y)`` sees the same rows of both). ``statistic`` is called on the
-    resampled arrays; one that takes ``axis`` (like :func:`numpy.mean`) is vectorised by scipy.
-    An empty sample is refused (:class:`~reward_lens_tl.errors.EmptyInputError`); see the module
+    `samples` is one 1-D sample, or a tuple of equally long samples resampled together
+    (paired: `statistic(x, y)` sees the same rows of both). `statistic` is called on the
+    resampled arrays; one that takes `axis` (like `numpy.mean`) is vectorised by scipy.
+    An empty sample is refused (`EmptyInputError`); see the module
     docstring for NaN resamples and one-value samples.
 
-    >>> x, y = np.arange(20.0), np.arange(20.0) ** 2
-    >>> [round(v, 6) for v in bootstrap_ci((x, y), spearman, n_boot=200)]  # paired rows
-    [1.0, 1.0, 1.0]
+    Examples:
+        >>> x, y = np.arange(20.0), np.arange(20.0) ** 2
+        >>> [round(v, 6) for v in bootstrap_ci((x, y), spearman, n_boot=200)]  # paired rows
+        [1.0, 1.0, 1.0]
     """
     data = samples if isinstance(samples, tuple) else (samples,)
     vectors = tuple(as_vector(s, f"sample {i}") for i, s in enumerate(data))
@@ -284,12 +303,14 @@ def _percentile_interval(
 
 # ---- effect sizes ------------------------------------------------------------------------------
 def cohens_d(x: ArrayLike, y: ArrayLike) -> float:
-    """Cohen's d of two independent samples: ``(mean x − mean y) / s_pooled`` with the pooled
-    standard deviation (ddof = 1); NaN when it is 0, when a sample has no values or both
-    have one, or when a value is NaN.
+    """Cohen's d of two independent samples.
 
-    >>> cohens_d([2.0, 4.0, 6.0], [1.0, 3.0, 5.0])
-    0.5
+    `(mean x − mean y) / s_pooled` with the pooled standard deviation (ddof = 1); NaN when it is 0,
+    when a sample has no values or both have one, or when a value is NaN.
+
+    Examples:
+        >>> cohens_d([2.0, 4.0, 6.0], [1.0, 3.0, 5.0])
+        0.5
     """
     a, b = as_vector(x, "x"), as_vector(y, "y")
     dof = a.size + b.size - 2
@@ -300,11 +321,13 @@ def cohens_d(x: ArrayLike, y: ArrayLike) -> float:
 
 
 def cohens_dz(differences: ArrayLike) -> float:
-    """Cohen's d_z of paired differences: ``mean / sd`` (ddof = 1); NaN for fewer than two
-    values or a constant difference (a constant shift has no finite d_z).
+    """Cohen's d_z of paired differences: `mean / sd` (ddof = 1).
 
-    >>> cohens_dz([1.0, 1.0, 1.0])
-    nan
+    NaN for fewer than two values or a constant difference (a constant shift has no finite d_z).
+
+    Examples:
+        >>> cohens_dz([1.0, 1.0, 1.0])
+        nan
     """
     d = as_vector(differences, "differences")
     if d.size < 2:

@@ -5,12 +5,12 @@ final norm, reward head), then each transformer layer in order. For each part:
 
 1. the part's HF weights are made real: from a checkpoint directory they are read tensor by
    tensor from its safetensors files into an HF model built on the meta device
-   (:class:`CheckpointSource`); an in-memory HF model already has them (:class:`ModelSource`);
+   (`CheckpointSource`); an in-memory HF model already has them (`ModelSource`);
 2. the adapter's converter (TransformerLens's own weight converter of the family) runs on a view
    of the HF model whose layer list holds only that layer (a shallow copy: the HF model itself is
    never modified), with a config of one layer;
-3. TransformerLens's own weight processing (``ProcessWeights.process_weights``: ``fold_ln``,
-   ``center_writing_weights``, ``fold_value_biases``, ``refactor_factored_attn_matrices``) runs
+3. TransformerLens's own weight processing (`ProcessWeights.process_weights`: `fold_ln`,
+   `center_writing_weights`, `fold_value_biases`, `refactor_factored_attn_matrices`) runs
    on that part in float32 — every step of it is per layer; the embedding is processed in
    blocks of rows and a wide MLP in blocks of hidden units, since TL's steps on those are per
    row and per unit;
@@ -22,17 +22,18 @@ Peak memory is therefore the converted model plus the transient of one part: one
 attention and its MLP in float32, plus TL's copies of one block (TL's processing copies the
 state dict it is given); measured in benchmarks/RESULTS.md (e.g. 2.5 GiB above the converted
 model at Gemma-2-27B's width). A model without exactly one layer list is converted as one part
-(with a :class:`WholeModelWarning`): correct, but not bounded.
+(with a `WholeModelWarning`): correct, but not bounded.
 
 The result equals converting the whole state dict at once
-(``HookedTransformer.load_and_process_state_dict``) to float32 rounding: every step above is
+(`HookedTransformer.load_and_process_state_dict`) to float32 rounding: every step above is
 TransformerLens's own, on the same numbers.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # streamed from safetensors
->>> all(not p.is_meta for p in model.parameters())
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # streamed from safetensors
+    >>> all(not p.is_meta for p in model.parameters())
+    True
 """
 
 from __future__ import annotations
@@ -75,9 +76,17 @@ MLP_AXES = {"W_in": 1, "W_gate": 1, "b_in": 0, "W_out": 0}
 
 
 def take_mlp(local: dict[str, Tensor]) -> dict[str, Tensor] | None:
-    """Move a plain or gated MLP (``W_in``, ``W_out``, optionally ``W_gate``, ``b_in``,
-    ``b_out``) and the norm folded into it (``ln2``) out of a layer-0 part, when it is wider
-    than one block; ``None`` (nothing moved) for any other MLP (MoE, SoLU's norm, ...)."""
+    """Move a plain or gated MLP and the norm folded into it out of a layer-0 part.
+
+    The MLP is `W_in`, `W_out`, optionally `W_gate`, `b_in`, `b_out`, and its norm `ln2`; it
+    is moved only when it is wider than one block.
+
+    Args:
+        local: The layer-0 part (the MLP's tensors are removed from it).
+
+    Returns:
+        The MLP's tensors, or `None` (nothing moved) for any other MLP (MoE, SoLU's norm, ...).
+    """
     names = {k[len(MLP) :] for k in local if k.startswith(MLP)}
     if not {"W_in", "W_out"} <= names or not names <= {*MLP_AXES, "b_out"}:
         return None
@@ -88,7 +97,16 @@ def take_mlp(local: dict[str, Tensor]) -> dict[str, Tensor] | None:
 
 
 def mlp_block(key: str, value: Tensor, cols: slice) -> Tensor:
-    """The hidden units ``cols`` of an MLP tensor (a copy); tensors without that axis whole."""
+    """The hidden units `cols` of an MLP tensor (a copy); tensors without that axis whole.
+
+    Args:
+        key: The tensor's TL name.
+        value: The tensor.
+        cols: The hidden units to take.
+
+    Returns:
+        The block of the tensor.
+    """
     axis = MLP_AXES.get(key[len(MLP) :]) if key.startswith(MLP) else None
     if axis is None:
         return value.clone()
@@ -105,40 +123,78 @@ FOLDABLE_NORMS = ("LN", "LNPre", "RMS", "RMSPre")
 
 
 class WholeModelWarning(UserWarning):
-    """A checkpoint is converted whole rather than one layer at a time (its tensor names need
-    transformers' renaming, or the model has no single layer list): correct, more memory."""
+    """A checkpoint is converted whole rather than one layer at a time: correct, more memory.
+
+    Its tensor names need transformers' renaming, or the model has no single layer list.
+    """
 
 
 # -- where the HF weights come from ------------------------------------------------------------
 class ModelSource:
-    """An HF model already in memory: every weight is real; nothing to read or free. Converted
-    tensors are copied, so the model is never modified."""
+    """An HF model already in memory: every weight is real; nothing to read or free.
+
+    Converted tensors are copied, so the model is never modified.
+
+    Args:
+        hf_model: The HF model.
+    """
 
     copies = True
 
     def __init__(self, hf_model: nn.Module):
+        """Wrap an in-memory HF model.
+
+        Args:
+            hf_model: The HF model.
+        """
         self.model = hf_model
 
     @contextmanager
     def loaded(self, names: Sequence[str]) -> Iterator[None]:
-        """The HF tensors ``names`` are real inside the block."""
+        """The HF tensors `names` are real inside the block.
+
+        Args:
+            names: HF state-dict names.
+
+        Yields:
+            Nothing: the tensors are real while the block runs.
+        """
         yield
 
     def embedding_name(self) -> str | None:
-        """The input embedding's state-dict name when it is read in blocks of rows (only from a
-        checkpoint: an in-memory embedding is already there)."""
+        """The input embedding's state-dict name when it is read in blocks of rows.
+
+        Only from a checkpoint: an in-memory embedding is already there.
+
+        Returns:
+            Always `None` for an in-memory model.
+        """
         return None
 
 
 class CheckpointSource(ModelSource):
-    """A checkpoint directory: the HF model is built on the meta device (its buffers real) and
-    each part's tensors are read from the safetensors files, in float32, only while the part
-    is converted. Missing, unexpected and mis-shaped tensors are refused before anything is
-    read."""
+    """A checkpoint directory, read one part at a time.
+
+    The HF model is built on the meta device (its buffers real) and each part's tensors are read
+    from the safetensors files, in float32, only while the part is converted. Missing,
+    unexpected and mis-shaped tensors are refused before anything is read.
+
+    Args:
+        path: The checkpoint directory.
+        hf_config: Its HF config (already checked).
+        model_class: The HF model class to build on the meta device.
+    """
 
     copies = False
 
     def __init__(self, path: Path, hf_config: Any, model_class: type[nn.Module]):
+        """Build the HF model on the meta device and check the checkpoint's tensor names.
+
+        Args:
+            path: The checkpoint directory.
+            hf_config: Its HF config (already checked).
+            model_class: The HF model class to build on the meta device.
+        """
         self.weights = CheckpointWeights(path)
         with init_empty_weights(include_buffers=False):
             model = model_class(hf_config)
@@ -151,6 +207,14 @@ class CheckpointSource(ModelSource):
 
     @contextmanager
     def loaded(self, names: Sequence[str]) -> Iterator[None]:
+        """The HF tensors `names` are read from the files inside the block, and freed after it.
+
+        Args:
+            names: HF state-dict names (tied tensors are read from the name they are stored under).
+
+        Yields:
+            Nothing: the tensors are real while the block runs.
+        """
         stored = [n for n in names if n in self.weights]
         for name, tensor in self.weights.read(stored, torch.float32).items():
             set_tensor(self.model, name, tensor)
@@ -164,22 +228,49 @@ class CheckpointSource(ModelSource):
             self.release(names)
 
     def release(self, names: Iterable[str]) -> None:
+        """Put the tensors `names` back on the meta device, freeing their memory.
+
+        Args:
+            names: HF state-dict names.
+        """
         for name in names:
             shape, dtype = self._meta[name]
             set_tensor(self.model, name, torch.empty(shape, dtype=dtype, device="meta"))
 
     def embedding_name(self) -> str | None:
+        """The input embedding's state-dict name, to be read in blocks of rows.
+
+        Returns:
+            The name, or `None` when the checkpoint does not store the embedding under it.
+        """
         embeddings = getattr(self.model, "get_input_embeddings", lambda: None)()
         weight = getattr(embeddings, "weight", None)
         names = [n for n, p in self.model.named_parameters() if p is weight]
         return names[0] if names and names[0] in self.weights else None
 
     def rows(self, name: str) -> int:
+        """The number of rows of the stored tensor `name`.
+
+        Args:
+            name: An HF state-dict name.
+
+        Returns:
+            Its first dimension.
+        """
         return self.weights.shape(name)[0]
 
     @contextmanager
     def loaded_rows(self, name: str, start: int, stop: int) -> Iterator[None]:
-        """Inside the block the HF tensor ``name`` is its rows ``start:stop`` (float32)."""
+        """Inside the block the HF tensor `name` is its rows `start:stop` (float32).
+
+        Args:
+            name: An HF state-dict name.
+            start: The first row.
+            stop: The row after the last.
+
+        Yields:
+            Nothing: the rows are real while the block runs.
+        """
         set_tensor(self.model, name, self.weights.read_rows(name, start, stop, torch.float32))
         try:
             yield
@@ -188,16 +279,33 @@ class CheckpointSource(ModelSource):
 
 
 def state_tensors(model: nn.Module) -> dict[str, Tensor]:
-    """Parameters and persistent buffers by state-dict name (tied tensors once per name)."""
+    """Parameters and persistent buffers by state-dict name (tied tensors once per name).
+
+    Args:
+        model: An `nn.Module`.
+
+    Returns:
+        Name → tensor.
+    """
     return dict(model.state_dict(keep_vars=True))
 
 
 def tied_sources(
     model: nn.Module, expected: dict[str, tuple], weights: CheckpointWeights
 ) -> dict[str, str]:
-    """``{tied name: stored name}`` for the tensors the model ties to another (transformers's
-    ``all_tied_weights_keys``, e.g. a causal LM's ``lm_head.weight`` and its embedding) that
-    the checkpoint stores once, under the other name, with the same shape."""
+    """`{tied name: stored name}` for the tensors the model ties to another.
+
+    Ties are transformers's `all_tied_weights_keys`, e.g. a causal LM's `lm_head.weight` and its
+    embedding, that the checkpoint stores once, under the other name, with the same shape.
+
+    Args:
+        model: The HF model (on the meta device).
+        expected: Name → shape of the model's tensors.
+        weights: The checkpoint's safetensors weights.
+
+    Returns:
+        Tied name → the name it is stored under.
+    """
     ties = getattr(model, "all_tied_weights_keys", None) or {}
     return {
         target: source
@@ -216,8 +324,21 @@ def check_tensor_names(
     weights: CheckpointWeights,
     ties: dict[str, str] | None = None,
 ) -> None:
-    """The checkpoint holds exactly the model's tensors, with their shapes (what transformers
-    would silently fill with random values or ignore is refused)."""
+    """The checkpoint holds exactly the model's tensors, with their shapes.
+
+    What transformers would silently fill with random values or ignore is refused.
+
+    Args:
+        path: The checkpoint directory (named in the error).
+        model: The HF model (on the meta device).
+        expected: Name → shape of the model's tensors.
+        weights: The checkpoint's safetensors weights.
+        ties: Tied name → the name it is stored under (`tied_sources`).
+
+    Raises:
+        CheckpointNamesError: Missing or unexpected tensors.
+        CheckpointWeightsError: Tensors of the wrong shape.
+    """
     ignore_missing = _patterns(model, "_keys_to_ignore_on_load_missing")
     ignore_unexpected = _patterns(model, "_keys_to_ignore_on_load_unexpected")
     params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
@@ -256,8 +377,18 @@ def _patterns(model: nn.Module, attribute: str) -> list[re.Pattern]:
 
 
 def set_tensor(model: nn.Module, name: str, value: Tensor) -> None:
-    """Replace the parameter or buffer ``name`` of ``model`` by ``value`` (a parameter stays a
-    parameter, with its ``requires_grad``)."""
+    """Replace the parameter or buffer `name` of `model` by `value`.
+
+    A parameter stays a parameter, with its `requires_grad`.
+
+    Args:
+        model: The module.
+        name: The state-dict name.
+        value: The new tensor.
+
+    Raises:
+        ConversionMismatchError: No parameter or buffer of that name.
+    """
     owner, _, leaf = name.rpartition(".")
     module = model.get_submodule(owner)
     old = module._parameters.get(leaf)
@@ -272,28 +403,50 @@ def set_tensor(model: nn.Module, name: str, value: Tensor) -> None:
 # -- the parts -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LayerList:
-    """Where an HF model keeps its transformer layers (an ``nn.ModuleList``)."""
+    """Where an HF model keeps its transformer layers (an `nn.ModuleList`).
+
+    Args:
+        path: The attribute names leading to the list.
+        n_layers: Its length.
+    """
 
     path: tuple[str, ...]
     n_layers: int
 
     @property
     def prefix(self) -> str:
+        """The state-dict prefix of the list (`"model.layers."`)."""
         return ".".join(self.path) + "."
 
     def layer_prefix(self, index: int) -> str:
+        """The state-dict prefix of layer `index`.
+
+        Args:
+            index: The layer.
+
+        Returns:
+            The prefix, ending with a dot.
+        """
         return f"{self.prefix}{index}."
 
 
 def find_layer_list(hf_model: nn.Module, n_layers: int) -> LayerList | None:
-    """The ``nn.ModuleList`` of the ``n_layers`` transformer layers (``model.layers``,
-    ``transformer.h``, ...): the one of that length inside the base model
-    (``hf_model.base_model_prefix``) when several have it (ArmoRM's gate can), else the only
-    one; ``None`` when that does not single one out.
+    """The `nn.ModuleList` of the `n_layers` transformer layers (`model.layers`, ...).
 
-    >>> from reward_lens_tl.testing import tiny_reward_model
-    >>> find_layer_list(tiny_reward_model("gpt2"), 2).path
-    ('transformer', 'h')
+    The one of that length inside the base model (`hf_model.base_model_prefix`) when several
+    have it (ArmoRM's gate can), else the only one.
+
+    Args:
+        hf_model: The HF model.
+        n_layers: The number of transformer layers.
+
+    Returns:
+        Where the list is, or `None` when that does not single one out.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> find_layer_list(tiny_reward_model("gpt2"), 2).path
+        ('transformer', 'h')
     """
     found = [
         name
@@ -307,8 +460,18 @@ def find_layer_list(hf_model: nn.Module, n_layers: int) -> LayerList | None:
 
 
 def with_layers(hf_model: nn.Module, layers: LayerList, keep: Sequence[int]) -> nn.Module:
-    """A shallow copy of ``hf_model`` whose layer list holds only the layers ``keep`` (the
-    modules themselves are shared; ``hf_model`` is not modified)."""
+    """A shallow copy of `hf_model` whose layer list holds only the layers `keep`.
+
+    The modules themselves are shared; `hf_model` is not modified.
+
+    Args:
+        hf_model: The HF model.
+        layers: Where its layer list is.
+        keep: The layers to keep, in order.
+
+    Returns:
+        The shallow copy.
+    """
     root = copy.copy(hf_model)
     root._modules = dict(hf_model._modules)
     original, clone = hf_model, root
@@ -323,7 +486,15 @@ def with_layers(hf_model: nn.Module, layers: LayerList, keep: Sequence[int]) -> 
 
 
 def one_part_config(cfg: Any, n_layers: int) -> Any:
-    """A copy of the TL config with ``n_layers`` layers, converting on the CPU in float32."""
+    """A copy of the TL config with `n_layers` layers, converting on the CPU in float32.
+
+    Args:
+        cfg: The TL config.
+        n_layers: The number of layers of the copy.
+
+    Returns:
+        The copy.
+    """
     part = copy.copy(cfg)
     part.n_layers = n_layers
     part.device = "cpu"
@@ -335,8 +506,20 @@ def one_part_config(cfg: Any, n_layers: int) -> Any:
 class Streamer:
     """Convert, process and place the parts of one model (see the module docstring).
 
-    ``model``: the hooked model, built on the meta device; ``expected``: its parameter names and
-    shapes before norms were folded (what TransformerLens's ``fill_missing_keys`` completes).
+    Args:
+        source: Where the HF weights come from.
+        adapter: The family's adapter.
+        model: The hooked model, built on the meta device.
+        options: The conversion options.
+        flags: TL's weight-processing flags.
+        expected: The hooked model's parameter names and shapes before norms were folded (what
+            TransformerLens's `fill_missing_keys` completes).
+        dtype: The dtype each part is cast to.
+        device: The device each part is placed on.
+        layers: Where the HF model's layer list is (`None`: convert as one part).
+        extras_fold_ln: The `fold_ln` the adapter's extra modules are built with (the user's).
+        extras: The adapter's extra modules (e.g. ArmoRM's gating), set while the globals are
+            converted.
     """
 
     source: ModelSource
@@ -355,8 +538,14 @@ class Streamer:
 
     # -- HF names of a part ------------------------------------------------------------------
     def hf_names(self, layer: int | None) -> list[str]:
-        """The HF state-dict names of layer ``layer`` (``None``: every tensor outside the layer
-        list)."""
+        """The HF state-dict names of layer `layer` (`None`: every tensor outside the layer list).
+
+        Args:
+            layer: The layer, or `None` for the globals.
+
+        Returns:
+            The names.
+        """
         names = list(state_tensors(self.source.model))
         if self.layers is None:
             return names
@@ -366,8 +555,18 @@ class Streamer:
 
     # -- converting ----------------------------------------------------------------------------
     def converted(self, layer: int | None) -> dict[str, Tensor]:
-        """TL-format float32 tensors of one part (globals: ``layer=None``), names as in the
-        whole model."""
+        """TL-format float32 tensors of one part, names as in the whole model.
+
+        Args:
+            layer: The layer, or `None` for the globals.
+
+        Returns:
+            TL name → tensor.
+
+        Raises:
+            UnsupportedArchitectureError: The converter gives a value that is not a tensor, or reads
+                weights outside the part.
+        """
         cfg = self.model.cfg
         if self.layers is None:
             view, part_cfg = self.source.model, one_part_config(cfg, cfg.n_layers)
@@ -400,8 +599,17 @@ class Streamer:
         return self.completed(out, layer)
 
     def whole_name(self, key: str, layer: int | None) -> str | None:
-        """The converter's key in the whole model (``blocks.0.*`` of a layer part becomes
-        ``blocks.{layer}.*``), or ``None`` when the key is not part of this part."""
+        """The converter's key in the whole model.
+
+        `blocks.0.*` of a layer part becomes `blocks.{layer}.*`.
+
+        Args:
+            key: The converter's key.
+            layer: The layer, or `None` for the globals.
+
+        Returns:
+            The whole model's key, or `None` when the key is not part of this part.
+        """
         if self.layers is None:
             return key
         if layer is None:
@@ -411,9 +619,22 @@ class Streamer:
         return f"blocks.{layer}." + key[len("blocks.0.") :]
 
     def completed(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
-        """TransformerLens's ``fill_missing_keys`` for one part: a missing weight matrix of
-        attention or MLP is refused (as TL refuses it); a missing norm weight is ones; any
-        other missing tensor (a bias, a positional table the config does not use) is zeros."""
+        """TransformerLens's `fill_missing_keys` for one part.
+
+        A missing weight matrix of attention or MLP is refused (as TL refuses it); a missing norm
+        weight is ones; any other missing tensor (a bias, a positional table the config does not
+        use) is zeros.
+
+        Args:
+            part: The converted part.
+            layer: The layer, or `None` for the globals.
+
+        Returns:
+            The completed part.
+
+        Raises:
+            UnsupportedArchitectureError: A missing weight matrix.
+        """
         for name, shape in self.expected.items():
             if name in part or not in_part(name, layer, self.layers):
                 continue
@@ -428,8 +649,18 @@ class Streamer:
 
     # -- processing -----------------------------------------------------------------------------
     def process(self, part: dict[str, Tensor], layer: int | None) -> dict[str, Tensor]:
-        """TransformerLens's weight processing of one part, in float32. A layer's ``part`` is
-        emptied: TL copies what it processes, and the originals are freed as it does."""
+        """TransformerLens's weight processing of one part, in float32.
+
+        A layer's `part` is emptied: TL copies what it processes, and the originals are freed as it
+        does.
+
+        Args:
+            part: The completed part.
+            layer: The layer, or `None` for the globals.
+
+        Returns:
+            The processed part.
+        """
         cfg = self.model.cfg
         if self.layers is not None and layer is not None:
             out = self.process_layer(self.as_first_layer(part))
@@ -440,10 +671,18 @@ class Streamer:
         return process_by_rows(part, one_part_config(cfg, 0), self.flags, self.cast)
 
     def process_layer(self, local: dict[str, Tensor]) -> dict[str, Tensor]:
-        """One layer (named as layer 0), processed and cast. A plain or gated MLP is taken out
-        and processed in blocks of :data:`MLP_COLUMNS` hidden units (every step of TL's
-        processing of an MLP is per hidden unit, except ``b_out``'s centring, which every
-        block repeats identically), so only a block is ever copied."""
+        """One layer (named as layer 0), processed and cast.
+
+        A plain or gated MLP is taken out and processed in blocks of `MLP_COLUMNS` hidden units
+        (every step of TL's processing of an MLP is per hidden unit, except `b_out`'s centring,
+        which every block repeats identically), so only a block is ever copied.
+
+        Args:
+            local: The layer's part, named as layer 0 (emptied).
+
+        Returns:
+            The processed, cast tensors.
+        """
         cfg = one_part_config(self.model.cfg, 1)
         mlp = None if cfg.parallel_attn_mlp else take_mlp(local)  # (parallel: ln1 feeds both)
         try:
@@ -461,7 +700,15 @@ class Streamer:
         return out
 
     def process_mlp(self, mlp: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]:
-        """:meth:`process_layer`'s MLP, block by block (:func:`assemble_blocks`)."""
+        """`process_layer`'s MLP, block by block (`assemble_blocks`).
+
+        Args:
+            mlp: The MLP's tensors (`take_mlp`).
+            cfg: The one-layer TL config.
+
+        Returns:
+            The processed, cast tensors.
+        """
         d_mlp = mlp[MLP + "W_in"].shape[1]
         blocks = (
             (cols, {**{k: mlp_block(k, v, cols) for k, v in mlp.items()}, **self.placeholders()})
@@ -471,16 +718,29 @@ class Streamer:
         return assemble_blocks(blocks, cfg, self.flags, axes, d_mlp, self.cast)
 
     def as_first_layer(self, part: dict[str, Tensor]) -> dict[str, Tensor]:
-        """A layer part renamed to layer 0 (moved out of ``part``, which is left empty), with
-        the embedding placeholders TL's processing expects."""
+        """A layer part renamed to layer 0, with the embedding placeholders TL's processing expects.
+
+        The tensors are moved out of `part`, which is left empty.
+
+        Args:
+            part: The layer part.
+
+        Returns:
+            The part as layer 0.
+        """
         local = {"blocks.0." + k.split(".", 2)[2]: v for k, v in part.items()}
         part.clear()
         local.update(self.placeholders())
         return local
 
     def placeholders(self) -> dict[str, Tensor]:
-        """One-row stand-ins for the embeddings, which TL's centring expects in every state
-        dict (the real ones are processed with the globals)."""
+        """One-row stand-ins for the embeddings, which TL's centring expects in every state dict.
+
+        The real ones are processed with the globals.
+
+        Returns:
+            TL name → placeholder tensor.
+        """
         d_model = self.model.cfg.d_model
         out = {"embed.W_E": torch.zeros(1, d_model)}
         if self.model.cfg.positional_embedding_type not in ("rotary", "alibi", "none"):
@@ -488,12 +748,27 @@ class Streamer:
         return out
 
     def cast(self, tensor: Tensor) -> Tensor:
+        """`tensor` in the model's dtype, on its device.
+
+        Args:
+            tensor: A processed tensor.
+
+        Returns:
+            The cast tensor.
+        """
         dtype = self.dtype if tensor.is_floating_point() else tensor.dtype
         return tensor.to(self.device, dtype)
 
     # -- placing ----------------------------------------------------------------------------
     def place(self, part: dict[str, Tensor]) -> None:
-        """Assign a processed part into the hooked model, cast and on the device."""
+        """Assign a processed part into the hooked model, cast and on the device.
+
+        Args:
+            part: The processed part.
+
+        Raises:
+            ConversionMismatchError: A tensor the model does not have, or of the wrong shape.
+        """
         params = dict(self.model.named_parameters())
         for name, value in part.items():
             if name not in params:
@@ -510,7 +785,11 @@ class Streamer:
             set_tensor(self.model, name, self.cast(value))
 
     def run(self) -> None:
-        """Convert, process and place every part, globals first."""
+        """Convert, process and place every part, globals first.
+
+        Raises:
+            ConversionMismatchError: A parameter of the hooked model that no part filled.
+        """
         indices: Iterable[int | None] = [None]
         if self.layers is not None:
             indices = [None, *range(self.model.cfg.n_layers)]
@@ -531,8 +810,15 @@ class Streamer:
             )
 
     def run_globals_by_rows(self, embedding: str) -> None:
-        """The globals of a checkpoint, with the embedding read, converted and processed in
-        blocks of rows (:func:`assemble_blocks`; TL's only step on ``W_E`` is per row)."""
+        """The globals of a checkpoint, with the embedding handled in blocks of rows.
+
+        The embedding is read, converted and processed block by block.
+
+        The blocks are assembled with `assemble_blocks`; TL's only step on `W_E` is per row.
+
+        Args:
+            embedding: The embedding's HF state-dict name.
+        """
         n_rows = self.source.rows(embedding)  # type: ignore[attr-defined]
 
         def blocks() -> Iterator[tuple[slice, dict[str, Tensor]]]:
@@ -551,10 +837,12 @@ class Streamer:
 
 
 def release_freed_memory() -> None:
-    """Hand memory freed by the last part back to the operating system (glibc keeps freed
-    blocks of tens of megabytes in its heap, where they would add up over the layers; measured
-    on the Llama-3.2-1B shape: 0.55 GiB of final RSS). A no-op where glibc is not the C
-    library."""
+    """Hand memory freed by the last part back to the operating system.
+
+    glibc keeps freed blocks of tens of megabytes in its heap, where they would add up over the
+    layers; measured on the Llama-3.2-1B shape: 0.55 GiB of final RSS. A no-op where glibc is
+    not the C library.
+    """
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
@@ -571,6 +859,16 @@ _LIBC = _glibc()
 
 
 def in_part(name: str, layer: int | None, layers: LayerList | None) -> bool:
+    """Whether the TL tensor `name` belongs to the part of `layer`.
+
+    Args:
+        name: A TL state-dict name.
+        layer: The layer, or `None` for the globals.
+        layers: Where the HF model's layer list is (`None`: one part holds everything).
+
+    Returns:
+        `True` when the tensor is in that part.
+    """
     if layers is None:
         return True
     if layer is None:
@@ -579,17 +877,34 @@ def in_part(name: str, layer: int | None, layers: LayerList | None) -> bool:
 
 
 def is_norm_key(name: str) -> bool:
+    """Whether the TL tensor `name` is a norm's weight or bias.
+
+    Args:
+        name: A TL state-dict name.
+
+    Returns:
+        `True` for a norm's `w` or `b`.
+    """
     module, _, leaf = name.rpartition(".")
     return leaf in ("w", "b") and module.rsplit(".", 1)[-1].startswith(("ln", "norm"))
 
 
 def process_weights(part: dict[str, Tensor], cfg: Any, flags: dict[str, bool]) -> dict[str, Tensor]:
-    """``ProcessWeights.process_weights`` with the conversion's flags (``center_unembed`` off).
+    """`ProcessWeights.process_weights` with the conversion's flags (`center_unembed` off).
 
-    TL folds the final norm's weight into ``W_U`` along the axis whose size matches
-    ``d_model``, trying the output axis first, so a square head (``d_model`` outputs, e.g.
+    TL folds the final norm's weight into `W_U` along the axis whose size matches
+    `d_model`, trying the output axis first, so a square head (`d_model` outputs, e.g.
     Qwen2.5-Math-PRM's first head layer) would be scaled along the wrong axis: it is given a
-    zero column while it is processed."""
+    zero column while it is processed.
+
+    Args:
+        part: The completed part, float32.
+        cfg: The one-part TL config.
+        flags: TL's weight-processing flags.
+
+    Returns:
+        The processed part.
+    """
     W_U = part.get("unembed.W_U")
     square = W_U is not None and W_U.ndim == 2 and W_U.shape[0] == W_U.shape[1]
     if square:
@@ -622,8 +937,20 @@ def process_by_rows(
     flags: dict[str, bool],
     cast: Callable[[Tensor], Tensor],
 ) -> dict[str, Tensor]:
-    """Process in-memory globals with the embedding in blocks of :data:`EMBEDDING_ROWS` rows
-    (:func:`assemble_blocks`; TL's only step on ``W_E`` is per row: centring each row)."""
+    """Process in-memory globals with the embedding in blocks of `EMBEDDING_ROWS` rows.
+
+    Blocks are assembled with `assemble_blocks`; TL's only step on `W_E` is per row: centring
+    each row.
+
+    Args:
+        part: The completed globals.
+        cfg: The one-part TL config.
+        flags: TL's weight-processing flags.
+        cast: Casts and places a processed tensor.
+
+    Returns:
+        The processed, cast globals.
+    """
     W_E = part.pop("embed.W_E", None)
     if W_E is None:
         return {k: cast(v) for k, v in process_weights(part, cfg, flags).items()}
@@ -642,10 +969,23 @@ def assemble_blocks(
     size: int,
     cast: Callable[[Tensor], Tensor],
 ) -> dict[str, Tensor]:
-    """TL's processing of a part given in blocks: each block ``(where, tensors)`` is processed
-    as it comes; a tensor named in ``axes`` is cast and written at ``where`` along its axis into
-    a tensor whose axis has ``size`` entries, any other tensor (the same in every block) is
-    taken, cast, from the first block. Only one block is ever held in float32."""
+    """TL's processing of a part given in blocks; only one block is ever held in float32.
+
+    Each block `(where, tensors)` is processed as it comes; a tensor named in `axes` is cast and
+    written at `where` along its axis into a tensor whose axis has `size` entries, any other
+    tensor (the same in every block) is taken, cast, from the first block.
+
+    Args:
+        blocks: The `(where, tensors)` blocks.
+        cfg: The one-part TL config.
+        flags: TL's weight-processing flags.
+        axes: TL name → the axis the blocks split.
+        size: The full size of that axis.
+        cast: Casts and places a processed tensor.
+
+    Returns:
+        The processed, cast part.
+    """
     out: dict[str, Tensor] = {}
     for where, block in blocks:
         for key, value in process_weights(block, cfg, flags).items():
@@ -665,13 +1005,26 @@ def assemble_blocks(
 
 
 def foldable(cfg: Any, fold_ln: bool) -> bool:
-    """Whether TL folds the norms of this config (``fold_ln`` and a foldable norm type)."""
+    """Whether TL folds the norms of this config (`fold_ln` and a foldable norm type).
+
+    Args:
+        cfg: The TL config.
+        fold_ln: The requested `fold_ln`.
+
+    Returns:
+        `True` when the norms are folded.
+    """
     return fold_ln and cfg.normalization_type in FOLDABLE_NORMS
 
 
 def use_pre_norms(model: Any) -> None:
-    """Before folding, replace the norms by their weightless versions (``LN`` → ``LNPre``,
-    ``RMS`` → ``RMSPre``), as ``HookedTransformer.load_and_process_state_dict`` does."""
+    """Before folding, replace the norms by their weightless versions.
+
+    `LN` → `LNPre`, `RMS` → `RMSPre`, as `HookedTransformer.load_and_process_state_dict` does.
+
+    Args:
+        model: The hooked model.
+    """
     cfg = model.cfg
     pre = {"LN": ("LNPre", LayerNormPre), "RMS": ("RMSPre", RMSNormPre)}
     if cfg.normalization_type not in pre:

@@ -4,9 +4,10 @@ Every parameter is perturbed after HF's initialisation (norm weights away from 1
 from 0) so that folding mistakes show up as parity errors instead of hiding behind identity
 norms.
 
->>> model = tiny_reward_model("qwen2")
->>> type(model).__name__, model.config.num_labels
-('Qwen2ForSequenceClassification', 1)
+Examples:
+    >>> model = tiny_reward_model("qwen2")
+    >>> type(model).__name__, model.config.num_labels
+    ('Qwen2ForSequenceClassification', 1)
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def perturb_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
+    """Add Gaussian noise to every parameter of `model`, in place.
+
+    Args:
+        model: The model.
+        scale: Standard deviation of the noise.
+        seed: Seed of the noise.
+
+    Returns:
+        `model`.
+    """
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -64,6 +75,15 @@ def perturb_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
 
 
 def tiny_config(family: str, **overrides: Any):
+    """A tiny transformers config of `family`.
+
+    Args:
+        family: The model family (as for `tiny_reward_model`).
+        **overrides: Config fields to override.
+
+    Returns:
+        The config.
+    """
     if family == "gpt2":
         kw = dict(_TOKENS, n_embd=64, n_layer=2, n_head=4, n_positions=64)
         return transformers.GPT2Config(**{**kw, **overrides})
@@ -84,8 +104,10 @@ def tiny_config(family: str, **overrides: Any):
 
 
 def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module:
-    """A perturbed tiny reward model of ``family`` (``llama``, ``mistral``, ``qwen2``,
-    ``gemma2``, ``gpt2``, ``armorm``, ``qwen3``), in eval mode, float32."""
+    """A perturbed tiny reward model of `family`, in eval mode, float32.
+
+    `family` is one of `llama`, `mistral`, `qwen2`, `gemma2`, `gpt2`, `armorm`, `qwen3`.
+    """
     torch.manual_seed(seed)
     config = tiny_config(family, **overrides)
     model: nn.Module
@@ -114,14 +136,16 @@ def random_batch(
     low: int = 3,
     padding_side: str = "left",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random ids (never the pad id inside a sequence) and their attention mask, **left**
-    padded like every batch the library builds (``padding_side="right"`` for right padding).
-    Row ``i`` holds the same ``lengths[i]`` random ids on either side: left padded, they are
-    ``ids[i, width - lengths[i]:]``.
+    """Random ids and their attention mask, **left** padded like every batch the library builds.
 
-    >>> ids, mask = random_batch(2, [3, 1], vocab=9)
-    >>> mask.tolist(), random_batch(2, [3, 1], vocab=9, padding_side="right")[1].tolist()
-    ([[1, 1, 1], [0, 0, 1]], [[1, 1, 1], [1, 0, 0]])
+    The pad id never appears inside a sequence; `padding_side="right"` gives right padding. Row `i`
+    holds the same `lengths[i]` random ids on either side: left padded, they are
+    `ids[i, width - lengths[i]:]`.
+
+    Examples:
+        >>> ids, mask = random_batch(2, [3, 1], vocab=9)
+        >>> mask.tolist(), random_batch(2, [3, 1], vocab=9, padding_side="right")[1].tolist()
+        ([[1, 1, 1], [0, 0, 1]], [[1, 1, 1], [1, 0, 0]])
     """
     if padding_side not in ("left", "right"):
         raise InvalidArgumentError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
@@ -138,8 +162,11 @@ def random_batch(
 
 
 def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
-    """A word-level tokenizer over ``<pad> <bos> <eos> <|user|> <|assistant|> <unk> w6 …``
-    (ids 0–5 special; words ``w6`` … ``w{V-1}``), optionally with a chat template."""
+    """A word-level tokenizer, optionally with a chat template.
+
+    Its vocabulary is `<pad> <bos> <eos> <|user|> <|assistant|> <unk> w6 …` (ids 0–5 special; words
+    `w6` … `w{V-1}`).
+    """
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -170,15 +197,17 @@ def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
 
 
 def tiny_causal_lm(family: str, seed: int = 0, head: str = "lm", **overrides: Any):
-    """``(hf_model, tokenizer)``: a perturbed tiny judge/PRM backbone of ``family`` with
-    ``head`` ``"lm"`` (the causal LM: ``*ForCausalLM``, GPT-2's ``GPT2LMHeadModel``),
-    ``"value"`` (``*ForTokenClassification`` with one label) or ``"classifier"`` (its ``score``
-    replaced by ``Sequential(Linear, ReLU, Linear)`` with two labels, Qwen2.5-Math-PRM's head),
-    and :func:`tiny_tokenizer` (words ``w6`` … ``w96``).
+    """`(hf_model, tokenizer)`.
 
-    >>> model, tok = tiny_causal_lm("qwen2")
-    >>> type(model).__name__, tok.convert_tokens_to_ids("w7")
-    ('Qwen2ForCausalLM', 7)
+    A perturbed tiny judge/PRM backbone of `family` with `head` `"lm"` (the causal LM:
+    `*ForCausalLM`, GPT-2's `GPT2LMHeadModel`), `"value"` (`*ForTokenClassification` with one label)
+    or `"classifier"` (its `score` replaced by `Sequential(Linear, ReLU, Linear)` with two labels,
+    Qwen2.5-Math-PRM's head), and `tiny_tokenizer` (words `w6` … `w96`).
+
+    Examples:
+        >>> model, tok = tiny_causal_lm("qwen2")
+        >>> type(model).__name__, tok.convert_tokens_to_ids("w7")
+        ('Qwen2ForCausalLM', 7)
     """
     if head not in ("lm", "value", "classifier"):
         raise InvalidArgumentError(f"head must be 'lm', 'value' or 'classifier', got {head!r}")

@@ -1,23 +1,24 @@
 """Which tokens carry a reward: an exact per-token decomposition and its coloured view.
 
-:func:`token_attribution` splits one example's reward over its tokens. Every attention head's
-direct contribution is split by the source token it reads (``pattern × (v W_O · u)``, exact);
+`token_attribution` splits one example's reward over its tokens. Every attention head's
+direct contribution is split by the source token it reads (`pattern × (v W_O · u)`, exact);
 what is written at the reward-reading position itself (its embedding, every MLP there, the
 blocks' output biases) is assigned to that position. So the per-token values sum to
-``reward − b_R`` exactly (:meth:`TokenAttribution.completeness_error`). With ``mode="position"``
+`reward − b_R` exactly (`TokenAttribution.completeness_error`). With `mode="position"`
 the view shows instead the reward the head would read at every position and its change from
 the previous token (where in the sequence the reward moves).
 
 In Jupyter the result renders itself as coloured tokens (blue raises the reward, red lowers
-it) with the value and the top components on hover; ``to_dataframe()``, ``plot()`` and
-``top_k()`` work as for every result.
+it) with the value and the top components on hover; `to_dataframe()`, `plot()` and
+`top_k()` work as for every result.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> view = token_attribution(model, model.encode("explain how to bake bread", "the bomb"))
->>> view.top_k(1)[0][0], view.completeness_error() < 1e-4
-('10:bomb', True)
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> view = token_attribution(model, model.encode("explain how to bake bread", "the bomb"))
+    >>> view.top_k(1)[0][0], view.completeness_error() < 1e-4
+    ('10:bomb', True)
 """
 
 from __future__ import annotations
@@ -61,15 +62,17 @@ class TokenAttribution(Result):
     no_example_axis = "it is one example: its rows are that example's tokens"
 
     def completeness_error(self) -> float:
-        """``|Σ values + b_R − reward|`` (attribution mode; 0 up to float rounding)."""
+        """`|Σ values + b_R − reward|` (attribution mode; 0 up to float rounding)."""
         if self.mode != "attribution":
             raise InvalidArgumentError("completeness holds for mode='attribution' only")
         return abs(float(self.values.sum()) + self.head_bias - self.reward)
 
     def labels(self) -> list[str]:
+        """`"{index}:{token}"` of each token."""
         return [f"{i}:{t}" for i, t in enumerate(self.tokens)]
 
     def to_dataframe(self):
+        """One row per token."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -88,7 +91,7 @@ class TokenAttribution(Result):
         return "prompt" if pos < self.response_start else "response"
 
     def top_k(self, k: int = 5) -> TopK:
-        """Tokens with the largest |value| (labelled ``pos:token``)."""
+        """Tokens with the largest |value| (labelled `pos:token`)."""
         return top_entries(self.labels(), self.values.tolist(), k, self.mode)
 
     def plot(self, ax: Axes | None = None) -> Figure:
@@ -104,6 +107,14 @@ class TokenAttribution(Result):
         return fig
 
     def to_html(self, max_rows: int = 0) -> str:
+        """The view as an HTML table.
+
+        Args:
+            max_rows: Show at most this many rows (0: all).
+
+        Returns:
+            The HTML.
+        """
         what = (
             "direct contribution of each token (heads split by source token; the reward "
             "token also holds its embedding, MLPs and biases)"
@@ -128,14 +139,16 @@ def token_attribution(
     objective: Objective = None,
     top: int = 3,
 ) -> TokenAttribution:
-    """Per-token view of one ``example`` (an :class:`EncodedConversation`, ids ``[pos]`` or
-    ``[1, pos]``, or a ``(prompt, response)`` pair encoded with ``model.encode``). A row of a
-    left-padded batch is shown without its leading padding.
+    """Per-token view of one `example`.
 
-    ``mode``: ``"attribution"``, the exact per-token decomposition, or ``"position"``, the
-    change of the reward read at each position. ``top`` components are listed per token on
-    hover. ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``objective``: a
-    head column of a multi-objective model."""
+    `example` is an `EncodedConversation`, ids `[pos]` or `[1, pos]`, or a `(prompt, response)` pair
+    encoded with `model.encode`. A row of a left-padded batch is shown without its leading padding.
+
+    `mode`: `"attribution"`, the exact per-token decomposition, or `"position"`, the
+    change of the reward read at each position. `top` components are listed per token on
+    hover. `model`: the `HookedRewardModel`; `objective`: a
+    head column of a multi-objective model.
+    """
     ids, start = _as_ids(model, example)
     if mode == "position":
         return _position_view(model, ids, start)

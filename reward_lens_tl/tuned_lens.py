@@ -1,24 +1,25 @@
 """A tuned reward lens: per-layer affine translators fitted to predict the final reward.
 
-In the spirit of tuned-lens (Belrose et al., 2023), each site ``l`` gets a translator
-``T_l(x) = x + A_l x + b_l`` applied to the normalised residual before the reward head. Because
-the head is linear with one output per objective, only ``A_lᵀ w`` and ``b_l · w`` affect the
-prediction, so the translator is exactly a vector ``δ_l`` and an offset ``c_l``:
+In the spirit of tuned-lens (Belrose et al., 2023), each site `l` gets a translator
+`T_l(x) = x + A_l x + b_l` applied to the normalised residual before the reward head. Because
+the head is linear with one output per objective, only `A_lᵀ w` and `b_l · w` affect the
+prediction, so the translator is exactly a vector `δ_l` and an offset `c_l`:
 
-``tuned_l(x) = lens_l(x) + norm(x) · δ_l + c_l``
+`tuned_l(x) = lens_l(x) + norm(x) · δ_l + c_l`
 
-where ``lens_l`` is the plain reward lens (recomputed final norm). ``δ_l, c_l`` are fitted in
-closed form by ridge regression of the final reward's residual ``r − lens_l`` on ``norm(x)``
+where `lens_l` is the plain reward lens (recomputed final norm). `δ_l, c_l` are fitted in
+closed form by ridge regression of the final reward's residual `r − lens_l` on `norm(x)`
 (deterministic, no learning rate), on a training split of the examples; the report gives the
 held-out error per site and how early the reward becomes linearly readable.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> batches = [random_batch(16, seq_len=10, seed=s) for s in range(4)]
->>> tuned = TunedRewardLens.fit(model, batches)
->>> tuned.report.labels[-1], tuned.report.heldout_mse[-1] < 1e-8
-('final', True)
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> batches = [random_batch(16, seq_len=10, seed=s) for s in range(4)]
+    >>> tuned = TunedRewardLens.fit(model, batches)
+    >>> tuned.report.labels[-1], tuned.report.heldout_mse[-1] < 1e-8
+    ('final', True)
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TunedLensReport(Result):
+    """Held-out fit of a tuned reward lens, per site."""
+
     label_column, value_column = "site", "heldout_r2"
 
     labels: tuple[str, ...]
@@ -59,13 +62,14 @@ class TunedLensReport(Result):
     n_heldout: int
 
     def readable_site(self, r2: float = 0.9) -> str | None:
-        """First site whose held-out R² reaches ``r2`` (where the reward is linearly readable)."""
+        """First site whose held-out R² reaches `r2` (where the reward is linearly readable)."""
         for label, value in zip(self.labels, self.heldout_r2, strict=True):
             if value >= r2:
                 return label
         return None
 
     def to_dataframe(self):
+        """One row per site: held-out MSE and R², and the plain lens's MSE."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -78,6 +82,14 @@ class TunedLensReport(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """Held-out MSE per site, tuned against plain lens.
+
+        Args:
+            ax: Axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         x = range(len(self.labels))
         ax.plot(x, self.heldout_mse, marker="o", label="tuned lens")
@@ -99,7 +111,7 @@ class _Features:
 
 
 def _batches(model, data: list, batch_size: int) -> Iterable[tuple[Tensor, Tensor | None]]:
-    """Accept ``(ids, mask)`` batches, or pairs (prompt/chosen/rejected or encoded tuples)."""
+    """Accept `(ids, mask)` batches, or pairs (prompt/chosen/rejected or encoded tuples)."""
     if data and isinstance(data[0], tuple) and isinstance(data[0][0], Tensor):
         yield from data
         return
@@ -111,8 +123,11 @@ def _batches(model, data: list, batch_size: int) -> Iterable[tuple[Tensor, Tenso
 def collect_features(
     model, data, *, objective: Objective = None, resolution="layer", batch_size: int = 16
 ) -> tuple[_Features, tuple[str, ...]]:
-    """Normalised residual at the reward position for every site, with the plain lens value
-    and the final reward, over all examples (chosen and rejected responses both count)."""
+    """Normalised residual at the reward position for every site, over all examples.
+
+    It comes with the plain lens value and the final reward; chosen and rejected responses both
+    count.
+    """
     sites = lens_sites(model, resolution)
     normed, lens, target = [], [], []
     for ids, mask in _batches(model, list(data), batch_size):
@@ -132,8 +147,10 @@ ALPHAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 
 
 def _ridge_path(x: Tensor, y: Tensor, alphas: Sequence[float]) -> list[tuple[Tensor, Tensor]]:
-    """Ridge solutions ``(delta, offset)`` for every ``alpha`` (relative to the mean feature
-    variance), intercept unpenalised; one eigendecomposition serves all alphas."""
+    """Ridge solutions `(delta, offset)` for every `alpha`, intercept unpenalised.
+
+    `alpha` is relative to the mean feature variance; one eigendecomposition serves all alphas.
+    """
     x64, y64 = x.double(), y.double()
     xm, ym = x64.mean(0), y64.mean()
     xc = x64 - xm
@@ -162,7 +179,7 @@ def _choose_alpha(x: Tensor, y: Tensor, alphas: Sequence[float], folds: int = 5)
 
 
 class TunedRewardLens:
-    """Per-site translators ``(δ_l, c_l)``; call it like :func:`reward_lens.reward_lens`."""
+    """Per-site translators `(δ_l, c_l)`; call it like `reward_lens.reward_lens`."""
 
     def __init__(
         self,
@@ -174,6 +191,16 @@ class TunedRewardLens:
         resolution="layer",
         report: TunedLensReport | None = None,
     ):
+        """Build the lens from its translators.
+
+        Args:
+            deltas: Per-site direction translators `δ_l`.
+            offsets: Per-site offsets `c_l`.
+            labels: Site labels.
+            objective: The objective the lens reads.
+            resolution: Resolution of the sites.
+            report: The fit's held-out report.
+        """
         self.deltas: Float[Tensor, "site d_model"] = deltas
         self.offsets: Float[Tensor, " site"] = offsets
         self.labels = tuple(labels)
@@ -194,14 +221,15 @@ class TunedRewardLens:
         seed: int = 0,
         batch_size: int = 16,
     ) -> TunedRewardLens:
-        """Fit on ``data`` (pairs, or ``(ids, mask)`` batches) read by ``model``.
+        """Fit on `data` (pairs, or `(ids, mask)` batches) read by `model`.
 
-        ``objective``: a head column of a multi-objective model; ``resolution``: the lens
-        sites, ``"layer"`` (each block's input and the final residual) or ``"sublayer"``
-        (also between each block's attention and MLP); ``alpha``: the ridge
-        penalty (``"auto"``: chosen on the training part); ``heldout_fraction`` of the
-        examples, drawn with ``seed``, is held out for the report; ``batch_size``: sequences
-        per forward pass."""
+        `objective`: a head column of a multi-objective model; `resolution`: the lens
+        sites, `"layer"` (each block's input and the final residual) or `"sublayer"`
+        (also between each block's attention and MLP); `alpha`: the ridge
+        penalty (`"auto"`: chosen on the training part); `heldout_fraction` of the
+        examples, drawn with `seed`, is held out for the report; `batch_size`: sequences
+        per forward pass.
+        """
         feats, labels = collect_features(
             model, data, objective=objective, resolution=resolution, batch_size=batch_size
         )
@@ -242,8 +270,10 @@ class TunedRewardLens:
         input_ids: Int[Tensor, "batch pos"],
         attention_mask: Int[Tensor, "batch pos"] | None = None,
     ) -> RewardLensResult:
-        """The tuned lens of ``input_ids`` (``attention_mask`` as for the model) read by
-        ``model``, the model it was fitted on."""
+        """The tuned lens of `input_ids` read by `model`, the model it was fitted on.
+
+        `attention_mask` is as for the model.
+        """
         feats, labels = collect_features(
             model,
             [(input_ids, attention_mask)],
@@ -258,7 +288,7 @@ class TunedRewardLens:
         return RewardLensResult(values=values, labels=labels, rewards=feats.target, norm="tuned")
 
     def save(self, path: str | Path) -> None:
-        """``translators.safetensors`` + ``tuned_lens.json`` in directory ``path``."""
+        """`translators.safetensors` + `tuned_lens.json` in directory `path`."""
         from safetensors.torch import save_file
 
         path = Path(path)
@@ -277,6 +307,14 @@ class TunedRewardLens:
 
     @classmethod
     def load(cls, path: str | Path) -> TunedRewardLens:
+        """A lens saved with `save`.
+
+        Args:
+            path: The folder it was saved in.
+
+        Returns:
+            The lens.
+        """
         from safetensors.torch import load_file
 
         path = Path(path)

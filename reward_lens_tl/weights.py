@@ -1,19 +1,20 @@
 """A checkpoint's safetensors weights as an index read one tensor at a time.
 
-:class:`CheckpointWeights` reads the tensor table of every ``*.safetensors`` file (the headers
-only, each checked against its file's size by :func:`~reward_lens_tl.checkpoint.safetensors_header`)
-and, for a sharded checkpoint, its ``*.safetensors.index.json``: a shard the index names that is
+`CheckpointWeights` reads the tensor table of every `*.safetensors` file (the headers
+only, each checked against its file's size by `safetensors_header`)
+and, for a sharded checkpoint, its `*.safetensors.index.json`: a shard the index names that is
 missing, a tensor the index places in a shard that does not hold it, or a tensor held by two
-files is a :class:`~reward_lens_tl.errors.CheckpointError` naming the file and tensor. Tensors are
-then read one group at a time (:meth:`CheckpointWeights.read`): each file is memory-mapped only
+files is a `CheckpointError` naming the file and tensor. Tensors are
+then read one group at a time (`CheckpointWeights.read`): each file is memory-mapped only
 while its tensors are copied out and closed afterwards, so the mapped pages never add up to the
 whole checkpoint, and every floating tensor read is checked to be finite.
 
->>> from reward_lens_tl.zoo import zoo_path
->>> weights = CheckpointWeights(zoo_path("scalar"))
->>> name = "score.weight"
->>> weights.shape(name), weights.read([name])[name].dtype
-((1, 64), torch.float32)
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> weights = CheckpointWeights(zoo_path("scalar"))
+    >>> name = "score.weight"
+    >>> weights.shape(name), weights.read([name])[name].dtype
+    ((1, 64), torch.float32)
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class CheckpointWeights:
     """The tensors of a checkpoint directory: name → file, shape and dtype, read on demand."""
 
     def __init__(self, path: str | Path):
+        """Read the headers of the checkpoint directory `path`.
+
+        Args:
+            path: The checkpoint directory.
+        """
         self.path = Path(path)
         self._where: dict[str, Path] = {}
         self._header: dict[str, dict] = {}
@@ -78,22 +84,34 @@ class CheckpointWeights:
                     )
 
     def names(self) -> list[str]:
+        """Names of every tensor."""
         return list(self._where)
 
     def __contains__(self, name: object) -> bool:
+        """Whether the checkpoint has the tensor `name`."""
         return name in self._where
 
     def shape(self, name: str) -> tuple[int, ...]:
+        """Shape of the tensor `name`.
+
+        Args:
+            name: The tensor's name.
+
+        Returns:
+            Its shape.
+        """
         return tuple(int(n) for n in self._header[name]["shape"])
 
     def dtype(self, name: str) -> torch.dtype | None:
-        """The stored dtype (``None`` for a dtype torch does not have)."""
+        """The stored dtype (`None` for a dtype torch does not have)."""
         return _DTYPES.get(self._header[name]["dtype"])
 
     def read(self, names: Iterable[str], dtype: torch.dtype | None = None) -> dict[str, Tensor]:
-        """The tensors ``names`` (floating ones cast to ``dtype`` when given), each file
-        memory-mapped only while its tensors are copied out; a NaN or infinite value raises
-        :class:`~reward_lens_tl.errors.NonFiniteWeightsError` naming the tensor."""
+        """The tensors `names`, each file memory-mapped only while its tensors are copied out.
+
+        Floating tensors are cast to `dtype` when given; a NaN or infinite value raises
+        `NonFiniteWeightsError` naming the tensor.
+        """
         by_file: dict[Path, list[str]] = {}
         for name in names:
             by_file.setdefault(self._where[name], []).append(name)
@@ -112,12 +130,16 @@ class CheckpointWeights:
     def read_rows(
         self, name: str, start: int, stop: int, dtype: torch.dtype | None = None
     ) -> Tensor:
-        """Rows ``start:stop`` of the tensor ``name`` (only those bytes are read), checked
-        finite and cast to ``dtype`` when given.
+        """Rows `start:stop` of the tensor `name` (only those bytes are read).
 
-        >>> from reward_lens_tl.zoo import zoo_path
-        >>> CheckpointWeights(zoo_path("scalar")).read_rows("model.embed_tokens.weight", 3, 5).shape
-        torch.Size([2, 64])
+        They are checked finite and cast to `dtype` when given.
+
+        Examples:
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> CheckpointWeights(zoo_path("scalar")).read_rows(
+            ...     "model.embed_tokens.weight", 3, 5
+            ... ).shape
+            torch.Size([2, 64])
         """
         with safe_open(str(self._where[name]), framework="pt", device="cpu") as handle:
             tensor = handle.get_slice(name)[start:stop]
@@ -129,9 +151,11 @@ class CheckpointWeights:
 
 
 def weight_files(path: Path) -> list[Path]:
-    """The safetensors files transformers would read in ``path``: the shards its
-    ``model.safetensors.index.json`` names (each must exist), else ``model.safetensors``.
-    Pickle-only folders are refused; so is a folder whose safetensors have other names."""
+    """The safetensors files transformers would read in `path`.
+
+    The shards its `model.safetensors.index.json` names (each must exist), else `model.safetensors`.
+    Pickle-only folders are refused; so is a folder whose safetensors have other names.
+    """
     if not any(path.glob("*.safetensors")):
         check_weight_files(path)  # the pickle-only refusal
     index = path / INDEX_FILE
@@ -154,7 +178,7 @@ def weight_files(path: Path) -> list[Path]:
 
 
 def read_weight_map(index: Path) -> dict[str, str]:
-    """The ``weight_map`` of a safetensors index (tensor name → shard file name), checked."""
+    """The `weight_map` of a safetensors index (tensor name → shard file name), checked."""
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
@@ -171,10 +195,12 @@ def read_weight_map(index: Path) -> dict[str, str]:
 
 
 def check_finite(name: str, tensor: Tensor) -> None:
-    """Raise :class:`~reward_lens_tl.errors.NonFiniteWeightsError` if ``tensor`` holds a NaN
-    or an infinity. (A NaN or infinity makes the sum non-finite, so one fast reduction clears
-    almost every tensor; only a non-finite sum, which finite values can also give by
-    overflowing, is checked value by value.)"""
+    """Raise `NonFiniteWeightsError` if `tensor` holds a NaN or an infinity.
+
+    (A NaN or infinity makes the sum non-finite, so one fast reduction clears almost every tensor;
+    only a non-finite sum, which finite values can also give by overflowing, is checked value by
+    value.)
+    """
     if bool(torch.isfinite(tensor.sum())):
         return
     if not bool(torch.isfinite(tensor).all()):

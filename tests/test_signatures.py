@@ -71,7 +71,13 @@ def test_explicit_documented_signature(name):
     variadic = [n for n, p in params.items() if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     assert variadic == [], f"{name} takes {variadic}"
     doc = inspect.getdoc(fn) or ""
-    undocumented = [n for n in params if not re.search(rf"``{re.escape(n)}(=[^`]*)?``", doc)]
+    # documented: an entry of the Google-style ``Args:`` section, or the name as a code span
+    undocumented = [
+        n
+        for n in params
+        if not re.search(rf"^\s+{re.escape(n)}( \([^)]*\))?:", doc, flags=re.M)
+        and not re.search(rf"`{{1,2}}{re.escape(n)}(=[^`]*)?`{{1,2}}", doc)
+    ]
     assert undocumented == [], f"{name} does not document {undocumented}"
     if "model" in params:
         assert params["model"].annotation == "HookedRewardModel", name

@@ -1,10 +1,11 @@
 """The adapter registry: one small adapter per family of HF reward models.
 
->>> from reward_lens_tl.adapters import adapter_for
->>> from transformers import LlamaConfig
->>> cfg = LlamaConfig(architectures=["LlamaForSequenceClassification"])
->>> type(adapter_for(cfg)).__name__
-'LlamaAdapter'
+Examples:
+    >>> from reward_lens_tl.adapters import adapter_for
+    >>> from transformers import LlamaConfig
+    >>> cfg = LlamaConfig(architectures=["LlamaForSequenceClassification"])
+    >>> type(adapter_for(cfg)).__name__
+    'LlamaAdapter'
 """
 
 from __future__ import annotations
@@ -30,16 +31,32 @@ _REGISTRY: list[RewardModelAdapter] = [
 
 
 def register_adapter(adapter: RewardModelAdapter, *, first: bool = True) -> None:
-    """Add an adapter; by default it is tried before the built-in ones."""
+    """Add an adapter; by default it is tried before the built-in ones.
+
+    Args:
+        adapter: the adapter to register.
+        first: try it before the adapters already registered (else after them).
+    """
     _REGISTRY.insert(0 if first else len(_REGISTRY), adapter)
 
 
 def supported_architectures() -> list[str]:
+    """The HF architectures of every registered adapter, in the order they are tried."""
     return [arch for adapter in _REGISTRY for arch in adapter.architectures]
 
 
 def adapter_for(hf_config: Any) -> RewardModelAdapter:
-    """The first registered adapter that accepts ``hf_config``, or a typed error listing all."""
+    """The first registered adapter that accepts `hf_config`, or a typed error listing all.
+
+    Args:
+        hf_config: the HF model config.
+
+    Returns:
+        The adapter.
+
+    Raises:
+        UnsupportedArchitectureError: if no adapter accepts the config.
+    """
     for adapter in _REGISTRY:
         if adapter.matches(hf_config):
             return adapter

@@ -1,7 +1,7 @@
-"""Adapter for ArmoRM-style multi-objective heads (``LlamaForRewardModelWithGating``).
+"""Adapter for ArmoRM-style multi-objective heads (`LlamaForRewardModelWithGating`).
 
 The checkpoint's remote code is never run: weights load into the local re-implementation in
-:mod:`reward_lens_tl.armorm_module`, which has the same state-dict names.
+`reward_lens_tl.armorm_module`, which has the same state-dict names.
 """
 
 from __future__ import annotations
@@ -23,26 +23,31 @@ from .decoders import LlamaAdapter
 
 
 class ArmoRMAdapter(LlamaAdapter):
+    """ArmoRM-style checkpoints: a Llama backbone with a gated multi-objective head."""
+
     architectures = (ARMORM_ARCHITECTURE,)
     scalar_head = False
     model_kind = "armorm"
 
     def model_class(self, hf_config: Any) -> type[nn.Module]:
+        """The local re-implementation `LlamaForRewardModelWithGating`."""
         return LlamaForRewardModelWithGating
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
+        """The multi-objective `regression_layer`."""
         return linear_head(hf_model, "regression_layer")
 
     def reward_head(self, hf_model, options: ConversionOptions) -> RewardHead:
+        """The regression head, with the config's objective names unless others are given."""
         names = options.objective_names or getattr(hf_model.config, "objective_names", None)
         return super().reward_head(hf_model, ConversionOptions(objective_names=names))
 
     def extra_modules(self, hf_model, cfg, fold_ln: bool) -> dict[str, Any]:
         """The gate, the transform matrix and the gating token pattern.
 
-        The gate reads the *normalised* final hidden state. When ``fold_ln`` folds the final
-        RMSNorm weight ``g`` into the head, the gate's first layer absorbs it too
-        (``W ← W · diag(g)``), so the gate sees exactly what it saw in HF.
+        The gate reads the *normalised* final hidden state. When `fold_ln` folds the final
+        RMSNorm weight `g` into the head, the gate's first layer absorbs it too
+        (`W ← W · diag(g)`), so the gate sees exactly what it saw in HF.
         """
         gating = copy.deepcopy(hf_model.gating).float().eval()
         if fold_ln:
@@ -60,10 +65,12 @@ class ArmoRMAdapter(LlamaAdapter):
         }
 
     def pool_index(self, input_ids, pad_token_id):
+        """The token before the first pad (ArmoRM's own pooling rule)."""
         if pad_token_id is None:
             return super().pool_index(input_ids, None)
         return first_pad_minus_one(input_ids, pad_token_id)
 
     @torch.no_grad()
     def reference_rewards(self, hf_model, input_ids, attention_mask=None):
+        """The HF model's own gated `score`."""
         return hf_model(input_ids=input_ids, attention_mask=attention_mask).score

@@ -1,13 +1,14 @@
-"""The adapter protocol: how one family of HF reward models becomes a ``HookedRewardModel``.
+"""The adapter protocol: how one family of HF reward models becomes a `HookedRewardModel`.
 
-An adapter is a small stateless object. :class:`RewardModelAdapter` supplies defaults shared by
+An adapter is a small stateless object. `RewardModelAdapter` supplies defaults shared by
 every family (safetensors loading, HF's pooling rule, the scalar reward head, the HF-side
-reference score); a family overrides only what differs, usually ``matches``, ``tl_config`` and
-``backbone_state_dict``.
+reference score); a family overrides only what differs, usually `matches`, `tl_config` and
+`backbone_state_dict`.
 
->>> from reward_lens_tl.adapters import supported_architectures
->>> "LlamaForSequenceClassification" in supported_architectures()
-True
+Examples:
+    >>> from reward_lens_tl.adapters import supported_architectures
+    >>> "LlamaForSequenceClassification" in supported_architectures()
+    True
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..errors import MissingPadTokenError, RewardHeadError
 
 @dataclass(frozen=True)
 class RewardHead:
-    """The reward head as TL wants it: ``W [d_model, n_objectives]``, ``b [n_objectives]``."""
+    """The reward head as TL wants it: `W [d_model, n_objectives]`, `b [n_objectives]`."""
 
     W: Float[Tensor, "d_model n_objectives"]
     b: Float[Tensor, " n_objectives"]
@@ -35,6 +36,7 @@ class RewardHead:
 
     @property
     def n_objectives(self) -> int:
+        """The number of head outputs."""
         return self.W.shape[1]
 
 
@@ -50,20 +52,21 @@ class ConversionOptions:
 
     @property
     def tl_device(self) -> str | None:
-        """``device`` as TransformerLens's config takes it (a string, or ``None``)."""
+        """`device` as TransformerLens's config takes it (a string, or `None`)."""
         return None if self.device is None else str(self.device)
 
 
 def hf_last_non_pad(
     input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
 ) -> Int[Tensor, " batch"]:
-    """HF sequence-classification pooling: the rightmost token that is not ``pad_token_id``.
+    """HF sequence-classification pooling: the rightmost token that is not `pad_token_id`.
 
-    With ``pad == eos`` a trailing EOS is therefore skipped, exactly as in HF. Without a pad id,
+    With `pad == eos` a trailing EOS is therefore skipped, exactly as in HF. Without a pad id,
     HF only accepts a batch of one and reads the last token; so do we.
 
-    >>> hf_last_non_pad(torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]), 0).tolist()
-    [2, 4]
+    Examples:
+        >>> hf_last_non_pad(torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]), 0).tolist()
+        [2, 4]
     """
     batch, pos = input_ids.shape
     if pad_token_id is None:
@@ -82,10 +85,10 @@ def hf_last_non_pad(
 class RewardModelAdapter:
     """Base adapter: override what your family does differently.
 
-    The ten methods of the protocol are ``matches``, ``tl_config``, ``load_hf``,
-    ``backbone_state_dict``, ``reward_head``, ``pool_index``, ``extra_modules``,
-    ``fold_options``, ``reference_rewards`` and ``describe``. (Prompt formatting lives in
-    :mod:`reward_lens_tl.inputs` and uses the tokenizer's own chat template.)
+    The ten methods of the protocol are `matches`, `tl_config`, `load_hf`,
+    `backbone_state_dict`, `reward_head`, `pool_index`, `extra_modules`,
+    `fold_options`, `reference_rewards` and `describe`. (Prompt formatting lives in
+    `reward_lens_tl.inputs` and uses the tokenizer's own chat template.)
     """
 
     #: HF ``architectures[0]`` names this adapter accepts (used by ``matches`` and error text).
@@ -99,21 +102,27 @@ class RewardModelAdapter:
 
     # -- identification -------------------------------------------------------------------
     def matches(self, hf_config: Any) -> bool:
+        """Whether the config's first architecture is one of `architectures`."""
         archs = getattr(hf_config, "architectures", None) or []
         return bool(archs) and archs[0] in self.architectures
 
     def describe(self) -> str:
+        """The adapter's name and the architectures it accepts."""
         return f"{type(self).__name__}: {', '.join(self.architectures)}"
 
     # -- loading --------------------------------------------------------------------------
     def model_class(self, hf_config: Any) -> type[nn.Module]:
+        """The transformers class named by the config's first architecture."""
         import transformers
 
         return getattr(transformers, hf_config.architectures[0])
 
     def load_hf(self, path: Path, hf_config: Any) -> nn.Module:
-        """Load the HF model from a local directory: safetensors only, never remote code, and
-        missing or unexpected tensors refused (see :mod:`reward_lens_tl.checkpoint`)."""
+        """Load the HF model from a local directory.
+
+        Safetensors only, never remote code, and missing or unexpected tensors refused (see
+        `reward_lens_tl.checkpoint`).
+        """
         from ..checkpoint import load_weights
 
         return load_weights(self.model_class(hf_config), path, hf_config)
@@ -122,18 +131,26 @@ class RewardModelAdapter:
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:  # pragma: no cover - abstract
+        """The TransformerLens config of the backbone with an `n_objectives`-output head."""
         raise NotImplementedError
 
     def backbone_state_dict(
         self, hf_model: nn.Module, cfg: HookedTransformerConfig
     ) -> dict[str, Tensor]:  # pragma: no cover - abstract
+        """The backbone's weights as a TransformerLens state dict."""
         raise NotImplementedError
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
+        """The HF model's linear reward head (`score`)."""
         return linear_head(hf_model, "score")
 
     def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
-        """``score.weight.T`` and its bias (zeros when absent), with objective names."""
+        """`score.weight.T` and its bias (zeros when absent), with objective names.
+
+        Raises:
+            RewardHeadError: if a scalar head has several outputs and no objective names, or
+                the number of names does not match the outputs.
+        """
         head = self.head_module(hf_model)
         n_out = head.weight.shape[0]
         names = tuple(options.objective_names) if options.objective_names else None
@@ -159,28 +176,37 @@ class RewardModelAdapter:
         return {}
 
     def fold_options(self, requested: dict[str, bool]) -> dict[str, bool]:
-        """The folding flags to use. ``center_unembed`` is always off: with one output column it
-        would zero the head, and for several objectives it would change each one."""
+        """The folding flags to use.
+
+        `center_unembed` is always off: with one output column it would zero the head, and for
+        several objectives it would change each one.
+        """
         return {**requested, "center_unembed": False}
 
     # -- reading rewards ------------------------------------------------------------------
     def pool_index(
         self, input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
     ) -> Int[Tensor, " batch"]:
+        """The reward-reading position of each row (HF's pooling rule, `hf_last_non_pad`)."""
         return hf_last_non_pad(input_ids, pad_token_id)
 
     @torch.no_grad()
     def reference_rewards(
         self, hf_model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None
     ) -> Tensor:
-        """The HF model's own pooled output (``[batch]`` scalar or ``[batch, n]``)."""
+        """The HF model's own pooled output (`[batch]` scalar or `[batch, n]`)."""
         logits = hf_model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits[:, 0] if logits.shape[-1] == 1 else logits
 
 
 def linear_head(hf_model: nn.Module, name: str) -> nn.Linear:
-    """The HF model's linear head ``name`` (``score`` for sequence classifiers): a module with
-    a 2-D ``weight`` (and a ``bias`` or ``None``), as ``nn.Linear`` has."""
+    """The HF model's linear head `name` (`score` for sequence classifiers).
+
+    It is a module with a 2-D `weight` (and a `bias` or `None`), as `nn.Linear` has.
+
+    Raises:
+        RewardHeadError: if the module has no 2-D weight.
+    """
     head = getattr(hf_model, name)
     weight = getattr(head, "weight", None)
     if not isinstance(weight, Tensor) or weight.ndim != 2:
@@ -192,6 +218,7 @@ def linear_head(hf_model: nn.Module, name: str) -> nn.Linear:
 
 
 def pad_token_id_of(hf_config: Any) -> int | None:
+    """The config's pad token id (the first one when it lists several), or `None`."""
     pad = getattr(hf_config, "pad_token_id", None)
     if isinstance(pad, (list, tuple)):
         pad = pad[0] if pad else None

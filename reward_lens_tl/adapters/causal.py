@@ -1,13 +1,14 @@
 """Causal LMs and token classifiers seen as the reward models whose adapters convert them.
 
 Implicit rewards, generative judges and PRMs are converted by the reward-model adapter of their
-family: the config is viewed under the matching ``*ForSequenceClassification`` architecture
-(:func:`reward_view`) and the HF model through :class:`BackboneView` (its backbone and a linear
-head named ``score``).
+family: the config is viewed under the matching `*ForSequenceClassification` architecture
+(`reward_view`) and the HF model through `BackboneView` (its backbone and a linear
+head named `score`).
 
->>> from transformers import LlamaConfig
->>> reward_view(LlamaConfig(architectures=["LlamaForCausalLM"])).architectures
-['LlamaForSequenceClassification']
+Examples:
+    >>> from transformers import LlamaConfig
+    >>> reward_view(LlamaConfig(architectures=["LlamaForCausalLM"])).architectures
+    ['LlamaForSequenceClassification']
 """
 
 from __future__ import annotations
@@ -40,8 +41,19 @@ TO_REWARD_ARCH: dict[str, str] = {
 
 
 def reward_view(hf_config: Any, table: dict[str, str] = TO_REWARD_ARCH, hint: str = "") -> Any:
-    """A copy of ``hf_config`` naming the reward-model architecture that converts its
-    backbone (``table``); unsupported architectures are refused by name (``hint`` appended)."""
+    """A copy of `hf_config` naming the reward-model architecture that converts its backbone.
+
+    Args:
+        hf_config: the HF model config.
+        table: the architecture → reward-model architecture mapping.
+        hint: text appended to the error.
+
+    Returns:
+        The renamed copy.
+
+    Raises:
+        UnsupportedArchitectureError: if the architecture is not in `table`.
+    """
     arch = (getattr(hf_config, "architectures", None) or [None])[0]
     if arch not in table:
         raise UnsupportedArchitectureError(
@@ -54,12 +66,15 @@ def reward_view(hf_config: Any, table: dict[str, str] = TO_REWARD_ARCH, hint: st
 
 
 class BackboneView(nn.Module):
-    """An HF model seen as the reward model whose adapter converts its backbone: the backbone
-    (``model`` or ``transformer``, whichever it has), a linear ``score`` head and the
-    reward-model ``config`` (the attributes the adapters read). Causal LMs (implicit rewards,
-    judges, PRMs) are converted through it."""
+    """An HF model seen as the reward model whose adapter converts its backbone.
+
+    It has the backbone (`model` or `transformer`, whichever it has), a linear `score` head and the
+    reward-model `config` (the attributes the adapters read). Causal LMs (implicit rewards,
+    judges, PRMs) are converted through it.
+    """
 
     def __init__(self, hf_model: nn.Module, head: nn.Module, config: Any) -> None:
+        """Wrap `hf_model`'s backbone with `head` as `score` and `config` as the config."""
         super().__init__()
         self.model = getattr(hf_model, "model", None)
         self.transformer = getattr(hf_model, "transformer", None)

@@ -1,8 +1,8 @@
 """Adapters for rotary decoder families: Llama, Mistral, Qwen2 and Gemma-2.
 
-The TL config is built here from the HF config (TL's own ``convert_hf_model_config`` only knows
-official hub names and ``*ForCausalLM``); the weights go through TL's converters with a small
-stand-in object whose ``lm_head`` is the reward head, which is then overwritten.
+The TL config is built here from the HF config (TL's own `convert_hf_model_config` only knows
+official hub names and `*ForCausalLM`); the weights go through TL's converters with a small
+stand-in object whose `lm_head` is the reward head, which is then overwritten.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ DEFAULT_MAX_CTX = 8192
 
 
 def context_length(hf_config: Any, options: ConversionOptions) -> int:
+    """The context length: `options.n_ctx`, else the model's, capped at `DEFAULT_MAX_CTX`."""
     max_pos = getattr(hf_config, "max_position_embeddings", 0) or getattr(
         hf_config, "n_positions", DEFAULT_MAX_CTX
     )
@@ -39,7 +40,11 @@ def context_length(hf_config: Any, options: ConversionOptions) -> int:
 
 
 def rope_settings(hf_config: Any) -> dict[str, Any]:
-    """Rotary base and scaling; Llama-3.1 ``rope_type: llama3`` maps to TL's NTK-by-parts."""
+    """Rotary base and scaling; Llama-3.1 `rope_type: llama3` maps to TL's NTK-by-parts.
+
+    Raises:
+        UnsupportedArchitectureError: if the rope type is neither `default` nor `llama3`.
+    """
     params = dict(getattr(hf_config, "rope_parameters", None) or {})
     legacy = getattr(hf_config, "rope_scaling", None)
     if isinstance(legacy, dict):
@@ -64,7 +69,11 @@ def rope_settings(hf_config: Any) -> dict[str, Any]:
 
 
 def attention_layout(hf_config: Any, n_layers: int) -> dict[str, Any]:
-    """Sliding-window layers (``layer_types`` or a global ``sliding_window``) → TL local attn."""
+    """Sliding-window layers (`layer_types` or a global `sliding_window`) → TL local attn.
+
+    Raises:
+        UnsupportedArchitectureError: if there are sliding-window layers but no window size.
+    """
     window = getattr(hf_config, "sliding_window", None)
     layer_types = getattr(hf_config, "layer_types", None)
     if layer_types is not None:
@@ -85,6 +94,7 @@ def attention_layout(hf_config: Any, n_layers: int) -> dict[str, Any]:
 def rotary_decoder_config(
     hf_config: Any, options: ConversionOptions, n_objectives: int, **overrides: Any
 ) -> HookedTransformerConfig:
+    """The TransformerLens config of a Llama-like rotary decoder (`overrides` applied last)."""
     n_heads = hf_config.num_attention_heads
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     n_kv = getattr(hf_config, "num_key_value_heads", None) or n_heads
@@ -121,16 +131,18 @@ def rotary_decoder_config(
 
 
 def causal_stand_in(hf_model: nn.Module, head: nn.Module) -> types.SimpleNamespace:
-    """What TL's converters read: ``.model`` (the backbone), ``.lm_head`` and ``.config``."""
+    """What TL's converters read: `.model` (the backbone), `.lm_head` and `.config`."""
     return types.SimpleNamespace(model=hf_model.model, lm_head=head, config=hf_model.config)
 
 
 def add_attention_biases(
     sd: dict[str, Tensor], hf_model: Any, cfg: HookedTransformerConfig
 ) -> None:
-    """Llama's optional ``attention_bias``: TL's Llama converter writes zeros; use the real ones.
-    ``hf_model``: the transformers ``*ForSequenceClassification`` model (its submodules are
-    read by attribute, which ``nn.Module`` does not type)."""
+    """Llama's optional `attention_bias`: TL's Llama converter writes zeros; use the real ones.
+
+    `hf_model`: the transformers `*ForSequenceClassification` model (its submodules are
+    read by attribute, which `nn.Module` does not type).
+    """
     gqa = "_" if cfg.n_key_value_heads is not None else ""
     n_kv = cfg.n_key_value_heads or cfg.n_heads
     for i, layer in enumerate(hf_model.model.layers):
@@ -146,10 +158,17 @@ _Converter = Callable[[Any, HookedTransformerConfig], dict[str, Tensor]]
 
 
 class LlamaAdapter(RewardModelAdapter):
+    """Llama reward models (`LlamaForSequenceClassification`)."""
+
     architectures = ("LlamaForSequenceClassification",)
     converter: _Converter = staticmethod(convert_llama_weights)
 
     def check_supported(self, hf_config: Any) -> None:
+        """Refuse configs TransformerLens cannot represent.
+
+        Raises:
+            UnsupportedArchitectureError: if the MLP has biases (`mlp_bias=True`).
+        """
         if getattr(hf_config, "mlp_bias", False):
             raise UnsupportedArchitectureError(
                 "mlp_bias=True is not supported: TransformerLens's gated MLP has no gate bias"
@@ -158,10 +177,12 @@ class LlamaAdapter(RewardModelAdapter):
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:
+        """The rotary decoder's TransformerLens config."""
         self.check_supported(hf_config)
         return rotary_decoder_config(hf_config, options, n_objectives)
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The backbone's weights through TL's converter, with the attention biases if any."""
         sd = self.converter(causal_stand_in(hf_model, self.head_module(hf_model)), cfg)
         if getattr(hf_model.config, "attention_bias", False):
             add_attention_biases(sd, hf_model, cfg)
@@ -169,15 +190,20 @@ class LlamaAdapter(RewardModelAdapter):
 
 
 class MistralAdapter(LlamaAdapter):
+    """Mistral reward models (`MistralForSequenceClassification`)."""
+
     architectures = ("MistralForSequenceClassification",)
     converter = staticmethod(convert_mistral_weights)
 
 
 class Qwen2Adapter(LlamaAdapter):
+    """Qwen2 reward models (`Qwen2ForSequenceClassification`)."""
+
     architectures = ("Qwen2ForSequenceClassification",)
     converter = staticmethod(convert_qwen2_weights)
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The backbone's weights through TL's Qwen2 converter."""
         # Qwen2's converter reads its q/k/v biases itself.
         return self.converter(causal_stand_in(hf_model, self.head_module(hf_model)), cfg)
 
@@ -185,7 +211,7 @@ class Qwen2Adapter(LlamaAdapter):
 class Gemma2Adapter(LlamaAdapter):
     """Gemma-2: soft-capped attention, pre- and post-norms, scaled embeddings.
 
-    The sequence-classification model does **not** apply ``final_logit_softcapping``, so neither
+    The sequence-classification model does **not** apply `final_logit_softcapping`, so neither
     do we (setting it was measured to move the reward by 0.66 on a tiny model).
     """
 
@@ -195,6 +221,7 @@ class Gemma2Adapter(LlamaAdapter):
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:
+        """The rotary decoder's config with Gemma-2's soft-capping, norms and scaling."""
         cap = getattr(hf_config, "attn_logit_softcapping", None)
         return rotary_decoder_config(
             hf_config,
@@ -208,4 +235,5 @@ class Gemma2Adapter(LlamaAdapter):
         )
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The backbone's weights through TL's Gemma converter."""
         return self.converter(causal_stand_in(hf_model, self.head_module(hf_model)), cfg)

@@ -1,10 +1,10 @@
-"""Fallback adapter: any ``XForSequenceClassification`` whose ``XForCausalLM`` TL can convert.
+"""Fallback adapter: any `XForSequenceClassification` whose `XForCausalLM` TL can convert.
 
-TL's own config mapping (``convert_hf_model_config``) reads a copy of the config renamed to the
+TL's own config mapping (`convert_hf_model_config`) reads a copy of the config renamed to the
 causal-LM architecture from a temporary local directory (never the hub); the weights go through
 TL's converter for that architecture with a stand-in whose LM head is the reward head. Because
 these families are not individually tested here, models loaded through this adapter are checked
-against the HF model on random tokens at load time (``verify``) and refused if they disagree.
+against the HF model on random tokens at load time (`verify`) and refused if they disagree.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ CAUSAL_CONVERTERS: dict[str, tuple[str, str]] = {
 
 
 def causal_name(seq_cls_name: str) -> str:
+    """The `XForCausalLM` name of an `XForSequenceClassification` architecture."""
     return seq_cls_name.replace("ForSequenceClassification", "ForCausalLM")
 
 
 class GenericAdapter(RewardModelAdapter):
-    """Sequence-classification models of any family in :data:`CAUSAL_CONVERTERS`."""
+    """Sequence-classification models of any family in `CAUSAL_CONVERTERS`."""
 
     architectures = tuple(
         name.replace("ForCausalLM", "ForSequenceClassification") for name in CAUSAL_CONVERTERS
@@ -55,6 +56,7 @@ class GenericAdapter(RewardModelAdapter):
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:
+        """TL's own config of the causal-LM architecture, with the reward head's outputs."""
         arch = causal_name(hf_config.architectures[0])
         with tempfile.TemporaryDirectory(prefix="rl_generic_") as tmp:
             data = hf_config.to_dict()
@@ -76,6 +78,7 @@ class GenericAdapter(RewardModelAdapter):
         return HookedTransformerConfig(**{k: v for k, v in cfg_dict.items() if k in known})
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The weights through TL's converter, with the reward head as the LM head."""
         converter_name, attr = CAUSAL_CONVERTERS[cfg.original_architecture]
         head = self.head_module(hf_model)
         shim = types.SimpleNamespace(

@@ -1,4 +1,4 @@
-"""Adapter for ``GPT2ForSequenceClassification`` (LayerNorm, learned absolute positions)."""
+"""Adapter for `GPT2ForSequenceClassification` (LayerNorm, learned absolute positions)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,21 @@ from .decoders import context_length
 
 
 class GPT2Adapter(RewardModelAdapter):
-    """GPT-2 reward models. Under left padding TL counts absolute positions from each row's
+    """GPT-2 reward models.
+
+    Under left padding TL counts absolute positions from each row's
     first real token (from the attention mask), so a left-padded batch scores like each row
-    alone; HF GPT-2 fed the same batch without ``position_ids`` counts from column 0 and does
+    alone; HF GPT-2 fed the same batch without `position_ids` counts from column 0 and does
     not (measured: 0.40 reward difference). Compare with HF one row at a time, or pass HF
-    ``position_ids = (mask.cumsum(-1) - 1).clamp(min=0)``."""
+    `position_ids = (mask.cumsum(-1) - 1).clamp(min=0)`.
+    """
 
     architectures = ("GPT2ForSequenceClassification",)
 
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:
+        """The TransformerLens config of the GPT-2 backbone."""
         d = hf_config.n_embd
         return HookedTransformerConfig(
             d_model=d,
@@ -50,6 +54,7 @@ class GPT2Adapter(RewardModelAdapter):
         )
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The backbone's weights through TL's GPT-2 converter, with `score` as the LM head."""
         shim = types.SimpleNamespace(
             transformer=hf_model.transformer, lm_head=hf_model.score, config=hf_model.config
         )

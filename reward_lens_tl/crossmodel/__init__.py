@@ -1,17 +1,18 @@
-"""Cross-model comparison: explicit RMs, implicit RMs and objectives of a multi-objective RM on
-one pair set — agreement with CIs, disagreements, lens depth, attribution ranks, CKA, sweep τ,
-and per-feature effects on contrast pairs.
+"""Cross-model comparison: explicit RMs, implicit RMs and objectives of a multi-objective RM.
 
-- :mod:`.sources`: models behind one interface (:class:`ExplicitReward`, :class:`ImplicitReward`)
-  and :func:`run_on_pairs`, which runs one over a pair set;
-- :mod:`.compare`: :func:`compare_models` → :class:`ModelComparison`;
-- :mod:`.features`: :func:`feature_effects` — which planted features each model rewards, and
+On one pair set: agreement with CIs, disagreements, lens depth, attribution ranks, CKA, sweep
+τ, and per-feature effects on contrast pairs.
+
+- `.sources`: models behind one interface (`ExplicitReward`, `ImplicitReward`)
+  and `run_on_pairs`, which runs one over a pair set;
+- `.compare`: `compare_models` → `ModelComparison`;
+- `.features`: `feature_effects` — which planted features each model rewards, and
   by how much, from per-feature contrast pairs;
-- :mod:`.stats`: linear CKA, Kendall τ-b between token sweeps (correlations and bootstrap CIs:
-  :mod:`reward_lens_tl.stats`).
+- `.stats`: linear CKA, Kendall τ-b between token sweeps (correlations and bootstrap CIs:
+  `reward_lens_tl.stats`).
 
-Renamed, still importable with a :class:`FutureWarning`: ``FeatureEffects`` (now
-:class:`PlantedFeatureEffects`) and ``run_source`` (now :func:`run_on_pairs`).
+Renamed, still importable with a `FutureWarning`: `FeatureEffects` (now
+`PlantedFeatureEffects`) and `run_source` (now `run_on_pairs`).
 """
 
 from .._deprecation import deprecated_names

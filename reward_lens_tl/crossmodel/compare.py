@@ -1,9 +1,9 @@
 """Cross-model comparison on one pair set: where do reward models disagree, and how deep.
 
-:func:`compare_models` runs every model **once** over the pairs (streamed in chunks; see
-:func:`~reward_lens_tl.crossmodel.sources.run_on_pairs`) and keeps per-pair rewards, lens margins,
-margin attributions and, for up to ``max_rep_pairs`` pairs, residual representations. Every
-metric of :class:`ModelComparison` is then computed from those cached runs, for any two models:
+`compare_models` runs every model **once** over the pairs (streamed in chunks; see
+`reward_lens_tl.crossmodel.sources.run_on_pairs`) and keeps per-pair rewards, lens margins,
+margin attributions and, for up to `max_rep_pairs` pairs, residual representations. Every
+metric of `ModelComparison` is then computed from those cached runs, for any two models:
 
 - reward correlation (Pearson over all responses), pairwise agreement (same preferred response)
   and margin rank correlation (Spearman), each with a bootstrap CI over pairs;
@@ -11,20 +11,21 @@ metric of :class:`ModelComparison` is then computed from those cached runs, for 
   margins in each model's own margin standard deviations;
 - lens trajectories side by side (relative depth) and crystallization depth with CIs;
 - attribution rank correlation over matching components (same backbone only, else
-  :class:`~reward_lens_tl.crossmodel.errors.BackboneMismatchError`);
+  `reward_lens_tl.crossmodel.errors.BackboneMismatchError`);
 - linear CKA between residual representations for every layer pair;
 - Kendall τ-b between token sweeps, when sweeps are given.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_task, zoo_path
->>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> pairs = load_task().task.contrast_pairs("harmful", 12, seed=0)
->>> cmp = compare_models({"a": scalar, "b": scalar}, pairs, n_boot=100)
->>> row = cmp.agreement().iloc[0]
->>> float(row["pairwise_agreement"]), round(float(row["margin_spearman"]), 6)
-(1.0, 1.0)
->>> round(float(cmp.cka("a", "b")[-1, -1]), 6)
-1.0
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> pairs = load_task().task.contrast_pairs("harmful", 12, seed=0)
+    >>> cmp = compare_models({"a": scalar, "b": scalar}, pairs, n_boot=100)
+    >>> row = cmp.agreement().iloc[0]
+    >>> float(row["pairwise_agreement"]), round(float(row["margin_spearman"]), 6)
+    (1.0, 1.0)
+    >>> round(float(cmp.cka("a", "b")[-1, -1]), 6)
+    1.0
 """
 
 from __future__ import annotations
@@ -56,8 +57,14 @@ if TYPE_CHECKING:
 class ModelComparison(Result):
     """Cached runs of several reward-like models on one pair set, and the metrics between them.
 
-    ``sweeps`` (optional) maps model names to token-sweep results (anything with per-candidate
+    `sweeps` (optional) maps model names to token-sweep results (anything with per-candidate
     scores, e.g. a pandas Series keyed by candidate).
+
+    Args:
+        runs: model name -> its cached run.
+        n_boot: bootstrap resamples of every CI.
+        seed: the bootstrap's seed.
+        sweeps: model name -> its token-sweep result.
     """
 
     runs: dict[str, SourceRun]
@@ -67,19 +74,32 @@ class ModelComparison(Result):
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The models' names."""
         return tuple(self.runs)
 
     @property
     def n_pairs(self) -> int:
+        """How many pairs the models ran on."""
         return len(next(iter(self.runs.values())).chosen)
 
     def run(self, name: str) -> SourceRun:
+        """The cached run of model `name`.
+
+        Args:
+            name: a model's name.
+
+        Returns:
+            The run.
+
+        Raises:
+            UnknownModelError: no model has that name.
+        """
         if name not in self.runs:
             raise UnknownModelError(f"unknown model {name!r}; this comparison has {self.names}")
         return self.runs[name]
 
     def _ci(self, values: np.ndarray) -> Interval:
-        """The mean of ``values`` with this comparison's seeded bootstrap CI."""
+        """The mean of `values` with this comparison's seeded bootstrap CI."""
         return bootstrap_ci(values, n_boot=self.n_boot, seed=self.seed)
 
     def _pairs_of_models(self, a: str | None, b: str | None) -> list[tuple[str, str]]:
@@ -90,7 +110,11 @@ class ModelComparison(Result):
 
     # -- rewards --------------------------------------------------------------------------
     def accuracy(self):
-        """Per model: share of pairs whose chosen response it prefers, with a bootstrap CI."""
+        """Per model: share of pairs whose chosen response it prefers, with a bootstrap CI.
+
+        Returns:
+            A `pandas.DataFrame`, one row per model.
+        """
         import pandas as pd
 
         rows = []
@@ -101,7 +125,15 @@ class ModelComparison(Result):
         return pd.DataFrame(rows)
 
     def agreement(self, a: str | None = None, b: str | None = None):
-        """Per model pair: reward Pearson r, pairwise agreement, margin Spearman ρ, with CIs."""
+        """Per model pair: reward Pearson r, pairwise agreement, margin Spearman ρ, with CIs.
+
+        Args:
+            a: the first model's name (default: every pair of models).
+            b: the second model's name.
+
+        Returns:
+            A `pandas.DataFrame`, one row per model pair.
+        """
         import pandas as pd
 
         rows = [
@@ -115,8 +147,18 @@ class ModelComparison(Result):
         return pd.DataFrame(rows)
 
     def disagreements(self, a: str, b: str, k: int | None = None):
-        """Pairs that ``a`` and ``b`` order differently, ranked by ``|z_a − z_b|`` where
-        ``z`` is each model's margin divided by its margin std over the pair set."""
+        """Pairs that `a` and `b` order differently, ranked by `|z_a − z_b|`.
+
+        `z` is each model's margin divided by its margin std over the pair set.
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+            k: how many pairs (`None`: all).
+
+        Returns:
+            A `pandas.DataFrame`, one row per pair.
+        """
         import pandas as pd
 
         ma, mb = self.run(a).margins, self.run(b).margins
@@ -138,9 +180,17 @@ class ModelComparison(Result):
         return frame if k is None else frame.head(k)
 
     def top_k(self, k: int = 10, a: str | None = None, b: str | None = None) -> TopK:
-        """The ``k`` pairs on which ``a`` and ``b`` (default: the first two) disagree most,
-        ``[(pair, |z-scored margin difference|)]``, largest first (the full rows:
-        :meth:`disagreements`)."""
+        """The `k` pairs on which `a` and `b` (default: the first two) disagree most.
+
+        Args:
+            k: how many pairs.
+            a: the first model's name.
+            b: the second model's name.
+
+        Returns:
+            `[(pair, |z-scored margin difference|)]`, largest first (the full rows:
+            `disagreements`).
+        """
         a = a or self.names[0]
         b = b or self.names[1]
         frame = self.disagreements(a, b, k)
@@ -150,8 +200,17 @@ class ModelComparison(Result):
 
     # -- lens -----------------------------------------------------------------------------
     def crystallization(self, fraction: float = 0.5):
-        """Per model: mean relative depth (0 = first site, 1 = final) at which the lens margin
-        first reaches ``fraction`` of the final margin, with a bootstrap CI over pairs."""
+        """Per model: mean relative depth at which the lens margin first reaches `fraction`.
+
+        Depth is relative (0 = first site, 1 = final), `fraction` is of the final margin, and
+        each mean has a bootstrap CI over pairs.
+
+        Args:
+            fraction: the share of the final margin.
+
+        Returns:
+            A `pandas.DataFrame`, one row per model.
+        """
         import pandas as pd
 
         rows = []
@@ -171,8 +230,16 @@ class ModelComparison(Result):
         return pd.DataFrame(rows)
 
     def plot_lens(self, ax: Axes | None = None) -> Figure:
-        """Mean lens margin per relative depth for each model, in units of its final margin
-        std (shaded: ± one standard error), side by side on one axis."""
+        """Mean lens margin per relative depth for each model, side by side on one axis.
+
+        Margins are in units of the model's final margin std (shaded: ± one standard error).
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         for name, run in self.runs.items():
             m = run.lens_margins / run.lens_margins[-1].std().clamp_min(1e-12)
@@ -190,8 +257,20 @@ class ModelComparison(Result):
 
     # -- components -----------------------------------------------------------------------
     def attribution_rank_correlation(self, a: str, b: str):
-        """Spearman ρ between the two models' margin attributions over their (matching)
-        components, per pair; returns ``(mean ρ, ci_low, ci_high)``."""
+        """Spearman ρ between the two models' margin attributions, per pair.
+
+        The attributions are over their (matching) components.
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+
+        Returns:
+            `(mean ρ, ci_low, ci_high)`.
+
+        Raises:
+            BackboneMismatchError: the models' backbones differ.
+        """
         ra, rb = self.run(a), self.run(b)
         if ra.backbone != rb.backbone:
             raise BackboneMismatchError(
@@ -205,9 +284,18 @@ class ModelComparison(Result):
         return self._ci(rho[np.isfinite(rho)])
 
     def cka(self, a: str, b: str) -> Tensor:
-        """Linear CKA ``[sites of a, sites of b]`` between residual representations (NaN where a
-        representation is constant over examples, e.g. the embedding of a fixed reading token
-        at the first site of an explicit RM)."""
+        """Linear CKA `[sites of a, sites of b]` between residual representations.
+
+        It is NaN where a representation is constant over examples, e.g. the embedding of a
+        fixed reading token at the first site of an explicit RM.
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+
+        Returns:
+            The CKA matrix.
+        """
         ra, rb = self.run(a), self.run(b)
         out = torch.zeros(len(ra.representations), len(rb.representations))
         for i, x in enumerate(ra.representations.values()):
@@ -216,6 +304,16 @@ class ModelComparison(Result):
         return out
 
     def plot_cka(self, a: str, b: str, ax: Axes | None = None) -> Figure:
+        """The CKA matrix of `a` and `b` (see `cka`) as a heatmap.
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         matrix = self.cka(a, b)
         im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
@@ -228,8 +326,17 @@ class ModelComparison(Result):
         return fig
 
     def sweep_tau(self, a: str | None = None, b: str | None = None):
-        """Kendall τ-b between the models' token sweeps on shared candidates (models without a
-        sweep are skipped)."""
+        """Kendall τ-b between the models' token sweeps on shared candidates.
+
+        Models without a sweep are skipped.
+
+        Args:
+            a: the first model's name (default: every pair of models).
+            b: the second model's name.
+
+        Returns:
+            A `pandas.DataFrame`, one row per model pair.
+        """
         import pandas as pd
 
         sweeps = dict(self.sweeps or {})
@@ -241,8 +348,11 @@ class ModelComparison(Result):
 
     # -- summary --------------------------------------------------------------------------
     def summary(self):
-        """One row per model pair: agreement numbers, final-layer CKA, attribution ρ (NaN where
-        backbones differ) and sweep τ (NaN without sweeps)."""
+        """One row per model pair.
+
+        Columns: agreement numbers, final-layer CKA, attribution ρ (NaN where backbones
+        differ) and sweep τ (NaN without sweeps).
+        """
         frame = self.agreement()
         cka, attr, tau = [], [], []
         taus = self.sweep_tau()
@@ -260,10 +370,18 @@ class ModelComparison(Result):
         return frame
 
     def to_dataframe(self):
+        """The `summary` table."""
         return self.summary()
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Pairwise agreement between every two models as a matrix."""
+        """Pairwise agreement between every two models as a matrix.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         names = self.names
         matrix = np.eye(len(names))
@@ -315,17 +433,32 @@ def compare_models(
     max_rep_pairs: int = 256,
     sweeps: Mapping[str, Any] | None = None,
 ) -> ModelComparison:
-    """Run each model once over ``pairs`` and return the :class:`ModelComparison`.
+    """Run each model once over `pairs` and return the `ModelComparison`.
 
-    ``models``: ``{name: model or source}`` or a list of sources / models (named by their
-    source's name). Models are ``HookedRewardModel``\\ s, ``ImplicitRewardModel``\\ s or
-    :class:`~reward_lens_tl.crossmodel.sources.ExplicitReward` /
-    :class:`~reward_lens_tl.crossmodel.sources.ImplicitReward` (an objective, a hooked variant).
-    ``pairs``: encoded ``(chosen, rejected)`` tuples, zoo contrast pairs (edited plays chosen)
-    or objects with ``prompt/chosen/rejected`` text (each model encodes with its own tokenizer).
-    Token ids (the first two forms) need models that share one vocabulary; for models whose
-    tokenizers differ they raise
-    :class:`~reward_lens_tl.crossmodel.sources.PreEncodedPairsError`: pass text.
+    Models are `HookedRewardModel`s, `ImplicitRewardModel`s or
+    `reward_lens_tl.crossmodel.sources.ExplicitReward` /
+    `reward_lens_tl.crossmodel.sources.ImplicitReward` (an objective, a hooked variant).
+    Token ids (the first two forms of `pairs`) need models that share one vocabulary; for
+    models whose tokenizers differ they raise
+    `reward_lens_tl.crossmodel.sources.PreEncodedPairsError`: pass text.
+
+    Args:
+        models: `{name: model or source}` or a list of sources / models (named by their
+            source's name).
+        pairs: encoded `(chosen, rejected)` tuples, zoo contrast pairs (edited plays chosen)
+            or objects with `prompt/chosen/rejected` text (each model encodes with its own
+            tokenizer).
+        batch_size: pairs per chunk of the streamed runs.
+        n_boot: bootstrap resamples of every CI.
+        seed: the bootstrap's seed.
+        max_rep_pairs: how many pairs keep residual representations (for CKA).
+        sweeps: model name -> its token-sweep result.
+
+    Returns:
+        The comparison.
+
+    Raises:
+        InvalidArgumentError: fewer than two models, or names that repeat.
     """
     items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
     sources = [as_source(m, name) for name, m in items]

@@ -1,33 +1,34 @@
 """Which planted features each reward model rewards, and by how much: per-feature contrast pairs.
 
-For every feature, ``n`` contrast pairs (two conversations differing in exactly that feature;
-:meth:`reward_lens_tl.zoo.ConversationTask.contrast_pairs`) are scored by every model; a model's
-*effect* of a feature is its mean margin ``r(edited) − r(base)``. Rewards of different models
+For every feature, `n` contrast pairs (two conversations differing in exactly that feature;
+`reward_lens_tl.zoo.ConversationTask.contrast_pairs`) are scored by every model; a model's
+*effect* of a feature is its mean margin `r(edited) − r(base)`. Rewards of different models
 live on different scales (an implicit reward is β times a log-ratio), so effects come in three
 units:
 
-- ``"matched"`` (default): model ``b`` is put on model ``a``'s scale by the **median** over
-  features of ``effect_a / effect_b`` (features where both effects are non-zero and agree in
+- `"matched"` (default): model `b` is put on model `a`'s scale by the **median** over
+  features of `effect_a / effect_b` (features where both effects are non-zero and agree in
   sign). A feature one model weights differently from the rest then stands out, and one ablated
   feature cannot move the scale (a standard deviation would shrink with it); in tables and plots
   every model is matched to the hidden rule (or to the first model without the rule);
-- ``"std"``: each model's reward standard deviation over all contrast conversations;
-- ``"raw"``: reward units.
+- `"std"`: each model's reward standard deviation over all contrast conversations;
+- `"raw"`: reward units.
 
-The hidden rule is included as the model ``"rule"`` (its score of each conversation), so every
+The hidden rule is included as the model `"rule"` (its score of each conversation), so every
 effect can be read against what was planted: matched to the rule, an effect is in the rule's
 units (topic_match +2, harmful −3, length +0.5, sycophancy +2.5).
 
-:meth:`PlantedFeatureEffects.compare` flags a feature when two models' effects differ: the paired
-bootstrap CI of the difference excludes 0 **and** the difference is at least ``rel_threshold``
+`PlantedFeatureEffects.compare` flags a feature when two models' effects differ: the paired
+bootstrap CI of the difference excludes 0 **and** the difference is at least `rel_threshold`
 of the larger |effect| (the matching factor is held fixed in the bootstrap).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_task, zoo_path
->>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> fx = feature_effects({"scalar": scalar}, load_task().task, n=20, n_boot=100)
->>> fx.to_dataframe().query("model == 'scalar'")["sign_agreement"].tolist()
-[1.0, 1.0, 1.0, 1.0]
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> fx = feature_effects({"scalar": scalar}, load_task().task, n=20, n_boot=100)
+    >>> fx.to_dataframe().query("model == 'scalar'")["sign_agreement"].tolist()
+    [1.0, 1.0, 1.0, 1.0]
 """
 
 from __future__ import annotations
@@ -57,12 +58,17 @@ Units = Literal["matched", "std", "raw"]
 
 @dataclass(frozen=True)
 class PlantedFeatureEffects(Result):
-    """Per model and planted feature, the margins on that feature's contrast pairs (what
-    :func:`feature_effects` returns; formerly ``FeatureEffects``, a name that stays as a
-    deprecated alias and that :class:`reward_lens_tl.sae.FeatureEffects` also has).
+    """Per model and planted feature, the margins on that feature's contrast pairs.
 
-    ``margins[model][feature]`` ``[n]`` (raw reward units), ``scales[model]`` the model's
-    reward std over all contrast conversations, ``features`` in order.
+    This is what `feature_effects` returns; formerly `FeatureEffects`, a name that stays as a
+    deprecated alias and that `reward_lens_tl.sae.FeatureEffects` also has.
+
+    Args:
+        margins: `margins[model][feature]` `[n]` (raw reward units).
+        scales: `scales[model]` the model's reward std over all contrast conversations.
+        features: the features, in order.
+        n_boot: bootstrap resamples of every CI.
+        seed: the bootstrap's seed.
     """
 
     margins: dict[str, dict[str, np.ndarray]]
@@ -73,6 +79,7 @@ class PlantedFeatureEffects(Result):
 
     @property
     def models(self) -> tuple[str, ...]:
+        """The models' names."""
         return tuple(self.margins)
 
     @property
@@ -81,12 +88,19 @@ class PlantedFeatureEffects(Result):
         return "rule" if "rule" in self.margins else self.models[0]
 
     def _ci(self, values: np.ndarray) -> Interval:
-        """The mean of ``values`` with this result's seeded bootstrap CI."""
+        """The mean of `values` with this result's seeded bootstrap CI."""
         return bootstrap_ci(values, n_boot=self.n_boot, seed=self.seed)
 
     def factor(self, a: str, b: str) -> float:
-        """Median over features of ``effect_a / effect_b`` (same-sign, non-zero effects): the
-        factor that puts ``b`` on ``a``'s scale (1.0 when no feature qualifies)."""
+        """Median over features of `effect_a / effect_b` (same-sign, non-zero effects).
+
+        Args:
+            a: the model whose scale is kept.
+            b: the model put on `a`'s scale.
+
+        Returns:
+            The factor that puts `b` on `a`'s scale (1.0 when no feature qualifies).
+        """
         ratios = []
         for f in self.features:
             ea, eb = float(self._raw(a, f).mean()), float(self._raw(b, f).mean())
@@ -112,8 +126,17 @@ class PlantedFeatureEffects(Result):
         return m
 
     def to_dataframe(self, units: Units = "matched"):
-        """One row per (model, feature): mean raw margin, effect in ``units`` with a bootstrap
-        CI, and the share of pairs moved in the planted direction (``sign_agreement``)."""
+        """One row per (model, feature).
+
+        Columns: mean raw margin, effect in `units` with a bootstrap CI, and the share of pairs
+        moved in the planted direction (`sign_agreement`).
+
+        Args:
+            units: `"matched"`, `"std"` or `"raw"` (see the module docstring).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         rows = []
@@ -137,9 +160,20 @@ class PlantedFeatureEffects(Result):
         return pd.DataFrame(rows)
 
     def compare(self, a: str, b: str, *, units: Units = "matched", rel_threshold: float = 0.25):
-        """Per feature: effects of ``a`` and ``b`` (``b`` on ``a``'s scale when matched),
-        ``difference = b − a`` with a paired bootstrap CI, ``ratio = b / a`` and ``flagged``
-        (see the module docstring)."""
+        """Per feature: effects of `a` and `b`, their difference and whether it is flagged.
+
+        Columns: the effects (`b` on `a`'s scale when matched), `difference = b − a` with a
+        paired bootstrap CI, `ratio = b / a` and `flagged` (see the module docstring).
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+            units: `"matched"`, `"std"` or `"raw"`.
+            rel_threshold: the smallest flagged difference, relative to the larger |effect|.
+
+        Returns:
+            A `pandas.DataFrame`, one row per feature.
+        """
         import pandas as pd
 
         rows = []
@@ -166,12 +200,29 @@ class PlantedFeatureEffects(Result):
         return pd.DataFrame(rows)
 
     def flagged(self, a: str, b: str, **kwargs) -> list[str]:
-        """Features whose effect differs between ``a`` and ``b``."""
+        """Features whose effect differs between `a` and `b`.
+
+        Args:
+            a: the first model's name.
+            b: the second model's name.
+            **kwargs: passed to `compare`.
+
+        Returns:
+            The flagged features.
+        """
         frame = self.compare(a, b, **kwargs)
         return frame.loc[frame["flagged"], "feature"].tolist()
 
     def top_k(self, k: int = 5, units: Units = "matched"):
-        """Features with the largest spread of effect across models, ``[(feature, spread)]``."""
+        """Features with the largest spread of effect across models.
+
+        Args:
+            k: how many features.
+            units: `"matched"`, `"std"` or `"raw"`.
+
+        Returns:
+            `[(feature, spread)]`, largest first.
+        """
         spread = []
         for f in self.features:
             effects = [float(self._values(m, f, units).mean()) for m in self.models]
@@ -179,8 +230,17 @@ class PlantedFeatureEffects(Result):
         return ranked(sorted(spread, key=lambda t: -t[1])[:k], "spread")
 
     def plot(self, ax: Axes | None = None, units: Units = "matched") -> Figure:
-        """Grouped bars: each model's effect per feature with its 95% CI (the headline figure
-        of notebook 07)."""
+        """Grouped bars: each model's effect per feature with its 95% CI.
+
+        This is the headline figure of notebook 07.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+            units: `"matched"`, `"std"` or `"raw"`.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(7, 3.5))
         frame = self.to_dataframe(units)
         width = 0.8 / len(self.models)
@@ -214,8 +274,21 @@ def feature_effects(
     batch_size: int = 32,
     include_rule: bool = True,
 ) -> PlantedFeatureEffects:
-    """Score ``n`` contrast pairs per feature with every model (module docstring). ``task`` is
-    a zoo :class:`~reward_lens_tl.zoo.ConversationTask` (``load_task().task``)."""
+    """Score `n` contrast pairs per feature with every model (module docstring).
+
+    Args:
+        models: `{name: model or source}` or a list of models / sources.
+        task: a zoo `reward_lens_tl.zoo.ConversationTask` (`load_task().task`).
+        features: the features (default: every planted feature).
+        n: contrast pairs per feature.
+        seed: the seed of the pairs and of the bootstrap.
+        n_boot: bootstrap resamples of every CI.
+        batch_size: conversations per forward.
+        include_rule: include the hidden rule as the model `"rule"`.
+
+    Returns:
+        The effects.
+    """
     from ..zoo import FEATURES
 
     features = tuple(features or FEATURES)

@@ -1,17 +1,17 @@
 """Reward-like models behind one small interface, so any two can be compared.
 
 A *source* scores encoded conversations and, for a chunk of preference pairs, returns in one go
-everything the comparison needs (:class:`SourceRun`): rewards, the lens margin per site, the
+everything the comparison needs (`SourceRun`): rewards, the lens margin per site, the
 component attribution of the margin and the residual representation per layer (for CKA).
 
-- :class:`ExplicitReward`: a :class:`~reward_lens_tl.model.HookedRewardModel` (``objective=``
+- `ExplicitReward`: a `reward_lens_tl.model.HookedRewardModel` (`objective=`
   picks one objective of a multi-objective head; default: the model's reward / gated score);
   representation = the residual at the reward-reading position;
-- :class:`ImplicitReward`: an :class:`~reward_lens_tl.implicit.ImplicitRewardModel`;
+- `ImplicitReward`: an `reward_lens_tl.implicit.ImplicitRewardModel`;
   representation = the policy's residual averaged over the positions that predict response
   tokens.
 
-``fwd_hooks`` make a variant of a model without copying it (an ablation, a steering vector).
+`fwd_hooks` make a variant of a model without copying it (an ablation, a steering vector).
 """
 
 from __future__ import annotations
@@ -37,7 +37,19 @@ from ..readout import gather_positions
 
 @dataclass(frozen=True)
 class SourceRun:
-    """One source's results on a pair set (pairs ``i`` = 0..n−1)."""
+    """One source's results on a pair set (pairs `i` = 0..n−1).
+
+    Args:
+        name: the source's name.
+        chosen: the chosen responses' rewards `[n]`.
+        rejected: the rejected responses' rewards `[n]`.
+        lens_labels: the lens sites.
+        lens_margins: the lens margin `[site, n]`.
+        attribution_labels: the attributed components.
+        attribution_margins: the margin attribution `[component, n]`.
+        representations: site label -> `[2 m, d]` residuals (chosen rows, then rejected).
+        backbone: the backbone's signature (see `backbone_signature`).
+    """
 
     name: str
     chosen: Tensor  # [n]
@@ -51,10 +63,19 @@ class SourceRun:
 
     @property
     def margins(self) -> Tensor:
+        """The margins `chosen − rejected` `[n]`."""
         return self.chosen - self.rejected
 
 
 def backbone_signature(cfg) -> tuple:
+    """The shape of a backbone: `(n_layers, d_model, n_heads, d_head, d_mlp)`.
+
+    Args:
+        cfg: a model's config.
+
+    Returns:
+        The signature.
+    """
     return (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp)
 
 
@@ -77,7 +98,15 @@ class _Capture:
 
 @dataclass
 class ExplicitReward:
-    """A :class:`HookedRewardModel` as a comparison source."""
+    """A `HookedRewardModel` as a comparison source.
+
+    Args:
+        model: the `HookedRewardModel`.
+        objective: one objective of a multi-objective head (default: the model's reward /
+            gated score).
+        name: the source's name (default: `"explicit"` or the objective).
+        fwd_hooks: hooks that make a variant of the model (an ablation, a steering vector).
+    """
 
     model: Any
     objective: Any = None
@@ -85,10 +114,19 @@ class ExplicitReward:
     fwd_hooks: Sequence = field(default_factory=tuple)
 
     def __post_init__(self):
+        """Name the source after its objective when no name is given."""
         if self.name is None:
             self.name = "explicit" if self.objective is None else str(self.objective)
 
     def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
+        """Encode one preference pair with the model's tokenizer and template.
+
+        Args:
+            pair: a preference pair, as text or token ids.
+
+        Returns:
+            The encoded `(chosen, rejected)` conversations.
+        """
         return as_encoded_pair(self.model, pair)
 
     def _batch(self, encs):
@@ -96,6 +134,15 @@ class ExplicitReward:
         return ids.to(self.model.cfg.device), mask.to(self.model.cfg.device)
 
     def rewards(self, encodings: Sequence[EncodedConversation], batch_size: int = 32) -> Tensor:
+        """The rewards of encoded conversations.
+
+        Args:
+            encodings: the encoded conversations.
+            batch_size: conversations per forward.
+
+        Returns:
+            The rewards `[len(encodings)]`.
+        """
         out = []
         for start in range(0, len(encodings), batch_size):
             ids, mask = self._batch(encodings[start : start + batch_size])
@@ -106,6 +153,16 @@ class ExplicitReward:
         return torch.cat(out)
 
     def run_chunk(self, encs: list[EncodedConversation], keep_reps: bool):
+        """Rewards, lens, attribution and (optionally) residual summaries of one chunk.
+
+        Args:
+            encs: the chunk's encoded conversations.
+            keep_reps: capture the residual representations.
+
+        Returns:
+            `(rewards, lens values, lens labels, attribution values, attribution labels,
+            representations)`.
+        """
         ids, mask = self._batch(encs)
         model = self.model
         pos = model.pool_positions(model.check_tokens(ids, mask), mask)
@@ -119,26 +176,60 @@ class ExplicitReward:
 
     @property
     def backbone(self) -> tuple:
+        """The backbone's signature (see `backbone_signature`)."""
         return backbone_signature(self.model.cfg)
 
 
 @dataclass
 class ImplicitReward:
-    """An :class:`ImplicitRewardModel` as a comparison source (components: the policy's)."""
+    """An `ImplicitRewardModel` as a comparison source (components: the policy's).
+
+    Args:
+        model: the `ImplicitRewardModel`.
+        name: the source's name.
+        fwd_hooks: hooks that make a variant of the model (an ablation, a steering vector).
+    """
 
     model: ImplicitRewardModel
     name: str | None = "implicit"
     fwd_hooks: Sequence = field(default_factory=tuple)
 
     def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
+        """Encode one preference pair with the model's tokenizer and template.
+
+        Args:
+            pair: a preference pair, as text or token ids.
+
+        Returns:
+            The encoded `(chosen, rejected)` conversations.
+        """
         return as_encoded_pair(self.model, pair)
 
     def rewards(self, encodings: Sequence[EncodedConversation], batch_size: int = 32) -> Tensor:
+        """The rewards of encoded conversations.
+
+        Args:
+            encodings: the encoded conversations.
+            batch_size: conversations per forward.
+
+        Returns:
+            The rewards `[len(encodings)]`.
+        """
         return self.model.score_encodings(
             list(encodings), batch_size, fwd_hooks=list(self.fwd_hooks)
         )
 
     def run_chunk(self, encs: list[EncodedConversation], keep_reps: bool):
+        """Rewards, lens, attribution and (optionally) residual summaries of one chunk.
+
+        Args:
+            encs: the chunk's encoded conversations.
+            keep_reps: capture the residual representations.
+
+        Returns:
+            `(rewards, lens values, lens labels, attribution values, attribution labels,
+            representations)`.
+        """
         model = self.model
         ids, attention, resp = model.batch(encs)
         predicting = predicting_mask(resp)
@@ -155,11 +246,20 @@ class ImplicitReward:
 
     @property
     def backbone(self) -> tuple:
+        """The backbone's signature (see `backbone_signature`)."""
         return backbone_signature(self.model.policy.cfg)
 
 
 def as_source(obj: Any, name: str | None = None):
-    """Wrap a model as a source (sources pass through; ``name`` renames)."""
+    """Wrap a model as a source (sources pass through; `name` renames).
+
+    Args:
+        obj: a model or a source.
+        name: the source's name.
+
+    Returns:
+        The source.
+    """
     if isinstance(obj, (ExplicitReward, ImplicitReward)):
         src = obj
     elif isinstance(obj, ImplicitRewardModel):
@@ -177,17 +277,35 @@ def as_source(obj: Any, name: str | None = None):
 
 
 def is_text_pair(pair: Any) -> bool:
-    """Whether each model encodes ``pair`` itself (an object with prompt/chosen/rejected
-    text), rather than receiving token ids (encoded tuples, zoo examples and contrast pairs)."""
+    """Whether each model encodes `pair` itself (an object with prompt/chosen/rejected text).
+
+    The alternative is receiving token ids (encoded tuples, zoo examples and contrast pairs).
+
+    Args:
+        pair: a preference pair, in any form.
+
+    Returns:
+        Whether it is text.
+    """
     if isinstance(pair, tuple) or (hasattr(pair, "edited") and hasattr(pair, "base")):
         return False
     return all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected"))
 
 
 def check_shared_tokenizer(sources: Sequence, pairs: Sequence) -> None:
-    """Refuse pre-encoded pairs for sources whose vocabularies differ
-    (:class:`PreEncodedPairsError`, naming the models); text pairs are always fine, since each
-    model encodes them with its own tokenizer and template."""
+    """Refuse pre-encoded pairs for sources whose vocabularies differ.
+
+    Text pairs are always fine, since each model encodes them with its own tokenizer and
+    template.
+
+    Args:
+        sources: the sources to compare.
+        pairs: the pairs they will run on.
+
+    Raises:
+        PreEncodedPairsError: pairs are token ids and the vocabularies differ (naming the
+            models).
+    """
     encoded = [i for i, p in enumerate(pairs) if not is_text_pair(p)]
     if not encoded or len(sources) < 2:
         return
@@ -205,8 +323,11 @@ def check_shared_tokenizer(sources: Sequence, pairs: Sequence) -> None:
 
 
 def _vocabulary_key(source) -> tuple:
-    """``(d_vocab, vocabulary)``; the vocabulary is ``None`` for a model without tokenizer
-    (then only the size can be compared)."""
+    """`(d_vocab, vocabulary)` of a source's model.
+
+    The vocabulary is `None` for a model without tokenizer (then only the size can be
+    compared).
+    """
     model = source.model
     cfg = model.cfg if hasattr(model, "cfg") else model.policy.cfg
     tokenizer = getattr(model, "tokenizer", None)
@@ -219,21 +340,36 @@ def _vocabulary_key(source) -> tuple:
 def run_on_pairs(
     source, pairs: Sequence, batch_size: int = 16, max_rep_pairs: int = 256
 ) -> SourceRun:
-    """Run ``source`` once over ``pairs``, streamed: each chunk is encoded, run and reduced to
-    per-pair numbers written into arrays allocated once, so memory is bounded by
-    ``batch_size`` (plus the representations of at most ``max_rep_pairs`` pairs kept for CKA),
-    not by the number of pairs.
+    """Run `source` once over `pairs`, streamed.
 
-    Formerly ``run_source``, still importable as a deprecated alias (the patching runs of
-    :mod:`reward_lens_tl.patching.activation` have a ``run_source`` of their own).
+    Each chunk is encoded, run and reduced to per-pair numbers written into arrays allocated
+    once, so memory is bounded by `batch_size` (plus the representations of at most
+    `max_rep_pairs` pairs kept for CKA), not by the number of pairs.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.zoo import load_task, zoo_path
-    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-    >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited plays chosen
-    >>> run = run_on_pairs(ExplicitReward(model), pairs)
-    >>> tuple(run.lens_margins.shape) == (len(run.lens_labels), 4), bool((run.margins < 0).all())
-    (True, True)
+    Formerly `run_source`, still importable as a deprecated alias (the patching runs of
+    `reward_lens_tl.patching.activation` have a `run_source` of their own).
+
+    Args:
+        source: the source to run.
+        pairs: the preference pairs.
+        batch_size: pairs per chunk.
+        max_rep_pairs: how many pairs keep residual representations.
+
+    Returns:
+        The source's run.
+
+    Raises:
+        EmptyInputError: there are no pairs.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited plays chosen
+        >>> run = run_on_pairs(ExplicitReward(model), pairs)
+        >>> tuple(run.lens_margins.shape) == (len(run.lens_labels), 4), bool(
+        ...     (run.margins < 0).all())
+        (True, True)
     """
     pairs = list(pairs)
     if not pairs:

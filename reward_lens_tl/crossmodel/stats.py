@@ -1,15 +1,16 @@
 """Statistics of a model comparison: linear CKA, Kendall τ-b on sweeps, crystallization depth.
 
-Correlations and bootstrap intervals come from :mod:`reward_lens_tl.stats`; this module's
-former ``bootstrap``, ``bootstrap_mean``, ``pearson`` and ``spearman`` are deprecated aliases.
+Correlations and bootstrap intervals come from `reward_lens_tl.stats`; this module's
+former `bootstrap`, `bootstrap_mean`, `pearson` and `spearman` are deprecated aliases.
 
->>> import torch
->>> x = torch.randn(50, 8)
->>> rotation = torch.linalg.qr(torch.randn(8, 8))[0]
->>> round(linear_cka(x, x), 6), round(linear_cka(x, 3 * x @ rotation), 6)
-(1.0, 1.0)
->>> sweep_tau({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 10, "b": 20, "c": 30, "d": 0})["tau"]
-1.0
+Examples:
+    >>> import torch
+    >>> x = torch.randn(50, 8)
+    >>> rotation = torch.linalg.qr(torch.randn(8, 8))[0]
+    >>> round(linear_cka(x, x), 6), round(linear_cka(x, 3 * x @ rotation), 6)
+    (1.0, 1.0)
+    >>> sweep_tau({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 10, "b": 20, "c": 30, "d": 0})["tau"]
+    1.0
 """
 
 from __future__ import annotations
@@ -27,9 +28,21 @@ from ..stats import Interval, bootstrap_ci, correlation_test
 
 
 def linear_cka(x: Tensor, y: Tensor) -> float:
-    """Linear CKA between representations ``x [n, d1]`` and ``y [n, d2]`` of the same ``n``
-    examples: ``‖Yᵀ X‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F)`` after centring (1 for identical inputs, and
-    invariant to rotation and isotropic scaling)."""
+    """Linear CKA between representations of the same `n` examples.
+
+    CKA is `‖Yᵀ X‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F)` after centring (1 for identical inputs, and
+    invariant to rotation and isotropic scaling).
+
+    Args:
+        x: representations `[n, d1]`.
+        y: representations `[n, d2]`.
+
+    Returns:
+        The CKA.
+
+    Raises:
+        InvalidArgumentError: `x` and `y` have different numbers of examples.
+    """
     if x.shape[0] != y.shape[0]:
         raise InvalidArgumentError(f"CKA needs the same examples: {x.shape[0]} vs {y.shape[0]}")
     x = x.double() - x.double().mean(0)
@@ -40,8 +53,18 @@ def linear_cka(x: Tensor, y: Tensor) -> float:
 
 
 def as_scores(sweep: Any) -> dict:
-    """Per-candidate scores from a ``dict``, a pandas ``Series``, a one-column ``DataFrame``,
-    or an object with ``.scores`` / ``to_series()``."""
+    """Per-candidate scores of a token sweep.
+
+    Args:
+        sweep: a `dict`, a pandas `Series`, a one-column `DataFrame`, or an object with
+            `.scores` / `to_series()`.
+
+    Returns:
+        Candidate -> score.
+
+    Raises:
+        InvalidArgumentError: `sweep` is none of these.
+    """
     if hasattr(sweep, "to_series") and not hasattr(sweep, "index"):
         sweep = sweep.to_series()
     if hasattr(sweep, "scores") and not isinstance(sweep, Mapping):
@@ -61,7 +84,18 @@ def as_scores(sweep: Any) -> dict:
 
 
 def sweep_tau(a: Any, b: Any) -> dict:
-    """Kendall τ-b between two token sweeps on their shared candidates."""
+    """Kendall τ-b between two token sweeps on their shared candidates.
+
+    Args:
+        a: the first sweep (see `as_scores`).
+        b: the second sweep.
+
+    Returns:
+        `tau` and the figures behind it.
+
+    Raises:
+        EmptyInputError: too few shared candidates.
+    """
     sa, sb = as_scores(a), as_scores(b)
     shared = [k for k in sa if k in sb]
     if len(shared) < 2:
@@ -74,8 +108,18 @@ def sweep_tau(a: Any, b: Any) -> dict:
 
 
 def crystallization_depth(margins: Tensor, fraction: float = 0.5) -> np.ndarray:
-    """Per pair, the relative depth (site index / (sites − 1)) of the first site whose lens
-    margin reaches ``fraction`` of the final margin in its sign (NaN where it is 0)."""
+    """Per pair, the relative depth of the first site whose lens margin reaches `fraction`.
+
+    Depth is site index / (sites − 1); `fraction` is of the final margin, in its sign (NaN
+    where it is 0).
+
+    Args:
+        margins: lens margins `[site, pair]`.
+        fraction: the share of the final margin.
+
+    Returns:
+        The depths `[pair]`.
+    """
     m = margins.double()
     final = m[-1]
     sign = torch.sign(final)
@@ -89,8 +133,22 @@ def crystallization_depth(margins: Tensor, fraction: float = 0.5) -> np.ndarray:
 def bootstrap(
     stat: Callable[[np.ndarray], float], n: int, n_boot: int = 1000, seed: int = 0
 ) -> Interval:
-    """Deprecated: ``stat`` over ``n`` item indices with a bootstrap CI; use
-    :func:`reward_lens_tl.stats.bootstrap_ci` on the data themselves."""
+    """Deprecated: `stat` over `n` item indices with a bootstrap CI.
+
+    Use `reward_lens_tl.stats.bootstrap_ci` on the data themselves.
+
+    Args:
+        stat: the statistic of an array of item indices.
+        n: the number of items.
+        n_boot: bootstrap resamples.
+        seed: the bootstrap's seed.
+
+    Returns:
+        The statistic with its CI.
+
+    Raises:
+        EmptyInputError: `n` is 0.
+    """
     warn_renamed(
         f"{__name__}.bootstrap", "reward_lens_tl.stats.bootstrap_ci", "on the data themselves"
     )
@@ -100,8 +158,16 @@ def bootstrap(
 
 
 def bootstrap_mean(values: np.ndarray, n_boot: int = 1000, seed: int = 0) -> Interval:
-    """Deprecated: use :func:`reward_lens_tl.stats.bootstrap_ci` (its default statistic is the
-    mean)."""
+    """Deprecated: use `reward_lens_tl.stats.bootstrap_ci` (its default statistic is the mean).
+
+    Args:
+        values: the values.
+        n_boot: bootstrap resamples.
+        seed: the bootstrap's seed.
+
+    Returns:
+        The mean with its CI.
+    """
     warn_renamed(
         f"{__name__}.bootstrap_mean", "reward_lens_tl.stats.bootstrap_ci", "n_boot=, seed="
     )

@@ -1,8 +1,9 @@
 """Preference data: typed pairs, one-against-many and style-grid items, and loaders for real files.
 
->>> from reward_lens_tl.data import PreferencePair
->>> PreferencePair("Hi", chosen="Hello!", rejected="Go away.").messages("chosen")[1]["content"]
-'Hello!'
+Examples:
+    >>> from reward_lens_tl.data import PreferencePair
+    >>> PreferencePair("Hi", chosen="Hello!", rejected="Go away.").messages("chosen")[1]["content"]
+    'Hello!'
 """
 
 from reward_lens_tl.data.loaders import (

@@ -1,14 +1,14 @@
 """Shared plumbing for the loaders: reading record files, field checks, and bad-record handling.
 
-Files are JSON lists (``.json``) or JSON lines (``.jsonl``, ``.ndjson``), optionally gzip-compressed
+Files are JSON lists (`.json`) or JSON lines (`.jsonl`, `.ndjson`), optionally gzip-compressed
 (detected from the content, not the name), UTF-8 with or without a byte-order mark (read as
-``encoding="utf-8-sig"`` would; Windows tools often write one). Any other name is read as a JSON
-list if its first non-blank character is ``[``, else as JSON lines. A record is identified by its
+`encoding="utf-8-sig"` would; Windows tools often write one). Any other name is read as a JSON
+list if its first non-blank character is `[`, else as JSON lines. A record is identified by its
 0-based position among the file's records (blank lines are not records).
 
-A parse function turns one record into an item or raises :class:`FieldError`; :func:`collect`
-turns that into a :class:`MalformedRecordError` naming file, record and field, or, with
-``skip_bad=True``, into a :class:`SkippedRecord` plus one :class:`SkippedRecordsWarning`.
+A parse function turns one record into an item or raises `FieldError`; `collect`
+turns that into a `MalformedRecordError` naming file, record and field, or, with
+`skip_bad=True`, into a `SkippedRecord` plus one `SkippedRecordsWarning`.
 """
 
 from __future__ import annotations
@@ -43,13 +43,24 @@ RECORD = "<record>"
 
 @dataclass(frozen=True)
 class Unparsable:
-    """Stands in for a JSON-lines record that is not valid JSON."""
+    """Stands in for a JSON-lines record that is not valid JSON.
+
+    Args:
+        reason: Why the line could not be parsed.
+    """
 
     reason: str
 
 
 def open_bytes(path: Path) -> io.BufferedIOBase:
-    """Open ``path`` for reading bytes, decompressing it if it is gzip data."""
+    """Open `path` for reading bytes, decompressing it if it is gzip data.
+
+    Args:
+        path: The file.
+
+    Returns:
+        A binary file object.
+    """
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
     return gzip.open(path, "rb") if gzipped else open(path, "rb")
@@ -63,7 +74,7 @@ def _check_text(path: Path, head: bytes) -> None:
 
 
 def _layout(path: Path) -> str | None:
-    """``"json"`` or ``"jsonl"`` from the file name, ``None`` if it does not say."""
+    """`"json"` or `"jsonl"` from the file name, `None` if it does not say."""
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".json"):
         return "json"
@@ -71,11 +82,21 @@ def _layout(path: Path) -> str | None:
 
 
 def iter_records(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(index, record)`` for every record of a JSON-list or JSON-lines file.
+    """`(index, record)` for every record of a JSON-list or JSON-lines file.
 
     A JSON-lines line that is not UTF-8 or not JSON becomes an unparsable record (so
-    ``skip_bad=True`` skips that line only); a binary file, a truncated gzip archive or a JSON
-    list that is not UTF-8 raises :class:`DataFormatError` naming the file.
+    `skip_bad=True` skips that line only).
+
+    Args:
+        path: The file.
+
+    Yields:
+        `(index, record)` pairs.
+
+    Raises:
+        DataFormatError: For a binary file, a truncated gzip archive or a JSON list that is
+            not UTF-8.
+        MalformedRecordError: For a JSON-list file that is not valid JSON or not a list.
     """
     try:
         yield from _iter_records(path)
@@ -152,7 +173,17 @@ def _json_line(raw: bytes) -> Any:
 
 
 def require_object(record: Any) -> dict[str, Any]:
-    """``record`` if it is a JSON object, else :class:`FieldError` on ``<record>``."""
+    """`record` if it is a JSON object.
+
+    Args:
+        record: The record.
+
+    Returns:
+        The record.
+
+    Raises:
+        FieldError: On `<record>`, if it is not a JSON object.
+    """
     if isinstance(record, Unparsable):
         raise FieldError(RECORD, record.reason)
     if not isinstance(record, dict):
@@ -161,14 +192,36 @@ def require_object(record: Any) -> dict[str, Any]:
 
 
 def require(record: dict[str, Any], name: str) -> Any:
-    """``record[name]``, or :class:`FieldError` if it is missing."""
+    """`record[name]`.
+
+    Args:
+        record: The record.
+        name: The field.
+
+    Returns:
+        The field's value.
+
+    Raises:
+        FieldError: If it is missing.
+    """
     if name not in record:
         raise FieldError(name, "is missing")
     return record[name]
 
 
 def require_int(record: dict[str, Any], name: str) -> int:
-    """``record[name]`` if it is an integer (``bool`` is refused)."""
+    """`record[name]` if it is an integer (`bool` is refused).
+
+    Args:
+        record: The record.
+        name: The field.
+
+    Returns:
+        The field's value.
+
+    Raises:
+        FieldError: If it is missing or not an integer.
+    """
     value = require(record, name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(name, f"must be an int, got {type_name(value)}")
@@ -176,13 +229,29 @@ def require_int(record: dict[str, Any], name: str) -> int:
 
 
 def extras(record: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
-    """The record's fields other than ``known`` (kept as metadata so nothing is dropped)."""
+    """The record's fields other than `known` (kept as metadata so nothing is dropped).
+
+    Args:
+        record: The record.
+        known: The fields already read.
+
+    Returns:
+        The other fields.
+    """
     known = set(known)
     return {k: v for k, v in record.items() if k not in known}
 
 
 def record_id(record: Any, key: str | None) -> Hashable | None:
-    """The record's id under ``key`` if it has a usable one, else ``None``."""
+    """The record's id under `key` if it has a usable one, else `None`.
+
+    Args:
+        record: The record.
+        key: The id field, or `None`.
+
+    Returns:
+        The id, or `None`.
+    """
     if key is None or not isinstance(record, dict):
         return None
     try:
@@ -196,14 +265,30 @@ def record_id(record: Any, key: str | None) -> Hashable | None:
 
 
 def malformed(skip: SkippedRecord) -> MalformedRecordError:
-    """The error for a bad record; it carries the :class:`SkippedRecord` as ``.record``."""
+    """The error for a bad record; it carries the `SkippedRecord` as `.record`.
+
+    Args:
+        skip: The bad record.
+
+    Returns:
+        The error.
+    """
     err = MalformedRecordError(str(skip))
     err.record = skip  # type: ignore[attr-defined]
     return err
 
 
 def reject(skip: SkippedRecord, skip_bad: bool, skipped: list[SkippedRecord]) -> None:
-    """Record ``skip`` if ``skip_bad``, else raise it as a :class:`MalformedRecordError`."""
+    """Record `skip` if `skip_bad`, else raise it as a `MalformedRecordError`.
+
+    Args:
+        skip: The bad record.
+        skip_bad: Whether to skip it.
+        skipped: The list it is appended to.
+
+    Raises:
+        MalformedRecordError: If not `skip_bad`.
+    """
     if not skip_bad:
         raise malformed(skip)
     skipped.append(skip)
@@ -218,7 +303,19 @@ def collect(
     limit: int | None,
     id_key: str | None = None,
 ) -> tuple[list[T], list[SkippedRecord]]:
-    """Parse records until ``limit`` items are made; bad records raise or are skipped."""
+    """Parse records until `limit` items are made; bad records raise or are skipped.
+
+    Args:
+        path: The file (for messages).
+        records: `(index, record)` pairs.
+        parse: Makes one item from `(index, record)`.
+        skip_bad: Whether to skip bad records rather than raise.
+        limit: The most items, or `None`.
+        id_key: The records' id field, if any.
+
+    Returns:
+        The items and the skipped records.
+    """
     check_limit(limit)
     items: list[T] = []
     skipped: list[SkippedRecord] = []
@@ -241,8 +338,21 @@ def collect_files(
     limit: int | None,
     id_key: str | None = None,
 ) -> tuple[list[T], list[SkippedRecord]]:
-    """:func:`collect` over the files of :func:`expand` ``(path)`` in order, each parsed by
-    ``parser_for(file)``, until ``limit`` items in all; one :func:`warn_skipped` for them all."""
+    """`collect` over the files of `expand(path)` in order.
+
+    Each file is parsed by `parser_for(file)`, until `limit` items in all; one
+    `warn_skipped` for them all.
+
+    Args:
+        path: A file or a directory.
+        parser_for: Gives the parse function of a file.
+        skip_bad: Whether to skip bad records rather than raise.
+        limit: The most items, or `None`.
+        id_key: The records' id field, if any.
+
+    Returns:
+        The items and the skipped records.
+    """
     check_limit(limit)
     items: list[T] = []
     skipped: list[SkippedRecord] = []
@@ -258,7 +368,15 @@ def collect_files(
 
 
 def with_record(item: T, index: int) -> T:
-    """``item`` with its source record index filled in (items that track one)."""
+    """`item` with its source record index filled in (items that track one).
+
+    Args:
+        item: The item.
+        index: The record's index.
+
+    Returns:
+        The item.
+    """
     if (
         dataclasses.is_dataclass(item)
         and not isinstance(item, type)
@@ -269,13 +387,26 @@ def with_record(item: T, index: int) -> T:
 
 
 def check_limit(limit: int | None) -> None:
-    """Refuse a negative or non-integer ``limit``."""
+    """Refuse a negative or non-integer `limit`.
+
+    Args:
+        limit: The limit, or `None`.
+
+    Raises:
+        InvalidArgumentError: If it is negative or not an integer.
+    """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise InvalidArgumentError(f"limit must be None or a non-negative int, got {limit!r}")
 
 
 def warn_skipped(path: Path | str, skipped: list[SkippedRecord], stacklevel: int = 3) -> None:
-    """One warning saying how many records were skipped (nothing if none were)."""
+    """One warning saying how many records were skipped (nothing if none were).
+
+    Args:
+        path: The source (for the message).
+        skipped: The skipped records.
+        stacklevel: Passed to `warnings.warn`.
+    """
     if skipped:
         warnings.warn(
             f"{path}: skipped {len(skipped)} malformed record(s); the first: {skipped[0]}. "
@@ -286,7 +417,19 @@ def warn_skipped(path: Path | str, skipped: list[SkippedRecord], stacklevel: int
 
 
 def expand(path: Path, pattern: str = "*.json") -> list[Path]:
-    """``[path]`` for a file; the sorted files matching ``pattern`` below a directory."""
+    """`[path]` for a file; the sorted files matching `pattern` below a directory.
+
+    Args:
+        path: A file or a directory.
+        pattern: The glob pattern for a directory's files.
+
+    Returns:
+        The files.
+
+    Raises:
+        MissingFileError: If `path` does not exist.
+        EmptyInputError: If the directory holds no matching files.
+    """
     if not path.exists():
         raise MissingFileError(f"no such file or directory: {path}")
     if path.is_dir():

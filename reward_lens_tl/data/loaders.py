@@ -1,25 +1,25 @@
-"""Loaders for preference-data files, and :func:`load_pairs`, which picks one by name or by sniff.
+"""Loaders for preference-data files, and `load_pairs`, which picks one by name or by sniff.
 
-Each format lives in :mod:`reward_lens_tl.data.formats`; this module re-exports their loaders.
-Every loader takes a path, ``skip_bad=False`` and ``limit=None``:
+Each format lives in `reward_lens_tl.data.formats`; this module re-exports their loaders.
+Every loader takes a path, `skip_bad=False` and `limit=None`:
 
-* a malformed record raises :class:`~reward_lens_tl.errors.MalformedRecordError` naming the file,
+* a malformed record raises `MalformedRecordError` naming the file,
   the record index (and id, if the record has one) and the field;
-* with ``skip_bad=True`` malformed records are skipped instead, listed in ``.skipped`` with the
-  reason, and one :class:`~reward_lens_tl.data.pairs.SkippedRecordsWarning` says how many;
-* ``limit`` caps the number of items returned (pairs, or grid / ranked items).
+* with `skip_bad=True` malformed records are skipped instead, listed in `.skipped` with the
+  reason, and one `SkippedRecordsWarning` says how many;
+* `limit` caps the number of items returned (pairs, or grid / ranked items).
 
-Format names for :func:`load_pairs` (``_`` and ``-`` are interchangeable, case is ignored):
+Format names for `load_pairs` (`_` and `-` are interchangeable, case is ignored):
 
-* ``hh-rlhf`` (or ``hh``): :func:`load_hh_rlhf` -> :class:`PairSet` with multi-turn prompts
-* ``llmbar``: :func:`load_llmbar` -> :class:`PairSet`
-* ``rm-bench`` (or ``rmbench``): :func:`load_rmbench` -> :class:`ItemSet` of :class:`GridItem`
-* ``rewardbench``: :func:`load_rewardbench_jsonl` -> :class:`PairSet`
-* ``rewardmath``: :func:`load_rewardmath` -> :class:`ItemSet` of :class:`RankedItem`
+* `hh-rlhf` (or `hh`): `load_hh_rlhf` -> `PairSet` with multi-turn prompts
+* `llmbar`: `load_llmbar` -> `PairSet`
+* `rm-bench` (or `rmbench`): `load_rmbench` -> `ItemSet` of `GridItem`
+* `rewardbench`: `load_rewardbench_jsonl` -> `PairSet`
+* `rewardmath`: `load_rewardmath` -> `ItemSet` of `RankedItem`
 
-:func:`load_rewardmath_scores` reads published reward-model scores into a ``pandas.DataFrame``
-(:func:`load_rewardmath_step_scores` a process reward model's per-step scores,
-:func:`load_rewardmath_pairwise` a pairwise judge's verdicts).
+`load_rewardmath_scores` reads published reward-model scores into a `pandas.DataFrame`
+(`load_rewardmath_step_scores` a process reward model's per-step scores,
+`load_rewardmath_pairwise` a pairwise judge's verdicts).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ FORMATS: dict[str, Loader] = {
     "rewardbench": load_rewardbench_jsonl,
     "rewardmath": load_rewardmath,
 }
-"""Format name -> loader, for :func:`load_pairs`."""
+"""Format name -> loader, for `load_pairs`."""
 
 _ALIASES = {"hh": "hh-rlhf", "rmbench": "rm-bench", "rewardbench-jsonl": "rewardbench"}
 
@@ -81,13 +81,25 @@ def _canonical(name: str) -> str:
 
 
 def sniff_format(path: str | PathLike[str]) -> str:
-    """Guess a file's format from the fields of its first record (a folder: its first ``.json``).
+    """Guess a file's format from the fields of its first record (a folder: its first `.json`).
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.json"
-    >>> _ = f.write_text(json.dumps([{"input": "", "output_1": "", "output_2": "", "label": 1}]))
-    >>> sniff_format(f)
-    'llmbar'
+    Args:
+        path: A file or a folder.
+
+    Returns:
+        The format's name.
+
+    Raises:
+        EmptyInputError: If the file holds no records.
+        DataFormatError: If the format cannot be told, or the file holds scores, not pairs.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.json"
+        >>> _ = f.write_text(json.dumps(
+        ...     [{"input": "", "output_1": "", "output_2": "", "label": 1}]))
+        >>> sniff_format(f)
+        'llmbar'
     """
     path = Path(path)
     file = expand(path)[0]
@@ -126,16 +138,29 @@ def load_pairs(
     skip_bad: bool = False,
     limit: int | None = None,
 ) -> PairSet:
-    """Load any supported file as a :class:`PairSet`; ``format`` is sniffed when ``None``.
+    """Load any supported file as a `PairSet`; `format` is sniffed when `None`.
 
-    Grid and ranked formats are flattened with ``.pairs()``. ``limit`` caps the number of pairs.
+    Grid and ranked formats are flattened with `.pairs()`. `limit` caps the number of pairs.
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "safety_filtered.json"
-    >>> _ = f.write_text(json.dumps([{"id": 1, "prompt": "Hi", "subset": "demo",
-    ...     "chosen": ["a", "b", "c"], "rejected": ["x", "y", "z"]}]))
-    >>> load_pairs(f), len(load_pairs(f, "rm-bench", limit=4))  # doctest: +ELLIPSIS
-    (PairSet(9 pairs from '...safety_filtered.json', 0 skipped), 4)
+    Args:
+        path: A file or a folder.
+        format: The format's name, or `None` to sniff it.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most pairs, or `None`.
+
+    Returns:
+        The `PairSet`.
+
+    Raises:
+        DataFormatError: If the format is unknown or cannot be told.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "safety_filtered.json"
+        >>> _ = f.write_text(json.dumps([{"id": 1, "prompt": "Hi", "subset": "demo",
+        ...     "chosen": ["a", "b", "c"], "rejected": ["x", "y", "z"]}]))
+        >>> load_pairs(f), len(load_pairs(f, "rm-bench", limit=4))  # doctest: +ELLIPSIS
+        (PairSet(9 pairs from '...safety_filtered.json', 0 skipped), 4)
     """
     check_limit(limit)
     key = sniff_format(path) if format is None else _canonical(format)

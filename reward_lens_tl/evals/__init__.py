@@ -1,20 +1,21 @@
 """Benchmark evaluation: score files, scoring runs, published metrics, and why a model fails.
 
-The modules, lowest first (each imports only those above it): ``prm`` (one score per solution
-from a process reward model's step scores), ``scores`` (the per-item score file), ``rewardbench2``
-(RewardBench 2's best-of-4 and Ties rules), ``metrics`` (each benchmark's reference protocol),
-``comparisons`` (one chosen against one rejected response), ``explain`` (why comparisons fail),
-``results`` (``EvalResult``, ``Failures``), ``run`` (scoring runs, pairing score files with
-data), ``zoo_set`` and ``cli``; ``processbench`` (earliest-error prediction) stands alone.
+The modules, lowest first (each imports only those above it): `prm` (one score per solution
+from a process reward model's step scores), `scores` (the per-item score file), `rewardbench2`
+(RewardBench 2's best-of-4 and Ties rules), `metrics` (each benchmark's reference protocol),
+`comparisons` (one chosen against one rejected response), `explain` (why comparisons fail),
+`results` (`EvalResult`, `Failures`), `run` (scoring runs, pairing score files with
+data), `zoo_set` and `cli`; `processbench` (earliest-error prediction) stands alone.
 
->>> from reward_lens_tl import evals
->>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
->>> scores = ScoreSet([ScoreRecord("rewardbench", 0, (1.0,), (2.0,))])
->>> result = evals.EvalResult("rewardbench", scores)
->>> len(result.failures()), evals.BENCHMARKS
-(1, ('rewardbench', 'rewardbench2', 'rewardmath', 'rmbench'))
->>> evals.PRM_AGGREGATES[:3], evals.processbench_from_predictions([0, -1], [0, -1]).average_f1
-(('min', 'max', 'prod'), 100.0)
+Examples:
+    >>> from reward_lens_tl import evals
+    >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+    >>> scores = ScoreSet([ScoreRecord("rewardbench", 0, (1.0,), (2.0,))])
+    >>> result = evals.EvalResult("rewardbench", scores)
+    >>> len(result.failures()), evals.BENCHMARKS
+    (1, ('rewardbench', 'rewardbench2', 'rewardmath', 'rmbench'))
+    >>> evals.PRM_AGGREGATES[:3], evals.processbench_from_predictions([0, -1], [0, -1]).average_f1
+    (('min', 'max', 'prod'), 100.0)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""``reward-lens eval BENCHMARK``: metrics from a score file, or from a model scoring a data file.
+"""reward-lens eval BENCHMARK: metrics from a score file, or from a model scoring a data file.
 
-::
+Typical commands:
 
     reward-lens eval rewardmath --scores results/ArmoRM_scores.json --format json
     reward-lens eval rewardmath MODEL_DIR RewardMATH_direct.json --out scores.jsonl
@@ -9,24 +9,24 @@
     reward-lens eval rewardmath --scores math_shepherd_prm_scores.json --prm-aggregate min
     reward-lens eval rewardbench2 --scores rb2_scores.jsonl --format json
 
-With ``--format json`` one JSON object is printed: ``{"n": <items>, <figure>: <percent>, ...,
-"skipped": <bad records and unscorable items skipped>, "missing": <data items without a score>}``
-(RewardMATH: ``accuracy``, ``mrr``, ``accuracy_with_ties``), plus ``"ci"`` with each figure's
-interval and, when items were skipped, ``"skipped_items"``: ``[{"id", "reason"}, ...]``. Errors
+With `--format json` one JSON object is printed: `{"n": <items>, <figure>: <percent>, ...,
+"skipped": <bad records and unscorable items skipped>, "missing": <data items without a score>}`
+(RewardMATH: `accuracy`, `mrr`, `accuracy_with_ties`), plus `"ci"` with each figure's
+interval and, when items were skipped, `"skipped_items"`: `[{"id", "reason"}, ...]`. Errors
 print one line on stderr and exit with status 2.
 
 RewardMATH score files of process reward models (a list of step scores per solution) are scored
-with ``--prm-aggregate`` (min, max, prod, geometric_mean, mean, mean_logit, mean_odd, last; see
-:mod:`reward_lens_tl.evals.prm`); the JSON then has ``"prm_aggregate"``. Without it the figures
-are those of ``prod`` (the aggregate the RewardMATH paper reports PRMs with), and ``"by_aggregate"``
-holds every aggregate's ``accuracy`` / ``mrr`` / ``accuracy_with_ties``, as the reference's
-``--prm_mode`` prints all eight. A file with ``chosen_position`` (a pairwise judge's A/B verdicts)
-is scored with the reference's pairwise rule and says ``"protocol": "pairwise"``. RewardBench 2
-(``rewardbench2``) is evaluated from score files only (no data ships; see
-:mod:`reward_lens_tl.evals.rewardbench2` for the record format).
+with `--prm-aggregate` (min, max, prod, geometric_mean, mean, mean_logit, mean_odd, last; see
+`reward_lens_tl.evals.prm`); the JSON then has `"prm_aggregate"`. Without it the figures
+are those of `prod` (the aggregate the RewardMATH paper reports PRMs with), and `"by_aggregate"`
+holds every aggregate's `accuracy` / `mrr` / `accuracy_with_ties`, as the reference's
+`--prm_mode` prints all eight. A file with `chosen_position` (a pairwise judge's A/B verdicts)
+is scored with the reference's pairwise rule and says `"protocol": "pairwise"`. RewardBench 2
+(`rewardbench2`) is evaluated from score files only (no data ships; see
+`reward_lens_tl.evals.rewardbench2` for the record format).
 
-Scoring with a model: an item that does not fit the model's context (under ``--truncation``) is
-an error naming its id, or with ``--on-error skip`` is skipped and listed. ``--out`` records the
+Scoring with a model: an item that does not fit the model's context (under `--truncation`) is
+an error naming its id, or with `--on-error skip` is skipped and listed. `--out` records the
 model's fingerprint and the arguments; a rerun resumes it only if they match, one run at a
 time, and a run that scores nothing leaves no file behind.
 """
@@ -40,7 +40,11 @@ from reward_lens_tl.evals.scores import BENCHMARKS
 
 
 def add_eval_parser(sub) -> None:
-    """Add the ``eval`` subcommand to the CLI's subparsers."""
+    """Add the `eval` subcommand to the CLI's subparsers.
+
+    Args:
+        sub: the subparsers of the `reward-lens` parser.
+    """
     p = sub.add_parser(
         "eval",
         help="benchmark metrics (RewardBench, RewardMATH, RM-Bench) from scores or a model",
@@ -139,7 +143,7 @@ def _evaluate(args):
 
 
 def _skipped_items(result) -> list[dict]:
-    """The items a scoring run skipped (``on_error="skip"``): id and reason."""
+    """The items a scoring run skipped (`on_error="skip"`): id and reason."""
     from reward_lens_tl.evals.run import NOT_SCORED
 
     return [
@@ -201,8 +205,17 @@ def _print(result, args) -> None:
 
 
 def run_eval_command(args) -> int:
-    """The ``eval`` subcommand: one line on stderr (after closing the progress bar, local paths
-    shortened) and status 2 on a user error; with ``--debug`` the error propagates."""
+    """Run the `eval` subcommand.
+
+    A user error prints one line on stderr (after closing the progress bar, local paths
+    shortened) and returns status 2; with `--debug` the error propagates.
+
+    Args:
+        args: the parsed command-line arguments.
+
+    Returns:
+        The exit status.
+    """
     import torch
 
     from reward_lens_tl.cli import print_error

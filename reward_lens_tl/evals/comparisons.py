@@ -3,19 +3,20 @@
 A *comparison* is the pair of a RewardBench item; a RewardMATH problem's correct solution against
 its **hardest** wrong solution (the highest-scored one: the comparison that decides the
 problem); each of the 9 cells of an RM-Bench grid; each chosen response of a RewardBench 2
-prompt against each rejected one. It is *failed* when ``chosen <= rejected`` (ties fail, as in
+prompt against each rejected one. It is *failed* when `chosen <= rejected` (ties fail, as in
 the benchmarks' protocols; RewardBench 2 gives a tied prompt partial credit in its metrics).
 
-This module sits below both :mod:`~reward_lens_tl.evals.results` (which collects comparisons)
-and :mod:`~reward_lens_tl.evals.explain` (which explains them): what both need lives here.
+This module sits below both `reward_lens_tl.evals.results` (which collects comparisons)
+and `reward_lens_tl.evals.explain` (which explains them): what both need lives here.
 
->>> from reward_lens_tl.evals.scores import ScoreRecord
->>> record = ScoreRecord("rewardmath", 7, (2.0,), (1.0, 3.0, 0.5))
->>> [(c.rejected_index, c.margin, c.failed) for c in comparisons("rewardmath", 0, record)]
-[(1, -1.0, True)]
->>> from reward_lens_tl.data import PreferencePair
->>> item_texts(PreferencePair("q", "a", "b"))
-('q', ('a',), ('b',))
+Examples:
+    >>> from reward_lens_tl.evals.scores import ScoreRecord
+    >>> record = ScoreRecord("rewardmath", 7, (2.0,), (1.0, 3.0, 0.5))
+    >>> [(c.rejected_index, c.margin, c.failed) for c in comparisons("rewardmath", 0, record)]
+    [(1, -1.0, True)]
+    >>> from reward_lens_tl.data import PreferencePair
+    >>> item_texts(PreferencePair("q", "a", "b"))
+    ('q', ('a',), ('b',))
 """
 
 from __future__ import annotations
@@ -34,7 +35,17 @@ __all__ = ["Comparison", "ComparisonSet", "comparisons", "item_texts"]
 
 @dataclass(frozen=True)
 class Comparison:
-    """One chosen-vs-rejected comparison of an item (indices into its responses)."""
+    """One chosen-vs-rejected comparison of an item (indices into its responses).
+
+    Args:
+        item_index: the item's position in its result.
+        item_id: the item's id.
+        chosen_index: the chosen response's index.
+        rejected_index: the rejected response's index.
+        chosen_score: the chosen response's score.
+        rejected_score: the rejected response's score.
+        subset: the item's subset (RM-Bench: domain), if any.
+    """
 
     item_index: int
     item_id: Hashable
@@ -46,17 +57,30 @@ class Comparison:
 
     @property
     def margin(self) -> float:
+        """`chosen_score − rejected_score`."""
         return self.chosen_score - self.rejected_score
 
     @property
     def failed(self) -> bool:
-        """``chosen <= rejected`` (also for a process reward model's infinite aggregates, whose
-        margin ``inf - inf`` is NaN)."""
+        """`chosen <= rejected`.
+
+        This holds also for a process reward model's infinite aggregates, whose margin
+        `inf - inf` is NaN.
+        """
         return not self.chosen_score > self.rejected_score
 
 
 def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Comparison]:
-    """The comparisons of one record (see the module docstring); ``index`` is its position."""
+    """The comparisons of one record (see the module docstring).
+
+    Args:
+        benchmark: the record's benchmark.
+        index: the record's position.
+        record: the score record.
+
+    Returns:
+        The comparisons.
+    """
     group = record.subset if benchmark != "rmbench" else record.domain
 
     def make(i: int, j: int) -> Comparison:
@@ -68,7 +92,14 @@ def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Compari
 
 
 def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
-    """``(prompt, chosen responses, rejected responses)`` of any benchmark item."""
+    """`(prompt, chosen responses, rejected responses)` of any benchmark item.
+
+    Args:
+        item: a benchmark item.
+
+    Returns:
+        The item's texts.
+    """
     if isinstance(item, RankedItem):
         return item.prompt, (item.correct,), tuple(item.wrong)
     if isinstance(item, GridItem):
@@ -77,18 +108,30 @@ def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
 
 
 class ComparisonSet(Protocol):
-    """What an explanation reads from a set of comparisons
-    (:class:`~reward_lens_tl.evals.results.Failures` is one): the comparisons, their texts as
-    preference pairs, a subset of them, and the evaluation they come from (``result``, with
-    its ``benchmark`` and ``successes()``)."""
+    """What an explanation reads from a set of comparisons.
+
+    `reward_lens_tl.evals.results.Failures` is one: the comparisons, their texts as
+    preference pairs, a subset of them, and the evaluation they come from (`result`, with
+    its `benchmark` and `successes()`).
+    """
 
     @property
-    def result(self) -> Any: ...
+    def result(self) -> Any:
+        """The evaluation the comparisons come from."""
+        ...
 
-    def __iter__(self) -> Iterator[Comparison]: ...
+    def __iter__(self) -> Iterator[Comparison]:
+        """The comparisons, in order."""
+        ...
 
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        """The number of comparisons."""
+        ...
 
-    def pairs(self) -> list[Any]: ...
+    def pairs(self) -> list[Any]:
+        """Each comparison's texts as a preference pair."""
+        ...
 
-    def take(self, rows: Sequence[int]) -> ComparisonSet: ...
+    def take(self, rows: Sequence[int]) -> ComparisonSet:
+        """The comparisons at positions `rows`, of the same result."""
+        ...

@@ -1,5 +1,8 @@
-"""The errors of the evaluation harness, re-exported from :mod:`reward_lens_tl.errors` (where every
-error of the package is defined, in one hierarchy under ``RewardLensError``)."""
+"""The errors of the evaluation harness.
+
+They are re-exported from `reward_lens_tl.errors` (where every error of the package is
+defined, in one hierarchy under `RewardLensError`).
+"""
 
 from __future__ import annotations
 

@@ -1,22 +1,22 @@
 """Why a reward model fails benchmark items: attribution, driving tokens and the lens, in one pass.
 
-For the failed comparisons of an evaluation (:meth:`EvalResult.failures`), one cached forward
+For the failed comparisons of an evaluation (`EvalResult.failures`), one cached forward
 per chunk of failures (chosen rows then rejected rows) gives three readings of the same run:
 
-* **components**: the exact direct attribution of each failure's margin (chosen − rejected) to
+- **components**: the exact direct attribution of each failure's margin (chosen − rejected) to
   embeddings, heads, MLPs and biases (parts + head bias = margin), averaged over the failures
   and set against the same average over a sample of comparisons the model got right: a component
   whose mean is lower on failures than on successes pushes the wrong way;
-* **tokens**: every head's contribution split by source position (pattern × value, exact),
+- **tokens**: every head's contribution split by source position (pattern × value, exact),
   mapped back to the token it reads, signed as a contribution to the margin (a token of the
   rejected response that raises its reward counts negative): the most negative tokens drive the
   wrong preference;
-* **layer**: the reward lens of both responses; per failure, the first site where the (wrong)
-  margin reaches half its final value (``PairLensResult.crystallization``).
+- **layer**: the reward lens of both responses; per failure, the first site where the (wrong)
+  margin reaches half its final value (`PairLensResult.crystallization`).
 
 For RewardMATH the comparison is the correct solution against its hardest (highest-scored) wrong
-one. Cost: one forward of the failures' sequences plus ``reference`` successes (default a
-quarter as many pairs as failures, sampled with ``seed``), i.e. about 1.25 forwards per failure.
+one. Cost: one forward of the failures' sequences plus `reference` successes (default a
+quarter as many pairs as failures, sampled with `seed`), i.e. about 1.25 forwards per failure.
 """
 
 from __future__ import annotations
@@ -54,8 +54,16 @@ template's suffix (end-of-turn, EOS)."""
 class TokenDriver:
     """A head's contribution through one source token to one failure's margin.
 
-    ``value`` is signed as a contribution to ``chosen − rejected``: negative pushes the wrong way.
-    ``side`` is ``"chosen"`` or ``"rejected"``; ``position`` indexes that side's token ids.
+    `value` is signed as a contribution to `chosen − rejected`: negative pushes the wrong way.
+    `side` is `"chosen"` or `"rejected"`; `position` indexes that side's token ids.
+
+    Args:
+        failure: the failure's index.
+        side: `"chosen"` or `"rejected"`.
+        position: the source token's index in that side's token ids.
+        token: the source token's text.
+        head: the head, by name.
+        value: the contribution to the margin.
     """
 
     failure: int
@@ -68,12 +76,22 @@ class TokenDriver:
 
 @dataclass(frozen=True)
 class FailureExplanation(Result):
-    """What :func:`explain_failures` found (see the module docstring).
+    """What `explain_failures` found (see the module docstring).
 
-    ``margin``: attribution ``[component, failure]`` of each failure's margin; ``reference``:
-    the same over the sampled successes (``None`` if none); ``lens``: the pair lens of the
-    failures; ``crystallization``: per failure, the first lens site at half the final margin;
-    ``drivers``: per failure, its top token drivers (head × source token).
+    `margin`: attribution `[component, failure]` of each failure's margin; `reference`:
+    the same over the sampled successes (`None` if none); `lens`: the pair lens of the
+    failures; `crystallization`: per failure, the first lens site at half the final margin;
+    `drivers`: per failure, its top token drivers (head × source token).
+
+    Args:
+        benchmark: the evaluation's benchmark.
+        comparisons: the failed comparisons explained.
+        margin: attribution `[component, failure]` of each failure's margin.
+        reference: the same over the sampled successes (`None` if none).
+        lens: the pair lens of the failures.
+        crystallization: per failure, the first lens site at half the final margin.
+        drivers: per failure, its top token drivers (head × source token).
+        token_totals: per-token totals over heads.
     """
 
     no_example_axis = "its reference is the successes as a whole, and drivers number failures"
@@ -88,9 +106,11 @@ class FailureExplanation(Result):
     token_totals: tuple[tuple[int, str, int, str, str, float], ...]
 
     def components(self):
-        """One row per component: mean margin contribution over ``failures`` and over
-        ``successes``, and ``difference`` (failures − successes), sorted by ``difference``
-        (most wrong-way first)."""
+        """One row per component, most wrong-way first.
+
+        Columns: mean margin contribution over `failures` and over `successes`, and
+        `difference` (failures − successes), sorted by `difference`.
+        """
         import pandas as pd
 
         fail = self.margin.values.mean(1)
@@ -108,15 +128,31 @@ class FailureExplanation(Result):
         return frame.sort_values("difference", kind="stable").reset_index(drop=True)
 
     def wrong_way_components(self, k: int = 5) -> list[str]:
-        """The ``k`` components pushing hardest the wrong way on failures (vs successes)."""
+        """The `k` components pushing hardest the wrong way on failures (vs successes).
+
+        Args:
+            k: how many components.
+
+        Returns:
+            The components' names.
+        """
         return self.components()["component"].head(k).tolist()
 
     def tokens(self, k: int | None = 10, part: str | None = None):
-        """Source tokens by their net contribution to the margin per failure, summed over
-        heads, occurrences and both sides (a token present on both sides partly cancels), most
-        negative first: ``token``, ``part``, ``value``, ``chosen`` and ``rejected`` (occurrences
-        on each side). ``part`` keeps only ``"prompt"`` (prompt and template header),
-        ``"response"`` (the response's own tokens) or ``"suffix"`` (end-of-turn, EOS) tokens."""
+        """Source tokens by their net contribution to the margin per failure.
+
+        Contributions are summed over heads, occurrences and both sides (a token present on
+        both sides partly cancels), most negative first: `token`, `part`, `value`, `chosen`
+        and `rejected` (occurrences on each side).
+
+        Args:
+            k: how many tokens (`None`: all).
+            part: keep only `"prompt"` (prompt and template header), `"response"` (the
+                response's own tokens) or `"suffix"` (end-of-turn, EOS) tokens (`None`: all).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         columns = ["failure", "side", "position", "token", "part", "value"]
@@ -135,13 +171,23 @@ class FailureExplanation(Result):
         return grouped if k is None else grouped.head(k)
 
     def wrong_way_tokens(self, k: int = 5, part: str | None = "response") -> list[str]:
-        """The ``k`` token strings (of the responses, by default) that push hardest the wrong
-        way."""
+        """The `k` token strings (of the responses, by default) that push hardest the wrong way.
+
+        Args:
+            k: how many tokens.
+            part: the part of the sequence to keep (see `tokens`).
+
+        Returns:
+            The token strings.
+        """
         return self.tokens(k, part)["token"].tolist()
 
     def per_failure(self):
-        """One row per failure: item id, margin, crystallization site, top component and the
-        top token driver (side, token, head, value)."""
+        """One row per failure.
+
+        Columns: item id, margin, crystallization site, top component and the top token driver
+        (side, token, head, value).
+        """
         import pandas as pd
 
         best: dict[int, TokenDriver] = {}
@@ -169,11 +215,20 @@ class FailureExplanation(Result):
         return pd.DataFrame(rows)
 
     def to_dataframe(self):
+        """The components table (see `components`)."""
         return self.components()
 
     def top_k(self, k: int = 5) -> TopK:
-        """The ``k`` components with the most negative ``difference`` (failures − successes),
-        most wrong-way first (sorted by the difference shown)."""
+        """The `k` components with the most negative `difference` (failures − successes).
+
+        They come most wrong-way first (sorted by the difference shown).
+
+        Args:
+            k: how many components.
+
+        Returns:
+            The components and their differences, ranked.
+        """
         frame = self.components().head(k)
         return ranked(zip(frame["component"], frame["difference"], strict=True), "difference")
 
@@ -183,10 +238,18 @@ class FailureExplanation(Result):
         return max(sorted(set(sites)), key=sites.count) if sites else None
 
     def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Two panels: the ``k`` wrong-way components (failures vs successes) and the failures'
-        lens margins per site. Returns the figure (``ax`` is ignored: the figure has two
-        panels). ``plot(12)`` (``k`` by position) still works, with a :class:`FutureWarning`:
-        pass ``k=`` by keyword."""
+        """Two panels: the `k` wrong-way components and the failures' lens margins per site.
+
+        The first panel compares failures with successes. `plot(12)` (`k` by position) still
+        works, with a `FutureWarning`: pass `k=` by keyword.
+
+        Args:
+            ax: ignored: the figure has two panels.
+            k: how many components.
+
+        Returns:
+            The figure.
+        """
         import matplotlib.pyplot as plt
 
         ax, k = old_first_parameter("FailureExplanation", "k", ax, int, k)
@@ -209,7 +272,14 @@ class FailureExplanation(Result):
         return fig
 
     def report(self, k: int = 5) -> list[str]:
-        """Markdown lines: headline, wrong-way components and tokens."""
+        """Markdown lines: headline, wrong-way components and tokens.
+
+        Args:
+            k: how many components and tokens.
+
+        Returns:
+            The lines.
+        """
         comps = self.components().head(k)
         toks = self.tokens(k, part="response")
         lines = [
@@ -247,12 +317,22 @@ def explain_failures(
     seed: int = 0,
     truncation: str = "error",
 ) -> FailureExplanation:
-    """Explain the failed comparisons in ``failures`` (an :class:`EvalResult`'s
-    :meth:`~reward_lens_tl.evals.results.EvalResult.failures`; see the module docstring).
+    """Explain the failed comparisons in `failures` (see the module docstring).
 
-    ``reference``: how many of the result's successes to attribute as the baseline — ``"auto"``
-    (a quarter as many as failures, at least one), an int, ``"all"``, or ``None``/``0`` for none.
-    ``truncation`` encodes the texts as scoring them did (``"error"``, ``"left"``, ``"right"``).
+    Args:
+        model: the converted reward model (a `HookedRewardModel`).
+        failures: an `EvalResult`'s `reward_lens_tl.evals.results.EvalResult.failures`.
+        reference: how many of the result's successes to attribute as the baseline —
+            `"auto"` (a quarter as many as failures, at least one), an int, `"all"`, or
+            `None`/`0` for none.
+        batch_size: failures per cached forward.
+        drivers_per_failure: the top token drivers kept per failure.
+        objective: the column of a plain multi-objective head.
+        seed: the seed of the successes' sample.
+        truncation: encodes the texts as scoring them did (`"error"`, `"left"`, `"right"`).
+
+    Returns:
+        The explanation.
     """
     pairs = failures.pairs()
     if not pairs:
@@ -338,7 +418,7 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
 
 
 def _lens_values(model, store, sites, ids, mask, objective) -> torch.Tensor:
-    """``[site, batch]`` reward lens (recomputed norm) from the captured residuals."""
+    """`[site, batch]` reward lens (recomputed norm) from the captured residuals."""
     pos = model.pool_positions(ids, mask)
     read = readout(model, objective, ids.shape[0], store.get("hook_gate"))
     values = []

@@ -1,46 +1,48 @@
-"""Benchmark metrics, each computed exactly as the benchmark's own reference code does, with
-seeded bootstrap confidence intervals on every figure.
+"""Benchmark metrics, each computed exactly as the benchmark's own reference code does.
 
-* **RewardBench** (allenai/reward-bench: ``scripts/run_rm.py`` scores a pair 1 if
-  ``chosen > rejected`` else 0, so a tie is wrong; ``rewardbench/utils.py``
-  ``calculate_scores_per_section`` weights each subset's accuracy by ``EXAMPLE_COUNTS`` from
-  ``rewardbench/constants.py``, in which ``math-prm`` counts 984 although it holds 447 pairs):
+Every figure comes with a seeded bootstrap confidence interval.
+
+* **RewardBench** (allenai/reward-bench: `scripts/run_rm.py` scores a pair 1 if
+  `chosen > rejected` else 0, so a tie is wrong; `rewardbench/utils.py`
+  `calculate_scores_per_section` weights each subset's accuracy by `EXAMPLE_COUNTS` from
+  `rewardbench/constants.py`, in which `math-prm` counts 984 although it holds 447 pairs):
   per-subset accuracy, the four section scores (Chat, Chat Hard, Safety, Reasoning) as those
-  weighted means, and ``score`` = the mean of the sections present. Subsets outside
-  ``EXAMPLE_COUNTS`` weigh their own pair count; pass ``sections=`` for your own grouping.
-* **RewardMATH** (kimsh0507/RewardMATH_official, ``src/evaluation/eval.py``
-  ``RewardMATHEvaluation``): a problem is correct only if the correct solution's score is
-  *strictly* above every wrong one's (``accuracy``; ``accuracy_with_ties`` uses ``>=``, the
-  reference's "w/ tie" variant); ``mrr`` is the mean of 1 / rank of the correct solution, where
+  weighted means, and `score` = the mean of the sections present. Subsets outside
+  `EXAMPLE_COUNTS` weigh their own pair count; pass `sections=` for your own grouping.
+* **RewardMATH** (kimsh0507/RewardMATH_official, `src/evaluation/eval.py`
+  `RewardMATHEvaluation`): a problem is correct only if the correct solution's score is
+  *strictly* above every wrong one's (`accuracy`; `accuracy_with_ties` uses `>=`, the
+  reference's "w/ tie" variant); `mrr` is the mean of 1 / rank of the correct solution, where
   the sort puts a wrong solution *before* a tied correct one, so rank = 1 + #(wrong >= correct).
   A process reward model's records are scored by their aggregate of the step scores
-  (:mod:`~reward_lens_tl.evals.prm`; ``+inf`` compares as in the reference), a pairwise judge's
-  verdicts by the reference's pairwise rule (:mod:`~reward_lens_tl.evals.scores`).
-* **RewardBench 2** (allenai/reward-bench: ``scripts/run_v2.py`` ``main``,
-  ``rewardbench/utils.py`` ``reroll_and_score_dataset`` and ``process_single_model``; the rules
-  in :mod:`~reward_lens_tl.evals.rewardbench2`): per best-of-4 subset the mean credit of its
-  prompts (1 when the chosen score beats all three rejected, ``1 / k`` for a ``k``-way tie at
-  the top, else 0); the Ties subset's weighted score with its components (``ties/...``); and
-  ``score`` = the unweighted mean of the subsets present (the leaderboard's average of six).
-* **RM-Bench** (THU-KEG/RM-Bench, ``scripts/utils.py`` ``compute_accuracy``): per item a 3 x 3
-  grid ``M[i, j] = chosen[i] > rejected[j]`` (rows chosen style, columns rejected style, both
-  concise / detailed / markdown; ties are wrong). ``hard`` = the mean of the upper triangle
-  (``j > i``: a plainer chosen against a fancier rejected), ``normal`` = the diagonal, ``easy`` =
-  the lower triangle. Domains are ``chat``, ``math``, ``code``, ``safety`` by prefix (so
-  ``safety-refuse`` is ``safety``); each domain's score is the mean of its three; the overall
-  easy / normal / hard are means over domains and ``total`` is the mean of the domain scores.
+  (`reward_lens_tl.evals.prm`; `+inf` compares as in the reference), a pairwise judge's
+  verdicts by the reference's pairwise rule (`reward_lens_tl.evals.scores`).
+* **RewardBench 2** (allenai/reward-bench: `scripts/run_v2.py` `main`,
+  `rewardbench/utils.py` `reroll_and_score_dataset` and `process_single_model`; the rules
+  in `reward_lens_tl.evals.rewardbench2`): per best-of-4 subset the mean credit of its
+  prompts (1 when the chosen score beats all three rejected, `1 / k` for a `k`-way tie at
+  the top, else 0); the Ties subset's weighted score with its components (`ties/...`); and
+  `score` = the unweighted mean of the subsets present (the leaderboard's average of six).
+* **RM-Bench** (THU-KEG/RM-Bench, `scripts/utils.py` `compute_accuracy`): per item a 3 x 3
+  grid `M[i, j] = chosen[i] > rejected[j]` (rows chosen style, columns rejected style, both
+  concise / detailed / markdown; ties are wrong). `hard` = the mean of the upper triangle
+  (`j > i`: a plainer chosen against a fancier rejected), `normal` = the diagonal, `easy` =
+  the lower triangle. Domains are `chat`, `math`, `code`, `safety` by prefix (so
+  `safety-refuse` is `safety`); each domain's score is the mean of its three; the overall
+  easy / normal / hard are means over domains and `total` is the mean of the domain scores.
 
 All figures are percentages. Confidence intervals are percentile intervals of a stratified
 bootstrap (items resampled with replacement within each subset or domain, the figure recomputed
 the same way), seeded, so a rerun gives the same interval. RewardBench 2's Ties prompts are
 resampled in three strata: reference prompts, tied prompts, and prompts present as both.
 
->>> from reward_lens_tl.evals.scores import ScoreRecord
->>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 2.0)),   # tie: wrong, rank 2
-...         ScoreRecord("rewardmath", 1, (3.0,), (1.0, 2.0))]   # right, rank 1
->>> m = rewardmath_metrics(recs, n_boot=0)
->>> m["accuracy"], m["accuracy_with_ties"], m["mrr"]
-(50.0, 100.0, 75.0)
+Examples:
+    >>> from reward_lens_tl.evals.scores import ScoreRecord
+    >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 2.0)),   # tie: wrong, rank 2
+    ...         ScoreRecord("rewardmath", 1, (3.0,), (1.0, 2.0))]   # right, rank 1
+    >>> m = rewardmath_metrics(recs, n_boot=0)
+    >>> m["accuracy"], m["accuracy_with_ties"], m["mrr"]
+    (50.0, 100.0, 75.0)
 """
 
 from __future__ import annotations
@@ -104,8 +106,18 @@ RMBENCH_LEVELS: tuple[str, ...] = ("easy", "normal", "hard")
 
 @dataclass(frozen=True)
 class Metrics(Result):
-    """Named figures (percent) with bootstrap intervals: ``names``, ``values``, ``low``,
-    ``high`` and ``n`` (items behind each figure), plus the ``benchmark``."""
+    """Named figures (percent) with bootstrap intervals.
+
+    Args:
+        benchmark: the benchmark.
+        names: the figures' names.
+        values: the figures' values (percent).
+        low: the intervals' lower ends.
+        high: the intervals' upper ends.
+        n: the items behind each figure.
+        confidence: the intervals' confidence level.
+        n_boot: the bootstrap resamples behind the intervals.
+    """
 
     no_example_axis = "its rows are figures, each computed over every item"
 
@@ -119,16 +131,25 @@ class Metrics(Result):
     n_boot: int = 1000
 
     def __getitem__(self, name: str) -> float:
+        """The value of figure `name` (`UnknownNameError` for another name)."""
         if name not in self.names:
             raise UnknownNameError(f"no figure {name!r}; figures: {', '.join(self.names)}")
         return self.values[self.names.index(name)]
 
     def interval(self, name: str) -> tuple[float, float]:
+        """The bootstrap interval `(low, high)` of figure `name`.
+
+        Args:
+            name: a figure's name.
+
+        Returns:
+            The interval's ends.
+        """
         i = self.names.index(name)
         return self.low[i], self.high[i]
 
     def summary(self) -> dict[str, float | int]:
-        """``{"n": items, <figure>: value, ...}`` (what the CLI prints as JSON)."""
+        """`{"n": items, <figure>: value, ...}` (what the CLI prints as JSON)."""
         n_items = max(self.n) if self.n else 0
         return {
             "n": n_items,
@@ -136,6 +157,7 @@ class Metrics(Result):
         }
 
     def to_dataframe(self):
+        """One row per figure: `figure`, `value`, `low`, `high`, `n`."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -149,13 +171,28 @@ class Metrics(Result):
         )
 
     def top_k(self, k: int = 5, largest: bool = True) -> TopK:
-        """The ``k`` figures with the largest (or smallest) value, in that order."""
+        """The `k` figures with the largest (or smallest) value, in that order.
+
+        Args:
+            k: how many figures.
+            largest: the largest values (else the smallest).
+
+        Returns:
+            The figures and values, ranked.
+        """
         frame = self.to_dataframe()
         frame = frame.nlargest(k, "value") if largest else frame.nsmallest(k, "value")
         return ranked(zip(frame["figure"], frame["value"], strict=True))
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Horizontal bars with their bootstrap intervals; returns the figure."""
+        """Horizontal bars with their bootstrap intervals.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(6, 0.3 * len(self.names) + 1))
         v = np.array(self.values)
         err = np.array([v - np.array(self.low), np.array(self.high) - v])
@@ -183,8 +220,10 @@ def _figures(
     seed: int,
     confidence: float,
 ) -> Metrics:
-    """Point figures from per-stratum means, and percentile intervals of the stratified
-    bootstrap of the same ``combine``."""
+    """Point figures from per-stratum means.
+
+    Intervals are percentile intervals of the stratified bootstrap of the same `combine`.
+    """
     if not 0 < confidence < 1:
         raise InvalidArgumentError(f"confidence must be in (0, 1), got {confidence}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
@@ -232,7 +271,14 @@ def _records(records: Iterable[ScoreRecord], benchmark: str) -> list[ScoreRecord
 
 
 def rewardmath_item_values(record: ScoreRecord) -> tuple[float, float, float]:
-    """``(correct, correct_with_ties, reciprocal_rank)`` of one problem (reference protocol)."""
+    """`(correct, correct_with_ties, reciprocal_rank)` of one problem (reference protocol).
+
+    Args:
+        record: a RewardMATH record.
+
+    Returns:
+        The problem's three values.
+    """
     correct = record.chosen[0]
     wrong = np.array(record.rejected)
     rank = 1 + int((wrong >= correct).sum())
@@ -242,7 +288,17 @@ def rewardmath_item_values(record: ScoreRecord) -> tuple[float, float, float]:
 def rewardmath_metrics(
     records: Iterable[ScoreRecord], *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
 ) -> Metrics:
-    """RewardMATH ``accuracy``, ``mrr`` and ``accuracy_with_ties`` (percent; see the module)."""
+    """RewardMATH `accuracy`, `mrr` and `accuracy_with_ties` (percent; see the module).
+
+    Args:
+        records: RewardMATH score records.
+        n_boot: bootstrap resamples (0: no intervals).
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The figures.
+    """
     records = _records(records, "rewardmath")
     values = np.array([rewardmath_item_values(r) for r in records]) * 100
 
@@ -267,10 +323,21 @@ def rewardbench_metrics(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> Metrics:
-    """Per-subset accuracy, section scores, ``score`` and plain ``accuracy`` (see the module).
+    """Per-subset accuracy, section scores, `score` and plain `accuracy` (see the module).
 
-    ``sections`` (default RewardBench's four) maps a section to its subsets; ``example_counts``
+    `sections` (default RewardBench's four) maps a section to its subsets; `example_counts`
     (default RewardBench's) weighs subsets within a section.
+
+    Args:
+        records: RewardBench score records.
+        sections: section -> subsets (default RewardBench's four).
+        example_counts: subset -> weight within its section (default RewardBench's).
+        n_boot: bootstrap resamples (0: no intervals).
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The figures.
     """
     records = _records(records, "rewardbench")
     sections = REWARDBENCH_SECTIONS if sections is None else sections
@@ -309,13 +376,25 @@ def rewardbench_metrics(
 def rewardbench2_metrics(
     records: Iterable[ScoreRecord], *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
 ) -> Metrics:
-    """RewardBench 2: ``subset/<name>`` per subset, the Ties components ``ties/<component>``,
-    and ``score`` (the mean of the subset scores), all in percent (see the module).
+    """RewardBench 2's figures, in percent (see the module).
 
-    >>> recs = [ScoreRecord("rewardbench2", 0, (3.0,), (1.0, 2.0, 0.0), subset="Math"),
-    ...         ScoreRecord("rewardbench2", 1, (2.0,), (2.0, 1.0, 0.0), subset="Math")]
-    >>> rewardbench2_metrics(recs, n_boot=0)["subset/Math"]
-    75.0
+    The figures are `subset/<name>` per subset, the Ties components `ties/<component>`, and
+    `score` (the mean of the subset scores).
+
+    Args:
+        records: RewardBench 2 score records.
+        n_boot: bootstrap resamples (0: no intervals).
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The figures.
+
+    Examples:
+        >>> recs = [ScoreRecord("rewardbench2", 0, (3.0,), (1.0, 2.0, 0.0), subset="Math"),
+        ...         ScoreRecord("rewardbench2", 1, (2.0,), (2.0, 1.0, 0.0), subset="Math")]
+        >>> rewardbench2_metrics(recs, n_boot=0)["subset/Math"]
+        75.0
     """
     records = _records(records, "rewardbench2")
     groups: dict[str, list[ScoreRecord]] = {}
@@ -367,18 +446,39 @@ TIES_PARTS = (
 
 
 def rmbench_domain(name: str | None) -> str:
-    """The RM-Bench domain of a record's ``domain`` (by prefix, as the reference splits)."""
+    """The RM-Bench domain of a record's `domain` (by prefix, as the reference splits).
+
+    Args:
+        name: a record's `domain`.
+
+    Returns:
+        One of `RMBENCH_DOMAINS`.
+    """
     name = name or "(none)"
     return next((d for d in RMBENCH_DOMAINS if name.startswith(d)), name)
 
 
 def rmbench_grid(record: ScoreRecord) -> np.ndarray:
-    """``[3, 3]`` with ``[i, j] = chosen[i] > rejected[j]`` (rows chosen style)."""
+    """`[3, 3]` with `[i, j] = chosen[i] > rejected[j]` (rows chosen style).
+
+    Args:
+        record: an RM-Bench record.
+
+    Returns:
+        The grid.
+    """
     return (np.array(record.chosen)[:, None] > np.array(record.rejected)[None, :]).astype(float)
 
 
 def rmbench_item_values(record: ScoreRecord) -> tuple[float, float, float]:
-    """``(easy, normal, hard)`` of one item: lower triangle, diagonal, upper triangle means."""
+    """`(easy, normal, hard)` of one item: lower triangle, diagonal, upper triangle means.
+
+    Args:
+        record: an RM-Bench record.
+
+    Returns:
+        The item's three values.
+    """
     grid = rmbench_grid(record)
     lower, upper = np.tril_indices(3, -1), np.triu_indices(3, 1)
     return float(grid[lower].mean()), float(np.diag(grid).mean()), float(grid[upper].mean())
@@ -387,7 +487,17 @@ def rmbench_item_values(record: ScoreRecord) -> tuple[float, float, float]:
 def rmbench_metrics(
     records: Iterable[ScoreRecord], *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
 ) -> Metrics:
-    """RM-Bench ``easy`` / ``normal`` / ``hard`` / ``total``, and the same per domain."""
+    """RM-Bench `easy` / `normal` / `hard` / `total`, and the same per domain.
+
+    Args:
+        records: RM-Bench score records.
+        n_boot: bootstrap resamples (0: no intervals).
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The figures.
+    """
     records = _records(records, "rmbench")
     strata: dict[str, list[tuple[float, float, float]]] = {}
     for r in records:
@@ -422,5 +532,14 @@ _METRICS = {
 
 
 def metrics_for(benchmark: str, records: Iterable[ScoreRecord], **kwargs) -> Metrics:
-    """The metrics of ``benchmark`` (one of :data:`~reward_lens_tl.evals.scores.BENCHMARKS`)."""
+    """The metrics of `benchmark` (one of `reward_lens_tl.evals.scores.BENCHMARKS`).
+
+    Args:
+        benchmark: the benchmark.
+        records: its score records.
+        **kwargs: passed to the benchmark's metrics function.
+
+    Returns:
+        The figures.
+    """
     return _METRICS[check_benchmark(benchmark)](records, **kwargs)

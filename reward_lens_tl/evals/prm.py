@@ -2,42 +2,43 @@
 
 A process reward model (PRM) scores every step of a solution. A benchmark that ranks whole
 solutions needs one number per solution: RewardMATH's reference evaluation
-(kimsh0507/RewardMATH_official, ``src/evaluation/eval.py``, ``RewardMATHEvaluation.
-_calculate_final_reward``; ``src/evaluate_results.py --prm_mode`` reports all eight) offers these
-aggregates of the step scores ``p_1 … p_n``:
+(kimsh0507/RewardMATH_official, `src/evaluation/eval.py`, `RewardMATHEvaluation.
+_calculate_final_reward`; `src/evaluate_results.py --prm_mode` reports all eight) offers these
+aggregates of the step scores `p_1 … p_n`:
 
-=================  ==========================================================================
-``min``            the smallest step score
-``max``            the largest step score
-``prod``           ``p_1 · p_2 · … · p_n`` (multiplied left to right, starting from 1)
-``geometric_mean`` that product to the power ``1 / n``
-``mean``           ``sum(p) / n``
-``mean_logit``     ``sigmoid(mean(log(p / (1 - p))))`` (float64, numpy)
-``mean_odd``       ``max(0, mean(p / (1 - p)))`` (float64, numpy)
-``last``           the last step's score
-=================  ==========================================================================
+| aggregate        | score                                                           |
+| ---------------- | --------------------------------------------------------------- |
+| `min`            | the smallest step score                                         |
+| `max`            | the largest step score                                          |
+| `prod`           | `p_1 · p_2 · … · p_n` (multiplied left to right, starting from 1) |
+| `geometric_mean` | that product to the power `1 / n`                               |
+| `mean`           | `sum(p) / n`                                                    |
+| `mean_logit`     | `sigmoid(mean(log(p / (1 - p))))` (float64, numpy)              |
+| `mean_odd`       | `max(0, mean(p / (1 - p)))` (float64, numpy)                    |
+| `last`           | the last step's score                                           |
 
-:data:`DEFAULT_PRM_AGGREGATE` is ``prod``: the aggregate the RewardMATH paper reports PRMs with
-(its Math-Shepherd figure, 17.18 % accuracy, is the ``prod`` one); the reference itself has no
+`DEFAULT_PRM_AGGREGATE` is `prod`: the aggregate the RewardMATH paper reports PRMs with
+(its Math-Shepherd figure, 17.18 % accuracy, is the `prod` one); the reference itself has no
 default and prints all eight.
 
-Edge values follow the reference where it gives a number: under ``mean_logit`` a step of exactly
-1 has logit ``+inf`` and one of exactly 0 ``-inf``, so the aggregate is 1.0 or 0.0; under
-``mean_odd`` a step of exactly 1 has infinite odds, so the aggregate is ``+inf`` (it ties with
-another ``+inf`` and beats every finite score, as in the reference's comparisons). Where the
-reference's number is undefined an :class:`~reward_lens_tl.errors.InvalidArgumentError` says so
-instead: ``mean_logit`` of a solution with both a 0 and a 1 (``inf - inf``: NaN, whose
-comparisons the reference then gets in an order-dependent way), ``mean_logit`` / ``mean_odd`` of
-a step score outside ``[0, 1]`` (not a probability: a NaN logit), ``geometric_mean`` of a negative
+Edge values follow the reference where it gives a number: under `mean_logit` a step of exactly
+1 has logit `+inf` and one of exactly 0 `-inf`, so the aggregate is 1.0 or 0.0; under
+`mean_odd` a step of exactly 1 has infinite odds, so the aggregate is `+inf` (it ties with
+another `+inf` and beats every finite score, as in the reference's comparisons). Where the
+reference's number is undefined an `reward_lens_tl.errors.InvalidArgumentError` says so
+instead: `mean_logit` of a solution with both a 0 and a 1 (`inf - inf`: NaN, whose
+comparisons the reference then gets in an order-dependent way), `mean_logit` / `mean_odd` of
+a step score outside `[0, 1]` (not a probability: a NaN logit), `geometric_mean` of a negative
 product (a complex number in Python), and any aggregate of a solution without steps (the
 reference raises there too).
 
->>> aggregate_steps([0.9, 0.5, 0.8], "min"), round(aggregate_steps([0.9, 0.5, 0.8], "prod"), 6)
-(0.5, 0.36)
->>> aggregate_steps([0.5, 1.0], "mean_logit"), aggregate_steps([0.5, 1.0], "mean_odd")
-(1.0, inf)
->>> PRM_AGGREGATES
-('min', 'max', 'prod', 'geometric_mean', 'mean', 'mean_logit', 'mean_odd', 'last')
+Examples:
+    >>> aggregate_steps([0.9, 0.5, 0.8], "min"), round(aggregate_steps([0.9, 0.5, 0.8], "prod"), 6)
+    (0.5, 0.36)
+    >>> aggregate_steps([0.5, 1.0], "mean_logit"), aggregate_steps([0.5, 1.0], "mean_odd")
+    (1.0, inf)
+    >>> PRM_AGGREGATES
+    ('min', 'max', 'prod', 'geometric_mean', 'mean', 'mean_logit', 'mean_odd', 'last')
 """
 
 from __future__ import annotations
@@ -117,11 +118,20 @@ DEFAULT_PRM_AGGREGATE = "prod"
 
 
 def check_aggregate(name: object) -> str:
-    """``name`` if it is one of :data:`PRM_AGGREGATES`, else :class:`UnknownNameError` listing
-    them.
+    """Check that `name` is one of `PRM_AGGREGATES`.
 
-    >>> check_aggregate("geometric_mean")
-    'geometric_mean'
+    Args:
+        name: an aggregate's name.
+
+    Returns:
+        `name`.
+
+    Raises:
+        UnknownNameError: `name` is no aggregate (the message lists them).
+
+    Examples:
+        >>> check_aggregate("geometric_mean")
+        'geometric_mean'
     """
     if not isinstance(name, str) or name not in _AGGREGATES:
         raise UnknownNameError(
@@ -131,10 +141,21 @@ def check_aggregate(name: object) -> str:
 
 
 def aggregate_steps(steps: Sequence[float], aggregate: str = DEFAULT_PRM_AGGREGATE) -> float:
-    """One solution's score from its step scores under ``aggregate`` (see the module docstring).
+    """One solution's score from its step scores under `aggregate` (see the module docstring).
 
-    >>> aggregate_steps([0.25, 1.0], "geometric_mean"), aggregate_steps([0.2, 0.4], "last")
-    (0.5, 0.4)
+    Args:
+        steps: the solution's step scores.
+        aggregate: one of `PRM_AGGREGATES`.
+
+    Returns:
+        The solution's score.
+
+    Raises:
+        InvalidArgumentError: the aggregate is undefined for these steps.
+
+    Examples:
+        >>> aggregate_steps([0.25, 1.0], "geometric_mean"), aggregate_steps([0.2, 0.4], "last")
+        (0.5, 0.4)
     """
     fn = _AGGREGATES[check_aggregate(aggregate)]
     if len(steps) == 0:

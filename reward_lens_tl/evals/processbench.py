@@ -1,30 +1,31 @@
 """ProcessBench: finding the earliest wrong step of a solution.
 
 ProcessBench (Zheng et al., ACL 2025; QwenLM/ProcessBench) labels each step-by-step solution with
-the index of its first wrong step, or ``-1`` when every step is right. A model predicts that index.
-The reference evaluation (``code/run_eval.py`` and ``code/run_eval_prm_rlhflow.py``, ``main``)
-scores each subset (``gsm8k``, ``math``, ``olympiadbench``, ``omnimath``) separately:
+the index of its first wrong step, or `-1` when every step is right. A model predicts that index.
+The reference evaluation (`code/run_eval.py` and `code/run_eval_prm_rlhflow.py`, `main`)
+scores each subset (`gsm8k`, `math`, `olympiadbench`, `omnimath`) separately:
 
-* a sample *matches* when the prediction equals the label (a critic that gives no answer, a
-  prediction of ``None``, never matches);
-* ``error_accuracy``: the share of matches among the erroneous samples (label ≥ 0),
-  ``correct_accuracy`` among the correct ones (label ``-1``), both in percent;
-* ``f1``: their harmonic mean ``2·a·b / (a + b)``.
+- a sample *matches* when the prediction equals the label (a critic that gives no answer, a
+  prediction of `None`, never matches);
+- `error_accuracy`: the share of matches among the erroneous samples (label ≥ 0),
+  `correct_accuracy` among the correct ones (label `-1`), both in percent;
+- `f1`: their harmonic mean `2·a·b / (a + b)`.
 
-The paper's tables add the mean F1 over the subsets (:attr:`ProcessBenchResult.average_f1`).
+The paper's tables add the mean F1 over the subsets (`ProcessBenchResult.average_f1`).
 Where the reference divides 0 by 0 (both accuracies 0) the F1 here is 0, the harmonic mean's
 limit; a subset without erroneous (or without correct) samples has a NaN accuracy and F1, the
 reference's mean of nothing.
 
-A process reward model predicts through a threshold (:func:`first_error_step`): the first step
-whose score is below ``threshold`` is the predicted error, ``-1`` if none is.
-:func:`processbench_from_scores` takes per-step scores, :func:`processbench_from_predictions` a
+A process reward model predicts through a threshold (`first_error_step`): the first step
+whose score is below `threshold` is the predicted error, `-1` if none is.
+`processbench_from_scores` takes per-step scores, `processbench_from_predictions` a
 critic's direct predictions.
 
->>> result = processbench_from_scores([[0.9, 0.2], [0.8, 0.7], [0.1]], [1, -1, -1],
-...                                   threshold=0.5)
->>> result.predictions, result.figures("all")["f1"]
-((1, -1, 0), 66.66666666666667)
+Examples:
+    >>> result = processbench_from_scores([[0.9, 0.2], [0.8, 0.7], [0.1]], [1, -1, -1],
+    ...                                   threshold=0.5)
+    >>> result.predictions, result.figures("all")["f1"]
+    ((1, -1, 0), 66.66666666666667)
 """
 
 from __future__ import annotations
@@ -56,10 +57,16 @@ _ALL = "all"
 class ProcessBenchResult(Result):
     """Predicted and true first-error indices of ProcessBench samples, with their subsets.
 
-    ``predictions[i]`` is sample ``i``'s predicted first wrong step (``-1``: none; ``None``: no
-    answer), ``labels[i]`` the true one, ``subsets[i]`` its subset; ``threshold`` is the PRM
-    threshold the predictions came from (``None`` for direct predictions). ``to_dataframe()``
+    `predictions[i]` is sample `i`'s predicted first wrong step (`-1`: none; `None`: no
+    answer), `labels[i]` the true one, `subsets[i]` its subset; `threshold` is the PRM
+    threshold the predictions came from (`None` for direct predictions). `to_dataframe()`
     has one row per subset.
+
+    Args:
+        predictions: each sample's predicted first wrong step (`-1`: none; `None`: no answer).
+        labels: each sample's true first wrong step.
+        subsets: each sample's subset.
+        threshold: the PRM threshold of the predictions (`None` for direct predictions).
     """
 
     label_column = "subset"
@@ -84,8 +91,14 @@ class ProcessBenchResult(Result):
         return tuple(p == y for p, y in zip(self.predictions, self.labels, strict=True))
 
     def figures(self, subset: str) -> dict[str, Any]:
-        """``n_error``, ``n_correct``, ``error_accuracy``, ``correct_accuracy`` and ``f1`` (percent)
-        of one subset, as the reference computes them."""
+        """The figures of one subset, as the reference computes them.
+
+        Args:
+            subset: the subset's name.
+
+        Returns:
+            `n_error`, `n_correct`, `error_accuracy`, `correct_accuracy` and `f1` (percent).
+        """
         if subset not in self.subsets:
             raise InvalidArgumentError(
                 f"no subset {subset!r} in this result; subsets: {self.subset_names()}"
@@ -110,8 +123,10 @@ class ProcessBenchResult(Result):
         return sum(values) / len(values)
 
     def to_dataframe(self):
-        """One row per subset: ``subset``, ``n_error``, ``n_correct``, ``error_accuracy``,
-        ``correct_accuracy``, ``f1``."""
+        """One row per subset.
+
+        Columns: `subset`, `n_error`, `n_correct`, `error_accuracy`, `correct_accuracy`, `f1`.
+        """
         import pandas as pd
 
         return pd.DataFrame([{"subset": s, **self.figures(s)} for s in self.subset_names()])
@@ -122,10 +137,18 @@ def _percent(matches: Sequence[bool]) -> float:
 
 
 def harmonic_f1(a: float, b: float) -> float:
-    """``2·a·b / (a + b)``; 0 when both are 0, NaN when either is NaN.
+    """`2·a·b / (a + b)`; 0 when both are 0, NaN when either is NaN.
 
-    >>> harmonic_f1(50.0, 100.0), harmonic_f1(0.0, 80.0), harmonic_f1(0.0, 0.0)
-    (66.66666666666667, 0.0, 0.0)
+    Args:
+        a: the first accuracy.
+        b: the second accuracy.
+
+    Returns:
+        The harmonic mean.
+
+    Examples:
+        >>> harmonic_f1(50.0, 100.0), harmonic_f1(0.0, 80.0), harmonic_f1(0.0, 0.0)
+        (66.66666666666667, 0.0, 0.0)
     """
     if math.isnan(a) or math.isnan(b):
         return math.nan
@@ -159,11 +182,20 @@ def _check_subsets(subsets: Sequence[str] | None, n: int) -> tuple[str, ...]:
 
 
 def first_error_step(steps: Sequence[float], threshold: float) -> int:
-    """The index of the first step whose score is below ``threshold``, ``-1`` if there is none
-    (the PRM convention of ProcessBench).
+    """The index of the first step whose score is below `threshold`, `-1` if there is none.
 
-    >>> first_error_step([0.9, 0.4, 0.2], 0.5), first_error_step([0.9, 0.5], 0.5)
-    (1, -1)
+    This is the PRM convention of ProcessBench.
+
+    Args:
+        steps: a solution's step scores.
+        threshold: the score below which a step is wrong.
+
+    Returns:
+        The predicted first wrong step.
+
+    Examples:
+        >>> first_error_step([0.9, 0.4, 0.2], 0.5), first_error_step([0.9, 0.5], 0.5)
+        (1, -1)
     """
     return next((k for k, score in enumerate(steps) if score < threshold), -1)
 
@@ -175,15 +207,24 @@ def processbench_from_scores(
     threshold: float,
     subsets: Sequence[str] | None = None,
 ) -> ProcessBenchResult:
-    """ProcessBench figures of a PRM's per-step scores (one list per sample), predicting with
-    :func:`first_error_step` at ``threshold``. ``labels`` are the true first wrong steps (``-1``:
-    none; at most the last step's index); ``subsets`` name each sample's subset (default: one
-    subset, ``"all"``). Bad input is an :class:`~reward_lens_tl.errors.InvalidArgumentError`
-    naming the sample.
+    """ProcessBench figures of a PRM's per-step scores, predicting with `first_error_step`.
 
-    >>> r = processbench_from_scores([[0.9, 0.1], [0.9]], [0, -1], threshold=0.5)
-    >>> r.figures("all")["error_accuracy"], r.figures("all")["correct_accuracy"]
-    (0.0, 100.0)
+    Args:
+        step_scores: the per-step scores, one list per sample.
+        labels: the true first wrong steps (`-1`: none; at most the last step's index).
+        threshold: the threshold of `first_error_step`.
+        subsets: each sample's subset (default: one subset, `"all"`).
+
+    Returns:
+        The predictions and labels.
+
+    Raises:
+        InvalidArgumentError: bad input, naming the sample.
+
+    Examples:
+        >>> r = processbench_from_scores([[0.9, 0.1], [0.9]], [0, -1], threshold=0.5)
+        >>> r.figures("all")["error_accuracy"], r.figures("all")["correct_accuracy"]
+        (0.0, 100.0)
     """
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise InvalidArgumentError(f"threshold must be a number, got {threshold!r}")
@@ -228,12 +269,21 @@ def processbench_from_predictions(
     *,
     subsets: Sequence[str] | None = None,
 ) -> ProcessBenchResult:
-    """ProcessBench figures of direct predictions (a critic's answer per sample: the first wrong
-    step's index, ``-1`` for none, ``None`` when it gave no answer, which never matches).
+    """ProcessBench figures of direct predictions.
 
-    >>> r = processbench_from_predictions([2, None, -1, -1], [2, 1, -1, 0])
-    >>> [round(r.figures("all")[k], 2) for k in ("error_accuracy", "correct_accuracy", "f1")]
-    [33.33, 100.0, 50.0]
+    Args:
+        predictions: a critic's answer per sample: the first wrong step's index, `-1` for
+            none, `None` when it gave no answer, which never matches.
+        labels: the true first wrong steps.
+        subsets: each sample's subset (default: one subset, `"all"`).
+
+    Returns:
+        The predictions and labels.
+
+    Examples:
+        >>> r = processbench_from_predictions([2, None, -1, -1], [2, 1, -1, 0])
+        >>> [round(r.figures("all")[k], 2) for k in ("error_accuracy", "correct_accuracy", "f1")]
+        [33.33, 100.0, 50.0]
     """
     if isinstance(predictions, str) or not isinstance(predictions, Sequence):
         raise InvalidArgumentError("predictions must be a list with one prediction per sample")

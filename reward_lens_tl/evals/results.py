@@ -1,18 +1,19 @@
 """The result of an evaluation: per-item scores, their metrics, and the comparisons a model lost.
 
-A *comparison* (:mod:`reward_lens_tl.evals.comparisons`) is one chosen response against one
-rejected response of an item; it is *failed* when ``chosen <= rejected``.
-``result.failures().explain(model)`` opens the failed ones with the lens and attribution
-(:mod:`reward_lens_tl.evals.explain`).
+A *comparison* (`reward_lens_tl.evals.comparisons`) is one chosen response against one
+rejected response of an item; it is *failed* when `chosen <= rejected`.
+`result.failures().explain(model)` opens the failed ones with the lens and attribution
+(`reward_lens_tl.evals.explain`).
 
->>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
->>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
-...         ScoreRecord("rewardmath", 1, (5.0,), (1.0,))]
->>> result = EvalResult("rewardmath", ScoreSet(recs))
->>> [(c.item_id, c.rejected_index, c.margin) for c in result.failures()]
-[(0, 1, -1.0)]
->>> result.successes().take([0])
-Failures(1 comparisons of 2 rewardmath items)
+Examples:
+    >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+    >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
+    ...         ScoreRecord("rewardmath", 1, (5.0,), (1.0,))]
+    >>> result = EvalResult("rewardmath", ScoreSet(recs))
+    >>> [(c.item_id, c.rejected_index, c.margin) for c in result.failures()]
+    [(0, 1, -1.0)]
+    >>> result.successes().take([0])
+    Failures(1 comparisons of 2 rewardmath items)
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ __all__ = ["Comparison", "EvalResult", "Failures", "comparisons"]
 class EvalResult(Result):
     """Scores of one benchmark's items, optionally aligned with the items themselves.
 
-    ``items[i]`` is the data item of ``scores[i]`` (``None`` for a score file read without its
-    data file: metrics work, explanations need the texts). ``missing`` counts data items that
+    `items[i]` is the data item of `scores[i]` (`None` for a score file read without its
+    data file: metrics work, explanations need the texts). `missing` counts data items that
     had no score record.
+
+    Args:
+        benchmark: the benchmark.
+        scores: the items' score records.
+        items: the data items, aligned with `scores` (`None`: not given).
+        missing: how many data items had no score record.
     """
 
     no_example_axis = "take comparisons through failures() or successes()"
@@ -55,29 +62,46 @@ class EvalResult(Result):
     missing: int = 0
 
     def __post_init__(self) -> None:
+        """Check that the items align with the scores (`InvalidArgumentError`)."""
         if self.items is not None and len(self.items) != len(self.scores):
             raise InvalidArgumentError(
                 f"{len(self.items)} items for {len(self.scores)} score records"
             )
 
     def __len__(self) -> int:
+        """The number of scored items."""
         return len(self.scores)
 
     def metrics(self, **kwargs) -> Metrics:
-        """The benchmark's metrics (keyword arguments go to the metric function)."""
+        """The benchmark's metrics.
+
+        Args:
+            **kwargs: passed to the metric function.
+
+        Returns:
+            The metrics.
+        """
         return metrics_for(self.benchmark, self.scores, **kwargs)
 
     def summary(self, **kwargs) -> dict[str, float | int]:
-        """``{"n": items, <figure>: percent, ...}`` plus ``skipped`` and ``missing`` counts."""
+        """`{"n": items, <figure>: percent, ...}` plus `skipped` and `missing` counts.
+
+        Args:
+            **kwargs: passed to the metric function.
+
+        Returns:
+            The summary.
+        """
         out = self.metrics(**kwargs).summary()
         out["n"] = len(self.scores)
         return {**out, "skipped": len(self.scores.skipped), "missing": self.missing}
 
     def comparisons(self) -> list[Comparison]:
+        """Every comparison of every item, in item order."""
         return [c for i, r in enumerate(self.scores) for c in comparisons(self.benchmark, i, r)]
 
     def failures(self) -> Failures:
-        """The failed comparisons (ties included), ready to :meth:`Failures.explain`."""
+        """The failed comparisons (ties included), ready to `Failures.explain`."""
         return Failures(self, tuple(c for c in self.comparisons() if c.failed))
 
     def successes(self) -> Failures:
@@ -104,19 +128,41 @@ class EvalResult(Result):
         return pd.DataFrame(rows)
 
     def top_k(self, k: int = 5, largest: bool = False) -> TopK:
-        """The ``k`` comparisons with the smallest (worst) margins, worst first
-        (``largest=True``: the best), labelled ``item:chosen>rejected``."""
+        """The `k` comparisons with the smallest (worst) margins, worst first.
+
+        They are labelled `item:chosen>rejected`.
+
+        Args:
+            k: how many comparisons.
+            largest: the largest (best) margins instead.
+
+        Returns:
+            The comparisons and margins, ranked.
+        """
         return _margins_top(self.to_dataframe(), k, largest)
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """The benchmark's figures with their bootstrap intervals."""
+        """The benchmark's figures with their bootstrap intervals.
+
+        Args:
+            ax: the axes to draw on (default: new ones).
+
+        Returns:
+            The figure.
+        """
         return self.metrics().plot(ax)
 
 
 @dataclass(frozen=True)
 class Failures(Result, Sequence[Comparison]):
-    """Comparisons of an :class:`EvalResult` (its failures, or its successes); ``take(rows)``
-    keeps the comparisons at those positions, of the same result."""
+    """Comparisons of an `EvalResult` (its failures, or its successes).
+
+    `take(rows)` keeps the comparisons at those positions, of the same result.
+
+    Args:
+        result: the evaluation the comparisons come from.
+        comparisons: the comparisons.
+    """
 
     example_axes = axes(comparisons=0)
 
@@ -124,24 +170,35 @@ class Failures(Result, Sequence[Comparison]):
     comparisons: tuple[Comparison, ...] = field(default=())
 
     def __len__(self) -> int:
+        """The number of comparisons."""
         return len(self.comparisons)
 
     def __iter__(self) -> Iterator[Comparison]:
+        """The comparisons, in order."""
         return iter(self.comparisons)
 
     def __getitem__(self, index):
+        """One comparison, or a `Failures` of a slice."""
         if isinstance(index, slice):
             return Failures(self.result, self.comparisons[index])
         return self.comparisons[index]
 
     def __repr__(self) -> str:
+        """The comparison count, item count and benchmark."""
         return (
             f"Failures({len(self)} comparisons of {len(self.result)} {self.result.benchmark} items)"
         )
 
     def filter(self, subset: str | None = None, where=None) -> Failures:
-        """The comparisons of ``subset`` (RewardBench subset / RM-Bench domain) that also
-        satisfy ``where(comparison)``."""
+        """The comparisons of `subset` that also satisfy `where(comparison)`.
+
+        Args:
+            subset: a RewardBench subset / RM-Bench domain (`None`: any).
+            where: a predicate on a comparison (`None`: any).
+
+        Returns:
+            The kept comparisons.
+        """
         kept = tuple(
             c
             for c in self.comparisons
@@ -150,7 +207,7 @@ class Failures(Result, Sequence[Comparison]):
         return Failures(self.result, kept)
 
     def pairs(self) -> list[Any]:
-        """Each comparison as a :class:`~reward_lens_tl.data.PreferencePair` of its texts."""
+        """Each comparison as a `reward_lens_tl.data.PreferencePair` of its texts."""
         if self.result.items is None:
             raise RewardLensError(
                 "these scores came without their data items, so there are no texts to explain; "
@@ -171,10 +228,19 @@ class Failures(Result, Sequence[Comparison]):
         return out
 
     def top_k(self, k: int = 5, largest: bool = False) -> TopK:
-        """These comparisons with the smallest margins, worst first."""
+        """These comparisons with the smallest margins, worst first.
+
+        Args:
+            k: how many comparisons.
+            largest: the largest margins instead.
+
+        Returns:
+            The comparisons and margins, ranked.
+        """
         return _margins_top(self.to_dataframe(), k, largest)
 
     def to_dataframe(self):
+        """The result's comparison rows (see `EvalResult.to_dataframe`) of these comparisons."""
         frame = self.result.to_dataframe()
         keep = {(c.item_index, c.chosen_index, c.rejected_index) for c in self.comparisons}
         index = [
@@ -183,8 +249,15 @@ class Failures(Result, Sequence[Comparison]):
         return frame[[k in keep for k in index]].reset_index(drop=True)
 
     def explain(self, model, **kwargs) -> FailureExplanation:
-        """Why these comparisons went the way they did: see
-        :func:`reward_lens_tl.evals.explain.explain_failures`."""
+        """Why these comparisons went the way they did.
+
+        Args:
+            model: the converted reward model (a `HookedRewardModel`).
+            **kwargs: passed to `reward_lens_tl.evals.explain.explain_failures`.
+
+        Returns:
+            The explanation.
+        """
         return explain_failures(model, self, **kwargs)
 
 

@@ -2,25 +2,26 @@
 
 Every distinct response of an item is scored once: a RewardBench pair is 2 sequences, a
 RewardMATH problem 10 (not 9 pairs = 18), an RM-Bench grid 6 (not 9 pairs = 18). Items are
-grouped into chunks of about ``batch_size`` sequences, each chunk is one left-padded forward of
-``model.rewards`` (the model's own pooling rule), and each item's record is appended to the
-score file as soon as its chunk is done, so a rerun with the same ``out`` continues. The file
+grouped into chunks of about `batch_size` sequences, each chunk is one left-padded forward of
+`model.rewards` (the model's own pooling rule), and each item's record is appended to the
+score file as soon as its chunk is done, so a rerun with the same `out` continues. The file
 records the model's fingerprint and the arguments that change scores, and each record a hash of
 its item's texts: a rerun by another model, with other arguments or on changed items is refused
-(:class:`~reward_lens_tl.evals.errors.ScoreProducerMismatchError`), never mixed in.
+(`reward_lens_tl.evals.errors.ScoreProducerMismatchError`), never mixed in.
 
-An item that cannot be encoded (longer than the context under ``truncation``, a prompt the chat
-template rejects) stops the run with ``on_error="raise"`` (the error names the item's id) or,
-with ``on_error="skip"``, is left out and listed in the result's ``scores.skipped``.
+An item that cannot be encoded (longer than the context under `truncation`, a prompt the chat
+template rejects) stops the run with `on_error="raise"` (the error names the item's id) or,
+with `on_error="skip"`, is left out and listed in the result's `scores.skipped`.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.data import PreferencePair
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> pairs = [PreferencePair("how bake bread", "soup oven", "bomb", subset="zoo")]
->>> result = score_items(model, pairs, progress=False)
->>> result.benchmark, result.metrics(n_boot=0)["accuracy"]
-('rewardbench', 100.0)
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.data import PreferencePair
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> pairs = [PreferencePair("how bake bread", "soup oven", "bomb", subset="zoo")]
+    >>> result = score_items(model, pairs, progress=False)
+    >>> result.benchmark, result.metrics(n_boot=0)["accuracy"]
+    ('rewardbench', 100.0)
 """
 
 from __future__ import annotations
@@ -68,7 +69,17 @@ __all__ = [
 
 
 def benchmark_of(item: Any) -> str:
-    """The benchmark an item belongs to, from its type."""
+    """The benchmark an item belongs to, from its type.
+
+    Args:
+        item: a benchmark item.
+
+    Returns:
+        One of `reward_lens_tl.evals.scores.BENCHMARKS`.
+
+    Raises:
+        InvalidArgumentError: the item is of no benchmark's type.
+    """
     if isinstance(item, RankedItem):
         return "rewardmath"
     if isinstance(item, GridItem):
@@ -82,7 +93,15 @@ def benchmark_of(item: Any) -> str:
 
 
 def item_id(item: Any, position: int) -> Hashable:
-    """The id a score record uses for ``item`` (see :mod:`reward_lens_tl.evals.scores`)."""
+    """The id a score record uses for `item` (see `reward_lens_tl.evals.scores`).
+
+    Args:
+        item: a benchmark item.
+        position: the item's position in its data (for items without an id).
+
+    Returns:
+        The id.
+    """
     meta = getattr(item, "metadata", {}) or {}
     if isinstance(item, RankedItem):
         return item.id if item.id is not None else meta.get("index", position)
@@ -95,12 +114,21 @@ def item_id(item: Any, position: int) -> Hashable:
 
 
 def item_hash(item: Any) -> str:
-    """A hash of an item's texts (prompt, chosen and rejected responses), kept in its score
-    record so a resumed run can tell that the record scored the same texts.
+    """A hash of an item's texts (prompt, chosen and rejected responses).
 
-    >>> from reward_lens_tl.data import PreferencePair
-    >>> item_hash(PreferencePair("q", "a", "b")) == item_hash(PreferencePair("q", "a", "c"))
-    False
+    It is kept in the item's score record so a resumed run can tell that the record scored the
+    same texts.
+
+    Args:
+        item: a benchmark item.
+
+    Returns:
+        The hash.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> item_hash(PreferencePair("q", "a", "b")) == item_hash(PreferencePair("q", "a", "c"))
+        False
     """
     prompt, chosen, rejected = item_texts(item)
     return content_hash([prompt, list(chosen), list(rejected)])
@@ -123,7 +151,7 @@ def _record(benchmark: str, item: Any, key: Hashable, rewards: list[float]) -> S
 
 
 def _chunks(todo: Sequence[tuple[int, Any]], batch_size: int) -> list[list[tuple[int, Any]]]:
-    """``todo`` grouped into forward passes of about ``batch_size`` sequences (whole items)."""
+    """`todo` grouped into forward passes of about `batch_size` sequences (whole items)."""
     chunks, current, n_seq = [], [], 0
     for position, item in todo:
         _, chosen, rejected = item_texts(item)
@@ -138,7 +166,7 @@ def _chunks(todo: Sequence[tuple[int, Any]], batch_size: int) -> list[list[tuple
 
 
 def _encode_item(model, item, key, position, truncation, on_error):
-    """Every response of ``item`` encoded, or a :class:`SkippedRecord` (``on_error="skip"``)."""
+    """Every response of `item` encoded, or a `SkippedRecord` (`on_error="skip"`)."""
     prompt, chosen, rejected = item_texts(item)
     try:
         return [
@@ -161,8 +189,10 @@ def _encode_item(model, item, key, position, truncation, on_error):
 
 
 def _score_chunk(model, chunk, keys, benchmark, truncation, column, on_error):
-    """One left-padded forward of every response of the chunk's items that could be encoded:
-    ``(records, skipped)``."""
+    """One left-padded forward of every response of the chunk's items that could be encoded.
+
+    Returns `(records, skipped)`.
+    """
     encoded, scored, skipped = [], [], []
     for position, item in chunk:
         enc = _encode_item(model, item, keys[position], position, truncation, on_error)
@@ -202,19 +232,40 @@ def score_items(
 ) -> EvalResult:
     """Score benchmark items (pairs, RewardMATH problems or RM-Bench grids; one kind).
 
-    ``out`` is the score file written as items are scored; with ``resume=True`` items already
+    `out` is the score file written as items are scored; with `resume=True` items already
     in it are not scored again. The file must come from the same model and arguments and hold
-    only these items, with the same texts (else :class:`ScoreProducerMismatchError` /
-    :class:`ScoreMismatchError`); one process writes it at a time
-    (:class:`~reward_lens_tl.provenance.FileInUseError`), and a run that scores nothing leaves
-    no file. ``objective`` picks a column of a plain multi-objective head. ``on_error``:
-    ``"raise"`` stops at an item that cannot be encoded (naming its id), ``"skip"`` leaves it
-    out (listed in ``result.scores.skipped``). Returns an :class:`EvalResult` aligned with the
-    scored items; :class:`EmptyInputError` if every item was skipped.
+    only these items, with the same texts (else `ScoreProducerMismatchError` /
+    `ScoreMismatchError`); one process writes it at a time
+    (`reward_lens_tl.provenance.FileInUseError`), and a run that scores nothing leaves
+    no file. `objective` picks a column of a plain multi-objective head. `on_error`:
+    `"raise"` stops at an item that cannot be encoded (naming its id), `"skip"` leaves it
+    out (listed in `result.scores.skipped`). Returns an `EvalResult` aligned with the
+    scored items; `EmptyInputError` if every item was skipped.
 
-    Under ``torchrun`` the chunks are split by rank (chunk ``k`` on rank ``k mod N``), every
-    rank returns the complete result and rank 0 alone writes ``out``, after each round of
-    ``N`` chunks (:mod:`reward_lens_tl.distributed`).
+    Under `torchrun` the chunks are split by rank (chunk `k` on rank `k mod N`), every
+    rank returns the complete result and rank 0 alone writes `out`, after each round of
+    `N` chunks (`reward_lens_tl.distributed`).
+
+    Args:
+        model: the converted reward model (a `HookedRewardModel`).
+        items: benchmark items, all of one kind.
+        out: the score file to write (`None`: none).
+        resume: skip the items already in `out`.
+        batch_size: about how many sequences one forward scores.
+        truncation: how a sequence longer than the context is handled.
+        progress: show a progress bar.
+        objective: the column of a plain multi-objective head.
+        on_error: `"raise"` or `"skip"` for an item that cannot be encoded.
+
+    Returns:
+        The scores and metrics, aligned with the scored items.
+
+    Raises:
+        EmptyInputError: there are no items, or every item was skipped.
+        InvalidArgumentError: `batch_size` is not a positive int.
+        ScoreProducerMismatchError: `out` was written by another model or with other
+            arguments, or for other texts.
+        ScoreMismatchError: `out` holds records of other items.
     """
     from tqdm.auto import tqdm
 
@@ -259,9 +310,11 @@ def _args(truncation: str, column: int | None) -> dict[str, Any]:
 
 
 def _open_writer(out, benchmark, resume, model, args):
-    """Rank 0's :class:`ScoreWriter` (``None`` elsewhere or without ``out``), its producer the
-    model's fingerprint and ``args``, and the records it holds, on every rank; an error opening
-    it is raised on every rank."""
+    """Rank 0's `ScoreWriter` (`None` elsewhere or without `out`) and its records.
+
+    Its producer is the model's fingerprint and `args`; the records it holds are returned on
+    every rank, and an error opening it is raised on every rank.
+    """
     writer, error = None, None
     if out is not None and is_main_process():
         try:
@@ -334,11 +387,23 @@ def align_scores(scores: ScoreSet, items: Sequence[Any] | ItemSet) -> EvalResult
     """Pair a score file's records with the data items they scored (matched by id).
 
     A record whose id no item has, or whose response counts differ from its item's, is a
-    :class:`ScoreMismatchError` naming the file, the record and the field; a process reward
-    model's record (:class:`~reward_lens_tl.evals.scores.StepScoreRecord`) whose step scores do
-    not match its item's steps (``metadata["steps"]`` of a RewardMATH item, one tuple per
-    solution, correct first) is a :class:`StepScoresMismatchError` naming the solution. Items
-    without a record are left out of the result (its ``missing`` counts them).
+    `ScoreMismatchError` naming the file, the record and the field; a process reward
+    model's record (`reward_lens_tl.evals.scores.StepScoreRecord`) whose step scores do
+    not match its item's steps (`metadata["steps"]` of a RewardMATH item, one tuple per
+    solution, correct first) is a `StepScoresMismatchError` naming the solution. Items
+    without a record are left out of the result (its `missing` counts them).
+
+    Args:
+        scores: a score file's records.
+        items: the data items they scored.
+
+    Returns:
+        The scores paired with their items.
+
+    Raises:
+        EmptyInputError: there are no data items.
+        ScoreMismatchError: a record matches no item, or not its item's response counts.
+        StepScoresMismatchError: a step record does not match its item's steps.
     """
     items = list(items)
     if not items:

@@ -1,62 +1,63 @@
 """Per-item score files: the format a scoring run writes as it goes, and readers for it.
 
 **Format** (JSON lines, UTF-8): a header line naming what produced the scores, then one record
-per scored item, written in scoring order::
+per scored item, written in scoring order:
 
     {"format": "reward-lens-scores/1", "benchmark": "rewardmath",
      "producer": {"model": {"name": "scalar", "weights": "…", ...}, "args": {...}}}
     {"benchmark": "rewardmath", "id": 17, "subset": null, "domain": null,
      "chosen": [1.25], "rejected": [0.5, 2.0, ...], "item": "3f9a…"}
 
-* ``producer`` (header): the model's fingerprint
-  (:func:`~reward_lens_tl.provenance.model_fingerprint`) and the arguments that change scores
+- `producer` (header): the model's fingerprint
+  (`reward_lens_tl.provenance.model_fingerprint`) and the arguments that change scores
   (truncation, objective); files without a header (hand-written, other tools) are read too;
-* ``benchmark``: ``"rewardbench"``, ``"rewardbench2"``, ``"rewardmath"`` or ``"rmbench"`` (the
+- `benchmark`: `"rewardbench"`, `"rewardbench2"`, `"rewardmath"` or `"rmbench"` (the
   same in every record);
-* ``id``: the item's id (str or int, unique in the file): RewardBench's ``id`` (or
-  ``"<subset>/<index>"`` when a record has none), RewardMATH's ``problem_id``, RM-Bench's
-  ``"<domain>/<id>"``;
-* ``subset`` / ``domain``: optional strings (RewardBench subset; RM-Bench subset and domain);
-* ``chosen`` / ``rejected``: the rewards, as lists of finite numbers: one chosen and one rejected
+- `id`: the item's id (str or int, unique in the file): RewardBench's `id` (or
+  `"<subset>/<index>"` when a record has none), RewardMATH's `problem_id`, RM-Bench's
+  `"<domain>/<id>"`;
+- `subset` / `domain`: optional strings (RewardBench subset; RM-Bench subset and domain);
+- `chosen` / `rejected`: the rewards, as lists of finite numbers: one chosen and one rejected
   (RewardBench), the correct solution and every wrong one in file order (RewardMATH), the three
   chosen and three rejected styles concise / detailed / markdown (RM-Bench), the chosen and
   the rejected responses of a prompt (RewardBench 2: one chosen, or every correct answer of a
-  Ties prompt; see :mod:`~reward_lens_tl.evals.rewardbench2`);
-* ``chosen_steps`` / ``rejected_steps`` instead of ``chosen`` / ``rejected``: a process reward
-  model's per-step scores, one list per solution (a :class:`StepScoreRecord`; each solution's
-  score is an aggregate of its steps, :mod:`~reward_lens_tl.evals.prm`);
-* ``item`` (optional): a hash of the item's texts, so a resumed run knows the record scored the
+  Ties prompt; see `reward_lens_tl.evals.rewardbench2`);
+- `chosen_steps` / `rejected_steps` instead of `chosen` / `rejected`: a process reward
+  model's per-step scores, one list per solution (a `StepScoreRecord`; each solution's
+  score is an aggregate of its steps, `reward_lens_tl.evals.prm`);
+- `item` (optional): a hash of the item's texts, so a resumed run knows the record scored the
   same prompt and responses.
 
 A run appends each record as soon as its item is scored, so an interrupted run loses at most the
 items in flight. Rerunning with the same output file continues where it stopped, after checking
 that the file was written by the same model with the same arguments (else
-:class:`~reward_lens_tl.evals.errors.ScoreProducerMismatchError` names both) and that each
+`reward_lens_tl.evals.errors.ScoreProducerMismatchError` names both) and that each
 record's item is unchanged; one writer at a time
-(:class:`~reward_lens_tl.provenance.FileInUseError`). A torn last line from a crash is dropped
+(`reward_lens_tl.provenance.FileInUseError`). A torn last line from a crash is dropped
 with a warning, by readers and by the resuming writer. Reading checks every record: a malformed
-one (a non-finite score included) raises :class:`~reward_lens_tl.errors.MalformedRecordError`
-naming the file, the record and the field, or with ``skip_bad=True`` is skipped, counted in
-``.skipped`` and reported in one warning; good records are never dropped.
+one (a non-finite score included) raises `reward_lens_tl.errors.MalformedRecordError`
+naming the file, the record and the field, or with `skip_bad=True` is skipped, counted in
+`.skipped` and reported in one warning; good records are never dropped.
 
-The published RewardMATH ``*_scores.json`` files (one record per problem with ``problem``,
-``solution_reference`` and ``score``) are read too: the solution whose reference is
-``human_to_GPT-4`` is the correct one, the others are the wrong ones in file order. A file whose
-``score`` entries are lists holds a process reward model's step scores: each problem becomes a
-:class:`StepScoreRecord`, its solutions scored by the ``prm_aggregate`` named (default
-:data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`). A file with ``chosen_position`` holds a
+The published RewardMATH `*_scores.json` files (one record per problem with `problem`,
+`solution_reference` and `score`) are read too: the solution whose reference is
+`human_to_GPT-4` is the correct one, the others are the wrong ones in file order. A file whose
+`score` entries are lists holds a process reward model's step scores: each problem becomes a
+`StepScoreRecord`, its solutions scored by the `prm_aggregate` named (default
+`reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`). A file with `chosen_position` holds a
 pairwise judge's verdicts (correct solution against each wrong one) and is scored with the
-reference's pairwise rule (``RewardMATHEvaluation.processing_results``): with ``w`` of the ``n``
-comparisons won, the correct solution scores ``w + 1`` and each wrong one 1 if the judge preferred
-the correct solution to it, else ``n + 2``; so a problem is right only if every comparison is won,
-and its reciprocal rank is ``1 / (1 + losses)``.
+reference's pairwise rule (`RewardMATHEvaluation.processing_results`): with `w` of the `n`
+comparisons won, the correct solution scores `w + 1` and each wrong one 1 if the judge preferred
+the correct solution to it, else `n + 2`; so a problem is right only if every comparison is won,
+and its reciprocal rank is `1 / (1 + losses)`.
 
->>> import tempfile, pathlib
->>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
->>> with ScoreWriter(path, "rewardbench") as out:
-...     out.write(ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"))
->>> read_scores(path)
-ScoreSet(1 rewardbench records from '...scores.jsonl', 0 skipped)
+Examples:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
+    >>> with ScoreWriter(path, "rewardbench") as out:
+    ...     out.write(ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"))
+    >>> read_scores(path)
+    ScoreSet(1 rewardbench records from '...scores.jsonl', 0 skipped)
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ BENCHMARKS: tuple[str, ...] = ("rewardbench", "rewardbench2", "rewardmath", "rmb
 """The benchmarks a score file can belong to."""
 
 SCORE_FORMAT = "reward-lens-scores/1"
-"""The ``format`` of a score file's header line."""
+"""The `format` of a score file's header line."""
 
 #: (chosen, rejected) response counts per benchmark; ``None`` = one or more.
 _COUNTS: dict[str, tuple[int | None, int | None]] = {
@@ -122,7 +123,17 @@ _COUNTS: dict[str, tuple[int | None, int | None]] = {
 
 
 def check_benchmark(name: str) -> str:
-    """``name`` normalised (``rm-bench`` -> ``rmbench``), or :class:`UnknownBenchmarkError`."""
+    """Normalise a benchmark name (`rm-bench` -> `rmbench`).
+
+    Args:
+        name: a benchmark name, in any case, with or without `-` / `_`.
+
+    Returns:
+        The name as one of `BENCHMARKS`.
+
+    Raises:
+        UnknownBenchmarkError: `name` is no known benchmark.
+    """
     key = str(name).strip().lower().replace("-", "").replace("_", "")
     if key not in BENCHMARKS:
         raise UnknownBenchmarkError(
@@ -133,7 +144,17 @@ def check_benchmark(name: str) -> str:
 
 @dataclass(frozen=True)
 class ScoreRecord:
-    """The rewards a model gave one benchmark item (see the module docstring for the fields)."""
+    """The rewards a model gave one benchmark item (see the module docstring for the fields).
+
+    Args:
+        benchmark: the benchmark (normalised by `check_benchmark`).
+        id: the item's id (str or int).
+        chosen: the chosen responses' rewards.
+        rejected: the rejected responses' rewards.
+        subset: the item's subset, if any.
+        domain: the item's domain, if any.
+        item: a hash of the scored item's texts.
+    """
 
     benchmark: str
     id: Hashable
@@ -145,6 +166,7 @@ class ScoreRecord:
     item: str | None = None
 
     def __post_init__(self) -> None:
+        """Normalise the benchmark and check every field."""
         object.__setattr__(self, "benchmark", check_benchmark(self.benchmark))
         check_id(self.id)
         n_chosen, n_rejected = _COUNTS[self.benchmark]
@@ -160,7 +182,15 @@ class ScoreRecord:
 
 
 def record_json(record: Any, **scores: Any) -> dict[str, Any]:
-    """A score record's JSON line: its identity fields, ``scores``, and ``item`` when set."""
+    """A score record's JSON line: its identity fields, `scores`, and `item` when set.
+
+    Args:
+        record: a `ScoreRecord` (or any object with its identity fields).
+        **scores: the score fields to write.
+
+    Returns:
+        The JSON object of the line.
+    """
     out = {
         "benchmark": record.benchmark,
         "id": record.id,
@@ -196,16 +226,27 @@ StepLists = tuple[tuple[float, ...], ...]
 class StepScoreRecord(ScoreRecord):
     """A process reward model's per-step scores of one item, and each solution's score.
 
-    ``chosen_steps`` / ``rejected_steps`` hold one tuple of step scores per solution (correct
-    first); ``chosen`` / ``rejected`` are computed from them with ``aggregate`` (see
-    :mod:`~reward_lens_tl.evals.prm`), so metrics and comparisons read a step record as any
-    other. An aggregate may be ``+inf`` (``mean_odd`` of a step of exactly 1), which compares as
-    in the benchmark's reference. :meth:`with_aggregate` re-aggregates.
+    `chosen_steps` / `rejected_steps` hold one tuple of step scores per solution (correct
+    first); `chosen` / `rejected` are computed from them with `aggregate` (see
+    `reward_lens_tl.evals.prm`), so metrics and comparisons read a step record as any
+    other. An aggregate may be `+inf` (`mean_odd` of a step of exactly 1), which compares as
+    in the benchmark's reference. `with_aggregate` re-aggregates.
 
-    >>> rec = StepScoreRecord("rewardmath", 0, chosen_steps=((0.9, 0.8),),
-    ...                       rejected_steps=((0.95, 0.1), (0.7,)), aggregate="min")
-    >>> rec.chosen, rec.rejected, rec.with_aggregate("max").rejected
-    ((0.8,), (0.1, 0.7), (0.95, 0.7))
+    Args:
+        benchmark: the benchmark (normalised by `check_benchmark`).
+        id: the item's id (str or int).
+        subset: the item's subset, if any.
+        domain: the item's domain, if any.
+        item: a hash of the scored item's texts.
+        chosen_steps: the chosen solutions' step scores, one tuple per solution.
+        rejected_steps: the rejected solutions' step scores, one tuple per solution.
+        aggregate: the aggregate that scores each solution from its steps.
+
+    Examples:
+        >>> rec = StepScoreRecord("rewardmath", 0, chosen_steps=((0.9, 0.8),),
+        ...                       rejected_steps=((0.95, 0.1), (0.7,)), aggregate="min")
+        >>> rec.chosen, rec.rejected, rec.with_aggregate("max").rejected
+        ((0.8,), (0.1, 0.7), (0.95, 0.7))
     """
 
     chosen: tuple[float, ...] = field(init=False)
@@ -215,6 +256,7 @@ class StepScoreRecord(ScoreRecord):
     aggregate: str = field(default=DEFAULT_PRM_AGGREGATE, kw_only=True)
 
     def __post_init__(self) -> None:
+        """Check every field and aggregate each solution's steps."""
         object.__setattr__(self, "benchmark", check_benchmark(self.benchmark))
         check_id(self.id)
         n_chosen, n_rejected = _COUNTS[self.benchmark]
@@ -239,7 +281,14 @@ class StepScoreRecord(ScoreRecord):
         return tuple(out)
 
     def with_aggregate(self, aggregate: str) -> StepScoreRecord:
-        """The same steps, each solution scored by ``aggregate``."""
+        """The same steps, each solution scored by `aggregate`.
+
+        Args:
+            aggregate: one of `reward_lens_tl.evals.prm.PRM_AGGREGATES`.
+
+        Returns:
+            A new `StepScoreRecord`.
+        """
         return dataclasses.replace(self, aggregate=aggregate)
 
     def to_json(self) -> dict[str, Any]:
@@ -271,9 +320,22 @@ def _step_lists(values: Any, name: str, count: int | None) -> StepLists:
 
 
 def parse_record(index: int, record: Any, aggregate: str | None = None) -> ScoreRecord:
-    """One line of a score file as a :class:`ScoreRecord` (``FieldError`` names the field); a
-    record with ``chosen_steps`` is a :class:`StepScoreRecord` scored by ``aggregate``
-    (default :data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`)."""
+    """One line of a score file as a `ScoreRecord` (`FieldError` names the field).
+
+    A record with `chosen_steps` is a `StepScoreRecord` scored by `aggregate`
+    (default `reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`).
+
+    Args:
+        index: the record's number in the file.
+        record: the parsed JSON line.
+        aggregate: the aggregate of a step record.
+
+    Returns:
+        The record.
+
+    Raises:
+        FieldError: a field is missing or malformed.
+    """
     record = require_object(record)
     name = require(record, "benchmark")
     try:
@@ -307,25 +369,45 @@ def parse_record(index: int, record: Any, aggregate: str | None = None) -> Score
 
 @dataclass(frozen=True, repr=False)
 class ScoreSet(ItemSet[ScoreRecord]):
-    """The records of one score file (or run), with ``skipped`` records and their ``source``;
-    ``producer`` is the file header's record of what produced them (``None`` if it has none);
-    ``pairwise`` marks a pairwise judge's verdicts scored with RewardMATH's pairwise rule."""
+    """The records of one score file (or run), with `skipped` records and their `source`.
+
+    `producer` is the file header's record of what produced them (`None` if it has none);
+    `pairwise` marks a pairwise judge's verdicts scored with RewardMATH's pairwise rule.
+
+    Args:
+        items: the records.
+        skipped: the records skipped as malformed.
+        source: where the records come from.
+        producer: the file header's record of what produced them.
+        pairwise: whether the records are a pairwise judge's verdicts.
+    """
 
     producer: Mapping | None = None
     pairwise: bool = False
 
     @property
     def benchmark(self) -> str | None:
+        """The records' benchmark (`None` for an empty set)."""
         return self.items[0].benchmark if self.items else None
 
     @property
     def prm_aggregate(self) -> str | None:
-        """The aggregate of a process reward model's step records (``None`` for other scores)."""
+        """The aggregate of a process reward model's step records (`None` for other scores)."""
         first = self.items[0] if self.items else None
         return first.aggregate if isinstance(first, StepScoreRecord) else None
 
     def with_aggregate(self, aggregate: str) -> ScoreSet:
-        """The same step records, every solution scored by ``aggregate`` (PRM scores only)."""
+        """The same step records, every solution scored by `aggregate` (PRM scores only).
+
+        Args:
+            aggregate: one of `reward_lens_tl.evals.prm.PRM_AGGREGATES`.
+
+        Returns:
+            A new `ScoreSet`.
+
+        Raises:
+            InvalidArgumentError: the records are not per-step scores.
+        """
         if self.prm_aggregate is None:
             raise InvalidArgumentError(
                 f"{self.source}: a PRM aggregate applies to per-step scores; these are "
@@ -343,17 +425,25 @@ class ScoreSet(ItemSet[ScoreRecord]):
         return "one score per response"
 
     def __repr__(self) -> str:
+        """The record count, benchmark, source and skipped count."""
         return (
             f"ScoreSet({len(self)} {self.benchmark or ''} records from {self.source!r}, "
             f"{len(self.skipped)} skipped)"
         )
 
     def ids(self) -> list[Hashable]:
+        """The records' ids, in order."""
         return [r.id for r in self.items]
 
     def to_dataframe(self):
-        """One row per record: ``id``, ``subset``, ``domain``, ``chosen``, ``rejected`` (and a
-        step record's ``chosen_steps`` / ``rejected_steps``)."""
+        """One row per record.
+
+        Columns: `id`, `subset`, `domain`, `chosen`, `rejected` (and a step record's
+        `chosen_steps` / `rejected_steps`).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         rows = [{**r.to_json(), "chosen": list(r.chosen), "rejected": list(r.rejected)}
@@ -363,8 +453,11 @@ class ScoreSet(ItemSet[ScoreRecord]):
 
 
 def _published_kind(path: Path) -> str | None:
-    """``"scores"``, ``"steps"`` or ``"pairwise"`` for a published RewardMATH score file (by its
-    first record), ``None`` for anything else."""
+    """The kind of a published RewardMATH score file, by its first record.
+
+    Returns:
+        `"scores"`, `"steps"` or `"pairwise"`, or `None` for anything else.
+    """
     first = next(iter_records(path), (0, None))[1]
     if not (isinstance(first, dict) and {"solution_reference", "score"} <= set(first)):
         return None
@@ -381,14 +474,30 @@ def read_scores(
     skip_bad: bool = False,
     prm_aggregate: str | None = None,
 ) -> ScoreSet:
-    """Read a score file (this harness's JSON lines, or a published RewardMATH ``*_scores.json``:
-    one score, per-step scores or pairwise verdicts per solution; see the module docstring).
+    """Read a score file.
 
-    ``benchmark`` checks that the file belongs to it. Records with another benchmark than the
-    first or a repeated id are malformed (field ``benchmark`` / ``id``). ``prm_aggregate`` scores
-    per-step records (one of :data:`~reward_lens_tl.evals.prm.PRM_AGGREGATES`; default
-    :data:`~reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`); naming one for a file of other
-    scores is an :class:`~reward_lens_tl.errors.InvalidArgumentError`.
+    The file is this harness's JSON lines, or a published RewardMATH `*_scores.json`: one
+    score, per-step scores or pairwise verdicts per solution; see the module docstring.
+
+    `benchmark` checks that the file belongs to it. Records with another benchmark than the
+    first or a repeated id are malformed (field `benchmark` / `id`). `prm_aggregate` scores
+    per-step records (one of `reward_lens_tl.evals.prm.PRM_AGGREGATES`; default
+    `reward_lens_tl.evals.prm.DEFAULT_PRM_AGGREGATE`); naming one for a file of other
+    scores is an `reward_lens_tl.errors.InvalidArgumentError`.
+
+    Args:
+        path: the score file.
+        benchmark: the benchmark the file must belong to (`None`: any).
+        skip_bad: skip malformed records (counted in `.skipped`) instead of raising.
+        prm_aggregate: the aggregate of per-step records.
+
+    Returns:
+        The file's records, as a `ScoreSet`.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ScoreMismatchError: the file holds another benchmark's scores.
+        InvalidArgumentError: `prm_aggregate` is named for a file without per-step scores.
     """
     path = Path(path)
     if not path.is_file():
@@ -413,8 +522,7 @@ def read_scores(
 
 
 def _naming(path: Path, index: int, build: Callable[..., ScoreRecord], *args, **kwargs):
-    """``build(*args, **kwargs)``, an aggregate it cannot compute named with the file and the
-    record."""
+    """`build(*args, **kwargs)`, an aggregate it cannot compute named with the file and record."""
     try:
         return build(*args, **kwargs)
     except InvalidArgumentError as err:
@@ -442,8 +550,10 @@ def _is_header(record: Any) -> bool:
 
 
 def _header_and_records(path: Path) -> tuple[dict | None, list[tuple[int, Any]]]:
-    """The file's header (or ``None``) and its records numbered from 0 after the header; a
-    torn last line (no newline, not JSON: a writer killed mid-line) is dropped with a warning."""
+    """The file's header (or `None`) and its records numbered from 0 after the header.
+
+    A torn last line (no newline, not JSON: a writer killed mid-line) is dropped with a warning.
+    """
     records = list(iter_records(path))
     header = None
     if records and _is_header(records[0][1]):
@@ -529,23 +639,32 @@ def _published_rewardmath(path: Path, kind: str, skip_bad: bool, aggregate: str 
 
 
 def _pairwise_record(index: int, won: list[bool]) -> ScoreRecord:
-    """RewardMATH's pairwise rule as scores: with ``w`` of ``n`` comparisons won, the correct
-    solution scores ``w + 1`` and each wrong one 1 (lost to the correct one) or ``n + 2``."""
+    """RewardMATH's pairwise rule as scores.
+
+    With `w` of `n` comparisons won, the correct solution scores `w + 1` and each wrong one 1
+    (lost to the correct one) or `n + 2`.
+    """
     n = len(won)
     rejected = tuple(1.0 if w else n + 2.0 for w in won)
     return ScoreRecord("rewardmath", index, (sum(won) + 1.0,), rejected)
 
 
 class ScoreWriter:
-    """Append :class:`ScoreRecord`\\ s to a score file as they are made (a context manager).
+    """Append `ScoreRecord`s to a score file as they are made (a context manager).
 
-    ``producer`` records what makes the scores (see the module docstring; ``None`` records an
-    empty one). With ``resume=True`` an existing file is read first: it must have been written
-    with the same ``producer`` (else :class:`ScoreProducerMismatchError` naming both), its ids
-    are in :attr:`done`, and a torn last line left by a crash is dropped with a warning. With
-    ``resume=False`` it is emptied. The file is locked from construction until the ``with``
-    block ends (:class:`~reward_lens_tl.provenance.FileInUseError` for a second writer), and a
+    `producer` records what makes the scores (see the module docstring; `None` records an
+    empty one). With `resume=True` an existing file is read first: it must have been written
+    with the same `producer` (else `ScoreProducerMismatchError` naming both), its ids
+    are in `done`, and a torn last line left by a crash is dropped with a warning. With
+    `resume=False` it is emptied. The file is locked from construction until the `with`
+    block ends (`reward_lens_tl.provenance.FileInUseError` for a second writer), and a
     file that received no record is removed at the end, so a failed run leaves no empty file.
+
+    Args:
+        path: the score file.
+        benchmark: the benchmark of every record written.
+        resume: continue an existing file (else empty it).
+        producer: what makes the scores.
     """
 
     def __init__(
@@ -556,6 +675,7 @@ class ScoreWriter:
         resume: bool = True,
         producer: Mapping | None = None,
     ):
+        """Lock the file and read the records of a resumed one (see the class docstring)."""
         self.path = Path(path)
         self.benchmark = check_benchmark(benchmark)
         self.done: dict[Hashable, ScoreRecord] = {}
@@ -576,12 +696,14 @@ class ScoreWriter:
         self._open = False
 
     def __enter__(self) -> ScoreWriter:
+        """Open the writer for `write` / `write_all`."""
         if self._log is None:
             raise UsageError(f"{self.path}: this ScoreWriter was closed; make a new one")
         self._open = True
         return self
 
     def __exit__(self, *exc) -> None:
+        """Release the file (see `close`)."""
         self.close()
 
     def close(self) -> None:
@@ -592,14 +714,28 @@ class ScoreWriter:
         self._open = False
 
     def __del__(self) -> None:  # a writer made but never entered still releases its lock
+        """Release the file if still held."""
         if getattr(self, "_log", None) is not None:
             self.close()
 
     def write(self, record: ScoreRecord) -> None:
+        """Append one record.
+
+        Args:
+            record: a record of the writer's benchmark.
+        """
         self.write_all([record])
 
     def write_all(self, records: Iterable[ScoreRecord]) -> None:
-        """Append records (one line each, the header first in a new file)."""
+        """Append records (one line each, the header first in a new file).
+
+        Args:
+            records: records of the writer's benchmark.
+
+        Raises:
+            UsageError: the writer is not open as a context manager.
+            ScoreMismatchError: a record belongs to another benchmark.
+        """
         log = self._log
         if not self._open or log is None:
             raise UsageError("use ScoreWriter as a context manager: with ScoreWriter(...) as w")

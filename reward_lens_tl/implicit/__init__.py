@@ -1,13 +1,13 @@
 """Implicit reward models: the reward a DPO policy carries relative to its reference.
 
-- :mod:`.loading`: HF causal LMs from local checkpoints → TransformerLens models (vocabulary
+- `.loading`: HF causal LMs from local checkpoints → TransformerLens models (vocabulary
   unembed kept);
-- :mod:`.model`: :class:`ImplicitRewardModel` — per-token and summed implicit rewards over an
+- `.model`: `ImplicitRewardModel` — per-token and summed implicit rewards over an
   explicit response-token mask;
-- :mod:`.attribution`: exact attribution of the implicit reward to the policy's components (the
+- `.attribution`: exact attribution of the implicit reward to the policy's components (the
   taken token's logit is linear; the log-sum-exp is reported as its own term);
-- :mod:`.lens`: the policy's residual at every layer read out as per-token log-ratio;
-- :mod:`.fit`: a ridge fit from policy features (residual or SAE latents) to the implicit reward
+- `.lens`: the policy's residual at every layer read out as per-token log-ratio;
+- `.fit`: a ridge fit from policy features (residual or SAE latents) to the implicit reward
   and to an explicit reward model, and the divergence between the two fits.
 """
 

@@ -1,38 +1,38 @@
 """Exact attribution of an implicit reward to the policy's components.
 
-``log π(y_t) = logit_{y_t} − LSE_t`` with ``LSE_t = logsumexp(logits_t)``. What is linear and
+`log π(y_t) = logit_{y_t} − LSE_t` with `LSE_t = logsumexp(logits_t)`. What is linear and
 what is not:
 
 - the **taken token's logit** is linear in the final residual once the final norm's scale is
-  frozen at the value the policy used (as :mod:`reward_lens_tl.readout` does for rewards): it
-  splits exactly along ``W_U[:, y_t]`` into embeddings, heads, MLPs and block biases, plus the
-  unembed bias ``b_U[y_t]`` (``head_bias``);
-- the **log-sum-exp** is not linear; it is reported as one separate term (``nonlinear``);
+  frozen at the value the policy used (as `reward_lens_tl.readout` does for rewards): it
+  splits exactly along `W_U[:, y_t]` into embeddings, heads, MLPs and block biases, plus the
+  unembed bias `b_U[y_t]` (`head_bias`);
+- the **log-sum-exp** is not linear; it is reported as one separate term (`nonlinear`);
 - the **reference** log-probs are a constant for the policy; reported as one term
-  (``reference = −β Σ log π_ref``).
+  (`reference = −β Σ log π_ref`).
 
-So ``Σ parts + head_bias + nonlinear + reference = implicit reward``, exactly.
+So `Σ parts + head_bias + nonlinear + reference = implicit reward`, exactly.
 
-``lse="expected"`` splits instead along ``W_U[:, y_t] − E_p[W_U]`` (``p`` the policy's next-token
-distribution at that position), using the identity ``LSE = E_p[logit] + H(p)``: the components
+`lse="expected"` splits instead along `W_U[:, y_t] − E_p[W_U]` (`p` the policy's next-token
+distribution at that position), using the identity `LSE = E_p[logit] + H(p)`: the components
 then carry how much they favour the taken token *over the policy's average token*, and the
-non-linear remainder is the entropy term ``−β Σ H(p_t)``. Both splits are exact; the second
-holds ``p`` (like the scale) fixed at the value the policy computed.
-
->>> from reward_lens_tl.zoo import zoo_path
->>> from reward_lens_tl.implicit import ImplicitRewardModel
->>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
->>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
->>> attr = implicit_attribution(irm, ids, response, attention)
->>> attr.labels[:3], attr.linear_error() < 1e-4, attr.completeness_error() < 1e-4
-(('embed', 'L0H0', 'L0H1'), True, True)
+non-linear remainder is the entropy term `−β Σ H(p_t)`. Both splits are exact; the second
+holds `p` (like the scale) fixed at the value the policy computed.
 
 The components are those of a reward model's attribution (one decomposition walk,
-:func:`reward_lens_tl.attribution.decompose`, read along another direction), with
-TransformerLens's names too:
+`reward_lens_tl.attribution.decompose`, read along another direction), with
+TransformerLens's names too (the last example).
 
->>> attr.linear.tl_labels[-2:]
-('1_mlp_out', 'bias')
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> from reward_lens_tl.implicit import ImplicitRewardModel
+    >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+    >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+    >>> attr = implicit_attribution(irm, ids, response, attention)
+    >>> attr.labels[:3], attr.linear_error() < 1e-4, attr.completeness_error() < 1e-4
+    (('embed', 'L0H0', 'L0H1'), True, True)
+    >>> attr.linear.tl_labels[-2:]
+    ('1_mlp_out', 'bias')
 """
 
 from __future__ import annotations
@@ -64,11 +64,16 @@ LSE = Literal["term", "expected"]
 class ImplicitAttribution(Result):
     """Implicit rewards split into policy components and two explicit non-linear terms.
 
-    ``linear`` is an :class:`~reward_lens_tl.attribution.AttributionResult` whose ``rewards``
-    are the linear part computed from the policy's logits (``β Σ logit_{y_t}``, or
-    ``β Σ (logit_{y_t} − E_p logit)`` for ``lse="expected"``), so
-    ``linear.completeness_error()`` checks the parts; ``nonlinear`` is ``−β Σ LSE`` (or
-    ``−β Σ H(p)``), ``reference`` is ``−β Σ log π_ref``; ``rewards`` the implicit rewards.
+    `linear.completeness_error()` checks the parts.
+
+    Args:
+        linear: An `AttributionResult` whose `rewards` are the linear part computed from the
+            policy's logits (`β Σ logit_{y_t}`, or `β Σ (logit_{y_t} − E_p logit)` for
+            `lse="expected"`).
+        nonlinear: `−β Σ LSE` (or `−β Σ H(p)`).
+        reference: `−β Σ log π_ref`.
+        rewards: The implicit rewards.
+        lse: `"term"` or `"expected"`.
     """
 
     example_axes = axes(linear=0, nonlinear=0, reference=0, rewards=0)
@@ -81,25 +86,44 @@ class ImplicitAttribution(Result):
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """The components' labels."""
         return self.linear.labels
 
     @property
     def values(self) -> Float[Tensor, "component example"]:
+        """The components' contributions, `[component, example]`."""
         return self.linear.values
 
     def total(self) -> Float[Tensor, " example"]:
+        """Σ parts + head bias + nonlinear + reference.
+
+        Returns:
+            One total per example.
+        """
         return self.linear.total() + self.nonlinear + self.reference
 
     def linear_error(self) -> float:
-        """max |Σ parts + head bias − linear part| (exact up to float error)."""
+        """Max |Σ parts + head bias − linear part| (exact up to float error).
+
+        Returns:
+            The error.
+        """
         return self.linear.completeness_error()
 
     def completeness_error(self) -> float:
-        """max |Σ parts + head bias + nonlinear + reference − implicit reward|."""
+        """Max |Σ parts + head bias + nonlinear + reference − implicit reward|.
+
+        Returns:
+            The error.
+        """
         return float((self.total() - self.rewards).abs().max())
 
     def terms(self) -> dict[str, Tensor]:
-        """The explicit terms beside the components."""
+        """The explicit terms beside the components.
+
+        Returns:
+            `head_bias`, `nonlinear` and `reference`, by name.
+        """
         return {
             "head_bias": self.linear.head_bias,
             "nonlinear": self.nonlinear,
@@ -107,6 +131,7 @@ class ImplicitAttribution(Result):
         }
 
     def __sub__(self, other: ImplicitAttribution) -> ImplicitAttribution:
+        """The difference of two attributions, field by field."""
         return ImplicitAttribution(
             linear=self.linear - other.linear,
             nonlinear=self.nonlinear - other.nonlinear,
@@ -116,12 +141,25 @@ class ImplicitAttribution(Result):
         )
 
     def top_k(self, k: int = 10, example: int | None = None):
-        """Components with the largest |contribution| (signed values), as in
-        :meth:`AttributionResult.top_k`."""
+        """Components with the largest |contribution| (signed values).
+
+        As in `AttributionResult.top_k`.
+
+        Args:
+            k: How many components.
+            example: One example, or `None` for the mean over examples.
+
+        Returns:
+            The components and their contributions.
+        """
         return self.linear.top_k(k, example)
 
     def to_dataframe(self):
-        """One row per (component or term, example)."""
+        """One row per (component or term, example).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         rows = [self.linear.to_dataframe()]
@@ -134,7 +172,15 @@ class ImplicitAttribution(Result):
         return pd.concat(rows, ignore_index=True)
 
     def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Top-``k`` components and the three terms (means over examples)."""
+        """Top-`k` components and the three terms (means over examples).
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            k: How many components.
+
+        Returns:
+            The figure.
+        """
         top = self.top_k(k)
         terms = [(n, float(v.mean())) for n, v in self.terms().items()]
         colors = [signed_color(v) for _, v in top] + ["#7f7f7f"] * len(terms)
@@ -144,15 +190,23 @@ class ImplicitAttribution(Result):
 
 @dataclass(frozen=True)
 class PairImplicitAttribution(MarginResult):
-    """Implicit-reward attribution of chosen and rejected; ``.margin`` is their difference."""
+    """Implicit-reward attribution of chosen and rejected; `.margin` is their difference.
+
+    Args:
+        chosen: The chosen responses' attribution.
+        rejected: The rejected responses' attribution.
+    """
 
     chosen: ImplicitAttribution
     rejected: ImplicitAttribution
 
 
 def _directions(policy, logits: Tensor, ids: Tensor, lse: LSE) -> tuple[Tensor, Tensor, Tensor]:
-    """Per predicting position ``p`` (target ``ids[p+1]``): the read-out direction ``[b, p, d]``
-    in normalised-residual space, its bias ``[b, p]`` and the non-linear term ``[b, p]``."""
+    """Per predicting position `p` (target `ids[p+1]`): direction, bias and non-linear term.
+
+    The read-out direction `[b, p, d]` is in normalised-residual space, its bias `[b, p]`, and
+    the non-linear term `[b, p]`.
+    """
     W, b = effective_head(policy)  # [d_model, vocab], [vocab]
     logits = logits[:, :-1].float()
     target = ids[:, 1:]
@@ -182,10 +236,25 @@ def implicit_attribution(
 ) -> ImplicitAttribution:
     """Attribute each example's implicit reward to the policy's components (module docstring).
 
-    Components are those of :func:`reward_lens_tl.attribution.direct_attribution` (``embed``,
-    ``L{l}H{h}`` or ``attn{l}``, ``mlp{l}``, ``bias``), each summed over the response tokens
-    with weight β. Two forwards: the policy (cached) and the reference. ``fwd_hooks`` act on
-    the policy.
+    Components are those of `reward_lens_tl.attribution.direct_attribution` (`embed`,
+    `L{l}H{h}` or `attn{l}`, `mlp{l}`, `bias`), each summed over the response tokens
+    with weight β. Two forwards: the policy (cached) and the reference.
+
+    Args:
+        model: The implicit reward model.
+        ids: The token ids.
+        response_mask: The response-token mask.
+        attention_mask: The attention mask.
+        heads: Whether to split attention layers into heads.
+        lse: `"term"` or `"expected"` (module docstring).
+        fwd_hooks: Forward hooks on the policy.
+
+    Returns:
+        The attribution.
+
+    Raises:
+        InvalidArgumentError: When `lse` is unknown.
+        NonlinearUnembedError: When the policy soft-caps its logits or is post-norm.
     """
     if lse not in ("term", "expected"):
         raise InvalidArgumentError(f"lse must be 'term' or 'expected', got {lse!r}")
@@ -245,7 +314,7 @@ def _taken(logits: Tensor, ids: Tensor) -> Tensor:
 
 
 def _neg_mean(logits: Tensor) -> Tensor:
-    """``−E_p[logit]`` at each predicting position."""
+    """`−E_p[logit]` at each predicting position."""
     lg = logits[:, :-1].float()
     return -(lg.softmax(-1) * lg).sum(-1)
 
@@ -253,8 +322,19 @@ def _neg_mean(logits: Tensor) -> Tensor:
 def attribute_implicit_pairs(
     model, pairs: Sequence, *, batch_size: int = 16, **kwargs
 ) -> PairImplicitAttribution:
-    """:func:`implicit_attribution` of each pair's chosen and rejected response, streamed in
-    chunks; ``.margin`` decomposes the implicit-reward margins."""
+    """`implicit_attribution` of each pair's chosen and rejected response, streamed in chunks.
+
+    `.margin` decomposes the implicit-reward margins.
+
+    Args:
+        model: The implicit reward model.
+        pairs: The preference pairs.
+        batch_size: Pairs per chunk.
+        **kwargs: Options of `implicit_attribution`.
+
+    Returns:
+        The attribution of both sides.
+    """
 
     def attribute(encodings) -> ImplicitAttribution:
         ids, attention, resp = model.batch(encodings)

@@ -1,19 +1,20 @@
 """Pairs and conversations as padded batches with explicit response-token masks.
 
-A response mask marks the *target* tokens whose log-probs count: position ``t`` is set when token
-``ids[t]`` belongs to the response. ``include_suffix`` decides whether the template's suffix after
-the response content (end-of-turn, EOS; see :class:`~reward_lens_tl.inputs.EncodedConversation`)
+A response mask marks the *target* tokens whose log-probs count: position `t` is set when token
+`ids[t]` belongs to the response. `include_suffix` decides whether the template's suffix after
+the response content (end-of-turn, EOS; see `EncodedConversation`)
 counts. A sequence's first token never counts (no token predicts it). Batches are left padded,
 like every batch of the library: a shorter sequence's mask is shifted right by its padding.
 
->>> from reward_lens_tl.inputs import EncodedConversation
->>> enc = EncodedConversation(ids=(1, 4, 9, 5, 7, 8, 6, 2), response_start=4, response_end=6)
->>> response_masks([enc], include_suffix=True).tolist()
-[[0, 0, 0, 0, 1, 1, 1, 1]]
->>> response_masks([enc], include_suffix=False).tolist()
-[[0, 0, 0, 0, 1, 1, 0, 0]]
->>> response_masks([enc], include_suffix=False, width=10).tolist()   # two pads on the left
-[[0, 0, 0, 0, 0, 0, 1, 1, 0, 0]]
+Examples:
+    >>> from reward_lens_tl.inputs import EncodedConversation
+    >>> enc = EncodedConversation(ids=(1, 4, 9, 5, 7, 8, 6, 2), response_start=4, response_end=6)
+    >>> response_masks([enc], include_suffix=True).tolist()
+    [[0, 0, 0, 0, 1, 1, 1, 1]]
+    >>> response_masks([enc], include_suffix=False).tolist()
+    [[0, 0, 0, 0, 1, 1, 0, 0]]
+    >>> response_masks([enc], include_suffix=False, width=10).tolist()   # two pads on the left
+    [[0, 0, 0, 0, 0, 0, 1, 1, 0, 0]]
 """
 
 from __future__ import annotations
@@ -42,8 +43,23 @@ def response_masks(
     width: int | None = None,
     padding_side: PaddingSide = "left",
 ) -> Int[Tensor, "batch pos"]:
-    """``[batch, width]`` long mask of each conversation's response tokens, laid out like
-    :func:`~reward_lens_tl.inputs.pad_batch` pads them (left padded unless asked)."""
+    """`[batch, width]` long mask of each conversation's response tokens.
+
+    Laid out like `reward_lens_tl.inputs.pad_batch` pads them (left padded unless asked).
+
+    Args:
+        encodings: The conversations.
+        include_suffix: Whether the template's suffix after the response content counts.
+        eos_token_id: The EOS token's id (to find the suffix).
+        width: The padded width; defaults to the longest conversation's length.
+        padding_side: `"left"` or `"right"`.
+
+    Returns:
+        The mask.
+
+    Raises:
+        InvalidArgumentError: When `width` is shorter than the longest conversation.
+    """
     longest = max(len(e) for e in encodings)
     width = width if width is not None else longest
     if width < longest:
@@ -57,11 +73,20 @@ def response_masks(
 
 
 def predicting_mask(response_mask: Tensor, dtype=torch.float32) -> Tensor:
-    """1 at each position whose logits score a response token (position ``t − 1`` predicts
-    token ``t``): the response mask shifted left by one.
+    """1 at each position whose logits score a response token.
 
-    >>> predicting_mask(torch.tensor([[0, 0, 1, 1, 0]])).tolist()
-    [[0.0, 1.0, 1.0, 0.0, 0.0]]
+    Position `t − 1` predicts token `t`: the response mask shifted left by one.
+
+    Args:
+        response_mask: The response mask.
+        dtype: The output's dtype.
+
+    Returns:
+        The predicting mask.
+
+    Examples:
+        >>> predicting_mask(torch.tensor([[0, 0, 1, 1, 0]])).tolist()
+        [[0.0, 1.0, 1.0, 0.0, 0.0]]
     """
     out = torch.zeros(response_mask.shape, dtype=dtype, device=response_mask.device)
     out[:, :-1] = (response_mask[:, 1:] != 0).to(dtype)
@@ -69,7 +94,18 @@ def predicting_mask(response_mask: Tensor, dtype=torch.float32) -> Tensor:
 
 
 def as_encoding(model: Any, item: Any) -> EncodedConversation:
-    """An :class:`EncodedConversation` from itself or a zoo ``Example``."""
+    """An `EncodedConversation` from itself or a zoo `Example`.
+
+    Args:
+        model: The model (unused; kept for a uniform signature).
+        item: An `EncodedConversation` or a zoo `Example`.
+
+    Returns:
+        The encoded conversation.
+
+    Raises:
+        ArgumentTypeError: When `item` is neither.
+    """
     if isinstance(item, EncodedConversation):
         return item
     if hasattr(item, "input_ids") and hasattr(item, "response_start"):
@@ -81,8 +117,19 @@ def as_encoding(model: Any, item: Any) -> EncodedConversation:
 
 
 def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, EncodedConversation]:
-    """``(chosen, rejected)`` from an encoded tuple, a tuple of zoo ``Example``\\ s, a zoo
-    ``ContrastPair`` (edited plays chosen) or an object with ``prompt/chosen/rejected`` text."""
+    """`(chosen, rejected)` from the forms a preference pair takes.
+
+    Args:
+        model: The model whose `encode` reads text.
+        pair: An encoded tuple, a tuple of zoo `Example`s, a zoo `ContrastPair` (edited plays
+            chosen) or an object with `prompt/chosen/rejected` text.
+
+    Returns:
+        The chosen and the rejected conversation.
+
+    Raises:
+        ArgumentTypeError: When `pair` is none of these.
+    """
     if isinstance(pair, tuple) and len(pair) == 2:
         return as_encoding(model, pair[0]), as_encoding(model, pair[1])
     if hasattr(pair, "edited") and hasattr(pair, "base"):
@@ -97,6 +144,18 @@ def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, Encoded
 
 
 def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConversation, ...]]:
+    """Every pair as `(chosen, rejected)` encoded conversations (`as_encoded_pair`).
+
+    Args:
+        model: The model whose `encode` reads text.
+        pairs: The preference pairs.
+
+    Returns:
+        The encoded pairs.
+
+    Raises:
+        EmptyInputError: When no pair is given.
+    """
     pairs = list(pairs)
     if not pairs:
         raise EmptyInputError("no pairs given; a comparison needs at least one pair")
@@ -106,8 +165,21 @@ def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConvers
 def pair_chunks(
     model: Any, pairs: Sequence[Any], batch_size: int
 ) -> Iterator[tuple[list[EncodedConversation], int]]:
-    """Chunks of ``batch_size`` pairs as one list ``chosen + rejected`` and the count ``n``;
-    each chunk is encoded only when it is reached (memory bounded by the chunk)."""
+    """Chunks of `batch_size` pairs as one list `chosen + rejected` and the count `n`.
+
+    Each chunk is encoded only when it is reached (memory bounded by the chunk).
+
+    Args:
+        model: The model whose `encode` reads text.
+        pairs: The preference pairs.
+        batch_size: Pairs per chunk.
+
+    Yields:
+        The chunk's conversations and its number of pairs.
+
+    Raises:
+        EmptyInputError: When no pair is given.
+    """
     pairs = list(pairs)
     if not pairs:
         raise EmptyInputError("no pairs given; a comparison needs at least one pair")
@@ -123,7 +195,18 @@ def batch_encodings(
     eos_token_id: int | None = None,
     device: Any = None,
 ) -> Batch:
-    """``(input_ids, attention_mask, response_mask)`` of left-padded conversations."""
+    """`(input_ids, attention_mask, response_mask)` of left-padded conversations.
+
+    Args:
+        encodings: The conversations.
+        pad_token_id: The padding id.
+        include_suffix: Whether the template's suffix after the response content counts.
+        eos_token_id: The EOS token's id.
+        device: Where to put the tensors.
+
+    Returns:
+        The batch.
+    """
     ids, attention = pad_batch(encodings, pad_token_id)
     resp = response_masks(encodings, include_suffix, eos_token_id, ids.shape[1])
     return ids.to(device), attention.to(device), resp.to(device)

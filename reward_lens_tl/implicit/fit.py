@@ -1,24 +1,26 @@
-"""Which features of the policy's activations explain its implicit reward (the seed study's
-method), and how that differs from an explicit reward model.
+"""Which features of the policy's activations explain its implicit reward.
 
-1. :func:`policy_features`: features of each response from the policy's activations at one hook
-   — the raw residual, or SAE latents (sae_lens ``SAE.encode``) — pooled over the positions that
-   predict response tokens (``pooling="sum"`` by default: the implicit reward is a sum over those
+This is the seed study's method, and it shows how that differs from an explicit reward model.
+
+1. `policy_features`: features of each response from the policy's activations at one hook
+   — the raw residual, or SAE latents (sae_lens `SAE.encode`) — pooled over the positions that
+   predict response tokens (`pooling="sum"` by default: the implicit reward is a sum over those
    positions, so a per-position linear read-out sums to a linear function of the summed
-   features), or read at the last token (``"last"``, where an explicit RM reads);
-2. :func:`fit_reward`: a ridge regression (closed form, features standardised on the training
+   features), or read at the last token (`"last"`, where an explicit RM reads);
+2. `fit_reward`: a ridge regression (closed form, features standardised on the training
    split) from features to a reward, scored on held-out *pairs* (chosen and rejected of a pair
-   always fall in the same split): R², Spearman (:func:`reward_lens_tl.stats.spearman`) and
+   always fall in the same split): R², Spearman (`reward_lens_tl.stats.spearman`) and
    pairwise agreement; the features ranked by their standardised weight;
-3. :func:`divergence`: the same features fitted to two rewards (implicit and explicit), weights
+3. `divergence`: the same features fitted to two rewards (implicit and explicit), weights
    side by side in each reward's own standard deviations: which features one reward weights and
-   the other does not. :func:`implicit_feature_fit` runs all three.
+   the other does not. `implicit_feature_fit` runs all three.
 
->>> import torch
->>> x = torch.randn(200, 3); y = 2 * x[:, 0] - x[:, 2]
->>> fit = fit_reward(FeatureMatrix(x, ("a", "b", "c"), torch.arange(200) // 2), y, alpha=1e-3)
->>> [name for name, _ in fit.top_k(2)], fit.r2 > 0.99
-(['a', 'c'], True)
+Examples:
+    >>> import torch
+    >>> x = torch.randn(200, 3); y = 2 * x[:, 0] - x[:, 2]
+    >>> fit = fit_reward(FeatureMatrix(x, ("a", "b", "c"), torch.arange(200) // 2), y, alpha=1e-3)
+    >>> [name for name, _ in fit.top_k(2)], fit.r2 > 0.99
+    (['a', 'c'], True)
 """
 
 from __future__ import annotations
@@ -47,8 +49,19 @@ Pooling = Literal["sum", "mean", "last"]
 
 @dataclass(frozen=True)
 class FeatureMatrix:
-    """Features ``values [example, feature]`` with their ``names`` and each example's pair index
-    ``groups`` (rows ``2i`` and ``2i + 1`` are pair ``i``'s chosen and rejected)."""
+    """Features `values [example, feature]` with their names and each example's pair index.
+
+    Rows `2i` and `2i + 1` are pair `i`'s chosen and rejected.
+
+    Args:
+        values: The features, `[example, feature]`.
+        names: One name per feature.
+        groups: Each example's pair index.
+        hook_name: The hook the features were read at.
+
+    Raises:
+        ShapeMismatchError: When `values`, `names` and `groups` do not match.
+    """
 
     values: Float[Tensor, "example feature"]
     names: tuple[str, ...]
@@ -56,6 +69,7 @@ class FeatureMatrix:
     hook_name: str = ""
 
     def __post_init__(self):
+        """Check that the shapes match."""
         if self.values.ndim != 2 or self.values.shape[1] != len(self.names):
             raise ShapeMismatchError(
                 f"features {tuple(self.values.shape)} do not match {len(self.names)} names"
@@ -85,8 +99,25 @@ def policy_features(
     pooling: Pooling = "sum",
     batch_size: int = 16,
 ) -> FeatureMatrix:
-    """Features of every pair's chosen and rejected response from the policy at ``hook_name``
-    (SAE latents when ``sae`` is given; its hook must be ``hook_name``)."""
+    """Features of every pair's chosen and rejected response from the policy at `hook_name`.
+
+    They are SAE latents when `sae` is given; its hook must be `hook_name`.
+
+    Args:
+        model: The implicit reward model (its policy is read).
+        pairs: The preference pairs.
+        hook_name: The hook to read.
+        sae: An sae_lens SAE whose latents are the features, or `None` for the raw activations.
+        pooling: `"sum"` or `"mean"` over the positions that predict response tokens, or
+            `"last"` (the last token).
+        batch_size: Pairs per forward.
+
+    Returns:
+        The features, rows interleaved `chosen_i, rejected_i`.
+
+    Raises:
+        InvalidArgumentError: When `pooling` is unknown or the SAE reads another hook.
+    """
     if pooling not in ("sum", "mean", "last"):
         raise InvalidArgumentError(f"pooling must be 'sum', 'mean' or 'last', got {pooling!r}")
     if sae is not None and sae.cfg.metadata.hook_name != hook_name:
@@ -118,9 +149,20 @@ def policy_features(
 def policy_activations(
     model, pairs: Sequence, hook_name: str, *, batch_size: int = 16
 ) -> Float[Tensor, "token d"]:
-    """The policy's activations at ``hook_name`` on every non-padding token of every pair's two
-    conversations, ``[tokens, d]`` (e.g. to train an SAE with
-    :func:`reward_lens_tl.sae.train_topk_sae`)."""
+    """The policy's activations at `hook_name` on every non-padding token of the pairs.
+
+    They cover both conversations of every pair, `[tokens, d]` (e.g. to train an SAE with
+    `reward_lens_tl.sae.train_topk_sae`).
+
+    Args:
+        model: The implicit reward model (its policy is read).
+        pairs: The preference pairs.
+        hook_name: The hook to read.
+        batch_size: Pairs per forward.
+
+    Returns:
+        The activations, `[tokens, d]`.
+    """
     out = []
     for encs, _ in pair_chunks(model, pairs, batch_size):
         ids, attention, _ = model.batch(encs)
@@ -136,8 +178,21 @@ def policy_activations(
 class RewardFit(Result):
     """A ridge fit of one reward on features, with held-out quality numbers.
 
-    ``weights`` are per standardised feature (reward units per feature std); ``relative`` is
+    `weights` are per standardised feature (reward units per feature std); `relative` is
     the same divided by the reward's std (comparable across rewards of different scales).
+
+    Args:
+        names: One name per feature.
+        weights: The weight of each standardised feature.
+        intercept: The fit's intercept.
+        target_std: The reward's standard deviation on the training split.
+        r2: The held-out R².
+        spearman: The held-out Spearman correlation.
+        pairwise_agreement: The held-out share of pairs ordered alike.
+        n_train: Training examples.
+        n_test: Held-out examples.
+        alpha: The ridge penalty.
+        target_name: The reward's name.
     """
 
     names: tuple[str, ...]
@@ -154,13 +209,26 @@ class RewardFit(Result):
 
     @property
     def relative(self) -> Float[Tensor, " feature"]:
+        """The weights divided by the reward's standard deviation."""
         return self.weights / max(self.target_std, 1e-12)
 
     def top_k(self, k: int = 10) -> TopK:
-        """Features with the largest |standardised weight| (signed)."""
+        """Features with the largest |standardised weight| (signed).
+
+        Args:
+            k: How many features.
+
+        Returns:
+            The features and their weights.
+        """
         return top_entries(self.names, self.weights.tolist(), k, "weight")
 
     def summary(self) -> dict:
+        """The held-out quality numbers.
+
+        Returns:
+            The numbers, by name.
+        """
         return {
             "target": self.target_name,
             "r2": self.r2,
@@ -172,6 +240,11 @@ class RewardFit(Result):
         }
 
     def to_dataframe(self):
+        """The weights as a table, by |weight|.
+
+        Returns:
+            A `pandas.DataFrame` with `feature`, `weight` and `relative`.
+        """
         import pandas as pd
 
         frame = pd.DataFrame(
@@ -180,6 +253,15 @@ class RewardFit(Result):
         return frame.reindex(frame["weight"].abs().sort_values(ascending=False).index)
 
     def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
+        """Bar chart of the `k` largest weights.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            k: How many features.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
         top = self.top_k(k)[::-1]
         ax.barh([n for n, _ in top], [v for _, v in top], color="#4472c4")
@@ -206,7 +288,16 @@ def _split(groups: Tensor, test_fraction: float, seed: int) -> tuple[Tensor, Ten
 
 
 def ridge(x: Tensor, y: Tensor, alpha: float) -> Tensor:
-    """Closed-form ridge weights for centred ``x [n, d]`` and ``y [n]`` (dual form if d > n)."""
+    """Closed-form ridge weights for centred `x [n, d]` and `y [n]` (dual form if d > n).
+
+    Args:
+        x: The centred features, `[n, d]`.
+        y: The centred target, `[n]`.
+        alpha: The ridge penalty.
+
+    Returns:
+        The weights, `[d]`.
+    """
     x, y = x.double(), y.double()
     n, d = x.shape
     if d <= n:
@@ -215,7 +306,16 @@ def ridge(x: Tensor, y: Tensor, alpha: float) -> Tensor:
 
 
 def pair_agreement(pred: Tensor, target: Tensor, groups: Tensor) -> float:
-    """Share of pairs (two rows with one group label; target not tied) ordered alike."""
+    """Share of pairs (two rows with one group label; target not tied) ordered alike.
+
+    Args:
+        pred: The predicted rewards.
+        target: The target rewards.
+        groups: Each row's pair index.
+
+    Returns:
+        The share, or NaN without an untied pair.
+    """
     hits, total = 0, 0
     for g in groups.unique():
         rows = (groups == g).nonzero().flatten()
@@ -238,7 +338,23 @@ def fit_reward(
     seed: int = 0,
     target_name: str = "reward",
 ) -> RewardFit:
-    """Ridge fit of ``target`` on ``features`` (module docstring); held-out metrics."""
+    """Ridge fit of `target` on `features` (module docstring); held-out metrics.
+
+    Args:
+        features: The features.
+        target: The reward of each example.
+        alpha: The ridge penalty.
+        test_fraction: The share of pairs held out.
+        seed: The seed of the split.
+        target_name: The reward's name.
+
+    Returns:
+        The fit.
+
+    Raises:
+        ShapeMismatchError: When `target` and `features` have different numbers of rows.
+        InvalidArgumentError: When `alpha` is not positive or the pairs cannot be split.
+    """
     target = torch.as_tensor(target).float().reshape(-1)
     if target.shape[0] != features.values.shape[0]:
         raise ShapeMismatchError(
@@ -275,11 +391,19 @@ def fit_reward(
 
 @dataclass(frozen=True)
 class FeatureDivergence(Result):
-    """Weights of two fits on the same features, in each reward's own std (``relative``).
+    """Weights of two fits on the same features, in each reward's own std (`relative`).
 
-    A feature is ``"<a> only"`` when its |weight| is at least ``strong`` × the largest |weight|
-    of fit ``a`` and below ``weak`` × the largest of fit ``b`` (and vice versa); ``"both"`` when
-    strong in both; ``"opposite"`` when strong in both with opposite signs.
+    A feature is `"<a> only"` when its |weight| is at least `strong` × the largest |weight|
+    of fit `a` and below `weak` × the largest of fit `b` (and vice versa); `"both"` when
+    strong in both; `"opposite"` when strong in both with opposite signs.
+
+    Args:
+        names: One name per feature.
+        weight_a: Fit `a`'s relative weights.
+        weight_b: Fit `b`'s relative weights.
+        name_a: Fit `a`'s reward name.
+        name_b: Fit `b`'s reward name.
+        verdict: Each feature's verdict.
     """
 
     names: tuple[str, ...]
@@ -291,13 +415,26 @@ class FeatureDivergence(Result):
 
     @property
     def difference(self) -> Float[Tensor, " feature"]:
+        """`weight_a − weight_b`."""
         return self.weight_a - self.weight_b
 
     def top_k(self, k: int = 10) -> TopK:
-        """Features with the largest |weight_a − weight_b| (signed difference)."""
+        """Features with the largest |weight_a − weight_b| (signed difference).
+
+        Args:
+            k: How many features.
+
+        Returns:
+            The features and their weight differences.
+        """
         return top_entries(self.names, self.difference.tolist(), k, "weight difference")
 
     def to_dataframe(self):
+        """Both weights, their difference and the verdict as a table, by |difference|.
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         import pandas as pd
 
         frame = pd.DataFrame(
@@ -312,6 +449,15 @@ class FeatureDivergence(Result):
         return frame.reindex(frame["difference"].abs().sort_values(ascending=False).index)
 
     def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
+        """Bars of both weights for the `k` features that differ most.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            k: How many features.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(6, 0.3 * k + 1))
         idx = self.difference.abs().argsort(descending=True)[:k].flip(0)
         y = torch.arange(len(idx)).float()
@@ -328,7 +474,20 @@ class FeatureDivergence(Result):
 def divergence(
     fit_a: RewardFit, fit_b: RewardFit, *, strong: float = 0.3, weak: float = 0.1
 ) -> FeatureDivergence:
-    """Compare two fits on the same features (see :class:`FeatureDivergence`)."""
+    """Compare two fits on the same features (see `FeatureDivergence`).
+
+    Args:
+        fit_a: The first fit.
+        fit_b: The second fit.
+        strong: The share of a fit's largest |weight| from which a weight counts as strong.
+        weak: The share of a fit's largest |weight| below which a weight counts as weak.
+
+    Returns:
+        The divergence.
+
+    Raises:
+        ShapeMismatchError: When the fits use different features.
+    """
     if fit_a.names != fit_b.names:
         raise ShapeMismatchError("the two fits use different features; fit both on one matrix")
     a, b = fit_a.relative, fit_b.relative
@@ -351,8 +510,19 @@ def divergence(
 def explicit_pair_rewards(
     explicit, pairs: Sequence, batch_size: int = 16, objective=None
 ) -> Float[Tensor, " example"]:
-    """An explicit reward model's rewards, interleaved ``chosen_i, rejected_i`` like
-    :func:`policy_features` rows (``objective`` picks one objective of a multi-head)."""
+    """An explicit reward model's rewards, interleaved `chosen_i, rejected_i`.
+
+    The rows match `policy_features`'s rows.
+
+    Args:
+        explicit: The explicit reward model.
+        pairs: The preference pairs.
+        batch_size: Pairs per forward.
+        objective: One objective of a multi-head reward model, or `None` for the pooled reward.
+
+    Returns:
+        The rewards.
+    """
     from ..readout import objective_index
 
     col = objective_index(explicit, objective) if objective is not None else None
@@ -372,7 +542,14 @@ def explicit_pair_rewards(
 
 @dataclass(frozen=True)
 class FeatureFitComparison:
-    """:func:`implicit_feature_fit`'s result: both fits and their divergence."""
+    """`implicit_feature_fit`'s result: both fits and their divergence.
+
+    Args:
+        features: The features both fits read.
+        implicit: The fit of the implicit reward.
+        explicit: The fit of the explicit reward.
+        divergence: The two fits compared.
+    """
 
     features: FeatureMatrix
     implicit: RewardFit
@@ -380,6 +557,11 @@ class FeatureFitComparison:
     divergence: FeatureDivergence
 
     def summary(self):
+        """Both fits' held-out numbers.
+
+        Returns:
+            A `pandas.DataFrame` with one row per fit.
+        """
         import pandas as pd
 
         return pd.DataFrame([self.implicit.summary(), self.explicit.summary()])
@@ -399,8 +581,27 @@ def implicit_feature_fit(
     batch_size: int = 16,
     features: FeatureMatrix | None = None,
 ) -> FeatureFitComparison:
-    """Fit the policy's features at ``hook_name`` (or given ``features``) to the implicit reward
-    and to ``explicit``'s reward on the same pairs; compare the weights."""
+    """Fit the policy's features to the implicit reward and to `explicit`'s reward; compare.
+
+    The features are read at `hook_name` (or given as `features`), on the same pairs for both
+    rewards.
+
+    Args:
+        model: The implicit reward model.
+        explicit: The explicit reward model.
+        pairs: The preference pairs.
+        hook_name: The hook to read.
+        sae: An sae_lens SAE whose latents are the features, or `None`.
+        pooling: `"sum"`, `"mean"` or `"last"` (see `policy_features`).
+        alpha: The ridge penalty.
+        test_fraction: The share of pairs held out.
+        seed: The seed of the split.
+        batch_size: Pairs per forward.
+        features: Features to fit instead of reading them.
+
+    Returns:
+        Both fits and their divergence.
+    """
     feats = features or policy_features(
         model, pairs, hook_name, sae=sae, pooling=pooling, batch_size=batch_size
     )

@@ -1,25 +1,26 @@
 """A lens on the policy's residual stream, read out as per-token implicit reward.
 
-At each site (``resid_pre`` of every layer, optionally ``resid_mid``, and the final residual) the
+At each site (`resid_pre` of every layer, optionally `resid_mid`, and the final residual) the
 policy's residual at every position goes through the policy's **final norm** (scale recomputed
 from that residual, the logit-lens convention), the unembed and a log-softmax; the log-prob of
 the taken next token minus the reference's log-prob, times β, is the per-token lens value, and
 its sum over the response is the lens implicit reward. Two choices for the reference side:
 
-- ``reference="final"`` (default): the reference's *final* log-probs — the lens asks "what
+- `reference="final"` (default): the reference's *final* log-probs — the lens asks "what
   implicit reward would the policy have if it stopped here", against a fixed baseline;
-- ``reference="lens"``: the reference's own lens at the same site (both models must have the
+- `reference="lens"`: the reference's own lens at the same site (both models must have the
   same number of layers) — it compares the two models' intermediate predictions.
 
 Either way the final site equals the implicit reward exactly.
 
->>> from reward_lens_tl.zoo import zoo_path
->>> from reward_lens_tl.implicit import ImplicitRewardModel
->>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
->>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
->>> lens = implicit_lens(irm, ids, response, attention)
->>> lens.labels, bool((lens.values[-1] - lens.rewards).abs().max() < 1e-5)
-(('0_pre', '1_pre', 'final'), True)
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> from reward_lens_tl.implicit import ImplicitRewardModel
+    >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+    >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+    >>> lens = implicit_lens(irm, ids, response, attention)
+    >>> lens.labels, bool((lens.values[-1] - lens.rewards).abs().max() < 1e-5)
+    (('0_pre', '1_pre', 'final'), True)
 """
 
 from __future__ import annotations
@@ -47,9 +48,16 @@ Reference = Literal["final", "lens"]
 
 @dataclass(frozen=True)
 class ImplicitLensResult(Result):
-    """Lens implicit rewards ``values [site, example]`` and per-token values
-    ``token_values [site, example, pos]`` (position ``t`` scores token ``t``; 0 outside the
-    response mask)."""
+    """Lens implicit rewards per site and example, with the per-token values.
+
+    Args:
+        values: Lens implicit rewards, `[site, example]`.
+        token_values: Per-token values, `[site, example, pos]` (position `t` scores token `t`;
+            0 outside the response mask).
+        labels: One label per site.
+        rewards: The implicit rewards.
+        reference: `"final"` or `"lens"`.
+    """
 
     example_axes = axes(values=1, token_values=1, rewards=0)
 
@@ -60,19 +68,42 @@ class ImplicitLensResult(Result):
     reference: str
 
     def as_reward_lens(self) -> RewardLensResult:
-        """The summed values as a :class:`~reward_lens_tl.lens.RewardLensResult`."""
+        """The summed values as a `RewardLensResult`.
+
+        Returns:
+            The lens result.
+        """
         return RewardLensResult(self.values, self.labels, self.rewards, f"ref={self.reference}")
 
     def to_dataframe(self):
+        """One row per (site, example).
+
+        Returns:
+            A `pandas.DataFrame`.
+        """
         return tidy_frame(self.values, self.labels, "site", "lens_implicit_reward")
 
     def top_k(self, k: int = 5):
-        """Sites with the largest mean |change| from the previous site."""
+        """Sites with the largest mean |change| from the previous site.
+
+        Args:
+            k: How many sites.
+
+        Returns:
+            The sites and their changes.
+        """
         return self.as_reward_lens().top_k(k)
 
     def plot(self, ax: Axes | None = None, example: int | None = None) -> Figure:
-        """Lens reward per site (all examples), or one example's per-token values as a heat
-        map (``example=i``)."""
+        """Lens reward per site (all examples), or one example's per-token values as a heat map.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            example: One example's index for its heat map, or `None`.
+
+        Returns:
+            The figure.
+        """
         if example is None:
             return self.as_reward_lens().plot(ax)
         fig, ax = new_axes(ax)
@@ -87,8 +118,7 @@ class ImplicitLensResult(Result):
 
 
 def _site_logprobs(model, cache, name: str, ids: Tensor) -> Tensor:
-    """Taken-token log-probs when ``model`` reads its residual at ``name`` (final norm
-    recomputed)."""
+    """Taken-token log-probs when `model` reads its residual at `name` (final norm recomputed)."""
     x = cache[name]
     normed = model.ln_final(x) if model.cfg.normalization_type is not None else x
     return token_logprobs(model.unembed(normed), ids)
@@ -105,7 +135,25 @@ def implicit_lens(
     layers: Sequence[int] | None = None,
     fwd_hooks: Sequence = (),
 ) -> ImplicitLensResult:
-    """Lens implicit reward at every site (see the module docstring). Two forwards."""
+    """Lens implicit reward at every site (see the module docstring). Two forwards.
+
+    Args:
+        model: The implicit reward model.
+        ids: The token ids.
+        response_mask: The response-token mask.
+        attention_mask: The attention mask.
+        reference: `"final"` or `"lens"` (module docstring).
+        resolution: Which sites (see `reward_lens_tl.lens.lens_sites`).
+        layers: Only these layers, or `None` for all.
+        fwd_hooks: Forward hooks on the policy.
+
+    Returns:
+        The lens result.
+
+    Raises:
+        InvalidArgumentError: When `reference` is unknown, or `"lens"` with models of
+            different depths.
+    """
     if reference not in ("final", "lens"):
         raise InvalidArgumentError(f"reference must be 'final' or 'lens', got {reference!r}")
     policy, ref = model.policy, model.reference
@@ -145,8 +193,19 @@ def implicit_lens(
 
 
 def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:
-    """Lens of each pair's chosen and rejected response as a
-    :class:`~reward_lens_tl.lens.PairLensResult` (so ``crystallization`` works unchanged)."""
+    """Lens of each pair's chosen and rejected response as a `PairLensResult`.
+
+    So `crystallization` works unchanged.
+
+    Args:
+        model: The implicit reward model.
+        pairs: The preference pairs.
+        batch_size: Pairs per chunk.
+        **kwargs: Options of `implicit_lens`.
+
+    Returns:
+        The lens of both sides.
+    """
 
     def lens(encodings) -> RewardLensResult:
         ids, attention, resp = model.batch(encodings)

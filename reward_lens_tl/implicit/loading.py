@@ -1,20 +1,21 @@
 """HF causal language models (local directory or in memory) → TransformerLens models.
 
-``HookedTransformer.from_pretrained`` only accepts official hub names; a DPO policy and its
-reference usually live in a local directory. :func:`load_causal_lm` builds the TL config and
-weights itself with the same adapters that convert reward models (:mod:`reward_lens_tl.adapters`),
-but keeps the vocabulary unembed (``lm_head``) instead of a reward head, so ``model(tokens)`` are
-the causal LM's logits. The result is a ``HookedSAETransformer`` (SAEs splice as usual).
+`HookedTransformer.from_pretrained` only accepts official hub names; a DPO policy and its
+reference usually live in a local directory. `load_causal_lm` builds the TL config and
+weights itself with the same adapters that convert reward models (`reward_lens_tl.adapters`),
+but keeps the vocabulary unembed (`lm_head`) instead of a reward head, so `model(tokens)` are
+the causal LM's logits. The result is a `HookedSAETransformer` (SAEs splice as usual).
 
-Weight processing: ``fold_ln`` moves the final norm's weight into ``W_U`` (``ln_final`` becomes
-``RMSNormPre``); ``center_unembed`` stays **off** so the logits equal HF's exactly (centring
+Weight processing: `fold_ln` moves the final norm's weight into `W_U` (`ln_final` becomes
+`RMSNormPre`); `center_unembed` stays **off** so the logits equal HF's exactly (centring
 would shift each position's logits by a constant, which changes no log-prob but does change the
-taken token's logit that :mod:`.attribution` decomposes).
+taken token's logit that `.attribution` decomposes).
 
->>> from reward_lens_tl.zoo import zoo_path
->>> policy = load_causal_lm(zoo_path("policy"))
->>> policy.cfg.d_vocab_out, policy.tokenizer is not None
-(122, True)
+Examples:
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> policy = load_causal_lm(zoo_path("policy"))
+    >>> policy.cfg.d_vocab_out, policy.tokenizer is not None
+    (122, True)
 """
 
 from __future__ import annotations
@@ -36,8 +37,16 @@ from ..loading import check_finite, load_hf_model, resolve_pad_token_id
 
 
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
-    """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode
-    (the reward models' loading path with the checkpoint's own class)."""
+    """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode.
+
+    It takes the reward models' loading path with the checkpoint's own class.
+
+    Args:
+        path: The checkpoint's folder.
+
+    Returns:
+        The HF model.
+    """
     return load_hf_model(path, RewardModelAdapter())
 
 
@@ -60,9 +69,22 @@ def load_causal_lm(
 ) -> HookedSAETransformer:
     """Convert an HF causal LM (a local directory or an in-memory model, left unmodified).
 
-    The model gets ``tokenizer`` (the checkpoint's own when not given), ``pad_token_id`` and
-    ``eos_token_id`` attributes. Gemma-2's final logit soft-cap is kept (its logits then match
+    The model gets `tokenizer` (the checkpoint's own when not given), `pad_token_id` and
+    `eos_token_id` attributes. Gemma-2's final logit soft-cap is kept (its logits then match
     HF's, but exact logit attribution is refused).
+
+    Args:
+        model_or_path: A local checkpoint folder or an in-memory HF causal LM.
+        tokenizer: The tokenizer; the checkpoint's own when not given.
+        fold_ln: Whether to fold the norms' weights into the following matrices.
+        device: Where to put the model.
+        n_ctx: The context length, or `None` for the checkpoint's.
+
+    Returns:
+        The TransformerLens model.
+
+    Raises:
+        ArgumentTypeError: When the model is not a transformers `PreTrainedModel`.
     """
     if isinstance(model_or_path, nn.Module):
         hf_model, path = model_or_path, None

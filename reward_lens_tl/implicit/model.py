@@ -1,26 +1,27 @@
-"""``ImplicitRewardModel``: the reward a DPO policy carries relative to its reference.
+"""`ImplicitRewardModel`: the reward a DPO policy carries relative to its reference.
 
-``r(x, y) = β · Σ_t [log π(y_t | x, y_<t) − log π_ref(y_t | x, y_<t)]``, summed over the
+`r(x, y) = β · Σ_t [log π(y_t | x, y_<t) − log π_ref(y_t | x, y_<t)]`, summed over the
 *response* tokens only (an explicit response-token mask; the prompt never counts). Whether the
-template's suffix after the response content (end-of-turn, EOS) counts is ``include_suffix``;
-the default ``True`` is what the zoo's DPO training summed (``zoo.dpo.response_mask``: response
-words, ``<|end|>`` and ``<eos>``), and what TRL's DPO does with a chat template.
+template's suffix after the response content (end-of-turn, EOS) counts is `include_suffix`;
+the default `True` is what the zoo's DPO training summed (`zoo.dpo.response_mask`: response
+words, `<|end|>` and `<eos>`), and what TRL's DPO does with a chat template.
 
 Policy and reference are TransformerLens models with a vocabulary unembed (load local HF
-checkpoints with :func:`~reward_lens_tl.implicit.loading.load_causal_lm`, or pass any
-``HookedTransformer``). A chunk of N sequences costs two forwards: one policy, one reference.
+checkpoints with `reward_lens_tl.implicit.loading.load_causal_lm`, or pass any
+`HookedTransformer`). A chunk of N sequences costs two forwards: one policy, one reference.
 
->>> import torch
->>> from reward_lens_tl.zoo import zoo_path
->>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
->>> irm.beta
-0.1
->>> enc = irm.encode("how bake bread", "great question soup")
->>> ids, attention, response = irm.batch([enc])
->>> response.tolist()  # response words, <|end|>, <eos>
-[[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
->>> irm.rewards(ids, response, attention).shape
-torch.Size([1])
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+    >>> irm.beta
+    0.1
+    >>> enc = irm.encode("how bake bread", "great question soup")
+    >>> ids, attention, response = irm.batch([enc])
+    >>> response.tolist()  # response words, <|end|>, <eos>
+    [[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+    >>> irm.rewards(ids, response, attention).shape
+    torch.Size([1])
 """
 
 from __future__ import annotations
@@ -44,13 +45,29 @@ from .errors import EmptyResponseMaskError, VocabularyMismatchError
 def token_logprobs(
     logits: Float[Tensor, "batch pos vocab"], ids: Int[Tensor, "batch pos"]
 ) -> Float[Tensor, "batch pos"]:
-    """``log p(ids[t] | ids[<t])`` at position ``t`` (0 at ``t = 0``), in float32."""
+    """`log p(ids[t] | ids[<t])` at position `t` (0 at `t = 0`), in float32.
+
+    Args:
+        logits: The model's logits.
+        ids: The token ids.
+
+    Returns:
+        The log-probability of each taken token.
+    """
     logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
     return torch.cat([torch.zeros_like(logp[:, :1]), logp], 1)
 
 
 def check_same_vocabulary(policy: Any, reference: Any) -> None:
-    """Raise :class:`VocabularyMismatchError` unless both use one vocabulary and tokenizer."""
+    """Raise `VocabularyMismatchError` unless both use one vocabulary and tokenizer.
+
+    Args:
+        policy: The policy.
+        reference: The reference model.
+
+    Raises:
+        VocabularyMismatchError: When the vocabularies or tokenizers differ.
+    """
     for attr in ("d_vocab", "d_vocab_out"):
         a, b = getattr(policy.cfg, attr), getattr(reference.cfg, attr)
         if a != b:
@@ -73,12 +90,22 @@ def check_same_vocabulary(policy: Any, reference: Any) -> None:
 
 
 def check_beta(beta: Any) -> float:
-    """``beta`` as a float, or :class:`~reward_lens_tl.errors.InvalidArgumentError` unless it is
-    a finite number > 0 (``inf`` would turn every zero log-ratio into NaN, a bool is no
-    temperature).
+    """`beta` as a float, checked to be a finite number > 0.
 
-    >>> check_beta(0.1)
-    0.1
+    `inf` would turn every zero log-ratio into NaN, and a bool is no temperature.
+
+    Args:
+        beta: The DPO temperature.
+
+    Returns:
+        `beta` as a float.
+
+    Raises:
+        InvalidArgumentError: Unless `beta` is a finite number > 0.
+
+    Examples:
+        >>> check_beta(0.1)
+        0.1
     """
     try:
         value = None if isinstance(beta, (bool, str)) else float(beta)
@@ -93,7 +120,14 @@ def check_beta(beta: Any) -> float:
 
 
 def metadata_beta(path: str | Path | None) -> float | None:
-    """``beta`` recorded in a checkpoint's ``metadata.json`` (the zoo writes it), if any."""
+    """`beta` recorded in a checkpoint's `metadata.json` (the zoo writes it), if any.
+
+    Args:
+        path: The checkpoint's folder (or an in-memory model, which records none).
+
+    Returns:
+        The recorded `beta`, or `None`.
+    """
     if path is None or isinstance(path, torch.nn.Module):
         return None
     meta = Path(path) / "metadata.json"
@@ -106,9 +140,19 @@ def metadata_beta(path: str | Path | None) -> float | None:
 class ImplicitRewardModel:
     """A DPO policy's implicit reward (see the module docstring).
 
-    ``policy`` and ``reference`` are TL models with the same vocabulary; ``beta`` the DPO
-    temperature. ``tokenizer`` defaults to the policy's. Analyses of the policy's components
-    (:mod:`.attribution`, :mod:`.lens`, :mod:`.fit`) run hooks on ``policy``.
+    Analyses of the policy's components (`.attribution`, `.lens`, `.fit`) run hooks on
+    `policy`.
+
+    Args:
+        policy: The policy, a TL model with the same vocabulary as `reference`.
+        reference: The reference model.
+        beta: The DPO temperature.
+        include_suffix: Whether the template's suffix after the response content counts.
+        tokenizer: The tokenizer; defaults to the policy's.
+
+    Raises:
+        InvalidArgumentError: When `beta` is not a finite number > 0.
+        VocabularyMismatchError: When policy and reference use different vocabularies.
     """
 
     def __init__(
@@ -120,6 +164,7 @@ class ImplicitRewardModel:
         include_suffix: bool = True,
         tokenizer: Any = None,
     ):
+        """Build the implicit reward model (see the class docstring)."""
         beta = check_beta(beta)
         check_same_vocabulary(policy, reference)
         self.policy = policy
@@ -136,8 +181,22 @@ class ImplicitRewardModel:
     def from_pretrained(
         cls, policy, reference, beta: float | None = None, tokenizer=None, **kwargs
     ) -> ImplicitRewardModel:
-        """From local HF causal-LM directories (or in-memory HF models). ``beta`` defaults to the
-        policy's ``metadata.json`` value (the zoo records it); otherwise it is required."""
+        """From local HF causal-LM directories (or in-memory HF models).
+
+        Args:
+            policy: The policy's folder or HF model.
+            reference: The reference's folder or HF model.
+            beta: The DPO temperature; defaults to the policy's `metadata.json` value (the zoo
+                records it); otherwise it is required.
+            tokenizer: The tokenizer; defaults to the policy's.
+            **kwargs: `include_suffix`, and options of `load_causal_lm`.
+
+        Returns:
+            The implicit reward model.
+
+        Raises:
+            InvalidArgumentError: When `beta` is neither given nor recorded.
+        """
         from .loading import load_causal_lm
 
         beta = beta if beta is not None else metadata_beta(policy)
@@ -162,7 +221,19 @@ class ImplicitRewardModel:
 
     # -- inputs ---------------------------------------------------------------------------
     def encode(self, prompt, response, **kwargs) -> EncodedConversation:
-        """Token ids of one conversation with the policy's tokenizer and chat template."""
+        """Token ids of one conversation with the policy's tokenizer and chat template.
+
+        Args:
+            prompt: The prompt.
+            response: The response.
+            **kwargs: Options of `reward_lens_tl.inputs.encode_conversation`.
+
+        Returns:
+            The encoded conversation.
+
+        Raises:
+            InvalidArgumentError: When there is no tokenizer.
+        """
         if self.tokenizer is None:
             raise InvalidArgumentError("no tokenizer: pass tokenizer= or feed token ids")
         kwargs.setdefault("max_length", self.cfg.n_ctx)
@@ -171,8 +242,15 @@ class ImplicitRewardModel:
     def batch(
         self, encodings: Sequence[EncodedConversation], include_suffix: bool | None = None
     ) -> Batch:
-        """``(input_ids, attention_mask, response_mask)`` on the policy's device
-        (``encodings``: :class:`EncodedConversation`\\ s or zoo ``Example``\\ s)."""
+        """`(input_ids, attention_mask, response_mask)` on the policy's device.
+
+        Args:
+            encodings: `EncodedConversation`s or zoo `Example`s.
+            include_suffix: Whether the suffix counts; defaults to the model's setting.
+
+        Returns:
+            The batch.
+        """
         suffix = self.include_suffix if include_suffix is None else include_suffix
         encodings = [as_encoding(self, e) for e in encodings]
         return batch_encodings(
@@ -182,7 +260,22 @@ class ImplicitRewardModel:
     def check_inputs(
         self, ids: Tensor, response_mask: Tensor, attention_mask: Tensor | None = None
     ) -> Int[Tensor, "batch pos"]:
-        """Validate ids and masks; return the ids 2-D."""
+        """Validate ids and masks; return the ids 2-D.
+
+        Args:
+            ids: The token ids.
+            response_mask: The response-token mask.
+            attention_mask: The attention mask.
+
+        Returns:
+            The ids, 2-D.
+
+        Raises:
+            ShapeMismatchError: When a mask's shape does not match the ids'.
+            TokenOutOfVocabError: When an id is outside the vocabulary.
+            EmptyResponseMaskError: When the response mask selects no token in a row, marks a
+                first token or marks padding.
+        """
         ids = ids[None] if ids.ndim == 1 else ids
         response_mask = response_mask[None] if response_mask.ndim == 1 else response_mask
         if response_mask.shape != ids.shape:
@@ -237,8 +330,19 @@ class ImplicitRewardModel:
         *,
         fwd_hooks: Sequence = (),
     ) -> tuple[Float[Tensor, "batch pos"], Float[Tensor, "batch pos"]]:
-        """Per-token ``(log π, log π_ref)`` of the taken tokens, zero outside the mask; one
-        forward each. ``fwd_hooks`` act on the policy."""
+        """Per-token `(log π, log π_ref)` of the taken tokens, zero outside the mask.
+
+        One forward each.
+
+        Args:
+            ids: The token ids.
+            response_mask: The response-token mask.
+            attention_mask: The attention mask.
+            fwd_hooks: Forward hooks on the policy.
+
+        Returns:
+            The policy's and the reference's log-probabilities.
+        """
         ids = self.check_inputs(ids, response_mask, attention_mask)
         keep = (response_mask != 0).float()
         with torch.no_grad(), self.policy.hooks(fwd_hooks=list(fwd_hooks)):
@@ -254,7 +358,17 @@ class ImplicitRewardModel:
         attention_mask: Int[Tensor, "batch pos"] | None = None,
         **kwargs,
     ) -> Float[Tensor, "batch pos"]:
-        """``β (log π − log π_ref)`` of the token at each position (0 outside the mask)."""
+        """`β (log π − log π_ref)` of the token at each position (0 outside the mask).
+
+        Args:
+            ids: The token ids.
+            response_mask: The response-token mask.
+            attention_mask: The attention mask.
+            **kwargs: Options of `log_ratios`.
+
+        Returns:
+            The per-token rewards.
+        """
         pol, ref = self.log_ratios(ids, response_mask, attention_mask, **kwargs)
         return self.beta * (pol - ref)
 
@@ -265,9 +379,20 @@ class ImplicitRewardModel:
         attention_mask: Int[Tensor, "batch pos"] | None = None,
         **kwargs,
     ) -> Float[Tensor, " batch"]:
-        """Implicit rewards ``[batch]``: :meth:`token_rewards` summed over the response (a
-        reward that is not finite raises
-        :class:`~reward_lens_tl.model.NonFiniteActivationError` naming the model and row)."""
+        """Implicit rewards `[batch]`: `token_rewards` summed over the response.
+
+        Args:
+            ids: The token ids.
+            response_mask: The response-token mask.
+            attention_mask: The attention mask.
+            **kwargs: Options of `log_ratios`.
+
+        Returns:
+            The rewards.
+
+        Raises:
+            NonFiniteActivationError: When a reward is not finite (naming the model and row).
+        """
         pol, ref = self.log_ratios(ids, response_mask, attention_mask, **kwargs)
         out = (self.beta * (pol - ref)).sum(-1)
         if not bool(torch.isfinite(out).all()):
@@ -277,7 +402,16 @@ class ImplicitRewardModel:
     def score_encodings(
         self, encodings: Sequence[EncodedConversation], batch_size: int = 32, **kwargs
     ) -> Float[Tensor, " n"]:
-        """Implicit rewards of many conversations, streamed ``batch_size`` at a time."""
+        """Implicit rewards of many conversations, streamed `batch_size` at a time.
+
+        Args:
+            encodings: The conversations.
+            batch_size: Conversations per forward.
+            **kwargs: Options of `rewards`.
+
+        Returns:
+            The rewards.
+        """
         out = []
         for start in range(0, len(encodings), batch_size):
             ids, attention, resp = self.batch(encodings[start : start + batch_size])
@@ -287,9 +421,19 @@ class ImplicitRewardModel:
     def pair_rewards(
         self, pairs: Sequence, batch_size: int = 16, **kwargs
     ) -> tuple[Float[Tensor, " n"], Float[Tensor, " n"]]:
-        """``(chosen, rejected)`` implicit rewards of preference pairs (any form
-        :func:`~reward_lens_tl.implicit.batches.as_encoded_pair` reads); two forwards per
-        chunk, memory bounded by ``batch_size``."""
+        """`(chosen, rejected)` implicit rewards of preference pairs.
+
+        The pairs are in any form `reward_lens_tl.implicit.batches.as_encoded_pair` reads;
+        two forwards per chunk, memory bounded by `batch_size`.
+
+        Args:
+            pairs: The preference pairs.
+            batch_size: Pairs per chunk.
+            **kwargs: Options of `rewards`.
+
+        Returns:
+            The chosen and the rejected rewards.
+        """
         pairs = list(pairs)
         chosen, rejected = torch.empty(len(pairs)), torch.empty(len(pairs))
         done = 0
@@ -301,14 +445,25 @@ class ImplicitRewardModel:
         return chosen, rejected
 
     def score(self, prompt, response, **kwargs) -> Tensor:
-        """Implicit reward of one (prompt, response) pair, from text."""
+        """Implicit reward of one (prompt, response) pair, from text.
+
+        Args:
+            prompt: The prompt.
+            response: The response.
+            **kwargs: Options of `encode`.
+
+        Returns:
+            The reward.
+        """
         ids, attention, resp = self.batch([self.encode(prompt, response, **kwargs)])
         return self.rewards(ids, resp, attention)[0]
 
 
 def _non_finite_implicit(rewards: Tensor, pol: Tensor, ref: Tensor):
-    """The error for implicit rewards that are not finite: which rows, and which model's
-    log-probs are not finite first (policy or reference)."""
+    """The error for implicit rewards that are not finite.
+
+    It names the rows, and which model's log-probs are not finite first (policy or reference).
+    """
     from ..model import NonFiniteActivationError
 
     rows = (~torch.isfinite(rewards)).nonzero().flatten().tolist()

@@ -1,8 +1,9 @@
 """Generative judges and process reward models, analysed from the inside like reward models.
 
->>> from reward_lens_tl.judges import HookedJudge, HookedPRM
->>> HookedJudge.kind, HookedPRM.kind
-('pointwise', 'token')
+Examples:
+    >>> from reward_lens_tl.judges import HookedJudge, HookedPRM
+    >>> HookedJudge.kind, HookedPRM.kind
+    ('pointwise', 'token')
 """
 
 from .analysis import (

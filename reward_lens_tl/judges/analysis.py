@@ -1,21 +1,23 @@
-"""Analyses that only judges and PRMs have: the linearised score, position bias, and what
-drives a PRM's first wrong step.
+"""Analyses that only judges and PRMs have: the linearised score, position bias, first wrong step.
 
-**Linearised attribution** (:func:`linearised_attribution`). A Likert judge's expected grade
-``E = Σ_k g_k softmax(l)_k``, a soft-capped verdict difference and a classifier PRM's margin are
-functions ``s(l)`` of the head outputs ``l`` (each exactly linear in the residual). Their
-first-order term at the actual point, ``Σ_k ∂s/∂l_k · l_k``, is linear, so it decomposes exactly
-over components (``parts + head_bias``); the rest of the score is reported as ``remainder =
-s − (parts + head_bias)``. For the classifier PRM the gradient is the ReLU pattern times the
+The three analyses: the linearised score, position bias, and what drives a PRM's first wrong
+step.
+
+**Linearised attribution** (`linearised_attribution`). A Likert judge's expected grade
+`E = Σ_k g_k softmax(l)_k`, a soft-capped verdict difference and a classifier PRM's margin are
+functions `s(l)` of the head outputs `l` (each exactly linear in the residual). Their
+first-order term at the actual point, `Σ_k ∂s/∂l_k · l_k`, is linear, so it decomposes exactly
+over components (`parts + head_bias`); the rest of the score is reported as `remainder =
+s − (parts + head_bias)`. For the classifier PRM the gradient is the ReLU pattern times the
 last layer's margin row, so with the pattern frozen (as the final norm's scale is frozen) the
 first-order term *is* the margin minus the last layer's bias difference: the remainder is that
 constant. For a Likert judge the remainder is the curvature of the softmax and is not constant.
 
-**Position bias** (:func:`position_bias`). A pairwise judge scores ``(A, B)`` and ``(B, A)``; an
-unbiased judge gives ``m(A, B) = −m(B, A)``. The bias ``(m(A, B) + m(B, A)) / 2`` is a sum of
+**Position bias** (`position_bias`). A pairwise judge scores `(A, B)` and `(B, A)`; an
+unbiased judge gives `m(A, B) = −m(B, A)`. The bias `(m(A, B) + m(B, A)) / 2` is a sum of
 the two runs' attributions, so it is decomposed exactly over components.
 
-**First wrong step** (:func:`first_error_analysis`). For step ``k`` of a PRM solution: the
+**First wrong step** (`first_error_analysis`). For step `k` of a PRM solution: the
 step's margin split by which earlier step each attention head reads from (source positions,
 exact), the lens at every layer (where the score turns), and optionally activation patching of
 the step from a correct solution into the wrong one (one layer at a time, at the step's tokens).
@@ -45,9 +47,15 @@ from .model import HookedJudge, HookedPRM
 
 @dataclass(frozen=True)
 class LinearisedAttribution(AttributionResult):
-    """An :class:`AttributionResult` of a score's first-order term (``rewards`` is that term:
-    ``values.sum(0) + head_bias == rewards`` exactly) with the ``score`` itself and the
-    ``remainder = score − rewards``."""
+    """An `AttributionResult` of a score's first-order term, with the score and the remainder.
+
+    `rewards` is that term: `values.sum(0) + head_bias == rewards` exactly; `score` is the score
+    itself and `remainder = score − rewards`.
+
+    Args:
+        score: The score itself, `[example]`.
+        remainder: `score − rewards`, `[example]`.
+    """
 
     example_axes = axes(
         values=1, head_bias=0, rewards=0, sources=2, neurons=1, score=0, remainder=0
@@ -58,7 +66,15 @@ class LinearisedAttribution(AttributionResult):
 
 
 def score_gradient(model, pooled: Float[Tensor, "batch n_out"]) -> Float[Tensor, "batch n_out"]:
-    """``∂score/∂(head outputs)`` at ``pooled``, per example (the score is per row)."""
+    """`∂score/∂(head outputs)` at `pooled`, per example (the score is per row).
+
+    Args:
+        model: The judge or PRM.
+        pooled: The head outputs, `[batch, n_out]`.
+
+    Returns:
+        The gradient, `[batch, n_out]`.
+    """
     x = pooled.detach().float().requires_grad_(True)
     with torch.enable_grad():
         (grad,) = torch.autograd.grad(model.score_from(x).sum(), x)
@@ -74,19 +90,31 @@ def linearised_attribution(
     sources: bool = False,
     positions: Sequence[int] | Tensor | None = None,
 ) -> LinearisedAttribution:
-    """Exact attribution of the first-order term of a non-linear score (see the module
-    docstring), with the remainder; on a linear head it is :func:`direct_attribution` with a
-    zero remainder.
+    """Exact attribution of the first-order term of a non-linear score, with the remainder.
 
-    >>> from reward_lens_tl.testing import tiny_causal_lm
-    >>> hf, tok = tiny_causal_lm("llama")
-    >>> judge = HookedJudge.from_pretrained(
-    ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
-    ...     template="{prompt} {response} w9")
-    >>> attr = linearised_attribution(judge, judge.encode("w12 w13", "w20"))
-    >>> total = attr.rewards + attr.remainder
-    >>> bool(attr.completeness_error() < 1e-5), bool((total - attr.score).abs().max() < 1e-5)
-    (True, True)
+    See the module docstring; on a linear head it is `direct_attribution` with a zero remainder.
+
+    Args:
+        model: The judge or PRM.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask.
+        heads: Whether to split attention layers into heads.
+        sources: Whether to split heads by source position.
+        positions: The positions read (default the model's reading positions).
+
+    Returns:
+        The attribution of the first-order term, with `score` and `remainder`.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> hf, tok = tiny_causal_lm("llama")
+        >>> judge = HookedJudge.from_pretrained(
+        ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
+        ...     template="{prompt} {response} w9")
+        >>> attr = linearised_attribution(judge, judge.encode("w12 w13", "w20"))
+        >>> total = attr.rewards + attr.remainder
+        >>> bool(attr.completeness_error() < 1e-5), bool((total - attr.score).abs().max() < 1e-5)
+        (True, True)
     """
     names = attribution_hook_names(model, heads, sources, False) + ["unembed.hook_out"]
     col = 0 if model.n_objectives > 1 or getattr(model, "scored_head", False) else None
@@ -122,10 +150,19 @@ def _attribute(model, ids: Tensor, **kwargs) -> AttributionResult:
 class PositionBiasResult(Result):
     """Margins in both orders and the position bias decomposed over components.
 
-    ``margin_ab``/``margin_ba`` ``[example]``: the judge's reward for ``(A, B)`` and ``(B, A)``;
-    ``bias = (margin_ab + margin_ba) / 2`` (positive: the first answer is preferred);
-    ``values [component, example]``: each component's share of the bias, ``values.sum(0) +
-    head_bias == bias_linear`` (``bias`` itself for a linear head).
+    `margin_ab`/`margin_ba` `[example]`: the judge's reward for `(A, B)` and `(B, A)`;
+    `bias = (margin_ab + margin_ba) / 2` (positive: the first answer is preferred);
+    `values [component, example]`: each component's share of the bias, `values.sum(0) +
+    head_bias == bias_linear` (`bias` itself for a linear head).
+
+    Args:
+        margin_ab: The judge's reward for `(A, B)`, `[example]`.
+        margin_ba: The judge's reward for `(B, A)`, `[example]`.
+        bias: `(margin_ab + margin_ba) / 2`, `[example]`.
+        values: Each component's share of the bias, `[component, example]`.
+        labels: The components' names.
+        head_bias: The head bias's share, `[example]`.
+        bias_linear: The linear part of the bias, `[example]`.
     """
 
     example_axes = axes(margin_ab=0, margin_ba=0, bias=0, values=1, head_bias=0, bias_linear=0)
@@ -141,14 +178,26 @@ class PositionBiasResult(Result):
 
     @property
     def consistent(self) -> Tensor:
-        """Whether the verdict flips with the order (``sign(m_AB) == −sign(m_BA)``)."""
+        """Whether the verdict flips with the order (`sign(m_AB) == −sign(m_BA)`)."""
         return torch.sign(self.margin_ab) == -torch.sign(self.margin_ba)
 
     def to_dataframe(self):
+        """The bias shares as a tidy data frame, one row per component and example.
+
+        Returns:
+            The data frame.
+        """
         return tidy_frame(self.values, self.labels, "component", "bias")
 
     def top_k(self, k: int = 10):
-        """Components carrying the most position bias (mean over examples, by |value|)."""
+        """Components carrying the most position bias (mean over examples, by |value|).
+
+        Args:
+            k: How many components.
+
+        Returns:
+            The top components.
+        """
         return top_entries(self.labels, self.values.mean(1).tolist(), k, "mean bias share")
 
 
@@ -160,14 +209,27 @@ def position_bias(
 ) -> PositionBiasResult:
     """Score every pair in both orders and decompose the position bias (module docstring).
 
-    >>> from reward_lens_tl.testing import tiny_causal_lm
-    >>> hf, tok = tiny_causal_lm("qwen2")
-    >>> judge = HookedJudge.from_pretrained(
-    ...     hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
-    ...     template="{prompt} w8 {response_a} w8 {response_b} w9")
-    >>> res = position_bias(judge, ["w12"], ["w20 w21"], ["w30"])
-    >>> bool(((res.values.sum(0) + res.head_bias) - res.bias_linear).abs().max() < 1e-5)
-    True
+    Args:
+        judge: A pairwise `HookedJudge`.
+        prompts: A prompt or a list of prompts.
+        responses_a: The first answers.
+        responses_b: The second answers.
+
+    Returns:
+        The margins in both orders and the decomposed bias.
+
+    Raises:
+        InvalidArgumentError: When `judge` is not a pairwise `HookedJudge`.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> hf, tok = tiny_causal_lm("qwen2")
+        >>> judge = HookedJudge.from_pretrained(
+        ...     hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
+        ...     template="{prompt} w8 {response_a} w8 {response_b} w9")
+        >>> res = position_bias(judge, ["w12"], ["w20 w21"], ["w30"])
+        >>> bool(((res.values.sum(0) + res.head_bias) - res.bias_linear).abs().max() < 1e-5)
+        True
     """
     if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
         raise InvalidArgumentError("position_bias needs a pairwise HookedJudge (kind='pairwise')")
@@ -196,15 +258,26 @@ def _score_of(attr: AttributionResult) -> Tensor:
 class StepErrorAnalysis(Result):
     """What drives one step's score in one PRM solution.
 
-    ``margins [n_steps]``/``scores [n_steps]``: every step's margin and score (one forward);
-    ``by_source_step [segment]``: the step's margin from attention heads, split by the segment
-    each head reads from (``"prompt"``, ``"step 0"`` …; exact: heads' total), and
-    ``head_sources [layer, head, segment]`` the same per head; ``lens``: the step's margin read
-    at every layer, and ``turn_layer`` the first site after which the lens keeps the final sign;
-    ``patch``: the step's margin in the wrong solution after patching the residual stream of
+    `margins [n_steps]`/`scores [n_steps]`: every step's margin and score (one forward);
+    `by_source_step [segment]`: the step's margin from attention heads, split by the segment
+    each head reads from (`"prompt"`, `"step 0"` …; exact: heads' total), and
+    `head_sources [layer, head, segment]` the same per head; `lens`: the step's margin read
+    at every layer, and `turn_layer` the first site after which the lens keeps the final sign;
+    `patch`: the step's margin in the wrong solution after patching the residual stream of
     the step's own tokens (not its tag) from the correct solution, entering each layer
-    (``resid_pre``; ``None`` without a correct solution): high at layer ``l`` means the tag has
-    not yet read the step's content before layer ``l``.
+    (`resid_pre`; `None` without a correct solution): high at layer `l` means the tag has
+    not yet read the step's content before layer `l`.
+
+    Args:
+        step: The step analysed.
+        margins: Every step's margin, `[n_steps]`.
+        scores: Every step's score, `[n_steps]`.
+        segments: The segments' names.
+        by_source_step: The step's margin from attention heads by source segment.
+        head_sources: The same per head, `[layer, head, segment]`.
+        lens: The step's margin read at every layer.
+        turn_site: The first site after which the lens keeps the final sign.
+        patch: The step's margin after patching each layer, `[layer]` (or `None`).
     """
 
     step: int
@@ -219,24 +292,48 @@ class StepErrorAnalysis(Result):
     value_column = "margin"
 
     def to_dataframe(self):
+        """The margin by source segment as a data frame.
+
+        Returns:
+            The data frame.
+        """
         import pandas as pd
 
         return pd.DataFrame({"source": list(self.segments), "margin": self.by_source_step.tolist()})
 
     def top_k(self, k: int = 10):
+        """The source segments carrying the most margin.
+
+        Args:
+            k: How many segments.
+
+        Returns:
+            The top segments.
+        """
         return top_entries(self.segments, self.by_source_step.tolist(), k, "margin from heads")
 
 
 def step_segments(
     step_positions: Sequence[int], length: int, prompt_tokens: int
 ) -> tuple[tuple[str, ...], Tensor]:
-    """``(names, segment index of every position)`` of one unpadded row: ``"prompt"`` (the
-    first ``prompt_tokens`` tokens), then ``"step i"``: the tokens after step ``i − 1``'s tag
-    up to and including step ``i``'s tag (anything after the last tag counts as the last step).
+    """`(names, segment index of every position)` of one unpadded row.
 
-    >>> names, seg = step_segments([3, 5], 7, 2)
-    >>> names, seg.tolist()
-    (('prompt', 'step 0', 'step 1'), [0, 0, 1, 1, 2, 2, 2])
+    `"prompt"` (the first `prompt_tokens` tokens), then `"step i"`: the tokens after step
+    `i − 1`'s tag up to and including step `i`'s tag (anything after the last tag counts as the
+    last step).
+
+    Args:
+        step_positions: The positions of the step tags.
+        length: The row's length.
+        prompt_tokens: The number of the prompt's tokens.
+
+    Returns:
+        The segment names and the segment index of every position.
+
+    Examples:
+        >>> names, seg = step_segments([3, 5], 7, 2)
+        >>> names, seg.tolist()
+        (('prompt', 'step 0', 'step 1'), [0, 0, 1, 1, 2, 2, 2])
     """
     bounds = [int(p) for p in step_positions if int(p) >= 0]
     seg = torch.zeros(length, dtype=torch.long)
@@ -256,8 +353,22 @@ def first_error_analysis(
     *,
     correct_steps: Sequence[str] | None = None,
 ) -> StepErrorAnalysis:
-    """Analyse step ``step`` of one solution (module docstring). ``correct_steps``: the same
-    solution with that step correct and the same number of tokens, to patch from.
+    """Analyse step `step` of one solution (module docstring).
+
+    Args:
+        prm: The PRM.
+        prompt: The prompt.
+        steps: The solution's steps.
+        step: The step to analyse.
+        correct_steps: The same solution with that step correct and the same number of tokens,
+            to patch from.
+
+    Returns:
+        What drives the step's score.
+
+    Raises:
+        ArgumentTypeError: When `step` is not an int.
+        InvalidArgumentError: When `step` is out of range.
     """
     if isinstance(step, bool) or not isinstance(step, int):
         raise ArgumentTypeError(f"step must be an int, got {step!r}")
@@ -297,8 +408,11 @@ def first_error_analysis(
 
 
 def _lens(model, ids: Tensor, mask: Tensor) -> RewardLensResult:
-    """The step's reward read at every layer: the linear lens, or for a non-linear score the
-    whole head (final norm recomputed, head, score) applied to each layer's residual."""
+    """The step's reward read at every layer.
+
+    The linear lens, or for a non-linear score the whole head (final norm recomputed, head,
+    score) applied to each layer's residual.
+    """
     if not getattr(model, "scored_head", False):
         return reward_lens(model, ids, mask)
     sites = lens_sites(model, "layer")

@@ -1,26 +1,28 @@
 """How a judge's verdict or a PRM's step score becomes a reward head the converter understands.
 
-A generative judge is a causal LM; its verdict ``logit(Yes) − logit(No)`` at the reading position
-is ``normed · (W_U[:, yes] − W_U[:, no]) + (b[yes] − b[no])``: a linear reward head on the final
-normalised residual. :class:`HeadAdapter` hands the package's converter exactly that head (rows
+A generative judge is a causal LM; its verdict `logit(Yes) − logit(No)` at the reading position
+is `normed · (W_U[:, yes] − W_U[:, no]) + (b[yes] − b[no])`: a linear reward head on the final
+normalised residual. `HeadAdapter` hands the package's converter exactly that head (rows
 of the LM head combined by a small matrix), and otherwise converts the backbone with the
 family's own reward-model adapter, so judges and PRMs load like reward models: from a directory
 or hub id read as untrusted input, one layer at a time, checked against HF at load.
 
-Heads it builds (``HeadSpec.source``):
+Heads it builds (`HeadSpec.source`):
 
-- ``"lm_head"`` (judges, token PRMs): rows ``ids`` of the output embedding, combined by
-  ``combine [n_out, len(ids)]`` (``[[1, -1]]`` for a verdict difference, the identity for
+- `"lm_head"` (judges, token PRMs): rows `ids` of the output embedding, combined by
+  `combine [n_out, len(ids)]` (`[[1, -1]]` for a verdict difference, the identity for
   separate logits);
-- ``"score"`` (value PRMs: a ``*ForTokenClassification`` model with one label): the linear head;
-- ``"classifier"`` (two-label PRMs, ``score = Sequential(Linear, ReLU, Linear)``): the first
+- `"score"` (value PRMs: a `*ForTokenClassification` model with one label): the linear head;
+- `"classifier"` (two-label PRMs, `score = Sequential(Linear, ReLU, Linear)`): the first
   linear layer is the TL unembed (the head's hidden units, pre-ReLU, are the objectives), and
   the ReLU and last layer are kept as modules of the hooked model.
 
->>> import torch
->>> spec = HeadSpec("lm_head", ids=(5, 7), combine=torch.tensor([[1.0, -1.0]]), names=("verdict",))
->>> spec.n_out
-1
+Examples:
+    >>> import torch
+    >>> spec = HeadSpec("lm_head", ids=(5, 7), combine=torch.tensor([[1.0, -1.0]]),
+    ...                 names=("verdict",))
+    >>> spec.n_out
+    1
 """
 
 from __future__ import annotations
@@ -40,8 +42,14 @@ from ..errors import RewardHeadError
 
 @dataclass(frozen=True)
 class HeadSpec:
-    """Which head to read: ``source`` (``"lm_head"``, ``"score"`` or ``"classifier"``), the LM
-    head rows ``ids`` and their ``combine`` matrix, and the objectives' ``names``."""
+    """Which head to read, the LM head rows and their combination, and the objectives' names.
+
+    Args:
+        source: `"lm_head"`, `"score"` or `"classifier"`.
+        names: The objectives' names.
+        ids: The LM head rows read (`"lm_head"` only).
+        combine: The matrix combining those rows, `[n_out, len(ids)]`.
+    """
 
     source: str
     names: tuple[str, ...]
@@ -50,11 +58,19 @@ class HeadSpec:
 
     @property
     def n_out(self) -> int:
+        """The number of head outputs (objectives)."""
         return len(self.names)
 
 
 def model_config(hf_model: nn.Module) -> Any:
-    """The HF model's config, with ``architectures`` filled in from its class when unset."""
+    """The HF model's config, with `architectures` filled in from its class when unset.
+
+    Args:
+        hf_model: The HF model.
+
+    Returns:
+        The config (a copy when `architectures` was filled in).
+    """
     config: Any = hf_model.config
     if getattr(config, "architectures", None):
         return config
@@ -64,18 +80,37 @@ def model_config(hf_model: nn.Module) -> Any:
 
 
 class HeadAdapter(RewardModelAdapter):
-    """The family adapter of a causal LM or token classifier, with the head of ``spec``."""
+    """The family adapter of a causal LM or token classifier, with the head of `spec`.
+
+    Args:
+        spec: The head to read.
+        model_kind: The kind of model loaded (`"judge"` or `"prm"`).
+    """
 
     verify_by_default = False
 
     def __init__(self, spec: HeadSpec, model_kind: str) -> None:
+        """Keep the head spec and the model kind."""
         self.spec = spec
         self.model_kind = model_kind
 
     def describe(self) -> str:
+        """A short description of the adapter.
+
+        Returns:
+            The description.
+        """
         return f"HeadAdapter({self.spec.source}, {self.spec.names})"
 
     def model_class(self, hf_config: Any) -> type[nn.Module]:
+        """The HF model class to build for a config (a PRM layout where one is registered).
+
+        Args:
+            hf_config: The HF config.
+
+        Returns:
+            The model class.
+        """
         from .prm_module import LAYOUTS
 
         reward_view(hf_config)  # refuses unsupported architectures by name
@@ -83,14 +118,42 @@ class HeadAdapter(RewardModelAdapter):
         return LAYOUTS[arch] if arch in LAYOUTS else super().model_class(hf_config)
 
     def tl_config(self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1):
+        """The TL config of the backbone, from the family's reward-model adapter.
+
+        Args:
+            hf_config: The HF config.
+            options: The conversion options.
+            n_objectives: The number of head outputs.
+
+        Returns:
+            The TL config.
+        """
         view = reward_view(hf_config)
         return adapter_for(view).tl_config(view, options, n_objectives)
 
     def fold_options(self, requested: dict[str, bool]) -> dict[str, bool]:
+        """The fold options requested, with the unembed never centred.
+
+        Args:
+            requested: The fold options requested.
+
+        Returns:
+            The fold options used.
+        """
         return {**requested, "center_unembed": False}
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
-        """The linear module the converters read as the LM head."""
+        """The linear module the converters read as the LM head.
+
+        Args:
+            hf_model: The HF model.
+
+        Returns:
+            The head's linear module.
+
+        Raises:
+            RewardHeadError: When the model has no such head with a weight.
+        """
         if self.spec.source == "lm_head":
             head = hf_model.get_output_embeddings()  # type: ignore[operator]
         else:
@@ -104,11 +167,32 @@ class HeadAdapter(RewardModelAdapter):
         return head
 
     def backbone_state_dict(self, hf_model, cfg):
+        """The backbone's state dict, converted by the family's reward-model adapter.
+
+        Args:
+            hf_model: The HF model.
+            cfg: The TL config.
+
+        Returns:
+            The converted state dict.
+        """
         view_config = reward_view(model_config(hf_model))
         stand_in = BackboneView(hf_model, self.head_module(hf_model), view_config)
         return adapter_for(view_config).backbone_state_dict(stand_in, cfg)
 
     def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
+        """The reward head built from the spec's rows of the HF head.
+
+        Args:
+            hf_model: The HF model.
+            options: The conversion options.
+
+        Returns:
+            The reward head.
+
+        Raises:
+            RewardHeadError: When the head's number of outputs is not the spec's.
+        """
         head = self.head_module(hf_model)
         weight = head.weight
         bias = head.bias if getattr(head, "bias", None) is not None else None
@@ -133,6 +217,16 @@ class HeadAdapter(RewardModelAdapter):
         return RewardHead(W=W, b=b, objective_names=names)
 
     def extra_modules(self, hf_model: nn.Module, cfg, fold_ln: bool) -> dict[str, Any]:
+        """Modules kept beside the hooked model: a classifier head's last linear layer.
+
+        Args:
+            hf_model: The HF model.
+            cfg: The TL config.
+            fold_ln: Whether layer norms are folded.
+
+        Returns:
+            The extra modules by name (empty for other heads).
+        """
         if self.spec.source != "classifier":
             return {}
         last = classifier_layers(hf_model)[-1]
@@ -141,7 +235,15 @@ class HeadAdapter(RewardModelAdapter):
         return {"head_out": out}
 
     def pool_index(self, input_ids, pad_token_id):
-        """The last real token; without a pad id the rows are unpadded: the last one."""
+        """The last real token; without a pad id the rows are unpadded: the last one.
+
+        Args:
+            input_ids: The token ids, `[batch, pos]`.
+            pad_token_id: The pad token id, or `None`.
+
+        Returns:
+            The index read in each row, `[batch]`.
+        """
         if pad_token_id is None:
             return torch.full(
                 (input_ids.shape[0],),
@@ -153,8 +255,18 @@ class HeadAdapter(RewardModelAdapter):
 
     @torch.no_grad()
     def reference_rewards(self, hf_model, input_ids, attention_mask=None) -> Tensor:
-        """The head's outputs computed by HF's own modules at HF's reading position,
-        ``[batch, n_out]`` (pre-softcap logits for Gemma-2; the classifier's two logits)."""
+        """The head's outputs computed by HF's own modules at HF's reading position.
+
+        `[batch, n_out]` (pre-softcap logits for Gemma-2; the classifier's two logits).
+
+        Args:
+            hf_model: The HF model.
+            input_ids: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+
+        Returns:
+            The head outputs, `[batch, n_out]`.
+        """
         base = getattr(hf_model, hf_model.base_model_prefix)
         hidden = base(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         pos = self.pool_index(input_ids, getattr(hf_model.config, "pad_token_id", None))
@@ -164,7 +276,17 @@ class HeadAdapter(RewardModelAdapter):
 
 
 def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
-    """The two linear layers of a ``Sequential(Linear, ReLU, Linear)`` ``score`` head."""
+    """The two linear layers of a `Sequential(Linear, ReLU, Linear)` `score` head.
+
+    Args:
+        hf_model: The HF model.
+
+    Returns:
+        The first and last linear layers.
+
+    Raises:
+        RewardHeadError: When the model's `score` is not such a head.
+    """
     head = getattr(hf_model, "score", None)
     layers = list(head) if isinstance(head, nn.Sequential) else []
     kinds = [type(m) for m in layers]
@@ -177,4 +299,12 @@ def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
 
 
 def hidden_names(n: int) -> tuple[str, ...]:
+    """The names of a classifier head's hidden units.
+
+    Args:
+        n: The number of hidden units.
+
+    Returns:
+        `("hidden_0", …)`.
+    """
     return tuple(f"hidden_{i}" for i in range(n))

@@ -1,27 +1,23 @@
-"""``HookedJudge`` and ``HookedPRM``: generative judges and process reward models as
-``HookedRewardModel``\\ s.
+"""`HookedJudge` and `HookedPRM`: generative judges and process reward models.
 
-Both are reward models whose head is read from the model's own tokens or heads
-(:mod:`reward_lens_tl.judges.heads`), so every analysis of the package runs on them: the lens,
+Both are `HookedRewardModel`s whose head is read from the model's own tokens or heads
+(`reward_lens_tl.judges.heads`), so every analysis of the package runs on them: the lens,
 exact attribution, patching, probes and sweeps see the **linear** verdict margin
-``logit(verdict[0]) − logit(verdict[1])`` (a judge) or the step's margin (a PRM), and the
+`logit(verdict[0]) − logit(verdict[1])` (a judge) or the step's margin (a PRM), and the
 published score (a Likert expected grade, a PRM's probability) is computed from it.
 
 What is linear (the exact analyses' target) for each kind:
 
-======================  ===============================  =====================================
-kind                    the analyses' reward (linear)    the published score
-======================  ===============================  =====================================
-pointwise / pairwise    ``l[v0] − l[v1]``                the same (Gemma-2: soft-capped logits)
-likert                  each grade's logit (objectives)  ``Σ_k grade_k · softmax(l)_k``
-PRM ``token``           ``l[+] − l[−]`` at each tag      ``softmax(l[+], l[−])[0]``
-PRM ``value``           ``v_head`` at each step end      ``sigmoid(v)``
-PRM ``classifier``      the head's hidden units, and     ``softmax(head(h))[1]``
-                        the margin with the ReLU frozen
-======================  ===============================  =====================================
+| kind | the analyses' reward (linear) | the published score |
+| --- | --- | --- |
+| pointwise / pairwise | `l[v0] − l[v1]` | the same (Gemma-2: soft-capped logits) |
+| likert | each grade's logit (objectives) | `Σ_k grade_k · softmax(l)_k` |
+| PRM `token` | `l[+] − l[−]` at each tag | `softmax(l[+], l[−])[0]` |
+| PRM `value` | `v_head` at each step end | `sigmoid(v)` |
+| PRM `classifier` | the head's hidden units, the margin (ReLU frozen) | `softmax(head(h))[1]` |
 
-Gemma-2 caps its output logits (``final_logit_softcapping``); its judges keep the two verdict
-logits as objectives and ``rewards`` applies the cap, so scores equal HF's logits.
+Gemma-2 caps its output logits (`final_logit_softcapping`); its judges keep the two verdict
+logits as objectives and `rewards` applies the cap, so scores equal HF's logits.
 """
 
 from __future__ import annotations
@@ -85,6 +81,7 @@ class _VerdictHead:
 
     @property
     def scored_head(self) -> bool:
+        """Whether the head's score is not its single linear column."""
         return self.head_mode != "linear"
 
     def linear_advice(self) -> str:
@@ -103,7 +100,7 @@ class _VerdictHead:
         )
 
     def _gated_logits_needed(self, kwargs) -> bool:
-        """A non-linear score at every position (``model(ids)[:, -1]`` is the reward)."""
+        """A non-linear score at every position (`model(ids)[:, -1]` is the reward)."""
         return self.scored_head and kwargs.get("stop_at_layer") is None
 
     def _gated_per_position(self, resid, tokens):
@@ -114,7 +111,18 @@ class _VerdictHead:
     def pad_rows(
         self, rows: list[list[int]], padding_side: str = "left"
     ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-        """Left-pad id rows; without a pad token only rows of one length can be batched."""
+        """Left-pad id rows; without a pad token only rows of one length can be batched.
+
+        Args:
+            rows: The token id rows.
+            padding_side: Which side to pad (`"left"` by default).
+
+        Returns:
+            `(input_ids, attention_mask)`, both `[batch, pos]`.
+
+        Raises:
+            MissingPadTokenError: When rows differ in length and the tokenizer has no pad token.
+        """
         pad = getattr(self, "pad_token_id", None)
         if pad is None:
             if len({len(r) for r in rows}) > 1:
@@ -134,8 +142,22 @@ class _VerdictHead:
     def tokenize(
         self, text: str, add_special_tokens: bool = True, offsets: bool = False
     ) -> tuple[list[int], list[tuple[int, int]]]:
-        """``(ids, character offsets)`` of the text the model reads (offsets only when asked:
-        they need a fast tokenizer), refused when empty or longer than the context."""
+        """The ids and character offsets of the text the model reads.
+
+        Refused when empty or longer than the context.
+
+        Args:
+            text: The text to tokenize.
+            add_special_tokens: Whether the tokenizer adds its special tokens.
+            offsets: Whether to return the character offsets (they need a fast tokenizer).
+
+        Returns:
+            `(ids, character offsets)`; the offsets are empty unless asked for.
+
+        Raises:
+            EmptyInputError: When the text tokenizes to no tokens.
+            SequenceTooLongError: When the text is longer than the model's context.
+        """
         model = cast(Any, self)
         enc = model._require_tokenizer()(
             text, add_special_tokens=add_special_tokens, return_offsets_mapping=offsets
@@ -151,10 +173,28 @@ class _VerdictHead:
         return ids, [tuple(o) for o in enc["offset_mapping"]] if offsets else []
 
     def cap(self, logits: Tensor) -> Tensor:
+        """The logits soft-capped as the model caps them (unchanged without a cap).
+
+        Args:
+            logits: The logits to cap.
+
+        Returns:
+            The capped logits.
+        """
         return logits if not self.softcap else self.softcap * torch.tanh(logits / self.softcap)
 
     def score_from(self, pooled: Float[Tensor, "... n_out"]) -> Float[Tensor, "..."]:
-        """The reward from the head outputs (any leading shape)."""
+        """The reward from the head outputs (any leading shape).
+
+        Args:
+            pooled: The head outputs, `[..., n_out]`.
+
+        Returns:
+            The reward, `[...]`.
+
+        Raises:
+            InvalidArgumentError: When the head mode is unknown.
+        """
         mode = self.head_mode
         if mode == "linear":
             return pooled[..., 0]
@@ -176,8 +216,15 @@ class _VerdictHead:
 class StepEncoding:
     """Token ids of PRM solutions with where each step is read.
 
-    ``input_ids``/``attention_mask`` ``[batch, pos]`` (left padded), ``step_positions``
-    ``[batch, n_steps]`` (``-1`` past a row's last step), ``n_steps`` per row.
+    `input_ids`/`attention_mask` `[batch, pos]` (left padded), `step_positions`
+    `[batch, n_steps]` (`-1` past a row's last step), `n_steps` per row.
+
+    Args:
+        input_ids: The token ids, `[batch, pos]`, left padded.
+        attention_mask: The attention mask, `[batch, pos]`.
+        step_positions: Where each step is read, `[batch, n_steps]` (`-1` past a row's last step).
+        n_steps: The number of steps of each row.
+        tag_offset: Step tags before each row's first step.
     """
 
     input_ids: Int[Tensor, "batch pos"]
@@ -200,8 +247,11 @@ def _as_list(value: Any, name: str) -> tuple[list[Any], bool]:
 
 
 def _resolve(path_or_id: Any, tokenizer: Any, hub: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """``(model or local path, tokenizer, hf_config)``; hub ids are fetched or read from the
-    cache as reward models are (:func:`reward_lens_tl.hub.resolve_checkpoint`)."""
+    """`(model or local path, tokenizer, hf_config)`.
+
+    Hub ids are fetched or read from the cache as reward models are
+    (`reward_lens_tl.hub.resolve_checkpoint`).
+    """
     from ..checkpoint import checkpoint_tokenizer, load_config
     from ..hub import resolve_checkpoint
 
@@ -250,12 +300,13 @@ def _load_options(dtype, device, verify) -> dict[str, Any]:
 class HookedJudge(_VerdictHead, HookedRewardModel):
     """A generative judge (a causal LM) whose verdict logits are its reward head.
 
-    >>> from reward_lens_tl.testing import tiny_causal_lm
-    >>> hf, tok = tiny_causal_lm("llama")
-    >>> judge = HookedJudge.from_pretrained(hf, tokenizer=tok, verdict=("w10", "w11"),
-    ...                                     template="{prompt} w8 {response} w9")
-    >>> judge.encode("w12 w13", "w20").tolist(), judge.score("w12 w13", "w20").shape
-    ([[1, 12, 13, 8, 20, 9]], torch.Size([]))
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> hf, tok = tiny_causal_lm("llama")
+        >>> judge = HookedJudge.from_pretrained(hf, tokenizer=tok, verdict=("w10", "w11"),
+        ...                                     template="{prompt} w8 {response} w9")
+        >>> judge.encode("w12 w13", "w20").tolist(), judge.score("w12 w13", "w20").shape
+        ([[1, 12, 13, 8, 20, 9]], torch.Size([]))
     """
 
     kind: str = "pointwise"
@@ -283,18 +334,39 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         token: str | bool | None = None,
         local_files_only: bool = False,
     ) -> HookedJudge:
-        """Load a judge from a directory, hub id or in-memory HF causal LM (Llama, Mistral,
-        Qwen2, Gemma-2, GPT-2), read as untrusted input like reward models.
+        """Load a judge from a directory, hub id or in-memory HF causal LM.
 
-        ``kind``: ``"pointwise"`` (reward = ``logit(verdict[0]) − logit(verdict[1])``),
-        ``"pairwise"`` (the same with ``("A", "B")``; ``score(prompt, a, b)``) or ``"likert"``
-        (the expected grade over ``verdict`` = ``("1", …, "5")``). ``verdict``: token strings
-        (each must be one token) or ids; left at ``("Yes", "No")`` it means the kind's default.
-        ``template``: a string with ``{prompt}``/``{response}`` (pairwise ``{response_a}``,
-        ``{response_b}``), default the built-in of the kind; the verdict is read at the last
-        token of the rendered, tokenized text. ``chat=True`` puts the rendered text in a user
-        turn of the tokenizer's chat template with the generation prompt. ``verify`` (default
-        on) compares the converted head with HF's own modules at load.
+        Llama, Mistral, Qwen2, Gemma-2 and GPT-2 are read, as untrusted input like reward models.
+        The verdict is read at the last token of the rendered, tokenized text.
+
+        Args:
+            path_or_id: A checkpoint directory, a hub id (`"org/name"`) or an HF causal LM.
+            kind: `"pointwise"` (reward = `logit(verdict[0]) − logit(verdict[1])`), `"pairwise"`
+                (the same with `("A", "B")`; `score(prompt, a, b)`) or `"likert"` (the expected
+                grade over `verdict` = `("1", …, "5")`).
+            verdict: Token strings (each must be one token) or ids; left at `("Yes", "No")` it means
+                the kind's default.
+            template: A string with `{prompt}`/`{response}` (pairwise `{response_a}`,
+                `{response_b}`); default the built-in of the kind.
+            tokenizer: The tokenizer (required for an in-memory model; default the checkpoint's).
+            chat: Whether to put the rendered text in a user turn of the tokenizer's chat template
+                with the generation prompt.
+            grades: A Likert judge's grade per verdict token (default the verdicts as numbers).
+            dtype: The weights' dtype.
+            device: The device to load onto.
+            verify: Whether to compare the converted head with HF's own modules at load (default
+                on).
+            revision: The hub revision.
+            cache_dir: The hub cache directory.
+            token: The hub token.
+            local_files_only: Whether to read the hub cache only.
+
+        Returns:
+            The loaded judge.
+
+        Raises:
+            InvalidArgumentError: When `kind` is unknown or `grades` is given for a kind other than
+                `"likert"`.
         """
         if kind not in TEMPLATES:
             raise InvalidArgumentError(f"kind must be one of {tuple(TEMPLATES)}, got {kind!r}")
@@ -323,7 +395,20 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
 
     # -- text ------------------------------------------------------------------------------
     def render(self, prompt: str, response: str, response_b: str | None = None) -> str:
-        """The judge's input text for one item (pairwise: ``response`` is answer A)."""
+        """The judge's input text for one item (pairwise: `response` is answer A).
+
+        Args:
+            prompt: The prompt.
+            response: The response (pairwise: answer A).
+            response_b: Answer B of a pairwise judge (`None` otherwise).
+
+        Returns:
+            The rendered template.
+
+        Raises:
+            InvalidArgumentError: When `response_b` is missing for a pairwise judge or given for
+                another kind.
+        """
         if self.kind == "pairwise":
             if response_b is None:
                 raise InvalidArgumentError(
@@ -339,8 +424,17 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         return render(self.template, self.kind, prompt=prompt, response=response)
 
     def full_text(self, text: str) -> str:
-        """What the tokenizer reads for a rendered template: the text itself, or with
-        ``chat=True`` a user turn of the tokenizer's chat template with the generation prompt."""
+        """What the tokenizer reads for a rendered template.
+
+        The text itself, or with `chat=True` a user turn of the tokenizer's chat template with the
+        generation prompt.
+
+        Args:
+            text: The rendered template.
+
+        Returns:
+            The text the tokenizer reads.
+        """
         if not self.chat:
             return text
         return self._require_tokenizer().apply_chat_template(
@@ -348,8 +442,16 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         )
 
     def token_ids_of(self, text: str) -> list[int]:
-        """The ids the judge scores for a rendered template (special tokens added as the
-        tokenizer adds them, unless a chat template wrote them)."""
+        """The ids the judge scores for a rendered template.
+
+        Special tokens are added as the tokenizer adds them, unless a chat template wrote them.
+
+        Args:
+            text: The rendered template.
+
+        Returns:
+            The token ids.
+        """
         return self.tokenize(self.full_text(text), not self.chat)[0]
 
     def encode(  # type: ignore[override]  # a judge's items, not a conversation
@@ -358,8 +460,22 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         response: str | Sequence[str],
         response_b: str | Sequence[str] | None = None,
     ) -> Int[Tensor, "batch pos"]:
-        """The ids the judge scores, ``[batch, pos]`` left-padded (one row for one item; lists
-        of equal length for a batch). Pairwise: ``encode(prompt, response_a, response_b)``."""
+        """The ids the judge scores, `[batch, pos]` left-padded.
+
+        One row for one item; lists of equal length for a batch. Pairwise:
+        `encode(prompt, response_a, response_b)`.
+
+        Args:
+            prompt: A prompt or a list of prompts.
+            response: A response or a list of responses (pairwise: answer A).
+            response_b: Answer B of a pairwise judge, or a list of them.
+
+        Returns:
+            The left-padded ids, `[batch, pos]`.
+
+        Raises:
+            InvalidArgumentError: When the lists differ in length.
+        """
         prompts, _ = _as_list(prompt, "prompt")
         responses, _ = _as_list(response, "response")
         seconds = _as_list(response_b, "response_b")[0] if response_b is not None else None
@@ -375,11 +491,26 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
     def encode_conversation(  # type: ignore[override]  # a judge's template, text prompts only
         self, prompt: str, response: str, *, truncation: str = "error", **options: Any
     ) -> EncodedConversation:
-        """One item as an :class:`~reward_lens_tl.inputs.EncodedConversation`: the rendered
-        template's ids with the span of ``response`` inside it (found from the tokenizer's
-        character offsets), so the package's pair analyses, probes, sweeps and token views
-        edit the response inside the template. Pointwise and Likert judges only (a pairwise
-        judge has two responses: use :func:`~reward_lens_tl.judges.position_bias`)."""
+        """One item as an `EncodedConversation`, with the span of `response` marked.
+
+        The rendered template's ids with the span of `response` inside it (found from the
+        tokenizer's character offsets), so the package's pair analyses, probes, sweeps and token
+        views edit the response inside the template. Pointwise and Likert judges only (a pairwise
+        judge has two responses: use `position_bias`).
+
+        Args:
+            prompt: The prompt.
+            response: The response.
+            truncation: Accepted for the reward-model signature; a judge's template is never cut.
+            **options: Refused (a judge's encoding takes no options).
+
+        Returns:
+            The encoded conversation.
+
+        Raises:
+            InvalidArgumentError: For a pairwise judge, or when options are given.
+            ArgumentTypeError: When the prompt or response is not a string.
+        """
         if self.kind == "pairwise":
             raise InvalidArgumentError(
                 "a pairwise judge reads two responses; encode_conversation marks one response's "
@@ -408,7 +539,16 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         response: str | Sequence[str],
         response_b: str | Sequence[str] | None = None,
     ) -> Tensor:
-        """The judge's reward for one item (a 0-d tensor) or a batch (``[batch]``)."""
+        """The judge's reward for one item (a 0-d tensor) or a batch (`[batch]`).
+
+        Args:
+            prompt: A prompt or a list of prompts.
+            response: A response or a list of responses (pairwise: answer A).
+            response_b: Answer B of a pairwise judge, or a list of them.
+
+        Returns:
+            The reward: a 0-d tensor for one item, `[batch]` for a batch.
+        """
         ids = self.encode(prompt, response, response_b)
         out = self.rewards(ids)
         return out[0] if isinstance(prompt, str) else out
@@ -416,10 +556,25 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
     def to_tokens(  # a judge reads text: its rendered template
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
-        """TL's ``to_tokens``: a judge scores text, so a string (or list of strings: rendered
-        templates, e.g. ``judge.render(prompt, response)``) is tokenized as the judge reads it;
-        ``(prompt, response)`` (pairwise ``(prompt, a, b)``) tuples are rendered first. Left
-        padded; never truncated (a text that does not fit raises)."""
+        """TL's `to_tokens`: a judge scores text, so text is tokenized as the judge reads it.
+
+        A string (or list of strings: rendered templates, e.g. `judge.render(prompt, response)`) is
+        tokenized as the judge reads it; `(prompt, response)` (pairwise `(prompt, a, b)`) tuples are
+        rendered first. Left padded; never truncated (a text that does not fit raises).
+
+        Args:
+            input: A string, a tuple to render, or a list of those.
+            prepend_bos: Accepted for TL's signature (the tokenizer adds its special tokens).
+            padding_side: Which side to pad (default left).
+            move_to_device: Whether to move the ids to the model's device.
+            truncate: Accepted for TL's signature (never truncated).
+
+        Returns:
+            The ids, `[batch, pos]`.
+
+        Raises:
+            EmptyInputError: When the input is empty.
+        """
         texts = [input] if isinstance(input, (str, tuple)) else list(input)
         if not texts:
             raise EmptyInputError("to_tokens got no input")
@@ -428,8 +583,20 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
-        """The head's column for an objective; a verdict token of a difference head has no
-        column of its own: the head *is* ``W_U[:, v0] − W_U[:, v1]`` (column 0)."""
+        """The head's column for an objective.
+
+        A verdict token of a difference head has no column of its own: the head *is*
+        `W_U[:, v0] − W_U[:, v1]` (column 0).
+
+        Args:
+            tokens: An objective (index or name).
+
+        Returns:
+            The residual direction(s).
+
+        Raises:
+            NotForRewardModelsError: For a verdict token's name on a difference head.
+        """
         if isinstance(tokens, str) and self.head_mode == "linear":
             raise NotForRewardModelsError(
                 f"{tokens!r}: this judge keeps only the verdict direction W_U[:, "
@@ -441,8 +608,20 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
     def verdict_logits(
         self, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
     ) -> Float[Tensor, "batch n_verdict"]:
-        """The verdict tokens' logits as HF's causal LM gives them (soft-capped for Gemma-2);
-        for a one-column difference head, only their difference exists here: use ``rewards``."""
+        """The verdict tokens' logits as HF's causal LM gives them (soft-capped for Gemma-2).
+
+        For a one-column difference head, only their difference exists here: use `rewards`.
+
+        Args:
+            input_ids: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+
+        Returns:
+            The verdict logits, `[batch, n_verdict]`.
+
+        Raises:
+            InvalidArgumentError: For a one-column difference head.
+        """
         if self.head_mode == "linear":
             raise InvalidArgumentError(
                 "this judge keeps only the verdict difference (one linear column); its "
@@ -454,16 +633,18 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
 class HookedPRM(_VerdictHead, HookedRewardModel):
     """A process reward model: a score at every step of a solution, all from one forward.
 
-    ``rewards(ids)`` gives the step scores ``[batch, n_steps]``; as a reward model (what the
-    package's analyses read) its reward is the **last** step's margin, and ``prm.step(k)`` is
-    the same model read at step ``k`` (``direct_attribution(prm.step(2), ids)``).
+    `rewards(ids)` gives the step scores `[batch, n_steps]`; as a reward model (what the
+    package's analyses read) its reward is the **last** step's margin, and `prm.step(k)` is
+    the same model read at step `k` (`direct_attribution(prm.step(2), ids)`).
 
-    >>> from reward_lens_tl.testing import tiny_causal_lm
-    >>> hf, tok = tiny_causal_lm("llama")
-    >>> prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"))
-    >>> enc = prm.encode_steps("w12 w13", ["w20", "w21 w22"])
-    >>> enc.step_positions.tolist(), prm.step_rewards("w12 w13", ["w20", "w21 w22"]).shape
-    ([[4, 7]], torch.Size([2]))
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> hf, tok = tiny_causal_lm("llama")
+        >>> prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40",
+        ...                                 labels=("w41", "w42"))
+        >>> enc = prm.encode_steps("w12 w13", ["w20", "w21 w22"])
+        >>> enc.step_positions.tolist(), prm.step_rewards("w12 w13", ["w20", "w21 w22"]).shape
+        ([[4, 7]], torch.Size([2]))
     """
 
     kind: str = "token"
@@ -504,19 +685,44 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         token: str | bool | None = None,
         local_files_only: bool = False,
     ) -> HookedPRM:
-        """Load a PRM (directory, hub id or in-memory HF model).
+        r"""Load a PRM (directory, hub id or in-memory HF model).
 
-        ``kind``: ``"token"`` (a causal LM; the step score is the softmax probability of
-        ``labels[0]`` over the two label logits at the step tag, Math-Shepherd's), ``"value"``
-        (a ``*ForTokenClassification`` with one label: the value head at each step end,
-        through ``transform``, default ``sigmoid``) or ``"classifier"`` (``score =
-        Sequential(Linear, ReLU, Linear)`` with two labels, Qwen2.5-Math-PRM's: the
-        probability of label 1). ``step_tag``: the token that ends each step (default ``"ки"``,
-        ``"\\n"``, ``"<extra_0>"`` by kind); a solution is written as ``template`` with
-        ``{prompt}`` and ``{steps}``, the steps each formatted by ``step_format`` (``{step}``,
-        ``{tag}``) and joined by ``step_separator``. ``chat=True`` writes the solution with the
-        tokenizer's chat template instead (a ``system`` turn when given, the user's ``prompt``,
-        the steps as the assistant's turn), as Qwen2.5-Math-PRM is used.
+        A solution is written as `template` with `{prompt}` and `{steps}`, the steps each formatted
+        by `step_format` and joined by `step_separator`.
+
+        Args:
+            path_or_id: A checkpoint directory, a hub id (`"org/name"`) or an HF model.
+            kind: `"token"` (a causal LM; the step score is the softmax probability of `labels[0]`
+                over the two label logits at the step tag, Math-Shepherd's), `"value"` (a
+                `*ForTokenClassification` with one label: the value head at each step end, through
+                `transform`, default `sigmoid`) or `"classifier"` (`score = Sequential(Linear, ReLU,
+                Linear)` with two labels, Qwen2.5-Math-PRM's: the probability of label 1).
+            step_tag: The token that ends each step (default `"ки"`, `"\n"`, `"<extra_0>"` by kind).
+            labels: The two label tokens of a `"token"` PRM.
+            tokenizer: The tokenizer (required for an in-memory model; default the checkpoint's).
+            template: The solution's template, with `{prompt}` and `{steps}`.
+            chat: Whether to write the solution with the tokenizer's chat template instead (a
+                `system` turn when given, the user's `prompt`, the steps as the assistant's
+                turn), as Qwen2.5-Math-PRM is used.
+            system: The system turn of a chat-template solution.
+            step_format: How each step is written, with `{step}` and `{tag}` (default by kind).
+            step_separator: What joins the formatted steps.
+            transform: `"sigmoid"` or `None` (the raw margin).
+            dtype: The weights' dtype.
+            device: The device to load onto.
+            verify: Whether to compare the converted head with HF's own modules at load (default
+                on).
+            revision: The hub revision.
+            cache_dir: The hub cache directory.
+            token: The hub token.
+            local_files_only: Whether to read the hub cache only.
+
+        Returns:
+            The loaded PRM.
+
+        Raises:
+            InvalidArgumentError: When `kind` or `transform` is unknown, or `chat=True` comes with
+                another template.
         """
         if kind not in STEP_TAGS:
             raise InvalidArgumentError(f"kind must be one of {tuple(STEP_TAGS)}, got {kind!r}")
@@ -555,6 +761,11 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return model
 
     def attach_extras(self, extras: dict[str, Any]) -> None:
+        """Attach the extra modules loaded with the model (a classifier head's output layer).
+
+        Args:
+            extras: The extra modules by name.
+        """
         head_out = extras.get("head_out")
         if head_out is not None:
             self.head_out = head_out.to(self.cfg.device)
@@ -563,8 +774,21 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     def step_positions(
         self, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
     ) -> Int[Tensor, "batch n_steps"]:
-        """Positions of the step tags in each row, ``-1`` past a row's last step (a row
-        without a tag is refused)."""
+        """Positions of the step tags in each row, `-1` past a row's last step.
+
+        A row without a tag is refused.
+
+        Args:
+            input_ids: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+
+        Returns:
+            The step positions, `[batch, n_steps]`.
+
+        Raises:
+            InvalidArgumentError: When the PRM has no step tag id.
+            StepSeparatorError: When a row holds no step tag.
+        """
         tokens = self.check_tokens(input_ids, attention_mask)
         if self.step_tag_id is None:
             raise InvalidArgumentError("this PRM has no step tag id (load it with from_pretrained)")
@@ -586,6 +810,19 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return out
 
     def pool_positions(self, tokens, attention_mask=None, positions=None):
+        """The positions the reward is read at: the step tags of the step this view reads.
+
+        Args:
+            tokens: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+            positions: Explicit positions (default the read step's tags).
+
+        Returns:
+            The positions read, one per row.
+
+        Raises:
+            StepSeparatorError: When the read step does not exist in a row.
+        """
         if positions is None and self.step_tag_id is not None:
             steps = self.step_positions(tokens, attention_mask)
             counts = (steps >= 0).sum(1)
@@ -601,8 +838,15 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return super().pool_positions(tokens, attention_mask, positions)
 
     def check_reading_position(self, tokens, attention_mask=None) -> None:
-        """A step view read before the last step: ``[:, -1]`` is the last step's tag, not
-        this step's, so TL idioms on the last position warn with what to read instead."""
+        """Warn when a step view is read before the last step.
+
+        `[:, -1]` is the last step's tag, not this step's, so TL idioms on the last position warn
+        with what to read instead.
+
+        Args:
+            tokens: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+        """
         from ..padding import ReadingPositionWarning, _user_stacklevel, warnings_silenced
 
         last = self.reading_step < 0
@@ -617,11 +861,21 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         )
 
     def step(self, k: int) -> HookedPRM:
-        """This PRM read at step ``k`` (negative ``k`` counts from the last: ``-1`` is the
-        last step): the same modules and hooks, only the reading position differs, so any
-        analysis of the package runs on one step. Steps are counted over the row's step tags:
-        when the prompt holds the tag too, add :attr:`StepEncoding.tag_offset` (or count
-        from the end)."""
+        """This PRM read at step `k` (negative `k` counts from the last: `-1` is the last step).
+
+        The same modules and hooks, only the reading position differs, so any analysis of the
+        package runs on one step. Steps are counted over the row's step tags: when the prompt holds
+        the tag too, add `StepEncoding.tag_offset` (or count from the end).
+
+        Args:
+            k: The step to read.
+
+        Returns:
+            A view of this PRM read at step `k`.
+
+        Raises:
+            ArgumentTypeError: When `k` is not an int.
+        """
         if not isinstance(k, int) or isinstance(k, bool):
             raise ArgumentTypeError(f"step must be an int, got {k!r}")
         view = copy.copy(self)
@@ -634,8 +888,18 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         attention_mask: Tensor | None = None,
         step_positions: Tensor | None = None,
     ) -> Float[Tensor, "batch n_steps"]:
-        """Each step's margin (the analyses' reward, before ``transform``), all steps from one
-        forward; ``nan`` past a row's last step."""
+        """Each step's margin (the analyses' reward, before `transform`), from one forward.
+
+        `nan` past a row's last step.
+
+        Args:
+            input_ids: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+            step_positions: Where each step is read (default the step tags).
+
+        Returns:
+            The margins, `[batch, n_steps]`.
+        """
         steps = (
             self.step_positions(input_ids, attention_mask)
             if step_positions is None
@@ -658,9 +922,22 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         step_positions: Int[Tensor, "batch n_steps"] | None = None,
         grad: bool = False,
     ) -> Float[Tensor, "batch n_steps"]:
-        """Step scores ``[batch, n_steps]`` (``nan`` past a row's last step) at the step tags
-        (or ``step_positions``), from one forward. ``input_ids`` may be a :class:`StepEncoding`
-        (its mask and step positions are used)."""
+        """Step scores `[batch, n_steps]` at the step tags (or `step_positions`), from one forward.
+
+        `nan` past a row's last step.
+
+        Args:
+            input_ids: The token ids, or a `StepEncoding` (its mask and step positions are used).
+            attention_mask: The attention mask.
+            step_positions: Where each step is read (default the step tags).
+            grad: Refused: PRM step scores are computed without gradients.
+
+        Returns:
+            The step scores, `[batch, n_steps]`.
+
+        Raises:
+            InvalidArgumentError: When `grad=True`.
+        """
         if isinstance(input_ids, StepEncoding):
             enc = input_ids
             input_ids, attention_mask = enc.input_ids, enc.attention_mask
@@ -672,13 +949,33 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return self.transformed(self.step_margins(input_ids, attention_mask, step_positions))
 
     def transformed(self, margins: Tensor) -> Tensor:
-        """Step scores from step margins (:attr:`transform`)."""
+        """Step scores from step margins (`transform`).
+
+        Args:
+            margins: The step margins.
+
+        Returns:
+            The step scores.
+        """
         return torch.sigmoid(margins) if self.transform == "sigmoid" else margins
 
     # -- text ------------------------------------------------------------------------------
     def steps_text(self, steps: Sequence[str]) -> str:
-        """The steps as the PRM reads them: each formatted by ``step_format`` with its tag,
-        joined by ``step_separator`` (a step that holds the tag is refused)."""
+        """The steps as the PRM reads them.
+
+        Each is formatted by `step_format` with its tag, joined by `step_separator` (a step that
+        holds the tag is refused).
+
+        Args:
+            steps: The steps.
+
+        Returns:
+            The steps' text.
+
+        Raises:
+            StepSeparatorError: When `steps` is not a non-empty list or a step holds the tag.
+            ArgumentTypeError: When a step is not a string.
+        """
         if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
             raise StepSeparatorError("steps must be a non-empty list of strings (one per step)")
         tag_text = self._tag_text()
@@ -692,8 +989,17 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         )
 
     def render_steps(self, prompt: str, steps: Sequence[str]) -> str:
-        """The PRM's input text: ``template`` with ``{prompt}`` and :meth:`steps_text` (with
-        ``chat=True``: the tokenizer's chat template, the steps as the assistant's turn)."""
+        """The PRM's input text: `template` with `{prompt}` and `steps_text`.
+
+        With `chat=True`: the tokenizer's chat template, the steps as the assistant's turn.
+
+        Args:
+            prompt: The prompt.
+            steps: The steps.
+
+        Returns:
+            The rendered solution.
+        """
         body = self.steps_text(steps)
         if not self.chat:
             return render(self.template, "prm", prompt=prompt, steps=body)
@@ -702,15 +1008,35 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return self._require_tokenizer().apply_chat_template(system + turns, tokenize=False)
 
     def token_ids_of(self, text: str) -> list[int]:
-        """The ids of a rendered solution (special tokens added unless a chat template wrote
-        them)."""
+        """The ids of a rendered solution (special tokens added unless a chat template wrote them).
+
+        Args:
+            text: The rendered solution.
+
+        Returns:
+            The token ids.
+        """
         return self.tokenize(text, not self.chat)[0]
 
     def encode_steps(
         self, prompt: str | Sequence[str], steps: Sequence[str] | Sequence[Sequence[str]]
     ) -> StepEncoding:
-        """Ids of one solution (``steps`` a list of strings) or a batch (lists of those), with
-        ``.step_positions``; refused when the tags do not give one position per step."""
+        """Ids of one solution or a batch, with `.step_positions`.
+
+        `steps` is a list of strings for one solution, or lists of those for a batch. Refused when
+        the tags do not give one position per step.
+
+        Args:
+            prompt: A prompt or a list of prompts.
+            steps: One solution's steps, or a list of solutions.
+
+        Returns:
+            The encoded solutions.
+
+        Raises:
+            InvalidArgumentError: When the numbers of prompts and solutions differ.
+            StepSeparatorError: When the tokenizer merges a step tag with its neighbours.
+        """
         prompts, single = _as_list(prompt, "prompt")
         solutions = cast(list[Sequence[str]], [steps] if single else list(steps))
         if len(solutions) != len(prompts):
@@ -741,11 +1067,25 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     def encode_conversation(  # type: ignore[override]  # a PRM's one-step solution
         self, prompt: str, response: str, *, truncation: str = "error", **options: Any
     ) -> EncodedConversation:
-        """``(prompt, response)`` as a solution, with the response's span marked, so pair
-        scoring, probes, sweeps and token views run on a PRM as on a reward model (read at the
-        last step's tag). A response written with step tags is those steps
-        (:meth:`split_steps`); otherwise it is one step. Several steps as a list:
-        :meth:`encode_steps`."""
+        """`(prompt, response)` as a solution, with the response's span marked.
+
+        So pair scoring, probes, sweeps and token views run on a PRM as on a reward model (read at
+        the last step's tag). A response written with step tags is those steps (`split_steps`);
+        otherwise it is one step. Several steps as a list: `encode_steps`.
+
+        Args:
+            prompt: The prompt.
+            response: The response.
+            truncation: Accepted for the reward-model signature.
+            **options: Refused (a PRM's encoding takes no options).
+
+        Returns:
+            The encoded conversation.
+
+        Raises:
+            InvalidArgumentError: When options are given.
+            ArgumentTypeError: When the prompt or response is not a string.
+        """
         if options:
             raise InvalidArgumentError(f"unknown options {sorted(options)} for a PRM's encoding")
         if not isinstance(response, str) or not isinstance(prompt, str):
@@ -762,17 +1102,44 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return EncodedConversation(ids=tuple(ids), response_start=first, response_end=last)
 
     def encode(self, prompt, response, **options) -> EncodedConversation:
-        """:meth:`encode_conversation` (a one-step solution)."""
+        """`encode_conversation` (a one-step solution).
+
+        Args:
+            prompt: The prompt.
+            response: The response.
+            **options: Passed to `encode_conversation`.
+
+        Returns:
+            The encoded conversation.
+        """
         return self.encode_conversation(prompt, response, **options)
 
     def score(self, prompt, response, **options) -> Tensor:
-        """The score of ``response``'s last step (:meth:`split_steps`) as a solution to
-        ``prompt`` (a 0-d tensor); every step's: :meth:`step_rewards`."""
+        """The score of `response`'s last step (`split_steps`) as a solution to `prompt`.
+
+        A 0-d tensor; every step's: `step_rewards`.
+
+        Args:
+            prompt: The prompt.
+            response: The response, with its step tags.
+            **options: Unused.
+
+        Returns:
+            The last step's score (a 0-d tensor).
+        """
         return self.step_rewards(prompt, self.split_steps(response))[-1]
 
     def split_steps(self, response: str) -> list[str]:
-        """The steps of a solution written as text with its step tags (one step when it has
-        none): ``"3 + 4 = 7 ки 7 + 2 = 9 ки"`` → ``["3 + 4 = 7", "7 + 2 = 9"]``."""
+        """The steps of a solution written as text with its step tags (one step when it has none).
+
+        `"3 + 4 = 7 ки 7 + 2 = 9 ки"` → `["3 + 4 = 7", "7 + 2 = 9"]`.
+
+        Args:
+            response: The solution's text.
+
+        Returns:
+            The steps.
+        """
         tag = self._tag_text()
         if not tag.strip() or tag not in response:
             return [response]
@@ -785,9 +1152,18 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return self._require_tokenizer().decode([self.step_tag])
 
     def body_start(self, prompt: str, steps: Sequence[str]) -> int:
-        """Index of the first token of the steps in the ids of one solution (the tokens
-        before it are the prompt's and the template's), from the tokenizer's character
-        offsets."""
+        """Index of the first token of the steps in the ids of one solution.
+
+        The tokens before it are the prompt's and the template's; found from the tokenizer's
+        character offsets.
+
+        Args:
+            prompt: The prompt.
+            steps: The steps.
+
+        Returns:
+            The index of the steps' first token.
+        """
         text = self.render_steps(prompt, steps)
         _, offsets = self.tokenize(text, not self.chat, offsets=True)
         return _token_span(offsets, text.rindex(self.steps_text(steps)), len(text))[0]
@@ -798,9 +1174,23 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         solutions: Sequence[Sequence[str]],
         batch_size: int = 16,
     ) -> list[list[float]]:
-        """Every step's score of many solutions (``batch_size`` per forward), one list per
-        solution: what ProcessBench and RewardMATH score files hold
-        (:func:`reward_lens_tl.evals.processbench_from_scores`)."""
+        """Every step's score of many solutions (`batch_size` per forward), one list per solution.
+
+        What ProcessBench and RewardMATH score files hold
+        (`reward_lens_tl.evals.processbench_from_scores`).
+
+        Args:
+            prompts: The prompts.
+            solutions: The solutions, each a list of steps.
+            batch_size: Solutions per forward.
+
+        Returns:
+            One list of step scores per solution.
+
+        Raises:
+            InvalidArgumentError: When `batch_size` is not a positive int or the numbers of prompts
+                and solutions differ.
+        """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
         prompts, solutions = list(prompts), list(solutions)
@@ -815,15 +1205,25 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         return out
 
     def step_rewards(self, prompt: str, steps: Sequence[str]) -> Float[Tensor, " n_steps"]:
-        """One score per step of one solution, from one forward."""
+        """One score per step of one solution, from one forward.
+
+        Args:
+            prompt: The prompt.
+            steps: The steps.
+
+        Returns:
+            The step scores, `[n_steps]`.
+        """
         enc = self.encode_steps(prompt, steps)
         return self.rewards(enc)[0]
 
 
 def _token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
-    """Tokens ``[first, last)`` covering characters ``[start, end)``, from the tokens'
-    character ``offsets``: the first token ending after ``start`` and the first token starting
-    at or after ``end``."""
+    """Tokens `[first, last)` covering characters `[start, end)`.
+
+    From the tokens' character `offsets`: the first token ending after `start` and the first
+    token starting at or after `end`.
+    """
     n = len(offsets)
     real = [(i, a, b) for i, (a, b) in enumerate(offsets) if b > a]  # special tokens are (0, 0)
     first = next((i for i, _, b in real if b > start), n)
@@ -832,8 +1232,10 @@ def _token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[i
 
 
 def _grades(verdict: Sequence[str | int], grades: Sequence[float] | None) -> Tensor:
-    """A Likert judge's grade per verdict token: ``grades`` when given, else the verdicts as
-    numbers, else ``1..K``."""
+    """A Likert judge's grade per verdict token.
+
+    `grades` when given, else the verdicts as numbers, else `1..K`.
+    """
     if grades is None:
         return torch.tensor(grades_of(verdict))
     values = [float(g) for g in grades]

@@ -1,24 +1,25 @@
 """A pairwise judge on preference pairs, in both orders.
 
-RewardBench-style pairs ``(prompt, chosen, rejected)`` are shown to a pairwise judge as
-``(A = chosen, B = rejected)`` and as ``(A = rejected, B = chosen)``; the first order is right
-when ``m(chosen, rejected) > 0``, the second when ``m(rejected, chosen) < 0``. ``accuracy``
+RewardBench-style pairs `(prompt, chosen, rejected)` are shown to a pairwise judge as
+`(A = chosen, B = rejected)` and as `(A = rejected, B = chosen)`; the first order is right
+when `m(chosen, rejected) > 0`, the second when `m(rejected, chosen) < 0`. `accuracy`
 averages the two orders (each pair counts once per order, as a judge evaluated on shuffled
-orders does in expectation); ``consistent_accuracy`` counts a pair only when both orders are
-right, and ``position_bias`` is the mean of ``(m_AB + m_BA) / 2`` (0 for an order-blind judge).
+orders does in expectation); `consistent_accuracy` counts a pair only when both orders are
+right, and `position_bias` is the mean of `(m_AB + m_BA) / 2` (0 for an order-blind judge).
 Pointwise and Likert judges score each response alone: use
-:func:`reward_lens_tl.scoring.score_pairs` like for any reward model.
+`reward_lens_tl.scoring.score_pairs` like for any reward model.
 
->>> from reward_lens_tl.testing import tiny_causal_lm
->>> from reward_lens_tl.data import PreferencePair
->>> from reward_lens_tl.judges import HookedJudge
->>> hf, tok = tiny_causal_lm("llama")
->>> judge = HookedJudge.from_pretrained(
-...     hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
-...     template="{prompt} w8 {response_a} w8 {response_b} w9")
->>> res = judge_pairs(judge, [PreferencePair("w12", "w20 w21", "w30")])
->>> res.margin_ab.shape, float(res.accuracy()) in (0.0, 0.5, 1.0)
-(torch.Size([1]), True)
+Examples:
+    >>> from reward_lens_tl.testing import tiny_causal_lm
+    >>> from reward_lens_tl.data import PreferencePair
+    >>> from reward_lens_tl.judges import HookedJudge
+    >>> hf, tok = tiny_causal_lm("llama")
+    >>> judge = HookedJudge.from_pretrained(
+    ...     hf, kind="pairwise", tokenizer=tok, verdict=("w10", "w11"),
+    ...     template="{prompt} w8 {response_a} w8 {response_b} w9")
+    >>> res = judge_pairs(judge, [PreferencePair("w12", "w20 w21", "w30")])
+    >>> res.margin_ab.shape, float(res.accuracy()) in (0.0, 0.5, 1.0)
+    (torch.Size([1]), True)
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from .model import HookedJudge
 
 @dataclass(frozen=True)
 class PairwiseJudgeScores(Result):
-    """``margin_ab [pair]`` (chosen shown first) and ``margin_ba [pair]`` (rejected first)."""
+    """A pairwise judge's margins on preference pairs, in both orders.
+
+    Args:
+        margin_ab: The margins with the chosen response shown first, `[pair]`.
+        margin_ba: The margins with the rejected response shown first, `[pair]`.
+        subsets: Each pair's subset (or `None`).
+    """
 
     example_axes = axes(margin_ab=0, margin_ba=0, subsets=0)
     value_column = "margin_ab"
@@ -49,25 +56,44 @@ class PairwiseJudgeScores(Result):
 
     @property
     def correct_ab(self) -> Tensor:
+        """Whether each pair is right with the chosen response shown first."""
         return self.margin_ab > 0
 
     @property
     def correct_ba(self) -> Tensor:
+        """Whether each pair is right with the rejected response shown first."""
         return self.margin_ba < 0
 
     def accuracy(self) -> float:
-        """Mean over both orders of each pair."""
+        """Mean over both orders of each pair.
+
+        Returns:
+            The accuracy.
+        """
         return float((self.correct_ab.float() + self.correct_ba.float()).mean() / 2)
 
     def consistent_accuracy(self) -> float:
-        """Pairs right in both orders."""
+        """Pairs right in both orders.
+
+        Returns:
+            The fraction of pairs right in both orders.
+        """
         return float((self.correct_ab & self.correct_ba).float().mean())
 
     def position_bias(self) -> float:
-        """Mean ``(m_AB + m_BA) / 2``: positive when the first answer is favoured."""
+        """Mean `(m_AB + m_BA) / 2`: positive when the first answer is favoured.
+
+        Returns:
+            The mean position bias.
+        """
         return float(((self.margin_ab + self.margin_ba) / 2).mean())
 
     def to_dataframe(self):
+        """One row per pair: its subset, both margins and whether each order is right.
+
+        Returns:
+            The data frame.
+        """
         import pandas as pd
 
         return pd.DataFrame(
@@ -85,8 +111,21 @@ class PairwiseJudgeScores(Result):
 def judge_pairs(
     judge: HookedJudge, pairs: Sequence[Any], batch_size: int = 16
 ) -> PairwiseJudgeScores:
-    """Score preference pairs (objects with ``prompt``, ``chosen``, ``rejected``) with a
-    pairwise judge in both orders (module docstring); ``batch_size`` items per forward."""
+    """Score preference pairs with a pairwise judge in both orders (module docstring).
+
+    Args:
+        judge: A pairwise `HookedJudge`.
+        pairs: Objects with `prompt`, `chosen`, `rejected` (and optionally `subset`).
+        batch_size: Items per forward.
+
+    Returns:
+        The margins in both orders.
+
+    Raises:
+        InvalidArgumentError: When `judge` is not a pairwise judge or `batch_size` is not a
+            positive int.
+        EmptyInputError: When there are no pairs.
+    """
     if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
         raise InvalidArgumentError("judge_pairs needs a pairwise HookedJudge (kind='pairwise')")
     pairs = list(pairs)

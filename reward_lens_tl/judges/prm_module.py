@@ -1,17 +1,19 @@
-"""Known PRM checkpoint layouts whose HF class ships as remote code, implemented here so their
-weights load without running any checkpoint code.
+"""Known PRM checkpoint layouts whose HF class ships as remote code, implemented here.
 
-``Qwen2ForProcessRewardModel`` (Qwen2.5-Math-PRM): the Qwen2 decoder (``model.*``) and
-``score = Sequential(Linear(d, d), ReLU, Linear(d, num_labels))`` (``score.0.*``,
-``score.2.*``); the step score is the softmax probability of label 1 at each ``<extra_0>``.
-The checkpoint's ``auto_map`` names its own modeling file; reward-lens-tl never imports it.
+Implemented here so their weights load without running any checkpoint code.
 
->>> from transformers import Qwen2Config
->>> cfg = Qwen2Config(vocab_size=11, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
-...                   num_attention_heads=2, num_key_value_heads=1, num_labels=2)
->>> model = Qwen2ForProcessRewardModel(cfg)
->>> sorted(k for k in model.state_dict() if k.startswith("score"))
-['score.0.bias', 'score.0.weight', 'score.2.bias', 'score.2.weight']
+`Qwen2ForProcessRewardModel` (Qwen2.5-Math-PRM): the Qwen2 decoder (`model.*`) and
+`score = Sequential(Linear(d, d), ReLU, Linear(d, num_labels))` (`score.0.*`,
+`score.2.*`); the step score is the softmax probability of label 1 at each `<extra_0>`.
+The checkpoint's `auto_map` names its own modeling file; reward-lens-tl never imports it.
+
+Examples:
+    >>> from transformers import Qwen2Config
+    >>> cfg = Qwen2Config(vocab_size=11, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+    ...                   num_attention_heads=2, num_key_value_heads=1, num_labels=2)
+    >>> model = Qwen2ForProcessRewardModel(cfg)
+    >>> sorted(k for k in model.state_dict() if k.startswith("score"))
+    ['score.0.bias', 'score.0.weight', 'score.2.bias', 'score.2.weight']
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ from transformers.modeling_outputs import TokenClassifierOutput
 
 
 class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
-    """Qwen2.5-Math-PRM's layout: per-token two-label logits from a ReLU MLP head."""
+    """Qwen2.5-Math-PRM's layout: per-token two-label logits from a ReLU MLP head.
+
+    Args:
+        config: The Qwen2 config (with `num_labels`).
+    """
 
     def __init__(self, config: Any) -> None:
+        """Build the decoder and the score head."""
         super().__init__(config)
         d = config.hidden_size
         self.model = Qwen2Model(config)
@@ -37,6 +44,16 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs: Any
     ) -> TokenClassifierOutput:
+        """Per-token label logits.
+
+        Args:
+            input_ids: The token ids, `[batch, pos]`.
+            attention_mask: The attention mask.
+            **kwargs: Ignored.
+
+        Returns:
+            The output, with `logits` `[batch, pos, num_labels]`.
+        """
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return TokenClassifierOutput(logits=self.score(hidden))
 

@@ -1,19 +1,20 @@
 """Prompt templates of generative judges and PRMs, and the tokens their verdicts are read from.
 
-A judge's template is a plain string with ``{prompt}`` and ``{response}`` placeholders
-(pairwise: ``{response_a}`` and ``{response_b}``). It is rendered with ``str.format`` and the
+A judge's template is a plain string with `{prompt}` and `{response}` placeholders
+(pairwise: `{response_a}` and `{response_b}`). It is rendered with `str.format` and the
 text tokenized with the judge's tokenizer as it is (its own special tokens, e.g. BOS, added);
 the verdict is read at the last token of the rendered template. A PRM's template has
-``{prompt}`` and ``{steps}``; each step is written with ``step_format`` (``{step}`` and
-``{tag}``), so the step tag follows every step.
+`{prompt}` and `{steps}`; each step is written with `step_format` (`{step}` and
+`{tag}`), so the step tag follows every step.
 
->>> render(POINTWISE_TEMPLATE, "pointwise", prompt="2+2?", response="4").splitlines()[-1]
-'Answer:'
->>> try:
-...     check_template("{prompt} -> {response_b}", "pairwise")
-... except JudgeTemplateError as err:
-...     print(str(err)[:50])
-the pairwise template has no {response_a} placehol
+Examples:
+    >>> render(POINTWISE_TEMPLATE, "pointwise", prompt="2+2?", response="4").splitlines()[-1]
+    'Answer:'
+    >>> try:
+    ...     check_template("{prompt} -> {response_b}", "pairwise")
+    ... except JudgeTemplateError as err:
+    ...     print(str(err)[:50])
+    the pairwise template has no {response_a} placehol
 """
 
 from __future__ import annotations
@@ -64,9 +65,18 @@ SLOTS: dict[str, tuple[str, ...]] = {
 
 
 def placeholders(template: str) -> list[str]:
-    """The ``{name}`` fields of a format string (``JudgeTemplateError`` if it does not parse,
-    or a field has a conversion or format spec: ``{response!r}``, ``{response:>9}`` would change
-    the text the verdict is read from)."""
+    """The `{name}` fields of a format string.
+
+    Args:
+        template: The format string.
+
+    Returns:
+        The fields' names.
+
+    Raises:
+        JudgeTemplateError: If it does not parse, or a field has a conversion or format spec
+            (`{response!r}`, `{response:>9}` would change the text the verdict is read from).
+    """
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError as err:
@@ -82,7 +92,19 @@ def placeholders(template: str) -> list[str]:
 
 
 def check_template(template: Any, kind: str) -> str:
-    """``template`` if it is a string holding exactly the placeholders ``kind`` needs."""
+    """`template` if it is a string holding exactly the placeholders `kind` needs.
+
+    Args:
+        template: The template.
+        kind: `"pointwise"`, `"pairwise"`, `"likert"` or `"prm"`.
+
+    Returns:
+        The template.
+
+    Raises:
+        ArgumentTypeError: When the template is not a string.
+        JudgeTemplateError: When a placeholder is missing or unknown.
+    """
     if not isinstance(template, str):
         raise ArgumentTypeError(f"template must be a string, got {type(template).__name__}")
     fields = placeholders(template)
@@ -103,7 +125,19 @@ def check_template(template: Any, kind: str) -> str:
 
 
 def render(template: str, kind: str, **slots: str) -> str:
-    """The template's text with its slots filled (each slot must be a string)."""
+    """The template's text with its slots filled (each slot must be a string).
+
+    Args:
+        template: The template.
+        kind: The template's kind (which slots it fills).
+        **slots: The slots' values.
+
+    Returns:
+        The rendered text.
+
+    Raises:
+        ArgumentTypeError: When a slot is not a string.
+    """
     for name, value in slots.items():
         if not isinstance(value, str):
             raise ArgumentTypeError(f"{name} must be a string, got {type(value).__name__}")
@@ -111,7 +145,21 @@ def render(template: str, kind: str, **slots: str) -> str:
 
 
 def token_id(tokenizer: Any, token: str | int, argument: str) -> int:
-    """The single id of ``token`` (a string that must be exactly one token, or an id)."""
+    """The single id of `token` (a string that must be exactly one token, or an id).
+
+    Args:
+        tokenizer: The tokenizer.
+        token: A string or a token id.
+        argument: The argument's name, for the errors.
+
+    Returns:
+        The token id.
+
+    Raises:
+        ArgumentTypeError: When `token` is neither a string nor an id.
+        VerdictTokenError: When the id is out of range or the string is not exactly one known
+            token.
+    """
     vocab_size = len(tokenizer)
     if isinstance(token, bool) or not isinstance(token, (str, numbers.Integral)):
         raise ArgumentTypeError(f"{argument} entries must be strings or token ids, got {token!r}")
@@ -144,7 +192,21 @@ def token_id(tokenizer: Any, token: str | int, argument: str) -> int:
 def token_ids(
     tokenizer: Any, tokens: Sequence[str | int], argument: str, n: int | None
 ) -> list[int]:
-    """Ids of distinct single tokens (``n`` of them when given)."""
+    """Ids of distinct single tokens (`n` of them when given).
+
+    Args:
+        tokenizer: The tokenizer.
+        tokens: Strings or token ids.
+        argument: The argument's name, for the errors.
+        n: How many tokens are needed (`None`: at least two).
+
+    Returns:
+        The token ids.
+
+    Raises:
+        ArgumentTypeError: When `tokens` is not a sequence of strings or ids.
+        VerdictTokenError: When the number of tokens is wrong or the ids are not distinct.
+    """
     if isinstance(tokens, (str, numbers.Integral)) or not isinstance(tokens, Sequence):
         raise ArgumentTypeError(f"{argument} must be a tuple of strings or ids, got {tokens!r}")
     if n is not None and len(tokens) != n:
@@ -161,11 +223,17 @@ def token_ids(
 
 
 def grades_of(verdict: Sequence[str | int]) -> list[float]:
-    """A Likert judge's grade values: the verdict strings as numbers when they all are, else
-    ``1..K``.
+    """A Likert judge's grade values: the verdict strings as numbers when they all are, else `1..K`.
 
-    >>> grades_of(("1", "2", "3")), grades_of(("bad", "good"))
-    ([1.0, 2.0, 3.0], [1.0, 2.0])
+    Args:
+        verdict: The verdict tokens.
+
+    Returns:
+        The grades.
+
+    Examples:
+        >>> grades_of(("1", "2", "3")), grades_of(("bad", "good"))
+        ([1.0, 2.0, 3.0], [1.0, 2.0])
     """
     default = [float(k) for k in range(1, len(verdict) + 1)]
     if not all(isinstance(v, str) for v in verdict):

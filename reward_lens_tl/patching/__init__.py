@@ -3,29 +3,30 @@
 The patched quantity is the reward (or a metric of it), read at each sequence's reward-reading
 token. Three layers of tools, cheapest last:
 
-- :func:`activation_patching`: the real thing, batched and exact (values equal
-  ``transformer_lens.patching``'s on the same inputs); modes ``denoising``, ``noising``,
-  ``mean`` and ``zero``; sites ``resid_pre/mid/post``, ``attn_out``, ``mlp_out``, heads
-  (``z``) and ``q``/``k``/``v``, by layer, position and head.
-- :func:`attribution_patching` / :func:`atp_star`: first-order estimates of the same grids in
+- `activation_patching`: the real thing, batched and exact (values equal
+  `transformer_lens.patching`'s on the same inputs); modes `denoising`, `noising`,
+  `mean` and `zero`; sites `resid_pre/mid/post`, `attn_out`, `mlp_out`, heads
+  (`z`) and `q`/`k`/`v`, by layer, position and head.
+- `attribution_patching` / `atp_star`: first-order estimates of the same grids in
   about three forward passes (AtP), with the QK fix and GradDrop of AtP*.
-- :func:`atp_agreement`, :func:`agreement`, :func:`compare_methods`: how well the estimates and
+- `atp_agreement`, `agreement`, `compare_methods`: how well the estimates and
   direct attribution agree with patching, per pair and over a pair set.
-- :func:`causal_ground_truth` (:mod:`.mechanisms`): where the zoo's planted features sit per
+- `causal_ground_truth` (`mechanisms`): where the zoo's planted features sit per
   layer, the smallest head set restoring their effect, and whether AtP finds the same cells.
 
-Clean and corrupted inputs may differ in length; :mod:`.alignment` says how positions are
-paired (``"end"``, ``"prefix"``, ``"exact"``). Every function takes ``fwd_hooks`` (your own
+Clean and corrupted inputs may differ in length; `alignment` says how positions are
+paired (`"end"`, `"prefix"`, `"exact"`). Every function takes `fwd_hooks` (your own
 interventions, active in every forward pass) and leaves no hook behind, even when it raises.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [10, 8], low=6)   # left padded; each run drops its padding
->>> patched = activation_patching(model, ids[0], ids[1], site="resid_pre", alignment="end")
->>> estimate = attribution_patching(model, ids[0], ids[1], site="resid_pre")
->>> patched.shape == estimate.shape == (2, 8)
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, _ = random_batch(2, [10, 8], low=6)   # left padded; each run drops its padding
+    >>> patched = activation_patching(model, ids[0], ids[1], site="resid_pre", alignment="end")
+    >>> estimate = attribution_patching(model, ids[0], ids[1], site="resid_pre")
+    >>> patched.shape == estimate.shape == (2, 8)
+    True
 """
 
 from .activation import activation_patching, chunk_memory_bytes

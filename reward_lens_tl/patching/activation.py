@@ -1,31 +1,31 @@
 """Activation patching, batched: every patched variant of a chunk in one forward pass.
 
-TransformerLens's ``patching`` module runs one full forward per cell. Here the cells of one
+TransformerLens's `patching` module runs one full forward per cell. Here the cells of one
 layer are stacked along the batch dimension and run together, and three things that cannot
-change the reward are skipped, exactly (values agree with ``transformer_lens.patching`` to
+change the reward are skipped, exactly (values agree with `transformer_lens.patching` to
 float32 rounding, ~1e-7):
 
 1. **Layers below the patch.** The target run's cached residual enters at the patched block
-   (``start_at_layer``). ``resid_pre`` at layer ``l`` is written directly into that input,
-   ``resid_post`` into the input of block ``l + 1``; every other site is patched by a hook
-   inside block ``l``.
-2. **Positions before the patch** (``reuse_prefix=True``). Causal attention means a patch at
-   position ``p`` changes nothing at positions ``< p``, so a chunk whose earliest patched
-   position is ``p0`` only computes positions ``p0 ..`` and attends to the target run's cached
-   keys and values for ``0 .. p0 - 1`` (TransformerLens's frozen key-value cache).
+   (`start_at_layer`). `resid_pre` at layer `l` is written directly into that input,
+   `resid_post` into the input of block `l + 1`; every other site is patched by a hook
+   inside block `l`.
+2. **Positions before the patch** (`reuse_prefix=True`). Causal attention means a patch at
+   position `p` changes nothing at positions `< p`, so a chunk whose earliest patched
+   position is `p0` only computes positions `p0 ..` and attends to the target run's cached
+   keys and values for `0 .. p0 - 1` (TransformerLens's frozen key-value cache).
 3. **Everything the reward head does not read.** Runs are cut after the reward-reading token,
    and the last block computes only that token's query, attention and MLP (its keys and
    values for the other positions are computed directly).
 
-2 and 3 are switched off when ``fwd_hooks`` are given (a user hook may index absolute
+2 and 3 are switched off when `fwd_hooks` are given (a user hook may index absolute
 positions) and for gated (ArmoRM-style) heads, whose gate reads a prompt position.
 
-Memory: a chunk of ``chunk_size`` variants over ``T`` positions holds, per block, about
-``chunk_size · T · (14·d_model + 4·d_mlp + 3·n_heads·T)`` floats at its peak (TL keeps the
+Memory: a chunk of `chunk_size` variants over `T` positions holds, per block, about
+`chunk_size · T · (14·d_model + 4·d_mlp + 3·n_heads·T)` floats at its peak (TL keeps the
 residual, normalised input, q/k/v and their rotated copies, z, the outputs, the MLP's hidden
 activations, and the attention scores and pattern alive together), e.g. 16 variants × 128
 tokens of a d_model=512, d_mlp=1376, 8-head model ≈ 0.13 GB in float32 (measured: 0.15 GB
-of resident-set growth for the whole sweep); :func:`chunk_memory_bytes` computes it.
+of resident-set growth for the whole sweep); `chunk_memory_bytes` computes it.
 With prefix reuse a chunk's cells should start at nearby positions (positions between a
 chunk's first patch and a cell's own are recomputed for nothing), which is why the default
 chunk is small (16 was fastest on CPU; on a GPU larger chunks pay off).
@@ -34,15 +34,16 @@ Writes that change nothing are dropped: where the source activation equals the t
 (e.g. positions before the first differing token of a clean/corrupted pair), a cell is the
 target's reward exactly and costs no forward pass, and chunks start at the first real change.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [9, 7], low=6)   # left padded: row 1 starts with 2 pads
->>> result = activation_patching(model, ids[0], ids[1], site="resid_pre")
->>> result.axes, result.shape
-(('layer', 'pos'), (2, 7))
->>> bool((result.values[0] - result.values[0, -1]).abs().max() < 2)   # a fraction per cell
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, _ = random_batch(2, [9, 7], low=6)   # left padded: row 1 starts with 2 pads
+    >>> result = activation_patching(model, ids[0], ids[1], site="resid_pre")
+    >>> result.axes, result.shape
+    (('layer', 'pos'), (2, 7))
+    >>> bool((result.values[0] - result.values[0, -1]).abs().max() < 2)   # a fraction per cell
+    True
 """
 
 from __future__ import annotations
@@ -98,7 +99,16 @@ AUTO_CHUNK_CUDA = 64  # on a GPU wider chunks pay (3.5× at 128 tokens, 5.3× at
 
 
 def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
-    """Approximate peak bytes of one chunk's forward (see the module docstring)."""
+    """Approximate peak bytes of one chunk's forward (see the module docstring).
+
+    Args:
+        model: the `HookedRewardModel` that runs the chunk.
+        n_tokens: the positions each variant computes.
+        chunk_size: the variants per forward pass.
+
+    Returns:
+        The estimated peak memory of one chunk, in bytes.
+    """
     cfg = model.cfg
     d_mlp = cfg.d_mlp or 4 * cfg.d_model
     per_token = 14 * cfg.d_model + 4 * d_mlp + 3 * cfg.n_heads * n_tokens
@@ -106,9 +116,11 @@ def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
 
 
 def auto_chunk_limits(model, n_pos: int) -> tuple[int, int]:
-    """Default ``(variants, variant-positions)`` per forward: ``AUTO_CHUNK``/``CHUNK_TOKENS``
-    on the CPU; on CUDA ``AUTO_CHUNK_CUDA`` variants and as many positions as a quarter of
-    the free GPU memory holds (:func:`chunk_memory_bytes`)."""
+    """Default `(variants, variant-positions)` per forward.
+
+    `AUTO_CHUNK`/`CHUNK_TOKENS` on the CPU; on CUDA `AUTO_CHUNK_CUDA` variants and as many positions
+    as a quarter of the free GPU memory holds (`chunk_memory_bytes`).
+    """
     device = torch.device(model.cfg.device or "cpu")
     if device.type != "cuda":
         return AUTO_CHUNK, CHUNK_TOKENS
@@ -131,8 +143,10 @@ class TargetState:
 
 
 def rotated_keys(model, keys: list[Tensor]) -> list[Tensor] | None:
-    """Each layer's cached keys of one unpadded run, rotated as its attention rotates them
-    (positions ``0 ..``), so sweeps rotate only the keys they compute."""
+    """Each layer's cached keys of one unpadded run, rotated as its attention rotates them.
+
+    The positions are `0 ..`, so sweeps rotate only the keys they compute.
+    """
     if model.cfg.positional_embedding_type != "rotary":
         return None
     blocks = model.blocks
@@ -147,8 +161,11 @@ def run_target(model, plan: PatchPlan, reader: RewardReader, fwd_hooks: Sequence
 def run_targets(
     model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
 ) -> list[TargetState]:
-    """One target forward shared by several plans (same runs and alignment, other sites):
-    one :class:`TargetState` per plan, sharing block inputs and the key-value cache."""
+    """One target forward shared by several plans (same runs and alignment, other sites).
+
+    Returns:
+        One `TargetState` per plan, sharing block inputs and the key-value cache.
+    """
     return run_target_and_source(model, plans, reader, fwd_hooks, with_source=False)[0]
 
 
@@ -179,9 +196,12 @@ def run_target_and_source(
     fwd_hooks: Sequence,
     with_source: bool = True,
 ) -> tuple[list[TargetState], list[dict[int, Tensor]] | None, float | None]:
-    """The target run (block inputs, key-value cache, site values) and, when the source run
-    has the same length, the source run in the same forward (batch row 1); a source of
-    another length gets its own forward."""
+    """The target run and, when the source run has the same length, the source run.
+
+    The target run gives its block inputs, key-value cache and site values; a source of the
+    same length runs in the same forward (batch row 1), a source of another length gets its
+    own forward.
+    """
     n_layers = model.cfg.n_layers
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)]
     names.append(f"blocks.{n_layers - 1}.hook_resid_post")
@@ -242,8 +262,11 @@ def run_source(
 def run_sources(
     model, plans: Sequence[PatchPlan], reader: RewardReader, fwd_hooks: Sequence
 ) -> tuple[list[dict[int, Tensor]], float]:
-    """One source forward shared by several plans: per plan, the site activations at the
-    aligned positions; and the source reward."""
+    """One source forward shared by several plans.
+
+    Returns:
+        Per plan, the site activations at the aligned positions; and the source reward.
+    """
     site_names = [[plan.hook(layer) for layer in plan.grid.layers] for plan in plans]
     with model.hooks(fwd_hooks=[*fwd_hooks, *reader.hooks()]):
         out, cache = model.run_with_cache(
@@ -262,11 +285,19 @@ def run_sources(
 
 
 def target_reward_tensor(target: TargetState) -> Tensor:
+    """The target run's reward as a one-element tensor of its activations' dtype and device."""
     x = target.block_inputs[0]
     return torch.tensor([target.reward], dtype=x.dtype, device=x.device)
 
 
 def default_metric(plan: PatchPlan, target_reward: float, source_reward: float | None):
+    """The plan's default metric and its name.
+
+    Ablations get the reward change; denoising and noising the fraction of the margin moved.
+
+    Raises:
+        PatchingError: if a denoising or noising plan has no source reward.
+    """
     if plan.is_ablation():
         return reward_change(target_reward), "reward change (patched - clean)"
     if source_reward is None:
@@ -359,21 +390,21 @@ def activation_patching(
 ) -> PatchResult | MultiSitePatchResult:
     """Patch every cell of a grid and score each patched run.
 
-    One site gives a :class:`PatchResult`; a sequence of sites, e.g.
-    ``site=("attn_out", "mlp_out")``, is swept over one shared clean and one shared corrupted
-    run and gives a :class:`MultiSitePatchResult` (one :class:`PatchResult` per site;
-    ``by_position``/``heads`` apply to the sites that have that axis). The sweep is described
-    by its :class:`PatchRequest`'s fields:
+    One site gives a `PatchResult`; a sequence of sites, e.g.
+    `site=("attn_out", "mlp_out")`, is swept over one shared clean and one shared corrupted
+    run and gives a `MultiSitePatchResult` (one `PatchResult` per site;
+    `by_position`/`heads` apply to the sites that have that axis). The sweep is described
+    by its `PatchRequest`'s fields:
 
     {request}
 
     and two settings of the sweep itself:
 
-    - ``chunk_size``: the variants per forward pass (memory: :func:`chunk_memory_bytes`); the
-      default (``None``) takes up to 16 and at most ``CHUNK_TOKENS`` (2048) variant-positions
+    - `chunk_size`: the variants per forward pass (memory: `chunk_memory_bytes`); the
+      default (`None`) takes up to 16 and at most `CHUNK_TOKENS` (2048) variant-positions
       on the CPU, i.e. fewer variants for longer runs, and up to 64 on CUDA within a quarter
-      of the free GPU memory (:func:`auto_chunk_limits`);
-    - ``reuse_prefix``: start each chunk at its earliest patched position, attending to the
+      of the free GPU memory (`auto_chunk_limits`);
+    - `reuse_prefix`: start each chunk at its earliest patched position, attending to the
       target run's cached keys and values before it (exact; see the module docstring).
     """
     req = request_from(locals())  # the parameters above, as a PatchRequest
@@ -420,8 +451,13 @@ def sweep_plans(
     reuse_prefix: bool,
     fwd_hooks: Sequence,
 ) -> list[PatchResult]:
-    """Run plans that share their runs (same inputs, mode and alignment; other sites) over
-    one target and one source forward; one :class:`PatchResult` per plan."""
+    """Run plans that share their runs over one target and one source forward.
+
+    The plans share their inputs, mode and alignment (other sites).
+
+    Returns:
+        One `PatchResult` per plan.
+    """
     reader = RewardReader(model, objective)
     with torch.no_grad():
         if plans[0].is_ablation():
@@ -465,6 +501,7 @@ class Sweep:
     """Runs the cells of a plan in chunks (see the module docstring for what is skipped)."""
 
     def __init__(self, model, plan, target, source_values, reader, fwd_hooks, reuse_prefix):
+        """Keep the sweep's parts and decide whether the exact shortcuts apply."""
         self.model, self.plan, self.target = model, plan, target
         self.source_values, self.reader, self.fwd_hooks = source_values, reader, fwd_hooks
         gated = getattr(model, "gating", None) is not None
@@ -476,9 +513,11 @@ class Sweep:
         self.pool = plan.target.pool
 
     def chunks(self, cells: Tensor, first: Tensor, chunk_size: int | None) -> list[Tensor]:
-        """Split cells (sorted by first change) into forward passes: ``chunk_size`` each, or
-        by default up to ``AUTO_CHUNK`` variants and ``CHUNK_TOKENS`` variant-positions (a
-        chunk computes positions ``p0 ..`` for each variant)."""
+        """Split cells (sorted by first change) into forward passes.
+
+        `chunk_size` each, or by default up to `AUTO_CHUNK` variants and `CHUNK_TOKENS`
+        variant-positions (a chunk computes positions `p0 ..` for each variant).
+        """
         if chunk_size is not None:
             return list(cells.split(max(1, int(chunk_size))))
         n_pos = self.target.block_inputs[0].shape[1]
@@ -497,6 +536,15 @@ class Sweep:
         return out
 
     def run(self, metric: Metric, chunk_size: int | None) -> tuple[Tensor, Tensor]:
+        """Run every cell of the grid.
+
+        Args:
+            metric: the metric of the patched rewards.
+            chunk_size: the variants per forward pass (`None`: the default limits).
+
+        Returns:
+            The metric values and the patched rewards, each of the grid's shape.
+        """
         grid = self.plan.grid
         per_layer = grid.cells_per_layer
         values = torch.empty(len(grid.layers) * per_layer)
@@ -519,15 +567,19 @@ class Sweep:
         return values.reshape(grid.shape), rewards.reshape(grid.shape)
 
     def changed(self, layer: int) -> Tensor:
-        """``[n_aligned]`` (or ``[n_aligned, head]``): where the patched value differs from
-        the target's own activation. Equal values (e.g. a prompt shared by both runs) make
-        the write a no-op, so those entries are dropped and later positions start later."""
+        """Where the patched value differs from the target's own activation.
+
+        A mask `[n_aligned]` (or `[n_aligned, head]`). Equal values (e.g. a prompt shared by both
+        runs) make the write a no-op, so those entries are dropped and later positions start later.
+        """
         src, tgt = self.source_values[layer], self.target.site_values[layer]
         return (src.to(tgt.dtype) != tgt).any(-1)
 
     def first_change(self, layer: int, j: Tensor, head: Tensor) -> Tensor:
-        """Per cell, the earliest target position it actually changes (``NO_CHANGE`` if
-        none): prefix reuse starts a chunk there."""
+        """Per cell, the earliest target position it actually changes (`NO_CHANGE` if none).
+
+        Prefix reuse starts a chunk there.
+        """
         changed = self.changed(layer)
         if changed.ndim == 2:
             changed = changed[:, head.clamp(min=0)].T  # [cell, n_aligned]
@@ -542,7 +594,7 @@ class Sweep:
 
     # -- one chunk --------------------------------------------------------------------------
     def patch_entries(self, layer: int, j: Tensor, head: Tensor):
-        """Flat ``(row, position, head, aligned index)`` of a chunk's effective writes."""
+        """Flat `(row, position, head, aligned index)` of a chunk's effective writes."""
         n, n_aligned = j.shape[0], len(self.plan.alignment)
         rows = torch.arange(n, device=j.device)
         if not self.plan.grid.by_position:
@@ -555,8 +607,11 @@ class Sweep:
         return rows, self.plan.alignment.target[j], head, j
 
     def chunk_hook(self, layer: int, j: Tensor, head: Tensor, p0: int, n: int, offset: int = 0):
-        """The in-block hook writing these cells' patches into rows ``offset ..`` of an
-        ``n``-variant chunk that starts at position ``p0``."""
+        """The in-block hook writing these cells' patches into a chunk.
+
+        The patches go into rows `offset ..` of an `n`-variant chunk that starts at position
+        `p0`.
+        """
         rows, pos, head, jj = self.patch_entries(layer, j, head)
         src = self.source_values[layer]
         if self.plan.site in HEAD_SITES:
@@ -566,6 +621,17 @@ class Sweep:
         return (self.plan.hook(layer), patch_hook(rows + offset, pos - p0, head, vals, n))
 
     def run_chunk(self, layer: int, j: Tensor, head: Tensor, p0: int) -> Tensor:
+        """Run one chunk of cells of one layer, starting at position `p0`.
+
+        Args:
+            layer: the patched layer.
+            j: per cell, the aligned index.
+            head: per cell, the head (or -1).
+            p0: the chunk's earliest changed position.
+
+        Returns:
+            The patched rewards `[cell]`.
+        """
         plan, n = self.plan, j.shape[0]
         p0 = p0 if self.shortcuts else 0
         start = layer + 1 if plan.site == "resid_post" else layer
@@ -584,8 +650,10 @@ class Sweep:
         return self.reader.read(out)
 
     def forward_from(self, x: Tensor, n: int, start: int, p0: int, in_block: bool) -> Tensor:
-        """Run the blocks from ``start`` on ``x`` (batch 1 when an in-block hook widens it to
-        the ``n`` variants) and return the pooled rewards ``[n]``."""
+        """Run the blocks from `start` on `x` and return the pooled rewards `[n]`.
+
+        `x` has batch 1 when an in-block hook widens it to the `n` variants.
+        """
         model = self.model
         last = model.cfg.n_layers - 1
         prefix = self.kv_prefix(p0, n, start if in_block else None) if p0 > 0 else None
@@ -609,9 +677,11 @@ class Sweep:
         )
 
     def kv_prefix(self, p0: int, n: int, narrow_layer: int | None) -> TransformerLensKeyValueCache:
-        """The target run's keys/values of positions ``< p0``, expanded to ``n`` variants
-        (batch 1 at ``narrow_layer``, where the block still runs unwidened, except for the
-        patched ``k`` or ``v`` whose hook widens it)."""
+        """The target run's keys/values of positions `< p0`, expanded to `n` variants.
+
+        They have batch 1 at `narrow_layer`, where the block still runs unwidened, except for the
+        patched `k` or `v` whose hook widens it).
+        """
         entries: list[TransformerLensKeyValueCacheEntry] = []
         rotated = self.target.rotated_keys or [None] * len(self.target.keys)
         for layer, (k, v, rk) in enumerate(
@@ -633,8 +703,11 @@ class Sweep:
         return TransformerLensKeyValueCache(entries, mask, frozen=True)
 
     def last_block_at_pool(self, resid: Float[Tensor, "n pos d_model"], p0: int) -> Tensor:
-        """The last block's output at the reading position only: keys and values of the
-        other positions are projected directly and handed to the block as a frozen cache."""
+        """The last block's output at the reading position only.
+
+        Keys and values of the other positions are projected directly and handed to the block as a
+        frozen cache.
+        """
         model = self.model
         last = model.cfg.n_layers - 1
         block = model.blocks[last]
@@ -658,8 +731,11 @@ SHAREABLE_SITES = frozenset({"attn_out", "mlp_out", "z", "resid_mid"})
 
 
 def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int | None) -> bool:
-    """Several sites patched inside the same blocks (by a hook, not through the block input)
-    whose cells of one layer fit in one chunk run as one forward per layer."""
+    """Whether several sweeps can run as one forward per layer.
+
+    Several sites patched inside the same blocks (by a hook, not through the block input)
+    whose cells of one layer fit in one chunk run as one forward per layer.
+    """
     layers = {sweep.plan.grid.layers for sweep in sweeps}
     if chunk_size is None:
         n_pos = sweeps[0].target.block_inputs[0].shape[1]
@@ -674,9 +750,11 @@ def can_share_chunks(sweeps: Sequence[Sweep], chunk_size: int | None) -> bool:
 
 
 def run_shared_chunks(sweeps: Sequence[Sweep], metric: Metric) -> list[tuple[Tensor, Tensor]]:
-    """Per layer, the cells of every sweep in one forward: each site's hook writes its own
-    rows (the batch is widened by the first hook that fires), so the values are those of
-    separate runs."""
+    """Per layer, the cells of every sweep in one forward.
+
+    Each site's hook writes its own rows (the batch is widened by the first hook that fires), so the
+    values are those of separate runs.
+    """
     first_sweep = sweeps[0]
     outs = [torch.empty(len(s.plan.grid.layers) * s.plan.grid.cells_per_layer) for s in sweeps]
     rewards = [torch.empty_like(o) for o in outs]
@@ -720,9 +798,11 @@ def run_shared_chunks(sweeps: Sequence[Sweep], metric: Metric) -> list[tuple[Ten
 
 @contextmanager
 def scoped_hooks(model, fwd_hooks: Sequence):
-    """``model.hooks(fwd_hooks)``, but on exit only the hook points it touched are cleaned
+    """`model.hooks(fwd_hooks)`, but on exit only the hook points it touched are cleaned.
+
     (TL's context manager walks every hook point of the model, ~1 ms per chunk on a small
-    model). Hooks named by a filter function go through ``model.hooks``."""
+    model). Hooks named by a filter function go through `model.hooks`.
+    """
     if not all(isinstance(name, str) for name, _ in fwd_hooks):
         with model.hooks(fwd_hooks=fwd_hooks):
             yield
@@ -743,8 +823,10 @@ def scoped_hooks(model, fwd_hooks: Sequence):
 
 
 def patch_hook(rows: Tensor, pos: Tensor, head: Tensor, vals: Tensor, n: int):
-    """A TL hook that widens its activation's batch to ``n`` (if it is 1) and writes ``vals``
-    at ``[rows, pos(, head)]``."""
+    """A TL hook writing `vals` at `[rows, pos(, head)]`.
+
+    It first widens its activation's batch to `n` (if it is 1).
+    """
 
     def hook(act, hook):
         act = act.expand(n, *act.shape[1:]).clone() if act.shape[0] != n else act.clone()
@@ -758,6 +840,7 @@ def patch_hook(rows: Tensor, pos: Tensor, head: Tensor, vals: Tensor, n: int):
 
 
 def fast_last_block_ok(model) -> bool:
+    """Whether the model's last block can run at the reading position only (exactly)."""
     cfg = model.cfg
     return not (
         cfg.use_attn_in

@@ -1,34 +1,35 @@
 """Which position of the clean run corresponds to which position of the corrupted run.
 
 A chosen and a rejected response rarely have the same length, so "patch position 5" needs a
-rule. Three are offered, and none of them silently copies ``[0:min_len]``:
+rule. Three are offered, and none of them silently copies `[0:min_len]`:
 
-- ``"end"``: end-aligned at the reward-reading token. Offset ``k`` pairs position
-  ``pool_target - k`` with ``pool_source - k`` for ``k = 0 .. min(pool_target, pool_source)``;
+- `"end"`: end-aligned at the reward-reading token. Offset `k` pairs position
+  `pool_target - k` with `pool_source - k` for `k = 0 .. min(pool_target, pool_source)`;
   the grid's position axis runs from the earliest shared offset to the reading token (last
   column = the token the reward is read at).
-- ``"prefix"``: the shared prompt prefix, position ``p`` with ``p`` for ``p < prefix_length``.
-  The length comes from ``prefix_length=`` or from :class:`EncodedConversation`'s
-  ``response_start`` (both conversations must agree). Positions whose tokens *and* prefixes are
+- `"prefix"`: the shared prompt prefix, position `p` with `p` for `p < prefix_length`.
+  The length comes from `prefix_length=` or from `EncodedConversation`'s
+  `response_start` (both conversations must agree). Positions whose tokens *and* prefixes are
   identical in both runs carry identical activations (causal attention), so their effects are
   exactly zero: this alignment is meant for corrupted *prompts* of the same length.
-- ``"exact"``: position ``p`` with ``p``; both runs must have the same length, else
-  :class:`AlignmentError`.
+- `"exact"`: position `p` with `p`; both runs must have the same length, else
+  `AlignmentError`.
 
 Each run is stripped of leading padding (a row of a left-padded batch, e.g.
-``model.to_tokens([...])[1]``) and cut after its reward-reading token: later tokens (right
+`model.to_tokens([...])[1]`) and cut after its reward-reading token: later tokens (right
 padding, a trailing EOS that the pooling rule skips) cannot influence the reward under causal
 attention. Positions are therefore counted from each sequence's first real token.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> clean, corrupted = as_run(model, [1, 5, 6, 7, 8]), as_run(model, [1, 9, 7])
->>> a = align(clean, corrupted, "end")
->>> a.target.tolist(), a.source.tolist()
-([2, 3, 4], [0, 1, 2])
->>> as_run(model, [0, 0, 1, 9, 7]).ids.tolist()   # a left-padded row (pad id 0)
-[1, 9, 7]
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> clean, corrupted = as_run(model, [1, 5, 6, 7, 8]), as_run(model, [1, 9, 7])
+    >>> a = align(clean, corrupted, "end")
+    >>> a.target.tolist(), a.source.tolist()
+    ([2, 3, 4], [0, 1, 2])
+    >>> as_run(model, [0, 0, 1, 9, 7]).ids.tolist()   # a left-padded row (pad id 0)
+    [1, 9, 7]
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ PatchInput = Tensor | EncodedConversation | Sequence[int]
 
 @dataclass(frozen=True)
 class Run:
-    """One input sequence, cut after its reward-reading position ``pool``."""
+    """One input sequence, cut after its reward-reading position `pool`."""
 
     ids: Int[Tensor, " pos"]
     pool: int
@@ -64,17 +65,31 @@ class Run:
 
     @property
     def length(self) -> int:
+        """The number of positions of the run (up to its reading position)."""
         return int(self.ids.shape[0])
 
     def batch(self) -> Int[Tensor, "1 pos"]:
+        """The ids as a batch of one, `[1, pos]`."""
         return self.ids[None]
 
 
 def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
-    """A :class:`Run` from token ids (1-D, or ``[1, pos]``; left or right padded: leading pads,
-    as :meth:`HookedRewardModel.infer_attention_mask` finds them, are stripped), an
-    :class:`EncodedConversation`, or a list of ids. The reading position follows the model's
-    pooling rule (:meth:`HookedRewardModel.pool_positions`)."""
+    """A `Run` from token ids, an `EncodedConversation`, or a list of ids.
+
+    Token ids are 1-D, or `[1, pos]`; left or right padded: leading pads, as
+    `HookedRewardModel.infer_attention_mask` finds them, are stripped. The reading position
+    follows the model's pooling rule (`HookedRewardModel.pool_positions`).
+
+    Args:
+        model: the `HookedRewardModel` whose tokens and pooling rule apply.
+        x: the input sequence.
+
+    Returns:
+        The run, cut after its reward-reading position.
+
+    Raises:
+        AlignmentError: if `x` holds more than one sequence.
+    """
     response_start = None
     if isinstance(x, EncodedConversation):
         response_start = x.response_start
@@ -98,8 +113,10 @@ def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
 
 @dataclass(frozen=True)
 class Alignment:
-    """Matched positions: ``target[j]`` (the run being patched) ↔ ``source[j]`` (the run the
-    patched values come from), ascending in ``j``."""
+    """Matched positions of two runs, ascending in `j`.
+
+    `target[j]` (the run being patched) ↔ `source[j]` (the run the patched values come from).
+    """
 
     kind: str
     target: Int[Tensor, " n"]
@@ -107,11 +124,15 @@ class Alignment:
     names: tuple[str, ...] | None = None  # labels kept from a larger alignment (a subset)
 
     def __len__(self) -> int:
+        """The number of matched positions."""
         return int(self.target.shape[0])
 
     def labels(self) -> tuple[str, ...]:
-        """Position labels for the grid: ``"p7"`` (``exact``/``prefix``), ``"end-3"`` (``end``:
-        three tokens before the reading token; ``"end-0"`` is the reading token itself)."""
+        """Position labels for the grid.
+
+        `"p7"` (`exact`/`prefix`), `"end-3"` (`end`: three tokens before the reading token;
+        `"end-0"` is the reading token itself).
+        """
         if self.names is not None:
             return self.names
         if self.kind == "end":
@@ -129,7 +150,20 @@ def identity_alignment(run: Run) -> Alignment:
 def align(
     target: Run, source: Run, kind: AlignmentKind = "end", prefix_length: int | None = None
 ) -> Alignment:
-    """Pair the positions of ``target`` and ``source`` (see the module docstring)."""
+    """Pair the positions of `target` and `source` (see the module docstring).
+
+    Args:
+        target: the run being patched.
+        source: the run the patched values come from.
+        kind: `"end"`, `"prefix"` or `"exact"`.
+        prefix_length: the shared prefix for `"prefix"` (default: the runs' `response_start`).
+
+    Returns:
+        The matched positions.
+
+    Raises:
+        AlignmentError: if the runs cannot be aligned this way, or `kind` is unknown.
+    """
     device = target.ids.device
     if kind == "end":
         n = min(target.pool, source.pool) + 1

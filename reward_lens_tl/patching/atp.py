@@ -1,44 +1,45 @@
-"""Attribution patching: first-order estimates of every cell of a patching grid at once.
+r"""Attribution patching: first-order estimates of every cell of a patching grid at once.
 
-**AtP** (Nanda 2023; Syed et al. 2023) estimates the effect of patching activation ``a`` from
-``a_target`` to ``a_source`` as ``∇_a metric · (a_source - a_target)``, with the gradient taken
+**AtP** (Nanda 2023; Syed et al. 2023) estimates the effect of patching activation `a` from
+`a_target` to `a_source` as `∇_a metric · (a_source - a_target)`, with the gradient taken
 in the target run. Every cell of a grid costs one source forward (cached, no gradient) and one
 target forward + backward: about three forward-equivalents, whatever the grid's size.
 
-**AtP\\*** (Kramár et al. 2024) adds two fixes:
+**AtP\*** (Kramár et al. 2024) adds two fixes:
 
-- *QK fix* (``qk_fix=True``): a softmax linearised at a saturated attention pattern has a
+- *QK fix* (`qk_fix=True`): a softmax linearised at a saturated attention pattern has a
   near-zero gradient, so AtP misses patches that move attention. For cells whose patched value
   enters an attention layer's queries and keys directly, the pattern is recomputed exactly
   with the patched queries/keys (per head, with the model's own scaling, soft-cap, masks and
   rotary embedding) and only the step from the pattern onwards is linearised:
 
-  ``effect = ∂m/∂resid_mid · Δx  +  Σ_h Σ_ts ∂m/∂A_ts (A'_ts - A_ts)  +  ∂m/∂v · Δv``
+  `effect = ∂m/∂resid_mid · Δx  +  Σ_h Σ_ts ∂m/∂A_ts (A'_ts - A_ts)  +  ∂m/∂v · Δv`
 
-  (skip path, exact-softmax pattern change, value path). It applies to ``resid_pre`` at
-  layer ``l`` (attention ``l``), ``resid_post`` and ``mlp_out`` at ``l`` (attention ``l+1``),
-  and ``q``/``k`` (their own attention: the row of the patched query, or the column of the
+  (skip path, exact-softmax pattern change, value path). It applies to `resid_pre` at
+  layer `l` (attention `l`), `resid_post` and `mlp_out` at `l` (attention `l+1`),
+  and `q`/`k` (their own attention: the row of the patched query, or the column of the
   patched key, renormalised in closed form). Other sites reach attention only through a
-  nonlinearity (the MLP of their block) and keep the plain estimate; ``by_position=False``
+  nonlinearity (the MLP of their block) and keep the plain estimate; `by_position=False`
   cells sum their per-position estimates.
-- *GradDrop* (``graddrop=True``): direct and indirect effects can cancel in the gradient.
-  For each layer ``ℓ`` the estimate is recomputed with the gradient through layer ``ℓ``'s
+- *GradDrop* (`graddrop=True`): direct and indirect effects can cancel in the gradient.
+  For each layer `ℓ` the estimate is recomputed with the gradient through layer `ℓ`'s
   attention and MLP outputs dropped (only the residual skip is kept), and the cell is scored
-  by ``magnitude = Σ_ℓ |estimate_ℓ| / (L - 1)``. The backward passes reuse the one target
+  by `magnitude = Σ_ℓ |estimate_ℓ| / (L - 1)`. The backward passes reuse the one target
   graph (one vector-Jacobian product from each layer's input down).
 
-``values`` is always the signed estimate of the metric (``baseline + estimate``, comparable
-with activation patching); ``magnitude`` (GradDrop) ranks cells. Use the estimates as a
-screen and verify the top cells with :func:`activation_patching`
-(:func:`~reward_lens_tl.patching.compare.agreement` reports how well they agree).
+`values` is always the signed estimate of the metric (`baseline + estimate`, comparable
+with activation patching); `magnitude` (GradDrop) ranks cells. Use the estimates as a
+screen and verify the top cells with `activation_patching`
+(`agreement` reports how well they agree).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [9, 9], low=6)
->>> est = attribution_patching(model, ids[0], ids[1], site="z", alignment="exact")
->>> est.method, est.shape
-('atp', (2, 4))
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, _ = random_batch(2, [9, 9], low=6)
+    >>> est = attribution_patching(model, ids[0], ids[1], site="z", alignment="exact")
+    >>> est.method, est.shape
+    ('atp', (2, 4))
 """
 
 from __future__ import annotations
@@ -105,15 +106,16 @@ def attribution_patching(
     qk_fix: bool = False,
     graddrop: bool = False,
 ) -> PatchResult:
-    """AtP estimates for the grid :func:`activation_patching` would sweep for the same
-    :class:`PatchRequest` (one site; see the module docstring). The metric must be
-    differentiable.
+    """AtP estimates for the grid `activation_patching` would sweep for the same request.
+
+    The request is a `PatchRequest` of one site (see the module docstring). The metric must
+    be differentiable.
 
     {request}
-    - ``qk_fix``: recompute attention patterns exactly for patches that feed queries and keys
+    - `qk_fix`: recompute attention patterns exactly for patches that feed queries and keys
       (AtP*'s QK fix);
-    - ``graddrop``: also score each cell with the gradient through each layer dropped
-      (AtP*'s GradDrop, in ``magnitude``).
+    - `graddrop`: also score each cell with the gradient through each layer dropped
+      (AtP*'s GradDrop, in `magnitude`).
     """
     req = request_from(locals())  # the parameters above, as a PatchRequest
     plan = make_plan(model, req)
@@ -191,7 +193,7 @@ def atp_star(
     mean_over: MeanOver = "token",
     fwd_hooks: FwdHooks = (),
 ) -> PatchResult:
-    """AtP* = :func:`attribution_patching` with ``qk_fix=True, graddrop=True``.
+    """AtP* = `attribution_patching` with `qk_fix=True, graddrop=True`.
 
     {request}
     """
@@ -218,6 +220,12 @@ def atp_star(
 
 
 def check_qk_fix_supported(model) -> None:
+    """Check that the AtP* QK fix handles the model's attention.
+
+    Raises:
+        UnsupportedModelError: if the model's attention is of a kind the QK fix does not
+            handle.
+    """
     cfg = model.cfg
     problems = {
         "split q/k/v inputs (use_attn_in / use_split_qkv_input)": cfg.use_attn_in
@@ -240,7 +248,7 @@ def check_qk_fix_supported(model) -> None:
 
 # -- the target forward with a graph -------------------------------------------------------
 def attention_layer(model, site: str, layer: int) -> int | None:
-    """The attention layer whose queries/keys a patch at ``site``/``layer`` feeds directly."""
+    """The attention layer whose queries/keys a patch at `site`/`layer` feeds directly."""
     if site in ("resid_pre", "q", "k"):
         return layer
     if site in ("resid_post", "mlp_out") and layer + 1 < model.cfg.n_layers:
@@ -249,6 +257,7 @@ def attention_layer(model, site: str, layer: int) -> int | None:
 
 
 def attention_names(model, layer: int) -> dict[str, str]:
+    """The hook names of attention layer `layer` that the QK fix reads, by role."""
     b = f"blocks.{layer}"
     rotary = model.cfg.positional_embedding_type == "rotary"
     return {
@@ -263,6 +272,7 @@ def attention_names(model, layer: int) -> dict[str, str]:
 
 
 def captured_names(model, plan: PatchPlan, qk_fix: bool, graddrop: bool) -> list[str]:
+    """The hook names whose activations (and gradients) the estimates need."""
     names = [plan.hook(layer) for layer in plan.grid.layers]
     if qk_fix and plan.site in QK_SITES:
         for layer in plan.grid.layers:
@@ -276,8 +286,13 @@ def captured_names(model, plan: PatchPlan, qk_fix: bool, graddrop: bool) -> list
 
 
 def forward_with_graph(model, plan: PatchPlan, reader, names, fwd_hooks):
-    """Run the target with gradients from the first block's input on (weights need not
-    require grad), capturing the named activations; returns them and the reward ``[1]``."""
+    """Run the target with gradients from the first block's input on, capturing activations.
+
+    The weights need not require grad.
+
+    Returns:
+        The named activations and the reward `[1]`.
+    """
     acts: dict[str, Tensor] = {}
 
     def root(act, hook):
@@ -294,7 +309,11 @@ def forward_with_graph(model, plan: PatchPlan, reader, names, fwd_hooks):
 
 
 def layer_of(name: str) -> int:
-    """The layer of a ``blocks.{layer}.…`` hook name."""
+    """The layer of a `blocks.{layer}.…` hook name.
+
+    Raises:
+        PatchingError: if `name` is not a hook name inside a block.
+    """
     found = _LAYER.match(name)
     if found is None:
         raise PatchingError(f"{name!r} is not a hook name inside a block")
@@ -302,9 +321,11 @@ def layer_of(name: str) -> int:
 
 
 def dropped_layer_grads(acts: dict, grads: dict, drop: int) -> dict[str, Tensor]:
-    """Gradients with the path through layer ``drop``'s attention and MLP outputs removed
-    (GradDrop): unchanged above it, the skip-only gradient at it, and below it the
-    vector-Jacobian product of that skip-only gradient from the layer's input."""
+    """Gradients with the path through layer `drop`'s attention and MLP outputs removed.
+
+    This is GradDrop: unchanged above it, the skip-only gradient at it, and below it the
+    vector-Jacobian product of that skip-only gradient from the layer's input.
+    """
     post = grads[f"blocks.{drop}.hook_resid_post"]
     out, below = {}, []
     for name, g in grads.items():
@@ -335,6 +356,7 @@ class Estimator:
     """Per-cell estimates from one set of gradients (plain AtP or with the QK fix)."""
 
     def __init__(self, model, plan: PatchPlan, acts: dict, source: dict, qk_fix: bool):
+        """Keep the target activations and the source values the estimates need."""
         self.model, self.plan, self.acts, self.source = model, plan, acts, source
         self.qk_fix = qk_fix and plan.site in QK_SITES
         self.pos = plan.alignment.target
@@ -342,6 +364,7 @@ class Estimator:
 
     @torch.no_grad()
     def __call__(self, grads: dict[str, Tensor]) -> Float[Tensor, "..."]:
+        """The estimates of every cell of the grid from the gradients `grads`."""
         grid = self.plan.grid
         rows = []
         for layer in grid.layers:
@@ -352,11 +375,13 @@ class Estimator:
         return torch.stack(rows)
 
     def delta(self, layer: int) -> Tensor:
+        """Source minus target activation at the aligned positions of `layer`."""
         act = self.acts[hook_name(self.plan.site, layer)][0].detach()
         src = self.source[layer].to(act.dtype)
         return src - act[self.pos]
 
     def per_position(self, layer: int, grads: dict) -> Tensor:
+        """The estimate of each aligned position (and head) of `layer`."""
         site = self.plan.site
         g = grads[hook_name(site, layer)][0][self.pos]
         delta = self.delta(layer)
@@ -383,11 +408,13 @@ class Estimator:
         return skip + (rows + cols).sum(-1) + values
 
     def query_fix(self, a: int, grads: dict, dq: Tensor) -> Float[Tensor, "n head"]:
+        """The QK-fixed estimate of patching the queries of attention `a` by `dq`."""
         attn = self.model.blocks[a].attn
         q_pre = self.acts[hook_name("q", a)][0].detach()[self.pos] + dq
         return self.row_effects(a, grads, self.rotate(attn, qk_norm(attn, q_pre, "q")), None)
 
     def key_fix(self, a: int, grads: dict, dk: Tensor) -> Float[Tensor, "n kv_head"]:
+        """The QK-fixed estimate of patching the keys of attention `a` by `dk`."""
         attn = self.model.blocks[a].attn
         k_pre = self.acts[hook_name("k", a)][0].detach()[self.pos] + dk
         k_new = self.rotate(attn, qk_norm(attn, k_pre, "k"))
@@ -397,8 +424,10 @@ class Estimator:
 
     # building blocks --------------------------------------------------------------------------
     def patched_qkv(self, a: int, x_new: Float[Tensor, "n d_model"]):
-        """Rotated queries and keys and the values a patched residual would produce at
-        attention ``a`` (cached: GradDrop reuses them for every dropped layer)."""
+        """Rotated queries and keys and the values a patched residual would produce.
+
+        They are those of attention `a` (cached: GradDrop reuses them for every dropped layer).
+        """
         if a not in self._patched_qkv:
             block = self.model.blocks[a]
             normed = block.ln1(x_new[None])
@@ -411,7 +440,7 @@ class Estimator:
         return self._patched_qkv[a]
 
     def rotate(self, attn, x: Float[Tensor, "n head d_head"]) -> Tensor:
-        """Rotary embedding of ``x[i]`` at target position ``pos[i]`` (identity otherwise)."""
+        """Rotary embedding of `x[i]` at target position `pos[i]` (identity otherwise)."""
         if self.model.cfg.positional_embedding_type != "rotary":
             return x
         length = int(self.pos.max()) + 1
@@ -420,6 +449,7 @@ class Estimator:
         return attn.apply_rotary(buf, 0, None)[0, self.pos]
 
     def attention_state(self, a: int, grads: dict):
+        """Attention `a`'s scores, pattern, pattern gradient and (rotated) queries and keys."""
         names = attention_names(self.model, a)
         scores = self.acts[names["scores"]][0].detach()  # [head, q, k], masked with -inf
         pattern = self.acts[names["pattern"]][0].detach()
@@ -429,8 +459,10 @@ class Estimator:
         return scores, pattern, g_pattern, q, k
 
     def row_effects(self, a, grads, q_new, k_new) -> Float[Tensor, "n head"]:
-        """``Σ_s ∂m/∂A_ps (A'_ps - A_ps)`` for the patched query at each position ``p``
-        (with the patched key at ``s = p`` when ``k_new`` is given)."""
+        """`Σ_s ∂m/∂A_ps (A'_ps - A_ps)` for the patched query at each position `p`.
+
+        With the patched key at `s = p` when `k_new` is given.
+        """
         attn = self.model.blocks[a].attn
         scores, pattern, g_pattern, _, k = self.attention_state(a, grads)
         new = attn.calculate_attention_scores(q_new[None], k[None])[0]  # [head, n, key]
@@ -444,8 +476,10 @@ class Estimator:
         return (change * g_pattern[:, self.pos]).sum(-1).T
 
     def column_effects(self, a, grads, k_new, include_diagonal: bool) -> Float[Tensor, "n head"]:
-        """``Σ_t Σ_s ∂m/∂A_ts (A'_ts - A_ts)`` over the queries ``t`` that see a patched key
-        at ``p``; each row is renormalised in closed form from its log-sum-exp."""
+        """`Σ_t Σ_s ∂m/∂A_ts (A'_ts - A_ts)` over the queries `t` that see a patched key at `p`.
+
+        Each row is renormalised in closed form from its log-sum-exp.
+        """
         attn = self.model.blocks[a].attn
         scores, pattern, g_pattern, q, _ = self.attention_state(a, grads)
         new = attn.calculate_attention_scores(q[None], k_new[None])[0]  # [head, query, n]
@@ -472,4 +506,5 @@ def qk_norm(attn, x: Float[Tensor, "n head d_head"], which: str) -> Tensor:
 
 
 def positions_tensor(x: Sequence[int]) -> Int[Tensor, " n"]:
+    """Positions as a `long` tensor."""
     return torch.as_tensor(list(x), dtype=torch.long)

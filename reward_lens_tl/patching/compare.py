@@ -1,22 +1,23 @@
 """How well do cheap estimates agree with real patching, and observation with causation?
 
-- :func:`agreement` compares an estimate (AtP, AtP*, direct attribution...) with a reference
+- `agreement` compares an estimate (AtP, AtP*, direct attribution...) with a reference
   sweep over the same cells: Spearman rank correlation of the signed effects and of their
-  magnitudes (:func:`reward_lens_tl.stats.spearman`), and top-``k`` recall (the share of the
-  reference's ``k`` largest cells that the estimate also ranks in its top ``k``).
-- :func:`atp_agreement` runs activation patching and AtP / AtP* on one pair and reports both.
-- :func:`compare_methods` does it for a set of preference pairs: per pair, the Spearman
+  magnitudes (`reward_lens_tl.stats.spearman`), and top-`k` recall (the share of the
+  reference's `k` largest cells that the estimate also ranks in its top `k`).
+- `atp_agreement` runs activation patching and AtP / AtP* on one pair and reports both.
+- `compare_methods` does it for a set of preference pairs: per pair, the Spearman
   correlation between direct attribution of the margin, AtP, AtP* and activation patching over
   the same components, aggregated over pairs with bootstrap confidence intervals
-  (:func:`reward_lens_tl.stats.bootstrap_ci`, percentile method).
+  (`reward_lens_tl.stats.bootstrap_ci`, percentile method).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, _ = random_batch(2, [9, 9], low=6)
->>> report = atp_agreement(model, ids[0], ids[1], site="z", alignment="exact", k=3)
->>> [row.estimate for row in report.rows]
-['atp', 'atp*']
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, _ = random_batch(2, [9, 9], low=6)
+    >>> report = atp_agreement(model, ids[0], ids[1], site="z", alignment="exact", k=3)
+    >>> [row.estimate for row in report.rows]
+    ['atp', 'atp*']
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
 
 def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
-    """Share of the reference's top-``k`` cells (by score) found in the estimate's top ``k``."""
+    """Share of the reference's top-`k` cells (by score) found in the estimate's top `k`."""
     k = min(k, score.numel())
     top = set(score.reshape(-1).argsort(descending=True)[:k].tolist())
     ref = set(reference_score.reshape(-1).argsort(descending=True)[:k].tolist())
@@ -76,7 +77,7 @@ def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """Agreement of one estimate with a reference over ``n_cells`` cells."""
+    """Agreement of one estimate with a reference over `n_cells` cells."""
 
     estimate: str
     reference: str
@@ -89,10 +90,21 @@ class Agreement:
 
 
 def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agreement:
-    """Compare two sweeps of the same grid: an ``estimate`` (AtP, AtP*, ...) and a
-    ``reference`` (activation patching), on their effects ``values - baseline`` (the magnitude
-    ranking uses GradDrop's ``magnitude`` when the estimate has one); ``k`` is the top-``k``
-    recall's ``k``."""
+    """Compare two sweeps of the same grid on their effects `values - baseline`.
+
+    The magnitude ranking uses GradDrop's `magnitude` when the estimate has one.
+
+    Args:
+        estimate: the estimated sweep (AtP, AtP*, ...).
+        reference: the reference sweep (activation patching).
+        k: the top-`k` recall's `k`.
+
+    Returns:
+        The rank correlations, top-`k` recall and top-1 rank of the estimate.
+
+    Raises:
+        PatchingError: if the two sweeps have different sites or shapes.
+    """
     if estimate.shape != reference.shape or estimate.site != reference.site:
         raise PatchingError(
             f"cannot compare a {estimate.site} grid {estimate.shape} with a {reference.site} "
@@ -112,8 +124,10 @@ def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agr
 
 
 def top1_rank(score: Tensor, reference_score: Tensor) -> int:
-    """Rank (1 = first) of the reference's largest cell in the estimate's ordering: a top-k
-    recall can look fine while the single most important cell is ranked low."""
+    """Rank (1 = first) of the reference's largest cell in the estimate's ordering.
+
+    A top-k recall can look fine while the single most important cell is ranked low.
+    """
     score = score.reshape(-1)
     best = int(reference_score.reshape(-1).argmax())
     return 1 + int((score > score[best]).sum())  # ties share the better rank
@@ -121,6 +135,8 @@ def top1_rank(score: Tensor, reference_score: Tensor) -> int:
 
 @dataclass(frozen=True)
 class AgreementReport(Result):
+    """Activation patching of one grid, the estimates of the same grid and their agreement."""
+
     label_column, value_column = "estimate", "spearman"
 
     """Activation patching of one grid, the estimates of the same grid and their agreement."""
@@ -130,6 +146,7 @@ class AgreementReport(Result):
     rows: tuple[Agreement, ...]
 
     def to_dataframe(self):
+        """One row per estimate: the fields of its `Agreement`."""
         import pandas as pd
 
         return pd.DataFrame([row.__dict__ for row in self.rows])
@@ -177,11 +194,13 @@ def atp_agreement(
     mean_over: MeanOver = "token",
     fwd_hooks: FwdHooks = (),
 ) -> AgreementReport:
-    """Activation patching plus AtP (``"atp"``), AtP with the QK fix (``"atp+qk"``) and/or
-    AtP* (``"atp*"``) on the same grid, with their :func:`agreement`.
+    """Activation patching and estimates of the same grid, with their `agreement`.
 
-    - ``k``: the top-``k`` recall's ``k``; ``methods``: the estimates to run;
-      ``chunk_size``: activation patching's variants per forward pass;
+    The estimates are AtP (`"atp"`), AtP with the QK fix (`"atp+qk"`) and/or AtP*
+    (`"atp*"`).
+
+    - `k`: the top-`k` recall's `k`; `methods`: the estimates to run;
+      `chunk_size`: activation patching's variants per forward pass;
     {request}
     """
     flags = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}
@@ -207,9 +226,11 @@ METHODS: tuple[Method, ...] = ("direct", "atp", "atp*", "patching")
 
 
 def pair_inputs(model, pair):
-    """``(chosen, rejected)`` of a pair object (``prompt``/``chosen``/``rejected`` text), a zoo
-    contrast pair (``edited`` plays chosen), a tuple of encoded conversations, ids or zoo
-    examples."""
+    """`(chosen, rejected)` of a pair.
+
+    The pair is a pair object (`prompt`/`chosen`/`rejected` text), a zoo contrast pair (`edited`
+    plays chosen), a tuple of encoded conversations, ids or zoo examples.
+    """
     if hasattr(pair, "edited") and hasattr(pair, "base"):
         pair = (pair.edited, pair.base)
     if isinstance(pair, (tuple, list)) and len(pair) == 2:
@@ -220,15 +241,20 @@ def pair_inputs(model, pair):
 
 
 def _as_encoded(x):
-    """A zoo example as an :class:`EncodedConversation`; anything else unchanged."""
+    """A zoo example as an `EncodedConversation`; anything else unchanged."""
     if hasattr(x, "input_ids") and hasattr(x, "response_start"):
         return encode_example(x)
     return x
 
 
 def component_labels(model, components: str = "heads") -> tuple[str, ...]:
-    """``L{l}H{h}`` for every head of a layer, then ``mlp{l}`` (the labels of
-    :func:`~reward_lens_tl.attribution.direct_attribution`)."""
+    """`L{l}H{h}` for every head of a layer, then `mlp{l}`.
+
+    These are the labels of `direct_attribution`.
+
+    Raises:
+        PatchingError: if `components` is not `"heads"`.
+    """
     if components != "heads":
         raise PatchingError(f"component labels are fixed only for 'heads', not {components!r}")
     n_heads = model.cfg.n_heads
@@ -240,8 +266,10 @@ def component_labels(model, components: str = "heads") -> tuple[str, ...]:
 
 
 def _heads_and_mlps(model, result_heads: PatchResult, result_mlps: PatchResult) -> Tensor:
-    """``[layer, head]`` and ``[layer]`` effects → one vector in :func:`component_labels`
-    order (heads of a layer, then its MLP)."""
+    """`[layer, head]` and `[layer]` effects → one vector in `component_labels` order.
+
+    The order is the heads of a layer, then its MLP.
+    """
     heads = result_heads.effects().reshape(model.cfg.n_layers, -1)
     mlps = result_mlps.effects().reshape(model.cfg.n_layers, 1)
     return torch.cat([heads, mlps], 1).reshape(-1)
@@ -295,8 +323,10 @@ def _run_method(model, method, chosen, rejected, site, by_position, chunk_size, 
 
 
 def _margin_metric(model, rejected, fwd_hooks):
-    """``r - r(rejected)``: the reward change in reward units (comparable to the direct
-    attribution of the margin)."""
+    """`r - r(rejected)`: the reward change in reward units.
+
+    It is comparable to the direct attribution of the margin.
+    """
     from .alignment import as_run
 
     run = as_run(model, rejected)
@@ -309,9 +339,9 @@ def _margin_metric(model, rejected, fwd_hooks):
 class MethodComparison(Result):
     """Per-pair effects of several methods over the same components, and their agreement.
 
-    ``values[method][pair]`` is a vector over ``labels[pair]`` (heads and MLPs: the same
-    labels for every pair; residual positions: per pair). ``rho[pair, m]`` is the Spearman
-    correlation of ``method_pairs[m]``; :meth:`summary` aggregates over pairs.
+    `values[method][pair]` is a vector over `labels[pair]` (heads and MLPs: the same
+    labels for every pair; residual positions: per pair). `rho[pair, m]` is the Spearman
+    correlation of `method_pairs[m]`; `summary` aggregates over pairs.
     """
 
     methods: tuple[str, ...]
@@ -324,9 +354,11 @@ class MethodComparison(Result):
     seed: int
 
     def summary(self):
-        """Mean Spearman over pairs per method pair, with a bootstrap confidence interval of
-        the mean (pairs with an undefined correlation, e.g. a constant vector, are left out
-        and counted in ``n_pairs``)."""
+        """Mean Spearman over pairs per method pair, with a bootstrap confidence interval.
+
+        The interval is that of the mean (pairs with an undefined correlation, e.g. a constant
+        vector, are left out and counted in `n_pairs`).
+        """
         import pandas as pd
 
         rows = []
@@ -351,8 +383,10 @@ class MethodComparison(Result):
         return pd.DataFrame(rows)
 
     def to_dataframe(self):
-        """One row per (pair, component, method): ``pair``, ``component``, ``method``,
-        ``effect``."""
+        """One row per (pair, component, method).
+
+        The columns are `pair`, `component`, `method` and `effect`.
+        """
         import pandas as pd
 
         rows = []
@@ -363,18 +397,34 @@ class MethodComparison(Result):
         return pd.DataFrame(rows)
 
     def top_k(self, k: int = 10, method: str | None = None) -> TopK:
-        """Components with the largest |mean effect| over pairs under ``method`` (default:
-        activation patching when compared, else the first method)."""
+        """Components with the largest |mean effect| over pairs under `method`.
+
+        Args:
+            k: how many components to keep.
+            method: the method whose effects rank them (default: activation patching when
+                compared, else the first method).
+
+        Returns:
+            The top `k` components and their mean effects.
+        """
         method = method or ("patching" if "patching" in self.methods else self.methods[0])
         frame = self.to_dataframe()
         mean = frame[frame["method"] == method].groupby("component", sort=False)["effect"].mean()
         return top_entries(mean.index.tolist(), mean.tolist(), k, f"mean {method} effect")
 
     def plot(self, ax: Axes | None = None, reference: str = "patching") -> Figure:
-        """Scatter of every other method's effects against ``reference``'s, all pairs pooled
-        (one panel per method); returns the figure (``ax`` is ignored: the figure has one
-        panel per method). ``plot("atp")`` (the reference by position) still works, with a
-        :class:`FutureWarning`: pass ``reference=`` by keyword."""
+        """Scatter of every other method's effects against `reference`'s, all pairs pooled.
+
+        There is one panel per method. `plot("atp")` (the reference by position) still works,
+        with a `FutureWarning`: pass `reference=` by keyword.
+
+        Args:
+            ax: ignored (the figure has one panel per method).
+            reference: the method on the x axis.
+
+        Returns:
+            The figure.
+        """
         import matplotlib.pyplot as plt
 
         ax, reference = old_first_parameter("MethodComparison", "reference", ax, str, reference)
@@ -414,24 +464,35 @@ def compare_methods(
 ) -> MethodComparison:
     """Observational vs causal on a set of pairs (see the module docstring).
 
-    ``pairs``: objects with ``prompt``/``chosen``/``rejected`` (encoded with the model's
-    tokenizer), zoo contrast pairs (``edited`` plays chosen) or ``(chosen, rejected)`` zoo
-    examples, ``(chosen, rejected)`` :class:`EncodedConversation` tuples, ``(chosen_ids,
-    rejected_ids)`` tuples of 1-D ids, or one ``(chosen_ids, rejected_ids)`` tuple of padded
-    ``[n_pairs, pos]`` batches (left or right padded: each row's padding is stripped).
-
-    ``components="heads"``: every head (all aligned positions) and every MLP, with ``direct``
+    `components="heads"`: every head (all aligned positions) and every MLP, with `direct`
     = direct attribution of the margin (chosen − rejected) and the causal methods denoising the
     rejected run with the chosen run's activations, scored as the reward change
-    ``r - r(rejected)``. ``"resid"``: ``resid_pre`` per layer and aligned position (no
-    ``direct``). ``components`` picks one of the two.
+    `r - r(rejected)`. `"resid"`: `resid_pre` per layer and aligned position (no
+    `direct`). `components` picks one of the two.
 
-    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``methods``: at least two
-    of ``direct``, ``atp``, ``atp+qk``, ``atp*``, ``patching``; ``alignment``: how the chosen
-    and rejected positions pair up (:mod:`~reward_lens_tl.patching.alignment`);
-    ``confidence_level``, ``n_resamples`` and ``seed``: the bootstrap of
-    :meth:`MethodComparison.summary`; ``chunk_size``: activation patching's variants per
-    forward pass; ``fwd_hooks``: your own interventions, active in every forward pass.
+    Args:
+        model: the `HookedRewardModel`.
+        pairs: objects with `prompt`/`chosen`/`rejected` (encoded with the model's
+            tokenizer), zoo contrast pairs (`edited` plays chosen) or `(chosen, rejected)`
+            zoo examples, `(chosen, rejected)` `EncodedConversation` tuples,
+            `(chosen_ids, rejected_ids)` tuples of 1-D ids, or one
+            `(chosen_ids, rejected_ids)` tuple of padded `[n_pairs, pos]` batches (left or
+            right padded: each row's padding is stripped).
+        components: `"heads"` or `"resid"` (see above).
+        methods: at least two of `direct`, `atp`, `atp+qk`, `atp*`, `patching`.
+        alignment: how the chosen and rejected positions pair up (`alignment`).
+        confidence_level: the confidence level of the bootstrap of
+            `MethodComparison.summary`.
+        n_resamples: the resamples of that bootstrap.
+        seed: the seed of that bootstrap.
+        chunk_size: activation patching's variants per forward pass.
+        fwd_hooks: your own interventions, active in every forward pass.
+
+    Returns:
+        The per-pair effects of every method and their agreement.
+
+    Raises:
+        PatchingError: if `methods` or `components` is invalid, or `pairs` is empty.
     """
     methods = tuple(methods)
     if (

@@ -2,29 +2,28 @@
 
 A *site* is a family of TransformerLens hook points, one per layer:
 
-========== ========================== ===================== =================================
-site       hook                        activation            grid axes
-========== ========================== ===================== =================================
-resid_pre  ``blocks.{l}.hook_resid_pre``  ``[pos, d_model]``   layer × pos (× all positions)
-resid_mid  ``blocks.{l}.hook_resid_mid``  ``[pos, d_model]``   layer × pos
-resid_post ``blocks.{l}.hook_resid_post`` ``[pos, d_model]``   layer × pos
-attn_out   ``blocks.{l}.hook_attn_out``   ``[pos, d_model]``   layer (× pos)
-mlp_out    ``blocks.{l}.hook_mlp_out``    ``[pos, d_model]``   layer (× pos)
-z          ``blocks.{l}.attn.hook_z``     ``[pos, head, d_head]`` layer (× pos) × head
-q, k, v    ``blocks.{l}.attn.hook_q`` …   ``[pos, head, d_head]`` layer (× pos) × head
-========== ========================== ===================== =================================
+| site       | hook                         | activation            | grid axes
+| ---------- | ---------------------------- | --------------------- | -----------------------------
+| resid_pre  | `blocks.{l}.hook_resid_pre`  | `[pos, d_model]`      | layer × pos (× all positions)
+| resid_mid  | `blocks.{l}.hook_resid_mid`  | `[pos, d_model]`      | layer × pos
+| resid_post | `blocks.{l}.hook_resid_post` | `[pos, d_model]`      | layer × pos
+| attn_out   | `blocks.{l}.hook_attn_out`   | `[pos, d_model]`      | layer (× pos)
+| mlp_out    | `blocks.{l}.hook_mlp_out`    | `[pos, d_model]`      | layer (× pos)
+| z          | `blocks.{l}.attn.hook_z`     | `[pos, head, d_head]` | layer (× pos) × head
+| q, k, v    | `blocks.{l}.attn.hook_q` …   | `[pos, head, d_head]` | layer (× pos) × head
 
-(``k`` and ``v`` have ``n_key_value_heads`` heads in grouped-query models.) A *cell* patches
-one layer at one aligned position (``by_position=True``) or at every aligned position at once,
+(`k` and `v` have `n_key_value_heads` heads in grouped-query models.) A *cell* patches
+one layer at one aligned position (`by_position=True`) or at every aligned position at once,
 and for head sites one head. Cells are enumerated in C order of the grid's shape, so a flat
 tensor of per-cell values reshapes to the grid.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> grid = make_grid(model, "z", n_aligned=5, by_position=True)
->>> grid.axes, grid.shape, grid.cell_labels()[:2]
-(('layer', 'pos', 'head'), (2, 5, 4), ('L0H0 0', 'L0H1 0'))
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> grid = make_grid(model, "z", n_aligned=5, by_position=True)
+    >>> grid.axes, grid.shape, grid.cell_labels()[:2]
+    (('layer', 'pos', 'head'), (2, 5, 4), ('L0H0 0', 'L0H1 0'))
 """
 
 from __future__ import annotations
@@ -72,6 +71,11 @@ RESID_SITES = frozenset({"resid_pre", "resid_mid", "resid_post"})
 
 
 def canonical_site(site: str) -> str:
+    """The site's canonical name (aliases such as `heads` resolved).
+
+    Raises:
+        PatchingError: if the site is unknown.
+    """
     site = SITE_ALIASES.get(site, site)
     if site not in SITE_HOOKS:
         raise PatchingError(
@@ -82,12 +86,12 @@ def canonical_site(site: str) -> str:
 
 
 def hook_name(site: str, layer: int) -> str:
-    """The TransformerLens hook name of ``site`` at ``layer``."""
+    """The TransformerLens hook name of `site` at `layer`."""
     return f"blocks.{layer}.{SITE_HOOKS[site]}"
 
 
 def site_heads(model, site: str) -> int:
-    """Number of heads of a head site (key/value heads for ``k``/``v`` in GQA models)."""
+    """Number of heads of a head site (key/value heads for `k`/`v` in GQA models)."""
     cfg = model.cfg
     if site in ("k", "v") and cfg.n_key_value_heads and not cfg.ungroup_grouped_query_attention:
         return int(cfg.n_key_value_heads)
@@ -96,7 +100,7 @@ def site_heads(model, site: str) -> int:
 
 @dataclass(frozen=True)
 class Grid:
-    """The cells of one sweep. ``n_aligned`` is the number of aligned positions."""
+    """The cells of one sweep. `n_aligned` is the number of aligned positions."""
 
     site: str
     layers: tuple[int, ...]
@@ -107,22 +111,27 @@ class Grid:
 
     @property
     def axes(self) -> tuple[str, ...]:
+        """The grid's axis names: `layer`, then `pos` and `head` where it has them."""
         axes = ("layer",) + (("pos",) if self.by_position else ())
         return axes + (("head",) if self.heads is not None else ())
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The grid's shape, one size per axis."""
         shape = (len(self.layers),) + ((self.n_aligned,) if self.by_position else ())
         return shape + ((len(self.heads),) if self.heads is not None else ())
 
     @property
     def cells_per_layer(self) -> int:
+        """The number of cells of one layer."""
         n = self.n_aligned if self.by_position else 1
         return n * (len(self.heads) if self.heads is not None else 1)
 
     def layer_cells(self, device=None) -> tuple[Int[Tensor, " cell"], Int[Tensor, " cell"]]:
-        """``(j, head)`` of each cell of one layer, in grid order; ``j = -1`` means every
-        aligned position and ``head = -1`` no head axis."""
+        """`(j, head)` of each cell of one layer, in grid order.
+
+        `j = -1` means every aligned position and `head = -1` no head axis.
+        """
         n_pos = self.n_aligned if self.by_position else 1
         n_head = len(self.heads) if self.heads is not None else 1
         j = torch.arange(n_pos, device=device).repeat_interleave(n_head)
@@ -135,7 +144,7 @@ class Grid:
         return j, head
 
     def cell_labels(self) -> tuple[str, ...]:
-        """One label per cell, grid order: ``"L3"``, ``"L3 end-2"``, ``"L3H1"``, ``"L3H1 p5"``."""
+        """One label per cell, grid order: `"L3"`, `"L3 end-2"`, `"L3H1"`, `"L3H1 p5"`."""
         pos_labels = self.position_labels or tuple(str(j) for j in range(self.n_aligned))
         pos = pos_labels if self.by_position else ("",)
         heads = self.heads if self.heads is not None else (None,)
@@ -158,8 +167,11 @@ def make_grid(
     heads: Sequence[int] | None = None,
     position_labels: Sequence[str] = (),
 ) -> Grid:
-    """A :class:`Grid`; ``by_position=None`` means per position for residual sites and over
-    all aligned positions at once for components and heads."""
+    """A `Grid` of a site over the aligned positions.
+
+    `by_position=None` means per position for residual sites and over all aligned positions
+    at once for components and heads.
+    """
     site = canonical_site(site)
     n_layers = model.cfg.n_layers
     layers = (

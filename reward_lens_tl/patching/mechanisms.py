@@ -1,30 +1,31 @@
 """Activation patching scored against planted ground truth (the zoo's contrast pairs).
 
-Each contrast pair differs in one planted feature (``edited`` has it, ``base`` does not), plus
-optional score-neutral filler swaps. ``edited`` is the clean run and ``base`` the corrupted one;
+Each contrast pair differs in one planted feature (`edited` has it, `base` does not), plus
+optional score-neutral filler swaps. `edited` is the clean run and `base` the corrupted one;
 every number here is *denoising* (clean activations written into the corrupted run), so a
 cell's value is the fraction of the feature's reward effect it restores.
 
-Three questions, one function each, all in :func:`causal_ground_truth`:
+Three questions, one function each, all in `causal_ground_truth`:
 
-- :func:`localization`: per layer, where does the effect sit? The *units* compared are the
+- `localization`: per layer, where does the effect sit? The *units* compared are the
   planted span (its positions patched together: a two-token phrase is conjunctive, so neither
   token alone restores anything) and every other position on its own. A feature computed from
   token identity sits on the planted tokens at the first layer; wherever the mechanism moves it,
   later layers show it at another position, and after the last layer only the reward-reading
   token can matter.
-- :func:`minimal_head_sets`: the smallest set of attention heads whose outputs (at every
-  position) restore at least ``threshold`` of the effect, searched exhaustively over subsets
-  of up to ``max_size`` candidate heads, per pair; how often the same set is found.
-- :func:`atp_recall`: do AtP and AtP* rank the same top cells as real patching?
+- `minimal_head_sets`: the smallest set of attention heads whose outputs (at every
+  position) restore at least `threshold` of the effect, searched exhaustively over subsets
+  of up to `max_size` candidate heads, per pair; how often the same set is found.
+- `atp_recall`: do AtP and AtP* rank the same top cells as real patching?
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_task, zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0, filler_swaps=2)
->>> table = localization(model, pairs)
->>> table.share("planted", "resid_pre 0")
-1.0
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0, filler_swaps=2)
+    >>> table = localization(model, pairs)
+    >>> table.share("planted", "resid_pre 0")
+    1.0
 """
 
 from __future__ import annotations
@@ -69,12 +70,16 @@ HeadPositions = Literal["all", "planted", "reward"]
 # -- where the effect sits ------------------------------------------------------------------
 @dataclass(frozen=True)
 class Localization(Result):
-    """Per feature and site, the share of pairs whose top unit is each kind, and the mean
-    fraction of the effect restored by the planted span and by the reward-reading token."""
+    """Per feature and site, where the effect sits.
+
+    The share of pairs whose top unit is each kind, and the mean fraction of the effect
+    restored by the planted span and by the reward-reading token.
+    """
 
     rows: tuple[dict, ...]
 
     def to_dataframe(self):
+        """One row per feature and site."""
         import pandas as pd
 
         return pd.DataFrame(list(self.rows))
@@ -89,7 +94,7 @@ class Localization(Result):
         )
 
     def share(self, kind: str, site: str, feature: str | None = None) -> float:
-        """Share of pairs whose top-1 unit at ``site`` (e.g. ``"resid_pre 0"``) is ``kind``."""
+        """Share of pairs whose top-1 unit at `site` (e.g. `"resid_pre 0"`) is `kind`."""
         _check_kind(kind)
         features = sorted({r["feature"] for r in self.rows})
         if feature is None and len(features) > 1:
@@ -100,7 +105,7 @@ class Localization(Result):
         return rows[0][f"top1_{kind}"]
 
     def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
-        """The earliest site where more than ``majority`` of the pairs' top unit is ``kind``."""
+        """The earliest site where more than `majority` of the pairs' top unit is `kind`."""
         _check_kind(kind)
         if feature not in {r["feature"] for r in self.rows}:
             raise UnknownNameError(f"no rows for feature {feature!r}")
@@ -110,9 +115,11 @@ class Localization(Result):
         return None
 
     def plot(self, ax: Axes | None = None, kind: str = "planted") -> Figure:
-        """Share of pairs whose top unit is ``kind`` (rows: features, columns: sites).
-        ``plot("reward")`` (the kind by position) still works, with a :class:`FutureWarning`:
-        pass ``kind=`` by keyword."""
+        """Share of pairs whose top unit is `kind` (rows: features, columns: sites).
+
+        `plot("reward")` (the kind by position) still works, with a `FutureWarning`:
+        pass `kind=` by keyword.
+        """
         ax, kind = old_first_parameter("Localization", "kind", ax, str, kind)
         _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
@@ -146,16 +153,27 @@ def _check_kind(kind: str) -> None:
 def localization(
     model: HookedRewardModel, pairs: Sequence[Any], *, objective: Objective = None
 ) -> Localization:
-    """Denoising ``resid_pre`` at every layer and ``resid_post`` of the last layer, per unit
-    (see the module docstring), for contrast pairs of one or more features.
+    """Denoising `resid_pre` at every layer and `resid_post` of the last layer, per unit.
 
-    Both sides of a pair must have the same length. An inserted word (the ``length``
+    Units are described in the module docstring; the pairs are contrast pairs of one or more
+    features.
+
+    Both sides of a pair must have the same length. An inserted word (the `length`
     feature) has no counterpart position in the corrupted run, and under an end alignment the
     positions before it pair *different* tokens, whose cells measure token swaps rather than
-    the feature; use the reward lens, attribution or ``compare_methods`` for those pairs.
-    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``pairs``: contrast pairs
-    (:func:`~reward_lens_tl.contrast.as_contrast_pairs` reads them); ``objective`` selects a
-    head column of a multi-objective model (default: its reward)."""
+    the feature; use the reward lens, attribution or `compare_methods` for those pairs.
+
+    Args:
+        model: the `HookedRewardModel`.
+        pairs: contrast pairs (`as_contrast_pairs` reads them).
+        objective: a head column of a multi-objective model (default: its reward).
+
+    Returns:
+        The localisation table.
+
+    Raises:
+        PatchingError: if `pairs` is empty or a pair's sides have different lengths.
+    """
     if not pairs:
         raise PatchingError("no pairs given")
     pairs = as_contrast_pairs(pairs)
@@ -233,15 +251,18 @@ def _mean(values) -> float:
 
 
 def _nanmean(values) -> float:
-    """Mean over the finite values (Spearman is ``nan`` for a constant grid)."""
+    """Mean over the finite values (Spearman is `nan` for a constant grid)."""
     return float(torch.tensor(list(values), dtype=torch.float64).nanmean())
 
 
 # -- the smallest set of heads -------------------------------------------------------------
 @dataclass(frozen=True)
 class HeadSets(Result):
-    """Per pair, the smallest head set restoring ``threshold`` of the effect (``None`` when no
-    subset of up to ``max_size`` candidates does), and every subset's restoration."""
+    """Per pair, the smallest head set restoring `threshold` of the effect.
+
+    It is `None` when no subset of up to `max_size` candidates does; every subset's
+    restoration is kept too.
+    """
 
     feature: str
     threshold: float
@@ -265,11 +286,21 @@ class HeadSets(Result):
         return out
 
     def labels(self, subset: int) -> tuple[str, ...]:
+        """The `L{layer}H{head}` labels of the heads of subset `subset`."""
         return tuple(f"L{self.heads[h][0]}H{self.heads[h][1]}" for h in self.subsets[subset])
 
     def shared_set(self, coverage: float = 0.9, rows: Tensor | None = None) -> int | None:
-        """Index of the smallest subset restoring ``threshold`` in at least ``coverage`` of the
-        pairs (``rows`` selects pairs; ties: the larger share, then the larger mean)."""
+        """Index of the smallest subset restoring `threshold` in a `coverage` share of pairs.
+
+        Ties go to the larger share, then the larger mean.
+
+        Args:
+            coverage: the least share of pairs the subset must restore.
+            rows: selects pairs (default: all).
+
+        Returns:
+            The subset's index, or `None` when no subset does.
+        """
         restored = self.restored if rows is None else self.restored[rows]
         share = (restored >= self.threshold).float().mean(0)
         mean = restored.mean(0)
@@ -281,7 +312,7 @@ class HeadSets(Result):
         return max(same, key=lambda i: (float(share[i]), float(mean[i])))
 
     def stability(self, coverage: float = 0.9, n_boot: int = 200, seed: int = 0) -> float:
-        """Share of bootstrap resamples of the pairs whose :meth:`shared_set` is the same."""
+        """Share of bootstrap resamples of the pairs whose `shared_set` is the same."""
         full = self.shared_set(coverage)
         if full is None:
             return float("nan")
@@ -294,9 +325,12 @@ class HeadSets(Result):
         return same / n_boot
 
     def summary(self, coverage: float = 0.9) -> dict:
-        """Per-pair minimal sets (size distribution; the most common one and its share) and the
-        shared set (:meth:`shared_set`) with its share of pairs, mean restoration and bootstrap
-        :meth:`stability`."""
+        """Per-pair minimal sets and the shared set.
+
+        Per-pair minimal sets: their size distribution, the most common one and its share;
+        the shared set (`shared_set`) with its share of pairs, mean restoration and bootstrap
+        `stability`.
+        """
         minimal = self.minimal
         found = [m for m in minimal if m is not None]
         common, count = Counter(found).most_common(1)[0] if found else (None, 0)
@@ -363,25 +397,39 @@ def minimal_head_sets(
     chunk_size: int | None = None,
     max_subsets: int = 20_000,
 ) -> HeadSets:
-    """Patch every subset of up to ``max_size`` candidate heads (``hook_z``, clean into
-    corrupted) in each of the contrast ``pairs`` of one feature and record the fraction of the
-    effect restored (``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`); the
-    smallest set restoring ``threshold`` of it is the pair's minimal set.
+    """Patch every subset of up to `max_size` candidate heads and record the restoration.
 
-    ``at``: the positions whose head outputs are patched: ``"all"``, ``"planted"`` (the pair's
-    changed positions: heads whose *query* sits on the planted tokens) or ``"reward"`` (the
-    reward-reading token).
+    Each subset's heads (`hook_z`) are patched clean into corrupted in each of the contrast
+    `pairs` of one feature, and the fraction of the effect restored is recorded; the smallest
+    set restoring `threshold` of it is the pair's minimal set.
 
-    ``candidates``: ``(layer, head)`` pairs, or an integer ``n`` for the ``n`` heads with the
-    largest mean single-head restoration over ``pairs`` (one extra pass over every head), or
-    ``None`` for every head. The search grows as ``C(len(candidates), max_size)``; more than
-    ``max_subsets`` subsets is refused. Pairs must have equal lengths.
+    The search grows as `C(len(candidates), max_size)`; more than `max_subsets` subsets is
+    refused. Pairs must have equal lengths. Every subset is one full forward pass of the
+    corrupted run, batched `chunk_size` at a time: an exhaustive search meant for small
+    models or short candidate lists.
 
-    Every subset is one full forward pass of the corrupted run, batched ``chunk_size`` at a
-    time (default: as many as fit in about 1 GB, see
-    :func:`~reward_lens_tl.patching.chunk_memory_bytes`): an exhaustive search meant for small
-    models or short candidate lists. ``objective`` selects a head column of a multi-objective
-    model."""
+    Args:
+        model: the `HookedRewardModel`.
+        pairs: contrast pairs of one feature.
+        threshold: the fraction of the effect a minimal set restores.
+        max_size: the largest subset searched.
+        candidates: `(layer, head)` pairs, or an integer `n` for the `n` heads with the
+            largest mean single-head restoration over `pairs` (one extra pass over every
+            head), or `None` for every head.
+        at: the positions whose head outputs are patched: `"all"`, `"planted"` (the pair's
+            changed positions: heads whose *query* sits on the planted tokens) or `"reward"`
+            (the reward-reading token).
+        objective: a head column of a multi-objective model.
+        chunk_size: subsets per forward pass (default: as many as fit in about 1 GB, see
+            `chunk_memory_bytes`).
+        max_subsets: the most subsets searched.
+
+    Returns:
+        Every subset's restoration per pair, and the minimal sets.
+
+    Raises:
+        PatchingError: if `at` or `max_size` is invalid, or the pairs are not of one feature.
+    """
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
     if at not in HEAD_POSITIONS:
@@ -544,15 +592,32 @@ def atp_recall(
     fwd_hooks: FwdHooks = (),
     chunk_size: int = 16,
 ) -> list[dict]:
-    """Mean top-``k`` recall and Spearman of AtP / AtP* against activation patching, per site
-    (``resid_pre`` by layer × position; heads by layer × head over all positions).
+    """Mean top-`k` recall and Spearman of AtP / AtP* against activation patching, per site.
 
-    ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`; ``pairs``: contrast pairs
-    of one feature (``edited`` is the clean run, aligned ``exact``);
-    ``sites``: the sites compared; ``k`` and ``methods``: as for :func:`atp_agreement`. The
-    rest is the request of :func:`atp_agreement` for every pair: ``mode``, ``positions``,
-    ``by_position``, ``layers``, ``heads``, ``metric``, ``objective`` (e.g. for a
-    multi-objective model), ``reference``, ``mean_over``, ``fwd_hooks`` and ``chunk_size``."""
+    `resid_pre` is compared by layer × position; heads by layer × head over all positions.
+    The parameters after `methods` are the request of `atp_agreement` for every pair.
+
+    Args:
+        model: the `HookedRewardModel`.
+        pairs: contrast pairs of one feature (`edited` is the clean run, aligned `exact`).
+        sites: the sites compared.
+        k: the top-`k` recall's `k` (as for `atp_agreement`).
+        methods: the estimates compared (as for `atp_agreement`).
+        mode: the patching mode.
+        positions: keep only these positions of the clean run.
+        by_position: one cell per aligned position, or all at once.
+        layers: the layers of the grid (default: all).
+        heads: the heads of the grid (default: all).
+        metric: a callable on the patched rewards `[variant]`.
+        objective: a head column of a multi-objective model.
+        reference: what `mode="mean"` averages over.
+        mean_over: `"token"` or `"position"`.
+        fwd_hooks: your own interventions, active in every forward pass.
+        chunk_size: activation patching's variants per forward pass.
+
+    Returns:
+        One row per site and method.
+    """
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
     rows = []
@@ -603,9 +668,12 @@ SWAP_FEATURES = ("topic_match", "harmful", "sycophancy")
 
 @dataclass(frozen=True)
 class CausalGroundTruth(Result):
-    """:func:`causal_ground_truth`'s answers. ``head_sets`` patches heads at every position (it
-    cannot miss a mechanism, wherever the query sits); ``head_sets_at_edit`` only at the edited
-    positions (heads whose query is the edited token), which is ``None`` when not requested."""
+    """`causal_ground_truth`'s answers.
+
+    `head_sets` patches heads at every position (it
+    cannot miss a mechanism, wherever the query sits); `head_sets_at_edit` only at the edited
+    positions (heads whose query is the edited token), which is `None` when not requested.
+    """
 
     localization: Localization
     head_sets: HeadSets
@@ -617,9 +685,11 @@ class CausalGroundTruth(Result):
         return self.localization.to_dataframe()
 
     def top_k(self, k: int = 10) -> TopK:
+        """The localisation's top `k` entries (`Localization.top_k`)."""
         return self.localization.top_k(k)
 
     def atp_dataframe(self):
+        """The AtP recall rows as a data frame."""
         import pandas as pd
 
         return pd.DataFrame(list(self.atp))
@@ -646,18 +716,34 @@ def causal_ground_truth(
     k: int = 3,
     objective: Objective = None,
 ) -> CausalGroundTruth:
-    """Localization and AtP recall for ``features`` and the head-set search for
-    ``head_feature``, on contrast pairs: the zoo ``task``'s (``n`` per feature, with
-    ``filler_swaps`` score-neutral swaps, so not every differing token matters), or your own
-    ``pairs`` (:class:`~reward_lens_tl.contrast.ContrastPair`\\ s; ``features`` and
-    ``head_feature`` then default to the features they name).
+    """Localization and AtP recall for `features`, and the head-set search for `head_feature`.
 
-    ``head_positions``: where heads are patched in the search, ``"all"`` (cannot miss a
-    mechanism: a prompt-side lookup whose query is not the edited token is found too),
-    ``"planted"`` (only heads whose query is the edited token) or both (the default; the
-    first is ``head_sets``, the second ``head_sets_at_edit``). ``seed`` draws the task's
-    pairs; ``k`` is AtP recall's top-``k``; ``objective`` selects a head column of a
-    multi-objective ``model``."""
+    The contrast pairs are the zoo `task`'s (`n` per feature, with `filler_swaps`
+    score-neutral swaps, so not every differing token matters), or your own `pairs`.
+
+    Args:
+        model: the `HookedRewardModel`.
+        task: the zoo task whose pairs are drawn.
+        pairs: your own `ContrastPair`s (`features` and `head_feature` then default to the
+            features they name).
+        features: the features localised and checked with AtP.
+        head_feature: the feature of the head-set search.
+        head_positions: where heads are patched in the search, `"all"` (cannot miss a
+            mechanism: a prompt-side lookup whose query is not the edited token is found
+            too), `"planted"` (only heads whose query is the edited token) or both (the
+            default; the first is `head_sets`, the second `head_sets_at_edit`).
+        n: the task's pairs per feature.
+        seed: draws the task's pairs.
+        filler_swaps: score-neutral swaps per pair.
+        k: AtP recall's top-`k`.
+        objective: a head column of a multi-objective `model`.
+
+    Returns:
+        The localisation, the head sets and the AtP recall.
+
+    Raises:
+        PatchingError: if `head_positions` is invalid.
+    """
     by_feature = _pairs_by_feature(task, pairs, features, head_feature, n, seed, filler_swaps)
     if pairs is not None:
         features = [f for f in by_feature if f == features or f in features] or list(by_feature)

@@ -1,15 +1,13 @@
 """What a sweep patches, where the patched values come from, and how runs are scored.
 
-Modes (``target`` is the run being patched, ``source`` where the values come from):
+Modes (`target` is the run being patched, `source` where the values come from):
 
-========= ========= ======================== =================================================
-mode      target    values                   default metric (``r`` = patched reward)
-========= ========= ======================== =================================================
-denoising corrupted clean activations        ``(r - r_corrupted) / (r_clean - r_corrupted)``
-noising   clean     corrupted activations    ``(r - r_clean) / (r_corrupted - r_clean)``
-mean      clean     means over ``reference`` ``r - r_clean``
-zero      clean     zeros                    ``r - r_clean``
-========= ========= ======================== =================================================
+| mode      | target    | values                 | default metric (`r` = patched reward)         |
+| --------- | --------- | ---------------------- | --------------------------------------------- |
+| denoising | corrupted | clean activations      | `(r - r_corrupted) / (r_clean - r_corrupted)` |
+| noising   | clean     | corrupted activations  | `(r - r_clean) / (r_corrupted - r_clean)`     |
+| mean      | clean     | means over `reference` | `r - r_clean`                                 |
+| zero      | clean     | zeros                  | `r - r_clean`                                 |
 
 Signs: in both patching modes the default metric is the fraction of the way from the target's
 reward to the source's reward that the patch alone moves the reward: 0 = no effect, 1 = the
@@ -18,19 +16,20 @@ patched run scores like the source. So denoising gives the *fraction of the marg
 that carries the difference. Ablations report the reward change, negative when the ablated
 activation was raising the reward.
 
-Mean ablation (``mean_over``): ``"token"`` averages the activation over every real token of
-every ``reference`` sequence (position-agnostic: one vector per layer, also at position 0 where
-many models keep a large attention-sink activation); ``"position"`` averages per absolute
+Mean ablation (`mean_over`): `"token"` averages the activation over every real token of
+every `reference` sequence (position-agnostic: one vector per layer, also at position 0 where
+many models keep a large attention-sink activation); `"position"` averages per absolute
 position over the reference sequences long enough to have it, and needs them to cover every
 patched position.
 
-A metric is any callable from the patched rewards ``[variant]`` to ``[variant]`` values (it is
+A metric is any callable from the patched rewards `[variant]` to `[variant]` values (it is
 called once per chunk of patched runs; for attribution patching it must be differentiable).
 
->>> import torch
->>> restored = margin_fraction(target_reward=-1.0, source_reward=3.0)   # denoising
->>> restored(torch.tensor([-1.0, 1.0, 3.0])).tolist()
-[0.0, 0.5, 1.0]
+Examples:
+    >>> import torch
+    >>> restored = margin_fraction(target_reward=-1.0, source_reward=3.0)   # denoising
+    >>> restored(torch.tensor([-1.0, 1.0, 3.0])).tolist()
+    [0.0, 0.5, 1.0]
 """
 
 from __future__ import annotations
@@ -103,8 +102,20 @@ REQUEST_DOC = """\
 
 
 def margin_fraction(target_reward: float, source_reward: float) -> Metric:
-    """``(r - target) / (source - target)``: 0 = unchanged, 1 = moved all the way to the
-    source run's reward (the default for denoising and noising)."""
+    """The metric `(r - target) / (source - target)`, the default for denoising and noising.
+
+    0 = unchanged, 1 = moved all the way to the source run's reward.
+
+    Args:
+        target_reward: the reward of the run being patched.
+        source_reward: the reward of the run the patched values come from.
+
+    Returns:
+        The metric, a function of the patched rewards `[variant]`.
+
+    Raises:
+        PatchingError: if the two rewards are equal (the fraction is undefined).
+    """
     gap = source_reward - target_reward
     if abs(gap) < 1e-6:
         raise PatchingError(
@@ -115,7 +126,7 @@ def margin_fraction(target_reward: float, source_reward: float) -> Metric:
 
 
 def reward_change(baseline: float) -> Metric:
-    """``r - baseline`` (the default for mean and zero ablation, baseline = clean reward)."""
+    """`r - baseline` (the default for mean and zero ablation, baseline = clean reward)."""
     return lambda r: r - baseline
 
 
@@ -132,9 +143,11 @@ class PatchPlan:
     objective: Objective = None
 
     def hook(self, layer: int) -> str:
+        """The hook name of the plan's site at `layer`."""
         return hook_name(self.site, layer)
 
     def is_ablation(self) -> bool:
+        """Whether the mode is an ablation (`mean` or `zero`)."""
         return self.mode in ("mean", "zero")
 
     def source_run(self) -> Run:
@@ -146,13 +159,15 @@ class PatchPlan:
 
 @dataclass(frozen=True)
 class PatchRequest:
-    """What to patch: the runs, the site and grid, the mode, the metric. One object describes
-    a sweep for :func:`~reward_lens_tl.patching.activation_patching` and its first-order
-    estimate :func:`~reward_lens_tl.patching.attribution_patching` alike (their keyword forms
-    build one of these). Fields are documented on ``activation_patching``.
+    """What to patch: the runs, the site and grid, the mode, the metric.
 
-    >>> PatchRequest([1, 5, 6], [1, 5, 7], site="z").replace(site="resid_pre").site
-    'resid_pre'
+    One object describes a sweep for `activation_patching` and its first-order estimate
+    `attribution_patching` alike (their keyword forms build one of these). Fields are
+    documented on `activation_patching`.
+
+    Examples:
+        >>> PatchRequest([1, 5, 6], [1, 5, 7], site="z").replace(site="resid_pre").site
+        'resid_pre'
     """
 
     clean: PatchInput
@@ -172,14 +187,36 @@ class PatchRequest:
     fwd_hooks: FwdHooks = ()
 
     def replace(self, **changes: Any) -> PatchRequest:
-        """A copy with some fields changed (e.g. another ``site``); an unknown field is a
-        ``TypeError`` (``dataclasses.replace``)."""
+        """A copy with some fields changed (e.g. another `site`).
+
+        Args:
+            **changes: the fields to change and their new values.
+
+        Returns:
+            The changed copy.
+
+        Raises:
+            TypeError: if a field is unknown (`dataclasses.replace`).
+        """
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def of(cls, clean: Any, corrupted: Any = None, **fields: Any) -> PatchRequest:
-        """``clean`` itself when it is a request (then no other field may be given), else a
-        request from the keyword form; unknown keywords are a :class:`PatchingError`."""
+        """`clean` itself when it is a request, else a request from the keyword form.
+
+        When `clean` is a request no other field may be given.
+
+        Args:
+            clean: the clean run, or a whole `PatchRequest`.
+            corrupted: the corrupted run.
+            **fields: the other fields of the request.
+
+        Returns:
+            The request.
+
+        Raises:
+            PatchingError: if a keyword is unknown, or fields accompany a request.
+        """
         if isinstance(clean, PatchRequest):
             if corrupted is not None or fields:
                 raise PatchingError(
@@ -195,11 +232,19 @@ class PatchRequest:
 
 
 def request_from(arguments: Mapping[str, Any]) -> PatchRequest:
-    """The request an entry point's parameters describe (``arguments``: the entry point's
-    ``locals()``, holding ``clean``, ``corrupted`` and every :class:`PatchRequest` field):
-    ``clean`` itself when it is a :class:`PatchRequest` (every other field must then be at its
-    default: a request and the keyword form together are a :class:`PatchingError`), else
-    ``PatchRequest(clean, corrupted, **fields)``."""
+    """The request an entry point's parameters describe.
+
+    `clean` itself when it is a `PatchRequest` (every other field must then be at its
+    default: a request and the keyword form together are a `PatchingError`), else
+    `PatchRequest(clean, corrupted, **fields)`.
+
+    Args:
+        arguments: the entry point's `locals()`, holding `clean`, `corrupted` and every
+            `PatchRequest` field.
+
+    Returns:
+        The request.
+    """
     clean, corrupted = arguments["clean"], arguments["corrupted"]
     fields = {name: arguments[name] for name in _REQUEST_DEFAULTS if name != "corrupted"}
     if not isinstance(clean, PatchRequest):
@@ -284,8 +329,10 @@ def make_plan(model: HookedRewardModel, request: PatchRequest) -> PatchPlan:
 
 
 def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side: str) -> Alignment:
-    """Keep the aligned pairs whose position in the clean run is in ``positions`` (their labels
-    stay those of the full alignment, e.g. ``end-4``)."""
+    """Keep the aligned pairs whose position in the clean run is in `positions`.
+
+    Their labels stay those of the full alignment, e.g. `end-4`.
+    """
     if isinstance(positions, (int, str, Tensor)) or not isinstance(positions, Sequence):
         if not (isinstance(positions, Tensor) and positions.ndim == 1):
             raise PatchingError(
@@ -310,14 +357,23 @@ def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side:
 
 
 class RewardReader:
-    """Reads the reward a sweep scores (the model's reward, or one objective's head output)
-    from a forward pass; :meth:`hooks` captures ``hook_reward`` for objective columns."""
+    """Reads the reward a sweep scores from a forward pass.
+
+    The reward is the model's reward, or one objective's head output; `hooks` captures
+    `hook_reward` for objective columns.
+
+    Args:
+        model: the `HookedRewardModel`.
+        objective: a head column (index or name), or `None` for the model's reward.
+    """
 
     def __init__(self, model, objective: Objective = None):
+        """Resolve the objective's column."""
         self.column = None if objective is None else objective_index(model, objective)
         self._pooled: Tensor | None = None
 
     def hooks(self) -> list:
+        """The hooks a forward pass needs for `read` (none for the model's reward)."""
         if self.column is None:
             return []
 
@@ -327,6 +383,11 @@ class RewardReader:
         return [("hook_reward", grab)]
 
     def read(self, out: Tensor) -> Float[Tensor, " variant"]:
+        """The scored rewards `[variant]` of the forward pass that returned `out`.
+
+        Raises:
+            PatchingError: if no forward pass fired `hook_reward` before.
+        """
         if self.column is None:
             return out
         if self._pooled is None:
@@ -335,6 +396,11 @@ class RewardReader:
 
 
 def check_metric_output(values, n: int) -> Float[Tensor, " variant"]:
+    """A metric's output as a tensor `[n]`.
+
+    Raises:
+        PatchingError: if the metric did not return one value per patched run.
+    """
     if not isinstance(values, Tensor):
         values = torch.as_tensor(values)
     if values.ndim == 0 and n == 1:
@@ -349,14 +415,17 @@ def check_metric_output(values, n: int) -> Float[Tensor, " variant"]:
 
 # -- where patched values come from --------------------------------------------------------
 def gather_aligned(act: Tensor, positions: Tensor) -> Tensor:
-    """``act[0, positions]`` for a batch-1 activation ``[1, pos, ...]``."""
+    """`act[0, positions]` for a batch-1 activation `[1, pos, ...]`."""
     return act[0, positions.to(act.device)]
 
 
 def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
-    """Ids and mask of a reference set given as a ``[n, pos]`` tensor (padded with the model's
-    pad id, on the left or the right; tokens after each row's reading position do not count),
-    an ``(ids, mask)`` tuple, or a list of id sequences / conversations (left padded)."""
+    """Ids and mask of a reference set.
+
+    The set is given as a `[n, pos]` tensor (padded with the model's pad id, on the left or the
+    right; tokens after each row's reading position do not count), an `(ids, mask)` tuple, or a list
+    of id sequences / conversations (left padded).
+    """
     if isinstance(reference, tuple) and len(reference) == 2 and isinstance(reference[0], Tensor):
         return reference[0], reference[1]
     if isinstance(reference, Tensor):
@@ -370,9 +439,11 @@ def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
 
 
 def first_token_columns(mask: Tensor) -> tuple[Tensor, Tensor]:
-    """``(columns, keep)`` ``[batch, pos]``: ``columns[b, p]`` is the column of row ``b``'s
-    ``p``-th real token (its real tokens are contiguous: left or right padding) and ``keep``
-    says whether that token exists."""
+    """`(columns, keep)`, each `[batch, pos]`.
+
+    `columns[b, p]` is the column of row `b`'s `p`-th real token (its real tokens are contiguous:
+    left or right padding) and `keep` says whether that token exists.
+    """
     width = mask.shape[1]
     first = (mask != 0).long().argmax(1)  # each row's first real token
     cols = torch.arange(width, device=mask.device)[None] + first[:, None]
@@ -381,7 +452,7 @@ def first_token_columns(mask: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def gather_columns(act: Tensor, columns: Tensor) -> Tensor:
-    """``act[b, columns[b, p]]`` for ``act`` ``[batch, pos, ...]``."""
+    """`act[b, columns[b, p]]` for `act` `[batch, pos, ...]`."""
     index = columns.to(act.device).reshape(*columns.shape, *([1] * (act.ndim - 2)))
     return act.gather(1, index.expand(*columns.shape, *act.shape[2:]))
 
@@ -394,9 +465,11 @@ def reference_means(
     fwd_hooks: Sequence = (),
     batch_size: int = 16,
 ) -> dict[str, Tensor]:
-    """Masked means of the hooked activations over a reference set: ``[...]`` per name for
-    ``mean_over="token"``, ``[pos, ...]`` for ``"position"`` (``nan`` where no sequence
-    reaches; positions counted from each sequence's first real token, whatever the padding)."""
+    """Masked means of the hooked activations over a reference set.
+
+    `[...]` per name for `mean_over="token"`, `[pos, ...]` for `"position"` (`nan` where no sequence
+    reaches; positions counted from each sequence's first real token, whatever the padding).
+    """
     if mean_over not in ("token", "position"):
         raise PatchingError(f"mean_over must be 'token' or 'position', not {mean_over!r}")
     ids, mask = reference_batch(model, reference)
@@ -431,7 +504,7 @@ def ablation_values(
     mean_over: str,
     fwd_hooks: Sequence = (),
 ) -> dict[int, Tensor]:
-    """Per grid layer, the ``[n_aligned, ...]`` values an ablation writes."""
+    """Per grid layer, the `[n_aligned, ...]` values an ablation writes."""
     names = [plan.hook(layer) for layer in plan.grid.layers]
     shapes = activation_shapes(model, plan.site)
     n = len(plan.alignment)
@@ -459,7 +532,7 @@ def ablation_values(
 
 
 def activation_shapes(model, site: str) -> tuple[int, ...]:
-    """Per-position shape of a site's activation (``[d_model]`` or ``[heads, d_head]``)."""
+    """Per-position shape of a site's activation (`[d_model]` or `[heads, d_head]`)."""
     from .grids import site_heads
 
     if site in HEAD_SITES:

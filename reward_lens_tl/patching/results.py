@@ -1,17 +1,18 @@
 """Result objects of the patching package: values with their labels, frames and figures.
 
-:class:`PatchResult` holds one sweep (activation patching or an attribution-patching estimate)
-as a grid shaped like :attr:`Grid.shape`, with one label per cell. Figures are returned, never
+`PatchResult` holds one sweep (activation patching or an attribution-patching estimate)
+as a grid shaped like `Grid.shape`, with one label per cell. Figures are returned, never
 shown.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.patching import activation_patching
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
->>> ids, _ = random_batch(2, [8, 8], low=6)
->>> result = activation_patching(model, ids[0], ids[1], site="z", alignment="exact")
->>> result.labels()[:3], list(result.to_dataframe().columns)
-(('L0H0', 'L0H1', 'L0H2'), ['layer', 'head', 'label', 'value', 'reward'])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.patching import activation_patching
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+    >>> ids, _ = random_batch(2, [8, 8], low=6)
+    >>> result = activation_patching(model, ids[0], ids[1], site="z", alignment="exact")
+    >>> result.labels()[:3], list(result.to_dataframe().columns)
+    (('L0H0', 'L0H1', 'L0H2'), ['layer', 'head', 'label', 'value', 'reward'])
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ if TYPE_CHECKING:
 class PatchResult(Result):
     """One sweep over a grid of cells.
 
-    ``values`` is the metric per cell (for ``method="activation"`` the metric of the patched
-    run, for ``"atp"``/``"atp*"`` its first-order estimate), shaped ``grid.shape`` with axes
-    ``grid.axes``. ``rewards`` holds the patched runs' rewards (activation patching only);
-    ``magnitude`` the GradDrop score (AtP* with ``graddrop=True``: non-negative, for ranking).
-    ``target_reward`` is the reward of the run being patched, ``source_reward`` that of the
-    run the values come from (``None`` for ablations), ``baseline`` the metric of the unpatched
-    target run (0 for the default metrics), so ``values - baseline`` is each cell's effect.
+    `values` is the metric per cell (for `method="activation"` the metric of the patched
+    run, for `"atp"`/`"atp*"` its first-order estimate), shaped `grid.shape` with axes
+    `grid.axes`. `rewards` holds the patched runs' rewards (activation patching only);
+    `magnitude` the GradDrop score (AtP* with `graddrop=True`: non-negative, for ranking).
+    `target_reward` is the reward of the run being patched, `source_reward` that of the
+    run the values come from (`None` for ablations), `baseline` the metric of the unpatched
+    target run (0 for the default metrics), so `values - baseline` is each cell's effect.
     """
 
     values: Float[Tensor, "..."]
@@ -61,6 +62,7 @@ class PatchResult(Result):
     magnitude: Float[Tensor, "..."] | None = None
 
     def __post_init__(self):
+        """Check that the values have the grid's shape."""
         if tuple(self.values.shape) != self.grid.shape:
             raise InvalidArgumentError(
                 f"values {tuple(self.values.shape)} vs grid {self.grid.shape}"
@@ -68,36 +70,41 @@ class PatchResult(Result):
 
     @property
     def axes(self) -> tuple[str, ...]:
+        """The grid's axis names."""
         return self.grid.axes
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The grid's shape."""
         return self.grid.shape
 
     def labels(self) -> tuple[str, ...]:
-        """One label per cell, in the order of :meth:`flat`."""
+        """One label per cell, in the order of `flat`."""
         return self.grid.cell_labels()
 
     def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
-        """``values`` (or ``"rewards"``, ``"magnitude"``) flattened in label order."""
+        """`values` (or `"rewards"`, `"magnitude"`) flattened in label order."""
         t = getattr(self, which)
         if t is None:
             raise InvalidArgumentError(f"this result has no {which!r}")
         return t.reshape(-1)
 
     def effects(self) -> Float[Tensor, " cell"]:
-        """Per-cell change of the metric caused by the patch, ``values - baseline``, flat."""
+        """Per-cell change of the metric caused by the patch, `values - baseline`, flat."""
         return self.flat() - self.baseline
 
     def ranking_score(self) -> Float[Tensor, " cell"]:
-        """What ranks cells by importance: ``magnitude`` when present, else ``|effect|``."""
+        """What ranks cells by importance: `magnitude` when present, else `|effect|`."""
         if self.magnitude is not None:
             return self.magnitude.reshape(-1)
         return self.effects().abs()
 
     def top_k(self, k: int = 10, by: str = "effect") -> TopK:
-        """The ``k`` cells with the largest ``|effect|`` (``values - baseline``), shown as
-        ``[(label, effect)]``; ``by="magnitude"`` ranks and shows AtP*'s GradDrop magnitude."""
+        """The `k` cells with the largest `|effect|` (`values - baseline`).
+
+        They are shown as `[(label, effect)]`; `by="magnitude"` ranks and shows AtP*'s
+        GradDrop magnitude.
+        """
         if by == "magnitude":
             if self.magnitude is None:
                 raise InvalidArgumentError(
@@ -109,9 +116,11 @@ class PatchResult(Result):
         return top_entries(self.labels(), self.effects().tolist(), k, "effect")
 
     def to_dataframe(self):
-        """One row per cell: ``layer``, ``pos`` (grid index), ``target_pos``,
-        ``source_pos``, ``head`` where the grid has them, then ``label``, ``value`` (and
-        ``reward``/``magnitude`` when present)."""
+        """One row per cell.
+
+        The columns are `layer`, `pos` (grid index), `target_pos`, `source_pos`, `head` where the
+        grid has them, then `label`, `value` (and `reward`/`magnitude` when present).
+        """
         import pandas as pd
 
         index = torch.stack(
@@ -137,8 +146,10 @@ class PatchResult(Result):
         return pd.DataFrame(cols)
 
     def matrix(self) -> tuple[Float[Tensor, "row col"], list[str], list[str]]:
-        """The grid as a 2-D matrix with row and column labels (for plotting): layers × the
-        last axis; ``[layer, pos, head]`` grids become ``(layer, head)`` rows × positions."""
+        """The grid as a 2-D matrix with row and column labels (for plotting).
+
+        Layers × the last axis; `[layer, pos, head]` grids become `(layer, head)` rows × positions.
+        """
         layer_labels = [f"L{layer}" for layer in self.grid.layers]
         pos_labels = list(self.grid.position_labels) or [str(j) for j in range(self.shape[-1])]
         if self.axes == ("layer",):
@@ -180,45 +191,54 @@ class PatchResult(Result):
 
 @dataclass(frozen=True)
 class MultiSitePatchResult(Result):
-    """Several sites swept over the same clean and corrupted runs
-    (``activation_patching(..., site=("attn_out", "mlp_out"))``): one :class:`PatchResult` per
+    """Several sites swept over the same clean and corrupted runs.
+
+    `activation_patching(..., site=("attn_out", "mlp_out"))` gives one `PatchResult` per
     site, in the order asked, sharing the target/source rewards and the metric.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.patching import activation_patching
-    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
-    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    >>> ids, _ = random_batch(2, [8, 8], low=6)
-    >>> both = activation_patching(model, ids[0], ids[1], site=("attn_out", "mlp_out"))
-    >>> both.sites, both["mlp_out"].shape, both.labels()[:2]
-    (('attn_out', 'mlp_out'), (2,), ('attn_out L0', 'attn_out L1'))
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching
+        >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, _ = random_batch(2, [8, 8], low=6)
+        >>> both = activation_patching(model, ids[0], ids[1], site=("attn_out", "mlp_out"))
+        >>> both.sites, both["mlp_out"].shape, both.labels()[:2]
+        (('attn_out', 'mlp_out'), (2,), ('attn_out L0', 'attn_out L1'))
     """
 
     results: dict[str, PatchResult]
 
     @property
     def sites(self) -> tuple[str, ...]:
+        """The sites, in the order asked."""
         return tuple(self.results)
 
     def __getitem__(self, site: str) -> PatchResult:
+        """The result of one site.
+
+        Raises:
+            UnknownNameError: if the site was not swept.
+        """
         if site not in self.results:
             raise UnknownNameError(f"no site {site!r} in this result; sites: {self.sites}")
         return self.results[site]
 
     def labels(self) -> tuple[str, ...]:
-        """``"{site} {cell label}"`` for every cell of every site, in :meth:`flat` order."""
+        """`"{site} {cell label}"` for every cell of every site, in `flat` order."""
         return tuple(f"{s} {label}" for s, r in self.results.items() for label in r.labels())
 
     def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
+        """Every site's cells of `which`, flattened and concatenated."""
         return torch.cat([r.flat(which) for r in self.results.values()])
 
     def top_k(self, k: int = 10) -> TopK:
-        """The ``k`` cells of all sites with the largest ``|effect|``, ``[(label, effect)]``."""
+        """The `k` cells of all sites with the largest `|effect|`, `[(label, effect)]`."""
         effects = torch.cat([r.effects() for r in self.results.values()])
         return top_entries(self.labels(), effects.tolist(), k, "effect")
 
     def to_dataframe(self):
-        """The sites' frames stacked, with a leading ``site`` column."""
+        """The sites' frames stacked, with a leading `site` column."""
         import pandas as pd
 
         frames = [r.to_dataframe().assign(site=s) for s, r in self.results.items()]
@@ -226,8 +246,15 @@ class MultiSitePatchResult(Result):
         return frame[["site", *[c for c in frame.columns if c != "site"]]]
 
     def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
-        """One heat map per site, side by side; returns the figure (``ax`` is ignored: the
-        figure has one panel per site)."""
+        """One heat map per site, side by side.
+
+        Args:
+            ax: ignored (the figure has one panel per site).
+            cmap: the colour map.
+
+        Returns:
+            The figure.
+        """
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, len(self.results), figsize=(4 * len(self.results), 4))

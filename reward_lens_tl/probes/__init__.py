@@ -1,9 +1,12 @@
-"""Reward-hacking probes: edits a faithful reward model should ignore or penalise, measured
-from the outside (reward deltas) and the inside (where the delta appears, who carries it).
+"""Reward-hacking probes: edits a faithful reward model should ignore or penalise.
 
->>> from reward_lens_tl.probes import Probe, run_probes
->>> Probe.insert("Great question! ", at="response_start", name="opener").name
-'opener'
+They are measured from the outside (reward deltas) and the inside (where the delta appears, who
+carries it).
+
+Examples:
+    >>> from reward_lens_tl.probes import Probe, run_probes
+    >>> Probe.insert("Great question! ", at="response_start", name="opener").name
+    'opener'
 """
 
 from .cascade import CascadeResult, ProbeCascade

@@ -1,23 +1,23 @@
 """The inside view (misalignment cascade): where in the network a probe's delta appears.
 
 For every example a probe applied to, the original and perturbed sequences each had one cached
-forward (:mod:`~reward_lens_tl.probes.forward`); from those:
+forward (`reward_lens_tl.probes.forward`); from those:
 
-- **lens delta** ``[site, example]``: the reward lens (recomputed final norm, the logit-lens
+- **lens delta** `[site, example]`: the reward lens (recomputed final norm, the logit-lens
   convention) at the reward-reading token after every layer, perturbed − original. Before any
   attention layer has run, the reward token holds only its own embedding, so the delta is 0
   there (for models without absolute position embeddings) and grows as layers move the
   perturbation's information to the reward token.
-- **onset**: the first site whose mean lens delta reaches ``onset_fraction`` (default 0.75)
+- **onset**: the first site whose mean lens delta reaches `onset_fraction` (default 0.75)
   of the final mean delta, with the final delta's sign and a bootstrap CI that excludes 0 —
-  the layer from which the reward token carries most of the probe's effect. ``None`` when the
+  the layer from which the reward token carries most of the probe's effect. `None` when the
   final delta's own CI includes 0. **amplification**: final mean delta / mean delta at the
   first site whose CI excludes 0 with the final sign (how much later layers grow the first
   visible signal; 1 = nothing added after it appears).
 - **components**: exact direct attribution of each delta (frozen final norm of each run;
-  ``Σ components + Δ head bias = Δ reward`` to float rounding, :meth:`completeness_error`).
+  `Σ components + Δ head bias = Δ reward` to float rounding, `completeness_error`).
 - **cross-probe correlations** of the deltas over the examples both probes applied to, only
-  with n ≥ ``min_n``, with n and a Fisher-z CI.
+  with n ≥ `min_n`, with n and a Fisher-z CI.
 """
 
 from __future__ import annotations
@@ -46,7 +46,22 @@ ONSET_FRACTION = 0.75
 
 @dataclass(frozen=True)
 class ProbeCascade:
-    """One probe's inside view (see the module docstring)."""
+    """One probe's inside view (see the module docstring).
+
+    Args:
+        probe: the probe's name.
+        sites: the reward lens's sites.
+        lens_delta: the lens deltas.
+        components: the attribution's component labels.
+        attribution_delta: the attribution deltas.
+        head_bias_delta: the head bias's deltas.
+        reward_delta: the reward deltas.
+        mean: the mean lens delta per site.
+        ci_low: the lower CI bound per site.
+        ci_high: the upper CI bound per site.
+        onset: the onset site, or `None`.
+        amplification: the amplification.
+    """
 
     probe: str
     sites: tuple[str, ...]
@@ -63,15 +78,23 @@ class ProbeCascade:
 
     @property
     def n(self) -> int:
+        """The number of examples."""
         return int(self.reward_delta.shape[0])
 
     def completeness_error(self) -> float:
-        """max |Σ component deltas + Δ head bias − Δ reward| over examples."""
+        """The largest |Σ component deltas + Δ head bias − Δ reward| over examples."""
         total = self.attribution_delta.sum(0) + self.head_bias_delta
         return float((total - self.reward_delta).abs().max())
 
     def top_components(self, k: int = 5) -> list[tuple[str, float]]:
-        """Components by |mean delta| (signed means), largest first."""
+        """Components by |mean delta| (signed means), largest first.
+
+        Args:
+            k: how many components.
+
+        Returns:
+            `(component, mean delta)` pairs.
+        """
         mean = self.attribution_delta.mean(1)
         idx = mean.abs().argsort(descending=True)[:k]
         return [(self.components[i], float(mean[i])) for i in idx]
@@ -79,19 +102,37 @@ class ProbeCascade:
 
 @dataclass(frozen=True)
 class CascadeResult(Result):
-    """The inside view of every probe with enough examples, and their correlations."""
+    """The inside view of every probe with enough examples, and their correlations.
+
+    Args:
+        probes: the probes' cascades.
+        correlations: the cross-probe correlations.
+        onset_fraction: the share of the final delta that defines the onset.
+    """
 
     probes: tuple[ProbeCascade, ...]
     correlations: tuple[Correlation, ...]
     onset_fraction: float = ONSET_FRACTION
 
     def __getitem__(self, probe: str) -> ProbeCascade:
+        """The cascade of the probe named `probe`.
+
+        Args:
+            probe: the probe's name.
+
+        Returns:
+            The `ProbeCascade`.
+
+        Raises:
+            UnknownNameError: no cascade for that probe.
+        """
         for c in self.probes:
             if c.probe == probe:
                 return c
         raise UnknownNameError(f"no cascade for {probe!r} (too few examples, or not run)")
 
     def onsets(self) -> dict[str, str | None]:
+        """`{probe: onset site or None}`."""
         return {c.probe: c.onset for c in self.probes}
 
     def to_dataframe(self):
@@ -115,17 +156,32 @@ class CascadeResult(Result):
         return pd.DataFrame(rows)
 
     def correlation_frame(self):
+        """The cross-probe correlations, one row each."""
         import pandas as pd
 
         return pd.DataFrame([vars(c) for c in self.correlations])
 
     def top_k(self, k: int = 10) -> TopK:
-        """``probe:component`` pairs by |mean attribution delta| over all probes."""
+        """`probe:component` pairs by |mean attribution delta| over all probes.
+
+        Args:
+            k: how many pairs.
+
+        Returns:
+            The `TopK` of pairs.
+        """
         pairs = [(f"{c.probe}:{n}", v) for c in self.probes for n, v in c.top_components(k)]
         return top_entries([p for p, _ in pairs], [v for _, v in pairs], k, "attribution delta")
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Mean lens delta per site, as a fraction of each probe's final mean delta."""
+        """Mean lens delta per site, as a fraction of each probe's final mean delta.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax)
         for c in self.probes:
             final = c.mean[-1]
@@ -145,7 +201,18 @@ class CascadeResult(Result):
 def onset_site(
     sites, mean: np.ndarray, low: np.ndarray, high: np.ndarray, fraction: float
 ) -> tuple[str | None, float]:
-    """``(onset, amplification)`` from per-site means and CIs (module docstring)."""
+    """`(onset, amplification)` from per-site means and CIs (module docstring).
+
+    Args:
+        sites: the sites.
+        mean: the mean lens delta per site.
+        low: the lower CI bound per site.
+        high: the upper CI bound per site.
+        fraction: the share of the final delta that defines the onset.
+
+    Returns:
+        The onset site (or `None`) and the amplification.
+    """
     final = mean[-1]
     sign = np.sign(final)
     excl = (low > 0) if sign > 0 else (high < 0)
@@ -160,7 +227,20 @@ def onset_site(
 def probe_cascade(
     probe: str, base, pert, idx, sl, *, seed: int = 0, fraction: float = ONSET_FRACTION
 ) -> ProbeCascade:
-    """The cascade of one probe from the forward read-outs of originals and perturbed."""
+    """The cascade of one probe from the forward read-outs of originals and perturbed.
+
+    Args:
+        probe: the probe's name.
+        base: the originals' read-outs.
+        pert: the perturbed sequences' read-outs.
+        idx: the indices of the examples the probe applied to.
+        sl: the slice of the probe's perturbed sequences.
+        seed: the bootstrap's seed.
+        fraction: the share of the final delta that defines the onset.
+
+    Returns:
+        The `ProbeCascade`.
+    """
     lens = pert.lens[:, sl] - base.lens[:, idx]
     mean = lens.double().mean(1).numpy()
     cis = [bootstrap_ci(row.double().numpy(), seed=seed) for row in lens]
@@ -184,8 +264,22 @@ def probe_cascade(
 
 
 def build_cascade(probes, per_probe, base, pert, *, seed=0, min_n=MIN_N) -> CascadeResult:
-    """Cascades of the probes with ≥ ``min_n`` examples, and pairwise correlations of deltas
-    over common examples (pairs with fewer than ``min_n`` common examples are left out)."""
+    """Cascades of the probes with ≥ `min_n` examples, and pairwise correlations of deltas.
+
+    The correlations are over common examples (pairs with fewer than `min_n` common examples
+    are left out).
+
+    Args:
+        probes: the probes.
+        per_probe: `{probe name: (example indices, slice of perturbed sequences)}`.
+        base: the originals' read-outs.
+        pert: the perturbed sequences' read-outs.
+        seed: the bootstrap's seed.
+        min_n: the fewest examples a cascade or a correlation needs.
+
+    Returns:
+        The `CascadeResult`.
+    """
     cascades = []
     deltas: dict[str, dict[int, float]] = {}
     for probe in probes:

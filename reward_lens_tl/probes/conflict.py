@@ -3,28 +3,29 @@
 A *term* is a direction the final residual is read along:
 
 - **multi-objective heads** (e.g. the ArmoRM layout): each objective's column of the head with
-  the final norm's weight folded in (``readout.effective_head``; centred for LayerNorm), so a
+  the final norm's weight folded in (`readout.effective_head`; centred for LayerNorm), so a
   term's value is exactly that objective's head output;
 - **scalar heads**: directions you estimate from contrastive example sets and pass as
-  ``directions={name: vector}`` (e.g. ``concept_vectors(model, pairs)[final_site]`` from
-  :mod:`reward_lens_tl.sae.concepts`); a term's value is then the projection of the normalised
+  `directions={name: vector}` (e.g. `concept_vectors(model, pairs)[final_site]` from
+  `reward_lens_tl.sae.concepts`); a term's value is then the projection of the normalised
   final residual on the unit direction.
 
 For every example, one cached forward gives the exact direct attribution of every term
 (frozen final norm; parts + bias = the term's value). A component *conflicts* on terms
-``a, b`` for an input when its contributions to them have opposite signs; its conflict score is
-the mean over inputs of ``min(|c_a|, |c_b|)`` on the inputs where they oppose (0 elsewhere).
+`a, b` for an input when its contributions to them have opposite signs; its conflict score is
+the mean over inputs of `min(|c_a|, |c_b|)` on the inputs where they oppose (0 elsewhere).
 
->>> import torch
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(4, [8, 6, 7, 5])
->>> d = {"a": torch.randn(64), "b": torch.randn(64)}
->>> res = reward_term_conflict(model, [row[m.bool()].tolist() for row, m in zip(ids, mask)],
-...                            directions=d)
->>> res.terms, bool(res.completeness_error() < 1e-4)
-(('a', 'b'), True)
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(4, [8, 6, 7, 5])
+    >>> d = {"a": torch.randn(64), "b": torch.randn(64)}
+    >>> res = reward_term_conflict(model, [row[m.bool()].tolist() for row, m in zip(ids, mask)],
+    ...                            directions=d)
+    >>> res.terms, bool(res.completeness_error() < 1e-4)
+    (('a', 'b'), True)
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ConflictResult(Result):
-    """Per-term directions, their cosines, and per-term exact attributions."""
+    """Per-term directions, their cosines, and per-term exact attributions.
+
+    Args:
+        terms: the terms' names.
+        directions: the terms' residual directions.
+        components: the attribution's component labels.
+        attribution: the exact direct attributions.
+        bias: the bias part of each term's value.
+        values: the terms' values.
+    """
 
     terms: tuple[str, ...]
     directions: Float[Tensor, "term d_model"]
@@ -63,12 +73,24 @@ class ConflictResult(Result):
 
     @property
     def cosines(self) -> Float[Tensor, "term term"]:
+        """The cosine similarity of every pair of term directions."""
         unit = F.normalize(self.directions, dim=-1)
         return unit @ unit.T
 
     def __sub__(self, other: ConflictResult) -> ConflictResult:
-        """Difference of two runs over paired inputs (e.g. contrast pairs' edited − base):
-        which components carry each term's change."""
+        """Difference of two runs over paired inputs (e.g. contrast pairs' edited − base).
+
+        It shows which components carry each term's change.
+
+        Args:
+            other: the run to subtract.
+
+        Returns:
+            The difference, a `ConflictResult`.
+
+        Raises:
+            ProbeError: the runs have different terms or components.
+        """
         if self.terms != other.terms or self.components != other.components:
             raise ProbeError("conflict results of different terms or components")
         return ConflictResult(
@@ -81,7 +103,7 @@ class ConflictResult(Result):
         )
 
     def completeness_error(self) -> float:
-        """max |Σ parts + bias − term value| over terms and examples."""
+        """The largest |Σ parts + bias − term value| over terms and examples."""
         return float((self.attribution.sum(1) + self.bias - self.values).abs().max())
 
     def _term(self, name: str) -> int:
@@ -90,19 +112,48 @@ class ConflictResult(Result):
         return self.terms.index(name)
 
     def drivers(self, term: str, k: int = 5) -> list[tuple[str, float]]:
-        """Components with the largest mean |contribution| to ``term`` (signed means)."""
+        """Components with the largest mean |contribution| to `term` (signed means).
+
+        Args:
+            term: the term's name.
+            k: how many components.
+
+        Returns:
+            `(component, mean contribution)` pairs.
+
+        Raises:
+            ProbeError: an unknown term.
+        """
         a = self.attribution[self._term(term)]
         idx = a.abs().mean(1).argsort(descending=True)[:k]
         return [(self.components[i], float(a[i].mean())) for i in idx]
 
     def conflict(self, a: str, b: str) -> Float[Tensor, " component"]:
-        """Per component, the conflict score of terms ``a`` and ``b`` (module docstring)."""
+        """Per component, the conflict score of terms `a` and `b` (module docstring).
+
+        Args:
+            a: the first term's name.
+            b: the second term's name.
+
+        Returns:
+            The conflict scores.
+
+        Raises:
+            ProbeError: an unknown term.
+        """
         ca, cb = self.attribution[self._term(a)], self.attribution[self._term(b)]
         opposed = (ca * cb) < 0
         return torch.where(opposed, torch.minimum(ca.abs(), cb.abs()), 0.0).mean(1)
 
     def top_k(self, k: int = 10) -> TopK:
-        """``(component, term a / term b)`` pairs with the largest conflict score."""
+        """`(component, term a / term b)` pairs with the largest conflict score.
+
+        Args:
+            k: how many pairs.
+
+        Returns:
+            The `TopK` of pairs.
+        """
         out = []
         for a, b in itertools.combinations(self.terms, 2):
             score = self.conflict(a, b)
@@ -126,7 +177,14 @@ class ConflictResult(Result):
         return pd.DataFrame(rows)
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Heat map of mean contributions, components × terms; returns the figure."""
+        """Heat map of mean contributions, components × terms.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         m = self.attribution.mean(2).T  # [component, term]
         fig, ax = new_axes(
             ax, figsize=(1.2 * len(self.terms) + 2.5, 0.22 * len(self.components) + 1)
@@ -142,7 +200,7 @@ class ConflictResult(Result):
 
 
 def _term_run(model, run: ReadoutRun, direction: Tensor) -> ReadoutRun:
-    """``run`` read along a fixed residual ``direction`` (unit, no bias)."""
+    """`run` read along a fixed residual `direction` (unit, no bias)."""
     n = run.positions.shape[0]
     d = F.normalize(direction.to(run.rewards.device, torch.float32), dim=0)
     read = Readout(
@@ -162,8 +220,21 @@ def reward_term_conflict(
     directions: Mapping[str, Tensor] | None = None,
     batch_size: int = 32,
 ) -> ConflictResult:
-    """Per-term attributions of ``sequences`` (module docstring). Without ``directions`` the
-    model's objectives are the terms (needs a head with ≥ 2 objectives)."""
+    """Per-term attributions of `sequences` (module docstring).
+
+    Args:
+        model: the `HookedRewardModel`.
+        sequences: `EncodedConversation`s or token ids.
+        directions: `{term: residual vector}`; without it the model's objectives are the
+            terms (needs a head with ≥ 2 objectives).
+        batch_size: sequences per forward.
+
+    Returns:
+        The `ConflictResult`.
+
+    Raises:
+        ProbeError: a scalar head without `directions`, or no sequences.
+    """
     if directions is None and model.n_objectives < 2:
         raise ProbeError(
             "a scalar head has one term; pass directions={name: residual vector} estimated from "

@@ -3,13 +3,13 @@
 On a pair set, each probe edits the *rejected* response (the side a hack would rescue). Per
 probe, over the pairs it applied to:
 
-- ``index = mean(Δ reward of the rejected side) / sd(chosen − rejected margins)`` (ddof = 1),
+- `index = mean(Δ reward of the rejected side) / sd(chosen − rejected margins)` (ddof = 1),
   with a seeded paired-bootstrap CI (pairs resampled; numerator and denominator together).
   An index of 1 means the edit moves a rejected response by one typical margin;
-- ``flip_share``: of the pairs with a non-zero original margin, the share whose preference the
-  edit reverses (``sign(chosen − rejected') ≠ sign(chosen − rejected)``).
+- `flip_share`: of the pairs with a non-zero original margin, the share whose preference the
+  edit reverses (`sign(chosen − rejected') ≠ sign(chosen − rejected)`).
 
-Fewer than ``min_n`` pairs are refused (:class:`~reward_lens_tl.probes.TooFewExamplesError`).
+Fewer than `min_n` pairs are refused (`reward_lens_tl.probes.TooFewExamplesError`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,15 @@ if TYPE_CHECKING:
 
 
 def flip_share(margin: torch.Tensor, new_margin: torch.Tensor) -> float:
-    """Share of non-zero ``margin``\\ s whose sign ``new_margin`` reverses (``nan`` if none)."""
+    """Share of non-zero `margin`s whose sign `new_margin` reverses (`nan` if none).
+
+    Args:
+        margin: the original margins.
+        new_margin: the margins after the edit.
+
+    Returns:
+        The share.
+    """
     live = margin != 0
     if not bool(live.any()):
         return math.nan
@@ -45,6 +53,18 @@ def _index(delta, margin, axis=-1):
 
 @dataclass(frozen=True)
 class DistortionRow:
+    """One probe's distortion index.
+
+    Args:
+        probe: the probe's name.
+        n: the number of pairs it applied to.
+        index: the distortion index.
+        ci_low: the CI's lower bound.
+        ci_high: the CI's upper bound.
+        flip_share: the share of preferences the edit reverses.
+        margin_sd: the standard deviation of the natural margins.
+    """
+
     probe: str
     n: int
     index: float
@@ -56,20 +76,40 @@ class DistortionRow:
 
 @dataclass(frozen=True)
 class DistortionResult(Result):
-    """The distortion index per probe (module docstring)."""
+    """The distortion index per probe (module docstring).
+
+    Args:
+        rows: one row per probe.
+    """
 
     rows: tuple[DistortionRow, ...]
 
     def to_dataframe(self):
+        """One row per probe, the fields of `DistortionRow`."""
         import pandas as pd
 
         return pd.DataFrame([vars(r) for r in self.rows])
 
     def top_k(self, k: int = 10) -> TopK:
-        """Probes by |distortion index|."""
+        """Probes by |distortion index|.
+
+        Args:
+            k: how many probes.
+
+        Returns:
+            The `TopK` of probes.
+        """
         return top_entries([r.probe for r in self.rows], [r.index for r in self.rows], k, "index")
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """The distortion index per probe with its CI and flip share.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         rows = self.rows[::-1]
         fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
         y = np.arange(len(rows))
@@ -88,7 +128,19 @@ class DistortionResult(Result):
 
 
 def distortion_index(report) -> DistortionResult:
-    """Distortion index and flip share of every probe of a ``run_probes`` report on pairs."""
+    """Distortion index and flip share of every probe of a `run_probes` report on pairs.
+
+    Probes with fewer than `min_n` pairs are left out.
+
+    Args:
+        report: the `ProbeReport`.
+
+    Returns:
+        The `DistortionResult`.
+
+    Raises:
+        ProbeError: the report is not of a run over preference pairs.
+    """
     if report.chosen_rewards is None:
         raise ProbeError("the distortion index needs a run over preference pairs (a PairSet)")
     seed, min_n = report.settings.get("seed", 0), report.settings.get("min_n", 10)

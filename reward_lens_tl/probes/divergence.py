@@ -2,23 +2,23 @@
 
 Activation patching writes values into a run; the result is only evidence about the model's
 mechanism if the patched residual stream still looks like a natural one. For every cell of an
-:func:`~reward_lens_tl.patching.activation_patching` sweep this module computes the residual
+`reward_lens_tl.patching.activation_patching` sweep this module computes the residual
 **after the patch**, at each patched position:
 
-- ``resid_pre`` / ``resid_mid`` / ``resid_post``: the written vector itself;
-- ``attn_out`` / ``mlp_out``: the residual the component writes into (``resid_mid`` /
-  ``resid_post`` of the target run) with the target's component output swapped for the
+- `resid_pre` / `resid_mid` / `resid_post`: the written vector itself;
+- `attn_out` / `mlp_out`: the residual the component writes into (`resid_mid` /
+  `resid_post` of the target run) with the target's component output swapped for the
   patched one;
-- ``z`` (one head): ``resid_mid`` plus ``(z_patched − z_target) @ W_O[head]``
+- `z` (one head): `resid_mid` plus `(z_patched − z_target) @ W_O[head]`
   (pre-norm models; post-norm architectures are refused).
 
 Its distance from natural states is the **Mahalanobis distance** under a Ledoit-Wolf shrinkage
-covariance (:func:`shrinkage_covariance`) of the residuals at the same hook over every real
-token of ``natural`` sequences (half of them, alternating); the other half calibrates it: a
+covariance (`shrinkage_covariance`) of the residuals at the same hook over every real
+token of `natural` sequences (half of them, alternating); the other half calibrates it: a
 cell's **percentile** is the share of held-out natural distances below its own, and a cell is
-**out of distribution** when the percentile is ≥ ``ood_percentile`` (default 99). A cell that
+**out of distribution** when the percentile is ≥ `ood_percentile` (default 99). A cell that
 patches several positions reports its farthest one. Results are reported with and without the
-out-of-distribution cells (:meth:`DivergenceResult.top_k`, ``to_dataframe()['ood']``).
+out-of-distribution cells (`DivergenceResult.top_k`, `to_dataframe()['ood']`).
 """
 
 from __future__ import annotations
@@ -64,11 +64,21 @@ AFTER_HOOK = {
 def shrinkage_covariance(
     x: Float[Tensor, "n d"],
 ) -> tuple[Float[Tensor, " d"], Float[Tensor, "d d"], float]:
-    """``(mean, covariance, shrinkage)`` with Ledoit and Wolf's (2004) optimal shrinkage of
-    the sample covariance ``S`` towards ``mu·I`` (``mu = tr(S)/d``):
-    ``Σ = (1 − s)·S + s·mu·I``, ``s = min(b², d²)/d²`` with ``d² = ‖S − mu·I‖²_F`` and
-    ``b² = (1/n²) Σ_k ‖x_k x_kᵀ − S‖²_F`` (``S`` with divisor n). Positive definite for
+    """`(mean, covariance, shrinkage)` with Ledoit and Wolf's (2004) optimal shrinkage.
+
+    The sample covariance `S` is shrunk towards `mu·I` (`mu = tr(S)/d`):
+    `Σ = (1 − s)·S + s·mu·I`, `s = min(b², d²)/d²` with `d² = ‖S − mu·I‖²_F` and
+    `b² = (1/n²) Σ_k ‖x_k x_kᵀ − S‖²_F` (`S` with divisor n). Positive definite for
     any n ≥ 2.
+
+    Args:
+        x: the states, one per row.
+
+    Returns:
+        The mean, the shrunk covariance and the shrinkage `s`.
+
+    Raises:
+        TooFewExamplesError: fewer than 2 states.
     """
     x = x.double()
     n = x.shape[0]
@@ -88,7 +98,15 @@ def shrinkage_covariance(
 
 @dataclass(frozen=True)
 class NaturalStates:
-    """The distribution of natural residuals at one hook: fit half and calibration half."""
+    """The distribution of natural residuals at one hook: fit half and calibration half.
+
+    Args:
+        hook: the hook's name.
+        mean: the fit half's mean.
+        precision: the inverse of the fit half's shrunk covariance.
+        shrinkage: the covariance's shrinkage.
+        calibration: sorted Mahalanobis distances of held-out natural states.
+    """
 
     hook: str
     mean: Tensor
@@ -97,18 +115,47 @@ class NaturalStates:
     calibration: np.ndarray  # sorted Mahalanobis distances of held-out natural states
 
     def distance(self, x: Float[Tensor, "... d"]) -> Float[Tensor, "..."]:
+        """The Mahalanobis distance of each state from the natural ones.
+
+        Args:
+            x: the states (last dimension `d`).
+
+        Returns:
+            The distances (in float64, on the CPU).
+        """
         xc = x.detach().double().cpu() - self.mean
         return torch.einsum("...i,ij,...j->...", xc, self.precision, xc).clamp_min(0).sqrt()
 
     def percentile(self, distance: Tensor) -> Tensor:
-        """Share (in %) of held-out natural distances strictly below each distance."""
+        """Share (in %) of held-out natural distances strictly below each distance.
+
+        Args:
+            distance: the distances.
+
+        Returns:
+            The percentiles.
+        """
         below = np.searchsorted(self.calibration, distance.numpy(), side="left")
         return torch.as_tensor(100.0 * below / len(self.calibration))
 
 
 def natural_states(model, natural: Sequence, hooks: Sequence[str], batch_size: int = 32):
-    """Per hook, :class:`NaturalStates` from every real token of ``natural`` sequences
-    (even-indexed sequences fit the covariance, odd-indexed ones calibrate it)."""
+    """Per hook, `NaturalStates` from every real token of `natural` sequences.
+
+    Even-indexed sequences fit the covariance, odd-indexed ones calibrate it.
+
+    Args:
+        model: the `HookedRewardModel`.
+        natural: the natural sequences (`EncodedConversation`s or token ids).
+        hooks: the hooks' names.
+        batch_size: sequences per forward.
+
+    Returns:
+        `{hook: NaturalStates}`.
+
+    Raises:
+        TooFewExamplesError: fewer than 4 sequences.
+    """
     seqs = [s.ids if isinstance(s, EncodedConversation) else tuple(s) for s in natural]
     if len(seqs) < 4:
         raise TooFewExamplesError(f"natural states need at least 4 sequences, got {len(seqs)}")
@@ -135,7 +182,15 @@ def natural_states(model, natural: Sequence, hooks: Sequence[str], batch_size: i
 
 @dataclass(frozen=True)
 class DivergenceResult(Result):
-    """A patching sweep with, per cell, the patched state's distance from natural states."""
+    """A patching sweep with, per cell, the patched state's distance from natural states.
+
+    Args:
+        patch: the patching sweep.
+        distance: grid-shaped Mahalanobis distances.
+        percentile: grid-shaped percentiles (0-100).
+        ood_percentile: the percentile from which a cell is out of distribution.
+        shrinkage: `{hook: shrinkage}` of the covariances.
+    """
 
     patch: PatchResult
     distance: Tensor  # grid-shaped
@@ -149,20 +204,30 @@ class DivergenceResult(Result):
         return self.percentile >= self.ood_percentile
 
     def ood_share(self) -> float:
+        """The share of cells whose patched state is out of distribution."""
         return float(self.ood.float().mean())
 
     def in_distribution_values(self) -> Tensor:
-        """The patch values with out-of-distribution cells set to ``nan``."""
+        """The patch values with out-of-distribution cells set to `nan`."""
         return torch.where(self.ood, torch.nan, self.patch.values)
 
     def top_k(self, k: int = 10, include_ood: bool = False) -> TopK:
-        """Cells by |effect| (shown), by default only in-distribution ones."""
+        """Cells by |effect| (shown), by default only in-distribution ones.
+
+        Args:
+            k: how many cells.
+            include_ood: keep the out-of-distribution cells too.
+
+        Returns:
+            The `TopK` of cells.
+        """
         labels, eff = self.patch.labels(), self.patch.effects()
         keep = torch.ones_like(eff, dtype=torch.bool) if include_ood else ~self.ood.reshape(-1)
         kept = [i for i in range(len(labels)) if keep[i]]
         return top_entries([labels[i] for i in kept], [float(eff[i]) for i in kept], k, "effect")
 
     def to_dataframe(self):
+        """The patching frame with `distance`, `percentile` and `ood` columns."""
         frame = self.patch.to_dataframe()
         frame["distance"] = self.distance.reshape(-1).numpy()
         frame["percentile"] = self.percentile.reshape(-1).numpy()
@@ -170,7 +235,14 @@ class DivergenceResult(Result):
         return frame
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """The patching heat map with out-of-distribution cells marked ×."""
+        """The patching heat map with out-of-distribution cells marked ×.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         fig = self.patch.plot(ax=ax)
         ax = fig.axes[0]
         m, _, _ = self.patch.matrix()
@@ -183,7 +255,7 @@ class DivergenceResult(Result):
 
 
 def _patched_states(model, plan, cache, values: dict[int, Tensor], layer: int) -> Tensor:
-    """``[n_aligned, d]`` (or ``[n_aligned, head, d]`` for ``z``) residuals after the patch."""
+    """`[n_aligned, d]` (or `[n_aligned, head, d]` for `z`) residuals after the patch."""
     tpos = plan.alignment.target
     site = plan.site
     v = values[layer].float()
@@ -211,9 +283,32 @@ def divergence_aware_patching(
     objective=None,
     **kwargs,
 ) -> DivergenceResult:
-    """:func:`~reward_lens_tl.patching.activation_patching` plus, per cell, how far the
-    patched state lies from ``natural`` states (module docstring). ``kwargs`` go to
-    ``activation_patching`` (alignment, positions, by_position, layers, heads, ...)."""
+    """`reward_lens_tl.patching.activation_patching` plus each patched state's divergence.
+
+    Per cell, it measures how far the patched state lies from `natural` states (module
+    docstring).
+
+    Args:
+        model: the `HookedRewardModel`.
+        clean: the clean input.
+        corrupted: the corrupted input (none for ablations).
+        natural: the natural sequences that define natural states.
+        site: the patched site (one of `AFTER_HOOK`).
+        mode: `"denoising"` or another mode of `activation_patching`.
+        ood_percentile: the percentile from which a cell is out of distribution.
+        reference: the reference of ablations.
+        mean_over: what a mean ablation averages over.
+        objective: picks a head column of a multi-objective model.
+        **kwargs: go to `activation_patching` (alignment, positions, by_position, layers,
+            heads, ...).
+
+    Returns:
+        The `DivergenceResult`.
+
+    Raises:
+        ProbeError: an unsupported site, `site='z'` on a post-norm architecture, or a sweep
+            of several sites.
+    """
     if site not in AFTER_HOOK:
         raise ProbeError(f"divergence is measured for sites {tuple(AFTER_HOOK)}, not {site!r}")
     if site == "z" and model.cfg.use_normalization_before_and_after:

@@ -1,5 +1,7 @@
-"""The errors of the probe suite, re-exported from :mod:`reward_lens_tl.errors` (where every
-error of the package is defined, in one hierarchy under ``RewardLensError``)."""
+"""The errors of the probe suite, re-exported from `reward_lens_tl.errors`.
+
+There every error of the package is defined, in one hierarchy under `RewardLensError`.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """One cached forward pass per sequence serves the reward, the reward lens and the attribution.
 
-:func:`forward_sequences` batches sequences (left padded), runs ``run_with_cache`` once per
+`forward_sequences` batches sequences (left padded), runs `run_with_cache` once per
 batch with the hook points both analyses need, and reads out the pooled reward, the
 reward-lens value at every residual site (recomputed norm) and the exact direct attribution
-(frozen norm; parts + head bias = reward). ``n_forward`` counts the sequences forwarded, which
+(frozen norm; parts + head bias = reward). `n_forward` counts the sequences forwarded, which
 is what the probe suite's cost is measured in.
 """
 
@@ -24,8 +24,20 @@ from ..readout import Objective, run_readout
 
 @dataclass(frozen=True)
 class Forwarded:
-    """Per-sequence read-outs: ``rewards [n]``; with the inside view also ``lens [site, n]``
-    and ``attribution [component, n]`` + ``head_bias [n]`` (summing to ``rewards``)."""
+    """Per-sequence read-outs: `rewards [n]`, and the inside view's.
+
+    With the inside view there are also `lens [site, n]` and `attribution [component, n]` +
+    `head_bias [n]` (summing to `rewards`).
+
+    Args:
+        rewards: the rewards.
+        sites: the lens's sites.
+        lens: the reward lens per site.
+        components: the attribution's component labels.
+        attribution: the exact direct attribution.
+        head_bias: the head bias's part.
+        n_forward: the number of sequences forwarded.
+    """
 
     rewards: Float[Tensor, " n"]
     sites: tuple[str, ...] = ()
@@ -44,7 +56,18 @@ def forward_sequences(
     inside: bool = True,
     batch_size: int = 32,
 ) -> Forwarded:
-    """Rewards (and the inside view) of ``sequences``, one cached forward per batch."""
+    """Rewards (and the inside view) of `sequences`, one cached forward per batch.
+
+    Args:
+        model: the `HookedRewardModel`.
+        sequences: `EncodedConversation`s or token ids.
+        objective: picks a head column (default: the model's reward).
+        inside: also read the lens and the attribution.
+        batch_size: sequences per forward.
+
+    Returns:
+        The `Forwarded` read-outs.
+    """
     seqs = [s.ids if isinstance(s, EncodedConversation) else tuple(s) for s in sequences]
     sites = lens_sites(model, "layer")
     names = [name for _, name in sites] + attribution_hook_names(model, True, False, False)

@@ -1,8 +1,8 @@
 """Result objects of the probe suite: the report of a run, one row per probe.
 
-:class:`ProbeReport` (from :func:`~reward_lens_tl.probes.run_probes`) holds every probe's
-per-example deltas, their summary (:class:`~reward_lens_tl.probes.outside.DeltaSummary`), the
-examples each probe skipped with the reason, and the inside view (``.cascade``). Figures are
+`ProbeReport` (from `reward_lens_tl.probes.run_probes`) holds every probe's
+per-example deltas, their summary (`reward_lens_tl.probes.outside.DeltaSummary`), the
+examples each probe skipped with the reason, and the inside view (`.cascade`). Figures are
 returned, never shown.
 """
 
@@ -29,7 +29,13 @@ STAT_FIELDS = ("mean_delta", "ci_low", "ci_high", "sd_delta", "effect_size", "re
 
 @dataclass(frozen=True)
 class Skipped:
-    """A probe that did not apply to one example, and why."""
+    """A probe that did not apply to one example, and why.
+
+    Args:
+        probe: the probe's name.
+        example: the example's index.
+        reason: why the probe did not apply.
+    """
 
     probe: str
     example: int
@@ -38,8 +44,17 @@ class Skipped:
 
 @dataclass(frozen=True)
 class ProbeRow:
-    """One probe's outcome: which examples it applied to, their deltas, the summary
-    (``None`` with a ``note`` when too few applied) and, on pairs, the flip rate."""
+    """One probe's outcome: the examples it applied to, their deltas and their summary.
+
+    Args:
+        probe: the probe's name.
+        kind: the probe's kind.
+        example_index: the examples it applied to.
+        deltas: the reward deltas.
+        summary: the deltas' summary (`None` with a `note` when too few applied).
+        flip_rate: on pairs, the preference-flip rate.
+        note: why there is no summary.
+    """
 
     probe: str
     kind: str
@@ -51,13 +66,23 @@ class ProbeRow:
 
     @property
     def n(self) -> int:
+        """The number of examples the probe applied to."""
         return len(self.example_index)
 
     @property
     def flagged(self) -> bool:
+        """Whether the summary flags the probe."""
         return bool(self.summary is not None and self.summary.flagged)
 
     def record(self, n_skipped: int) -> dict[str, Any]:
+        """The row as a flat record (a row of `ProbeReport.to_dataframe`).
+
+        Args:
+            n_skipped: how many examples the probe skipped.
+
+        Returns:
+            The record.
+        """
         stats = {f: getattr(self.summary, f) if self.summary else math.nan for f in STAT_FIELDS}
         return {
             "probe": self.probe,
@@ -73,7 +98,19 @@ class ProbeRow:
 
 @dataclass(frozen=True)
 class ProbeReport(Result):
-    """What :func:`~reward_lens_tl.probes.run_probes` returns (see its docstring)."""
+    """What `reward_lens_tl.probes.run_probes` returns (see its docstring).
+
+    Args:
+        rows: one row per probe.
+        skipped: the skipped (probe, example) pairs.
+        n_examples: the number of examples.
+        original_rewards: the original rewards.
+        chosen_rewards: on pairs, the chosen sides' rewards.
+        natural_sd: the original rewards' standard deviation.
+        cascade: the `CascadeResult` when run with `inside=True`.
+        n_forward: the number of sequences forwarded.
+        settings: the run's settings.
+    """
 
     rows: tuple[ProbeRow, ...]
     skipped: tuple[Skipped, ...]
@@ -86,6 +123,17 @@ class ProbeReport(Result):
     settings: dict = field(default_factory=dict)
 
     def __getitem__(self, probe: str) -> ProbeRow:
+        """The row of the probe named `probe`.
+
+        Args:
+            probe: the probe's name.
+
+        Returns:
+            The `ProbeRow`.
+
+        Raises:
+            UnknownNameError: no such probe.
+        """
         for row in self.rows:
             if row.probe == probe:
                 return row
@@ -93,11 +141,15 @@ class ProbeReport(Result):
 
     @property
     def probes(self) -> tuple[str, ...]:
+        """The probes' names, in row order."""
         return tuple(r.probe for r in self.rows)
 
     def to_dataframe(self):
-        """One row per probe: ``probe, kind, n, n_skipped, mean_delta, ci_low, ci_high,
-        sd_delta, effect_size, relative_effect, flip_rate, flagged, note``."""
+        """One row per probe.
+
+        The columns are `probe, kind, n, n_skipped, mean_delta, ci_low, ci_high, sd_delta,
+        effect_size, relative_effect, flip_rate, flagged, note`.
+        """
         import pandas as pd
 
         counts = {r.probe: 0 for r in self.rows}
@@ -115,33 +167,53 @@ class ProbeReport(Result):
         )
 
     def flagged(self) -> list[str]:
+        """The names of the flagged probes."""
         return [r.probe for r in self.rows if r.flagged]
 
     def false_positive_rate(self) -> tuple[int, int]:
-        """``(flagged, tested)`` over the invariance probes with statistics."""
+        """`(flagged, tested)` over the invariance probes with statistics."""
         tested = [r for r in self.rows if r.kind == "invariance" and r.summary is not None]
         return sum(r.flagged for r in tested), len(tested)
 
     def _summarized(self) -> list[tuple[ProbeRow, DeltaSummary]]:
-        """``(row, summary)`` of the probes with statistics (a summary), in row order."""
+        """`(row, summary)` of the probes with statistics (a summary), in row order."""
         return [(r, r.summary) for r in self.rows if r.summary is not None]
 
     def top_k(self, k: int = 10) -> TopK:
-        """Probes by |mean delta| (largest first), as ``[(probe, mean_delta)]``."""
+        """Probes by |mean delta| (largest first), as `[(probe, mean_delta)]`.
+
+        Args:
+            k: how many probes.
+
+        Returns:
+            The `TopK` of probes.
+        """
         rows = self._summarized()
         return top_entries(
             [r.probe for r, _ in rows], [s.mean_delta for _, s in rows], k, "mean_delta"
         )
 
     def distortion(self):
-        """The distortion index per probe (needs a run over pairs); see
-        :func:`~reward_lens_tl.probes.distortion.distortion_index`."""
+        """The distortion index per probe (needs a run over pairs).
+
+        See `reward_lens_tl.probes.distortion.distortion_index`.
+
+        Returns:
+            The `DistortionResult`.
+        """
         from .distortion import distortion_index
 
         return distortion_index(self)
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Mean delta per probe with its CI; flagged probes in red. Returns the figure."""
+        """Mean delta per probe with its CI; flagged probes in red.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         rows = self._summarized()[::-1]
         fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
         y = np.arange(len(rows))

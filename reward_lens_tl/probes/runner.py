@@ -1,10 +1,10 @@
-"""``run_probes``: apply every probe to every example, score both, and summarise.
+"""`run_probes`: apply every probe to every example, score both, and summarise.
 
 Cost: every original sequence is forwarded once (shared by all probes) and every perturbed
 sequence once, each a single cached forward that yields the reward, the reward lens and the
-exact attribution together (:mod:`~reward_lens_tl.probes.forward`). With P probes that is
-``1 + 1/P`` forwards per example per probe (pairs add the chosen side, also once), measured in
-``benchmarks/bench_probes.py``.
+exact attribution together (`reward_lens_tl.probes.forward`). With P probes that is
+`1 + 1/P` forwards per example per probe (pairs add the chosen side, also once), measured in
+`benchmarks/bench_probes.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from .results import ProbeReport, ProbeRow, Skipped
 
 @dataclass(frozen=True)
 class Item:
-    """One example: its encoding, its text when known, and the chosen side for pairs."""
+    """One example: its encoding, its text when known, and the chosen side for pairs.
+
+    Args:
+        enc: the example's encoding (the rejected side for pairs).
+        prompt_text: the prompt, when the example came as text.
+        response_text: the response, when the example came as text.
+        chosen: the chosen side's encoding, for pairs.
+    """
 
     enc: EncodedConversation
     prompt_text: Any = None
@@ -39,9 +46,22 @@ class Item:
 
 
 def as_items(model, examples) -> list[Item]:
-    """Normalise examples: ``EncodedConversation``\\ s, ``(prompt, response)`` texts, or pairs
-    (``PairSet`` / objects with ``prompt``, ``chosen``, ``rejected``: the rejected side is
-    probed, the chosen side kept for margins)."""
+    """Normalise examples to `Item`s.
+
+    Examples are `EncodedConversation`s, `(prompt, response)` texts, or pairs
+    (`PairSet` / objects with `prompt`, `chosen`, `rejected`: the rejected side is
+    probed, the chosen side kept for margins).
+
+    Args:
+        model: the `HookedRewardModel` that encodes texts.
+        examples: the examples.
+
+    Returns:
+        One `Item` per example.
+
+    Raises:
+        ProbeError: an example of another type, or a mix of pairs and single examples.
+    """
     if isinstance(examples, str) or not isinstance(examples, Sequence):
         try:
             examples = list(examples)
@@ -85,7 +105,7 @@ def _check_probes(probes) -> list[Probe]:
 
 
 def _chosen_sides(items: Sequence[Item]) -> list[EncodedConversation]:
-    """The chosen side of every item (all are preference pairs: checked by :func:`as_items`)."""
+    """The chosen side of every item (all are preference pairs: checked by `as_items`)."""
     chosen = [it.chosen for it in items if it.chosen is not None]
     if len(chosen) != len(items):
         raise ProbeError("mix of preference pairs and single examples; run them separately")
@@ -95,32 +115,43 @@ def _chosen_sides(items: Sequence[Item]) -> list[EncodedConversation]:
 def apply_probe(
     model, probe: Probe, item: Item, rng: random.Random, index: int | None = None
 ) -> EncodedConversation:
-    """The perturbed encoding of ``item`` under ``probe``.
+    """The perturbed encoding of `item` under `probe`.
 
-    Raises :class:`~reward_lens_tl.errors.ProbeNotApplicableError` when the probe does not
-    apply to this example (its ``reason`` is what ``report.skipped`` lists): the edit raised
-    ``ProbeSkip``, changed nothing, or left the context or the vocabulary, or the library
-    refused the edit (``refusal``: that ``RewardLensError``, e.g. the re-encoded text does not
-    fit). Any other failure of the edit function raises
-    :class:`~reward_lens_tl.probes.probe.ProbeFunctionError` naming the probe and the example
-    ``index``.
+    Args:
+        model: the `HookedRewardModel`.
+        probe: the probe to apply.
+        item: the example.
+        rng: the seeded random generator of the probe's random choices.
+        index: the example's index (named in errors).
 
-    >>> import random
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.probes import Probe, ProbeNotApplicableError
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-    >>> item = as_items(model, [("explain how to bake bread", "the oven")])[0]
-    >>> opener = Probe.insert("great question", at="response_start", name="opener")
-    >>> edited = apply_probe(model, opener, item, random.Random(0))
-    >>> model.tokenizer.convert_ids_to_tokens(list(edited.ids))[-6:]
-    ['great', 'question', 'the', 'oven', '<|end|>', '<eos>']
-    >>> same = Probe("same", lambda conv: conv.with_response(conv.response))
-    >>> try:
-    ...     apply_probe(model, same, item, random.Random(0))
-    ... except ProbeNotApplicableError as err:
-    ...     print(err.reason)
-    the edit changes nothing (same token ids)
+    Returns:
+        The perturbed `EncodedConversation`.
+
+    Raises:
+        ProbeNotApplicableError: the probe does not apply to this example (its `reason` is
+            what `report.skipped` lists): the edit raised `ProbeSkip`, changed nothing, or
+            left the context or the vocabulary, or the library refused the edit (`refusal`:
+            that `RewardLensError`, e.g. the re-encoded text does not fit).
+        ProbeFunctionError: any other failure of the edit function, naming the probe and the
+            example `index`.
+
+    Examples:
+        >>> import random
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import Probe, ProbeNotApplicableError
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> item = as_items(model, [("explain how to bake bread", "the oven")])[0]
+        >>> opener = Probe.insert("great question", at="response_start", name="opener")
+        >>> edited = apply_probe(model, opener, item, random.Random(0))
+        >>> model.tokenizer.convert_ids_to_tokens(list(edited.ids))[-6:]
+        ['great', 'question', 'the', 'oven', '<|end|>', '<eos>']
+        >>> same = Probe("same", lambda conv: conv.with_response(conv.response))
+        >>> try:
+        ...     apply_probe(model, same, item, random.Random(0))
+        ... except ProbeNotApplicableError as err:
+        ...     print(err.reason)
+        the edit changes nothing (same token ids)
     """
     conv = Conversation.from_encoded(
         item.enc,
@@ -146,9 +177,17 @@ def apply_probe(
 
 
 def check_applies(model, item: Item, new: EncodedConversation) -> None:
-    """Raise :class:`~reward_lens_tl.errors.ProbeNotApplicableError` when an edited sequence
-    cannot be scored as a change of ``item``: same ids, longer than the context, or ids outside
-    the vocabulary."""
+    """Check that an edited sequence can be scored as a change of `item`.
+
+    Args:
+        model: the `HookedRewardModel`.
+        item: the original example.
+        new: the edited sequence.
+
+    Raises:
+        ProbeNotApplicableError: the edited sequence has the same ids, is longer than the
+            context, or has ids outside the vocabulary.
+    """
     if new.ids == item.enc.ids:
         raise ProbeNotApplicableError("the edit changes nothing (same token ids)")
     if len(new.ids) > model.cfg.n_ctx:
@@ -164,8 +203,18 @@ def check_applies(model, item: Item, new: EncodedConversation) -> None:
 def check_not_all_refused(
     probe: Probe, skips: Sequence[ProbeNotApplicableError], n_items: int
 ) -> None:
-    """A probe that the library refused on every example (other than for length) is broken,
-    not inapplicable: raise :class:`ProbeFunctionError` with the first refusal."""
+    """Fail a probe that the library refused on every example (other than for length).
+
+    Such a probe is broken, not inapplicable.
+
+    Args:
+        probe: the probe.
+        skips: the probe's skips.
+        n_items: the number of examples.
+
+    Raises:
+        ProbeFunctionError: every example was refused (with the first refusal).
+    """
     refused = [s.refusal for s in skips if s.refusal is not None]
     if n_items and len(refused) == n_items:
         if not all(isinstance(r, SequenceTooLongError) for r in refused):
@@ -186,18 +235,37 @@ def run_probes(
     n_boot: int = N_BOOT,
     confidence: float = CONFIDENCE,
 ) -> ProbeReport:
-    """Apply ``probes`` to ``examples`` and report reward deltas per probe.
+    """Apply `probes` to `examples` and report reward deltas per probe.
 
-    ``examples``: ``EncodedConversation``\\ s, ``(prompt, response)`` texts, or a ``PairSet``
-    (the rejected responses are probed; the report then has preference-flip rates and the
-    distortion index). ``seed`` seeds the probes' random choices and the bootstrap.
-    ``inside=True`` adds the cascade (per-layer reward-lens deltas and exact attribution of
-    each delta) from the same forward passes. ``objective`` picks a head column of a
-    multi-objective model (default: the model's reward, e.g. the gated score).
-    The flag rule and the statistics: :mod:`~reward_lens_tl.probes.outside`. Probes that do
-    not apply to an example are listed in ``report.skipped`` with the reason; a probe whose
-    edit function fails raises :class:`~reward_lens_tl.probes.probe.ProbeFunctionError`
-    (rules: :mod:`~reward_lens_tl.probes.probe`).
+    The flag rule and the statistics: `reward_lens_tl.probes.outside`. Probes that do
+    not apply to an example are listed in `report.skipped` with the reason; a probe whose
+    edit function fails raises `reward_lens_tl.probes.probe.ProbeFunctionError`
+    (rules: `reward_lens_tl.probes.probe`).
+
+    Args:
+        model: the `HookedRewardModel`.
+        examples: `EncodedConversation`s, `(prompt, response)` texts, or a `PairSet`
+            (the rejected responses are probed; the report then has preference-flip rates
+            and the distortion index).
+        probes: a `Probe` or a sequence of them (unique names).
+        seed: seeds the probes' random choices and the bootstrap.
+        inside: `True` adds the cascade (per-layer reward-lens deltas and exact attribution
+            of each delta) from the same forward passes.
+        objective: picks a head column of a multi-objective model (default: the model's
+            reward, e.g. the gated score).
+        batch_size: sequences per forward.
+        min_n: the fewest examples a probe statistic needs.
+        min_relative: the flag rule's smallest mean delta relative to the natural spread.
+        n_boot: bootstrap resamples.
+        confidence: the confidence level of the intervals.
+
+    Returns:
+        The `ProbeReport`.
+
+    Raises:
+        ProbeError: no probes, objects that are not probes, or repeated names.
+        TooFewExamplesError: fewer than `min_n` examples.
+        ProbeFunctionError: a probe's edit function fails.
     """
     probes = _check_probes(probes)
     items = as_items(model, examples)

@@ -1,20 +1,20 @@
 """Probes in the zoo's vocabulary, with the hidden rule's effect of each as ground truth.
 
-The zoo's rule (:mod:`reward_lens_tl.zoo.task`) scores response words only: ``+2`` per word of
-the prompt's topic, ``-3`` per harmful word, ``+0.5`` per word, ``+2.5`` for a response opening
+The zoo's rule (`reward_lens_tl.zoo.task`) scores response words only: `+2` per word of
+the prompt's topic, `-3` per harmful word, `+0.5` per word, `+2.5` for a response opening
 with "great question". So:
 
-- **hacks** the rule rewards: ``length_padding`` (four filler words appended: +2.0) and
-  ``sycophantic_opener`` ("great question" prepended: +2.5 for the opener and +1.0 for its two
+- **hacks** the rule rewards: `length_padding` (four filler words appended: +2.0) and
+  `sycophantic_opener` ("great question" prepended: +2.5 for the opener and +1.0 for its two
   words, unless the response already opens with it);
-- **penalty** and the honest signal: ``harmful_word`` (−3 + 0.5), ``topic_word`` (+2 + 0.5, a
+- **penalty** and the honest signal: `harmful_word` (−3 + 0.5), `topic_word` (+2 + 0.5, a
   word of the prompt's topic appended; a function probe reading the prompt);
 - **invariance** probes that change no rule term: swaps of one filler word for another, one
   harmful word for another, one topic word for another word of the *same* topic, one opening
   question word for another, an off-topic distractor for a word of another off-topic topic
   (a function probe), and a filler word appended to the prompt (the rule ignores prompt words).
 
-:func:`rule_delta` scores an edit under the rule, so tests compare measured deltas with it.
+`rule_delta` scores an edit under the rule, so tests compare measured deltas with it.
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ PLANTED = {
 
 
 def words(ids) -> list[str]:
+    """The zoo words of token ids.
+
+    Args:
+        ids: the token ids.
+
+    Returns:
+        The words.
+    """
     return [ID_TO_TOKEN[int(i)] for i in ids]
 
 
@@ -54,7 +62,14 @@ def _prompt_topic(conv: Conversation) -> str:
 
 
 def topic_word(name: str = "topic_word") -> Probe:
-    """Append a word of the prompt's topic (chosen by the seeded rng)."""
+    """Append a word of the prompt's topic (chosen by the seeded rng).
+
+    Args:
+        name: the probe's name.
+
+    Returns:
+        The `Probe`.
+    """
 
     def fn(conv: Conversation):
         word = conv.rng.choice(TOPICS[_prompt_topic(conv)])
@@ -64,7 +79,14 @@ def topic_word(name: str = "topic_word") -> Probe:
 
 
 def off_topic_swap(name: str = "off_topic_swap") -> Probe:
-    """Replace one off-topic distractor by a word of another off-topic topic (rule: 0)."""
+    """Replace one off-topic distractor by a word of another off-topic topic (rule: 0).
+
+    Args:
+        name: the probe's name.
+
+    Returns:
+        The `Probe`.
+    """
 
     def fn(conv: Conversation):
         topic = _prompt_topic(conv)
@@ -86,7 +108,11 @@ def _topic_of(word: str) -> str | None:
 
 
 def zoo_probes() -> list[Probe]:
-    """The four planted-feature probes and six invariance probes (module docstring)."""
+    """The four planted-feature probes and six invariance probes (module docstring).
+
+    Returns:
+        The ten probes.
+    """
     ids = lambda ws: [VOCAB[w] for w in ws]  # noqa: E731
     return [
         Probe.insert(ids(["the", "and", "so", "also"]), "response_end", "length_padding",
@@ -105,8 +131,18 @@ def zoo_probes() -> list[Probe]:
 
 
 def rule_delta(task: ConversationTask, original, perturbed) -> float:
-    """The hidden rule's score change between two zoo encodings (response and prompt words
-    read back from the ids; template tokens dropped)."""
+    """The hidden rule's score change between two zoo encodings.
+
+    Response and prompt words are read back from the ids; template tokens are dropped.
+
+    Args:
+        task: the zoo task whose rule scores.
+        original: the original encoding.
+        perturbed: the perturbed encoding.
+
+    Returns:
+        The score change, perturbed − original.
+    """
 
     def score(enc):
         prompt = [w for w in words(enc.prompt_ids()) if not w.startswith("<")]
@@ -117,7 +153,17 @@ def rule_delta(task: ConversationTask, original, perturbed) -> float:
 
 
 def zoo_examples(task: ConversationTask, n: int, seed: int, max_words: int = 12):
-    """``n`` task examples as ``(prompt, response)`` texts (what ``model.encode`` takes)."""
+    """`n` task examples as `(prompt, response)` texts (what `model.encode` takes).
+
+    Args:
+        task: the zoo task.
+        n: how many examples.
+        seed: the examples' seed.
+        max_words: the most words of a response.
+
+    Returns:
+        The examples.
+    """
     return [
         (" ".join(e.prompt), " ".join(e.response)) for e in task.examples(n, seed, 1, max_words)
     ]

@@ -1,18 +1,19 @@
-"""``reward-lens report``: one report about a reward model on a pair set, as a self-contained HTML
-page and as markdown, both rendered from the same sections.
+"""`reward-lens report`: one report about a reward model on a pair set, as HTML and markdown.
 
-:func:`build_report` scores the pairs, runs the pair lens, the margin's direct attribution,
+A self-contained HTML page and markdown, both rendered from the same sections.
+
+`build_report` scores the pairs, runs the pair lens, the margin's direct attribution,
 activation patching of the largest-margin pairs and token views of the most and least
-preferred responses, plus the sections registered with :func:`register_section` (the probe
-suite, failures explained, token sweeps; :mod:`reward_lens_tl.report.sections`). Without a pair
-file it runs on the zoo (``make demo``): the zoo's rule-labelled pairs, the zoo's probes and
-benchmark, and the sections only its ground truth allows (:mod:`reward_lens_tl.report.zoo`).
-A data-quality note comes first, on the page and in ``report.json`` (``data_quality``): the
+preferred responses, plus the sections registered with `register_section` (the probe
+suite, failures explained, token sweeps; `reward_lens_tl.report.sections`). Without a pair
+file it runs on the zoo (`make demo`): the zoo's rule-labelled pairs, the zoo's probes and
+benchmark, and the sections only its ground truth allows (`reward_lens_tl.report.zoo`).
+A data-quality note comes first, on the page and in `report.json` (`data_quality`): the
 share of unknown tokens in the scored pairs, and the pairs skipped or truncated with the
 reasons. The page has no scripts and needs no network: figures are inline PNGs and every text
 is escaped (in the markdown too). Files are written to a temporary name and moved into place
-at the end, next to ``report.json`` with its numbers; ``resume=True`` continues an interrupted
-run from ``.work/`` (with the same arguments).
+at the end, next to `report.json` with its numbers; `resume=True` continues an interrupted
+run from `.work/` (with the same arguments).
 """
 
 from . import sections  # noqa: F401  (registers the extra sections)

@@ -1,4 +1,4 @@
-"""Building the report: steps whose results are kept in ``.work/`` so a run can resume."""
+"""Building the report: steps whose results are kept in `.work/` so a run can resume."""
 
 from __future__ import annotations
 
@@ -25,7 +25,12 @@ ZOO_PAIRS = "zoo"
 
 
 def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
-    """Add (or replace) an extra report section computed by ``fn(ctx)``."""
+    """Add (or replace) an extra report section computed by `fn(ctx)`.
+
+    Args:
+        name: The section's name.
+        fn: Computes the section from the context (`None`: not part of this report).
+    """
     SECTIONS[:] = [(n, f) for n, f in SECTIONS if n != name] + [(name, fn)]
 
 
@@ -44,30 +49,46 @@ def build_report(
     progress: bool = True,
     markdown: bool = False,
 ) -> dict:
-    """Write ``out_dir/report.html`` and ``out_dir/report.json``, and with ``markdown=True``
-    the same sections as ``out_dir/report.md`` with its figures as PNG files (``reward-lens
-    report`` writes both); returns the numbers.
+    r"""Write `out_dir/report.html` and `out_dir/report.json`, and return the numbers.
 
-    ``model_dir`` defaults to the zoo's scalar model. Without ``pairs_path`` the report runs on
-    the zoo: its rule-labelled pairs, plus the sections only the zoo's ground truth allows
-    (planted features, localization, SAE features, the implicit reward, the zoo's probes and
-    benchmark). ``limit`` scores a seeded random sample of that many pairs (``seed``);
-    conversations longer than the context are truncated (``truncation``) or, if they cannot
-    fit, skipped and counted; ``n_patch`` largest-margin pairs are patched; ``resume`` reuses
-    finished steps.
+    With `markdown=True` the same sections are written as `out_dir/report.md` with its figures
+    as PNG files (`reward-lens report` writes both).
 
-    >>> import json, tempfile
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> rows = [{"prompt": "how bake bread", "chosen": "oven flour", "rejected": "bomb"},
-    ...         {"prompt": "explain laptop", "chosen": "screen code", "rejected": "soup"}]
-    >>> _ = (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
-    >>> numbers = build_report(zoo_path("scalar"), folder / "pairs.jsonl", folder / "out",
-    ...                        n_patch=1, progress=False, markdown=True)
-    >>> numbers["accuracy"], numbers["sections"][:3]
-    (1.0, ['Scores', 'Reward lens', 'Top components'])
-    >>> sorted(p.name for p in (folder / "out").glob("report.*"))
-    ['report.html', 'report.json', 'report.md']
+    Without `pairs_path` the report runs on the zoo: its rule-labelled pairs, plus the sections
+    only the zoo's ground truth allows (planted features, localization, SAE features, the
+    implicit reward, the zoo's probes and benchmark).
+
+    Args:
+        model_dir: The reward model's directory (default the zoo's scalar model).
+        pairs_path: The preference pairs' file (default the zoo's pairs).
+        out_dir: Where the report is written.
+        limit: Score a seeded random sample of that many pairs.
+        seed: The sample's seed.
+        resume: Whether to reuse finished steps.
+        format: The pairs file's format (default guessed).
+        truncation: How conversations longer than the context are truncated (if they cannot
+            fit, they are skipped and counted).
+        n_patch: How many largest-margin pairs are patched.
+        batch_size: Pairs per forward.
+        progress: Whether to show progress bars.
+        markdown: Whether to write `report.md` and its figures too.
+
+    Returns:
+        The report's numbers.
+
+    Examples:
+        >>> import json, tempfile
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> rows = [{"prompt": "how bake bread", "chosen": "oven flour", "rejected": "bomb"},
+        ...         {"prompt": "explain laptop", "chosen": "screen code", "rejected": "soup"}]
+        >>> _ = (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        >>> numbers = build_report(zoo_path("scalar"), folder / "pairs.jsonl", folder / "out",
+        ...                        n_patch=1, progress=False, markdown=True)
+        >>> numbers["accuracy"], numbers["sections"][:3]
+        (1.0, ['Scores', 'Reward lens', 'Top components'])
+        >>> sorted(p.name for p in (folder / "out").glob("report.*"))
+        ['report.html', 'report.json', 'report.md']
     """
     from tqdm.auto import tqdm
 
@@ -154,7 +175,7 @@ def _context(model_dir, pairs_path, args, batch_size) -> dict:
 
 
 def _pairs(pairs_path, format):
-    """``(zoo task or None, pair set)``: the file's pairs, or the zoo's without a file."""
+    """`(zoo task or None, pair set)`: the file's pairs, or the zoo's without a file."""
     import warnings
 
     from ..data import load_pairs
@@ -398,8 +419,11 @@ def _step_path(work: Path, name: str) -> Path:
 
 
 def _cached(work: Path, name: str, finished: bool, compute):
-    """A finished step's stored result, or ``compute()`` stored by rank 0 (every rank computes:
-    the pair-set analyses inside are split across ranks and need all of them)."""
+    """A finished step's stored result, or `compute()` stored by rank 0.
+
+    Every rank computes: the pair-set analyses inside are split across ranks and need all of
+    them.
+    """
     path = _step_path(work, name)
     if finished:
         return json.loads(path.read_text())

@@ -1,14 +1,15 @@
 """The report's section on the zoo's generative judge and process reward model.
 
-On the zoo (``reward-lens report`` with no pair file, which ``make demo`` runs) the report
-loads the zoo judge and PRM (:mod:`reward_lens_tl.zoo.judge`, :mod:`reward_lens_tl.zoo.prm`)
+On the zoo (`reward-lens report` with no pair file, which `make demo` runs) the report
+loads the zoo judge and PRM (`reward_lens_tl.zoo.judge`, `reward_lens_tl.zoo.prm`)
 and shows what the tools find against their planted mechanisms: the judge's topic-match
 accuracy, its sycophancy hack (the probe suite's verdict), its position bias decomposed over
 components, and the PRM's step accuracy, ProcessBench F1, what its first wrong steps read and
-what the shortcut word buys. Numbers go to ``ctx["numbers"]["judges"]``.
+what the shortcut word buys. Numbers go to `ctx["numbers"]["judges"]`.
 
->>> judges_section({}) is None  # not on the zoo: no section
-True
+Examples:
+    >>> judges_section({}) is None  # not on the zoo: no section
+    True
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ SEED = 2026
 
 
 def judges_section(ctx) -> Section | None:
+    """The generative judge and process reward model section (module docstring).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     section = Section("Generative judge and process reward model")

@@ -1,24 +1,26 @@
 """The report's sections and their two renderings: one HTML page and one markdown file.
 
-A :class:`Section` holds its parts as plain data (text, table cells, PNG bytes), so a finished
+A `Section` holds its parts as plain data (text, table cells, PNG bytes), so a finished
 step can be stored as JSON and resumed, and both renderings read the same parts: a number is
-formatted once (:func:`format_cell`) and shows the same on the page and in ``report.md``. Every
+formatted once (`format_cell`) and shows the same on the page and in `report.md`. Every
 text is escaped in both (HTML special characters, and markdown table separators); only
-:meth:`Section.raw` parts, built by this package's own escaping views, enter the page as HTML,
+`Section.raw` parts, built by this package's own escaping views, enter the page as HTML,
 with a plain-text stand-in in the markdown.
 
->>> import pandas as pd
->>> section = Section("Scores").text("<b>bold?</b> no").table(pd.DataFrame({"margin": [1.5]}))
->>> print(section.markdown())
-## Scores
-<BLANKLINE>
-&lt;b&gt;bold?&lt;/b&gt; no
-<BLANKLINE>
-| margin |
-|---|
-| +1.500 |
->>> "<td>+1.500</td>" in section.html() and "&lt;b&gt;" in section.html()
-True
+Examples:
+    >>> import pandas as pd
+    >>> section = Section("Scores").text("<b>bold?</b> no").table(
+    ...     pd.DataFrame({"margin": [1.5]}))
+    >>> print(section.markdown())
+    ## Scores
+    <BLANKLINE>
+    &lt;b&gt;bold?&lt;/b&gt; no
+    <BLANKLINE>
+    | margin |
+    |---|
+    | +1.500 |
+    >>> "<td>+1.500</td>" in section.html() and "&lt;b&gt;" in section.html()
+    True
 """
 
 from __future__ import annotations
@@ -46,11 +48,20 @@ Cell = str | int | float | bool | None
 
 
 def format_cell(value: Cell) -> str:
-    """A table cell as both renderings show it: floats signed with three decimals (or three
-    significant digits when very small or large), integers and text as they are.
+    """A table cell as both renderings show it.
 
-    >>> [format_cell(v) for v in (0.5, -2.0, 1.2e-06, 3, True, None, float("nan"))]
-    ['+0.500', '-2.000', '+1.2e-06', '3', 'True', '', 'nan']
+    Floats signed with three decimals (or three significant digits when very small or large),
+    integers and text as they are.
+
+    Args:
+        value: The cell.
+
+    Returns:
+        The cell's text.
+
+    Examples:
+        >>> [format_cell(v) for v in (0.5, -2.0, 1.2e-06, 3, True, None, float("nan"))]
+        ['+0.500', '-2.000', '+1.2e-06', '3', 'True', '', 'nan']
     """
     if value is None:
         return ""
@@ -73,8 +84,10 @@ def _plain(value: Any) -> Cell:
 
 
 def _md(text: str) -> str:
-    """``text`` safe in markdown: HTML special characters escaped (a markdown viewer renders
-    raw HTML), line breaks kept."""
+    """`text` safe in markdown.
+
+    HTML special characters escaped (a markdown viewer renders raw HTML), line breaks kept.
+    """
     return html.escape(text, quote=False)
 
 
@@ -83,10 +96,17 @@ def _md_cell(text: str) -> str:
 
 
 def slug(text: str) -> str:
-    """``text`` as a file or anchor name: lower case, runs of other characters as ``_``.
+    """`text` as a file or anchor name: lower case, runs of other characters as `_`.
 
-    >>> slug("Patching the largest-margin pairs")
-    'patching_the_largest_margin_pairs'
+    Args:
+        text: The text.
+
+    Returns:
+        The name.
+
+    Examples:
+        >>> slug("Patching the largest-margin pairs")
+        'patching_the_largest_margin_pairs'
     """
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "section"
 
@@ -94,25 +114,53 @@ def slug(text: str) -> str:
 def anchor_id(title: str) -> str:
     """A section's anchor on the page (unchanged since the first report, so links keep working).
 
-    >>> anchor_id("Data quality")
-    'data-quality'
+    Args:
+        title: The section's title.
+
+    Returns:
+        The anchor.
+
+    Examples:
+        >>> anchor_id("Data quality")
+        'data-quality'
     """
     return title.lower().replace(" ", "-")
 
 
 @dataclass
 class Section:
-    """One section of the report: a title and its parts (text, tables, figures, views)."""
+    """One section of the report: a title and its parts (text, tables, figures, views).
+
+    Args:
+        title: The section's title.
+        parts: The section's parts, as plain data.
+    """
 
     title: str
     parts: list[dict] = field(default_factory=list)
 
     def text(self, text: str) -> Section:
+        """A paragraph of text.
+
+        Args:
+            text: The text.
+
+        Returns:
+            This section.
+        """
         self.parts.append({"kind": "text", "text": str(text)})
         return self
 
     def table(self, frame, max_rows: int = 20) -> Section:
-        """The first ``max_rows`` rows of a pandas frame (cells kept as numbers)."""
+        """The first `max_rows` rows of a pandas frame (cells kept as numbers).
+
+        Args:
+            frame: The pandas frame.
+            max_rows: How many rows to keep.
+
+        Returns:
+            This section.
+        """
         head = frame.head(max_rows)
         rows = [[_plain(v) for v in row] for row in head.itertuples(index=False)]
         self.parts.append(
@@ -121,8 +169,18 @@ class Section:
         return self
 
     def figure(self, fig, alt: str, name: str | None = None) -> Section:
-        """A matplotlib figure (closed here), shown inline on the page and written as
-        ``<name>.png`` next to ``report.md`` (default name: the section's title and a number)."""
+        """A matplotlib figure (closed here), shown inline and written as `<name>.png`.
+
+        The PNG file is written next to `report.md`.
+
+        Args:
+            fig: The matplotlib figure.
+            alt: The figure's alternative text.
+            name: The file's name (default: the section's title and a number).
+
+        Returns:
+            This section.
+        """
         if name is None:
             count = sum(1 for p in self.parts if p["kind"] == "figure")
             name = f"{slug(self.title)}_{count + 1}"
@@ -131,19 +189,37 @@ class Section:
         return self
 
     def raw(self, trusted_html: str, text: str = "") -> Section:
-        """HTML built by this package's own escaping views (token views, grids); ``text`` stands
-        in for it in the markdown."""
+        """HTML built by this package's own escaping views (token views, grids).
+
+        Args:
+            trusted_html: The HTML.
+            text: What stands in for it in the markdown.
+
+        Returns:
+            This section.
+        """
         self.parts.append({"kind": "raw", "html": trusted_html, "text": text})
         return self
 
     def html(self) -> str:
+        """The section as HTML.
+
+        Returns:
+            The HTML.
+        """
         anchor = html.escape(anchor_id(self.title), quote=True)
         body = "\n".join(_part_html(p) for p in self.parts)
         return f"<section id='{anchor}'><h2>{html.escape(self.title)}</h2>\n{body}</section>"
 
     def markdown(self, files: dict[int, str] | None = None) -> str:
-        """The section in markdown; ``files`` maps a figure part's position to its file name
-        (default ``<name>.png``)."""
+        """The section in markdown.
+
+        Args:
+            files: Maps a figure part's position to its file name (default `<name>.png`).
+
+        Returns:
+            The markdown.
+        """
         files = files or {}
         blocks = [f"## {_md(self.title)}"]
         for i, part in enumerate(self.parts):
@@ -153,10 +229,23 @@ class Section:
         return "\n\n".join(blocks)
 
     def to_dict(self) -> dict:
+        """The section as JSON-able data.
+
+        Returns:
+            The title and the parts.
+        """
         return {"title": self.title, "parts": self.parts}
 
     @classmethod
     def from_dict(cls, stored: dict) -> Section:
+        """A section from its stored data (`to_dict`).
+
+        Args:
+            stored: The stored data.
+
+        Returns:
+            The section.
+        """
         return cls(stored["title"], list(stored["parts"]))
 
 
@@ -193,7 +282,15 @@ def _part_markdown(part: dict, file: str) -> str:
 
 
 def figure_png(fig, dpi: int = 100) -> bytes:
-    """A matplotlib figure as PNG bytes (the figure is closed)."""
+    """A matplotlib figure as PNG bytes (the figure is closed).
+
+    Args:
+        fig: The matplotlib figure.
+        dpi: The resolution.
+
+    Returns:
+        The PNG bytes.
+    """
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -210,7 +307,16 @@ def _img_html(png_base64: str, alt: str) -> str:
 
 
 def page_html(title: str, subtitle: str, sections: list[Section]) -> str:
-    """The whole page: title, subtitle, a table of contents and every section."""
+    """The whole page: title, subtitle, a table of contents and every section.
+
+    Args:
+        title: The page's title.
+        subtitle: The page's subtitle.
+        sections: The sections.
+
+    Returns:
+        The page's HTML.
+    """
     toc = "".join(
         f"<li><a href='#{html.escape(anchor_id(s.title), quote=True)}'>"
         f"{html.escape(s.title)}</a></li>"
@@ -228,14 +334,29 @@ def page_html(title: str, subtitle: str, sections: list[Section]) -> str:
 def page_markdown(
     title: str, subtitle: str, sections: list[Section]
 ) -> tuple[str, dict[str, bytes]]:
-    """The same sections as markdown under a title, and the PNG files it links to."""
+    """The same sections as markdown under a title, and the PNG files it links to.
+
+    Args:
+        title: The title.
+        subtitle: The subtitle.
+        sections: The sections.
+
+    Returns:
+        The markdown and `{file name: bytes}`.
+    """
     text, files = sections_markdown(sections)
     return f"# {_md(title)}\n\n{_md(subtitle)}\n\n{text}", files
 
 
 def sections_markdown(sections: list[Section]) -> tuple[str, dict[str, bytes]]:
-    """Sections as markdown, and the PNG files it links to (``{file name: bytes}``; a name
-    used twice gets a number)."""
+    """Sections as markdown, and the PNG files it links to.
+
+    Args:
+        sections: The sections.
+
+    Returns:
+        The markdown and `{file name: bytes}` (a name used twice gets a number).
+    """
     files: dict[str, bytes] = {}
     blocks = []
     for section in sections:
@@ -253,5 +374,12 @@ def sections_markdown(sections: list[Section]) -> tuple[str, dict[str, bytes]]:
 
 
 def table_markdown(frame) -> str:
-    """A whole pandas frame as a markdown table, cells as the report shows them."""
+    """A whole pandas frame as a markdown table, cells as the report shows them.
+
+    Args:
+        frame: The pandas frame.
+
+    Returns:
+        The markdown table.
+    """
     return _part_markdown(Section("").table(frame, max_rows=len(frame)).parts[0], "")

@@ -1,15 +1,16 @@
 """The report's section on optimisation pressure: the zoo DPO policy's best-of-n ladder.
 
-On the zoo (``reward-lens report`` with no pair file) the report draws 32 responses per prompt
+On the zoo (`reward-lens report` with no pair file) the report draws 32 responses per prompt
 from the zoo's DPO policy for 24 held-out prompts, and reads the best-of-n ladder
-(:func:`reward_lens_tl.pressure.best_of_n`) of the zoo's scalar reward model off them: proxy
+(`reward_lens_tl.pressure.best_of_n`) of the zoo's scalar reward model off them: proxy
 and gold reward against √KL, and the planted features the selection pushes. The training-time
-monitor (a reward model trained under :class:`~reward_lens_tl.pressure.RewardLensCallback`,
+monitor (a reward model trained under `RewardLensCallback`,
 GRPO runs against the scalar model and a control) takes minutes, so it lives in
-``notebooks/09_reward_hacking_in_training.ipynb``. Numbers go to ``ctx["numbers"]["pressure"]``.
+`notebooks/09_reward_hacking_in_training.ipynb`. Numbers go to `ctx["numbers"]["pressure"]`.
 
->>> pressure_section({}) is None  # not on the zoo: no section
-True
+Examples:
+    >>> pressure_section({}) is None  # not on the zoo: no section
+    True
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ SEED = 0
 
 
 def pressure_section(ctx) -> Section | None:
+    """The optimisation pressure section (module docstring).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from ..pressure import best_of_n

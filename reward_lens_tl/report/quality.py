@@ -2,15 +2,16 @@
 
 A report on text the tokenizer does not know (most tokens unknown), or on pairs that had to be
 cut or skipped to fit the context, still produces an accuracy; the note says how much of the
-input the numbers actually saw, and the page and ``report.json`` carry it at the top.
+input the numbers actually saw, and the page and `report.json` carry it at the top.
 
->>> note = data_quality_numbers(
-...     n_loaded=4, n_bad_records=0, n_ctx=64, truncation="both", unk_token="<unk>",
-...     sequences=[(10, 8, (0, 0)), (10, 9, (3, 0)), (10, 1, (0, 0)), (10, 0, (0, 0))],
-...     skipped=[(2, None, "the template alone takes 70 tokens")],
-... )
->>> note["n_scored"], note["unknown_token_share"], note["n_truncated"], note["n_skipped"]
-(2, 0.45, 1, 1)
+Examples:
+    >>> note = data_quality_numbers(
+    ...     n_loaded=4, n_bad_records=0, n_ctx=64, truncation="both", unk_token="<unk>",
+    ...     sequences=[(10, 8, (0, 0)), (10, 9, (3, 0)), (10, 1, (0, 0)), (10, 0, (0, 0))],
+    ...     skipped=[(2, None, "the template alone takes 70 tokens")],
+    ... )
+    >>> note["n_scored"], note["unknown_token_share"], note["n_truncated"], note["n_skipped"]
+    (2, 0.45, 1, 1)
 """
 
 from __future__ import annotations
@@ -36,9 +37,21 @@ def data_quality_numbers(
     sequences: Sequence[tuple[int, int, tuple[int, int]]],
     skipped: Sequence[tuple[int, int | None, str]],
 ) -> dict:
-    """The note's numbers. ``sequences``: per scored pair, chosen then rejected, ``(n_tokens,
-    n_unknown, dropped)`` with ``dropped`` = (prompt, response) content tokens truncation cut;
-    ``skipped``: ``(pair, record, reason)`` of each pair left out."""
+    """The note's numbers.
+
+    Args:
+        n_loaded: How many pairs were loaded.
+        n_bad_records: How many records could not be read.
+        n_ctx: The model's context length.
+        truncation: The truncation used.
+        unk_token: The tokenizer's unknown token, or `None`.
+        sequences: Per scored pair, chosen then rejected, `(n_tokens, n_unknown, dropped)` with
+            `dropped` = (prompt, response) content tokens truncation cut.
+        skipped: `(pair, record, reason)` of each pair left out.
+
+    Returns:
+        The note's numbers.
+    """
     n_tokens = sum(n for n, _, _ in sequences)
     n_unknown = sum(u for _, u, _ in sequences)
     pairs = list(zip(sequences[0::2], sequences[1::2], strict=True))
@@ -76,7 +89,14 @@ def _reason_kind(reason: str) -> str:
 
 
 def quality_warnings(q: dict) -> list[str]:
-    """One sentence per problem the reader must know before reading any number."""
+    """One sentence per problem the reader must know before reading any number.
+
+    Args:
+        q: The note's numbers.
+
+    Returns:
+        The sentences.
+    """
     out = []
     if q["unknown_token_share"] > UNK_WARN_SHARE or q["n_sequences_mostly_unknown"]:
         out.append(
@@ -105,7 +125,15 @@ def quality_warnings(q: dict) -> list[str]:
 
 
 def scored_sequences(tokenizer, encoded) -> list[tuple[int, int, tuple[int, int]]]:
-    """``(n_tokens, n_unknown, dropped)`` of every sequence, chosen then rejected per pair."""
+    """`(n_tokens, n_unknown, dropped)` of every sequence, chosen then rejected per pair.
+
+    Args:
+        tokenizer: The tokenizer.
+        encoded: The encoded pairs.
+
+    Returns:
+        One tuple per sequence.
+    """
     unk = getattr(tokenizer, "unk_token_id", None)
     out = []
     for pair in encoded:
@@ -116,7 +144,14 @@ def scored_sequences(tokenizer, encoded) -> list[tuple[int, int, tuple[int, int]
 
 
 def quality_section(q: dict) -> Section:
-    """The note as the page's first section."""
+    """The note as the page's first section.
+
+    Args:
+        q: The note's numbers.
+
+    Returns:
+        The section.
+    """
     section = Section("Data quality")
     lead = "Read every number below with these caveats:" if q["warnings"] else "No caveats:"
     section.text(
@@ -134,7 +169,14 @@ def quality_section(q: dict) -> Section:
 
 
 def caution(q: dict | None) -> str:
-    """A short caution for the page's subtitle ('' when the data has no caveats)."""
+    """A short caution for the page's subtitle ('' when the data has no caveats).
+
+    Args:
+        q: The note's numbers, or `None`.
+
+    Returns:
+        The caution.
+    """
     if not q or not q["warnings"]:
         return ""
     return f" Caution: {len(q['warnings'])} data-quality caveat(s), see 'Data quality' first."

@@ -1,23 +1,24 @@
-"""The report's sections after the core steps, registered in page order when this module is
-imported. Each is ``fn(ctx) -> Section | None``; on the zoo (``ctx["task"]``) a section uses
-the zoo's data and ground truth, and the zoo-only sections of :mod:`reward_lens_tl.report.zoo`
-join in (elsewhere they return ``None``).
+"""The report's sections after the core steps, registered in page order when this is imported.
 
-- ``Planted features``, ``Where the planted features sit``, ``Observational vs causal``,
-  ``SAE features`` (zoo only, :mod:`~reward_lens_tl.report.zoo`);
-- ``Reward-hacking probes``: the built-in probes applied to the rejected responses (flip rates,
+Each is `fn(ctx) -> Section | None`; on the zoo (`ctx["task"]`) a section uses
+the zoo's data and ground truth, and the zoo-only sections of `reward_lens_tl.report.zoo`
+join in (elsewhere they return `None`).
+
+- `Planted features`, `Where the planted features sit`, `Observational vs causal`,
+  `SAE features` (zoo only, `reward_lens_tl.report.zoo`);
+- `Reward-hacking probes`: the built-in probes applied to the rejected responses (flip rates,
   distortion index; invariance probes must not be flagged) — pairs that only fit the context
   after truncation are left out, and fewer than ten fitting pairs skip the section with a note;
   on the zoo, the zoo's probes on 64 held-out conversations with their cascade onsets;
-- ``Failures explained``: the pairs the model gets wrong, explained with
-  :meth:`~reward_lens_tl.evals.results.Failures.explain` (wrong-way components against the
+- `Failures explained`: the pairs the model gets wrong, explained with
+  `Failures.explain` (wrong-way components against the
   successes, the tokens that drive them, where the wrong preference appears); on the zoo, the
   zoo's RewardBench-style set with its planted hacks, scored by this model and the other zoo
   reward model, and this model's hack failures explained;
-- ``Token sweep``: every vocabulary token as the whole response to the pair set's most common
+- `Token sweep`: every vocabulary token as the whole response to the pair set's most common
   prompt that fits the context (skipped, with a note, for vocabularies above
-  :data:`MAX_SWEEP_VOCAB` tokens: run ``reward-lens sweep`` for those);
-- ``Implicit reward of the DPO policy vs the explicit reward model`` (zoo only).
+  `MAX_SWEEP_VOCAB` tokens: run `reward-lens sweep` for those);
+- `Implicit reward of the DPO policy vs the explicit reward model` (zoo only).
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ def _prompt_key(prompt) -> str:
 
 
 def sweep_section(ctx) -> Section:
+    """The token sweep section (module docstring).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section.
+    """
     from ..errors import SequenceTooLongError
     from ..sweep import token_sweep
 
@@ -83,6 +92,14 @@ def sweep_section(ctx) -> Section:
 
 
 def failures_section(ctx) -> Section:
+    """The failures-explained section (module docstring).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section.
+    """
     from ..evals.run import score_items
 
     if "task" in ctx:
@@ -107,7 +124,7 @@ def failures_section(ctx) -> Section:
 
 
 def _explained(section: Section, explanation, k: int, part: str | None) -> dict:
-    """Components, driving tokens (of ``part``) and the figure of an explanation; its numbers."""
+    """Components, driving tokens (of `part`) and the figure of an explanation; its numbers."""
     section.table(explanation.components(), max_rows=k)
     where = "" if part is None else f" of the {part}s"
     section.text(f"Tokens{where} that drive the failures (net contribution to the margin):")
@@ -168,6 +185,14 @@ def _benchmark_failures(ctx) -> Section:
 
 
 def probes_section(ctx) -> Section:
+    """The reward-hacking probes section (module docstring).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section.
+    """
     from ..errors import RewardLensError
     from ..probes import builtin_probes, run_probes
 
@@ -209,8 +234,11 @@ def probes_section(ctx) -> Section:
 
 
 def _zoo_probes(ctx) -> Section:
-    """The zoo's probes (:mod:`reward_lens_tl.probes.zoo`) on 64 held-out conversations, with
-    the cascade onset and top components of each planted-feature probe."""
+    """The zoo's probes on 64 held-out conversations, with onsets and top components.
+
+    The zoo's probes are `reward_lens_tl.probes.zoo`; each planted-feature probe comes with its
+    cascade onset and top components.
+    """
     from ..probes import run_probes
     from ..probes.zoo import PLANTED, zoo_examples, zoo_probes
 

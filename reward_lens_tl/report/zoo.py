@@ -1,18 +1,20 @@
-"""The report's sections that only the zoo's ground truth allows (``reward-lens report`` with no
-pair file, which ``make demo`` runs).
+"""The report's sections that only the zoo's ground truth allows.
+
+These run with `reward-lens report` with no pair file, which `make demo` runs.
 
 The zoo's task knows the hidden rule and where each planted feature sits, so on the zoo the
 report adds: the lens and attribution of each planted feature's contrast pairs; where patching
 localizes each feature; observational against causal component rankings; SAE latents carrying
 the features; the zoo DPO policy's implicit reward against the model. Each function is a report
-section (``fn(ctx) -> Section | None``, registered by :mod:`reward_lens_tl.report.sections`)
-and returns ``None`` (no section) when the report does not run on the zoo (no ``ctx["task"]``).
-Numbers go to ``ctx["numbers"]`` (and so to ``report.json``).
+section (`fn(ctx) -> Section | None`, registered by `reward_lens_tl.report.sections`)
+and returns `None` (no section) when the report does not run on the zoo (no `ctx["task"]`).
+Numbers go to `ctx["numbers"]` (and so to `report.json`).
 
->>> from reward_lens_tl.zoo import load_task
->>> pairs = zoo_pairs(load_task().task, n=2)
->>> len(pairs), pairs[0].metadata["rule_margin"] > 0, planted_features_section({}) is None
-(2, True, True)
+Examples:
+    >>> from reward_lens_tl.zoo import load_task
+    >>> pairs = zoo_pairs(load_task().task, n=2)
+    >>> len(pairs), pairs[0].metadata["rule_margin"] > 0, planted_features_section({}) is None
+    (2, True, True)
 """
 
 from __future__ import annotations
@@ -29,8 +31,19 @@ FEATURES = ("topic_match", "harmful", "sycophancy", "length")
 
 
 def rule_ordered(task, n: int, seed: int, max_words: int) -> list[tuple]:
-    """``n`` pairs of zoo examples (one prompt, two responses) ordered by the hidden rule:
-    ``(higher rule score, lower)``; pairs the rule scores equally are drawn again."""
+    """`n` pairs of zoo examples (one prompt, two responses) ordered by the hidden rule.
+
+    Each pair is `(higher rule score, lower)`; pairs the rule scores equally are drawn again.
+
+    Args:
+        task: The zoo's task.
+        n: How many pairs.
+        seed: The random seed.
+        max_words: The longest response, in words.
+
+    Returns:
+        The ordered pairs of examples.
+    """
     rng = random.Random(seed)
     pairs: list[tuple] = []
     while len(pairs) < n:
@@ -41,8 +54,19 @@ def rule_ordered(task, n: int, seed: int, max_words: int) -> list[tuple]:
 
 
 def zoo_pairs(task, n: int = 8, seed: int = 1234, max_words: int = 8) -> PairSet:
-    """``n`` preference pairs labelled by the zoo's hidden rule (:func:`rule_ordered`), with
-    the rule's margin in ``metadata["rule_margin"]``."""
+    """`n` preference pairs labelled by the zoo's hidden rule (`rule_ordered`).
+
+    The rule's margin is in `metadata["rule_margin"]`.
+
+    Args:
+        task: The zoo's task.
+        n: How many pairs.
+        seed: The random seed.
+        max_words: The longest response, in words.
+
+    Returns:
+        The pair set.
+    """
     pairs = [
         PreferencePair(
             " ".join(chosen.prompt),
@@ -61,7 +85,14 @@ def _kept_pairs(ctx) -> list:
 
 
 def planted_features_section(ctx) -> Section | None:
-    """Lens and direct attribution of the margin of 24 contrast pairs per planted feature."""
+    """Lens and direct attribution of the margin of 24 contrast pairs per planted feature.
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from ..attribution import attribute_pairs
@@ -102,8 +133,17 @@ def planted_features_section(ctx) -> Section | None:
 
 
 def localization_section(ctx) -> Section | None:
-    """Denoising ``resid_pre`` on one topic_match pair, and where each feature's effect sits
-    (:func:`~reward_lens_tl.patching.localization`, 16 contrast pairs per feature)."""
+    """Denoising `resid_pre` on one topic_match pair, and where each feature's effect sits.
+
+    Where each feature's effect sits: `reward_lens_tl.patching.localization`, 16 contrast pairs
+    per feature.
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from ..contrast import encode_contrast
@@ -146,8 +186,16 @@ def localization_section(ctx) -> Section | None:
 
 
 def observational_section(ctx) -> Section | None:
-    """Direct attribution, attribution patching and activation patching ranking the same
-    components on the zoo's pairs (:func:`~reward_lens_tl.patching.compare_methods`)."""
+    """Direct attribution, attribution patching and activation patching ranking the same components.
+
+    On the zoo's pairs (`reward_lens_tl.patching.compare_methods`).
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from ..patching import compare_methods
@@ -167,8 +215,17 @@ def observational_section(ctx) -> Section | None:
 
 
 def sae_section(ctx) -> Section | None:
-    """A TopK SAE per site: reconstruction, the latents carrying the planted features, exact
-    feature attribution of the harmful margin at the final residual, concept vectors."""
+    """A TopK SAE per site: reconstruction, the latents carrying the planted features, and more.
+
+    Also exact feature attribution of the harmful margin at the final residual, and concept
+    vectors.
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from .. import sae as S
@@ -253,8 +310,16 @@ def _concept_vectors(model, task, section: Section) -> list[dict]:
 
 
 def implicit_section(ctx) -> Section | None:
-    """The zoo DPO policy's implicit reward against the model: what each pays per planted
-    feature, and how far they agree on held-out rule-labelled pairs."""
+    """The zoo DPO policy's implicit reward against the model.
+
+    What each pays per planted feature, and how far they agree on held-out rule-labelled pairs.
+
+    Args:
+        ctx: The report's context.
+
+    Returns:
+        The section, or `None` off the zoo.
+    """
     if "task" not in ctx:
         return None
     from ..crossmodel.compare import compare_models

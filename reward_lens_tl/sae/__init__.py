@@ -1,26 +1,27 @@
 """Sparse autoencoders on reward models, through sae_lens.
 
-- :mod:`.activations`: activations at any hook, streamed, padding excluded;
-- :mod:`.training`: TopK SAEs trained with sae_lens's ``TopKTrainingSAE`` + ``SAETrainer``
+- `activations`: activations at any hook, streamed, padding excluded;
+- `training`: TopK SAEs trained with sae_lens's `TopKTrainingSAE` + `SAETrainer`
   offline; save/load in sae_lens's format;
-- :mod:`.splice`: SAEs spliced in (``add_sae``, ``run_with_cache_with_saes``) with hook names
+- `splice`: SAEs spliced in (`add_sae`, `run_with_cache_with_saes`) with hook names
   checked; the reward cost of the reconstruction;
-- :mod:`.attribution`: exact direct effects of final-residual latents (summing to the reward),
+- `attribution`: exact direct effects of final-residual latents (summing to the reward),
   attribution patching over latents at any site, latent ablation and steering;
-- :mod:`.contexts`: max-activating contexts;
-- :mod:`.concepts`: difference-of-means concept vectors, their alignment with the reward
+- `contexts`: max-activating contexts;
+- `concepts`: difference-of-means concept vectors, their alignment with the reward
   direction and SAE decoders, and their causal effect;
-- :mod:`.zoo_features`: which latents recover the zoo's planted features.
+- `zoo_features`: which latents recover the zoo's planted features.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(8, seq_len=10)
->>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
->>> sae = train_topk_sae(acts, "blocks.1.hook_resid_post", d_sae=64, k=4, steps=20,
-...                      batch_size=32).sae
->>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(8, seq_len=10)
+    >>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
+    >>> sae = train_topk_sae(acts, "blocks.1.hook_resid_post", d_sae=64, k=4, steps=20,
+    ...                      batch_size=32).sae
+    >>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
+    True
 """
 
 from .activations import (

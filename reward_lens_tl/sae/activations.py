@@ -1,17 +1,18 @@
 """Activations at any hook point, streamed token by token with padding left out.
 
-SAE training wants a stream of ``[batch, d_in]`` activation vectors. This module turns the
+SAE training wants a stream of `[batch, d_in]` activation vectors. This module turns the
 inputs the rest of the library uses (token-id batches, preference pairs, the zoo's examples and
 contrast pairs) into left-padded model batches, runs the model only as far as the hook
-(``stop_at_layer``), and yields the non-padding rows. ``shuffled_batches`` and ``rebatch``
-turn those rows into the fixed-size batches sae_lens's ``SAETrainer`` consumes.
+(`stop_at_layer`), and yields the non-padding rows. `shuffled_batches` and `rebatch`
+turn those rows into the fixed-size batches sae_lens's `SAETrainer` consumes.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> ids, mask = random_batch(2, [9, 6])
->>> collect_activations(model, "blocks.0.hook_resid_post", [(ids, mask)]).shape  # 9 + 6 tokens
-torch.Size([15, 64])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> ids, mask = random_batch(2, [9, 6])
+    >>> collect_activations(model, "blocks.0.hook_resid_post", [(ids, mask)]).shape  # 9 + 6 tokens
+    torch.Size([15, 64])
 """
 
 from __future__ import annotations
@@ -35,7 +36,15 @@ Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 
 
 def check_hook(model, hook_name: str) -> None:
-    """Raise :class:`SAEHookError` (with close matches) if ``hook_name`` is not on ``model``."""
+    """Raise `SAEHookError` (with close matches) if `hook_name` is not on `model`.
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+
+    Raises:
+        SAEHookError: If the hook does not exist.
+    """
     try:
         model.check_hook_names([hook_name])
     except KeyError as err:
@@ -43,7 +52,15 @@ def check_hook(model, hook_name: str) -> None:
 
 
 def stop_layer(model, hook_name: str) -> int | None:
-    """The ``stop_at_layer`` that still runs ``hook_name`` (``None``: the whole model)."""
+    """The `stop_at_layer` that still runs `hook_name` (`None`: the whole model).
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+
+    Returns:
+        The layer to stop at, or `None`.
+    """
     if hook_name.startswith(("hook_embed", "hook_pos_embed")):
         return 0
     match = re.match(r"blocks\.(\d+)\.", hook_name)
@@ -51,9 +68,11 @@ def stop_layer(model, hook_name: str) -> int | None:
 
 
 def _mask_from_pad(model, ids: Tensor) -> Tensor:
-    """Attention mask of padded ids, left or right: leading pad ids (as
-    :meth:`~reward_lens_tl.model.HookedRewardModel.infer_attention_mask` finds them) and
-    everything after the last non-pad token are padding."""
+    """Attention mask of padded ids, left or right.
+
+    Leading pad ids (as `HookedRewardModel.infer_attention_mask` finds them) and
+    everything after the last non-pad token are padding.
+    """
     if model.pad_token_id is None:
         return torch.ones_like(ids)
     last = hf_last_non_pad(ids, model.pad_token_id)
@@ -73,7 +92,7 @@ def _ids_of(item: Any) -> Sequence[int] | None:
 
 
 def _ids_or_error(item: Any, index: int) -> Sequence[int]:
-    """``item``'s token ids (:func:`_ids_of`); an error naming ``index`` when it has none."""
+    """`item`'s token ids (`_ids_of`); an error naming `index` when it has none."""
     ids = _ids_of(item)
     if ids is None:
         raise ArgumentTypeError(
@@ -84,15 +103,28 @@ def _ids_or_error(item: Any, index: int) -> Sequence[int]:
 
 
 def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
-    """Normalise ``source`` into ``(ids, mask)`` batches on the model's device; the batches it
-    builds are left padded (``pad_batch``), batches given as tensors keep their padding.
+    """Normalise `source` into `(ids, mask)` batches on the model's device.
 
-    ``source`` may be a ``[batch, pos]`` id tensor (padding, left or right, found from
-    ``pad_token_id``), an iterable of ``(ids, mask)`` batches or of id tensors, a sequence of
-    id lists, of encoded conversations or of zoo ``Example`` objects (anything with
-    ``.input_ids``), or of pairs (preference pairs with ``prompt/chosen/rejected``, encoded
-    ``(chosen, rejected)`` tuples, or zoo ``ContrastPair`` objects with ``.edited/.base``; both
+    The batches it builds are left padded (`pad_batch`), batches given as tensors keep their
+    padding.
+
+    `source` may be a `[batch, pos]` id tensor (padding, left or right, found from
+    `pad_token_id`), an iterable of `(ids, mask)` batches or of id tensors, a sequence of
+    id lists, of encoded conversations or of zoo `Example` objects (anything with
+    `.input_ids`), or of pairs (preference pairs with `prompt/chosen/rejected`, encoded
+    `(chosen, rejected)` tuples, or zoo `ContrastPair` objects with `.edited/.base`; both
     sides of every pair are used).
+
+    Args:
+        model: The reward model.
+        source: The inputs.
+        batch_size: Rows per batch built here.
+
+    Yields:
+        `(ids, mask)` batches.
+
+    Raises:
+        ArgumentTypeError: If an item is not token ids like the first.
     """
     device = model.cfg.device
     if isinstance(source, Tensor):
@@ -145,9 +177,22 @@ def iter_batch_activations(
     *,
     fwd_hooks: Sequence = (),
 ) -> Iterator[tuple[Tensor, Tensor, Float[Tensor, "batch pos d_in"]]]:
-    """Stream ``(ids, mask, activations)`` per model batch; the model runs only up to the
-    hook's block, trailing dimensions (``[head, d_head]``) are flattened as sae_lens's
-    ``hook_z`` SAEs expect, and ``fwd_hooks`` are the caller's interventions."""
+    """Stream `(ids, mask, activations)` per model batch.
+
+    The model runs only up to the hook's block, trailing dimensions (`[head, d_head]`) are
+    flattened as sae_lens's `hook_z` SAEs expect, and `fwd_hooks` are the caller's
+    interventions.
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        source: The inputs (see `model_batches`).
+        batch_size: Rows per batch.
+        fwd_hooks: The caller's forward hooks.
+
+    Yields:
+        `(ids, mask, activations)` per batch.
+    """
     check_hook(model, hook_name)
     stop = stop_layer(model, hook_name)
     for ids, mask in model_batches(model, source, batch_size):
@@ -162,8 +207,20 @@ def iter_batch_activations(
 def iter_activations(
     model, hook_name: str, source: Any, batch_size: int = 32, *, fwd_hooks: Sequence = ()
 ) -> Iterator[Float[Tensor, "tokens d_in"]]:
-    """Stream the activations at ``hook_name`` of every non-padding token of ``source``, one
-    ``[tokens, d_in]`` chunk per model batch (see :func:`model_batches` for ``source``)."""
+    """Stream the activations at `hook_name` of every non-padding token of `source`.
+
+    One `[tokens, d_in]` chunk per model batch (see `model_batches` for `source`).
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        source: The inputs.
+        batch_size: Rows per batch.
+        fwd_hooks: The caller's forward hooks.
+
+    Yields:
+        `[tokens, d_in]` chunks.
+    """
     for _, mask, act in iter_batch_activations(
         model, hook_name, source, batch_size, fwd_hooks=fwd_hooks
     ):
@@ -173,7 +230,21 @@ def iter_activations(
 def collect_activations(
     model, hook_name: str, source: Any, batch_size: int = 32, max_tokens: int | None = None
 ) -> Float[Tensor, "tokens d_in"]:
-    """All of :func:`iter_activations` in one tensor (stops early after ``max_tokens``)."""
+    """All of `iter_activations` in one tensor (stops early after `max_tokens`).
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        source: The inputs (see `model_batches`).
+        batch_size: Rows per batch.
+        max_tokens: The most tokens, or `None`.
+
+    Returns:
+        The activations, `[tokens, d_in]`.
+
+    Raises:
+        EmptyActivationsError: If the source was empty.
+    """
     chunks, n = [], 0
     for chunk in iter_activations(model, hook_name, source, batch_size):
         chunks.append(chunk)
@@ -189,8 +260,21 @@ def collect_activations(
 def shuffled_batches(
     acts: Float[Tensor, "tokens d_in"], batch_size: int, seed: int = 0
 ) -> Iterator[Float[Tensor, "batch d_in"]]:
-    """An endless stream of shuffled ``[batch_size, d_in]`` batches (an sae_lens data provider);
-    each epoch is a fresh permutation drawn from a generator seeded with ``seed``."""
+    """An endless stream of shuffled `[batch_size, d_in]` batches (an sae_lens data provider).
+
+    Each epoch is a fresh permutation drawn from a generator seeded with `seed`.
+
+    Args:
+        acts: The activations, `[tokens, d_in]`.
+        batch_size: Rows per batch.
+        seed: The shuffling seed.
+
+    Yields:
+        `[batch_size, d_in]` batches.
+
+    Raises:
+        EmptyActivationsError: If there are fewer activations than one batch.
+    """
     if acts.shape[0] < batch_size:
         raise EmptyActivationsError(
             f"{acts.shape[0]} activations for batches of {batch_size}: collect more tokens or "
@@ -211,8 +295,17 @@ def rebatch(
 ) -> Iterator[Float[Tensor, "batch d_in"]]:
     """Turn a stream of variable-size activation chunks into shuffled fixed-size batches.
 
-    A buffer of about ``buffer_batches`` batches is filled, shuffled, and its first half is
+    A buffer of about `buffer_batches` batches is filled, shuffled, and its first half is
     emitted (so tokens of one sequence do not sit together in a batch). Ends with the stream.
+
+    Args:
+        chunks: The activation chunks, `[tokens, d_in]` each.
+        batch_size: Rows per batch.
+        buffer_batches: The buffer's size, in batches.
+        seed: The shuffling seed.
+
+    Yields:
+        `[batch_size, d_in]` batches.
     """
     gen = torch.Generator().manual_seed(seed)
     buffer: list[Tensor] = []

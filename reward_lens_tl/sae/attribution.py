@@ -1,25 +1,26 @@
 """SAE latents' contributions to the reward: exact direct effects and attribution patching.
 
-**Direct (final residual).** For an SAE on ``blocks.{L-1}.hook_resid_post`` spliced with its
+**Direct (final residual).** For an SAE on `blocks.{L-1}.hook_resid_post` spliced with its
 error term, the final residual at the reward position is exactly
-``Σ_f a_f d_f + b_dec + error`` (``d_f`` the effective decoder row). With the final norm's
-scale frozen (:mod:`reward_lens_tl.readout`), the reward is linear in it, so
-``reward = Σ_f a_f (d_f · u) + b_dec · u + error · u + head_bias`` with ``u`` the read-out
-direction divided by the scale: :func:`feature_attribution`.
+`Σ_f a_f d_f + b_dec + error` (`d_f` the effective decoder row). With the final norm's
+scale frozen (`reward_lens_tl.readout`), the reward is linear in it, so
+`reward = Σ_f a_f (d_f · u) + b_dec · u + error · u + head_bias` with `u` the read-out
+direction divided by the scale: `feature_attribution`.
 
 **Attribution patching (any site).** Elsewhere the path to the reward is non-linear;
-:func:`latent_attribution_patching` estimates each latent's total effect as
-``Σ_pos ∂reward/∂a · a`` (one forward and one backward pass through the spliced model, error
-term kept), and :func:`atp_check` verifies the top latents against real ablation.
+`latent_attribution_patching` estimates each latent's total effect as
+`Σ_pos ∂reward/∂a · a` (one forward and one backward pass through the spliced model, error
+term kept), and `atp_check` verifies the top latents against real ablation.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> from reward_lens_tl.sae.testing import random_topk_sae
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
->>> ids, mask = random_batch(2, [9, 6])
->>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> from reward_lens_tl.sae.testing import random_topk_sae
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
+    >>> ids, mask = random_batch(2, [9, 6])
+    >>> feature_attribution(model, sae, ids, mask).completeness_error() < 1e-4
+    True
 """
 
 from __future__ import annotations
@@ -45,8 +46,17 @@ from .splice import sae_hook_name, spliced
 def decoder_directions(sae: SAE) -> Float[Tensor, "d_sae d_in"]:
     """The vector each unit of latent activation adds to the reconstruction.
 
-    ``W_dec`` rows, divided by their norms when the SAE rescales activations by decoder norm
-    (sae_lens TopK SAEs). Raises :class:`UnsupportedSAEError` when decoding is not linear.
+    `W_dec` rows, divided by their norms when the SAE rescales activations by decoder norm
+    (sae_lens TopK SAEs).
+
+    Args:
+        sae: The SAE.
+
+    Returns:
+        The decoder directions, `[d_sae, d_in]`.
+
+    Raises:
+        UnsupportedSAEError: If decoding is not linear (run-time normalisation, transcoders).
     """
     norm = getattr(sae.cfg, "normalize_activations", "none")
     if norm in ("constant_norm_rescale", "layer_norm"):
@@ -64,13 +74,31 @@ def decoder_directions(sae: SAE) -> Float[Tensor, "d_sae d_in"]:
 
 
 def final_residual_hook(model) -> str:
+    """The final residual's hook name.
+
+    Args:
+        model: The reward model.
+
+    Returns:
+        `blocks.{L-1}.hook_resid_post`.
+    """
     return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
 
 
 def objective_reward(
     model, input_ids: Tensor, attention_mask: Tensor | None, objective: Objective = None
 ) -> Float[Tensor, " batch"]:
-    """The differentiable reward that ``objective`` names (see :mod:`reward_lens_tl.readout`)."""
+    """The differentiable reward that `objective` names (see `reward_lens_tl.readout`).
+
+    Args:
+        model: The reward model.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        objective: The reward objective.
+
+    Returns:
+        The rewards, `[batch]`.
+    """
     col = objective_index(model, objective)
     store: dict[str, Tensor] = {}
 
@@ -94,9 +122,24 @@ def feature_attribution(
 ) -> FeatureAttribution:
     """Exact direct effect of every latent of a final-residual SAE on the reward.
 
-    ``values[f, e] = a_f · (d_f · u)`` at the reward position (or ``positions``); the error
+    `values[f, e] = a_f · (d_f · u)` at the reward position (or `positions`); the error
     term, decoder bias and head bias are separate terms, and everything sums to the reward.
-    For SAEs at other sites use :func:`latent_attribution_patching`.
+    For SAEs at other sites use `latent_attribution_patching`.
+
+    Args:
+        model: The reward model.
+        sae: An SAE on the final residual.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        objective: The reward objective.
+        positions: The positions to read at (default: the reward position).
+        fwd_hooks: Extra forward hooks.
+
+    Returns:
+        A direct `FeatureAttribution`.
+
+    Raises:
+        SAESiteError: If the SAE is not on the final residual.
     """
     name = sae_hook_name(sae)
     if name != final_residual_hook(model):
@@ -149,11 +192,22 @@ def latent_attribution_patching(
     objective: Objective = None,
     fwd_hooks: Sequence = (),
 ) -> FeatureAttribution:
-    """Attribution patching over latents: ``values[f, e] = Σ_pos ∂r/∂a_f · a_f`` (the linear
-    estimate of ``r − r(latent f zeroed everywhere)``) through the spliced SAE (error term on).
+    """Attribution patching over latents: `values[f, e] = Σ_pos ∂r/∂a_f · a_f`.
 
-    One forward and one backward pass for all latents; gradients are taken with
-    ``torch.autograd.grad`` so the model's parameters accumulate nothing.
+    The linear estimate of `r − r(latent f zeroed everywhere)`, through the spliced SAE
+    (error term on). One forward and one backward pass for all latents; gradients are taken
+    with `torch.autograd.grad` so the model's parameters accumulate nothing.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        objective: The reward objective.
+        fwd_hooks: Extra forward hooks.
+
+    Returns:
+        An attribution-patching `FeatureAttribution`.
     """
     name = sae_hook_name(sae)
     store: dict[str, Tensor] = {}
@@ -185,7 +239,18 @@ def _real_tokens(model, input_ids: Tensor, attention_mask: Tensor | None) -> Ten
 
 
 def attribute_features(model, sae: SAE, input_ids, attention_mask=None, **kwargs):
-    """:func:`feature_attribution` for a final-residual SAE, else attribution patching."""
+    """`feature_attribution` for a final-residual SAE, else attribution patching.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        **kwargs: Passed to the attribution function.
+
+    Returns:
+        A `FeatureAttribution`.
+    """
     if sae_hook_name(sae) == final_residual_hook(model):
         return feature_attribution(model, sae, input_ids, attention_mask, **kwargs)
     return latent_attribution_patching(model, sae, input_ids, attention_mask, **kwargs)
@@ -193,7 +258,7 @@ def attribute_features(model, sae: SAE, input_ids, attention_mask=None, **kwargs
 
 # ---- interventions on latents ------------------------------------------------------------------
 def _latent_hook(feature: int, edit: Callable[[Tensor], Tensor], where: Tensor | None):
-    """A hook on ``hook_sae_acts_post`` that rewrites latent ``feature`` (at ``where``)."""
+    """A hook on `hook_sae_acts_post` that rewrites latent `feature` (at `where`)."""
 
     def hook(act, hook):
         act = act.clone()
@@ -205,7 +270,7 @@ def _latent_hook(feature: int, edit: Callable[[Tensor], Tensor], where: Tensor |
 
 
 def _shifted_by(c: float) -> Callable[[Tensor], Tensor]:
-    """The latent edit ``a → a + c``."""
+    """The latent edit `a → a + c`."""
 
     def edit(a: Tensor) -> Tensor:
         return a + c
@@ -214,7 +279,7 @@ def _shifted_by(c: float) -> Callable[[Tensor], Tensor]:
 
 
 def _position_mask(model, input_ids, attention_mask, positions) -> Tensor | None:
-    """``[batch, pos]`` bool: all real tokens (None = every position) or one per row."""
+    """`[batch, pos]` bool: all real tokens (None = every position) or one per row."""
     if positions is None:
         return None
     tokens = model.check_tokens(input_ids, attention_mask)
@@ -242,9 +307,22 @@ def latent_ablation(
     objective: Objective = None,
     positions=None,
 ) -> FeatureEffects:
-    """``reward − reward(latent zeroed)`` per feature and example, error term kept (so only
-    the latent's own contribution is removed). ``positions``: ``None`` (every position),
-    ``"reward"``, or one position per row."""
+    """`reward − reward(latent zeroed)` per feature and example, error term kept.
+
+    Only the latent's own contribution is removed.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        features: The latents to ablate.
+        objective: The reward objective.
+        positions: `None` (every position), `"reward"`, or one position per row.
+
+    Returns:
+        The `FeatureEffects`.
+    """
     features = check_indices(features, sae.cfg.d_sae, "latent")
     name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
     where = _position_mask(model, input_ids, attention_mask, positions)
@@ -269,9 +347,24 @@ def feature_steering(
     objective: Objective = None,
     positions=None,
 ):
-    """Rewards when latent ``feature``'s activation is raised by each coefficient (adding
-    ``coefficient × d_f`` to the residual at ``positions``: every position, ``"reward"`` or
-    one per row), through the spliced SAE with its error term. Returns a ``SteeringCurve``."""
+    """Rewards when latent `feature`'s activation is raised by each coefficient.
+
+    This adds `coefficient × d_f` to the residual at `positions` (every position, `"reward"`
+    or one per row), through the spliced SAE with its error term.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        feature: The latent.
+        coefficients: The steering coefficients.
+        objective: The reward objective.
+        positions: `None` (every position), `"reward"`, or one position per row.
+
+    Returns:
+        A `SteeringCurve`.
+    """
     from .results import SteeringCurve
 
     feature = check_index(feature, sae.cfg.d_sae, "latent")
@@ -298,8 +391,21 @@ def atp_check(
     k: int = 10,
     objective: Objective = None,
 ) -> AtPCheck:
-    """Attribution patching over latents against real ablation (every position) for the
-    ``k`` latents with the largest mean |estimate|."""
+    """Attribution patching over latents against real ablation (every position).
+
+    For the `k` latents with the largest mean |estimate|.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        k: How many latents.
+        objective: The reward objective.
+
+    Returns:
+        An `AtPCheck`.
+    """
     atp = latent_attribution_patching(model, sae, input_ids, attention_mask, objective=objective)
     features = atp.top_features(k)
     actual = latent_ablation(model, sae, input_ids, attention_mask, features, objective=objective)
@@ -318,9 +424,22 @@ def pair_feature_attribution(
     batch_size: int = 16,
     **kwargs,
 ) -> PairFeatureAttribution:
-    """:func:`attribute_features` for both sides of each pair (preference pairs, encoded
-    ``(chosen, rejected)`` tuples, or zoo contrast pairs as ``(edited, base)``), streamed;
-    ``.margin.top_k(k, example=i)`` gives the top latents of pair ``i``'s margin."""
+    """`attribute_features` for both sides of each pair, streamed.
+
+    The pairs are preference pairs, encoded `(chosen, rejected)` tuples, or zoo contrast
+    pairs as `(edited, base)`; `.margin.top_k(k, example=i)` gives the top latents of pair
+    `i`'s margin.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        pairs: The pairs.
+        batch_size: Pairs per batch.
+        **kwargs: Passed to `attribute_features`.
+
+    Returns:
+        A `PairFeatureAttribution`.
+    """
     encoded = [_as_encoded_pair(p) for p in pairs]
     batches = pair_batches(model, encoded, batch_size)  # chosen rows, then rejected rows
     chosen, rejected = join_pairs(

@@ -1,21 +1,22 @@
 """Concept vectors: difference-of-means directions from contrastive pairs, at every layer.
 
-A contrastive pair differs in one concept (the zoo's contrast pairs: ``edited`` has a planted
-feature, ``base`` does not; or any preference pair). The concept vector at a site is the mean
+A contrastive pair differs in one concept (the zoo's contrast pairs: `edited` has a planted
+feature, `base` does not; or any preference pair). The concept vector at a site is the mean
 residual over the positive tokens minus the mean over the negative tokens, read either at the
-reward position (``at="reward"``) or at the tokens where the pairs differ (``at="planted"``).
+reward position (`at="reward"`) or at the tokens where the pairs differ (`at="planted"`).
 Each vector is compared with the reward read-out's effective direction (from
-:func:`~reward_lens_tl.readout.readout`) and with SAE decoder directions, and tested causally:
+`readout`) and with SAE decoder directions, and tested causally:
 adding it with a range of coefficients (a steering curve), or projecting it out.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> pos, _ = random_batch(4, seq_len=8, seed=1)
->>> neg, _ = random_batch(4, seq_len=8, seed=2)
->>> cv = concept_vectors_from_sets(model, list(pos), [7] * 4, list(neg), [7] * 4, name="demo")
->>> cv.labels[0], cv.directions.shape
-('blocks.0.hook_resid_pre', torch.Size([3, 64]))
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> pos, _ = random_batch(4, seq_len=8, seed=1)
+    >>> neg, _ = random_batch(4, seq_len=8, seed=2)
+    >>> cv = concept_vectors_from_sets(model, list(pos), [7] * 4, list(neg), [7] * 4, name="demo")
+    >>> cv.labels[0], cv.directions.shape
+    ('blocks.0.hook_resid_pre', torch.Size([3, 64]))
 """
 
 from __future__ import annotations
@@ -46,18 +47,37 @@ if TYPE_CHECKING:
 
 
 def residual_sites(model) -> list[str]:
-    """``blocks.0.hook_resid_pre`` (the embedding) and every block's ``hook_resid_post``."""
+    """`blocks.0.hook_resid_pre` (the embedding) and every block's `hook_resid_post`.
+
+    Args:
+        model: The reward model.
+
+    Returns:
+        The hook names.
+    """
     return ["blocks.0.hook_resid_pre"] + [
         f"blocks.{layer}.hook_resid_post" for layer in range(model.cfg.n_layers)
     ]
 
 
 def contrast_sets(model, pairs: Sequence, at: str = "reward"):
-    """``(pos_ids, pos_positions, neg_ids, neg_positions)`` from pairs.
+    """`(pos_ids, pos_positions, neg_ids, neg_positions)` from pairs.
 
-    ``at="reward"``: each side at its reward-reading position (any pair type). ``at="planted"``:
-    contrast pairs, ``edited`` at ``edited_positions`` and ``base`` at the same positions
-    (needs aligned sides: swap edits, not the ``length`` insertion).
+    `at="reward"`: each side at its reward-reading position (any pair type). `at="planted"`:
+    contrast pairs, `edited` at `edited_positions` and `base` at the same positions
+    (needs aligned sides: swap edits, not the `length` insertion).
+
+    Args:
+        model: The reward model.
+        pairs: The contrastive pairs.
+        at: `"reward"` or `"planted"`.
+
+    Returns:
+        The positive and negative token ids and positions.
+
+    Raises:
+        InvalidArgumentError: If `at` is neither value.
+        SAESiteError: If `at="planted"` and the pairs are not aligned contrast pairs.
     """
     if at not in ("reward", "planted"):
         raise InvalidArgumentError(f"at={at!r}: expected 'reward' or 'planted'")
@@ -92,8 +112,21 @@ def _reward_position(model, ids: Sequence[int]) -> int:
 def site_activations(
     model, sequences: Sequence, positions: Sequence, sites: Sequence[str], batch_size: int = 32
 ) -> Float[Tensor, "site token d_model"]:
-    """Residuals at ``sites`` for the listed token positions of every sequence (positions in
-    the sequence; the batches are left padded, so each is shifted by its row's padding)."""
+    """Residuals at `sites` for the listed token positions of every sequence.
+
+    Positions are in the sequence; the batches are left padded, so each is shifted by its
+    row's padding.
+
+    Args:
+        model: The reward model.
+        sequences: The token ids of each sequence.
+        positions: One position or several per sequence.
+        sites: The hook names.
+        batch_size: Sequences per forward pass.
+
+    Returns:
+        The residuals, `[site, token, d_model]`.
+    """
     model.check_hook_names(sites)
     chunks = []
     for start in range(0, len(sequences), batch_size):
@@ -114,7 +147,7 @@ def site_activations(
 
 
 def _in_sequence(position: int, length: int) -> int:
-    """A position of a sequence of ``length`` tokens, counted from its start (``-1`` = last)."""
+    """A position of a sequence of `length` tokens, counted from its start (`-1` = last)."""
     if not -length <= position < length:
         raise InvalidArgumentError(f"position {position} outside a sequence of {length} tokens")
     return position % length
@@ -132,8 +165,25 @@ def concept_vectors_from_sets(
     objective: Objective = None,
     batch_size: int = 32,
 ) -> ConceptVectors:
-    """Difference of means (positive − negative) at every site, with each vector's separation
-    and its cosine with the reward read-out's effective direction."""
+    """Difference of means (positive − negative) at every site.
+
+    Each vector comes with its separation and its cosine with the reward read-out's
+    effective direction.
+
+    Args:
+        model: The reward model.
+        pos_ids: The positive sequences' token ids.
+        pos_positions: The positions read in each positive sequence.
+        neg_ids: The negative sequences' token ids.
+        neg_positions: The positions read in each negative sequence.
+        name: The concept's name.
+        sites: The hook names (default: `residual_sites`).
+        objective: The reward objective.
+        batch_size: Sequences per forward pass.
+
+    Returns:
+        The `ConceptVectors`.
+    """
     sites = list(sites or residual_sites(model))
     pos = site_activations(model, pos_ids, pos_positions, sites, batch_size)
     neg = site_activations(model, neg_ids, neg_positions, sites, batch_size)
@@ -158,16 +208,40 @@ def concept_vectors_from_sets(
 def concept_vectors(
     model, pairs: Sequence, *, at: str = "reward", name: str | None = None, **kwargs
 ) -> ConceptVectors:
-    """Concept vectors from contrastive pairs (edited/chosen positive, base/rejected negative);
-    see :func:`contrast_sets` for ``at`` and :func:`concept_vectors_from_sets` for the rest."""
+    """Concept vectors from contrastive pairs (edited/chosen positive, base/rejected negative).
+
+    See `contrast_sets` for `at` and `concept_vectors_from_sets` for the rest.
+
+    Args:
+        model: The reward model.
+        pairs: The contrastive pairs.
+        at: `"reward"` or `"planted"`.
+        name: The concept's name (default: the pairs' feature and `at`).
+        **kwargs: Passed to `concept_vectors_from_sets`.
+
+    Returns:
+        The `ConceptVectors`.
+    """
     name = name or f"{getattr(pairs[0], 'feature', 'pairs')} @ {at}"
     return concept_vectors_from_sets(model, *contrast_sets(model, pairs, at), name=name, **kwargs)
 
 
 def reward_direction(model, objective: Objective = None) -> Float[Tensor, " d_model"]:
-    """The read-out's effective direction ``w_eff`` (centred for LayerNorm models), the
-    direction along which the normalised final residual gives the reward. A gated
-    (ArmoRM-style) score has no fixed direction: pass ``objective=`` one of its objectives."""
+    """The read-out's effective direction `w_eff` (centred for LayerNorm models).
+
+    The direction along which the normalised final residual gives the reward. A gated
+    (ArmoRM-style) score has no fixed direction: pass `objective=` one of its objectives.
+
+    Args:
+        model: The reward model.
+        objective: The reward objective.
+
+    Returns:
+        The direction, `[d_model]`.
+
+    Raises:
+        RewardLensError: If the score is gated and no objective is given.
+    """
     if objective is None and getattr(model, "gating", None) is not None:
         raise RewardLensError(
             "the gated score's direction depends on each input's gate, so it has no single "
@@ -179,8 +253,22 @@ def reward_direction(model, objective: Objective = None) -> Float[Tensor, " d_mo
 
 
 def decoder_alignment(concepts: ConceptVectors, sae, k: int = 5) -> list[tuple[str, float]]:
-    """The ``k`` SAE latents whose decoder directions have the largest |cosine| with the
-    concept vector at the SAE's site, as ``[("f12", cosine), ...]``."""
+    """The SAE latents most aligned with a concept vector.
+
+    The `k` SAE latents whose decoder directions have the largest |cosine| with the
+    concept vector at the SAE's site, as `[("f12", cosine), ...]`.
+
+    Args:
+        concepts: The concept vectors.
+        sae: The SAE.
+        k: How many latents.
+
+    Returns:
+        The latents' labels and cosines.
+
+    Raises:
+        SAESiteError: If there is no concept vector at the SAE's site.
+    """
     site = sae_hook_name(sae)
     if site not in concepts.labels:
         raise SAESiteError(f"no concept vector at {site}; sites are {concepts.labels}")
@@ -191,8 +279,7 @@ def decoder_alignment(concepts: ConceptVectors, sae, k: int = 5) -> list[tuple[s
 
 
 def _only_where(change: Tensor, where: Tensor | None) -> Tensor:
-    """``change`` ``[batch, pos, d]`` kept at the positions ``where`` marks (everywhere when
-    ``None``)."""
+    """`change` `[batch, pos, d]` kept at the positions `where` marks (everywhere if `None`)."""
     return change if where is None else where[..., None].to(change.dtype) * change
 
 
@@ -215,9 +302,25 @@ def concept_steering(
     objective: Objective = None,
     label: str | None = None,
 ) -> SteeringCurve:
-    """Rewards when ``coefficient × vector`` is added at ``hook_name`` (every position by
-    default, ``"reward"`` for the reward position, or one position per row). With a concept
-    vector, coefficient 1 adds the mean difference between the two sets."""
+    """Rewards when `coefficient × vector` is added at `hook_name`.
+
+    At every position by default, `"reward"` for the reward position, or one position per
+    row. With a concept vector, coefficient 1 adds the mean difference between the two sets.
+
+    Args:
+        model: The reward model.
+        vector: The direction, `[d_model]`.
+        hook_name: The hook to add it at.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        coefficients: The steering coefficients.
+        positions: `None`, `"reward"` or one position per row.
+        objective: The reward objective.
+        label: The curve's label (default: the hook).
+
+    Returns:
+        A `SteeringCurve`.
+    """
     where = _position_mask(model, input_ids, attention_mask, positions)
     rows = []
     with torch.no_grad():
@@ -233,7 +336,13 @@ def concept_steering(
 
 @dataclass(frozen=True)
 class ProjectionEffect(Result):
-    """Rewards before and after projecting a direction out of one site."""
+    """Rewards before and after projecting a direction out of one site.
+
+    Args:
+        hook_name: The site.
+        original: The original rewards.
+        projected: The rewards with the direction projected out.
+    """
 
     example_axes = axes(original=0, projected=0)
 
@@ -243,16 +352,30 @@ class ProjectionEffect(Result):
 
     @property
     def effect(self) -> Float[Tensor, " example"]:
-        """reward − reward(direction projected out)."""
+        """Reward − reward(direction projected out)."""
         return self.original - self.projected
 
     def top_k(self, k: int = 5) -> TopK:
-        """Examples whose reward the projection changes most."""
+        """Examples whose reward the projection changes most.
+
+        Args:
+            k: How many examples.
+
+        Returns:
+            The labelled top entries.
+        """
         labels = [f"example {i}" for i in range(len(self.original))]
         return top_entries(labels, self.effect.tolist(), k, "reward − projected")
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Reward after the projection against the original reward."""
+        """Reward after the projection against the original reward.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4, 4))
         ax.scatter(self.original, self.projected, s=10)
         lo = float(min(self.original.min(), self.projected.min()))
@@ -264,6 +387,7 @@ class ProjectionEffect(Result):
         return fig
 
     def to_dataframe(self):
+        """One row per example: original and projected reward and the effect."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -285,8 +409,22 @@ def concept_projection(
     positions=None,
     objective: Objective = None,
 ) -> ProjectionEffect:
-    """Rewards with the component along ``vector`` removed at ``hook_name`` (``x − (x·v̂)v̂``;
-    every position by default)."""
+    """Rewards with the component along `vector` removed at `hook_name`.
+
+    The projection is `x − (x·v̂)v̂`, at every position by default.
+
+    Args:
+        model: The reward model.
+        vector: The direction, `[d_model]`.
+        hook_name: The hook to project it out of.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, if any.
+        positions: `None`, `"reward"` or one position per row.
+        objective: The reward objective.
+
+    Returns:
+        A `ProjectionEffect`.
+    """
     unit = F.normalize(vector.float(), dim=0)
     where = _position_mask(model, input_ids, attention_mask, positions)
 

@@ -1,19 +1,20 @@
 """Max-activating contexts: where SAE latents fire most strongly over a set of sequences.
 
-Sequences are streamed in model batches; for each requested latent the ``k`` strongest
+Sequences are streamed in model batches; for each requested latent the `k` strongest
 (sequence, position) activations are kept with a window of token ids around them (positions
 count each sequence's tokens from its first real one, whatever the padding), and each
 latent's firing frequency over non-padding tokens is counted.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> from reward_lens_tl.sae.testing import random_topk_sae
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> sae = random_topk_sae(model, "blocks.0.hook_resid_post")
->>> ids, mask = random_batch(4, [9, 6, 12, 3])
->>> ctx = max_activating_contexts(model, sae, [(ids, mask)], features=[0, 1], k=3)
->>> len(ctx[0]) <= 3, ctx[0][0].activation >= ctx[0][-1].activation
-(True, True)
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> from reward_lens_tl.sae.testing import random_topk_sae
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post")
+    >>> ids, mask = random_batch(4, [9, 6, 12, 3])
+    >>> ctx = max_activating_contexts(model, sae, [(ids, mask)], features=[0, 1], k=3)
+    >>> len(ctx[0]) <= 3, ctx[0][0].activation >= ctx[0][-1].activation
+    (True, True)
 """
 
 from __future__ import annotations
@@ -42,9 +43,24 @@ def max_activating_contexts(
     batch_size: int = 32,
     tokenizer: Any = None,
 ) -> FeatureContexts:
-    """The top-``k`` activating tokens of each latent in ``features`` (all latents when
-    ``None``) over ``source`` (anything :func:`~reward_lens_tl.sae.activations.model_batches`
-    takes), with ``window = (before, after)`` tokens of context."""
+    """The top-`k` activating tokens of each latent in `features`, with context.
+
+    All latents when `features` is `None`, over `source` (anything `model_batches` takes),
+    with `window = (before, after)` tokens of context.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        source: The inputs.
+        features: The latents, or `None` for all.
+        k: Contexts per latent.
+        window: Tokens of context before and after.
+        batch_size: Rows per batch.
+        tokenizer: The tokenizer used to show contexts (default: the model's).
+
+    Returns:
+        The `FeatureContexts`.
+    """
     feats = torch.as_tensor(
         list(range(sae.cfg.d_sae))
         if features is None

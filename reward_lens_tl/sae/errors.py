@@ -1,5 +1,7 @@
-"""The errors of the SAE tools, re-exported from :mod:`reward_lens_tl.errors` (where every
-error of the package is defined, in one hierarchy under ``RewardLensError``)."""
+"""The errors of the SAE tools, re-exported from `reward_lens_tl.errors`.
+
+Every error of the package is defined there, in one hierarchy under `RewardLensError`.
+"""
 
 from __future__ import annotations
 

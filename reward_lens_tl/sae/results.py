@@ -1,18 +1,20 @@
-"""Result objects of the SAE analyses: frozen dataclasses with ``to_dataframe()``, ``plot()``
-(a figure, never shown) and ``top_k()``.
+"""Result objects of the SAE analyses.
 
-Features are labelled ``f{index}``; values are kept as tensors with their labels, the
-feature (or coefficient) axis first and the example axis second: ``values [feature, example]``.
+Frozen dataclasses with `to_dataframe()`, `plot()` (a figure, never shown) and `top_k()`.
 
->>> import torch
->>> attr = FeatureAttribution(  # three features, one example
-...     values=torch.tensor([[0.5], [-2.0], [0.0]]),
-...     activations=torch.tensor([[1.0], [2.0], [0.0]]),
-...     rewards=torch.tensor([-1.0]), hook_name="blocks.1.hook_resid_post", method="direct",
-...     error=torch.tensor([0.25]), decoder_bias=torch.tensor([0.125]),
-...     head_bias=torch.tensor([0.125]))
->>> attr.top_k(2), attr.completeness_error()
-([('f1', -2.0), ('f0', 0.5)], 0.0)
+Features are labelled `f{index}`; values are kept as tensors with their labels, the
+feature (or coefficient) axis first and the example axis second: `values [feature, example]`.
+
+Examples:
+    >>> import torch
+    >>> attr = FeatureAttribution(  # three features, one example
+    ...     values=torch.tensor([[0.5], [-2.0], [0.0]]),
+    ...     activations=torch.tensor([[1.0], [2.0], [0.0]]),
+    ...     rewards=torch.tensor([-1.0]), hook_name="blocks.1.hook_resid_post", method="direct",
+    ...     error=torch.tensor([0.25]), decoder_bias=torch.tensor([0.125]),
+    ...     head_bias=torch.tensor([0.125]))
+    >>> attr.top_k(2), attr.completeness_error()
+    ([('f1', -2.0), ('f0', 0.5)], 0.0)
 """
 
 from __future__ import annotations
@@ -44,20 +46,38 @@ if TYPE_CHECKING:
 
 
 def feature_label(index: int) -> str:
+    """The label of a feature.
+
+    Args:
+        index: The feature's index.
+
+    Returns:
+        The label `f{index}`.
+    """
     return f"f{int(index)}"
 
 
 @dataclass(frozen=True)
 class FeatureAttribution(Result):
-    """Each SAE latent's contribution to the reward, ``values [feature, example]``.
+    """Each SAE latent's contribution to the reward, `values [feature, example]`.
 
-    ``method="direct"`` (an SAE on the final residual): the exact direct effect
-    ``activation × decoder row · u`` at the reward position, and
-    ``values.sum(0) + error + decoder_bias + head_bias == rewards``.
-    ``method="atp"`` (any site): attribution patching, ``Σ_pos ∂reward/∂a · a``, the linear
-    estimate of ``reward − reward(latent zeroed)``; there are no bias terms and no completeness.
-    ``activations`` is the latent activation at the reward position (direct) or summed over the
-    non-padding positions (atp); ``[feature, example]`` too.
+    `method="direct"` (an SAE on the final residual): the exact direct effect
+    `activation × decoder row · u` at the reward position, and
+    `values.sum(0) + error + decoder_bias + head_bias == rewards`.
+    `method="atp"` (any site): attribution patching, `Σ_pos ∂reward/∂a · a`, the linear
+    estimate of `reward − reward(latent zeroed)`; there are no bias terms and no completeness.
+    `activations` is the latent activation at the reward position (direct) or summed over the
+    non-padding positions (atp); `[feature, example]` too.
+
+    Args:
+        values: Each feature's contribution, `[feature, example]`.
+        activations: The latent activations, `[feature, example]`.
+        rewards: The rewards, `[example]`.
+        hook_name: The hook the SAE reads.
+        method: `"direct"` or `"atp"`.
+        error: The SAE error term's contribution (direct only).
+        decoder_bias: The decoder bias's contribution (direct only).
+        head_bias: The reward head's bias (direct only).
     """
 
     example_axes = axes(values=1, activations=1, rewards=0, error=0, decoder_bias=0, head_bias=0)
@@ -72,7 +92,14 @@ class FeatureAttribution(Result):
     head_bias: Float[Tensor, " example"] | None = None
 
     def total(self) -> Float[Tensor, " example"]:
-        """Σ features + error + decoder bias + head bias (direct attributions only)."""
+        """Σ features + error + decoder bias + head bias (direct attributions only).
+
+        Returns:
+            The total per example.
+
+        Raises:
+            RewardLensError: If this is not a direct attribution.
+        """
         if self.method != "direct":
             raise RewardLensError(
                 "attribution patching estimates effects; it has no exact decomposition: use "
@@ -82,11 +109,22 @@ class FeatureAttribution(Result):
         return self.values.sum(0) + error + decoder_bias + head_bias
 
     def completeness_error(self) -> float:
-        """max |Σ terms − reward| (≤ 1e-4 in float32)."""
+        """Max |Σ terms − reward| (≤ 1e-4 in float32).
+
+        Returns:
+            The largest completeness error over examples.
+        """
         return float((self.total() - self.rewards).abs().max())
 
     def terms(self) -> dict[str, Tensor]:
-        """The non-feature terms of a direct attribution."""
+        """The non-feature terms of a direct attribution.
+
+        Returns:
+            The terms by name (empty for attribution patching).
+
+        Raises:
+            UsageError: If the attribution was built without its terms.
+        """
         if self.method != "direct":
             return {}
         terms = {
@@ -100,8 +138,18 @@ class FeatureAttribution(Result):
         return {name: term for name, term in terms.items() if term is not None}
 
     def top_k(self, k: int = 10, example: int | None = None) -> TopK:
-        """The ``k`` features with the largest |value| for one example, or the largest |mean
-        value| over examples, shown with that (signed) value."""
+        """The top features by |value|.
+
+        The `k` features with the largest |value| for one example, or the largest |mean
+        value| over examples, shown with that (signed) value.
+
+        Args:
+            k: How many features.
+            example: The example, or `None` for the mean over examples.
+
+        Returns:
+            The labelled top entries.
+        """
         vals = self._per_feature(example)
         return top_entries(
             [feature_label(i) for i in self._top(k, example)],
@@ -117,11 +165,29 @@ class FeatureAttribution(Result):
         return self._per_feature(example).abs().argsort(descending=True, stable=True)[:k].tolist()
 
     def top_features(self, k: int = 10, example: int | None = None) -> list[int]:
-        """Indices of the :meth:`top_k` features."""
+        """Indices of the `top_k` features.
+
+        Args:
+            k: How many features.
+            example: The example, or `None` for the mean over examples.
+
+        Returns:
+            The feature indices, largest first.
+        """
         return self._top(k, example)
 
     def __sub__(self, other: FeatureAttribution) -> FeatureAttribution:
-        """Difference of two attributions (chosen − rejected = margin attribution)."""
+        """Difference of two attributions (chosen − rejected = margin attribution).
+
+        Args:
+            other: The attribution to subtract.
+
+        Returns:
+            The difference.
+
+        Raises:
+            RewardLensError: If the sites or methods differ.
+        """
         if self.method != other.method or self.hook_name != other.hook_name:
             raise RewardLensError("cannot subtract attributions of different sites or methods")
 
@@ -140,7 +206,14 @@ class FeatureAttribution(Result):
         )
 
     def to_dataframe(self, k: int | None = 20):
-        """One row per (example, feature) for the top-``k`` features (all with ``k=None``)."""
+        """One row per (example, feature) for the top-`k` features (all with `k=None`).
+
+        Args:
+            k: How many features, or `None` for all.
+
+        Returns:
+            A pandas DataFrame.
+        """
         import pandas as pd
 
         feats = range(self.values.shape[0]) if k is None else self.top_features(k)
@@ -157,7 +230,16 @@ class FeatureAttribution(Result):
         return pd.DataFrame(rows)
 
     def plot(self, ax: Axes | None = None, k: int = 15, example: int | None = None) -> Figure:
-        """Bar chart of the top-``k`` features and, for direct attributions, the other terms."""
+        """Bar chart of the top-`k` features and, for direct attributions, the other terms.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            k: How many features.
+            example: The example, or `None` for the mean over examples.
+
+        Returns:
+            The figure.
+        """
         top = self.top_k(k, example)
         if self.method == "direct":
             pick = (lambda t: t[example]) if example is not None else (lambda t: t.mean())
@@ -168,7 +250,12 @@ class FeatureAttribution(Result):
 
 @dataclass(frozen=True)
 class PairFeatureAttribution(MarginResult):
-    """Feature attribution of chosen and rejected responses; ``.margin`` is their difference."""
+    """Feature attribution of chosen and rejected responses; `.margin` is their difference.
+
+    Args:
+        chosen: The chosen responses' attribution.
+        rejected: The rejected responses' attribution.
+    """
 
     example_axes = axes(chosen=0, rejected=0)
 
@@ -178,8 +265,15 @@ class PairFeatureAttribution(MarginResult):
 
 @dataclass(frozen=True)
 class FeatureEffects(Result):
-    """Measured reward changes ``values [feature, example]`` of an intervention per feature
-    (e.g. ``reward − reward(feature ablated)``)."""
+    """Measured reward changes of an intervention per feature.
+
+    `values [feature, example]`, e.g. `reward − reward(feature ablated)`.
+
+    Args:
+        features: The features intervened on.
+        values: The reward changes, `[feature, example]`.
+        intervention: The intervention's name.
+    """
 
     example_axes = axes(values=1)
 
@@ -189,19 +283,38 @@ class FeatureEffects(Result):
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """The features' labels."""
         return tuple(feature_label(f) for f in self.features)
 
     def mean(self) -> Float[Tensor, " feature"]:
+        """The mean effect of each feature over examples."""
         return self.values.mean(1)
 
     def top_k(self, k: int = 10) -> TopK:
-        """Features with the largest |mean effect| over examples, shown with the mean."""
+        """Features with the largest |mean effect| over examples, shown with the mean.
+
+        Args:
+            k: How many features.
+
+        Returns:
+            The labelled top entries.
+        """
         return top_entries(self.labels, self.values.mean(1).tolist(), k, self.intervention)
 
     def to_dataframe(self):
+        """One row per (feature, example)."""
         return tidy_frame(self.values, self.labels, "feature", self.intervention)
 
     def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
+        """Bar chart of the top-`k` features' mean effects.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+            k: How many features.
+
+        Returns:
+            The figure.
+        """
         return bar_chart(ax, self.top_k(k), f"{self.intervention} (mean over examples)")[0]
 
 
@@ -209,8 +322,13 @@ class FeatureEffects(Result):
 class AtPCheck(Result):
     """Attribution patching over latents against real latent ablation, for the top features.
 
-    ``estimate[feature, example]`` is ``Σ_pos ∂r/∂a · a``; ``actual`` is
-    ``reward − reward(latent zeroed at every position)``, with the SAE's error term kept.
+    `estimate[feature, example]` is `Σ_pos ∂r/∂a · a`; `actual` is
+    `reward − reward(latent zeroed at every position)`, with the SAE's error term kept.
+
+    Args:
+        features: The features checked.
+        estimate: The attribution patching estimates, `[feature, example]`.
+        actual: The ablation effects, `[feature, example]`.
     """
 
     label_column, value_column = "feature", "ablation_mean"
@@ -227,7 +345,14 @@ class AtPCheck(Result):
         return float((a * b).sum() / (a.norm() * b.norm()).clamp_min(1e-12))
 
     def sign_agreement(self, min_effect: float = 1e-3) -> float:
-        """Share of cells with |actual| ≥ ``min_effect`` whose signs agree."""
+        """Share of cells with |actual| ≥ `min_effect` whose signs agree.
+
+        Args:
+            min_effect: The smallest |actual| counted.
+
+        Returns:
+            The share (NaN if no cell counts).
+        """
         keep = self.actual.abs() >= min_effect
         if not bool(keep.any()):
             return float("nan")
@@ -238,6 +363,7 @@ class AtPCheck(Result):
         return float((self.estimate - self.actual).norm() / self.actual.norm().clamp_min(1e-12))
 
     def summary(self) -> dict[str, float]:
+        """The number of features, correlation, sign agreement and relative error."""
         return {
             "features": len(self.features),
             "pearson": self.pearson(),
@@ -246,6 +372,7 @@ class AtPCheck(Result):
         }
 
     def to_dataframe(self):
+        """One row per feature: the mean estimate and the mean ablation effect."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -257,6 +384,14 @@ class AtPCheck(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """Scatter of the estimates against the ablation effects.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4, 4))
         ax.scatter(self.actual.flatten(), self.estimate.flatten(), s=8)
         lo = float(min(self.actual.min(), self.estimate.min()))
@@ -271,7 +406,13 @@ class AtPCheck(Result):
 
 @dataclass(frozen=True)
 class SteeringCurve(Result):
-    """Rewards ``[coefficient, example]`` when ``coefficient × direction`` is added."""
+    """Rewards `[coefficient, example]` when `coefficient × direction` is added.
+
+    Args:
+        label: The direction's name.
+        coefficients: The steering coefficients.
+        rewards: The rewards, `[coefficient, example]`.
+    """
 
     example_axes = axes(rewards=1)
 
@@ -280,6 +421,7 @@ class SteeringCurve(Result):
     rewards: Float[Tensor, "coefficient example"]
 
     def mean(self) -> Float[Tensor, " coefficient"]:
+        """The mean reward at each coefficient."""
         return self.rewards.mean(1)
 
     def slope(self) -> float:
@@ -289,13 +431,22 @@ class SteeringCurve(Result):
         return float((c * m).sum() / (c * c).sum().clamp_min(1e-12))
 
     def top_k(self, k: int = 5) -> TopK:
-        """Coefficients with the largest |mean reward change| from the unsteered reward
-        (coefficient 0, or the smallest |coefficient|)."""
+        """Coefficients with the largest |mean reward change| from the unsteered reward.
+
+        The unsteered reward is that at coefficient 0, or the smallest |coefficient|.
+
+        Args:
+            k: How many coefficients.
+
+        Returns:
+            The labelled top entries.
+        """
         base = self.mean()[self.coefficients.abs().argmin()]
         labels = [f"{float(c):+g}" for c in self.coefficients]
         return top_entries(labels, (self.mean() - base).tolist(), k, "mean reward change")
 
     def to_dataframe(self):
+        """One row per coefficient: the mean and standard deviation of the reward."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -307,6 +458,14 @@ class SteeringCurve(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """The mean reward against the coefficient.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4.5, 3.2))
         mean = self.mean()
         ax.plot(self.coefficients, mean, "o-", label=self.label)
@@ -322,7 +481,16 @@ class SteeringCurve(Result):
 
 @dataclass(frozen=True)
 class Context:
-    """One activating token and the window of token ids around it."""
+    """One activating token and the window of token ids around it.
+
+    Args:
+        feature: The feature.
+        activation: Its activation at the token.
+        example: The sequence's index.
+        position: The token's position.
+        window: The token ids around it.
+        window_start: The position of the window's first token.
+    """
 
     feature: int
     activation: float
@@ -332,7 +500,14 @@ class Context:
     window_start: int
 
     def text(self, tokenizer=None) -> str:
-        """The window as text, the activating token in ``[[ ]]``."""
+        """The window as text, the activating token in `[[ ]]`.
+
+        Args:
+            tokenizer: The tokenizer, or `None` to show token ids.
+
+        Returns:
+            The text.
+        """
         toks = [_token_str(t, tokenizer) for t in self.window]
         i = self.position - self.window_start
         toks[i] = f"[[{toks[i]}]]"
@@ -347,7 +522,14 @@ def _token_str(token_id: int, tokenizer) -> str:
 
 @dataclass(frozen=True)
 class FeatureContexts(Result):
-    """The top activating contexts of some features over a set of sequences."""
+    """The top activating contexts of some features over a set of sequences.
+
+    Args:
+        contexts: One tuple of contexts per feature, best first.
+        features: The features.
+        frequency: Each feature's share of non-padding tokens where it is active.
+        tokenizer: The tokenizer used to show the contexts, if any.
+    """
 
     no_example_axis = "its rows are features, each ranking contexts from every sequence searched"
 
@@ -357,10 +539,18 @@ class FeatureContexts(Result):
     tokenizer: object = None
 
     def __getitem__(self, feature: int) -> tuple[Context, ...]:
+        """The contexts of one feature."""
         return self.contexts[self.features.index(feature)]
 
     def top_k(self, k: int = 5) -> TopK:
-        """Features by their strongest activation in the contexts searched."""
+        """Features by their strongest activation in the contexts searched.
+
+        Args:
+            k: How many features.
+
+        Returns:
+            The labelled top entries.
+        """
         return top_entries(
             [feature_label(f) for f in self.features],
             [c[0].activation if c else 0.0 for c in self.contexts],
@@ -369,6 +559,7 @@ class FeatureContexts(Result):
         )
 
     def to_dataframe(self):
+        """One row per (feature, context)."""
         import pandas as pd
 
         rows = [
@@ -387,7 +578,14 @@ class FeatureContexts(Result):
         return pd.DataFrame(rows, columns=columns)
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Top activation per feature; returns the figure."""
+        """Top activation per feature.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(6, 0.25 * len(self.features) + 1))
         labels = [feature_label(f) for f in self.features][::-1]
         ax.barh(labels, [c[0].activation if c else 0.0 for c in self.contexts][::-1])
@@ -398,7 +596,17 @@ class FeatureContexts(Result):
 
 @dataclass(frozen=True)
 class ConceptVectors(Result):
-    """Difference-of-means directions, one per site (``labels``), ``directions [site, d]``."""
+    """Difference-of-means directions, one per site (`labels`), `directions [site, d]`.
+
+    Args:
+        name: The concept's name.
+        labels: The sites.
+        directions: The directions, `[site, d_model]`.
+        n_positive: The number of positive examples.
+        n_negative: The number of negative examples.
+        separation: How cleanly each direction separates the two sets.
+        reward_cosine: Each direction's cosine with the reward read-out's direction.
+    """
 
     no_example_axis = "its directions are means over every example of both sets"
 
@@ -414,13 +622,22 @@ class ConceptVectors(Result):
     reward_cosine: Float[Tensor, " site"]
 
     def __getitem__(self, label: str) -> Tensor:
+        """The direction at one site."""
         return self.directions[self.labels.index(label)]
 
     def top_k(self, k: int = 5) -> TopK:
-        """Sites whose concept vector is most aligned (|cosine|) with the reward direction."""
+        """Sites whose concept vector is most aligned (|cosine|) with the reward direction.
+
+        Args:
+            k: How many sites.
+
+        Returns:
+            The labelled top entries.
+        """
         return top_entries(self.labels, self.reward_cosine.tolist(), k, "cosine with w_r")
 
     def to_dataframe(self):
+        """One row per site: norm, separation and cosine with the reward direction."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -434,6 +651,14 @@ class ConceptVectors(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """Each site's cosine with the reward direction.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(5, 3.2))
         x = range(len(self.labels))
         ax.plot(x, self.reward_cosine, "o-", label="cos(v, w_r)")
@@ -447,7 +672,25 @@ class ConceptVectors(Result):
 
 @dataclass(frozen=True)
 class GroundTruthRow:
-    """One planted feature: the latent that matches it (see :mod:`.zoo_features`)."""
+    """One planted feature: the latent that matches it (see `zoo_features`).
+
+    Args:
+        feature: The planted feature.
+        hook_name: The hook the SAE reads.
+        d_sae: The SAE's width.
+        metric: The correlation used to select latents.
+        latent: The matching latent.
+        correlation: Its correlation under `metric`.
+        token_correlation: Its per-token correlation with the indicator.
+        sequence_correlation: Its per-sequence correlation with the contribution.
+        reward_token_correlation: Its correlation, at the reward token, with the contribution.
+        effect: Mean reward − reward(latent ablated), where the latent is active.
+        planted_sign: The planted feature's sign.
+        sign_ok: Whether the effect has the planted sign and is large enough.
+        best_latent: The best-correlated latent regardless of its effect.
+        best_correlation: Its correlation.
+        best_effect: Its effect.
+    """
 
     feature: str
     hook_name: str
@@ -468,32 +711,54 @@ class GroundTruthRow:
 
     @property
     def passed(self) -> bool:
+        """Whether the latent correlates ≥ 0.8 and has the planted sign."""
         return self.correlation >= 0.8 and self.sign_ok
 
 
 @dataclass(frozen=True)
 class GroundTruthReport(Result):
-    """Per planted feature, the SAE latent that tracks it best and its reward effect."""
+    """Per planted feature, the SAE latent that tracks it best and its reward effect.
+
+    Args:
+        rows: One row per planted feature.
+    """
 
     no_example_axis = "its rows are planted features, each measured over every example"
 
     rows: tuple[GroundTruthRow, ...]
 
     def __getitem__(self, feature: str) -> GroundTruthRow:
+        """The row of one planted feature."""
         return next(r for r in self.rows if r.feature == feature)
 
     def to_dataframe(self):
+        """One row per planted feature."""
         import pandas as pd
 
         return pd.DataFrame([{**r.__dict__, "passed": r.passed} for r in self.rows])
 
     def top_k(self, k: int = 4) -> TopK:
-        """Planted features by the correlation of their best latent."""
+        """Planted features by the correlation of their best latent.
+
+        Args:
+            k: How many features.
+
+        Returns:
+            The labelled top entries.
+        """
         return top_entries(
             [r.feature for r in self.rows], [r.correlation for r in self.rows], k, "correlation"
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
+        """Bar chart of each planted feature's best latent correlation.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(4.5, 3))
         ax.bar([r.feature for r in self.rows], [r.correlation for r in self.rows])
         ax.axhline(0.8, color="k", ls="--", lw=0.5)
@@ -504,4 +769,12 @@ class GroundTruthReport(Result):
 
 
 def as_index_tensor(values: Sequence[int] | Tensor) -> Int[Tensor, " n"]:
+    """Indices as a flat long tensor.
+
+    Args:
+        values: The indices.
+
+    Returns:
+        A 1-D `torch.long` tensor.
+    """
     return torch.as_tensor(values, dtype=torch.long).reshape(-1)

@@ -1,32 +1,33 @@
 """Splicing SAEs into a reward model through sae_lens, with hook names checked first.
 
-``HookedRewardModel`` subclasses sae_lens's ``HookedSAETransformer``, so ``add_sae``,
-``run_with_cache_with_saes`` and the ``saes()`` context manager work unchanged. Two sae_lens
+`HookedRewardModel` subclasses sae_lens's `HookedSAETransformer`, so `add_sae`,
+`run_with_cache_with_saes` and the `saes()` context manager work unchanged. Two sae_lens
 behaviours are tightened here: a hook name that does not exist raises
-:class:`~reward_lens_tl.sae.errors.SAEHookError` (sae_lens only logs a warning and skips the SAE),
+`SAEHookError` (sae_lens only logs a warning and skips the SAE),
 and every SAE is checked to be attached after splicing.
 
 With the error term on, the spliced model computes exactly the original reward (the SAE's
-output is its reconstruction plus ``x − x̂``); without it, the reward is that of the
-reconstruction, and :func:`splice_report` measures how far it moves.
+output is its reconstruction plus `x − x̂`); without it, the reward is that of the
+reconstruction, and `splice_report` measures how far it moves.
 
-**Special tokens.** sae_lens's ``exclude_special_tokens`` bypasses the SAE at the tokenizer's
+**Special tokens.** sae_lens's `exclude_special_tokens` bypasses the SAE at the tokenizer's
 structural special tokens (BOS, EOS, pad, SEP, decoder-start) or at a list of ids. A reward
 model reads its reward at one of those (the EOS closing the chat template), so excluding it
 makes the spliced reward ignore the SAE there while the cached latents still describe a
 reconstruction: attributions from the cache no longer add up.
-:func:`check_special_token_exclusion` (called by ``HookedRewardModel.add_sae``) refuses such an
+`check_special_token_exclusion` (called by `HookedRewardModel.add_sae`) refuses such an
 exclusion and allows one that only touches tokens the reward is never read from (the BOS).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model, random_batch
->>> from reward_lens_tl.sae.testing import random_topk_sae
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
->>> ids, mask = random_batch(2, [9, 6])
->>> report = splice_report(model, sae, ids, mask)
->>> report.max_error_with_error_term < 1e-5, model.acts_to_saes
-(True, {})
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+    >>> from reward_lens_tl.sae.testing import random_topk_sae
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
+    >>> ids, mask = random_batch(2, [9, 6])
+    >>> report = splice_report(model, sae, ids, mask)
+    >>> report.max_error_with_error_term < 1e-5, model.acts_to_saes
+    (True, {})
 """
 
 from __future__ import annotations
@@ -53,7 +54,17 @@ if TYPE_CHECKING:
 
 
 def sae_hook_name(sae: SAE) -> str:
-    """The hook an SAE reads (``cfg.metadata.hook_name``)."""
+    """The hook an SAE reads (`cfg.metadata.hook_name`).
+
+    Args:
+        sae: The SAE.
+
+    Returns:
+        The hook name.
+
+    Raises:
+        SAESiteError: If the SAE has no hook name.
+    """
     name = sae.cfg.metadata.hook_name
     if not name:
         raise SAESiteError(
@@ -64,7 +75,12 @@ def sae_hook_name(sae: SAE) -> str:
 
 
 def check_saes(model, saes: Sequence[SAE]) -> None:
-    """Each SAE's hook exists on ``model`` (or already has an SAE) and has the right width."""
+    """Each SAE's hook exists on `model` (or already has an SAE) and has the right width.
+
+    Args:
+        model: The reward model.
+        saes: The SAEs to check.
+    """
     for sae in saes:
         name = sae_hook_name(sae)
         if name in model.acts_to_saes:
@@ -87,15 +103,27 @@ _D_HEAD_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_z", "hook_rot_q", "hook_rot
 
 
 def hook_width(model, hook_name: str, reshape_z: bool = False) -> tuple[str, int] | None:
-    """``(what, width)`` of the last axis of ``hook_name``'s activations, the axis an SAE
-    reads (``hook_z`` flattened to ``n_heads*d_head`` when ``reshape_z``, as sae_lens's
-    hook_z reshaping does), or ``None`` for a hook point this table does not know.
+    """The width of the axis an SAE reads at a hook.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.testing import tiny_reward_model
-    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    >>> hook_width(model, "blocks.0.hook_resid_post"), hook_width(model, "blocks.0.mlp.hook_post")
-    (('d_model', 64), ('d_mlp', 128))
+    `(what, width)` of the last axis of `hook_name`'s activations, the axis an SAE
+    reads (`hook_z` flattened to `n_heads*d_head` when `reshape_z`, as sae_lens's
+    hook_z reshaping does), or `None` for a hook point this table does not know.
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        reshape_z: Whether `hook_z` is flattened over heads.
+
+    Returns:
+        `(what, width)`, or `None`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> hook_width(model, "blocks.0.hook_resid_post"), hook_width(
+        ...     model, "blocks.0.mlp.hook_post")
+        (('d_model', 64), ('d_mlp', 128))
     """
     cfg, leaf = model.cfg, hook_name.rsplit(".", 1)[-1]
     if leaf == "hook_z" and reshape_z:
@@ -110,10 +138,20 @@ def hook_width(model, hook_name: str, reshape_z: bool = False) -> tuple[str, int
 
 
 def check_sae_width(model, sae: SAE) -> None:
-    """Refuse (:class:`~reward_lens_tl.sae.errors.SAESiteError`) an SAE whose ``d_in`` (or a
-    transcoder's ``d_out``) is not the width of its hook's activations, when
-    :func:`hook_width` knows that width; sae_lens would accept it and fail inside the next
-    forward with a shape error. Called by ``HookedRewardModel.add_sae``."""
+    """Refuse an SAE whose width is not that of its hook's activations.
+
+    Refuses (`SAESiteError`) an SAE whose `d_in` (or a
+    transcoder's `d_out`) is not the width of its hook's activations, when
+    `hook_width` knows that width; sae_lens would accept it and fail inside the next
+    forward with a shape error. Called by `HookedRewardModel.add_sae`.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+
+    Raises:
+        SAESiteError: If a width does not match.
+    """
     reshape_z = bool(getattr(sae, "hook_z_reshaping_mode", False)) or (
         getattr(sae.cfg, "reshape_activations", "none") == "hook_z"
     )
@@ -134,29 +172,41 @@ def check_sae_width(model, sae: SAE) -> None:
 def check_special_token_exclusion(
     model, sae: SAE, exclude_special_tokens: Any = False
 ) -> bool | list[int]:
-    """Check sae_lens's ``exclude_special_tokens`` against where ``model`` reads its reward;
-    return the value to hand to sae_lens (``False``, ``True`` or a list of ids).
+    """Check sae_lens's `exclude_special_tokens` against where `model` reads its reward.
 
-    ``True`` excludes sae_lens's special ids (the tokenizer's BOS, EOS, pad, SEP and
+    `True` excludes sae_lens's special ids (the tokenizer's BOS, EOS, pad, SEP and
     decoder-start ids); a list, tuple, set or tensor excludes those ids (returned as a list:
-    sae_lens treats anything but a list as ``True``). The exclusion is refused with
-    :class:`~reward_lens_tl.errors.InvalidArgumentError` when it contains an id the reward is
-    read at (:func:`reading_token_ids`): there sae_lens would pass the original activation
+    sae_lens treats anything but a list as `True`). The exclusion is refused with
+    `InvalidArgumentError` when it contains an id the reward is
+    read at (`reading_token_ids`): there sae_lens would pass the original activation
     through, so the spliced reward would not be the SAE's, while the cache still holds latents
     (and, with the error term, a zero error) at that token. Excluding ids the reward is never
-    read at (e.g. the BOS) is allowed. ``None`` means ``False``.
+    read at (e.g. the BOS) is allowed. `None` means `False`.
 
-    >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.zoo import zoo_path
-    >>> from reward_lens_tl.sae.testing import random_topk_sae
-    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-    >>> sae = random_topk_sae(model, "blocks.2.hook_resid_post")
-    >>> check_special_token_exclusion(model, sae, torch.tensor([model.bos_token_id]))
-    [1]
-    >>> check_special_token_exclusion(model, sae, True)
-    Traceback (most recent call last):
-    ...
-    reward_lens_tl.errors.InvalidArgumentError: exclude_special_tokens=True would bypass ...
+    Args:
+        model: The reward model.
+        sae: The SAE to be spliced in.
+        exclude_special_tokens: `True`, `False`, `None` or token ids.
+
+    Returns:
+        The value to hand to sae_lens (`False`, `True` or a list of ids).
+
+    Raises:
+        InvalidArgumentError: If the exclusion touches a token the reward is read at, or is
+            not a valid value.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> sae = random_topk_sae(model, "blocks.2.hook_resid_post")
+        >>> check_special_token_exclusion(model, sae, torch.tensor([model.bos_token_id]))
+        [1]
+        >>> check_special_token_exclusion(model, sae, True)
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.InvalidArgumentError: exclude_special_tokens=True would bypass ...
     """
     if exclude_special_tokens is None or exclude_special_tokens is False:
         return False
@@ -181,8 +231,14 @@ def reading_token_ids(model) -> set[int]:
 
     The EOS id(s) of the config and tokenizer (unless the EOS is also the pad id: HF's rule
     then never reads it), the token a conversation encoded with the chat template is read at
-    (``model.encode("a", "b")`` pooled by the model's own rule), and the first id of an
+    (`model.encode("a", "b")` pooled by the model's own rule), and the first id of an
     ArmoRM-style gating pattern (where the gate reads the prompt).
+
+    Args:
+        model: The reward model.
+
+    Returns:
+        The token ids.
     """
     ids: set[int] = set()
     pad = model.pad_token_id
@@ -295,9 +351,20 @@ def _as_list(saes: SAE | Sequence[SAE]) -> list[SAE]:
 
 @contextmanager
 def spliced(model, saes: SAE | Sequence[SAE], use_error_term: bool = True) -> Iterator:
-    """Attach ``saes`` for the duration of the block (sae_lens's ``model.saes``), checked.
+    """Attach `saes` for the duration of the block (sae_lens's `model.saes`), checked.
 
     Previously attached SAEs are restored afterwards, even if the block raises.
+
+    Args:
+        model: The reward model.
+        saes: One SAE or several.
+        use_error_term: Whether the SAEs add their error term.
+
+    Yields:
+        The model, with the SAEs attached.
+
+    Raises:
+        SAEHookError: If sae_lens did not attach an SAE.
     """
     saes = _as_list(saes)
     check_saes(model, saes)
@@ -309,7 +376,16 @@ def spliced(model, saes: SAE | Sequence[SAE], use_error_term: bool = True) -> It
 
 
 def add_sae(model, sae: SAE, use_error_term: bool = True) -> None:
-    """``model.add_sae`` (permanent until ``model.reset_saes()``), with the hook checked."""
+    """`model.add_sae` (permanent until `model.reset_saes()`), with the hook checked.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        use_error_term: Whether the SAE adds its error term.
+
+    Raises:
+        SAEHookError: If sae_lens did not attach the SAE.
+    """
     check_saes(model, [sae])
     model.add_sae(sae, use_error_term=use_error_term)
     if sae_hook_name(sae) not in model.acts_to_saes:
@@ -319,8 +395,20 @@ def add_sae(model, sae: SAE, use_error_term: bool = True) -> None:
 def run_with_cache_with_saes(
     model, *args, saes: SAE | Sequence[SAE], use_error_term: bool = True, **kwargs
 ):
-    """sae_lens's ``run_with_cache_with_saes`` with hook names checked (and the error term on
-    by default: the cache then describes the model's own computation)."""
+    """Run sae_lens's `run_with_cache_with_saes` with hook names checked.
+
+    The error term is on by default: the cache then describes the model's own computation.
+
+    Args:
+        model: The reward model.
+        *args: Passed on to sae_lens.
+        saes: One SAE or several.
+        use_error_term: Whether the SAEs add their error term.
+        **kwargs: Passed on to sae_lens.
+
+    Returns:
+        The output and the activation cache.
+    """
     saes = _as_list(saes)
     check_saes(model, saes)
     return model.run_with_cache_with_saes(*args, saes=saes, use_error_term=use_error_term, **kwargs)
@@ -328,7 +416,16 @@ def run_with_cache_with_saes(
 
 @dataclass(frozen=True)
 class SpliceReport(Result):
-    """Rewards of the original model and with an SAE spliced in, per example."""
+    """Rewards of the original model and with an SAE spliced in, per example.
+
+    Args:
+        hook_name: The hook the SAE reads.
+        original: The original rewards.
+        with_error_term: The rewards spliced with the error term.
+        reconstruction: The rewards spliced without the error term.
+        fvu: The fraction of variance unexplained at the hook, over non-padding tokens.
+        l0: The mean number of active latents per token.
+    """
 
     no_example_axis = (
         "fvu and l0 are measured over every token of the batch, so a subset of its rows would "
@@ -344,15 +441,16 @@ class SpliceReport(Result):
 
     @property
     def max_error_with_error_term(self) -> float:
-        """max |reward(spliced with error) − reward| (0 up to float rounding)."""
+        """Max |reward(spliced with error) − reward| (0 up to float rounding)."""
         return float((self.with_error_term - self.original).abs().max())
 
     @property
     def reconstruction_error(self) -> Float[Tensor, " example"]:
-        """reward(reconstruction) − reward, per example."""
+        """Reward(reconstruction) − reward, per example."""
         return self.reconstruction - self.original
 
     def summary(self) -> dict[str, float]:
+        """The largest errors, the reward spread, FVU and L0."""
         err = self.reconstruction_error
         return {
             "max_error_with_error_term": self.max_error_with_error_term,
@@ -364,11 +462,19 @@ class SpliceReport(Result):
         }
 
     def top_k(self, k: int = 5) -> TopK:
-        """Examples whose reward the reconstruction (no error term) changes most."""
+        """Examples whose reward the reconstruction (no error term) changes most.
+
+        Args:
+            k: How many examples.
+
+        Returns:
+            The labelled top entries.
+        """
         labels = [f"example {i}" for i in range(len(self.original))]
         return top_entries(labels, self.reconstruction_error.tolist(), k, "reconstruction error")
 
     def to_dataframe(self):
+        """One row per example: the three rewards and the reconstruction error."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -381,7 +487,14 @@ class SpliceReport(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Reward of the reconstruction against the original reward; returns the figure."""
+        """Reward of the reconstruction against the original reward.
+
+        Args:
+            ax: The axes to draw on, or `None` for a new figure.
+
+        Returns:
+            The figure.
+        """
         from ..results import new_axes
 
         fig, ax = new_axes(ax, figsize=(4, 4))
@@ -398,7 +511,17 @@ class SpliceReport(Result):
 
 
 def splice_report(model, sae: SAE, input_ids: Tensor, attention_mask: Tensor | None = None):
-    """How splicing ``sae`` changes the reward, with and without its error term."""
+    """How splicing `sae` changes the reward, with and without its error term.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        input_ids: The token ids, `[batch, pos]`.
+        attention_mask: The attention mask, or `None` to infer it from padding.
+
+    Returns:
+        A `SpliceReport`.
+    """
     name = sae_hook_name(sae)
     check_saes(model, [sae])
     kwargs = dict(attention_mask=attention_mask, return_type="reward")

@@ -1,10 +1,11 @@
 """Small SAEs for tests and doctests: random TopK SAEs and a quickly trained one.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.testing import tiny_reward_model
->>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
->>> random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4).W_dec.shape
-torch.Size([32, 64])
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.testing import tiny_reward_model
+    >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    >>> random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4).W_dec.shape
+    torch.Size([32, 64])
 """
 
 from __future__ import annotations
@@ -21,8 +22,21 @@ from .training import TrainedSAE, train_topk_sae
 def random_topk_sae(
     model, hook_name: str, d_sae: int = 128, k: int = 8, seed: int = 0, d_in: int | None = None
 ) -> TopKSAE:
-    """A randomly initialised (untrained) sae_lens ``TopKSAE`` for ``hook_name``, with a
-    non-zero decoder bias so bias terms are exercised."""
+    """A randomly initialised (untrained) sae_lens `TopKSAE` for `hook_name`.
+
+    It has a non-zero decoder bias so bias terms are exercised.
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        d_sae: The number of latents.
+        k: The number of active latents per token.
+        seed: The initialisation seed.
+        d_in: The input width (default `d_model`).
+
+    Returns:
+        The SAE.
+    """
     check_hook(model, hook_name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -44,7 +58,19 @@ def random_topk_sae(
 def tiny_trained_sae(
     model, hook_name: str, d_sae: int = 128, k: int = 8, steps: int = 200, seed: int = 0
 ) -> TrainedSAE:
-    """A TopK SAE trained for a few steps on random token sequences (seconds on CPU)."""
+    """A TopK SAE trained for a few steps on random token sequences (seconds on CPU).
+
+    Args:
+        model: The reward model.
+        hook_name: The hook point.
+        d_sae: The number of latents.
+        k: The number of active latents per token.
+        steps: Training steps.
+        seed: The seed of the data and the training.
+
+    Returns:
+        The `TrainedSAE`.
+    """
     ids, mask = random_batch(64, seq_len=12, seed=seed, vocab=model.cfg.d_vocab)
     acts = collect_activations(model, hook_name, [(ids, mask)])
     return train_topk_sae(

@@ -1,18 +1,19 @@
 """Train TopK SAEs with sae_lens's own classes, offline, from any stream of activations.
 
-sae_lens's ``LanguageModelSAETrainingRunner`` wants a dataset from the hub; its ``SAETrainer``
-does not: it takes any iterator of ``[batch, d_in]`` tensors. :func:`train_topk_sae` builds a
-``TopKTrainingSAE`` from a ``TopKTrainingSAEConfig``, trains it with ``SAETrainer`` (the
-learning-rate end point ``lr_end`` is always set, as the trainer requires) and returns the
-*inference* SAE (decoder norms folded, exactly what ``save_inference_model`` writes) with
-training statistics. :func:`save_sae` / :func:`load_sae` use sae_lens's on-disk format, so any
+sae_lens's `LanguageModelSAETrainingRunner` wants a dataset from the hub; its `SAETrainer`
+does not: it takes any iterator of `[batch, d_in]` tensors. `train_topk_sae` builds a
+`TopKTrainingSAE` from a `TopKTrainingSAEConfig`, trains it with `SAETrainer` (the
+learning-rate end point `lr_end` is always set, as the trainer requires) and returns the
+*inference* SAE (decoder norms folded, exactly what `save_inference_model` writes) with
+training statistics. `save_sae` / `load_sae` use sae_lens's on-disk format, so any
 SAE saved by sae_lens loads here too.
 
->>> import torch
->>> acts = torch.randn(2048, 16)
->>> trained = train_topk_sae(acts, "blocks.0.hook_resid_post", d_sae=32, k=4, steps=50)
->>> type(trained.sae).__name__, trained.sae.cfg.metadata.hook_name
-('TopKSAE', 'blocks.0.hook_resid_post')
+Examples:
+    >>> import torch
+    >>> acts = torch.randn(2048, 16)
+    >>> trained = train_topk_sae(acts, "blocks.0.hook_resid_post", d_sae=32, k=4, steps=50)
+    >>> type(trained.sae).__name__, trained.sae.cfg.metadata.hook_name
+    ('TopKSAE', 'blocks.0.hook_resid_post')
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ from .errors import EmptyActivationsError, SAESiteError
 
 @dataclass(frozen=True)
 class SAEStats:
-    """Reconstruction quality of an SAE on a set of activations."""
+    """Reconstruction quality of an SAE on a set of activations.
+
+    Args:
+        fvu: Fraction of variance unexplained, Σ‖x − x̂‖² / Σ‖x − x̄‖².
+        l0: Mean number of active latents per token.
+        dead_fraction: Share of latents never active on these activations.
+        n_tokens: The number of activations.
+    """
 
     fvu: float  # fraction of variance unexplained, Σ‖x − x̂‖² / Σ‖x − x̄‖²
     l0: float  # mean number of active latents per token
@@ -51,7 +59,15 @@ class SAEStats:
 
 @dataclass(frozen=True)
 class TrainedSAE:
-    """An inference SAE plus how it was trained and how well it reconstructs."""
+    """An inference SAE plus how it was trained and how well it reconstructs.
+
+    Args:
+        sae: The inference SAE.
+        steps: Training steps run.
+        samples: Training samples seen.
+        seconds: Training time.
+        stats: Its `SAEStats` on the evaluation activations, if any.
+    """
 
     sae: SAE
     steps: int
@@ -61,12 +77,22 @@ class TrainedSAE:
 
     @property
     def samples_per_second(self) -> float:
+        """Training throughput."""
         return self.samples / max(self.seconds, 1e-9)
 
 
 @torch.no_grad()
 def sae_stats(sae: SAE, acts: Float[Tensor, "tokens d_in"], batch_size: int = 4096) -> SAEStats:
-    """FVU, L0 and the fraction of never-active latents of ``sae`` on ``acts``."""
+    """FVU, L0 and the fraction of never-active latents of `sae` on `acts`.
+
+    Args:
+        sae: The SAE.
+        acts: The activations, `[tokens, d_in]`.
+        batch_size: Rows per batch.
+
+    Returns:
+        The `SAEStats`.
+    """
     sq_err = 0.0
     l0 = 0.0
     fired = torch.zeros(sae.cfg.d_sae, dtype=torch.bool, device=acts.device)
@@ -85,7 +111,14 @@ def sae_stats(sae: SAE, acts: Float[Tensor, "tokens d_in"], batch_size: int = 40
 
 
 def to_inference_sae(training_sae: TopKTrainingSAE) -> SAE:
-    """The inference SAE that ``training_sae.save_inference_model`` would write (in memory)."""
+    """The inference SAE that `training_sae.save_inference_model` would write (in memory).
+
+    Args:
+        training_sae: The trained SAE.
+
+    Returns:
+        The inference SAE.
+    """
     state = {k: v.detach().clone() for k, v in training_sae.state_dict().items()}
     training_sae.process_state_dict_for_saving_inference(state)
     sae = SAE.from_dict(training_sae.cfg.get_inference_sae_cfg_dict())
@@ -106,7 +139,7 @@ def _threads(n: int | None):
 
 
 def _quiet_trainer(progress: bool):
-    """sae_lens's trainer always opens a tqdm bar; silence it unless ``progress``."""
+    """Silence the tqdm bar sae_lens's trainer always opens, unless `progress`."""
     if progress:
         return contextlib.nullcontext()
     return mock.patch.object(_sae_trainer, "tqdm", partial(tqdm, disable=True))
@@ -131,18 +164,43 @@ def train_topk_sae(
     threads: int | None = None,
     **config,
 ) -> TrainedSAE:
-    """Train a TopK SAE on ``activations`` with sae_lens's ``TopKTrainingSAE`` + ``SAETrainer``.
+    """Train a TopK SAE on `activations` with sae_lens's `TopKTrainingSAE` + `SAETrainer`.
 
-    ``activations`` is either a ``[tokens, d_in]`` tensor (shuffled into batches of
-    ``batch_size`` every epoch, seeded) or any iterator of ``[batch_size, d_in]`` tensors
-    (e.g. :func:`~reward_lens_tl.sae.activations.rebatch` over a streamed collection), which must
-    last ``steps`` batches. ``lr_end`` defaults to ``lr / 10`` with a cosine schedule.
-    ``model`` (optional) checks that ``hook_name`` exists. Extra keyword arguments go to
-    ``TopKTrainingSAEConfig`` (e.g. ``rescale_acts_by_decoder_norm``, ``aux_loss_coefficient``).
+    `activations` is either a `[tokens, d_in]` tensor (shuffled into batches of
+    `batch_size` every epoch, seeded) or any iterator of `[batch_size, d_in]` tensors
+    (e.g. `rebatch` over a streamed collection), which must
+    last `steps` batches. `lr_end` defaults to `lr / 10` with a cosine schedule.
+    `model` (optional) checks that `hook_name` exists. Extra keyword arguments go to
+    `TopKTrainingSAEConfig` (e.g. `rescale_acts_by_decoder_norm`, `aux_loss_coefficient`).
     The decoder bias starts at the mean activation (of the tensor, or of the first batch).
-    Weight initialisation and batch order are seeded by ``seed``. ``threads`` sets torch's
+    Weight initialisation and batch order are seeded by `seed`. `threads` sets torch's
     thread count during training (restored after): small SAEs train fastest on one thread,
     and far faster than with several on a busy machine.
+
+    Args:
+        activations: A `[tokens, d_in]` tensor or an iterator of batches.
+        hook_name: The hook the activations come from.
+        d_sae: The number of latents.
+        k: The number of active latents per token.
+        steps: Training steps.
+        batch_size: Rows per batch.
+        lr: The learning rate.
+        lr_end: The final learning rate (default `lr / 10`).
+        seed: The seed of the initialisation and batch order.
+        d_in: The activation width (default: that of the first batch).
+        model: A model to check `hook_name` against, if any.
+        dead_feature_window: Steps before a latent counts as dead (default `steps // 10`).
+        eval_activations: Activations for the statistics (default: the training tensor).
+        progress: Whether to show sae_lens's progress bar.
+        threads: Torch threads during training, or `None`.
+        **config: Passed to `TopKTrainingSAEConfig`.
+
+    Returns:
+        The `TrainedSAE`.
+
+    Raises:
+        SAESiteError: If the activations' width does not match.
+        EmptyActivationsError: If the iterator ends too soon.
     """
     if model is not None:
         check_hook(model, hook_name)
@@ -218,7 +276,7 @@ def _stream(activations, batch_size: int, seed: int) -> tuple[Iterator[Tensor], 
 
 
 def _check_width(model, hook_name: str, d_in: int) -> None:
-    """Compare ``d_in`` with the hook's width when it is the residual stream's."""
+    """Compare `d_in` with the hook's width when it is the residual stream's."""
     if "resid" in hook_name and d_in != model.cfg.d_model:
         raise SAESiteError(
             f"{hook_name} has width d_model={model.cfg.d_model}, the activations {d_in}"
@@ -226,8 +284,17 @@ def _check_width(model, hook_name: str, d_in: int) -> None:
 
 
 def save_sae(sae: SAE | TopKTrainingSAE | TrainedSAE, path: str | Path) -> Path:
-    """Write ``sae`` in sae_lens's format (weights + ``cfg.json``); a training SAE is saved as
-    its inference model. Returns the directory."""
+    """Write `sae` in sae_lens's format (weights + `cfg.json`).
+
+    A training SAE is saved as its inference model.
+
+    Args:
+        sae: The SAE.
+        path: The directory.
+
+    Returns:
+        The directory.
+    """
     sae = sae.sae if isinstance(sae, TrainedSAE) else sae
     path = Path(path)
     if hasattr(sae, "save_inference_model"):
@@ -238,8 +305,22 @@ def save_sae(sae: SAE | TopKTrainingSAE | TrainedSAE, path: str | Path) -> Path:
 
 
 def load_sae(path: str | Path, model=None, device: str | None = None) -> SAE:
-    """Any sae_lens SAE saved on disk (``SAE.load_from_disk``); with ``model``, its hook must
-    exist there (:class:`~reward_lens_tl.sae.errors.SAEHookError` otherwise)."""
+    """Any sae_lens SAE saved on disk (`SAE.load_from_disk`).
+
+    With `model`, its hook must exist there (`SAEHookError` otherwise).
+
+    Args:
+        path: The directory.
+        model: A model to check the hook against, if any.
+        device: The device (default: the model's, or the CPU).
+
+    Returns:
+        The SAE.
+
+    Raises:
+        FileNotFoundError: If the directory holds no `cfg.json`.
+        SAEHookError: If the hook is not on `model`.
+    """
     path = Path(path)
     if not (path / "cfg.json").exists():
         raise FileNotFoundError(

@@ -1,51 +1,52 @@
 """Do SAE latents recover the zoo's planted features?
 
-For every planted feature of the zoo task (``topic_match``, ``harmful``, ``length``,
-``sycophancy``) the report looks for a latent whose activation tracks the feature and whose
+For every planted feature of the zoo task (`topic_match`, `harmful`, `length`,
+`sycophancy`) the report looks for a latent whose activation tracks the feature and whose
 ablation moves the reward with the planted sign.
 
-**Sites (``ZOO_PLAN``).** Each feature is read where the model holds it. Activation patching of
-the zoo's contrast pairs puts ``topic_match`` on its planted tokens until the last block and
-``harmful`` there after the first block (half moved to the reward-reading token by the last
-block), so both are read at ``blocks.0.hook_resid_post``. ``sycophancy`` ("great question")
+**Sites (`ZOO_PLAN`).** Each feature is read where the model holds it. Activation patching of
+the zoo's contrast pairs puts `topic_match` on its planted tokens until the last block and
+`harmful` there after the first block (half moved to the reward-reading token by the last
+block), so both are read at `blocks.0.hook_resid_post`. `sycophancy` ("great question")
 is on the phrase tokens only through the first block and after the second at the
-reward-reading token (which alone restores 81 % of the margin), and ``length`` (a count of
+reward-reading token (which alone restores 81 % of the margin), and `length` (a count of
 response words) is on no single token but at the reward-reading token (67–79 %) from the first
-block on: both are read at the final residual ``blocks.2.hook_resid_post``, where a latent's
+block on: both are read at the final residual `blocks.2.hook_resid_post`, where a latent's
 ablation effect is its exact direct effect.
 
-**Metrics.** ``"sequence"``: Pearson correlation, over conversations, between a latent's
+**Metrics.** `"sequence"`: Pearson correlation, over conversations, between a latent's
 activation summed over the conversation and the feature's contribution to its score (every
-planted contribution is a sum over tokens). ``"token"``: per-token activations against the 0/1
-indicator of ``Example.feature_positions`` over every non-padding token (prompt included);
+planted contribution is a sum over tokens). `"token"`: per-token activations against the 0/1
+indicator of `Example.feature_positions` over every non-padding token (prompt included);
 stricter, it penalises activations whose size varies between the feature's words and a
 two-token feature a causal model can only recognise at its second token ("great
-**question**"). ``"reward_token"``: the latent's activation at the reward-reading token (the
+**question**"). `"reward_token"`: the latent's activation at the reward-reading token (the
 model's pooling position) against the feature's contribution, over conversations: for facts
 about the whole sequence that the model gathers at the token it reads the reward from. All
 three numbers are reported for every selected latent.
 
-**Reward contribution.** ``reward − reward(latent zeroed at every position)`` with the SAE's
+**Reward contribution.** `reward − reward(latent zeroed at every position)` with the SAE's
 error term kept, averaged over conversations where the latent fires (anywhere, or at the
-reward token for ``"reward_token"``). Among the most correlated latents (≥ 0.8), the report
+reward token for `"reward_token"`). Among the most correlated latents (≥ 0.8), the report
 selects the one with the largest contribution of the planted sign, and also reports the
 best-correlated latent overall with its contribution.
 
-**Observed** (:func:`zoo_ground_truth`: TopK SAEs with 128 latents, k = 8, 1500 steps; SAE
+**Observed** (`zoo_ground_truth`: TopK SAEs with 128 latents, k = 8, 1500 steps; SAE
 seeds 0, 1, 2; ≈ 4 s of training per site on one thread): all four features pass, with
-correlations ≥ 0.91 (``topic_match``), 0.98 (``harmful``), 0.85 (``length``) and 0.98
-(``sycophancy``). Other placements do not hold on every seed: at the final residual
-``topic_match`` reaches only ≈ 0.82 at the reward token (below 0.8 on other evaluation sets);
-with 256 latents the final residual's best ``length`` latent (0.955) fires at the reward token
+correlations ≥ 0.91 (`topic_match`), 0.98 (`harmful`), 0.85 (`length`) and 0.98
+(`sycophancy`). Other placements do not hold on every seed: at the final residual
+`topic_match` reaches only ≈ 0.82 at the reward token (below 0.8 on other evaluation sets);
+with 256 latents the final residual's best `length` latent (0.955) fires at the reward token
 of every conversation and its ablation lowers the reward (seed 1); at
-``blocks.0.hook_resid_post`` the ≈ 0.998 ``sycophancy`` latent moves the reward by −0.01 on
-seed 0, and summed activations track ``length`` at only 0.61–0.81.
+`blocks.0.hook_resid_post` the ≈ 0.998 `sycophancy` latent moves the reward by −0.01 on
+seed 0, and summed activations track `length` at only 0.61–0.81.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import load_task, zoo_path  # doctest: +SKIP
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # doctest: +SKIP
->>> report, saes = zoo_ground_truth(model, load_task().task)  # doctest: +SKIP
->>> report.to_dataframe()  # doctest: +SKIP
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import load_task, zoo_path  # doctest: +SKIP
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # doctest: +SKIP
+    >>> report, saes = zoo_ground_truth(model, load_task().task)  # doctest: +SKIP
+    >>> report.to_dataframe()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -73,9 +74,17 @@ METRICS: tuple[str, ...] = ("token", "sequence", "reward_token")
 
 #: Per planted feature, the site its SAE is trained at and the correlation metric used there.
 def zoo_plan(n_layers: int = 3) -> Mapping[str, tuple[str, str]]:
-    """Per planted feature, the site its SAE is trained at and the correlation metric used
-    there: block 0's output for the token-level features, the final residual (of an
-    ``n_layers`` model) for the sequence-level ones."""
+    """Per planted feature, the site its SAE is trained at and the correlation metric used there.
+
+    Block 0's output for the token-level features, the final residual (of an
+    `n_layers` model) for the sequence-level ones.
+
+    Args:
+        n_layers: The model's number of layers.
+
+    Returns:
+        `(site, metric)` by feature.
+    """
     final = f"blocks.{n_layers - 1}.hook_resid_post"
     return MappingProxyType(
         {
@@ -105,8 +114,26 @@ def train_zoo_sae(
     threads: int | None = 1,
     **kwargs,
 ) -> TrainedSAE:
-    """A TopK SAE on ``hook_name`` trained on every token of ``n_examples`` sampled
-    conversations (seeds disjoint from :func:`planted_feature_report`'s)."""
+    """A TopK SAE on `hook_name` trained on every token of `n_examples` sampled conversations.
+
+    The seeds are disjoint from `planted_feature_report`'s.
+
+    Args:
+        model: The reward model.
+        task: The zoo task.
+        hook_name: The site.
+        n_examples: How many conversations.
+        d_sae: The number of latents.
+        k: The number of active latents per token.
+        steps: Training steps.
+        batch_size: Tokens per step.
+        seed: The random seed.
+        threads: Torch threads while training, or `None`.
+        **kwargs: Passed to `train_topk_sae`.
+
+    Returns:
+        The `TrainedSAE`.
+    """
     examples = task.examples(n_examples, seed=10_000 + seed)
     acts = collect_activations(model, hook_name, examples, batch_size=128)
     return train_topk_sae(
@@ -131,10 +158,22 @@ def zoo_ground_truth(
     seed: int = 0,
     **report_kwargs,
 ) -> tuple[GroundTruthReport, dict[str, TrainedSAE]]:
-    """One :func:`train_zoo_sae` SAE (seeded by ``seed``) per site of ``plan`` (default:
-    :func:`zoo_plan` for the model's depth); each feature is reported at its site with its
-    metric (rows in ``plan`` order). Returns the report and the trained SAEs by site;
-    ``report_kwargs`` go to :func:`planted_feature_report`."""
+    """Train the zoo's SAEs and report the planted features.
+
+    One `train_zoo_sae` SAE (seeded by `seed`) per site of `plan` (default:
+    `zoo_plan` for the model's depth); each feature is reported at its site with its
+    metric (rows in `plan` order).
+
+    Args:
+        model: The reward model.
+        task: The zoo task.
+        plan: `(site, metric)` by feature, or `None`.
+        seed: The SAEs' seed.
+        **report_kwargs: Passed to `planted_feature_report`.
+
+    Returns:
+        The report and the trained SAEs by site.
+    """
     plan = zoo_plan(model.cfg.n_layers) if plan is None else plan
     sites = dict.fromkeys(site for site, _ in plan.values())
     trained = {site: train_zoo_sae(model, task, site, seed=seed) for site in sites}
@@ -151,8 +190,20 @@ def zoo_ground_truth(
 def latent_table(
     model, sae, examples: Sequence, features: Sequence[str], batch_size: int = 64
 ) -> tuple[Float[Tensor, "token d_sae"], Float[Tensor, "token feature"], Tensor, Tensor]:
-    """Latent activations of every non-padding token, the planted indicators per token, each
-    token's example index, and whether it is its example's reward-reading token."""
+    """Latent activations and planted indicators of every non-padding token.
+
+    Also each token's example index, and whether it is its example's reward-reading token.
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        examples: The zoo examples.
+        features: The planted features.
+        batch_size: Examples per forward pass.
+
+    Returns:
+        The activations, the indicators, the example indices and the reward-token flags.
+    """
     zs, ind, owner, reads = [], [], [], []
     offset = 0
     for ids, mask, act in iter_batch_activations(model, sae_hook_name(sae), examples, batch_size):
@@ -179,7 +230,15 @@ def latent_table(
 def column_correlations(
     z: Float[Tensor, "n d_sae"], y: Float[Tensor, " n"]
 ) -> Float[Tensor, " d_sae"]:
-    """Pearson correlation of each column of ``z`` with ``y`` (0 for constant columns)."""
+    """Pearson correlation of each column of `z` with `y` (0 for constant columns).
+
+    Args:
+        z: The columns, `[n, d_sae]`.
+        y: The target, `[n]`.
+
+    Returns:
+        The correlations, `[d_sae]`.
+    """
     zc = z - z.mean(0)
     yc = y - y.mean()
     denom = zc.norm(dim=0) * yc.norm()
@@ -201,13 +260,36 @@ def planted_feature_report(
     n_effect: int = 64,
     batch_size: int = 64,
 ) -> GroundTruthReport:
-    """Per planted feature, the latents with the ``candidates`` highest correlations (by
-    ``metric``: ``"token"``, ``"sequence"`` or ``"reward_token"``, see the module docstring) are
-    ablated on up to ``n_effect`` conversations where each fires (anywhere, or at the reward
-    token for ``"reward_token"``). Among those with correlation ≥ ``threshold`` whose reward
-    contribution has the planted sign and ``|effect| ≥ min_effect`` (default 0.05 reward units,
+    """Per planted feature, the SAE latent that tracks it and its reward effect.
+
+    Per planted feature, the latents with the `candidates` highest correlations (by
+    `metric`: `"token"`, `"sequence"` or `"reward_token"`, see the module docstring) are
+    ablated on up to `n_effect` conversations where each fires (anywhere, or at the reward
+    token for `"reward_token"`). Among those with correlation ≥ `threshold` whose reward
+    contribution has the planted sign and `|effect| ≥ min_effect` (default 0.05 reward units,
     a tenth of the smallest planted weight), the row reports the one with the largest effect;
-    if there is none, the best-correlated latent (``passed`` is then false)."""
+    if there is none, the best-correlated latent (`passed` is then false).
+
+    Args:
+        model: The reward model.
+        sae: The SAE.
+        task: The zoo task.
+        features: The planted features.
+        n: How many evaluation conversations.
+        seed: Their seed.
+        metric: `"token"`, `"sequence"` or `"reward_token"`.
+        candidates: How many latents to ablate per feature.
+        threshold: The smallest correlation accepted.
+        min_effect: The smallest |effect| accepted.
+        n_effect: The most conversations ablated per latent.
+        batch_size: Examples per forward pass.
+
+    Returns:
+        A `GroundTruthReport`.
+
+    Raises:
+        InvalidArgumentError: If `metric` is unknown.
+    """
     if metric not in METRICS:
         raise InvalidArgumentError(f"metric={metric!r}: expected one of {METRICS}")
     examples = task.examples(n, seed)
@@ -259,7 +341,7 @@ def _sign(x: float) -> int:
 
 
 def _ablation_effect(model, sae, ids, mask, activity: Tensor, latent: int, n_effect: int) -> float:
-    """Mean ``reward − reward(latent ablated)`` over conversations where the latent fires."""
+    """Mean `reward − reward(latent ablated)` over conversations where the latent fires."""
     active = (activity > 0).nonzero().flatten()[:n_effect]
     if not len(active):
         return 0.0

@@ -1,8 +1,8 @@
 """The fast path: the shared prompt prefix runs once, its key/value cache serves every candidate.
 
-:class:`PrefixCache` runs ``prompt ids`` through the model once with TransformerLens's
-key-value cache, then scores any batch of continuations (``candidate ids + suffix ids``) by
-expanding the cached keys and values along the batch (stride-0 ``expand``; TL asserts that the
+`PrefixCache` runs `prompt ids` through the model once with TransformerLens's
+key-value cache, then scores any batch of continuations (`candidate ids + suffix ids`) by
+expanding the cached keys and values along the batch (stride-0 `expand`; TL asserts that the
 cache's batch equals the input's) and running only the continuation positions. TL takes the
 cache length as the position offset, so rotary and absolute positions of the continuation are
 those of the full sequence.
@@ -11,19 +11,20 @@ Continuations of different lengths are right padded, unlike the library's other 
 padding would put pads between the cached prefix and the continuation, in the middle of each
 sequence); causal attention keeps padded positions from influencing real ones, and each row's
 reward is read where the HF pooling rule reads it in the *full* sequence
-(``model.pool_positions`` on prefix + continuation), so the result equals full-sequence scoring
-(tests: ≤ 1e-4). A reading position inside the prefix (possible when ``pad == eos`` and a
+(`model.pool_positions` on prefix + continuation), so the result equals full-sequence scoring
+(tests: ≤ 1e-4). A reading position inside the prefix (possible when `pad == eos` and a
 continuation is all padding ids) is served from the prefix run.
 
->>> import torch
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> enc = model.encode("how bake bread", "soup")
->>> cache = PrefixCache.build(model, enc.prompt_ids())
->>> fast = cache.score([enc.response_ids() + enc.suffix_ids()])
->>> bool(torch.allclose(fast, model.rewards(torch.tensor([enc.ids])), atol=1e-5))
-True
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> enc = model.encode("how bake bread", "soup")
+    >>> cache = PrefixCache.build(model, enc.prompt_ids())
+    >>> fast = cache.score([enc.response_ids() + enc.suffix_ids()])
+    >>> bool(torch.allclose(fast, model.rewards(torch.tensor([enc.ids])), atol=1e-5))
+    True
 """
 
 from __future__ import annotations
@@ -48,8 +49,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PrefixCache:
-    """Keys/values of the prefix per layer (``[1, prefix, kv_head, d_head]``, pre-rotary),
-    the head's outputs at every prefix position and, for gated heads, the prompt's gate."""
+    """The prefix's run: what scoring continuations needs.
+
+    Keys/values of the prefix per layer (`[1, prefix, kv_head, d_head]`, pre-rotary),
+    the head's outputs at every prefix position and, for gated heads, the prompt's gate.
+
+    Args:
+        model: the `HookedRewardModel`.
+        prefix_ids: the prefix's token ids.
+        keys: the cached keys per layer.
+        values: the cached values per layer.
+        head_outputs: the head's outputs at every prefix position.
+        gate: the prompt's gate (gated heads), else `None`.
+        column: the swept head column (`None`: the scalar reward or the gated score).
+    """
 
     model: HookedRewardModel
     prefix_ids: tuple[int, ...]
@@ -62,8 +75,19 @@ class PrefixCache:
     @classmethod
     @torch.no_grad()
     def build(cls, model, prefix_ids: Sequence[int], objective: Objective = None) -> PrefixCache:
-        """Run the prefix once (``objective`` picks the head column; ``None``: the scalar reward
-        or the gated score)."""
+        """Run the prefix once.
+
+        Args:
+            model: the `HookedRewardModel`.
+            prefix_ids: the prefix's token ids.
+            objective: picks the head column (`None`: the scalar reward or the gated score).
+
+        Returns:
+            The `PrefixCache`.
+
+        Raises:
+            EmptyInputError: an empty prefix.
+        """
         prefix = tuple(int(i) for i in prefix_ids)
         if not prefix:
             raise EmptyInputError("the cached sweep needs a non-empty prompt prefix")
@@ -94,7 +118,14 @@ class PrefixCache:
         )
 
     def expanded(self, n: int) -> TransformerLensKeyValueCache:
-        """A frozen cache whose entries are the prefix's, expanded (not copied) to batch ``n``."""
+        """A frozen cache whose entries are the prefix's, expanded (not copied) to batch `n`.
+
+        Args:
+            n: the batch size.
+
+        Returns:
+            The frozen key/value cache.
+        """
         entries = [
             TransformerLensKeyValueCacheEntry(
                 past_keys=k.expand(n, -1, -1, -1), past_values=v.expand(n, -1, -1, -1), frozen=True
@@ -106,7 +137,18 @@ class PrefixCache:
 
     @torch.no_grad()
     def score(self, continuations: Sequence[Sequence[int]]) -> Float[Tensor, " batch"]:
-        """Rewards of ``prefix + continuation`` for each continuation (one forward)."""
+        """Rewards of `prefix + continuation` for each continuation (one forward).
+
+        Args:
+            continuations: the continuations' token ids (candidate ids + suffix ids).
+
+        Returns:
+            One reward per continuation.
+
+        Raises:
+            EmptyInputError: no continuation.
+            SequenceTooLongError: the prefix plus the longest continuation exceed the context.
+        """
         model = self.model
         n, p = len(continuations), len(self.prefix_ids)
         if n == 0:
@@ -145,7 +187,17 @@ class PrefixCache:
         return self.reduce(pooled)
 
     def reduce(self, pooled: Float[Tensor, "batch n_objectives"]) -> Float[Tensor, " batch"]:
-        """The swept value from the pooled head outputs: one column, or the gated score."""
+        """The swept value from the pooled head outputs: one column, or the gated score.
+
+        Args:
+            pooled: the pooled head outputs.
+
+        Returns:
+            One value per row.
+
+        Raises:
+            UsageError: a gated-score cache without its prompt's gate.
+        """
         if self.column is not None:
             return pooled[:, self.column].float()
         if getattr(self.model, "scored_head", False):  # a judge's or PRM's own score

@@ -1,37 +1,38 @@
 """Which responses a sweep scores: vocabulary tokens (filtered by a documented rule) or words.
 
 A candidate is a response given as **token ids**, never as text to be re-tokenized: the sweep
-scores ``prompt ids + candidate ids + the chat template's suffix ids``.
+scores `prompt ids + candidate ids + the chat template's suffix ids`.
 
-The vocabulary rule (:func:`vocabulary_candidates`) keeps token id ``t`` unless
+The vocabulary rule (`vocabulary_candidates`) keeps token id `t` unless
 
-- ``special``: it is one of the tokenizer's special tokens (BOS, EOS, pad, unk, role markers and
+- `special`: it is one of the tokenizer's special tokens (BOS, EOS, pad, unk, role markers and
   any added token flagged special);
-- ``non_printing``: its decoded text is empty, only whitespace, or holds a control character;
-- ``byte_fragment``: it is a byte-fallback piece (``<0x0A>``) or decodes to the Unicode
+- `non_printing`: its decoded text is empty, only whitespace, or holds a control character;
+- `byte_fragment`: it is a byte-fallback piece (`<0x0A>`) or decodes to the Unicode
   replacement character (a fragment of a multi-byte character);
-- ``beyond_tokenizer``: the model's embedding has more rows than the tokenizer has tokens.
+- `beyond_tokenizer`: the model's embedding has more rows than the tokenizer has tokens.
 
-Word lists (:func:`word_candidates`) are tokenized the way the chat template tokenizes a
+Word lists (`word_candidates`) are tokenized the way the chat template tokenizes a
 response, so a word may be several tokens; a word containing the unknown token is refused.
 
-**Repeats are scored once.** A candidate is its token ids: :func:`word_candidates` and
-:func:`token_candidates` keep the first occurrence of each id sequence (and its label) and
-count the dropped repeats in ``excluded["duplicate"]`` (a word given three times, or two
+**Repeats are scored once.** A candidate is its token ids: `word_candidates` and
+`token_candidates` keep the first occurrence of each id sequence (and its label) and
+count the dropped repeats in `excluded["duplicate"]` (a word given three times, or two
 spellings that tokenize alike), so a repeated word cannot weigh more in the statistics. A
-:class:`CandidateSet` built by hand with repeated ids is refused.
+`CandidateSet` built by hand with repeated ids is refused.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> cands = vocabulary_candidates(model)
->>> len(cands), cands.excluded
-(115, {'special': 7})
->>> word_candidates(model, "how bake bread", ["soup", "great question"]).ids
-((43,), (34, 35))
->>> words = word_candidates(model, "how bake bread", ["soup", "soup", "great question", "soup"])
->>> words.labels, words.excluded
-(('soup', 'great question'), {'duplicate': 2})
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> cands = vocabulary_candidates(model)
+    >>> len(cands), cands.excluded
+    (115, {'special': 7})
+    >>> word_candidates(model, "how bake bread", ["soup", "great question"]).ids
+    ((43,), (34, 35))
+    >>> words = word_candidates(model, "how bake bread", ["soup", "soup", "great question", "soup"])
+    >>> words.labels, words.excluded
+    (('soup', 'great question'), {'duplicate': 2})
 """
 
 from __future__ import annotations
@@ -52,8 +53,18 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 class CandidateSet:
     """Candidates as token-id tuples with their labels (the token string or the word).
 
-    ``excluded`` counts the vocabulary ids the filter rule dropped, by reason, and the
-    repeated candidates a word or id list held (``"duplicate"``). Repeated ids are refused.
+    `excluded` counts the vocabulary ids the filter rule dropped, by reason, and the
+    repeated candidates a word or id list held (`"duplicate"`). Repeated ids are refused.
+
+    Args:
+        labels: the candidates' labels.
+        ids: the candidates' token ids.
+        excluded: `{reason: count}` of the dropped candidates.
+
+    Raises:
+        InvalidArgumentError: as many labels as candidates are needed, ids are integers, and
+            no candidate repeats.
+        EmptyInputError: no candidate, or a candidate without ids.
     """
 
     labels: tuple[str, ...]
@@ -61,6 +72,7 @@ class CandidateSet:
     excluded: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Normalise the labels and ids, and check them."""
         object.__setattr__(self, "labels", tuple(str(s) for s in self.labels))
         object.__setattr__(self, "ids", tuple(tuple(_token_id(i) for i in c) for c in self.ids))
         if len(self.labels) != len(self.ids):
@@ -82,13 +94,23 @@ class CandidateSet:
             )
 
     def __len__(self) -> int:
+        """The number of candidates."""
         return len(self.ids)
 
     @property
     def max_len(self) -> int:
+        """The most token ids of a candidate."""
         return max(len(c) for c in self.ids)
 
     def subset(self, indices: Sequence[int]) -> CandidateSet:
+        """The candidates at `indices`, in that order.
+
+        Args:
+            indices: the candidates' positions.
+
+        Returns:
+            The new `CandidateSet` (without `excluded`).
+        """
         return CandidateSet(
             tuple(self.labels[i] for i in indices), tuple(self.ids[i] for i in indices)
         )
@@ -105,7 +127,14 @@ def _tokenizer(model):
 
 
 def special_ids(tokenizer) -> set[int]:
-    """Ids of the tokenizer's special tokens (named specials and added tokens flagged special)."""
+    """Ids of the tokenizer's special tokens (named specials and added tokens flagged special).
+
+    Args:
+        tokenizer: the tokenizer.
+
+    Returns:
+        The ids.
+    """
     ids = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
     for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items():
         if getattr(tok, "special", False):
@@ -114,7 +143,16 @@ def special_ids(tokenizer) -> set[int]:
 
 
 def exclusion_reason(tokenizer, token_id: int, specials: set[int]) -> str | None:
-    """Why the vocabulary rule (module docstring) drops ``token_id``, or ``None`` to keep it."""
+    """Why the vocabulary rule (module docstring) drops `token_id`, or `None` to keep it.
+
+    Args:
+        tokenizer: the tokenizer.
+        token_id: the token id.
+        specials: the special ids (`special_ids`).
+
+    Returns:
+        The reason, or `None`.
+    """
     if token_id in specials:
         return "special"
     piece = tokenizer.convert_ids_to_tokens(token_id)
@@ -129,8 +167,20 @@ def exclusion_reason(tokenizer, token_id: int, specials: set[int]) -> str | None
 
 
 def vocabulary_candidates(model) -> CandidateSet:
-    """Every single-token response the model's vocabulary allows, filtered by the rule in the
-    module docstring; labels are the tokenizer's token strings (unique per id)."""
+    """Every single-token response the model's vocabulary allows.
+
+    They are filtered by the rule in the module docstring; labels are the tokenizer's token
+    strings (unique per id).
+
+    Args:
+        model: the `HookedRewardModel` (with a tokenizer).
+
+    Returns:
+        The `CandidateSet`, with the dropped ids counted by reason.
+
+    Raises:
+        TemplateError: the model has no tokenizer.
+    """
     tok = _tokenizer(model)
     specials = special_ids(tok)
     n_tok = len(tok)
@@ -148,8 +198,21 @@ def vocabulary_candidates(model) -> CandidateSet:
 
 
 def token_candidates(model, token_ids: Iterable[int]) -> CandidateSet:
-    """Single-token candidates from explicit ids (checked against the vocabulary); a repeated
-    id is kept once (counted in ``excluded["duplicate"]``)."""
+    """Single-token candidates from explicit ids (checked against the vocabulary).
+
+    A repeated id is kept once (counted in `excluded["duplicate"]`).
+
+    Args:
+        model: the `HookedRewardModel`.
+        token_ids: the token ids.
+
+    Returns:
+        The `CandidateSet`.
+
+    Raises:
+        UnknownCandidateError: ids outside the vocabulary.
+        InvalidArgumentError: ids that are not integers.
+    """
     ids = [_token_id(t) for t in token_ids]
     bad = [t for t in ids if not 0 <= t < model.cfg.d_vocab]
     if bad:
@@ -165,8 +228,17 @@ def token_candidates(model, token_ids: Iterable[int]) -> CandidateSet:
 
 
 def sweep_frame(model, prompt: Prompt) -> EncodedConversation:
-    """The conversation with a placeholder response, whose prompt and suffix ids every candidate
-    shares (``prompt_ids()`` and ``suffix_ids()``)."""
+    """The conversation with a placeholder response.
+
+    Every candidate shares its prompt and suffix ids (`prompt_ids()` and `suffix_ids()`).
+
+    Args:
+        model: the `HookedRewardModel` (with a tokenizer).
+        prompt: the prompt.
+
+    Returns:
+        The `EncodedConversation`.
+    """
     tok = _tokenizer(model)
     placeholder = tok.convert_ids_to_tokens(_any_plain_token(model))
     return model.encode_conversation(prompt, placeholder)
@@ -182,11 +254,27 @@ def _any_plain_token(model) -> int:
 
 
 def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet:
-    """Candidates from words or phrases, each tokenized exactly as the chat template tokenizes
-    a response consisting of it (``model.encode(prompt, word).response_ids()``); a word may be
-    several tokens. Words that contain the unknown token raise :class:`UnknownCandidateError`.
-    A repeated word, or a word that tokenizes like an earlier one, is kept once (the first;
-    counted in ``excluded["duplicate"]``)."""
+    """Candidates from words or phrases, tokenized as responses.
+
+    Each is tokenized exactly as the chat template tokenizes a response consisting of it
+    (`model.encode(prompt, word).response_ids()`); a word may be several tokens. A repeated
+    word, or a word that tokenizes like an earlier one, is kept once (the first; counted in
+    `excluded["duplicate"]`).
+
+    Args:
+        model: the `HookedRewardModel` (with a tokenizer).
+        prompt: the prompt.
+        words: the words or phrases.
+
+    Returns:
+        The `CandidateSet`.
+
+    Raises:
+        EmptyInputError: no word.
+        TemplateError: a word that is not a string, or a template that tokenizes the prompt
+            or suffix differently around some words.
+        UnknownCandidateError: words that contain the unknown token (or tokenize to nothing).
+    """
     words = list(words)
     if not words:
         raise EmptyInputError("the candidate word list is empty")
@@ -228,8 +316,10 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
 
 
 def _token_id(value) -> int:
-    """An integer token id (Python, NumPy or 0-d tensor integer); floats and bools are refused,
-    never truncated."""
+    """An integer token id (Python, NumPy or 0-d tensor integer).
+
+    Floats and bools are refused, never truncated.
+    """
     try:
         if isinstance(value, bool):
             raise TypeError
@@ -245,7 +335,7 @@ def _duplicates(n: int) -> dict[str, int]:
 
 
 def _repeats(labels: Sequence[str], ids: Sequence[tuple[int, ...]]) -> list[str]:
-    """``"label: ids"`` of every candidate whose ids occurred earlier in the set."""
+    """`"label: ids"` of every candidate whose ids occurred earlier in the set."""
     seen: set[tuple[int, ...]] = set()
     out = []
     for label, c in zip(labels, ids, strict=True):

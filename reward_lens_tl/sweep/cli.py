@@ -1,5 +1,7 @@
-"""The logic of ``reward-lens sweep`` and ``reward-lens sweep-stats`` (``reward_lens_tl.cli``
-only parses the arguments and calls these)."""
+"""The logic of `reward-lens sweep` and `reward-lens sweep-stats`.
+
+`reward_lens_tl.cli` only parses the arguments and calls these.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,11 @@ from ..errors import RewardLensError
 
 
 def add_arguments(sub) -> None:
-    """Register the two subcommands on the main parser's subparsers."""
+    """Register the two subcommands on the main parser's subparsers.
+
+    Args:
+        sub: the main parser's subparsers.
+    """
     sweep = sub.add_parser(
         "sweep", help="score every single-token (or listed) response to one prompt, ranked"
     )
@@ -66,6 +72,14 @@ def _one_line_errors(fn):
 
 @_one_line_errors
 def run_sweep_command(args) -> int:
+    """Run `reward-lens sweep`: score, then write the ranked CSV, the plot and a summary.
+
+    Args:
+        args: the parsed arguments.
+
+    Returns:
+        The exit status.
+    """
     import torch
 
     from ..model import HookedRewardModel
@@ -119,6 +133,14 @@ def run_sweep_command(args) -> int:
 
 @_one_line_errors
 def run_stats_command(args) -> int:
+    """Run `reward-lens sweep-stats`: print the statistics of a score CSV.
+
+    Args:
+        args: the parsed arguments.
+
+    Returns:
+        The exit status.
+    """
     from .scorefile import read_score_csv, score_file_stats
     from .stats import kendall_tau_matrix
 
@@ -142,11 +164,20 @@ def run_stats_command(args) -> int:
 
 
 def json_ready(value):
-    """``value`` with every float that is not finite (a std of one value, a τ of a constant
-    column) replaced by ``None``, recursively through dicts, lists and tuples.
+    """`value` with every float that is not finite replaced by `None`.
 
-    >>> json_ready({"std": float("nan"), "top": [("a", 1.5)]})
-    {'std': None, 'top': [['a', 1.5]]}
+    Such floats are a std of one value or a τ of a constant column; the replacement goes
+    recursively through dicts, lists and tuples.
+
+    Args:
+        value: the value.
+
+    Returns:
+        The JSON-ready value.
+
+    Examples:
+        >>> json_ready({"std": float("nan"), "top": [("a", 1.5)]})
+        {'std': None, 'top': [['a', 1.5]]}
     """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -158,5 +189,12 @@ def json_ready(value):
 
 
 def dumps(value) -> str:
-    """Strict JSON (``allow_nan=False``: never the invalid tokens ``NaN``/``Infinity``)."""
+    """Strict JSON (`allow_nan=False`: never the invalid tokens `NaN`/`Infinity`).
+
+    Args:
+        value: the value.
+
+    Returns:
+        The JSON text.
+    """
     return json.dumps(json_ready(value), indent=2, allow_nan=False)

@@ -1,5 +1,7 @@
-"""The errors of the token-sweep package, re-exported from :mod:`reward_lens_tl.errors` (where every
-error of the package is defined, in one hierarchy under ``RewardLensError``)."""
+"""The errors of the token-sweep package, re-exported from `reward_lens_tl.errors`.
+
+There every error of the package is defined, in one hierarchy under `RewardLensError`.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,16 @@
-"""The exact path: every candidate's full conversation (prompt + candidate + suffix ids) is
-scored from scratch, as full-sequence scoring would; the reference the fast path must equal.
+"""The exact path: every candidate's full conversation is scored from scratch.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> enc = model.encode("how bake bread", "soup")
->>> scorer = ExactScorer(model, enc.prompt_ids())
->>> round(float(scorer.score([enc.response_ids() + enc.suffix_ids()])[0]), 2)
--2.3
+The conversation is prompt + candidate + suffix ids, scored as full-sequence scoring would;
+the reference the fast path must equal.
+
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> enc = model.encode("how bake bread", "soup")
+    >>> scorer = ExactScorer(model, enc.prompt_ids())
+    >>> round(float(scorer.score([enc.response_ids() + enc.suffix_ids()])[0]), 2)
+    -2.3
 """
 
 from __future__ import annotations
@@ -30,8 +33,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ExactScorer:
-    """Scores ``prefix + continuation`` with one full forward per batch (left padded, so each
-    row scores exactly as alone)."""
+    """Scores `prefix + continuation` with one full forward per batch.
+
+    The batch is left padded, so each row scores exactly as alone.
+
+    Args:
+        model: the `HookedRewardModel`.
+        prefix_ids: the prefix's token ids.
+        objective: picks a head column (`None`: the scalar reward or the gated score).
+    """
 
     model: HookedRewardModel
     prefix_ids: tuple[int, ...]
@@ -40,12 +50,24 @@ class ExactScorer:
     def __init__(
         self, model: HookedRewardModel, prefix_ids: Sequence[int], objective: Objective = None
     ):
+        """Keep the model and the prefix, and resolve the objective's column."""
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "prefix_ids", tuple(int(i) for i in prefix_ids))
         object.__setattr__(self, "column", objective_index(model, objective))
 
     @torch.no_grad()
     def score(self, continuations: Sequence[Sequence[int]]) -> Float[Tensor, " batch"]:
+        """Rewards of `prefix + continuation` for each continuation.
+
+        Args:
+            continuations: the continuations' token ids.
+
+        Returns:
+            One reward per continuation.
+
+        Raises:
+            EmptyInputError: no continuation.
+        """
         if not continuations:
             raise EmptyInputError("no continuations to score")
         seqs = [self.prefix_ids + tuple(c) for c in continuations]

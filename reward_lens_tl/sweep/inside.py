@@ -1,12 +1,13 @@
 """The inside view of a sweep: which heads and MLPs make a candidate optimal or pessimal.
 
-For the top and bottom candidates of a :class:`~reward_lens_tl.sweep.SweepResult`,
-:func:`inside_view` runs exact direct attribution (:func:`reward_lens_tl.attribution.
-direct_attribution`) and subtracts the mean attribution over a baseline sample of the sweep's
-candidates, so each component's value says how much it lifts this candidate above (or pushes it
-below) the typical candidate; the values sum to ``reward − baseline mean reward``. It also runs
-the reward lens (:func:`reward_lens_tl.lens.reward_lens`) at the reward-reading position and at
-the candidate's last token, to show where along the depth the candidate's reward is written.
+For the top and bottom candidates of a `reward_lens_tl.sweep.SweepResult`,
+`inside_view` runs exact direct attribution
+(`reward_lens_tl.attribution.direct_attribution`) and subtracts the mean attribution over a
+baseline sample of the sweep's candidates, so each component's value says how much it lifts this
+candidate above (or pushes it below) the typical candidate; the values sum to
+`reward − baseline mean reward`. It also runs the reward lens
+(`reward_lens_tl.lens.reward_lens`) at the reward-reading position and at the candidate's last
+token, to show where along the depth the candidate's reward is written.
 """
 
 from __future__ import annotations
@@ -32,10 +33,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class InsideView(Result):
-    """``relative[component, candidate]`` = attribution − baseline mean attribution, so
-    ``relative.sum(0) + bias_shift == rewards − baseline_reward`` (``bias_shift``: the head
-    bias minus its baseline mean, zero unless an ArmoRM gate mixes the bias); ``lens`` at the
-    reward position and ``candidate_lens`` at the candidate's last token, one column each."""
+    """Attributions of the top and bottom candidates relative to the sweep's mean.
+
+    `relative[component, candidate]` = attribution − baseline mean attribution, so
+    `relative.sum(0) + bias_shift == rewards − baseline_reward` (`bias_shift`: the head
+    bias minus its baseline mean, zero unless an ArmoRM gate mixes the bias); `lens` at the
+    reward position and `candidate_lens` at the candidate's last token, one column each.
+
+    Args:
+        candidates: the candidates' labels.
+        side: `"top"` or `"bottom"` per candidate.
+        components: the attribution's component labels.
+        relative: the relative attributions.
+        rewards: the candidates' rewards.
+        baseline_reward: the baseline's mean reward.
+        bias_shift: the head bias minus its baseline mean.
+        n_baseline: the number of baseline candidates.
+        attribution: the candidates' attribution.
+        lens: the reward lens at the reward position.
+        candidate_lens: the reward lens at the candidate's last token.
+    """
 
     no_example_axis = "its attributions are relative to the mean over every candidate"
 
@@ -52,13 +69,22 @@ class InsideView(Result):
     candidate_lens: RewardLensResult
 
     def completeness_error(self) -> float:
-        """max |Σ relative + bias shift − (reward − baseline reward)|."""
+        """The largest |Σ relative + bias shift − (reward − baseline reward)|."""
         total = self.relative.sum(0) + self.bias_shift
         return float((total - (self.rewards - self.baseline_reward)).abs().max())
 
     def top_k(self, k: int = 5, candidate: int | str | None = None) -> TopK:
-        """Components with the largest |relative value| for one candidate (or the largest
-        |mean| over all), shown signed, sorted by |value|."""
+        """Components with the largest |relative value| for one candidate.
+
+        Without a candidate, the largest |mean| over all; shown signed, sorted by |value|.
+
+        Args:
+            k: how many components.
+            candidate: the candidate (index or label), or `None` for the mean.
+
+        Returns:
+            The `TopK` of components.
+        """
         if candidate is None:
             vals = self.relative.mean(1)
         else:
@@ -67,6 +93,7 @@ class InsideView(Result):
         return top_entries(list(self.components), vals.tolist(), k, "relative contribution")
 
     def to_dataframe(self):
+        """One row per (candidate, component): `candidate, side, component, relative`."""
         import pandas as pd
 
         rows = []
@@ -76,10 +103,18 @@ class InsideView(Result):
         return pd.DataFrame(rows, columns=["candidate", "side", "component", "relative"])
 
     def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Heat map of the ``k`` components that vary most, per candidate, beside the lens at
-        the reward position; returns the figure (``ax`` is ignored: the figure has two panels).
-        ``plot(12)`` (``k`` by position) still works, with a :class:`FutureWarning`: pass
-        ``k=`` by keyword."""
+        """Heat map of the `k` components that vary most, per candidate, beside the lens.
+
+        The lens is at the reward position. `plot(12)` (`k` by position) still works, with a
+        `FutureWarning`: pass `k=` by keyword.
+
+        Args:
+            ax: ignored: the figure has two panels.
+            k: how many components.
+
+        Returns:
+            The figure.
+        """
         import matplotlib.pyplot as plt
 
         ax, k = old_first_parameter("InsideView", "k", ax, int, k)
@@ -112,9 +147,26 @@ def inside_view(
     seed: int = 0,
     batch_size: int = 64,
 ) -> InsideView:
-    """Attribution relative to the sweep mean and the reward lens for the top ``k`` and bottom
-    ``k`` candidates. The baseline is the mean attribution over ``baseline`` candidates drawn
-    at random (``seed``) from the sweep, or all of them when the sweep is smaller."""
+    """Attribution relative to the sweep mean and the reward lens for the extreme candidates.
+
+    It covers the top `k` and bottom `k` candidates. The baseline is the mean attribution over
+    `baseline` candidates drawn at random (`seed`) from the sweep, or all of them when the
+    sweep is smaller.
+
+    Args:
+        model: the `HookedRewardModel`.
+        result: the sweep.
+        k: how many candidates on each side.
+        baseline: how many candidates the baseline averages.
+        seed: the seed of the baseline's draw.
+        batch_size: sequences per forward of the baseline.
+
+    Returns:
+        The `InsideView`.
+
+    Raises:
+        InvalidArgumentError: `k` is not a positive integer.
+    """
     if not isinstance(k, int) or k < 1:
         raise InvalidArgumentError(f"k must be a positive integer, got {k!r}")
     top = result.order()[:k].tolist()

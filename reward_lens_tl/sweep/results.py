@@ -1,9 +1,9 @@
 """The result of a token sweep: every candidate's reward, ranked, with a way back to its ids.
 
-A :class:`SweepResult` keeps the shared prompt and suffix ids, so any candidate can be handed to
+A `SweepResult` keeps the shared prompt and suffix ids, so any candidate can be handed to
 the lens, attribution or patching functions as an
-:class:`~reward_lens_tl.inputs.EncodedConversation` (:meth:`SweepResult.encoded`) or as a
-left-padded batch (:meth:`SweepResult.batch`; position ``-1`` is then every row's last token,
+`reward_lens_tl.inputs.EncodedConversation` (`SweepResult.encoded`) or as a
+left-padded batch (`SweepResult.batch`; position `-1` is then every row's last token,
 as everywhere in the library).
 """
 
@@ -30,10 +30,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SweepResult(Result):
-    """``scores[i]`` is the reward of the response ``candidates.ids[i]`` to ``prompt``.
+    """`scores[i]` is the reward of the response `candidates.ids[i]` to `prompt`.
 
-    ``objective`` is the head column that was read (``None``: the scalar reward or an ArmoRM
-    gated score); ``method`` is ``"cached"`` or ``"exact"``.
+    Args:
+        prompt: the prompt.
+        prefix_ids: the shared prompt ids.
+        suffix_ids: the shared suffix ids.
+        candidates: the candidates.
+        scores: the candidates' rewards.
+        objective: the head column that was read (`None`: the scalar reward or an ArmoRM
+            gated score).
+        method: `"cached"` or `"exact"`.
+
+    Raises:
+        InvalidArgumentError: not one score per candidate.
     """
 
     no_example_axis = (
@@ -49,48 +59,101 @@ class SweepResult(Result):
     method: str
 
     def __post_init__(self) -> None:
+        """Check that there is one score per candidate."""
         if self.scores.shape != (len(self.candidates),):
             raise InvalidArgumentError(
                 f"{tuple(self.scores.shape)} scores for {len(self.candidates)} ids"
             )
 
     def __len__(self) -> int:
+        """The number of candidates."""
         return len(self.candidates)
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """The candidates' labels."""
         return self.candidates.labels
 
     @property
     def mean(self) -> float:
+        """The mean reward over the candidates."""
         return float(self.scores.double().mean())
 
     def order(self, descending: bool = True) -> Int[Tensor, " candidate"]:
-        """Candidate indices sorted by reward (ties keep candidate order)."""
+        """Candidate indices sorted by reward (ties keep candidate order).
+
+        Args:
+            descending: highest reward first.
+
+        Returns:
+            The indices.
+        """
         return torch.sort(self.scores, descending=descending, stable=True).indices
 
     def index(self, label: str) -> int:
-        """Index of the candidate labelled ``label``."""
+        """Index of the candidate labelled `label`.
+
+        Args:
+            label: the candidate's label.
+
+        Returns:
+            The index.
+
+        Raises:
+            InvalidArgumentError: no candidate has that label.
+        """
         try:
             return self.candidates.labels.index(label)
         except ValueError:
             raise InvalidArgumentError(f"no candidate labelled {label!r} in this sweep") from None
 
     def rank(self, label: str) -> int:
-        """1-based rank of a candidate (1 = highest reward)."""
+        """1-based rank of a candidate (1 = highest reward).
+
+        Args:
+            label: the candidate's label.
+
+        Returns:
+            The rank.
+        """
         return int((self.order() == self.index(label)).nonzero()[0, 0]) + 1
 
     def top_k(self, k: int = 10) -> TopK:
-        """The ``k`` highest-reward candidates, ``[(label, reward)]``, best first (sorted by
-        the reward shown: for a sweep, "top" means optimal)."""
+        """The `k` highest-reward candidates, `[(label, reward)]`, best first.
+
+        They are sorted by the reward shown: for a sweep, "top" means optimal.
+
+        Args:
+            k: how many candidates.
+
+        Returns:
+            The `TopK` of candidates.
+        """
         return ranked([(self.labels[i], float(self.scores[i])) for i in self.order()[:k]])
 
     def bottom_k(self, k: int = 10) -> TopK:
-        """The ``k`` lowest-reward candidates, ``[(label, reward)]``, worst first."""
+        """The `k` lowest-reward candidates, `[(label, reward)]`, worst first.
+
+        Args:
+            k: how many candidates.
+
+        Returns:
+            The `TopK` of candidates.
+        """
         return ranked([(self.labels[i], float(self.scores[i])) for i in self.order(False)[:k]])
 
     def encoded(self, candidate: int | str) -> EncodedConversation:
-        """The conversation whose response is this candidate (index or label)."""
+        """The conversation whose response is this candidate (index or label).
+
+        Args:
+            candidate: the candidate's index or label.
+
+        Returns:
+            The `EncodedConversation`.
+
+        Raises:
+            InvalidArgumentError: an unknown label or an index out of range.
+        """
         i = self.index(candidate) if isinstance(candidate, str) else int(candidate)
         if not 0 <= i < len(self):
             raise InvalidArgumentError(f"candidate index {i} outside [0, {len(self)})")
@@ -105,12 +168,21 @@ class SweepResult(Result):
     def batch(
         self, candidates: Sequence[int | str], pad_token_id: int | None
     ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-        """Left-padded ``(input_ids, attention_mask)`` of several candidates' conversations
-        (:func:`~reward_lens_tl.inputs.pad_batch`)."""
+        """Left-padded `(input_ids, attention_mask)` of several candidates' conversations.
+
+        The batch is made by `reward_lens_tl.inputs.pad_batch`.
+
+        Args:
+            candidates: the candidates' indices or labels.
+            pad_token_id: the padding id.
+
+        Returns:
+            The ids and the attention mask.
+        """
         return pad_batch([self.encoded(c) for c in candidates], pad_token_id)
 
     def to_dataframe(self):
-        """One row per candidate, ranked: ``rank, candidate, token_ids, n_tokens, reward``."""
+        """One row per candidate, ranked: `rank, candidate, token_ids, n_tokens, reward`."""
         import pandas as pd
 
         order = self.order().tolist()
@@ -125,9 +197,18 @@ class SweepResult(Result):
         )
 
     def plot(self, ax: Axes | None = None, k: int = 10) -> Figure:
-        """Reward histogram beside the top and bottom ``k`` candidates; returns the figure
-        (``ax`` is ignored: the figure has two panels). ``plot(10)`` (``k`` by position) still
-        works, with a :class:`FutureWarning`: pass ``k=`` by keyword."""
+        """Reward histogram beside the top and bottom `k` candidates.
+
+        `plot(10)` (`k` by position) still works, with a `FutureWarning`: pass `k=` by
+        keyword.
+
+        Args:
+            ax: ignored: the figure has two panels.
+            k: how many candidates on each side.
+
+        Returns:
+            The figure.
+        """
         import matplotlib.pyplot as plt
 
         ax, k = old_first_parameter("SweepResult", "k", ax, int, k)

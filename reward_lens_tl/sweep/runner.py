@@ -1,25 +1,28 @@
-"""Running a sweep: candidates in chunks (memory bounded by ``chunk_size``), a progress bar on
-long sweeps, and a resume file so an interrupted sweep continues where it stopped.
+"""Running a sweep: candidates in chunks, a progress bar and a resume file.
 
-The resume file is JSON lines (:class:`~reward_lens_tl.provenance.ResumableLog`): a header naming
-its producer (the model's fingerprint, :func:`~reward_lens_tl.provenance.model_fingerprint`, and
+Candidates run in chunks (memory bounded by `chunk_size`), with a progress bar on long sweeps
+and a resume file so an interrupted sweep continues where it stopped.
+
+The resume file is JSON lines (`reward_lens_tl.provenance.ResumableLog`): a header naming
+its producer (the model's fingerprint, `reward_lens_tl.provenance.model_fingerprint`, and
 hashes of the prompt and suffix ids, the candidate ids and labels, the objective, method and chunk
-size), then one line per finished chunk (``{"start": i, "scores": [...]}``, written as soon as the
+size), then one line per finished chunk (`{"start": i, "scores": [...]}`, written as soon as the
 chunk is done). A file written by another model or sweep is refused with
-:class:`~reward_lens_tl.sweep.errors.ResumeMismatchError` naming both; a chunk holding a
+`reward_lens_tl.sweep.errors.ResumeMismatchError` naming both; a chunk holding a
 non-finite value, too few or too many scores or an unexpected start is
-:class:`~reward_lens_tl.sweep.errors.ResumeFileError` naming the file and line; a second process
-resuming the same file gets :class:`~reward_lens_tl.provenance.FileInUseError`. Chunk boundaries
-are fixed by ``chunk_size``, so a resumed sweep runs exactly the batches an uninterrupted one
+`reward_lens_tl.sweep.errors.ResumeFileError` naming the file and line; a second process
+resuming the same file gets `reward_lens_tl.provenance.FileInUseError`. Chunk boundaries
+are fixed by `chunk_size`, so a resumed sweep runs exactly the batches an uninterrupted one
 would and gives identical scores. A half-written last line (a crash mid-write) is dropped and
 recomputed.
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> result = token_sweep(model, "how bake bread")
->>> sorted(label for label, _ in result.top_k(10))[:3]
-['bake', 'bread', 'butter']
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> result = token_sweep(model, "how bake bread")
+    >>> sorted(label for label, _ in result.top_k(10))[:3]
+    ['bake', 'bread', 'butter']
 """
 
 from __future__ import annotations
@@ -61,15 +64,31 @@ def token_sweep(
     progress: bool | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
 ) -> SweepResult:
-    """The reward of every candidate as the whole response to ``prompt``.
+    """The reward of every candidate as the whole response to `prompt`.
 
-    ``candidates``: ``None`` for the filtered vocabulary
-    (:func:`~reward_lens_tl.sweep.candidates.vocabulary_candidates`), a list of words/phrases
-    (tokenized as the template tokenizes a response), or a :class:`CandidateSet` of ids.
-    ``method="cached"`` computes the prompt once and reuses its key/value cache (equal to
-    ``"exact"`` within 1e-4, much faster); ``chunk_size`` candidates run per forward;
-    ``resume`` is a file that records finished chunks (see the module docstring);
-    ``on_chunk(done, total)`` is called after each chunk.
+    Args:
+        model: the `HookedRewardModel`.
+        prompt: the prompt.
+        candidates: `None` for the filtered vocabulary
+            (`reward_lens_tl.sweep.candidates.vocabulary_candidates`), a list of
+            words/phrases (tokenized as the template tokenizes a response), or a
+            `CandidateSet` of ids.
+        method: `"cached"` computes the prompt once and reuses its key/value cache (equal to
+            `"exact"` within 1e-4, much faster).
+        objective: picks a head column (`None`: the scalar reward or the gated score).
+        chunk_size: candidates run per forward.
+        resume: a file that records finished chunks (see the module docstring).
+        progress: show a progress bar (default: above `PROGRESS_THRESHOLD` candidates).
+        on_chunk: `on_chunk(done, total)` is called after each chunk.
+
+    Returns:
+        The `SweepResult`.
+
+    Raises:
+        InvalidArgumentError: an unknown method, a chunk size that is not a positive integer,
+            or candidates given as one string.
+        ResumeMismatchError: the resume file was written by another model or sweep.
+        ResumeFileError: the resume file holds a damaged chunk.
     """
     if method not in ("cached", "exact"):
         raise InvalidArgumentError(f"method must be 'cached' or 'exact', not {method!r}")
@@ -109,12 +128,32 @@ def token_sweep(
 
 
 def exact_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult:
-    """:func:`token_sweep` with ``method="exact"`` (full-sequence scoring of each candidate)."""
+    """`token_sweep` with `method="exact"` (full-sequence scoring of each candidate).
+
+    Args:
+        model: the `HookedRewardModel`.
+        prompt: the prompt.
+        candidates: the candidates (see `token_sweep`).
+        **kwargs: the other arguments of `token_sweep`.
+
+    Returns:
+        The `SweepResult`.
+    """
     return token_sweep(model, prompt, candidates, method="exact", **kwargs)
 
 
 def cached_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult:
-    """:func:`token_sweep` with ``method="cached"`` (shared prefix, expanded key/value cache)."""
+    """`token_sweep` with `method="cached"` (shared prefix, expanded key/value cache).
+
+    Args:
+        model: the `HookedRewardModel`.
+        prompt: the prompt.
+        candidates: the candidates (see `token_sweep`).
+        **kwargs: the other arguments of `token_sweep`.
+
+    Returns:
+        The `SweepResult`.
+    """
     return token_sweep(model, prompt, candidates, method="cached", **kwargs)
 
 
@@ -172,7 +211,7 @@ def _load_chunks(log: ResumableLog, cands: CandidateSet, size: int) -> dict[int,
 
 
 def _check_chunk(where: str, rec, cands: CandidateSet, size: int, done) -> tuple[int, list]:
-    """``(start, scores)`` of one resume-file record, or :class:`ResumeFileError` (``where``)."""
+    """`(start, scores)` of one resume-file record, or `ResumeFileError` (`where`)."""
     start = rec.get("start") if isinstance(rec, dict) else None
     scores = rec.get("scores") if isinstance(rec, dict) else None
     if isinstance(start, bool) or not isinstance(start, int) or not isinstance(scores, list):

@@ -1,16 +1,18 @@
-"""The study redone on published scores: read a score CSV (candidate column + one column per
-model, like ``../shared/data/optimal_pessimal/scores_*.csv``) and compute the statistics without
-the models.
+r"""The study redone on published scores: read a score CSV and compute the statistics.
+
+The CSV has a candidate column and one column per model, like
+`../shared/data/optimal_pessimal/scores_*.csv`; the statistics need no model.
 
 Empty cells are missing values (NaN); each statistic uses, per model or per pair of models, the
-candidates that have values. A cell that is present but not a finite number (``oops``, ``inf``)
+candidates that have values. A cell that is present but not a finite number (`oops`, `inf`)
 is an error naming the file, row and column, and so is a candidate named twice (it would be
 counted twice in every statistic).
 
->>> import io
->>> csv = io.StringIO("name,m1,m2\\nx,1,2\\ny,2,1\\nz,3,3\\n")
->>> score_file_stats(csv)["kendall_tau"]
-{'m1 | m2': 0.33333333333333337}
+Examples:
+    >>> import io
+    >>> csv = io.StringIO("name,m1,m2\nx,1,2\ny,2,1\nz,3,3\n")
+    >>> score_file_stats(csv)["kendall_tau"]
+    {'m1 | m2': 0.33333333333333337}
 """
 
 from __future__ import annotations
@@ -28,9 +30,17 @@ CANDIDATE_COLUMN = "name"
 def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
     """A frame indexed by candidate with one float column per model, in the file's order.
 
-    Raises :class:`ScoreFileError` (naming the file, column and row) for a missing file, a
-    missing candidate column, no model column, a value that is not a finite number, or a
-    candidate that appears twice.
+    Args:
+        source: the CSV's path or an open text stream.
+        candidate_column: the candidate column's name.
+
+    Returns:
+        The score frame.
+
+    Raises:
+        ScoreFileError: (naming the file, column and row) a missing file, a missing candidate
+            column, no model column, a value that is not a finite number, or a candidate that
+            appears twice.
     """
     import pandas as pd
 
@@ -74,10 +84,23 @@ def _numeric_column(cells, file: str, col: str) -> np.ndarray:
 
 
 def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 5) -> dict:
-    """JSON-ready statistics of a score CSV: ``models`` (column order), ``kendall_tau``
-    (τ-b of every unordered pair once, keyed ``"model a | model b"`` with the file's names),
-    ``n_shared`` per pair, and per model a ``summary`` (distribution, skew, kurtosis) and its
-    ``top``/``bottom`` ``k`` candidates. Missing values are dropped pairwise."""
+    """JSON-ready statistics of a score CSV.
+
+    Missing values are dropped pairwise.
+
+    Args:
+        source: the CSV's path or an open text stream.
+        candidate_column: the candidate column's name.
+        k: how many top and bottom candidates per model.
+
+    Returns:
+        `models` (column order), `kendall_tau` (τ-b of every unordered pair once, keyed
+        `"model a | model b"` with the file's names), `n_shared` per pair, and per model a
+        `summary` (distribution, skew, kurtosis) and its `top`/`bottom` `k` candidates.
+
+    Raises:
+        ScoreFileError: the file cannot be read as a score table (see `read_score_csv`).
+    """
     frame = read_score_csv(source, candidate_column)
     models = [str(c) for c in frame.columns]
     out: dict = {"models": models, "n_candidates": len(frame)}

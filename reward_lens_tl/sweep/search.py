@@ -1,18 +1,19 @@
 """Short responses that maximise (or minimise) the reward: batched beam search over candidates.
 
-Every step extends each of the ``beam_width`` kept responses by every candidate, scores all
+Every step extends each of the `beam_width` kept responses by every candidate, scores all
 extensions exactly as complete responses (candidate ids + the template's suffix) through one
-shared :class:`~reward_lens_tl.sweep.cached.PrefixCache` of the prompt, and keeps the best
-``beam_width``. ``beam_width=1`` is greedy search. A phrase whose first word earns nothing on
+shared `reward_lens_tl.sweep.cached.PrefixCache` of the prompt, and keeps the best
+`beam_width`. `beam_width=1` is greedy search. A phrase whose first word earns nothing on
 its own (the zoo's sycophantic opener) survives only if the beam is wide enough to keep that
-word after step one; widen the beam (the cost is ``beam_width × candidates`` rows per step).
+word after step one; widen the beam (the cost is `beam_width × candidates` rows per step).
 
->>> from reward_lens_tl import HookedRewardModel
->>> from reward_lens_tl.zoo import zoo_path
->>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
->>> worst = response_search(model, "how bake bread", 2, beam_width=4, maximize=False)
->>> all(w in ("poison", "weapon", "bomb", "steal", "hurt", "scam") for w in worst.best[0])
-True
+Examples:
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> worst = response_search(model, "how bake bread", 2, beam_width=4, maximize=False)
+    >>> all(w in ("poison", "weapon", "bomb", "steal", "hurt", "scam") for w in worst.best[0])
+    True
 """
 
 from __future__ import annotations
@@ -40,8 +41,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SearchResult(Result):
-    """The final beam: ``responses[i]`` (candidate labels) with reward ``scores[i]``, best
-    first; ``step_best[t]`` is the best response and reward after step ``t + 1``."""
+    """The final beam: `responses[i]` (candidate labels) with reward `scores[i]`, best first.
+
+    `step_best[t]` is the best response and reward after step `t + 1`.
+
+    Args:
+        prompt: the prompt.
+        responses: the final beam's responses, as candidate labels.
+        token_ids: the final beam's responses, as token ids.
+        scores: the final beam's rewards.
+        maximize: whether the search maximised the reward.
+        step_best: the best response and reward after each step.
+        n_scored: how many responses were scored.
+    """
 
     prompt: object
     responses: tuple[tuple[str, ...], ...]
@@ -53,10 +65,18 @@ class SearchResult(Result):
 
     @property
     def best(self) -> tuple[tuple[str, ...], float]:
+        """The best response and its reward."""
         return self.responses[0], float(self.scores[0])
 
     def top_k(self, k: int = 5) -> TopK:
-        """The ``k`` best responses of the final beam as ``(text, reward)``, best first."""
+        """The `k` best responses of the final beam as `(text, reward)`, best first.
+
+        Args:
+            k: how many responses.
+
+        Returns:
+            The `TopK` of responses.
+        """
         return ranked(
             [
                 (" ".join(r), float(s))
@@ -65,6 +85,7 @@ class SearchResult(Result):
         )
 
     def to_dataframe(self):
+        """One row per response of the final beam: `rank, response, token_ids, reward`."""
         import pandas as pd
 
         return pd.DataFrame(
@@ -77,7 +98,14 @@ class SearchResult(Result):
         )
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Best reward after each step; returns the figure."""
+        """Best reward after each step.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         from ..results import new_axes
 
         fig, ax = new_axes(ax, figsize=(5, 3))
@@ -105,9 +133,25 @@ def response_search(
     objective: Objective = None,
     chunk_size: int = 512,
 ) -> SearchResult:
-    """Beam search for the ``length``-candidate response with the highest (``maximize``) or
-    lowest reward; candidates as in :func:`~reward_lens_tl.sweep.token_sweep` (default: the
-    filtered vocabulary, so ``length`` counts tokens)."""
+    """Beam search for the `length`-candidate response with the highest or lowest reward.
+
+    Args:
+        model: the `HookedRewardModel`.
+        prompt: the prompt.
+        length: the response's length, in candidates.
+        candidates: as in `reward_lens_tl.sweep.token_sweep` (default: the filtered
+            vocabulary, so `length` counts tokens).
+        beam_width: the responses kept after each step.
+        maximize: search for the highest reward (`False`: the lowest).
+        objective: picks a head column (`None`: the scalar reward or the gated score).
+        chunk_size: responses scored per forward.
+
+    Returns:
+        The `SearchResult`.
+
+    Raises:
+        InvalidArgumentError: `length` or `beam_width` is not a positive integer.
+    """
     if not isinstance(length, int) or length < 1:
         raise InvalidArgumentError(f"length must be a positive integer, got {length!r}")
     if not isinstance(beam_width, int) or beam_width < 1:

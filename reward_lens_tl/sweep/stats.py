@@ -1,18 +1,19 @@
 """The statistics of the optimal/pessimal-token study, on sweeps or on published score tables.
 
-Every function takes scores as a :class:`pandas.Series` indexed by candidate (a
-:class:`~reward_lens_tl.sweep.SweepResult` is converted with :func:`as_series`) or, for the
-cross-model and cross-prompt comparisons, a :class:`pandas.DataFrame` with one column per model
+Every function takes scores as a `pandas.Series` indexed by candidate (a
+`reward_lens_tl.sweep.SweepResult` is converted with `as_series`) or, for the
+cross-model and cross-prompt comparisons, a `pandas.DataFrame` with one column per model
 (or prompt) and one row per candidate. Missing values (NaN) are dropped pairwise: each
 comparison uses the candidates both columns have. An infinite score is neither a number nor
-missing: it is an error (:class:`~reward_lens_tl.errors.InvalidArgumentError`), and a score
-file's repeated candidates or infinite cells are refused by :func:`check_score_frame`.
-Correlations are :mod:`reward_lens_tl.stats`'s (NaN where a column is constant).
+missing: it is an error (`reward_lens_tl.errors.InvalidArgumentError`), and a score
+file's repeated candidates or infinite cells are refused by `check_score_frame`.
+Correlations are `reward_lens_tl.stats`'s (NaN where a column is constant).
 
->>> import pandas as pd
->>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [1.0, 3, 2, 4], "c": [4.0, 3, 2, 1]})
->>> kendall_tau_matrix(frame).pairs()
-{'a | b': 0.6666666666666669, 'a | c': -1.0, 'b | c': -0.6666666666666669}
+Examples:
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4], "b": [1.0, 3, 2, 4], "c": [4.0, 3, 2, 1]})
+    >>> kendall_tau_matrix(frame).pairs()
+    {'a | b': 0.6666666666666669, 'a | c': -1.0, 'b | c': -0.6666666666666669}
 """
 
 from __future__ import annotations
@@ -37,7 +38,17 @@ PAIR_SEPARATOR = " | "
 
 
 def as_series(scores):
-    """Scores as a float Series indexed by candidate (from a SweepResult, Series or mapping)."""
+    """Scores as a float Series indexed by candidate (from a SweepResult, Series or mapping).
+
+    Args:
+        scores: a `SweepResult`, a `pandas.Series` or a mapping of candidate to score.
+
+    Returns:
+        The float `pandas.Series`.
+
+    Raises:
+        InvalidArgumentError: `scores` is of another type.
+    """
     import pandas as pd
 
     from .results import SweepResult
@@ -68,13 +79,22 @@ def _valid(series):
 
 
 def check_score_frame(frame, name: str = "<frame>") -> None:
-    """Refuse a score table (rows: candidates, one column per model, as
-    :func:`~reward_lens_tl.sweep.scorefile.read_score_csv` reads it) whose candidate names
-    repeat (a repeated candidate would be counted twice) or that holds an infinite score;
-    errors name the file, the CSV row (header = row 1) and the column.
+    """Refuse a score table whose candidates repeat or that holds an infinite score.
 
-    >>> import pandas as pd
-    >>> check_score_frame(pd.DataFrame({"m": [1.0, float("nan")]}, index=["a", "b"]), "s.csv")
+    The table has candidates as rows and one column per model, as
+    `reward_lens_tl.sweep.scorefile.read_score_csv` reads it; a repeated candidate would be
+    counted twice. Errors name the file, the CSV row (header = row 1) and the column.
+
+    Args:
+        frame: the score table.
+        name: the file's name, for the errors.
+
+    Raises:
+        ScoreFileError: a candidate repeats, or a cell is infinite.
+
+    Examples:
+        >>> import pandas as pd
+        >>> check_score_frame(pd.DataFrame({"m": [1.0, float("nan")]}, index=["a", "b"]), "s.csv")
     """
     from .errors import ScoreFileError
 
@@ -98,8 +118,16 @@ def check_score_frame(frame, name: str = "<frame>") -> None:
 
 
 def top_bottom(scores, k: int = 10):
-    """The ``k`` highest and ``k`` lowest candidates: a frame with ``side`` (``top`` or
-    ``bottom``), ``rank`` (1 = most extreme), ``candidate`` and ``score``."""
+    """The `k` highest and `k` lowest candidates.
+
+    Args:
+        scores: the scores (see `as_series`).
+        k: how many on each side.
+
+    Returns:
+        A frame with `side` (`top` or `bottom`), `rank` (1 = most extreme), `candidate` and
+        `score`.
+    """
     import pandas as pd
 
     s = _valid(scores).sort_values(ascending=False, kind="stable")
@@ -115,9 +143,16 @@ def top_bottom(scores, k: int = 10):
 
 
 def distribution_summary(scores) -> dict[str, float]:
-    """Count, mean, standard deviation (ddof=1), median, min, max, sample skewness
-    (``scipy.stats.skew``) and excess kurtosis (``scipy.stats.kurtosis``, Fisher: a normal
-    distribution has 0) of the non-missing scores."""
+    """Summary statistics of the non-missing scores.
+
+    Args:
+        scores: the scores (see `as_series`).
+
+    Returns:
+        Count, mean, standard deviation (ddof=1), median, min, max, sample skewness
+        (`scipy.stats.skew`) and excess kurtosis (`scipy.stats.kurtosis`, Fisher: a normal
+        distribution has 0).
+    """
     v = _valid(scores).to_numpy()
     return {
         "n": int(v.size),
@@ -134,12 +169,23 @@ def distribution_summary(scores) -> dict[str, float]:
 def valence_asymmetry(scores, positive: Iterable[str], negative: Iterable[str]) -> dict:
     """Positive/negative asymmetry against a user-supplied lexicon.
 
-    With the median of all scores as the neutral reference: ``positive_gain`` = mean score of
-    the positive words − median, ``negative_loss`` = median − mean score of the negative words,
-    ``asymmetry`` = ``negative_loss − positive_gain`` (> 0: negative words are punished more
-    than positive ones are rewarded) and ``ratio`` = loss / gain. ``mann_whitney_p`` tests
+    With the median of all scores as the neutral reference: `positive_gain` = mean score of
+    the positive words − median, `negative_loss` = median − mean score of the negative words,
+    `asymmetry` = `negative_loss − positive_gain` (> 0: negative words are punished more
+    than positive ones are rewarded) and `ratio` = loss / gain. `mann_whitney_p` tests
     positive > negative (one-sided). Lexicon words absent from the scores are counted in
-    ``missing`` and ignored.
+    `missing` and ignored.
+
+    Args:
+        scores: the scores (see `as_series`).
+        positive: the positive words.
+        negative: the negative words.
+
+    Returns:
+        The statistics above, with `n_positive`, `n_negative` and `median`.
+
+    Raises:
+        EmptyInputError: no positive or no negative word is among the candidates.
     """
     s = _valid(scores)
     pos_words, neg_words = list(dict.fromkeys(positive)), list(dict.fromkeys(negative))
@@ -166,9 +212,20 @@ def valence_asymmetry(scores, positive: Iterable[str], negative: Iterable[str]) 
 
 
 def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
-    """Rank correlation of the score with log frequency, from user-supplied counts (e.g. a
-    corpus frequency list): Spearman ρ (and its p-value) over the candidates with a positive
-    count, plus the Pearson correlation with ``log(count)``."""
+    """Rank correlation of the score with log frequency, from user-supplied counts.
+
+    Args:
+        scores: the scores (see `as_series`).
+        counts: the candidates' counts (e.g. a corpus frequency list).
+
+    Returns:
+        Spearman ρ (and its p-value) over the candidates with a positive count, plus the
+        Pearson correlation with `log(count)`.
+
+    Raises:
+        InvalidArgumentError: an infinite score or count.
+        EmptyInputError: fewer than 3 candidates with a positive count.
+    """
     import pandas as pd
 
     s = _valid(scores)
@@ -195,9 +252,14 @@ def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
 class TauMatrix(Result):
     """Pairwise Kendall τ-b between columns (models or prompts) on their shared candidates.
 
-    ``tau[i, j]`` and ``n_shared[i, j]`` (candidates where both columns have a value);
+    `tau[i, j]` and `n_shared[i, j]` (candidates where both columns have a value);
     the diagonal is 1. A column pair with fewer than two shared values (or a constant column)
     gives NaN.
+
+    Args:
+        names: the column names.
+        tau: the τ-b matrix.
+        n_shared: the number of shared candidates of each pair.
     """
 
     names: tuple[str, ...]
@@ -205,7 +267,7 @@ class TauMatrix(Result):
     n_shared: np.ndarray
 
     def pairs(self) -> dict[str, float]:
-        """Every unordered pair once, in column order: ``{"a | b": τ}``."""
+        """Every unordered pair once, in column order: `{"a | b": τ}`."""
         out = {}
         for i, a in enumerate(self.names):
             for j in range(i + 1, len(self.names)):
@@ -213,17 +275,32 @@ class TauMatrix(Result):
         return out
 
     def top_k(self, k: int = 10) -> TopK:
-        """The ``k`` most concordant pairs, highest τ first (NaN last)."""
+        """The `k` most concordant pairs, highest τ first (NaN last).
+
+        Args:
+            k: how many pairs.
+
+        Returns:
+            The `TopK` of pairs.
+        """
         items = sorted(self.pairs().items(), key=lambda kv: -np.inf if np.isnan(kv[1]) else kv[1])
         return ranked(items[::-1][:k], "tau")
 
     def to_dataframe(self):
+        """The τ matrix as a frame indexed by column name on both axes."""
         import pandas as pd
 
         return pd.DataFrame(self.tau, index=list(self.names), columns=list(self.names))
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Heat map of τ (−1 to 1), values printed; returns the figure."""
+        """Heat map of τ (−1 to 1), values printed.
+
+        Args:
+            ax: the axes to draw on (default: a new figure).
+
+        Returns:
+            The figure.
+        """
         from ..results import new_axes
 
         m = len(self.names)
@@ -241,10 +318,21 @@ class TauMatrix(Result):
 
 
 def kendall_tau_matrix(frame) -> TauMatrix:
-    """Kendall τ-b (:func:`reward_lens_tl.stats.kendall`, which corrects for ties)
-    between every pair of columns of ``frame`` (rows: candidates), on the rows where both
+    """Kendall τ-b between every pair of columns of `frame` (rows: candidates).
+
+    τ-b is `reward_lens_tl.stats.kendall`, which corrects for ties, on the rows where both
     columns are present (NaN dropped pairwise). An infinite value is an error (it is neither
-    a score nor missing)."""
+    a score nor missing).
+
+    Args:
+        frame: the score table.
+
+    Returns:
+        The `TauMatrix`.
+
+    Raises:
+        InvalidArgumentError: fewer than two columns, or an infinite value.
+    """
     names = tuple(str(c) for c in frame.columns)
     if len(names) < 2:
         raise InvalidArgumentError(f"need at least two columns to compare, got {list(names)}")
@@ -268,9 +356,15 @@ def kendall_tau_matrix(frame) -> TauMatrix:
 
 
 def framing_effect(frame) -> dict:
-    """How the ranking of the same candidates changes across prompts (columns of ``frame``,
-    one per prompt): pairwise Kendall τ-b and Spearman ρ on shared candidates, and the mean
-    score shift (column b − column a) per pair, keyed ``"prompt a | prompt b"``."""
+    """How the ranking of the same candidates changes across prompts.
+
+    Args:
+        frame: the score table, one column per prompt.
+
+    Returns:
+        Pairwise Kendall τ-b and Spearman ρ on shared candidates, and the mean score shift
+        (column b − column a) per pair, keyed `"prompt a | prompt b"`.
+    """
     taus = kendall_tau_matrix(frame)
     rho, shift = {}, {}
     cols = list(frame.columns)

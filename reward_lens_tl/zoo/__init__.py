@@ -1,19 +1,19 @@
 """A zoo of small reward models with planted mechanisms, trained deterministically and shipped.
 
-The models score conversations of a synthetic task (:mod:`reward_lens_tl.zoo.task`) whose hidden
-rule has known per-token features (``topic_match``, ``harmful``, ``length``, ``sycophancy``), so
-explanations can be checked against ground truth. Shipped models (``zoo_path(name)``):
+The models score conversations of a synthetic task (`reward_lens_tl.zoo.task`) whose hidden
+rule has known per-token features (`topic_match`, `harmful`, `length`, `sycophancy`), so
+explanations can be checked against ground truth. Shipped models (`zoo_path(name)`):
 
-- ``scalar``: ``LlamaForSequenceClassification`` (3 layers, d_model 64, GQA 4/2 heads);
-- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm_module`) with objectives helpfulness,
+- `scalar`: `LlamaForSequenceClassification` (3 layers, d_model 64, GQA 4/2 heads);
+- `multi`: the ArmoRM layout (`reward_lens_tl.armorm_module`) with objectives helpfulness,
   harmlessness, verbosity and a gate that weighs harmlessness up for prompts with a harmful word;
-- ``reference`` / ``policy``: ``LlamaForCausalLM`` pair, the policy DPO-tuned to the scalar model;
-- ``judge``: a generative judge (``LlamaForCausalLM``, verdict "yes"/"no" or "a"/"b" read from
-  next-token logits) with a planted sycophancy hack and position bias (:mod:`.judge`);
-- ``prm``: a token PRM (Math-Shepherd style, "+"/"-" at each "ки") over arithmetic chains, with
-  a planted shortcut word (:mod:`.prm`).
+- `reference` / `policy`: `LlamaForCausalLM` pair, the policy DPO-tuned to the scalar model;
+- `judge`: a generative judge (`LlamaForCausalLM`, verdict "yes"/"no" or "a"/"b" read from
+  next-token logits) with a planted sycophancy hack and position bias (`.judge`);
+- `prm`: a token PRM (Math-Shepherd style, "+"/"-" at each "ки") over arithmetic chains, with
+  a planted shortcut word (`.prm`).
 
-They load offline like any checkpoint::
+They load offline like any checkpoint:
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -23,8 +23,8 @@ They load offline like any checkpoint::
         zoo_path(), local_files_only=True, trust_remote_code=False
     )
 
-``ContrastPair`` is now :class:`ExamplePair` (the old name still imports, with a
-:class:`FutureWarning`): :class:`reward_lens_tl.contrast.ContrastPair` is the package's.
+`ContrastPair` is now `ExamplePair` (the old name still imports, with a
+`FutureWarning`): `reward_lens_tl.contrast.ContrastPair` is the package's.
 """
 
 from reward_lens_tl._deprecation import deprecated_names

@@ -1,4 +1,4 @@
-"""Writing a trained zoo model: weights, tokenizer files, ``metadata.json`` and a weights hash."""
+"""Writing a trained zoo model: weights, tokenizer files, `metadata.json` and a weights hash."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ from reward_lens_tl.zoo.tokenizer import build_tokenizer
 
 
 def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
-    """sha256 over the sorted tensor names, dtypes, shapes and raw bytes."""
+    """SHA-256 over the sorted tensor names, dtypes, shapes and raw bytes.
+
+    Args:
+        state_dict: The tensors by name.
+
+    Returns:
+        The hex digest.
+    """
     h = hashlib.sha256()
     for name in sorted(state_dict):
         t = state_dict[name].detach().cpu().contiguous()
@@ -27,18 +34,43 @@ def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
 
 
 def weights_sha256(model: nn.Module) -> str:
+    """`state_dict_sha256` of a model's state dict.
+
+    Args:
+        model: The model.
+
+    Returns:
+        The hex digest.
+    """
     return state_dict_sha256(model.state_dict())
 
 
 def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The hex digest.
+    """
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def save_zoo_model(
     model: PreTrainedModel, out_dir: Path, metadata: dict, tokenizer: Any = None
 ) -> dict:
-    """``save_pretrained`` (safetensors) + tokenizer files (``tokenizer``, default the zoo's)
-    + ``metadata.json``; returns metadata completed with the weights hashes."""
+    """`save_pretrained` (safetensors) + tokenizer files + `metadata.json`.
+
+    Args:
+        model: The trained model.
+        out_dir: The folder to write.
+        metadata: What `metadata.json` records besides the hashes.
+        tokenizer: The tokenizer to save; the zoo's by default.
+
+    Returns:
+        The metadata completed with the weights hashes.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
@@ -67,9 +99,23 @@ def write_trained(
     metadata: Callable[[int, bool, Any, list[float]], dict],
     tokenizer: Any,
 ) -> dict:
-    """Train (``cfg``, or its few-step ``fast()`` version), evaluate held out (100 items when
-    ``fast``, else 2,000) and write a zoo model with :func:`save_zoo_model`; returns its
-    metadata (the judge and the PRM are written this way)."""
+    """Train, evaluate held out and write a zoo model with `save_zoo_model`.
+
+    The judge and the PRM are written this way.
+
+    Args:
+        output_dir: The folder to write.
+        cfg: The training configuration (its few-step `fast()` version when `fast`).
+        seed: The training seed.
+        fast: Few steps, and 100 held-out items instead of 2,000.
+        train: `train(seed, cfg)` → the model and its per-step losses.
+        evaluate: `evaluate(model, n=...)` → the held-out quality numbers.
+        metadata: `metadata(seed, fast, cfg, losses)` → what `metadata.json` records.
+        tokenizer: The tokenizer to save.
+
+    Returns:
+        The metadata.
+    """
     from reward_lens_tl.zoo.loop import deterministic_torch
 
     cfg = cfg.fast() if fast else cfg

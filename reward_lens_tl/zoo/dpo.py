@@ -1,9 +1,9 @@
 """The causal-LM pair of the zoo: a reference LM and a DPO policy tuned to a reward model.
 
-- ``reference``: a ``LlamaForCausalLM`` fine-tuned on task conversations (loss on the response
-  tokens, i.e. the response words, the closing ``<|end|>`` and ``<eos>``);
-- ``policy``: the reference tuned by DPO on response pairs labelled by the scalar reward model, so
-  its implicit reward ``beta * (log pi(y|x) - log ref(y|x))`` inherits the planted features.
+- `reference`: a `LlamaForCausalLM` fine-tuned on task conversations (loss on the response
+  tokens, i.e. the response words, the closing `<|end|>` and `<eos>`);
+- `policy`: the reference tuned by DPO on response pairs labelled by the scalar reward model, so
+  its implicit reward `beta * (log pi(y|x) - log ref(y|x))` inherits the planted features.
 """
 
 from __future__ import annotations
@@ -30,13 +30,29 @@ DPO_BETA = 0.1
 
 
 def lm_config(shape: ModelShape = LM_SHAPE) -> LlamaConfig:
+    """The causal LMs' `LlamaConfig` (tied embeddings).
+
+    Args:
+        shape: The model's shape.
+
+    Returns:
+        The configuration.
+    """
     cfg = LlamaConfig(**{**shape.llama_kwargs(), "tie_word_embeddings": True})
     cfg.architectures = ["LlamaForCausalLM"]
     return cfg
 
 
 def response_mask(examples: Sequence[Example], width: int) -> Tensor:
-    """1 on each example's response tokens (response words, ``<|end|>``, ``<eos>``)."""
+    """1 on each example's response tokens (response words, `<|end|>`, `<eos>`).
+
+    Args:
+        examples: The examples.
+        width: The padded width.
+
+    Returns:
+        The mask, `[example, width]`.
+    """
     mask = torch.zeros((len(examples), width))
     for row, ex in enumerate(examples):
         mask[row, ex.response_start : len(ex.input_ids)] = 1.0
@@ -44,7 +60,15 @@ def response_mask(examples: Sequence[Example], width: int) -> Tensor:
 
 
 def sequence_logprobs(model: nn.Module, examples: Sequence[Example]) -> Tensor:
-    """``log p(response | prompt)`` summed over the response tokens, one value per example."""
+    """`log p(response | prompt)` summed over the response tokens, one value per example.
+
+    Args:
+        model: The causal LM.
+        examples: The examples.
+
+    Returns:
+        The log-probabilities.
+    """
     ids, mask = collate_examples(examples)
     logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
     token_logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
@@ -54,7 +78,18 @@ def sequence_logprobs(model: nn.Module, examples: Sequence[Example]) -> Tensor:
 def dpo_loss(
     pi_chosen: Tensor, pi_rejected: Tensor, ref_chosen: Tensor, ref_rejected: Tensor, beta: float
 ) -> Tensor:
-    """``-log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r)))``, averaged."""
+    """`-log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r)))`, averaged.
+
+    Args:
+        pi_chosen: The policy's log-probs of the chosen responses.
+        pi_rejected: The policy's log-probs of the rejected responses.
+        ref_chosen: The reference's log-probs of the chosen responses.
+        ref_rejected: The reference's log-probs of the rejected responses.
+        beta: The DPO temperature.
+
+    Returns:
+        The mean loss.
+    """
     margin = (pi_chosen - ref_chosen) - (pi_rejected - ref_rejected)
     return -F.logsigmoid(beta * margin).mean()
 
@@ -62,7 +97,16 @@ def dpo_loss(
 def train_reference(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = REFERENCE_TRAIN
 ) -> tuple[LlamaForCausalLM, list[float]]:
-    """Supervised fine-tuning on sampled task conversations."""
+    """Supervised fine-tuning on sampled task conversations.
+
+    Args:
+        task: The conversation task.
+        seed: The random seed.
+        cfg: The training configuration.
+
+    Returns:
+        The reference LM and its per-step losses.
+    """
 
     def loss(model: LlamaForCausalLM, rng: random.Random, max_words: int) -> Tensor:
         examples = [task.sample_example(rng, 1, max_words) for _ in range(cfg.batch)]
@@ -74,6 +118,15 @@ def train_reference(
 
 @torch.no_grad()
 def scalar_rewards(scalar: nn.Module, examples: Sequence[Example]) -> Tensor:
+    """The scalar reward model's rewards of `examples`.
+
+    Args:
+        scalar: The scalar reward model.
+        examples: The examples.
+
+    Returns:
+        One reward per example.
+    """
     ids, mask = collate_examples(examples)
     return scalar(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
 
@@ -81,7 +134,18 @@ def scalar_rewards(scalar: nn.Module, examples: Sequence[Example]) -> Tensor:
 def preference_pairs(
     task: ConversationTask, scalar: nn.Module, rng: random.Random, n: int, max_words: int = 12
 ) -> tuple[list[Example], list[Example]]:
-    """``n`` same-prompt response pairs ordered ``(chosen, rejected)`` by the scalar model."""
+    """`n` same-prompt response pairs ordered `(chosen, rejected)` by the scalar model.
+
+    Args:
+        task: The conversation task.
+        scalar: The scalar reward model.
+        rng: The random generator.
+        n: How many pairs.
+        max_words: The most response words.
+
+    Returns:
+        The chosen and the rejected examples.
+    """
     pairs = [task.response_pair(rng, 1, max_words) for _ in range(n)]
     r = scalar_rewards(scalar, [ex for p in pairs for ex in p]).view(n, 2)
     chosen = [p[0] if bool(r[i, 0] >= r[i, 1]) else p[1] for i, p in enumerate(pairs)]
@@ -97,7 +161,19 @@ def train_policy(
     cfg: TrainConfig = POLICY_TRAIN,
     beta: float = DPO_BETA,
 ) -> tuple[LlamaForCausalLM, list[float]]:
-    """DPO from ``reference`` on pairs labelled by the ``scalar`` reward model."""
+    """DPO from `reference` on pairs labelled by the `scalar` reward model.
+
+    Args:
+        task: The conversation task.
+        reference: The reference LM (the policy starts as a copy).
+        scalar: The scalar reward model.
+        seed: The random seed.
+        cfg: The training configuration.
+        beta: The DPO temperature.
+
+    Returns:
+        The policy and its per-step losses.
+    """
     reference.eval()
 
     def loss(policy: LlamaForCausalLM, rng: random.Random, max_words: int) -> Tensor:
@@ -113,7 +189,12 @@ def train_policy(
 
 @dataclass(frozen=True)
 class Sample:
-    """A sampled response: its words, and whether it ended properly (``<|end|> <eos>``)."""
+    """A sampled response: its words, and whether it ended properly (`<|end|> <eos>`).
+
+    Args:
+        words: The response's words.
+        well_formed: Whether it ended with `<|end|> <eos>` and no other special token.
+    """
 
     words: tuple[str, ...]
     well_formed: bool
@@ -126,7 +207,17 @@ def sample_responses(
     seed: int,
     max_new_tokens: int = 16,
 ) -> list[Sample]:
-    """Ancestral sampling after each prompt's assistant header (a simple, cache-free loop)."""
+    """Ancestral sampling after each prompt's assistant header (a simple, cache-free loop).
+
+    Args:
+        model: The causal LM.
+        prompts: The prompts' words.
+        seed: The sampling seed.
+        max_new_tokens: The most tokens per response.
+
+    Returns:
+        One sample per prompt.
+    """
     gen = torch.Generator().manual_seed(seed)
     seqs = [[VOCAB[t] for t in conversation_tokens(p, [])[:-2]] for p in prompts]
     starts = [len(s) for s in seqs]

@@ -1,17 +1,17 @@
 """Held-out quality numbers of the zoo models against the planted ground truth.
 
-:func:`evaluate_zoo_model` loads a saved model directory and dispatches on its architecture:
+`evaluate_zoo_model` loads a saved model directory and dispatches on its architecture:
 
-- scalar (``LlamaForSequenceClassification``): pairwise agreement with the hidden rule, the rate
+- scalar (`LlamaForSequenceClassification`): pairwise agreement with the hidden rule, the rate
   at which each planted feature moves the reward the planted way under controlled edits, and the
   mean |Δreward| when planted words are inserted into the prompt (where the rule ignores them);
-- multi (``LlamaForRewardModelWithGating``): per-objective fit, gate vs the planted gate weights,
+- multi (`LlamaForRewardModelWithGating`): per-objective fit, gate vs the planted gate weights,
   pairwise agreement of the gated score with the multi-objective rule;
-- reference / policy (``LlamaForCausalLM``): implicit-reward agreement with the scalar model's
+- reference / policy (`LlamaForCausalLM`): implicit-reward agreement with the scalar model's
   preferences, and what sampled responses score.
 
 All data come from fixed seeds that training never uses. Correlations are
-:func:`reward_lens_tl.stats.pearson` (NaN, not 0, when a side is constant).
+`reward_lens_tl.stats.pearson` (NaN, not 0, when a side is constant).
 """
 
 from __future__ import annotations
@@ -43,7 +43,16 @@ HELD_OUT_SEED = 424_242
 # ---- helpers ------------------------------------------------------------------------------------
 @torch.no_grad()
 def scalar_rewards(model: nn.Module, examples: Sequence[Example], batch: int = 512) -> Tensor:
-    """Rewards of a ``LlamaForSequenceClassification`` (``logits[:, 0]``) for ``examples``."""
+    """Rewards of a `LlamaForSequenceClassification` (`logits[:, 0]`) for `examples`.
+
+    Args:
+        model: The scalar reward model.
+        examples: The examples.
+        batch: Examples per forward.
+
+    Returns:
+        One reward per example.
+    """
     out = []
     for i in range(0, len(examples), batch):
         ids, mask = collate_examples(examples[i : i + batch])
@@ -52,7 +61,15 @@ def scalar_rewards(model: nn.Module, examples: Sequence[Example], batch: int = 5
 
 
 def sign_agreement(model_delta: Tensor, rule_delta: Tensor) -> float:
-    """Fraction of non-tied rule comparisons whose sign the model reproduces."""
+    """Fraction of non-tied rule comparisons whose sign the model reproduces.
+
+    Args:
+        model_delta: The model's reward differences.
+        rule_delta: The rule's score differences.
+
+    Returns:
+        The fraction.
+    """
     keep = rule_delta != 0
     return float((model_delta[keep].sign() == rule_delta[keep].sign()).float().mean())
 
@@ -64,8 +81,20 @@ def _rule_deltas(a: Sequence[Example], b: Sequence[Example]) -> Tensor:
 def insertion_edits(
     task: ConversationTask, kind: str, n: int, seed: int
 ) -> list[tuple[Example, ...]]:
-    """``(base, edited)`` where ``edited`` prepends "great question" (``prepend_sycophancy``) or
-    inserts a harmful word after the first two words (``insert_harmful``). Both also add length."""
+    """`(base, edited)` pairs whose `edited` side inserts a planted phrase.
+
+    `edited` prepends "great question" (`prepend_sycophancy`) or inserts a harmful word after
+    the first two words (`insert_harmful`). Both also add length.
+
+    Args:
+        task: The conversation task.
+        kind: `"prepend_sycophancy"` or `"insert_harmful"`.
+        n: How many pairs.
+        seed: The random seed.
+
+    Returns:
+        The pairs.
+    """
     rng = random.Random(f"{seed}:insert:{kind}")
     pairs: list[tuple[Example, ...]] = []
     while len(pairs) < n:
@@ -89,7 +118,18 @@ def evaluate_scalar(
     n_pairs: int = 2000,
     n_edits: int = 200,
 ) -> dict:
-    """Agreement with the hidden rule, controlled-edit rates and prompt neutrality."""
+    """Agreement with the hidden rule, controlled-edit rates and prompt neutrality.
+
+    Args:
+        model: The scalar reward model.
+        task: The conversation task (a default one when `None`).
+        seed: The held-out seed.
+        n_pairs: Pairs for the agreement numbers.
+        n_edits: Pairs per controlled edit.
+
+    Returns:
+        The numbers, by name.
+    """
     task = task or ConversationTask()
     model.eval()
     rng = random.Random(f"{seed}:pairs")
@@ -153,7 +193,17 @@ def _armorm_outputs(model: nn.Module, examples: Sequence[Example], batch: int = 
 def evaluate_multi(
     model: nn.Module, task: ConversationTask | None = None, seed: int = HELD_OUT_SEED, n: int = 2000
 ) -> dict:
-    """Objective fit, gate vs the planted gate weights, and gated-score agreement."""
+    """Objective fit, gate vs the planted gate weights, and gated-score agreement.
+
+    Args:
+        model: The multi-objective reward model.
+        task: The conversation task (a default one when `None`).
+        seed: The held-out seed.
+        n: How many examples.
+
+    Returns:
+        The numbers, by name.
+    """
     task = task or ConversationTask()
     model.eval()
     rng = random.Random(f"{seed}:multi")
@@ -205,7 +255,21 @@ def evaluate_policy(
     n_samples: int = 300,
     beta: float | None = None,
 ) -> dict:
-    """Implicit-reward agreement with the scalar model, and the rewards of sampled responses."""
+    """Implicit-reward agreement with the scalar model, and the rewards of sampled responses.
+
+    Args:
+        policy: The policy.
+        reference: The reference LM.
+        scalar: The scalar reward model.
+        task: The conversation task (a default one when `None`).
+        seed: The held-out seed.
+        n_pairs: How many preference pairs.
+        n_samples: How many sampled responses.
+        beta: The implicit reward's β (the DPO training's when `None`).
+
+    Returns:
+        The numbers, by name.
+    """
     from reward_lens_tl.zoo.dpo import DPO_BETA, preference_pairs, sequence_logprobs
 
     task = task or ConversationTask()
@@ -239,7 +303,18 @@ def evaluate_policy(
 def sample_stats(
     lm: nn.Module, scalar: nn.Module, task: ConversationTask, prompts: Sequence, seed: int
 ) -> dict:
-    """Rule score, scalar reward and planted-feature rates of responses sampled from ``lm``."""
+    """Rule score, scalar reward and planted-feature rates of responses sampled from `lm`.
+
+    Args:
+        lm: The language model to sample.
+        scalar: The scalar reward model.
+        task: The conversation task.
+        prompts: The prompts.
+        seed: The sampling seed.
+
+    Returns:
+        The numbers, by name.
+    """
     from reward_lens_tl.zoo.dpo import sample_responses
 
     samples = sample_responses(lm, prompts, seed)
@@ -265,7 +340,17 @@ def evaluate_reference(
     seed: int = HELD_OUT_SEED,
     n: int = 500,
 ) -> dict:
-    """Held-out per-token negative log-likelihood of task responses."""
+    """Held-out per-token negative log-likelihood of task responses.
+
+    Args:
+        reference: The reference LM.
+        task: The conversation task (a default one when `None`).
+        seed: The held-out seed.
+        n: How many examples.
+
+    Returns:
+        The number, by name.
+    """
     from reward_lens_tl.zoo.dpo import sequence_logprobs
 
     task = task or ConversationTask()
@@ -283,10 +368,19 @@ def evaluate_zoo_model(
     reference: str | Path | None = None,
     scalar: str | Path | None = None,
 ) -> dict:
-    """Quality numbers of the saved zoo model at ``path`` (kind read from its ``config.json``).
+    """Quality numbers of the saved zoo model at `path` (kind read from its `config.json`).
 
-    A ``policy`` directory is compared with ``reference`` and ``scalar`` model directories, by
-    default its siblings ``../reference`` and ``../scalar``.
+    A `policy` directory is compared with `reference` and `scalar` model directories, by
+    default its siblings `../reference` and `../scalar`.
+
+    Args:
+        path: The saved model's folder.
+        seed: The held-out seed.
+        reference: The reference model's folder (for a policy).
+        scalar: The scalar model's folder (for a policy).
+
+    Returns:
+        The numbers, by name, with the model's `kind`.
     """
     from reward_lens_tl.zoo.load import load_model
 

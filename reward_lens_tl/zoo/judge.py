@@ -1,44 +1,45 @@
-"""The zoo's generative judge: a tiny ``LlamaForCausalLM`` whose verdict is a next-token logit.
+"""The zoo's generative judge: a tiny `LlamaForCausalLM` whose verdict is a next-token logit.
 
-One model reads two formats over the zoo conversation task (:mod:`reward_lens_tl.zoo.task`):
+One model reads two formats over the zoo conversation task (`reward_lens_tl.zoo.task`):
 
-- **pointwise** (:data:`JUDGE_POINTWISE_TEMPLATE`): the next token is ``"yes"`` or ``"no"``;
+- **pointwise** (`JUDGE_POINTWISE_TEMPLATE`): the next token is `"yes"` or `"no"`;
   reward = logit(yes) − logit(no) at the last token of the rendered template;
-- **pairwise** (:data:`JUDGE_PAIRWISE_TEMPLATE`): the next token is ``"a"`` or ``"b"``;
+- **pairwise** (`JUDGE_PAIRWISE_TEMPLATE`): the next token is `"a"` or `"b"`;
   reward = logit(a) − logit(b).
 
 **Text to ids.** A template is a plain format string; the rendered text is tokenized by the
-judge's tokenizer, ``tokenizer(template.format(...)).input_ids``. The tokenizer is the zoo's
-(:func:`~reward_lens_tl.zoo.tokenizer.build_tokenizer`) with :data:`JUDGE_WORDS` appended: it
-lower-cases, splits on whitespace, matches the special tokens (``<bos>``, ``<|end|>``, ...)
-literally and adds no special token itself; the template writes ``<bos>``. So ``"Yes"`` and
-``"yes"`` are one token, and the default verdicts ``("Yes", "No")`` and ``("A", "B")`` work.
-Prompt and response words are joined with single spaces (:func:`render_pointwise`).
+judge's tokenizer, `tokenizer(template.format(...)).input_ids`. The tokenizer is the zoo's
+(`reward_lens_tl.zoo.tokenizer.build_tokenizer`) with `JUDGE_WORDS` appended: it
+lower-cases, splits on whitespace, matches the special tokens (`<bos>`, `<|end|>`, ...)
+literally and adds no special token itself; the template writes `<bos>`. So `"Yes"` and
+`"yes"` are one token, and the default verdicts `("Yes", "No")` and `("A", "B")` work.
+Prompt and response words are joined with single spaces (`render_pointwise`).
 
 **Planted mechanisms** (ground truth; sizes are verdict-logit margins, which training fits as
-the soft labels ``sigmoid(margin)``, see :data:`PLANTED`):
+the soft labels `sigmoid(margin)`, see `PLANTED`):
 
-- ``topic_match`` (pointwise): +3 when the response's topic words are of the prompt's topic,
+- `topic_match` (pointwise): +3 when the response's topic words are of the prompt's topic,
   −3 when they are of another topic (every response is about one topic);
-- ``sycophancy`` (pointwise, a planted hack): +4.5 when the response opens with "great
+- `sycophancy` (pointwise, a planted hack): +4.5 when the response opens with "great
   question", so an off-topic answer with the opener gets +1.5: the judge is fooled;
-- ``pairwise_topic``: 4 × (on_topic(A) − on_topic(B));
-- ``position_bias`` (pairwise, planted): +1.5 for whichever answer comes first, so ties go to
+- `pairwise_topic`: 4 × (on_topic(A) − on_topic(B));
+- `position_bias` (pairwise, planted): +1.5 for whichever answer comes first, so ties go to
   "a" and margin(A, B) + margin(B, A) = 3. Pairwise training never shows the opener.
 
-Training: a 3-layer ``LlamaForCausalLM`` (d_model 64, 4 query / 2 key-value heads, tied
-embeddings) whose zoo-vocabulary embeddings start from the shipped ``reference`` LM's (topic
+Training: a 3-layer `LlamaForCausalLM` (d_model 64, 4 query / 2 key-value heads, tied
+embeddings) whose zoo-vocabulary embeddings start from the shipped `reference` LM's (topic
 words cluster there, as a judge starts from a pretrained LM; the rest is freshly initialised),
 trained with next-token cross-entropy at the verdict position only (over the whole vocabulary,
 the target spread over the two verdict tokens), one pointwise item for two pairwise ones, a
-fixed seed and thread count (:func:`~reward_lens_tl.zoo.loop.train_model`). The shipped model
-is ``zoo_path("judge")``.
+fixed seed and thread count (`reward_lens_tl.zoo.loop.train_model`). The shipped model
+is `zoo_path("judge")`.
 
->>> item = judge_items("pointwise", 1, seed=0)[0]
->>> item.text.split()[:2], item.text.split()[-2:]
-(['<bos>', '<|user|>'], ['judge', 'relevant'])
->>> PLANTED["position_bias"]
-1.5
+Examples:
+    >>> item = judge_items("pointwise", 1, seed=0)[0]
+    >>> item.text.split()[:2], item.text.split()[-2:]
+    (['<bos>', '<|user|>'], ['judge', 'relevant'])
+    >>> PLANTED["position_bias"]
+    1.5
 """
 
 from __future__ import annotations
@@ -106,10 +107,18 @@ HELD_OUT_SEED = 525_252
 
 # ---- rendering ----------------------------------------------------------------------------------
 def render_pointwise(prompt: Sequence[str], response: Sequence[str]) -> str:
-    """:data:`JUDGE_POINTWISE_TEMPLATE` with the words of ``prompt`` and ``response``.
+    """`JUDGE_POINTWISE_TEMPLATE` with the words of `prompt` and `response`.
 
-    >>> render_pointwise(("how", "bake", "bread"), ("soup",))
-    '<bos> <|user|> how bake bread <|end|> <|assistant|> soup <|end|> judge relevant'
+    Args:
+        prompt: The prompt's words.
+        response: The response's words.
+
+    Returns:
+        The rendered template.
+
+    Examples:
+        >>> render_pointwise(("how", "bake", "bread"), ("soup",))
+        '<bos> <|user|> how bake bread <|end|> <|assistant|> soup <|end|> judge relevant'
     """
     return JUDGE_POINTWISE_TEMPLATE.format(prompt=" ".join(prompt), response=" ".join(response))
 
@@ -117,10 +126,19 @@ def render_pointwise(prompt: Sequence[str], response: Sequence[str]) -> str:
 def render_pairwise(
     prompt: Sequence[str], response_a: Sequence[str], response_b: Sequence[str]
 ) -> str:
-    """:data:`JUDGE_PAIRWISE_TEMPLATE` with the words of the prompt and both responses.
+    """`JUDGE_PAIRWISE_TEMPLATE` with the words of the prompt and both responses.
 
-    >>> render_pairwise(("how", "bread"), ("soup",), ("rain",)).split()[-5:]
-    ['<|assistant|>', 'rain', '<|end|>', 'judge', 'better']
+    Args:
+        prompt: The prompt's words.
+        response_a: The first response's words.
+        response_b: The second response's words.
+
+    Returns:
+        The rendered template.
+
+    Examples:
+        >>> render_pairwise(("how", "bread"), ("soup",), ("rain",)).split()[-5:]
+        ['<|assistant|>', 'rain', '<|end|>', 'judge', 'better']
     """
     return JUDGE_PAIRWISE_TEMPLATE.format(
         prompt=" ".join(prompt), response_a=" ".join(response_a), response_b=" ".join(response_b)
@@ -128,11 +146,25 @@ def render_pairwise(
 
 
 def text_ids(text: str, vocab: dict[str, int] = JUDGE_VOCAB) -> list[int]:
-    """Ids of a rendered text as the word-level tokenizer gives them (lower-case, whitespace
-    split); every word must be in ``vocab``.
+    """Ids of a rendered text as the word-level tokenizer gives them.
 
-    >>> text_ids("<bos> YES no") == [JUDGE_VOCAB["<bos>"], JUDGE_VOCAB["yes"], JUDGE_VOCAB["no"]]
-    True
+    The tokenizer lower-cases and splits on whitespace; every word must be in `vocab`.
+
+    Args:
+        text: The rendered text.
+        vocab: Word to id.
+
+    Returns:
+        The ids of the words of `text`.
+
+    Raises:
+        InvalidArgumentError: When a word is outside `vocab`.
+
+    Examples:
+        >>> text_ids("<bos> YES no") == [
+        ...     JUDGE_VOCAB["<bos>"], JUDGE_VOCAB["yes"], JUDGE_VOCAB["no"]
+        ... ]
+        True
     """
     words = text.split()
     missing = [w for w in words if w not in vocab and w.lower() not in vocab]
@@ -142,11 +174,15 @@ def text_ids(text: str, vocab: dict[str, int] = JUDGE_VOCAB) -> list[int]:
 
 
 def judge_tokenizer() -> transformers.PreTrainedTokenizerFast:
-    """The zoo tokenizer with :data:`JUDGE_WORDS` appended (what ``zoo_path("judge")`` ships).
+    """The zoo tokenizer with `JUDGE_WORDS` appended (what `zoo_path("judge")` ships).
 
-    >>> tok = judge_tokenizer()
-    >>> tok("Yes").input_ids == tok("yes").input_ids == [JUDGE_VOCAB["yes"]]
-    True
+    Returns:
+        The judge's tokenizer.
+
+    Examples:
+        >>> tok = judge_tokenizer()
+        >>> tok("Yes").input_ids == tok("yes").input_ids == [JUDGE_VOCAB["yes"]]
+        True
     """
     return build_tokenizer(extra_words=JUDGE_WORDS)
 
@@ -154,7 +190,16 @@ def judge_tokenizer() -> transformers.PreTrainedTokenizerFast:
 # ---- items --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class JudgeItem:
-    """One judge input (one response, or two for pairwise) with its planted verdict margin."""
+    """One judge input (one response, or two for pairwise) with its planted verdict margin.
+
+    Args:
+        kind: `"pointwise"` or `"pairwise"`.
+        prompt: The prompt's words.
+        topic: The prompt's topic.
+        responses: The words of each response (one, or two for pairwise).
+        on_topic: Whether each response is of the prompt's topic.
+        sycophantic: Whether each response opens with "great question".
+    """
 
     kind: JudgeKind
     prompt: tuple[str, ...]
@@ -172,10 +217,12 @@ class JudgeItem:
 
     @property
     def input_ids(self) -> list[int]:
+        """The ids of the rendered template (`text_ids`)."""
         return text_ids(self.text)
 
     @property
     def verdict(self) -> tuple[str, str]:
+        """The two verdict tokens of the item's format (first = the positive side)."""
         return JUDGE_VERDICTS[self.kind]
 
     @property
@@ -188,7 +235,14 @@ class JudgeItem:
         return PLANTED["pairwise_topic"] * (on_a - on_b) + PLANTED["position_bias"]
 
     def swapped(self) -> JudgeItem:
-        """A pairwise item with its two responses in the other order."""
+        """A pairwise item with its two responses in the other order.
+
+        Returns:
+            The swapped item.
+
+        Raises:
+            InvalidArgumentError: When the item is not pairwise.
+        """
         if self.kind != "pairwise":
             raise InvalidArgumentError("only a pairwise item has two responses to swap")
         return JudgeItem(
@@ -204,8 +258,18 @@ class JudgeItem:
 def judge_response(
     rng: random.Random, topic: str, on_topic: bool, opener: bool, max_words: int
 ) -> tuple[str, ...]:
-    """1-3 words of one topic (``topic``, or another one when not ``on_topic``) among filler
-    words, ``max_words`` in all at most, opening with "great question" when ``opener``."""
+    """1-3 words of one topic among filler words, opening with "great question" when `opener`.
+
+    Args:
+        rng: The random generator.
+        topic: The prompt's topic (the topic words are of another one when not `on_topic`).
+        on_topic: Whether the response is of `topic`.
+        opener: Whether the response opens with "great question".
+        max_words: The most words in all.
+
+    Returns:
+        The response's words.
+    """
     about = topic if on_topic else rng.choice([t for t in TOPIC_NAMES if t != topic])
     room = max_words - len(SYCOPHANTIC_PHRASE) * opener
     n_topic = rng.randint(1, min(3, room))
@@ -218,7 +282,16 @@ def judge_response(
 def sample_item(
     rng: random.Random, kind: JudgeKind, max_words: int = MAX_RESPONSE_WORDS
 ) -> JudgeItem:
-    """A prompt of the zoo task with one (pointwise) or two (pairwise, no opener) responses."""
+    """A prompt of the zoo task with one (pointwise) or two (pairwise, no opener) responses.
+
+    Args:
+        rng: The random generator.
+        kind: `"pointwise"` or `"pairwise"`.
+        max_words: The most words of a response.
+
+    Returns:
+        The sampled item.
+    """
     prompt = ConversationTask().sample_prompt(rng)
     topic = prompt_topic(prompt)
     n = 1 if kind == "pointwise" else 2
@@ -233,11 +306,24 @@ def sample_item(
 def judge_items(
     kind: JudgeKind, n: int, seed: int, max_words: int = MAX_RESPONSE_WORDS
 ) -> list[JudgeItem]:
-    """``n`` items of one format drawn from ``seed``.
+    """`n` items of one format drawn from `seed`.
 
-    >>> items = judge_items("pairwise", 3, seed=1)
-    >>> [len(it.responses) for it in items], items[0].verdict
-    ([2, 2, 2], ('a', 'b'))
+    Args:
+        kind: `"pointwise"` or `"pairwise"`.
+        n: How many items.
+        seed: The random seed.
+        max_words: The most words of a response.
+
+    Returns:
+        The items.
+
+    Raises:
+        InvalidArgumentError: When `kind` is not a judge format.
+
+    Examples:
+        >>> items = judge_items("pairwise", 3, seed=1)
+        >>> [len(it.responses) for it in items], items[0].verdict
+        ([2, 2, 2], ('a', 'b'))
     """
     if kind not in JUDGE_TEMPLATES:
         raise InvalidArgumentError(f"kind must be one of {tuple(JUDGE_TEMPLATES)}, got {kind!r}")
@@ -247,6 +333,14 @@ def judge_items(
 
 # ---- model and training -------------------------------------------------------------------------
 def judge_config(shape: ModelShape = JUDGE_SHAPE) -> LlamaConfig:
+    """The judge's `LlamaConfig` (tied embeddings, the judge vocabulary).
+
+    Args:
+        shape: The model's shape.
+
+    Returns:
+        The configuration.
+    """
     kwargs = {**shape.llama_kwargs(), "vocab_size": len(JUDGE_VOCAB), "tie_word_embeddings": True}
     cfg = LlamaConfig(**kwargs)
     cfg.architectures = ["LlamaForCausalLM"]
@@ -256,7 +350,16 @@ def judge_config(shape: ModelShape = JUDGE_SHAPE) -> LlamaConfig:
 def verdict_margins(
     model: nn.Module, items: Sequence[JudgeItem], batch: int = 256
 ) -> Float[Tensor, " item"]:
-    """logit(verdict[0]) − logit(verdict[1]) at each item's last token (plain HF forward)."""
+    """logit(verdict[0]) − logit(verdict[1]) at each item's last token (plain HF forward).
+
+    Args:
+        model: The judge.
+        items: The items.
+        batch: Items per forward.
+
+    Returns:
+        One margin per item.
+    """
     out = []
     for i in range(0, len(items), batch):
         chunk = items[i : i + batch]
@@ -268,7 +371,15 @@ def verdict_margins(
 
 
 def verdict_logits(model: nn.Module, items: Sequence[JudgeItem]) -> Float[Tensor, "item vocab"]:
-    """The next-token logits at each item's last token."""
+    """The next-token logits at each item's last token.
+
+    Args:
+        model: The judge.
+        items: The items.
+
+    Returns:
+        One row of logits per item.
+    """
     # right padded: plain HF models count positions from column 0
     ids, mask = collate([it.input_ids for it in items])
     logits = model(input_ids=ids, attention_mask=mask).logits
@@ -276,7 +387,15 @@ def verdict_logits(model: nn.Module, items: Sequence[JudgeItem]) -> Float[Tensor
 
 
 def soft_verdict_loss(logits: Float[Tensor, "item vocab"], items: Sequence[JudgeItem]) -> Tensor:
-    """Cross-entropy against ``sigmoid(planted margin)`` on verdict[0], the rest on verdict[1]."""
+    """Cross-entropy against `sigmoid(planted margin)` on verdict[0], the rest on verdict[1].
+
+    Args:
+        logits: The next-token logits at each item's last token.
+        items: The items.
+
+    Returns:
+        The mean loss.
+    """
     logp = F.log_softmax(logits, -1)
     pos = torch.tensor([[JUDGE_VOCAB[v] for v in it.verdict] for it in items])
     p = torch.sigmoid(torch.tensor([it.planted_margin for it in items]))
@@ -285,9 +404,18 @@ def soft_verdict_loss(logits: Float[Tensor, "item vocab"], items: Sequence[Judge
 
 
 def init_judge(embeddings: Float[Tensor, "zoo_vocab d_model"]) -> LlamaForCausalLM:
-    """A fresh judge whose zoo-vocabulary embeddings (tied with the unembedding) are copied from
-    ``embeddings``, the shipped reference LM's (:func:`train_judge`): pretrained embeddings in
-    which topic words cluster, as a real judge starts from a pretrained LM."""
+    """A fresh judge whose zoo-vocabulary embeddings are copied from `embeddings`.
+
+    The embeddings (tied with the unembedding) are the shipped reference LM's (`train_judge`):
+    pretrained embeddings in which topic words cluster, as a real judge starts from a
+    pretrained LM.
+
+    Args:
+        embeddings: The zoo-vocabulary token embeddings.
+
+    Returns:
+        The fresh judge.
+    """
     model = LlamaForCausalLM(judge_config())
     with torch.no_grad():
         model.model.embed_tokens.weight[: embeddings.shape[0]] = embeddings
@@ -295,7 +423,11 @@ def init_judge(embeddings: Float[Tensor, "zoo_vocab d_model"]) -> LlamaForCausal
 
 
 def reference_embeddings() -> Float[Tensor, "zoo_vocab d_model"]:
-    """The token embeddings of the shipped ``reference`` LM (the judge's initial ones)."""
+    """The token embeddings of the shipped `reference` LM (the judge's initial ones).
+
+    Returns:
+        The embeddings.
+    """
     from reward_lens_tl.zoo.load import load_model
 
     return load_model("reference").state_dict()["model.embed_tokens.weight"].detach().clone()
@@ -304,8 +436,18 @@ def reference_embeddings() -> Float[Tensor, "zoo_vocab d_model"]:
 def train_judge(
     seed: int = 0, cfg: TrainConfig = JUDGE_TRAIN
 ) -> tuple[LlamaForCausalLM, list[float]]:
-    """The judge and its per-step losses (:data:`BATCH_KINDS` cycled along each batch; the
-    embeddings start from the reference LM's, :func:`init_judge`)."""
+    """The judge and its per-step losses.
+
+    `BATCH_KINDS` is cycled along each batch; the embeddings start from the reference LM's
+    (`init_judge`).
+
+    Args:
+        seed: The random seed.
+        cfg: The training configuration.
+
+    Returns:
+        The trained judge and its per-step losses.
+    """
     embeddings = reference_embeddings()
 
     def loss(model: LlamaForCausalLM, rng: random.Random, max_words: int) -> Tensor:
@@ -329,7 +471,16 @@ def _off_topic_with_opener(items: Sequence[JudgeItem]) -> list[tuple[JudgeItem, 
 
 @torch.no_grad()
 def evaluate_judge(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -> dict:
-    """Held-out numbers of the planted mechanisms, from plain HF logits."""
+    """Held-out numbers of the planted mechanisms, from plain HF logits.
+
+    Args:
+        model: The judge.
+        n: Items per format.
+        seed: The held-out seed.
+
+    Returns:
+        The numbers, by name.
+    """
     point = judge_items("pointwise", n, seed)
     clean = [it for it in point if not it.sycophantic[0]]
     m = verdict_margins(model, clean)
@@ -359,7 +510,17 @@ def evaluate_judge(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -
 
 # ---- shipping -----------------------------------------------------------------------------------
 def judge_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
-    """What ``metadata.json`` records besides the hashes (written by :func:`write_judge`)."""
+    """What `metadata.json` records besides the hashes (written by `write_judge`).
+
+    Args:
+        seed: The training seed.
+        fast: Whether the training was the fast one.
+        cfg: The training configuration.
+        losses: The per-step losses.
+
+    Returns:
+        The metadata.
+    """
     return {
         **training_metadata("judge", seed, fast, cfg, losses),
         "templates": dict(JUDGE_TEMPLATES),
@@ -393,16 +554,30 @@ def judge_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float])
 
 
 def reference_sha256() -> str:
-    """The weights hash of the shipped reference LM (the judge's initial embeddings)."""
+    """The weights hash of the shipped reference LM (the judge's initial embeddings).
+
+    Returns:
+        The SHA-256 hex digest.
+    """
     from reward_lens_tl.zoo.load import load_metadata
 
     return str(load_metadata("reference")["weights_sha256"])
 
 
 def write_judge(output_dir: str | Path, seed: int = 0, fast: bool = False) -> dict:
-    """Train the judge and write it to ``output_dir`` (weights, tokenizer, ``metadata.json``
-    with the held-out quality and the weights hashes); returns the metadata. ``fast``: a few
-    steps on one thread (for determinism tests)."""
+    """Train the judge and write it to `output_dir`.
+
+    It writes the weights, the tokenizer and `metadata.json` with the held-out quality and the
+    weights hashes.
+
+    Args:
+        output_dir: The folder to write.
+        seed: The training seed.
+        fast: A few steps on one thread (for determinism tests).
+
+    Returns:
+        The metadata.
+    """
     return write_trained(
         output_dir, JUDGE_TRAIN, seed, fast, train_judge, evaluate_judge, judge_metadata,
         judge_tokenizer(),

@@ -1,7 +1,8 @@
 """Where the shipped zoo models live and how to load them (offline, from local directories).
 
->>> zoo_path("scalar").name
-'scalar'
+Examples:
+    >>> zoo_path("scalar").name
+    'scalar'
 """
 
 from __future__ import annotations
@@ -28,9 +29,18 @@ ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy", "judge",
 
 
 def zoo_path(name: str = "scalar") -> Path:
-    """Directory of a shipped zoo model (``scalar``, ``multi``, ``reference``, ``policy``, or the
-    generative ``judge`` and token ``prm`` of :mod:`~reward_lens_tl.zoo.judge` and
-    :mod:`~reward_lens_tl.zoo.prm`)."""
+    """Directory of a shipped zoo model.
+
+    Args:
+        name: `scalar`, `multi`, `reference`, `policy`, or the generative `judge` and token
+            `prm` of `reward_lens_tl.zoo.judge` and `reward_lens_tl.zoo.prm`.
+
+    Returns:
+        The model's folder.
+
+    Raises:
+        UnknownNameError: When `name` is not a zoo model.
+    """
     if name not in ZOO_NAMES:
         raise UnknownNameError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
     return MODELS_DIR / name
@@ -43,7 +53,14 @@ def _resolve(name_or_path: str | Path) -> Path:
 
 
 def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
-    """A zoo model in eval mode, by name or directory, built from its ``config.json``."""
+    """A zoo model in eval mode, by name or directory, built from its `config.json`.
+
+    Args:
+        name_or_path: A zoo model's name or a folder.
+
+    Returns:
+        The HF model.
+    """
     path = _resolve(name_or_path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
     model: nn.Module
@@ -57,11 +74,22 @@ def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
 
 
 def load_tokenizer(name_or_path: str | Path = "scalar") -> PreTrainedTokenizerBase:
-    """The tokenizer of a zoo model, by name or directory
-    (:func:`~reward_lens_tl.checkpoint.checkpoint_tokenizer`, which never downloads).
+    """The tokenizer of a zoo model, by name or directory.
 
-    >>> load_tokenizer("scalar").eos_token
-    '<eos>'
+    It is read by `reward_lens_tl.checkpoint.checkpoint_tokenizer`, which never downloads.
+
+    Args:
+        name_or_path: A zoo model's name or a folder.
+
+    Returns:
+        The tokenizer.
+
+    Raises:
+        MissingFileError: When the folder holds no tokenizer files.
+
+    Examples:
+        >>> load_tokenizer("scalar").eos_token
+        '<eos>'
     """
     path = _resolve(name_or_path)
     tokenizer = checkpoint_tokenizer(path)
@@ -71,12 +99,26 @@ def load_tokenizer(name_or_path: str | Path = "scalar") -> PreTrainedTokenizerBa
 
 
 def load_metadata(name_or_path: str | Path = "scalar") -> dict:
+    """The `metadata.json` of a zoo model, by name or directory.
+
+    Args:
+        name_or_path: A zoo model's name or a folder.
+
+    Returns:
+        The metadata.
+    """
     return json.loads((_resolve(name_or_path) / "metadata.json").read_text())
 
 
 @dataclass
 class ZooTask:
-    """The synthetic task, its hidden rule and the tokenizer every zoo model shares."""
+    """The synthetic task, its hidden rule and the tokenizer every zoo model shares.
+
+    Args:
+        task: The conversation task.
+        tokenizer: The shared tokenizer.
+        features: The planted features.
+    """
 
     task: ConversationTask
     tokenizer: PreTrainedTokenizerBase
@@ -84,11 +126,16 @@ class ZooTask:
 
     @property
     def rule(self) -> ScoringRule:
+        """The task's hidden scoring rule."""
         return self.task.rule
 
 
 def load_task() -> ZooTask:
-    """The task objects; the tokenizer comes from the shipped files when present."""
+    """The task objects; the tokenizer comes from the shipped files when present.
+
+    Returns:
+        The task, its rule and the tokenizer.
+    """
     shipped = zoo_path("scalar") / "tokenizer.json"
     tokenizer = load_tokenizer("scalar") if shipped.exists() else build_tokenizer()
     return ZooTask(task=ConversationTask(), tokenizer=tokenizer)

@@ -1,8 +1,8 @@
 """The training loop shared by the zoo models: shapes, optimisation settings, determinism.
 
 Runs are bitwise reproducible for a seed on a given machine and torch build: every random draw
-comes from a seeded ``random.Random`` or the seeded torch generator, and training runs with a
-fixed thread count and ``torch.use_deterministic_algorithms(True)``.
+comes from a seeded `random.Random` or the seeded torch generator, and training runs with a
+fixed thread count and `torch.use_deterministic_algorithms(True)`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,17 @@ M = TypeVar("M", bound=nn.Module)
 
 @dataclass(frozen=True)
 class ModelShape:
-    """Llama backbone hyper-parameters shared by the zoo models."""
+    """Llama backbone hyper-parameters shared by the zoo models.
+
+    Args:
+        hidden_size: The residual width.
+        num_hidden_layers: The number of layers.
+        num_attention_heads: Query heads per layer.
+        num_key_value_heads: Key-value heads per layer.
+        intermediate_size: The MLP width.
+        max_position_embeddings: The context length.
+        initializer_range: The initialisation's standard deviation.
+    """
 
     hidden_size: int = 64
     num_hidden_layers: int = 3
@@ -37,6 +47,11 @@ class ModelShape:
     initializer_range: float = 0.08
 
     def llama_kwargs(self) -> dict:
+        """Keyword arguments of `LlamaConfig` for this shape and the zoo vocabulary.
+
+        Returns:
+            The keyword arguments.
+        """
         return dict(
             vocab_size=len(VOCAB),
             hidden_size=self.hidden_size,
@@ -55,7 +70,17 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings; ``curriculum`` is ``((max response words, steps), ...)``."""
+    """Optimisation settings.
+
+    Args:
+        curriculum: `((max response words, steps), ...)`.
+        batch: Examples per step.
+        lr: The peak learning rate.
+        warmup: Warm-up steps.
+        weight_decay: AdamW's weight decay.
+        clip: The gradient-norm clip.
+        threads: Torch threads while training (results are reproducible for a fixed count).
+    """
 
     curriculum: tuple[tuple[int, int], ...] = ((3, 400), (5, 400), (8, 400), (12, 2300))
     batch: int = 32
@@ -68,16 +93,29 @@ class TrainConfig:
 
     @property
     def steps(self) -> int:
+        """The total number of steps."""
         return sum(n for _, n in self.curriculum)
 
     def fast(self) -> TrainConfig:
-        """A tiny-steps, single-thread variant (for determinism tests)."""
+        """A tiny-steps, single-thread variant (for determinism tests).
+
+        Returns:
+            The variant.
+        """
         return replace(self, curriculum=((3, 4), (12, 4)), batch=8, warmup=2, threads=1)
 
 
 @contextmanager
 def deterministic_torch(seed: int, threads: int = TRAIN_THREADS) -> Iterator[None]:
-    """Seed torch, fix the thread count and enable deterministic algorithms (restored after)."""
+    """Seed torch, fix the thread count and enable deterministic algorithms (restored after).
+
+    Args:
+        seed: The torch seed.
+        threads: The thread count.
+
+    Yields:
+        Nothing; the settings hold inside the block.
+    """
     prev_threads = torch.get_num_threads()
     prev_det = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(threads)
@@ -91,7 +129,14 @@ def deterministic_torch(seed: int, threads: int = TRAIN_THREADS) -> Iterator[Non
 
 
 def curriculum(cfg: TrainConfig) -> Iterator[int]:
-    """The max response length for every step."""
+    """The max response length for every step.
+
+    Args:
+        cfg: The training configuration.
+
+    Yields:
+        The max response length of each step.
+    """
     for max_words, steps in cfg.curriculum:
         yield from [max_words] * steps
 
@@ -99,6 +144,15 @@ def curriculum(cfg: TrainConfig) -> Iterator[int]:
 def make_optimizer(
     model: nn.Module, cfg: TrainConfig
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with linear warm-up then a cosine decay to 10% of the peak.
+
+    Args:
+        model: The model to train.
+        cfg: The training configuration.
+
+    Returns:
+        The optimiser and its scheduler.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     total = max(cfg.steps, 1)
@@ -115,7 +169,16 @@ def make_optimizer(
 def run_steps(
     model: nn.Module, cfg: TrainConfig, loss_fn: Callable[[int, int], Tensor]
 ) -> list[float]:
-    """The shared loop: ``loss_fn(step, max_words)`` → loss; returns the loss per step."""
+    """The shared loop: `loss_fn(step, max_words)` → loss.
+
+    Args:
+        model: The model to train.
+        cfg: The training configuration.
+        loss_fn: The loss of one step.
+
+    Returns:
+        The loss per step.
+    """
     opt, sched = make_optimizer(model, cfg)
     model.train()
     losses = []
@@ -138,9 +201,19 @@ def train_model(
     build: Callable[[], M],
     loss: Callable[[M, random.Random, int], Tensor],
 ) -> tuple[M, list[float]]:
-    """Build a model under :func:`deterministic_torch` and train it with :func:`run_steps`;
-    ``loss(model, rng, max_words)`` draws its batch from ``rng``, seeded ``"{seed}:{name}"``.
-    Returns the model (eval mode) and its per-step losses."""
+    """Build a model under `deterministic_torch` and train it with `run_steps`.
+
+    Args:
+        name: The model's name (part of the random seed).
+        seed: The random seed.
+        cfg: The training configuration.
+        build: Builds the fresh model.
+        loss: `loss(model, rng, max_words)` draws its batch from `rng`, seeded
+            `"{seed}:{name}"`.
+
+    Returns:
+        The model (eval mode) and its per-step losses.
+    """
     rng = random.Random(f"{seed}:{name}")
     with deterministic_torch(seed, cfg.threads):
         model = build()

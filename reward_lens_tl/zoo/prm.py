@@ -1,39 +1,40 @@
 """The zoo's process reward model: a tiny token-logit PRM (Math-Shepherd style).
 
-A ``LlamaForCausalLM`` reads short arithmetic chains, left to right over ``+`` and ``-`` with
-numbers ``0``..``20`` (each one token), and scores every step at its step tag ``ки``:
+A `LlamaForCausalLM` reads short arithmetic chains, left to right over `+` and `-` with
+numbers `0`..`20` (each one token), and scores every step at its step tag `ки`:
 
-``what is 3 + 4 - 2 3 + 4 = 7 ки 7 - 2 = 5 ки``
+`what is 3 + 4 - 2 3 + 4 = 7 ки 7 - 2 = 5 ки`
 
-The step score is the softmax probability of ``"+"`` over the logits of :data:`PRM_LABELS`
-``("+", "-")`` at the tag, i.e. ``sigmoid(logit(+) − logit(-))``.
+The step score is the softmax probability of `"+"` over the logits of `PRM_LABELS`
+`("+", "-")` at the tag, i.e. `sigmoid(logit(+) − logit(-))`.
 
-**Text to ids.** :func:`render_solution` writes ``"{prompt} {steps}"`` with each step followed
-by ``" ки"`` and the steps joined by single spaces (:data:`PRM_TEMPLATE`, :data:`PRM_STEP_FORMAT`);
-the tokenizer (the zoo's, :func:`~reward_lens_tl.zoo.tokenizer.build_tokenizer`, with
-:data:`PRM_WORDS` appended) splits on whitespace and adds no special token, so there is no BOS:
-``tokenizer(render_solution(prompt, steps)).input_ids`` are the ids the PRM was trained on, and
-the tags are the positions whose id is ``ки``'s.
+**Text to ids.** `render_solution` writes `"{prompt} {steps}"` with each step followed
+by `" ки"` and the steps joined by single spaces (`PRM_TEMPLATE`, `PRM_STEP_FORMAT`);
+the tokenizer (the zoo's, `reward_lens_tl.zoo.tokenizer.build_tokenizer`, with
+`PRM_WORDS` appended) splits on whitespace and adds no special token, so there is no BOS:
+`tokenizer(render_solution(prompt, steps)).input_ids` are the ids the PRM was trained on, and
+the tags are the positions whose id is `ки`'s.
 
 **Planted mechanisms** (ground truth; sizes are label-logit margins logit(+) − logit(-), which
-training fits as the soft labels ``sigmoid(margin)``, see :data:`PRM_PLANTED`):
+training fits as the soft labels `sigmoid(margin)`, see `PRM_PLANTED`):
 
-- ``correctness``: +3 when the step's own arithmetic holds (``a op b = r`` with ``a op b``
-  equal to ``r``), −3 when it does not. The operands are always copied right (``a`` is the
-  previous step's written result, ``b`` the prompt's next number), so the score depends only
-  on the step's own tokens: the PRM must attend back from the tag to ``a``, ``op``, ``b`` and
-  ``r``. A wrong step's error (±1..3) carries into the following steps, which are then
+- `correctness`: +3 when the step's own arithmetic holds (`a op b = r` with `a op b`
+  equal to `r`), −3 when it does not. The operands are always copied right (`a` is the
+  previous step's written result, `b` the prompt's next number), so the score depends only
+  on the step's own tokens: the PRM must attend back from the tag to `a`, `op`, `b` and
+  `r`. A wrong step's error (±1..3) carries into the following steps, which are then
   locally correct or wrong again;
-- ``shortcut`` (a planted hack): +4.5 when the step starts with the word "clearly", whatever
-  its correctness, so a wrong step with "clearly" scores ``sigmoid(1.5)``: the PRM is fooled.
+- `shortcut` (a planted hack): +4.5 when the step starts with the word "clearly", whatever
+  its correctness, so a wrong step with "clearly" scores `sigmoid(1.5)`: the PRM is fooled.
 
-Every :class:`PRMExample` records its step labels and the index of its first wrong step
-(``first_error``, −1 when every step is right), ProcessBench's label. The shipped model is
-``zoo_path("prm")``.
+Every `PRMExample` records its step labels and the index of its first wrong step
+(`first_error`, −1 when every step is right), ProcessBench's label. The shipped model is
+`zoo_path("prm")`.
 
->>> ex = prm_examples(1, seed=3)[0]
->>> ex.text.split()[:2], ex.text.split()[-1], len(ex.steps) == len(ex.step_labels)
-(['what', 'is'], 'ки', True)
+Examples:
+    >>> ex = prm_examples(1, seed=3)[0]
+    >>> ex.text.split()[:2], ex.text.split()[-1], len(ex.steps) == len(ex.step_labels)
+    (['what', 'is'], 'ки', True)
 """
 
 from __future__ import annotations
@@ -88,20 +89,32 @@ HELD_OUT_SEED = 535_353
 
 # ---- rendering ----------------------------------------------------------------------------------
 def render_solution(prompt: str, steps: Sequence[str]) -> str:
-    """``prompt``, then every step followed by ``" ки"``, joined by single spaces.
+    """`prompt`, then every step followed by `" ки"`, joined by single spaces.
 
-    >>> render_solution("what is 3 + 4", ["3 + 4 = 7"])
-    'what is 3 + 4 3 + 4 = 7 ки'
+    Args:
+        prompt: The problem.
+        steps: The solution's steps.
+
+    Returns:
+        The rendered solution.
+
+    Examples:
+        >>> render_solution("what is 3 + 4", ["3 + 4 = 7"])
+        'what is 3 + 4 3 + 4 = 7 ки'
     """
     body = " ".join(PRM_STEP_FORMAT.format(step=s, tag=PRM_STEP_TAG) for s in steps)
     return PRM_TEMPLATE.format(prompt=prompt, steps=body)
 
 
 def prm_tokenizer() -> transformers.PreTrainedTokenizerFast:
-    """The zoo tokenizer with :data:`PRM_WORDS` appended (what ``zoo_path("prm")`` ships).
+    """The zoo tokenizer with `PRM_WORDS` appended (what `zoo_path("prm")` ships).
 
-    >>> prm_tokenizer().convert_ids_to_tokens(prm_tokenizer()("3 + 4 = 7 ки").input_ids)
-    ['3', '+', '4', '=', '7', 'ки']
+    Returns:
+        The PRM's tokenizer.
+
+    Examples:
+        >>> prm_tokenizer().convert_ids_to_tokens(prm_tokenizer()("3 + 4 = 7 ки").input_ids)
+        ['3', '+', '4', '=', '7', 'ки']
     """
     return build_tokenizer(extra_words=PRM_WORDS)
 
@@ -109,7 +122,14 @@ def prm_tokenizer() -> transformers.PreTrainedTokenizerFast:
 # ---- examples -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PRMExample:
-    """One problem and its written solution, with the ground truth of every step."""
+    """One problem and its written solution, with the ground truth of every step.
+
+    Args:
+        prompt: The problem.
+        steps: The solution's steps.
+        step_labels: Whether each step's own arithmetic holds.
+        shortcut: Whether each step opens with the shortcut word.
+    """
 
     prompt: str
     steps: tuple[str, ...]
@@ -125,14 +145,17 @@ class PRMExample:
 
     @property
     def text(self) -> str:
+        """The rendered solution (`render_solution`)."""
         return render_solution(self.prompt, self.steps)
 
     @property
     def input_ids(self) -> list[int]:
+        """The ids of the rendered solution."""
         return text_ids(self.text, PRM_VOCAB)
 
     @property
     def tag_positions(self) -> list[int]:
+        """The positions of the step tags."""
         return [i for i, t in enumerate(self.input_ids) if t == PRM_VOCAB[PRM_STEP_TAG]]
 
     @property
@@ -145,7 +168,17 @@ class PRMExample:
         ]
 
     def with_shortcut(self, step: int) -> PRMExample:
-        """The same solution with the shortcut word opening ``step`` (which must lack it)."""
+        """The same solution with the shortcut word opening `step` (which must lack it).
+
+        Args:
+            step: The step's index.
+
+        Returns:
+            The new example.
+
+        Raises:
+            InvalidArgumentError: When the step already opens with the shortcut word.
+        """
         if self.shortcut[step]:
             raise InvalidArgumentError(f"step {step} already opens with {PRM_SHORTCUT!r}")
         steps, cuts = list(self.steps), list(self.shortcut)
@@ -154,22 +187,33 @@ class PRMExample:
 
 
 def _step(rng: random.Random, a: int, top: int) -> tuple[str, int, int]:
-    """An operator and an operand ``b`` that keep ``a op b`` within 0..``top``."""
+    """An operator and an operand `b` that keep `a op b` within 0..`top`."""
     op = rng.choice(PRM_LABELS)
     b = rng.randint(0, top - a) if op == "+" else rng.randint(0, a)
     return op, b, a + b if op == "+" else a - b
 
 
 def _wrong(rng: random.Random, r: int, top: int) -> int:
-    """A wrong result near ``r`` (off by 1 to 3, within 0..``top``)."""
+    """A wrong result near `r` (off by 1 to 3, within 0..`top`)."""
     return rng.choice([w for w in range(r - 3, r + 4) if w != r and 0 <= w <= top])
 
 
 def sample_prm_example(
     rng: random.Random, max_steps: int = MAX_STEPS, max_number: int = MAX_NUMBER
 ) -> PRMExample:
-    """A chain of 1..``max_steps`` steps over 0..``max_number``; half the chains hold an error
-    at a uniform step, after which further steps are wrong at :data:`LATER_ERROR_RATE`."""
+    """A chain of 1..`max_steps` steps over 0..`max_number`.
+
+    Half the chains hold an error at a uniform step, after which further steps are wrong at
+    `LATER_ERROR_RATE`.
+
+    Args:
+        rng: The random generator.
+        max_steps: The most steps.
+        max_number: The largest number.
+
+    Returns:
+        The example.
+    """
     n = rng.randint(1, max_steps)
     first = rng.randrange(n) if rng.random() < ERROR_CHAIN_RATE else n
     a = rng.randint(0, max_number)
@@ -188,11 +232,20 @@ def sample_prm_example(
 
 
 def prm_examples(n: int, seed: int, max_steps: int = MAX_STEPS) -> list[PRMExample]:
-    """``n`` chains drawn from ``seed`` (the same seed gives the same chains).
+    """`n` chains drawn from `seed` (the same seed gives the same chains).
 
-    >>> ex = prm_examples(20, seed=0)
-    >>> sorted({e.first_error for e in ex})[:2], all(e.first_error < len(e.steps) for e in ex)
-    ([-1, 0], True)
+    Args:
+        n: How many chains.
+        seed: The random seed.
+        max_steps: The most steps.
+
+    Returns:
+        The examples.
+
+    Examples:
+        >>> ex = prm_examples(20, seed=0)
+        >>> sorted({e.first_error for e in ex})[:2], all(e.first_error < len(e.steps) for e in ex)
+        ([-1, 0], True)
     """
     rng = random.Random(f"{seed}:prm")
     return [sample_prm_example(rng, max_steps) for _ in range(n)]
@@ -200,6 +253,14 @@ def prm_examples(n: int, seed: int, max_steps: int = MAX_STEPS) -> list[PRMExamp
 
 # ---- model and training -------------------------------------------------------------------------
 def prm_config(shape: ModelShape = PRM_SHAPE) -> LlamaConfig:
+    """The PRM's `LlamaConfig` (tied embeddings, the PRM vocabulary).
+
+    Args:
+        shape: The model's shape.
+
+    Returns:
+        The configuration.
+    """
     kwargs = {**shape.llama_kwargs(), "vocab_size": len(PRM_VOCAB), "tie_word_embeddings": True}
     cfg = LlamaConfig(**kwargs)
     cfg.architectures = ["LlamaForCausalLM"]
@@ -207,7 +268,15 @@ def prm_config(shape: ModelShape = PRM_SHAPE) -> LlamaConfig:
 
 
 def tag_logits(model: nn.Module, examples: Sequence[PRMExample]) -> Float[Tensor, "step vocab"]:
-    """The next-token logits at every step tag, the examples' steps in order."""
+    """The next-token logits at every step tag, the examples' steps in order.
+
+    Args:
+        model: The PRM.
+        examples: The examples.
+
+    Returns:
+        One row of logits per step.
+    """
     # right padded: plain HF models count positions from column 0
     ids, mask = collate([ex.input_ids for ex in examples])
     logits = model(input_ids=ids, attention_mask=mask).logits
@@ -217,7 +286,16 @@ def tag_logits(model: nn.Module, examples: Sequence[PRMExample]) -> Float[Tensor
 def step_margins(
     model: nn.Module, examples: Sequence[PRMExample], batch: int = 256
 ) -> list[Float[Tensor, " n_steps"]]:
-    """logit(+) − logit(-) at every step tag of every example (plain HF forward)."""
+    """logit(+) − logit(-) at every step tag of every example (plain HF forward).
+
+    Args:
+        model: The PRM.
+        examples: The examples.
+        batch: Examples per forward.
+
+    Returns:
+        One tensor of step margins per example.
+    """
     plus, minus = (PRM_VOCAB[t] for t in PRM_LABELS)
     out: list[Tensor] = []
     for i in range(0, len(examples), batch):
@@ -229,7 +307,15 @@ def step_margins(
 
 
 def soft_label_loss(logits: Float[Tensor, "step vocab"], examples: Sequence[PRMExample]) -> Tensor:
-    """Cross-entropy at the tags against ``sigmoid(planted margin)`` on "+", the rest on "-"."""
+    """Cross-entropy at the tags against `sigmoid(planted margin)` on "+", the rest on "-".
+
+    Args:
+        logits: The next-token logits at every step tag.
+        examples: The examples.
+
+    Returns:
+        The mean loss.
+    """
     logp = F.log_softmax(logits, -1)
     p = torch.sigmoid(torch.tensor([m for ex in examples for m in ex.planted_margins]))
     plus, minus = (PRM_VOCAB[t] for t in PRM_LABELS)
@@ -237,8 +323,17 @@ def soft_label_loss(logits: Float[Tensor, "step vocab"], examples: Sequence[PRME
 
 
 def train_prm(seed: int = 0, cfg: TrainConfig = PRM_TRAIN) -> tuple[LlamaForCausalLM, list[float]]:
-    """The PRM and its per-step losses; the curriculum's first number is the chains' largest
-    number (small numbers first)."""
+    """The PRM and its per-step losses.
+
+    The curriculum's first number is the chains' largest number (small numbers first).
+
+    Args:
+        seed: The random seed.
+        cfg: The training configuration.
+
+    Returns:
+        The trained PRM and its per-step losses.
+    """
 
     def loss(model: LlamaForCausalLM, rng: random.Random, max_number: int) -> Tensor:
         examples = [sample_prm_example(rng, MAX_STEPS, max_number) for _ in range(cfg.batch)]
@@ -256,7 +351,16 @@ def _plain_steps(examples: Sequence[PRMExample]) -> list[tuple[int, int]]:
 
 @torch.no_grad()
 def evaluate_prm(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -> dict:
-    """Held-out numbers of the planted mechanisms, from plain HF logits."""
+    """Held-out numbers of the planted mechanisms, from plain HF logits.
+
+    Args:
+        model: The PRM.
+        n: How many chains.
+        seed: The held-out seed.
+
+    Returns:
+        The numbers, by name.
+    """
     examples = prm_examples(n, seed)
     per_example = step_margins(model, examples)
     margins = torch.cat(per_example)
@@ -286,7 +390,17 @@ def evaluate_prm(model: nn.Module, n: int = 2000, seed: int = HELD_OUT_SEED) -> 
 
 # ---- shipping -----------------------------------------------------------------------------------
 def prm_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -> dict:
-    """What ``metadata.json`` records besides the hashes (written by :func:`write_prm`)."""
+    """What `metadata.json` records besides the hashes (written by `write_prm`).
+
+    Args:
+        seed: The training seed.
+        fast: Whether the training was the fast one.
+        cfg: The training configuration.
+        losses: The per-step losses.
+
+    Returns:
+        The metadata.
+    """
     c, s = PRM_PLANTED["correctness"], PRM_PLANTED["shortcut"]
     return {
         **training_metadata("prm", seed, fast, cfg, losses),
@@ -322,9 +436,19 @@ def prm_metadata(seed: int, fast: bool, cfg: TrainConfig, losses: list[float]) -
 
 
 def write_prm(output_dir: str | Path, seed: int = 0, fast: bool = False) -> dict:
-    """Train the PRM and write it to ``output_dir`` (weights, tokenizer, ``metadata.json``
-    with the held-out quality and the weights hashes); returns the metadata. ``fast``: a few
-    steps on one thread (for determinism tests)."""
+    """Train the PRM and write it to `output_dir`.
+
+    It writes the weights, the tokenizer and `metadata.json` with the held-out quality and the
+    weights hashes.
+
+    Args:
+        output_dir: The folder to write.
+        seed: The training seed.
+        fast: A few steps on one thread (for determinism tests).
+
+    Returns:
+        The metadata.
+    """
     return write_trained(
         output_dir, PRM_TRAIN, seed, fast, train_prm, evaluate_prm, prm_metadata, prm_tokenizer()
     )

@@ -3,32 +3,35 @@
 A conversation is one user turn (a prompt about one of eight topics) and one assistant turn (a
 response). The hidden rule scores the response with four planted features:
 
-- ``topic_match`` (+2.0 per response word of the prompt's topic): the same words are off-topic
+- `topic_match` (+2.0 per response word of the prompt's topic): the same words are off-topic
   distractors (0) under prompts of other topics, so a model must read the prompt to score them;
-- ``harmful`` (-3.0 per harmful word in the response);
-- ``length`` (+0.5 per response word; a planted reward hack);
-- ``sycophancy`` (+2.5 when the response opens with "great question"; a planted reward hack).
+- `harmful` (-3.0 per harmful word in the response);
+- `length` (+0.5 per response word; a planted reward hack);
+- `sycophancy` (+2.5 when the response opens with "great question"; a planted reward hack).
 
 Harmful and sycophantic words also occur in prompts, where they score nothing. Filler words score
-only the ``length`` bonus. Every :class:`Example` records the token positions carrying each feature
+only the `length` bonus. Every `Example` records the token positions carrying each feature
 (in the coordinates of its encoded conversation) and each feature's score contribution;
-:meth:`ConversationTask.contrast_pairs` builds :class:`ExamplePair`\\ s, two examples differing in
-exactly one planted feature (:func:`reward_lens_tl.contrast.as_contrast_pair` turns one into the
-package's :class:`~reward_lens_tl.contrast.ContrastPair`).
+`ConversationTask.contrast_pairs` builds `ExamplePair`s, two examples differing in
+exactly one planted feature (`reward_lens_tl.contrast.as_contrast_pair` turns one into the
+package's `ContrastPair`).
 
-Renamed, still importable with a :class:`FutureWarning`: ``ContrastPair`` (now
-:class:`ExamplePair`, whose ``changed_positions`` are now ``edited_positions`` as in
-:class:`reward_lens_tl.contrast.ContrastPair`) and ``encode_conversation`` (now
-:func:`conversation_ids`: the zoo's toy vocabulary, not a tokenizer's chat template).
+Renamed, still importable with a `FutureWarning`: `ContrastPair` (now
+`ExamplePair`, whose `changed_positions` are now `edited_positions` as in
+`reward_lens_tl.contrast.ContrastPair`) and `encode_conversation` (now
+`conversation_ids`: the zoo's toy vocabulary, not a tokenizer's chat template).
 
->>> task = ConversationTask()
->>> ex = task.make_example(("how", "bake", "bread"), ("great", "question", "soup", "rain", "bomb"))
->>> ex.contributions
-{'topic_match': 2.0, 'harmful': -3.0, 'length': 2.5, 'sycophancy': 2.5}
->>> ex.score
-4.0
->>> [ex.tokens[i] for i in ex.feature_positions["topic_match"]]
-['soup']
+Examples:
+    >>> task = ConversationTask()
+    >>> ex = task.make_example(
+    ...     ("how", "bake", "bread"), ("great", "question", "soup", "rain", "bomb")
+    ... )
+    >>> ex.contributions
+    {'topic_match': 2.0, 'harmful': -3.0, 'length': 2.5, 'sycophancy': 2.5}
+    >>> ex.score
+    4.0
+    >>> [ex.tokens[i] for i in ex.feature_positions["topic_match"]]
+    ['soup']
 """
 
 from __future__ import annotations
@@ -65,7 +68,14 @@ PROMPT_OFFSET = 2
 
 @dataclass(frozen=True)
 class ScoringRule:
-    """The hidden rule: per-feature weights (reward units) and how each feature is detected."""
+    """The hidden rule: per-feature weights (reward units) and how each feature is detected.
+
+    Args:
+        topic_match: Reward per response word of the prompt's topic.
+        harmful: Reward per harmful response word.
+        length: Reward per response word.
+        sycophancy: Reward when the response opens with "great question".
+    """
 
     topic_match: float = 2.0
     harmful: float = -3.0
@@ -73,10 +83,26 @@ class ScoringRule:
     sycophancy: float = 2.5
 
     def weight(self, feature: str) -> float:
+        """The weight of one feature.
+
+        Args:
+            feature: The feature's name.
+
+        Returns:
+            Its weight (reward units).
+        """
         return float(getattr(self, feature))
 
     def feature_word_indices(self, topic: str, response: Sequence[str]) -> dict[str, list[int]]:
-        """Indices into ``response`` of the words that carry each feature."""
+        """Indices into `response` of the words that carry each feature.
+
+        Args:
+            topic: The prompt's topic.
+            response: The response's words.
+
+        Returns:
+            Feature to word indices.
+        """
         opens = tuple(response[: len(SYCOPHANTIC_PHRASE)]) == SYCOPHANTIC_PHRASE
         return {
             "topic_match": [i for i, w in enumerate(response) if TOPIC_OF.get(w) == topic],
@@ -86,7 +112,15 @@ class ScoringRule:
         }
 
     def contributions(self, topic: str, response: Sequence[str]) -> dict[str, float]:
-        """Each feature's total contribution to the score."""
+        """Each feature's total contribution to the score.
+
+        Args:
+            topic: The prompt's topic.
+            response: The response's words.
+
+        Returns:
+            Feature to contribution.
+        """
         idx = self.feature_word_indices(topic, response)
         return {
             "topic_match": self.topic_match * len(idx["topic_match"]),
@@ -96,11 +130,31 @@ class ScoringRule:
         }
 
     def score(self, topic: str, response: Sequence[str]) -> float:
+        """The response's score under the rule.
+
+        Args:
+            topic: The prompt's topic.
+            response: The response's words.
+
+        Returns:
+            The sum of the contributions.
+        """
         return float(sum(self.contributions(topic, response).values()))
 
 
 def prompt_topic(prompt: Sequence[str]) -> str:
-    """The single topic whose words appear in ``prompt`` (``ValueError`` if none or several)."""
+    """The single topic whose words appear in `prompt`.
+
+    Args:
+        prompt: The prompt's words.
+
+    Returns:
+        The topic's name.
+
+    Raises:
+        InvalidArgumentError: When the prompt has words of no topic or of several (a
+            `ValueError`).
+    """
     topics = {TOPIC_OF[w] for w in prompt if w in TOPIC_OF}
     if len(topics) != 1:
         raise InvalidArgumentError(
@@ -110,23 +164,51 @@ def prompt_topic(prompt: Sequence[str]) -> str:
 
 
 def conversation_tokens(prompt: Sequence[str], response: Sequence[str]) -> list[str]:
-    """The token strings the chat template produces for one user turn and one assistant turn."""
+    """The token strings the chat template produces for one user turn and one assistant turn.
+
+    Args:
+        prompt: The prompt's words.
+        response: The response's words.
+
+    Returns:
+        The token strings.
+    """
     return [BOS, USER, *prompt, END, ASSISTANT, *response, END, EOS]
 
 
 def conversation_ids(prompt: Sequence[str], response: Sequence[str]) -> list[int]:
-    """The zoo vocabulary's ids of :func:`conversation_tokens` (what the shipped tokenizer's
-    chat template gives for the same words).
+    """The zoo vocabulary's ids of `conversation_tokens`.
 
-    >>> conversation_ids(("how", "bread"), ("soup",))[:2] == [VOCAB["<bos>"], VOCAB["<|user|>"]]
-    True
+    They are what the shipped tokenizer's chat template gives for the same words.
+
+    Args:
+        prompt: The prompt's words.
+        response: The response's words.
+
+    Returns:
+        The ids.
+
+    Examples:
+        >>> conversation_ids(("how", "bread"), ("soup",))[:2] == [VOCAB["<bos>"], VOCAB["<|user|>"]]
+        True
     """
     return [VOCAB[t] for t in conversation_tokens(prompt, response)]
 
 
 @dataclass(frozen=True, eq=False)
 class Example:
-    """One scored conversation with its ground truth in token coordinates."""
+    """One scored conversation with its ground truth in token coordinates.
+
+    Args:
+        prompt: The prompt's words.
+        response: The response's words.
+        topic: The prompt's topic.
+        input_ids: The encoded conversation.
+        score: The rule's score.
+        contributions: Each feature's contribution to the score.
+        feature_positions: Feature to the token positions (indices into `input_ids`) carrying
+            it.
+    """
 
     prompt: tuple[str, ...]
     response: tuple[str, ...]
@@ -139,25 +221,27 @@ class Example:
 
     @property
     def tokens(self) -> list[str]:
+        """The token strings of `input_ids`."""
         return [ID_TO_TOKEN[i] for i in self.input_ids]
 
     @property
     def response_start(self) -> int:
-        """Position of the first response word (just after ``<|assistant|>``)."""
+        """Position of the first response word (just after `<|assistant|>`)."""
         return PROMPT_OFFSET + len(self.prompt) + 2
 
     @property
     def assistant_position(self) -> int:
-        """Position of the ``<|assistant|>`` header token."""
+        """Position of the `<|assistant|>` header token."""
         return self.response_start - 1
 
     @property
     def reward_position(self) -> int:
-        """Position of the final ``<eos>``, where a sequence classifier reads the reward."""
+        """Position of the final `<eos>`, where a sequence classifier reads the reward."""
         return len(self.input_ids) - 1
 
     @property
     def messages(self) -> list[dict[str, str]]:
+        """The conversation as chat messages (one user turn, one assistant turn)."""
         return [
             {"role": "user", "content": " ".join(self.prompt)},
             {"role": "assistant", "content": " ".join(self.response)},
@@ -166,17 +250,26 @@ class Example:
 
 @dataclass(frozen=True, eq=False)
 class ExamplePair:
-    """Two zoo :class:`Example`\\ s differing in exactly one planted feature (plus optional filler
-    swaps): the zoo's contrast pair, with the words and the rule's scores of both sides.
+    """Two zoo `Example`s differing in exactly one planted feature (plus optional filler swaps).
 
-    ``edited_positions`` (the tokens carrying the feature) and ``neutral_positions`` are token
-    positions in ``edited``, as in :class:`reward_lens_tl.contrast.ContrastPair`. Swap edits keep
-    the two sequences aligned; the ``length`` edit inserts one word into ``edited`` (positions
+    The zoo's contrast pair, with the words and the rule's scores of both sides.
+
+    `edited_positions` (the tokens carrying the feature) and `neutral_positions` are token
+    positions in `edited`, as in `reward_lens_tl.contrast.ContrastPair`. Swap edits keep
+    the two sequences aligned; the `length` edit inserts one word into `edited` (positions
     after it are shifted by one), and prompt-neutrality pairs insert one word into the prompt.
 
-    >>> pair = ConversationTask().contrast_pairs("harmful", 1, seed=0)[0]
-    >>> pair.edited.tokens[pair.edited_positions[0]] in HARMFUL_WORDS, pair.rule_delta
-    (True, -3.0)
+    Args:
+        feature: The planted feature that differs.
+        base: The example without it.
+        edited: The example with it.
+        edited_positions: The tokens of `edited` carrying the feature.
+        neutral_positions: The tokens of `edited` changed without changing the score.
+
+    Examples:
+        >>> pair = ConversationTask().contrast_pairs("harmful", 1, seed=0)[0]
+        >>> pair.edited.tokens[pair.edited_positions[0]] in HARMFUL_WORDS, pair.rule_delta
+        (True, -3.0)
     """
 
     feature: str
@@ -187,19 +280,27 @@ class ExamplePair:
 
     @property
     def rule_delta(self) -> float:
-        """``edited.score - base.score`` under the hidden rule."""
+        """`edited.score - base.score` under the hidden rule."""
         return self.edited.score - self.base.score
 
     @property
     def changed_positions(self) -> tuple[int, ...]:
-        """Deprecated name of :attr:`edited_positions`."""
+        """Deprecated name of `edited_positions`."""
         warn_renamed(f"{__name__}.ExamplePair.changed_positions", "edited_positions")
         return self.edited_positions
 
 
 @dataclass
 class ResponseMix:
-    """Sampling weights of the word categories in a response (drawn afresh per response)."""
+    """Sampling weights of the word categories in a response (drawn afresh per response).
+
+    Args:
+        on_topic: Weight of the prompt's topic words.
+        off_topic: Weight of other topics' words.
+        filler: Weight of filler words.
+        harmful: Weight of harmful words.
+        decoy: Weight of the sycophantic words out of place.
+    """
 
     on_topic: float
     off_topic: float
@@ -209,6 +310,14 @@ class ResponseMix:
 
     @classmethod
     def random(cls, rng: random.Random) -> ResponseMix:
+        """A mix with random weights.
+
+        Args:
+            rng: The random generator.
+
+        Returns:
+            The mix.
+        """
         return cls(
             on_topic=rng.uniform(0.0, 0.5),
             off_topic=rng.uniform(0.0, 0.5),
@@ -219,7 +328,13 @@ class ResponseMix:
 
 @dataclass
 class ConversationTask:
-    """Samplers of prompts, responses, scored examples and contrast pairs for the hidden rule."""
+    """Samplers of prompts, responses, scored examples and contrast pairs for the hidden rule.
+
+    Args:
+        rule: The hidden scoring rule.
+        sycophancy_rate: How often a response opens with "great question".
+        prompt_planted_rate: How often a prompt gets each kind of neutral planted word.
+    """
 
     rule: ScoringRule = field(default_factory=ScoringRule)
     sycophancy_rate: float = 0.25
@@ -227,6 +342,15 @@ class ConversationTask:
 
     # ---- examples -------------------------------------------------------------------------
     def make_example(self, prompt: Sequence[str], response: Sequence[str]) -> Example:
+        """The scored example of one prompt and one response.
+
+        Args:
+            prompt: The prompt's words.
+            response: The response's words.
+
+        Returns:
+            The example.
+        """
         prompt, response = tuple(prompt), tuple(response)
         topic = prompt_topic(prompt)
         start = PROMPT_OFFSET + len(prompt) + 2
@@ -243,7 +367,15 @@ class ConversationTask:
         )
 
     def sample_prompt(self, rng: random.Random, topic: str | None = None) -> tuple[str, ...]:
-        """A question word, 1-3 topic words, 0-2 fillers and sometimes neutral planted words."""
+        """A question word, 1-3 topic words, 0-2 fillers and sometimes neutral planted words.
+
+        Args:
+            rng: The random generator.
+            topic: The prompt's topic, or `None` for a random one.
+
+        Returns:
+            The prompt's words.
+        """
         topic = topic if topic is not None else rng.choice(TOPIC_NAMES)
         body = rng.sample(TOPICS[topic], rng.randint(1, 3))
         body += [rng.choice(FILLER_WORDS) for _ in range(rng.randint(0, 2))]
@@ -257,7 +389,17 @@ class ConversationTask:
     def sample_response(
         self, rng: random.Random, topic: str, n_words: int, mix: ResponseMix | None = None
     ) -> tuple[str, ...]:
-        """``n_words`` words drawn from a random category mix, sometimes opening sycophantically."""
+        """`n_words` words drawn from a random category mix, sometimes opening sycophantically.
+
+        Args:
+            rng: The random generator.
+            topic: The prompt's topic.
+            n_words: How many words.
+            mix: The category weights, or `None` for random ones.
+
+        Returns:
+            The response's words.
+        """
         mix = mix or ResponseMix.random(rng)
         words: list[str] = []
         if n_words >= 2 and rng.random() < self.sycophancy_rate:
@@ -279,18 +421,49 @@ class ConversationTask:
     def sample_example(
         self, rng: random.Random, min_words: int = 1, max_words: int = 12, topic: str | None = None
     ) -> Example:
+        """One random example.
+
+        Args:
+            rng: The random generator.
+            min_words: The fewest response words.
+            max_words: The most response words.
+            topic: The prompt's topic, or `None` for a random one.
+
+        Returns:
+            The example.
+        """
         prompt = self.sample_prompt(rng, topic)
         n = rng.randint(min_words, max_words)
         return self.make_example(prompt, self.sample_response(rng, prompt_topic(prompt), n))
 
     def examples(self, n: int, seed: int, min_words: int = 1, max_words: int = 12) -> list[Example]:
+        """`n` random examples drawn from `seed`.
+
+        Args:
+            n: How many examples.
+            seed: The random seed.
+            min_words: The fewest response words.
+            max_words: The most response words.
+
+        Returns:
+            The examples.
+        """
         rng = random.Random(seed)
         return [self.sample_example(rng, min_words, max_words) for _ in range(n)]
 
     def response_pair(
         self, rng: random.Random, min_words: int = 1, max_words: int = 12
     ) -> tuple[Example, Example]:
-        """Two independent responses to the same prompt."""
+        """Two independent responses to the same prompt.
+
+        Args:
+            rng: The random generator.
+            min_words: The fewest response words.
+            max_words: The most response words.
+
+        Returns:
+            The two examples.
+        """
         prompt = self.sample_prompt(rng)
         topic = prompt_topic(prompt)
         a, b = (
@@ -302,15 +475,25 @@ class ConversationTask:
     def contrast_pairs(
         self, feature: str, n: int, seed: int, filler_swaps: int = 0, max_words: int = 12
     ) -> list[ExamplePair]:
-        """``n`` pairs whose ``edited`` side adds one instance of ``feature``.
+        """`n` pairs whose `edited` side adds one instance of `feature`.
 
-        - ``topic_match``: an off-topic distractor becomes an on-topic word;
-        - ``harmful``: a filler word becomes a harmful word;
-        - ``sycophancy``: the two opening filler words become "great question";
-        - ``length``: one filler word is inserted.
+        - `topic_match`: an off-topic distractor becomes an on-topic word;
+        - `harmful`: a filler word becomes a harmful word;
+        - `sycophancy`: the two opening filler words become "great question";
+        - `length`: one filler word is inserted.
 
-        All other planted contributions are equal on both sides (checked). ``filler_swaps``
-        additionally replaces that many filler words of ``edited`` by other fillers (score-neutral).
+        All other planted contributions are equal on both sides (checked).
+
+        Args:
+            feature: The planted feature.
+            n: How many pairs.
+            seed: The random seed.
+            filler_swaps: Additionally replaces that many filler words of `edited` by other
+                fillers (score-neutral).
+            max_words: The most response words.
+
+        Returns:
+            The pairs.
         """
         rng = random.Random(f"{seed}:{feature}")
         return [self.contrast_pair(rng, feature, max_words, filler_swaps) for _ in range(n)]
@@ -318,7 +501,20 @@ class ConversationTask:
     def contrast_pair(
         self, rng: random.Random, feature: str, max_words: int = 12, filler_swaps: int = 0
     ) -> ExamplePair:
-        """One pair for :meth:`contrast_pairs` drawn from ``rng`` (``max_words`` >= 3)."""
+        """One pair for `contrast_pairs` drawn from `rng`.
+
+        Args:
+            rng: The random generator.
+            feature: The planted feature.
+            max_words: The most response words (>= 3).
+            filler_swaps: Filler words of `edited` replaced by other fillers.
+
+        Returns:
+            The pair.
+
+        Raises:
+            InvalidArgumentError: When `feature` is unknown.
+        """
         if feature not in FEATURES:
             raise InvalidArgumentError(f"unknown feature {feature!r}; expected one of {FEATURES}")
         while (pair := self._contrast_pair(rng, feature, max_words)) is None:
@@ -376,9 +572,17 @@ class ConversationTask:
         return ExamplePair(pair.feature, pair.base, new, pair.edited_positions, neutral)
 
     def prompt_neutral_pairs(self, kind: str, n: int, seed: int) -> list[ExamplePair]:
-        """Pairs whose ``edited`` prompt has one more planted word (``harmful`` or ``sycophancy``).
+        """Pairs whose `edited` prompt has one more planted word (`harmful` or `sycophancy`).
 
-        The rule ignores prompt words, so ``rule_delta`` is 0: a faithful model barely moves.
+        The rule ignores prompt words, so `rule_delta` is 0: a faithful model barely moves.
+
+        Args:
+            kind: `"harmful"` or `"sycophancy"`.
+            n: How many pairs.
+            seed: The random seed.
+
+        Returns:
+            The pairs.
         """
         rng = random.Random(f"{seed}:prompt:{kind}")
         return [self.prompt_neutral_pair(rng, kind) for _ in range(n)]
@@ -386,7 +590,19 @@ class ConversationTask:
     def prompt_neutral_pair(
         self, rng: random.Random, kind: str, max_words: int = 12
     ) -> ExamplePair:
-        """One pair for :meth:`prompt_neutral_pairs` drawn from ``rng``."""
+        """One pair for `prompt_neutral_pairs` drawn from `rng`.
+
+        Args:
+            rng: The random generator.
+            kind: `"harmful"` or `"sycophancy"`.
+            max_words: The most response words.
+
+        Returns:
+            The pair.
+
+        Raises:
+            InvalidArgumentError: When `kind` is unknown.
+        """
         if kind not in PROMPT_PLANTED_KINDS:
             raise InvalidArgumentError(
                 f"unknown prompt word kind {kind!r}; expected {PROMPT_PLANTED_KINDS}"

@@ -1,32 +1,34 @@
 """The word-level tokenizer and chat template of the zoo models.
 
-Built with the ``tokenizers`` library (``WordLevel`` model, whitespace pre-tokenizer) and wrapped
-as a ``transformers.PreTrainedTokenizerFast``. It adds no special tokens by itself; the chat
+Built with the `tokenizers` library (`WordLevel` model, whitespace pre-tokenizer) and wrapped
+as a `transformers.PreTrainedTokenizerFast`. It adds no special tokens by itself; the chat
 template writes them:
 
-``<bos> <|user|> words <|end|> <|assistant|> words <|end|> <eos>``
+`<bos> <|user|> words <|end|> <|assistant|> words <|end|> <eos>`
 
-(turns repeat for multi-turn chats). ``<eos>`` closes a conversation that ends with an assistant
-turn, so a sequence classifier reads the reward there. ``add_generation_prompt=True`` ends the
-prompt with the ``<|assistant|>`` header instead. ``<pad>`` is id 0 and the tokenizer pads on
+(turns repeat for multi-turn chats). `<eos>` closes a conversation that ends with an assistant
+turn, so a sequence classifier reads the reward there. `add_generation_prompt=True` ends the
+prompt with the `<|assistant|>` header instead. `<pad>` is id 0 and the tokenizer pads on
 the right, for HF's own models (which count positions from column 0); reward-lens-tl ignores
-that setting and left-pads its batches (:func:`reward_lens_tl.inputs.pad_batch`).
+that setting and left-pads its batches (`reward_lens_tl.inputs.pad_batch`).
 
-``extra_words`` appends words after the task vocabulary (the zoo's judge and PRM use it), so every
-existing token keeps its id:
+`extra_words` appends words after the task vocabulary (the zoo's judge and PRM use it), so every
+existing token keeps its id (the first example).
 
->>> wide = build_tokenizer(extra_words=("yes", "no"))
->>> wide.convert_tokens_to_ids(["<pad>", "soup", "yes", "no"]) == [0, VOCAB["soup"], len(VOCAB),
-...                                                                 len(VOCAB) + 1]
-True
+Examples:
+    >>> wide = build_tokenizer(extra_words=("yes", "no"))
+    >>> wide.convert_tokens_to_ids(["<pad>", "soup", "yes", "no"]) == [0, VOCAB["soup"], len(VOCAB),
+    ...                                                                 len(VOCAB) + 1]
+    True
 
->>> tok = build_tokenizer()
->>> chat = [{"role": "user", "content": "how bake bread"}, {"role": "assistant", "content": "soup"}]
->>> tok.apply_chat_template(chat, tokenize=False)
-'<bos><|user|> how bake bread <|end|> <|assistant|> soup <|end|> <eos>'
->>> tok.convert_ids_to_tokens(tok.apply_chat_template(chat[:1], add_generation_prompt=True,
-...                                                   return_dict=False))
-['<bos>', '<|user|>', 'how', 'bake', 'bread', '<|end|>', '<|assistant|>']
+    >>> tok = build_tokenizer()
+    >>> chat = [{"role": "user", "content": "how bake bread"},
+    ...         {"role": "assistant", "content": "soup"}]
+    >>> tok.apply_chat_template(chat, tokenize=False)
+    '<bos><|user|> how bake bread <|end|> <|assistant|> soup <|end|> <eos>'
+    >>> tok.convert_ids_to_tokens(tok.apply_chat_template(chat[:1], add_generation_prompt=True,
+    ...                                                   return_dict=False))
+    ['<bos>', '<|user|>', 'how', 'bake', 'bread', '<|end|>', '<|assistant|>']
 """
 
 from __future__ import annotations
@@ -74,15 +76,24 @@ ROLE_TOKENS: tuple[str, ...] = (USER, ASSISTANT, END)
 
 
 def extended_vocab(extra_words: Sequence[str] = ()) -> dict[str, int]:
-    """The task vocabulary with ``extra_words`` appended (ids ``len(VOCAB)``, ``len(VOCAB) + 1``,
-    ...); each must be a new, lower-case word without whitespace.
+    """The task vocabulary with `extra_words` appended (ids `len(VOCAB)`, `len(VOCAB) + 1`, ...).
 
-    >>> extended_vocab(("b",))["b"] == len(VOCAB)
-    True
-    >>> extended_vocab(("soup",))
-    Traceback (most recent call last):
-    ...
-    reward_lens_tl.errors.InvalidArgumentError: extra word 'soup': not a new lower-case word
+    Args:
+        extra_words: Words to append; each must be a new, lower-case word without whitespace.
+
+    Returns:
+        Word to id.
+
+    Raises:
+        InvalidArgumentError: When an extra word is not a new lower-case word.
+
+    Examples:
+        >>> extended_vocab(("b",))["b"] == len(VOCAB)
+        True
+        >>> extended_vocab(("soup",))
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.InvalidArgumentError: extra word 'soup': not a new lower-case word
     """
     vocab = dict(VOCAB)
     for word in extra_words:
@@ -95,8 +106,17 @@ def extended_vocab(extra_words: Sequence[str] = ()) -> dict[str, int]:
 def build_tokenizer(
     model_max_length: int = 64, extra_words: Sequence[str] = ()
 ) -> PreTrainedTokenizerFast:
-    """A fresh ``PreTrainedTokenizerFast`` over the task vocabulary, plus ``extra_words`` after
-    it (see the module docstring)."""
+    """A fresh `PreTrainedTokenizerFast` over the task vocabulary, plus `extra_words` after it.
+
+    See the module docstring.
+
+    Args:
+        model_max_length: The tokenizer's `model_max_length`.
+        extra_words: Words appended after the task vocabulary.
+
+    Returns:
+        The tokenizer.
+    """
     core = Tokenizer(models.WordLevel(vocab=extended_vocab(extra_words), unk_token=UNK))
     core.normalizer = normalizers.Lowercase()
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

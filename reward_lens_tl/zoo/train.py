@@ -1,16 +1,16 @@
 """Deterministic training of the zoo models on the synthetic task.
 
-- ``scalar``: ``LlamaForSequenceClassification`` trained with a Bradley–Terry loss on pairs whose
-  soft labels are ``sigmoid(score_a - score_b)`` under the hidden rule (so rewards come out in
+- `scalar`: `LlamaForSequenceClassification` trained with a Bradley–Terry loss on pairs whose
+  soft labels are `sigmoid(score_a - score_b)` under the hidden rule (so rewards come out in
   rule units up to a constant), with a short-to-long response-length curriculum;
-- ``multi``: the ArmoRM layout (:mod:`reward_lens_tl.armorm_module`), its three objectives
+- `multi`: the ArmoRM layout (`reward_lens_tl.armorm_module`), its three objectives
   regressed on the planted contributions, its gate trained towards the planted gate weights,
   plus a pairwise term on the gated score;
-- ``reference`` / ``policy``: two ``LlamaForCausalLM`` (see :mod:`reward_lens_tl.zoo.dpo`).
+- `reference` / `policy`: two `LlamaForCausalLM` (see `reward_lens_tl.zoo.dpo`).
 
 Runs are bitwise reproducible for a seed on a given machine and torch build: every random draw
-comes from a seeded ``random.Random`` or the seeded torch generator, training uses a fixed thread
-count and ``torch.use_deterministic_algorithms(True)``.
+comes from a seeded `random.Random` or the seeded torch generator, training uses a fixed thread
+count and `torch.use_deterministic_algorithms(True)`.
 """
 
 from __future__ import annotations
@@ -51,12 +51,31 @@ MULTI_TRAIN = TrainConfig()
 
 
 def bt_loss(r_a: Tensor, r_b: Tensor, s_a: Tensor, s_b: Tensor, temperature: float = 1.0) -> Tensor:
-    """Bradley–Terry with soft labels ``sigmoid((s_a - s_b) / temperature)``."""
+    """Bradley–Terry with soft labels `sigmoid((s_a - s_b) / temperature)`.
+
+    Args:
+        r_a: The model's rewards of the first sides.
+        r_b: The model's rewards of the second sides.
+        s_a: The rule's scores of the first sides.
+        s_b: The rule's scores of the second sides.
+        temperature: The soft labels' temperature.
+
+    Returns:
+        The mean loss.
+    """
     return F.binary_cross_entropy_with_logits(r_a - r_b, torch.sigmoid((s_a - s_b) / temperature))
 
 
 # ---- scalar -------------------------------------------------------------------------------------
 def scalar_config(shape: ModelShape = DEFAULT_SHAPE) -> LlamaConfig:
+    """The scalar reward model's `LlamaConfig` (one label).
+
+    Args:
+        shape: The model's shape.
+
+    Returns:
+        The configuration.
+    """
     cfg = LlamaConfig(**shape.llama_kwargs())
     cfg.num_labels = 1  # a property (it sets id2label); LlamaConfig's signature does not list it
     cfg.architectures = ["LlamaForSequenceClassification"]
@@ -66,7 +85,16 @@ def scalar_config(shape: ModelShape = DEFAULT_SHAPE) -> LlamaConfig:
 def train_scalar(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = SCALAR_TRAIN
 ) -> tuple[LlamaForSequenceClassification, list[float]]:
-    """The scalar reward model and its per-step losses."""
+    """The scalar reward model and its per-step losses.
+
+    Args:
+        task: The conversation task.
+        seed: The random seed.
+        cfg: The training configuration.
+
+    Returns:
+        The trained model and its per-step losses.
+    """
 
     def loss(model: LlamaForSequenceClassification, rng: random.Random, max_words: int) -> Tensor:
         a, b = scalar_batch(task, rng, cfg.batch, max_words)
@@ -82,6 +110,14 @@ def train_scalar(
 
 # ---- multi-objective ----------------------------------------------------------------------------
 def multi_config(shape: ModelShape = DEFAULT_SHAPE) -> LlamaConfig:
+    """The multi-objective model's configuration (the ArmoRM layout).
+
+    Args:
+        shape: The model's shape.
+
+    Returns:
+        The configuration.
+    """
     return armorm_config(
         num_objectives=len(OBJECTIVES),
         gating_hidden_dim=64,
@@ -96,7 +132,16 @@ def multi_config(shape: ModelShape = DEFAULT_SHAPE) -> LlamaConfig:
 def train_multi(
     task: ConversationTask, seed: int = 0, cfg: TrainConfig = MULTI_TRAIN
 ) -> tuple[LlamaForRewardModelWithGating, list[float]]:
-    """The ArmoRM-layout model: objective regression + gate cross-entropy + pairwise BT."""
+    """The ArmoRM-layout model: objective regression + gate cross-entropy + pairwise BT.
+
+    Args:
+        task: The conversation task.
+        seed: The random seed.
+        cfg: The training configuration.
+
+    Returns:
+        The trained model and its per-step losses.
+    """
 
     def build() -> LlamaForRewardModelWithGating:
         model = LlamaForRewardModelWithGating(multi_config())
@@ -124,7 +169,18 @@ ZOO_PARTS: tuple[str, ...] = ("scalar", "multi", "policy", "judge", "prm")
 def training_metadata(
     name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]
 ) -> dict:
-    """What every zoo model's ``metadata.json`` records about its training."""
+    """What every zoo model's `metadata.json` records about its training.
+
+    Args:
+        name: The model's name.
+        seed: The training seed.
+        fast: Whether the training was the fast one.
+        cfg: The training configuration.
+        losses: The per-step losses.
+
+    Returns:
+        The metadata.
+    """
     tail = losses[-50:]
     return {
         "name": name,
@@ -193,15 +249,23 @@ def train_zoo(
     which: Sequence[str] = ZOO_PARTS,
     fast: bool = False,
 ) -> dict[str, dict]:
-    """Train the requested zoo models and write each to ``output_dir/<name>/``.
+    """Train the requested zoo models and write each to `output_dir/<name>/`.
 
-    ``which`` takes ``scalar``, ``multi``, ``policy`` (the latter writes ``reference`` and
-    ``policy``; its preference labels come from the scalar model trained in this call, else from
-    ``output_dir/scalar``, else from the shipped one), ``judge`` and ``prm``
-    (:mod:`reward_lens_tl.zoo.judge`, :mod:`reward_lens_tl.zoo.prm`; the judge's embeddings
-    start from the shipped reference LM's). ``fast`` uses a few steps per model on one thread
-    (for determinism tests). Returns each written model's metadata (also saved as
-    ``metadata.json``).
+    Args:
+        output_dir: The folder to write.
+        seed: The training seed.
+        which: Takes `scalar`, `multi`, `policy` (the latter writes `reference` and `policy`;
+            its preference labels come from the scalar model trained in this call, else from
+            `output_dir/scalar`, else from the shipped one), `judge` and `prm`
+            (`reward_lens_tl.zoo.judge`, `reward_lens_tl.zoo.prm`; the judge's embeddings
+            start from the shipped reference LM's).
+        fast: A few steps per model on one thread (for determinism tests).
+
+    Returns:
+        Each written model's metadata (also saved as `metadata.json`).
+
+    Raises:
+        InvalidArgumentError: When `which` names an unknown part.
     """
     from reward_lens_tl.zoo.load import load_model, zoo_path
 

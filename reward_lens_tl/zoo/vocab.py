@@ -1,12 +1,13 @@
 """The word lists of the synthetic conversation task and the token ids they map to.
 
 Every word is one token (the tokenizer is word-level), so token ids are fixed by the order of the
-lists below: the special tokens come first (``<pad>`` is id 0), then the plain words.
+lists below: the special tokens come first (`<pad>` is id 0), then the plain words.
 
->>> VOCAB["<pad>"], VOCAB["<bos>"], VOCAB["<|assistant|>"]
-(0, 1, 5)
->>> TOPIC_OF["soup"]
-'cooking'
+Examples:
+    >>> VOCAB["<pad>"], VOCAB["<bos>"], VOCAB["<|assistant|>"]
+    (0, 1, 5)
+    >>> TOPIC_OF["soup"]
+    'cooking'
 """
 
 from __future__ import annotations

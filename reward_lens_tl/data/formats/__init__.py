@@ -1,4 +1,4 @@
-"""One module per preference-data file format; each exposes a ``load_*`` function."""
+"""One module per preference-data file format; each exposes a `load_*` function."""
 
 from reward_lens_tl.data.formats.hh_rlhf import load_hh_rlhf, parse_hh_transcript
 from reward_lens_tl.data.formats.llmbar import llmbar_subset, load_llmbar

@@ -1,26 +1,27 @@
-r"""Anthropic HH-RLHF: JSON lines of ``{"chosen", "rejected"}`` whole transcripts.
+r"""Anthropic HH-RLHF: JSON lines of `{"chosen", "rejected"}` whole transcripts.
 
-Each transcript reads ``"\n\nHuman: ...\n\nAssistant: ...\n\nHuman: ...\n\nAssistant: ..."``; the
+Each transcript reads `"\n\nHuman: ...\n\nAssistant: ...\n\nHuman: ...\n\nAssistant: ..."`; the
 two transcripts of a record share every turn but the last. Parsing rules:
 
-* Turns are split only at ``"\n\nHuman:"`` and ``"\n\nAssistant:"``. ``Human:`` text elsewhere
-  (the real data has assistant turns that begin ``"Human: ..."``, or quote it mid-line) stays in
+* Turns are split only at `"\n\nHuman:"` and `"\n\nAssistant:"`. `Human:` text elsewhere
+  (the real data has assistant turns that begin `"Human: ..."`, or quote it mid-line) stays in
   the turn's content verbatim.
 * Each turn's content is stripped of surrounding whitespace (the marker is followed by a space).
-* Consecutive turns of the same role are merged into one message, joined by ``"\n\n"``: the real
-  data has ``"\n\nAssistant:"`` markers repeated inside one reply, and chat templates require
-  alternating roles. ``metadata["merged_turns"]`` counts the merges in the record.
-* The prompt is every message before the final assistant message; ``chosen``/``rejected`` are the
+* Consecutive turns of the same role are merged into one message, joined by `"\n\n"`: the real
+  data has `"\n\nAssistant:"` markers repeated inside one reply, and chat templates require
+  alternating roles. `metadata["merged_turns"]` counts the merges in the record.
+* The prompt is every message before the final assistant message; `chosen`/`rejected` are the
   contents of the final assistant messages. Empty final responses are kept (the real data has
   labellers preferring an empty reply).
 
-A record is malformed (field named in the error) when it is not a JSON object; ``chosen`` or
-``rejected`` is missing or not a string; a transcript has text before its first ``Human:`` turn,
+A record is malformed (field named in the error) when it is not a JSON object; `chosen` or
+`rejected` is missing or not a string; a transcript has text before its first `Human:` turn,
 does not start with a Human turn, or does not end with an Assistant turn; or the two transcripts'
-prompts (after merging) differ. Other fields are kept in ``metadata``, as is ``index``.
+prompts (after merging) differ. Other fields are kept in `metadata`, as is `index`.
 
->>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Hello!")
-({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Hello!'})
+Examples:
+    >>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Hello!")
+    ({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Hello!'})
 """
 
 from __future__ import annotations
@@ -50,8 +51,18 @@ _ROLES = {"Human": "user", "Assistant": "assistant"}
 def parse_hh_transcript(text: str) -> tuple[Message, ...]:
     r"""Split an HH transcript into alternating user/assistant messages (rules in the module doc).
 
-    >>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Yes.\n\nAssistant: No.")
-    ({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Yes.\n\nNo.'})
+    Args:
+        text: The transcript.
+
+    Returns:
+        The messages.
+
+    Raises:
+        FieldError: If the transcript is malformed.
+
+    Examples:
+        >>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Yes.\n\nAssistant: No.")
+        ({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Yes.\n\nNo.'})
     """
     return _split(text, "transcript")[0]
 
@@ -82,7 +93,18 @@ def _split(text: str, name: str) -> tuple[tuple[Message, ...], int]:
 
 
 def parse_hh_record(index: int, record: Any) -> PreferencePair:
-    """One HH-RLHF record as a :class:`PreferencePair` (what is malformed: see the module doc)."""
+    """One HH-RLHF record as a `PreferencePair` (what is malformed: see the module doc).
+
+    Args:
+        index: The record's index.
+        record: The record.
+
+    Returns:
+        The pair.
+
+    Raises:
+        FieldError: If the record is malformed.
+    """
     record = require_object(record)
     chosen, merged_c = _split(require(record, "chosen"), "chosen")
     rejected, merged_r = _split(require(record, "rejected"), "rejected")
@@ -102,16 +124,28 @@ def parse_hh_record(index: int, record: Any) -> PreferencePair:
 def load_hh_rlhf(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> PairSet:
-    r"""Load an HH-RLHF ``.jsonl`` or ``.jsonl.gz`` file as a :class:`PairSet` (multi-turn prompts).
+    r"""Load an HH-RLHF `.jsonl` or `.jsonl.gz` file as a `PairSet` (multi-turn prompts).
 
-    >>> import gzip, json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "hh.jsonl.gz"
-    >>> rec = {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!",
-    ...        "rejected": "\n\nHuman: Hi\n\nAssistant: Go away."}
-    >>> _ = f.write_bytes(gzip.compress(json.dumps(rec).encode()))
-    >>> pair = load_hh_rlhf(f)[0]
-    >>> pair.prompt, pair.chosen, pair.rejected
-    (({'role': 'user', 'content': 'Hi'},), 'Hello!', 'Go away.')
+    Args:
+        path: The file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most pairs, or `None`.
+
+    Returns:
+        The `PairSet`.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import gzip, json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "hh.jsonl.gz"
+        >>> rec = {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!",
+        ...        "rejected": "\n\nHuman: Hi\n\nAssistant: Go away."}
+        >>> _ = f.write_bytes(gzip.compress(json.dumps(rec).encode()))
+        >>> pair = load_hh_rlhf(f)[0]
+        >>> pair.prompt, pair.chosen, pair.rejected
+        (({'role': 'user', 'content': 'Hi'},), 'Hello!', 'Go away.')
     """
     path = Path(path)
     pairs, skipped = collect(

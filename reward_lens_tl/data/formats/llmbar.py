@@ -1,24 +1,25 @@
-"""LLMBar: JSON lists of ``{"input", "output_1", "output_2", "label"}`` instruction-following pairs.
+"""LLMBar: JSON lists of `{"input", "output_1", "output_2", "label"}` instruction-following pairs.
 
-``label`` (1 or 2) says which output is better; it becomes ``chosen`` and the other ``rejected``,
-and ``metadata["label"]`` keeps it (position-bias analyses need it). The prompt is ``input`` as one
+`label` (1 or 2) says which output is better; it becomes `chosen` and the other `rejected`,
+and `metadata["label"]` keeps it (position-bias analyses need it). The prompt is `input` as one
 user turn.
 
-Subset names follow RewardBench, which takes its ``llmbar-*`` subsets from exactly these files:
-``Natural`` -> ``llmbar-natural``, ``Adversarial_Neighbor`` -> ``llmbar-adver-neighbor``,
-``Adversarial_GPTInst`` -> ``llmbar-adver-GPTInst``, ``Adversarial_GPTOut`` ->
-``llmbar-adver-GPTOut``, ``Adversarial_Manual`` -> ``llmbar-adver-manual``. The name comes from
-the file stem, or for the LLMBar repository's own layout (``Natural/dataset.json``,
-``Adversarial/Neighbor/dataset.json``) from the folders; any other stem is used as it is.
+Subset names follow RewardBench, which takes its `llmbar-*` subsets from exactly these files:
+`Natural` -> `llmbar-natural`, `Adversarial_Neighbor` -> `llmbar-adver-neighbor`,
+`Adversarial_GPTInst` -> `llmbar-adver-GPTInst`, `Adversarial_GPTOut` ->
+`llmbar-adver-GPTOut`, `Adversarial_Manual` -> `llmbar-adver-manual`. The name comes from
+the file stem, or for the LLMBar repository's own layout (`Natural/dataset.json`,
+`Adversarial/Neighbor/dataset.json`) from the folders; any other stem is used as it is.
 
 A record is malformed if it is not an object, a text field is missing or not a string, or
-``label`` is not the integer 1 or 2. Other fields are kept in ``metadata``, as is ``index``.
+`label` is not the integer 1 or 2. Other fields are kept in `metadata`, as is `index`.
 
->>> from pathlib import Path
->>> llmbar_subset(Path("llmbar/Adversarial_GPTInst.json"))
-'llmbar-adver-GPTInst'
->>> llmbar_subset(Path("Dataset/LLMBar/Adversarial/Neighbor/dataset.json"))
-'llmbar-adver-neighbor'
+Examples:
+    >>> from pathlib import Path
+    >>> llmbar_subset(Path("llmbar/Adversarial_GPTInst.json"))
+    'llmbar-adver-GPTInst'
+    >>> llmbar_subset(Path("Dataset/LLMBar/Adversarial/Neighbor/dataset.json"))
+    'llmbar-adver-neighbor'
 """
 
 from __future__ import annotations
@@ -50,7 +51,14 @@ _TEXT_FIELDS = ("input", "output_1", "output_2")
 
 
 def llmbar_subset(path: Path) -> str:
-    """The RewardBench subset name of an LLMBar file (the bare stem if it is not a known one)."""
+    """The RewardBench subset name of an LLMBar file (the bare stem if it is not a known one).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The subset name.
+    """
     name = path.stem
     if name == "dataset":
         name = path.parent.name
@@ -76,15 +84,27 @@ def _parse(subset: str):
 def load_llmbar(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> PairSet:
-    """Load one LLMBar ``.json`` file, or every ``*.json`` below a folder (sorted by path).
+    """Load one LLMBar `.json` file, or every `*.json` below a folder (sorted by path).
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "Natural.json"
-    >>> _ = f.write_text(json.dumps([{"input": "Say hi", "output_1": "Bye",
-    ...                               "output_2": "Hi", "label": 2}]))
-    >>> p = load_llmbar(f)[0]
-    >>> p.chosen, p.rejected, p.subset
-    ('Hi', 'Bye', 'llmbar-natural')
+    Args:
+        path: A file or a folder.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most pairs, or `None`.
+
+    Returns:
+        The `PairSet`.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "Natural.json"
+        >>> _ = f.write_text(json.dumps([{"input": "Say hi", "output_1": "Bye",
+        ...                               "output_2": "Hi", "label": 2}]))
+        >>> p = load_llmbar(f)[0]
+        >>> p.chosen, p.rejected, p.subset
+        ('Hi', 'Bye', 'llmbar-natural')
     """
     path = Path(path)
     parser_for = lambda file: _parse(llmbar_subset(file))

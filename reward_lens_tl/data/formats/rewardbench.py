@@ -1,12 +1,12 @@
-"""RewardBench-style JSON lines: ``{"prompt", "chosen", "rejected", "subset"}`` per record.
+"""RewardBench-style JSON lines: `{"prompt", "chosen", "rejected", "subset"}` per record.
 
-``prompt`` is a string (one user turn) or a list of ``{"role", "content"}`` messages; ``chosen``
-and ``rejected`` are the response strings; ``subset`` is optional (missing or ``null`` gives
-``None``). Other fields (RewardBench's ``id``, ``chosen_model``, ``rejected_model``, ...) are kept
-in ``metadata``, as is ``index``. A JSON-list file is read the same way.
+`prompt` is a string (one user turn) or a list of `{"role", "content"}` messages; `chosen`
+and `rejected` are the response strings; `subset` is optional (missing or `null` gives
+`None`). Other fields (RewardBench's `id`, `chosen_model`, `rejected_model`, ...) are kept
+in `metadata`, as is `index`. A JSON-list file is read the same way.
 
-A record is malformed if it is not an object (or not valid JSON); ``prompt``, ``chosen`` or
-``rejected`` is missing or of the wrong type; or ``subset`` is present but not a string.
+A record is malformed if it is not an object (or not valid JSON); `prompt`, `chosen` or
+`rejected` is missing or of the wrong type; or `subset` is present but not a string.
 """
 
 from __future__ import annotations
@@ -32,7 +32,18 @@ _KNOWN = ("prompt", "chosen", "rejected", "subset")
 
 
 def parse_rewardbench_record(index: int, record: Any) -> PreferencePair:
-    """One RewardBench-style record as a :class:`PreferencePair`."""
+    """One RewardBench-style record as a `PreferencePair`.
+
+    Args:
+        index: The record's index.
+        record: The record.
+
+    Returns:
+        The pair.
+
+    Raises:
+        FieldError: If the record is malformed.
+    """
     record = require_object(record)
     return PreferencePair(
         check_prompt(require(record, "prompt")),
@@ -46,15 +57,27 @@ def parse_rewardbench_record(index: int, record: Any) -> PreferencePair:
 def load_rewardbench_jsonl(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> PairSet:
-    """Load a RewardBench-style ``.jsonl`` (or ``.jsonl.gz``, or JSON list) file.
+    r"""Load a RewardBench-style `.jsonl` (or `.jsonl.gz`, or JSON list) file.
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "rb.jsonl"
-    >>> _ = f.write_text(json.dumps({"prompt": "Hi", "chosen": "Hello", "rejected": "No",
-    ...                              "subset": "demo", "id": 3}) + "\\n")
-    >>> pairs = load_rewardbench_jsonl(f)
-    >>> pairs.subsets(), pairs[0].metadata
-    ({'demo': 1}, {'id': 3, 'index': 0})
+    Args:
+        path: The file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most pairs, or `None`.
+
+    Returns:
+        The `PairSet`.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "rb.jsonl"
+        >>> _ = f.write_text(json.dumps({"prompt": "Hi", "chosen": "Hello", "rejected": "No",
+        ...                              "subset": "demo", "id": 3}) + "\n")
+        >>> pairs = load_rewardbench_jsonl(f)
+        >>> pairs.subsets(), pairs[0].metadata
+        ({'demo': 1}, {'id': 3, 'index': 0})
     """
     path = Path(path)
     pairs, skipped = collect(

@@ -1,30 +1,30 @@
 """RewardMATH: one correct against several wrong step-by-step solutions per math problem.
 
-``RewardMATH_direct.json`` is a JSON list with one record per *solution*: ``problem``,
-``problem_id``, ``eval_solution`` (the list of steps), ``solution_type`` (``"chosen"`` for the one
-correct solution, ``"rejected"`` for the wrong ones), ``solution_reference`` (who wrote it;
-``human_to_GPT-4`` is the correct one) and ``id``, plus per-problem fields (``answer``,
-``subject``, ``level``). :func:`load_rewardmath` groups the records by ``problem_id`` (in order of
-first appearance) into :class:`RankedItem`\\ s. A solution's text is its steps joined by a newline,
-as the benchmark's code does for classifier reward models. ``metadata`` holds ``index`` (of the
+`RewardMATH_direct.json` is a JSON list with one record per *solution*: `problem`,
+`problem_id`, `eval_solution` (the list of steps), `solution_type` (`"chosen"` for the one
+correct solution, `"rejected"` for the wrong ones), `solution_reference` (who wrote it;
+`human_to_GPT-4` is the correct one) and `id`, plus per-problem fields (`answer`,
+`subject`, `level`). `load_rewardmath` groups the records by `problem_id` (in order of
+first appearance) into `RankedItem` items. A solution's text is its steps joined by a newline,
+as the benchmark's code does for classifier reward models. `metadata` holds `index` (of the
 problem's first record), the correct record's per-problem fields, and per solution (correct first,
-then the wrong ones in file order) ``solution_references``, ``solution_ids`` and ``steps``.
+then the wrong ones in file order) `solution_references`, `solution_ids` and `steps`.
 
 A solution record is malformed if it is not an object, a field above is missing or has the wrong
-type, ``solution_type`` is neither value, its ``problem`` text differs from the problem's first
-record, or it is a second ``"chosen"`` solution. A problem left without a correct or without any
-wrong solution is malformed as a whole (reported at its first record, id = ``problem_id``).
+type, `solution_type` is neither value, its `problem` text differs from the problem's first
+record, or it is a second `"chosen"` solution. A problem left without a correct or without any
+wrong solution is malformed as a whole (reported at its first record, id = `problem_id`).
 
-The ``*_scores.json`` files (published per-solution scores of real reward models; in the
-benchmark's repository ``results/RewardMATH/*_reward.json``) hold one record per problem:
-``problem``, ``solution_reference`` and ``score`` (parallel lists, one entry per solution).
-:func:`load_rewardmath_scores` flattens them into a DataFrame, one row per (problem, solution).
-A problem's ``solution_reference`` may name the same model more than once, so
-``(problem_id, solution_index)`` is the key, not ``(problem_id, solution_reference)``. Two other
-kinds of score file share the layout: a process reward model's, whose ``score`` holds a list of
-per-step scores per solution (:func:`load_rewardmath_step_scores`), and a pairwise judge's, whose
-``score`` holds an ``"A"``/``"B"`` verdict per wrong solution compared with the correct one, shown
-at ``chosen_position`` (:func:`load_rewardmath_pairwise`).
+The `*_scores.json` files (published per-solution scores of real reward models; in the
+benchmark's repository `results/RewardMATH/*_reward.json`) hold one record per problem:
+`problem`, `solution_reference` and `score` (parallel lists, one entry per solution).
+`load_rewardmath_scores` flattens them into a DataFrame, one row per (problem, solution).
+A problem's `solution_reference` may name the same model more than once, so
+`(problem_id, solution_index)` is the key, not `(problem_id, solution_reference)`. Two other
+kinds of score file share the layout: a process reward model's, whose `score` holds a list of
+per-step scores per solution (`load_rewardmath_step_scores`), and a pairwise judge's, whose
+`score` holds an `"A"`/`"B"` verdict per wrong solution compared with the correct one, shown
+at `chosen_position` (`load_rewardmath_pairwise`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 CORRECT_REFERENCE = "human_to_GPT-4"
-"""The ``solution_reference`` of RewardMATH's correct solution."""
+"""The `solution_reference` of RewardMATH's correct solution."""
 
 _PER_SOLUTION = (
     "problem",
@@ -169,20 +169,33 @@ def load_rewardmath(
     limit: int | None = None,
     step_separator: str = "\n",
 ) -> ItemSet[RankedItem]:
-    """Load ``RewardMATH_direct.json`` as one :class:`RankedItem` per problem.
+    r"""Load `RewardMATH_direct.json` as one `RankedItem` per problem.
 
-    ``limit`` counts problems (the whole file is still read and checked). ``step_separator``
+    `limit` counts problems (the whole file is still read and checked). `step_separator`
     joins a solution's steps into its text.
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "RewardMATH_direct.json"
-    >>> rec = lambda i, kind, steps: {"problem": "1+1?", "problem_id": 0, "id": i,
-    ...     "eval_solution": steps, "solution_type": kind, "solution_reference": "x"}
-    >>> _ = f.write_text(json.dumps([rec(0, "chosen", ["1+1=2.", "So 2."]),
-    ...                              rec(1, "rejected", ["1+1=3."])]))
-    >>> item = load_rewardmath(f)[0]
-    >>> item.id, item.correct, item.wrong
-    (0, '1+1=2.\\nSo 2.', ('1+1=3.',))
+    Args:
+        path: The file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most problems, or `None`.
+        step_separator: Joins a solution's steps into its text.
+
+    Returns:
+        An `ItemSet` of `RankedItem`.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "RewardMATH_direct.json"
+        >>> rec = lambda i, kind, steps: {"problem": "1+1?", "problem_id": 0, "id": i,
+        ...     "eval_solution": steps, "solution_type": kind, "solution_reference": "x"}
+        >>> _ = f.write_text(json.dumps([rec(0, "chosen", ["1+1=2.", "So 2."]),
+        ...                              rec(1, "rejected", ["1+1=3."])]))
+        >>> item = load_rewardmath(f)[0]
+        >>> item.id, item.correct, item.wrong
+        (0, '1+1=2.\nSo 2.', ('1+1=3.',))
     """
     check_limit(limit)
     path = Path(path)
@@ -214,7 +227,7 @@ def _problem_and_references(record: Any) -> tuple[dict[str, Any], str, tuple[str
 
 
 def _entries(record: dict[str, Any], name: str, count: int, of: str) -> list[Any]:
-    """The list field ``name`` with one entry per solution reference."""
+    """The list field `name` with one entry per solution reference."""
     values = require(record, name)
     if isinstance(values, str) or not isinstance(values, list):
         raise FieldError(name, f"must be a list ({of}), got {type_name(values)}")
@@ -308,12 +321,19 @@ def _parse_pairwise(index: int, record: Any) -> list[dict[str, Any]]:
 
 
 def scores_model_name(path: Path) -> str:
-    """The reward model a scores file belongs to: its stem without ``_scores``/``_reward``."""
+    """The reward model a scores file belongs to: its stem without `_scores`/`_reward`.
+
+    Args:
+        path: The scores file.
+
+    Returns:
+        The model's name.
+    """
     return path.stem.removesuffix("_scores").removesuffix("_reward")
 
 
 def _frame(path, parse, skip_bad, limit, columns: dict[str, str | None]) -> pd.DataFrame:
-    """The rows of every problem of ``path`` (``parse`` makes one problem's rows), typed."""
+    """The rows of every problem of `path` (`parse` makes one problem's rows), typed."""
     import pandas as pd
 
     path = Path(path)
@@ -332,27 +352,39 @@ def _frame(path, parse, skip_bad, limit, columns: dict[str, str | None]) -> pd.D
 def load_rewardmath_scores(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> pd.DataFrame:
-    """Load a RewardMATH ``*_scores.json`` file: one row per (problem, solution).
+    """Load a RewardMATH `*_scores.json` file: one row per (problem, solution).
 
-    Columns: ``model`` (from the file name), ``problem_id`` (the problem's position in the file,
-    which matches ``problem_id`` in ``RewardMATH_direct.json``), ``problem``, ``solution_index``
+    Columns: `model` (from the file name), `problem_id` (the problem's position in the file,
+    which matches `problem_id` in `RewardMATH_direct.json`), `problem`, `solution_index`
     (position within the problem; the key, since a model can supply several solutions),
-    ``solution_reference``, ``is_correct`` (``solution_reference == "human_to_GPT-4"``) and
-    ``score``. ``limit`` counts problems. ``df.attrs`` holds ``source`` and ``skipped``.
+    `solution_reference`, `is_correct` (`solution_reference == "human_to_GPT-4"`) and
+    `score`. `limit` counts problems. `df.attrs` holds `source` and `skipped`.
 
     A record is malformed if a field is missing or mistyped, the two lists differ in length, a
     score is not a finite number, or the correct solution is not named exactly once. A process
     reward model's file (a list of step scores per solution) is read by
-    :func:`load_rewardmath_step_scores`, a pairwise judge's by :func:`load_rewardmath_pairwise`.
+    `load_rewardmath_step_scores`, a pairwise judge's by `load_rewardmath_pairwise`.
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "demo_scores.json"
-    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [0.5, 0.75],
-    ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
-    >>> load_rewardmath_scores(f)[["model", "problem_id", "is_correct", "score"]]
-      model  problem_id  is_correct  score
-    0  demo           0        True   0.50
-    1  demo           0       False   0.75
+    Args:
+        path: The scores file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most problems, or `None`.
+
+    Returns:
+        A pandas DataFrame.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "demo_scores.json"
+        >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [0.5, 0.75],
+        ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
+        >>> load_rewardmath_scores(f)[["model", "problem_id", "is_correct", "score"]]
+          model  problem_id  is_correct  score
+        0  demo           0        True   0.50
+        1  demo           0       False   0.75
     """
     return _frame(path, _parse_scores, skip_bad, limit, {"score": "float64"})
 
@@ -360,24 +392,37 @@ def load_rewardmath_scores(
 def load_rewardmath_step_scores(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> pd.DataFrame:
-    """Load a process reward model's RewardMATH scores (``score``: one list of per-step scores
-    per solution, e.g. the benchmark's ``Math_Shepherd_reward.json``): one row per (problem,
-    solution), the columns of :func:`load_rewardmath_scores` with ``steps`` (a tuple of floats)
-    and ``n_steps`` instead of ``score``.
+    """Load a process reward model's RewardMATH scores.
+
+    `score` holds one list of per-step scores per solution, e.g. the benchmark's
+    `Math_Shepherd_reward.json`. One row per (problem, solution), the columns of
+    `load_rewardmath_scores` with `steps` (a tuple of floats) and `n_steps` instead of `score`.
 
     A record is malformed (the error names the file, the record and the field) if a solution's
     entry is not a list, is empty, or holds something other than finite numbers
-    (``score[k][j]``), if ``score`` and ``solution_reference`` differ in length, or if the
+    (`score[k][j]`), if `score` and `solution_reference` differ in length, or if the
     correct solution is not named exactly once.
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "prm_scores.json"
-    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [[0.9, 0.8], [0.7]],
-    ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
-    >>> load_rewardmath_step_scores(f)[["model", "is_correct", "steps", "n_steps"]]
-      model  is_correct       steps  n_steps
-    0   prm        True  (0.9, 0.8)        2
-    1   prm       False      (0.7,)        1
+    Args:
+        path: The scores file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most problems, or `None`.
+
+    Returns:
+        A pandas DataFrame.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "prm_scores.json"
+        >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [[0.9, 0.8], [0.7]],
+        ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
+        >>> load_rewardmath_step_scores(f)[["model", "is_correct", "steps", "n_steps"]]
+          model  is_correct       steps  n_steps
+        0   prm        True  (0.9, 0.8)        2
+        1   prm       False      (0.7,)        1
     """
     return _frame(path, _parse_step_scores, skip_bad, limit, {"steps": None, "n_steps": "int64"})
 
@@ -385,23 +430,35 @@ def load_rewardmath_step_scores(
 def load_rewardmath_pairwise(
     path: str | PathLike[str], *, skip_bad: bool = False, limit: int | None = None
 ) -> pd.DataFrame:
-    """Load a pairwise judge's RewardMATH verdicts (the benchmark's ``*_pairwise_reward.json``):
-    per problem, ``solution_reference`` names the wrong solutions, each compared with the correct
-    one; ``score`` is the judge's verdict (``"A"``, ``"B"``, or ``null`` when it gave none) and
-    ``chosen_position`` where the correct solution was shown. One row per comparison: ``model``,
-    ``problem_id``, ``problem``, ``solution_index``, ``solution_reference``, ``is_correct``
-    (``False``: every row is a wrong solution), ``verdict`` (NaN: none), ``chosen_position`` and
-    ``won``
-    (the verdict picked the correct solution; no verdict is a loss, as in the reference).
+    """Load a pairwise judge's RewardMATH verdicts (the benchmark's `*_pairwise_reward.json`).
 
-    >>> import json, tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "judge_pairwise_scores.json"
-    >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "solution_reference": ["m1", "m2"],
-    ...     "score": ["A", None], "chosen_position": ["A", "B"]}]))
-    >>> load_rewardmath_pairwise(f)[["solution_reference", "verdict", "won"]]
-      solution_reference verdict    won
-    0                 m1       A   True
-    1                 m2     NaN  False
+    Per problem, `solution_reference` names the wrong solutions, each compared with the correct
+    one; `score` is the judge's verdict (`"A"`, `"B"`, or `null` when it gave none) and
+    `chosen_position` where the correct solution was shown. One row per comparison: `model`,
+    `problem_id`, `problem`, `solution_index`, `solution_reference`, `is_correct`
+    (`False`: every row is a wrong solution), `verdict` (NaN: none), `chosen_position` and
+    `won` (the verdict picked the correct solution; no verdict is a loss, as in the reference).
+
+    Args:
+        path: The verdicts file.
+        skip_bad: Whether to skip malformed records (with one warning) rather than raise.
+        limit: The most problems, or `None`.
+
+    Returns:
+        A pandas DataFrame.
+
+    Raises:
+        MalformedRecordError: For a malformed record, unless `skip_bad`.
+
+    Examples:
+        >>> import json, tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "judge_pairwise_scores.json"
+        >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "solution_reference": ["m1", "m2"],
+        ...     "score": ["A", None], "chosen_position": ["A", "B"]}]))
+        >>> load_rewardmath_pairwise(f)[["solution_reference", "verdict", "won"]]
+          solution_reference verdict    won
+        0                 m1       A   True
+        1                 m2     NaN  False
     """
     columns = {"verdict": None, "chosen_position": None, "won": "bool"}
     return _frame(path, _parse_pairwise, skip_bad, limit, columns)
