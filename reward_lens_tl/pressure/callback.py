@@ -73,7 +73,7 @@ from .monitor import (
     measure_policy,
     measure_reward_model,
 )
-from .sampling import next_token_logits, render_prompt
+from .sampling import model_device, next_token_logits, render_prompt
 
 logger = logging.getLogger("reward_lens_tl")
 OnError = Literal["log", "stop", "raise"]
@@ -353,7 +353,7 @@ class RewardLensCallback(TrainerCallback):
         try:
             ids = torch.tensor([render_prompt(tokenizer, "hello")])
             with torch.no_grad():
-                next_token_logits(model, ids.to(_device_of(model)))
+                next_token_logits(model, ids.to(model_device(model)))
         except Exception as err:  # noqa: BLE001 - reported as the typed error below
             raise UnsupportedTrainerModelError(
                 f"the trainer's {type(model).__name__} cannot be sampled as a policy ({err}); "
@@ -415,7 +415,7 @@ def frozen_copy(model):
         )
     fresh = type(model)(copy.deepcopy(config))
     fresh.load_state_dict(model.state_dict())
-    return fresh.to(_device_of(model)).eval()
+    return fresh.to(model_device(model)).eval()
 
 
 def is_headline(series: str) -> bool:
@@ -458,12 +458,6 @@ def _vocab(tokenizer) -> dict | None:
 
 def _cuda_devices() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-
-
-def _device_of(model) -> torch.device:
-    from .sampling import model_device
-
-    return model_device(model)
 
 
 __all__ = ["DEFAULT_GROUP", "LOG_PREFIX", "RewardLensCallback"]

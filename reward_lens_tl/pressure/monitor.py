@@ -52,7 +52,7 @@ import torch
 from ..errors import PressureError, ProbeNotApplicableError, ProbeSetTooLongError
 from ..results import Result, new_axes
 from .onset import detect_onset, onset_table
-from .sampling import Prompt, logits_of, prompt_text, sample_responses
+from .sampling import Prompt, logits_of, model_device, prompt_text, sample_responses
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -688,7 +688,7 @@ def implicit_margins(
     """
     from ..implicit.model import token_logprobs
 
-    device = _device(policy)
+    device = model_device(policy)
     ids, mask = implicit_set.ids.to(device), implicit_set.mask.to(device)
     response = implicit_set.response.to(device)
     sums = [
@@ -701,9 +701,3 @@ def implicit_margins(
         values = [rewards[a] - (rewards[b] if b is not None else 0.0) for a, b in rows]
         out[f"implicit/{group}"] = float(torch.stack(values).mean())
     return out
-
-
-def _device(model: Any) -> torch.device:
-    from .sampling import model_device
-
-    return model_device(model)
