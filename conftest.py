@@ -26,6 +26,17 @@ torch.set_num_threads(1)
 #: Paths (relative to this file) that doctest collection must not import, with the reason.
 collect_ignore: list[str] = []
 
+#: Docstring examples (pytest's doctest item names) that train or generate for longer than the
+#: fast tier affords: they run in the slow tier (`make test-other-tiers`, CI) instead.
+SLOW_DOCTESTS: dict[str, str] = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move the examples in `SLOW_DOCTESTS` to the slow tier."""
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _seed():
