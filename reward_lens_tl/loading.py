@@ -115,66 +115,79 @@ class Conversion:
     dtype: torch.dtype = torch.float32
 
 
-#: The parameters shared by :func:`convert_hf_model`, ``load_reward_model`` and
-#: ``HookedRewardModel.from_pretrained`` (pasted into their docstrings at ``{options}``).
+#: The parameters shared by `convert_hf_model`, `load_reward_model` and
+#: `HookedRewardModel.from_pretrained`: `Args:` entries pasted at `{options}`.
 OPTIONS_DOC = """\
-- ``model_or_path``: an HF sequence-classification model (used as it is, never modified), a
-  local checkpoint directory, or a Hugging Face hub id (``"org/name"``: only ``config.json``, the
-  tokenizer files and the ``*.safetensors`` weights are fetched, never code or pickle files;
-  :mod:`reward_lens_tl.hub`). A directory or hub snapshot is read as untrusted input
-  (:mod:`reward_lens_tl.checkpoint`) and converted one layer at a time
-  (:mod:`reward_lens_tl.streaming`): peak memory is the converted model plus one layer;
-- ``revision`` / ``cache_dir`` / ``token``: for a hub id, the branch, tag or commit, the hub
-  cache directory and the access token (``huggingface_hub.snapshot_download``'s meanings);
-- ``local_files_only``: resolve a hub id from the local cache only (so does
-  ``HF_HUB_OFFLINE=1``); a hub id that is not cached then raises an error that says how to
-  fetch it;
-- ``tokenizer``: the tokenizer the model keeps (default: the checkpoint directory's own; none
-  for an in-memory model);
-- ``fold_ln`` / ``center_writing_weights`` / ``fold_value_biases``: TL's weight processing
-  (all keep parity; with ``fold_ln`` the final norm's weight lives in ``W_R``);
-- ``center_unembed``: must stay ``False`` (a one-column head would become zero; refused);
-- ``refactor_factored_attn_matrices``: TL's refactoring of the QK and OV circuits (models
-  without rotary embeddings or grouped-query attention; refused otherwise);
-- ``dtype``: the converted model's dtype, a floating ``torch.dtype`` or one of TL's names
-  (``"float32"``, ``"bf16"``, ``"float16"``, ...); folding always happens in float32 first.
-  ``torch_dtype`` is an alias (both given: they must agree);
-- ``device``: where the converted model lives (``"cpu"``, ``"cuda:0"``, a ``torch.device``;
-  default ``None``: TransformerLens's choice, CUDA when available, else the CPU). Each layer is
-  placed there as soon as it is converted, so a GPU model never exists whole in host memory;
-  a device that does not exist or cannot hold ``dtype`` is refused before anything is read;
-- ``n_ctx``: context length (default: the checkpoint's, capped at 8192 to bound TL's rotary
-  tables);
-- ``objective_names``: names for a multi-output head (required to accept ``num_labels > 1`` on a
-  scalar family);
-- ``adapter``: force an adapter instead of looking one up by architecture;
-- ``hf_model``: TL's way to pass a loaded model next to a name; here only the model given as
-  ``model_or_path`` itself is accepted;
-- TransformerLens ``from_pretrained`` keywords with nothing to do here, accepted at the value
-  shown and refused (with why and what to do) otherwise: ``n_devices`` (1), ``move_to_device``
-  (True), ``first_n_layers`` (None), ``checkpoint_index`` / ``checkpoint_value`` /
-  ``checkpoint_label`` (None), ``default_prepend_bos`` (None or False),
-  ``default_padding_side`` (None or ``"left"``), ``trust_remote_code`` (False),
-  ``load_in_8bit`` / ``load_in_4bit`` (False), ``use_safetensors`` (True)."""
+model_or_path: An HF sequence-classification model (used as it is, never modified), a
+    local checkpoint directory, or a Hugging Face hub id (`"org/name"`: only `config.json`,
+    the tokenizer files and the `*.safetensors` weights are fetched, never code or pickle
+    files; `reward_lens_tl.hub`). A directory or hub snapshot is read as untrusted input
+    (`reward_lens_tl.checkpoint`) and converted one layer at a time
+    (`reward_lens_tl.streaming`): peak memory is the converted model plus one layer.
+tokenizer: The tokenizer the model keeps (default: the checkpoint directory's own; none for
+    an in-memory model).
+fold_ln: TransformerLens's folding of each norm's weight into the next linear map (keeps
+    parity; the final norm's weight then lives in `W_R`).
+center_writing_weights: TransformerLens's centring of the weights that write to the
+    residual stream (keeps parity).
+fold_value_biases: TransformerLens's folding of the value biases into the output bias (keeps
+    parity).
+center_unembed: Must stay `False` (a one-column head would become zero; refused).
+refactor_factored_attn_matrices: TransformerLens's refactoring of the QK and OV circuits
+    (models without rotary embeddings or grouped-query attention; refused otherwise).
+dtype: The converted model's dtype, a floating `torch.dtype` or one of TransformerLens's
+    names (`"float32"`, `"bf16"`, `"float16"`, ...); folding always happens in float32
+    first.
+torch_dtype: An alias of `dtype` (both given: they must agree).
+device: Where the converted model lives (`"cpu"`, `"cuda:0"`, a `torch.device`; default
+    `None`: TransformerLens's choice, CUDA when available, else the CPU). Each layer is placed
+    there as soon as it is converted, so a GPU model never exists whole in host memory; a
+    device that does not exist or cannot hold `dtype` is refused before anything is read.
+n_ctx: Context length (default: the checkpoint's, capped at 8192 to bound TransformerLens's
+    rotary tables).
+objective_names: Names for a multi-output head (required to accept `num_labels > 1` on a
+    scalar family).
+adapter: An adapter to use instead of the one looked up by architecture.
+revision: For a hub id, the branch, tag or commit (`huggingface_hub.snapshot_download`'s
+    meaning).
+cache_dir: For a hub id, the hub cache directory.
+token: For a hub id, the access token.
+local_files_only: Resolve a hub id from the local cache only (so does `HF_HUB_OFFLINE=1`); a
+    hub id that is not cached then raises an error that says how to fetch it.
+hf_model: TransformerLens's way to pass a loaded model next to a name; here only the model
+    given as `model_or_path` itself is accepted.
+n_devices: TransformerLens keyword with nothing to do here: accepted at 1, refused (with why
+    and what to do) otherwise. So are the next ones, at the values shown.
+move_to_device: Accepted at `True`.
+first_n_layers: Accepted at `None`.
+checkpoint_index: Accepted at `None`.
+checkpoint_value: Accepted at `None`.
+checkpoint_label: Accepted at `None`.
+default_prepend_bos: Accepted at `None` or `False`.
+default_padding_side: Accepted at `None` or `"left"`.
+trust_remote_code: Accepted at `False` (a checkpoint never runs code here).
+load_in_8bit: Accepted at `False`.
+load_in_4bit: Accepted at `False`.
+use_safetensors: Accepted at `True` (weights are read from safetensors only)."""
 
-#: What happens to any other keyword (pasted at ``{unknown}``).
+#: What happens to any other keyword: `Raises:` entries pasted at `{unknown}`.
 UNKNOWN_DOC = """\
-Any other keyword is refused before a checkpoint is read: a Hugging Face loading keyword
-(``device_map``, ``force_download``, ...) with an
-:class:`~reward_lens_tl.errors.InvalidArgumentError` that says what to do instead, anything
-else (a typo) with an :class:`~reward_lens_tl.errors.UnknownKeywordError` (also a
-``TypeError``) naming the closest parameter."""
+InvalidArgumentError: A Hugging Face loading keyword (`device_map`, `force_download`, ...),
+    refused before a checkpoint is read, with what to do instead.
+UnknownKeywordError: Any other keyword (a typo; also a `TypeError`), refused before a
+    checkpoint is read, naming the closest parameter."""
 
 
-#: ``verify`` (pasted at ``{verify}`` in the entry points that build the model).
+#: `verify`, an `Args:` entry pasted at `{verify}` in the entry points that build the model.
 VERIFY_DOC = """\
-- ``verify``: check the conversion against HF's own forward on random tokens and raise
-  :class:`~reward_lens_tl.errors.ConversionMismatchError` on disagreement (default: the
-  adapter's choice, on for the generic adapter). From a checkpoint the check runs
-  on a truncated copy, the first 2 layers with the embedding, final norm and head, converted
-  from the same files in float32 and compared with HF restricted to the same layers, before
-  the full model is built (cheap at 27B: the embedding twice plus 2 layers);
-  an in-memory HF model is compared with the whole converted model."""
+verify: Check the conversion against HF's own forward on random tokens and raise
+    `ConversionMismatchError` on disagreement (default: the adapter's choice, on for the
+    generic adapter). From a checkpoint the check runs on a truncated copy, the first 2
+    layers with the embedding, final norm and head, converted from the same files in float32
+    and compared with HF restricted to the same layers, before the full model is built (cheap
+    at 27B: the embedding twice plus 2 layers); an in-memory HF model is compared with the
+    whole converted model."""
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -343,12 +356,14 @@ def convert_hf_model(
     layer at a time instead (`plan_conversion`, `reward_lens_tl.streaming`) and gives the same
     weights.
 
-    {options}
-
-    {unknown}
+    Args:
+        {options}
 
     Returns:
         The `Conversion`.
+
+    Raises:
+        {unknown}
     """
     plan = plan_conversion(model_or_path, tokenizer, dict(locals()), whole=True)
     model, cfg, adapter = plan.source.model, plan.cfg, plan.adapter

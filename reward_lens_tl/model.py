@@ -105,6 +105,25 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         tokenizer: The tokenizer (kept as it is).
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+
+    Examples:
+        The forward pass returns TransformerLens's `[batch, pos, d_vocab_out]` logits, with the
+        reward head as the unembed: the reward read at every position. Rows are left padded,
+        so the last position holds each conversation's reward.
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> prompt = "how bake bread"
+        >>> ids = model.to_tokens([(prompt, "oven flour"), (prompt, "great question soup")])
+        >>> logits, cache = model.run_with_cache(ids)
+        >>> logits.shape
+        torch.Size([2, 12, 1])
+        >>> [round(r, 4) for r in model.rewards(ids).tolist()]
+        [0.2454, 1.1531]
+        >>> final = cache["ln_final.hook_normalized"][:, -1]
+        >>> [round(r, 4) for r in (final @ model.W_U + model.b_U)[:, 0].tolist()]
+        [0.2454, 1.1531]
     """
 
     def __init__(
@@ -187,15 +206,24 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         safetensors only), never runs remote code, leaves an HF model unmodified, and converts
         one layer at a time straight to `device`.
         The class built is the one the adapter asks for (e.g. `HookedArmoRM` for gated
-        multi-objective heads). The same as `load_reward_model`:
+        multi-objective heads). The same as `load_reward_model`.
 
-        {options}
-        {verify}
-
-        {unknown}
+        Args:
+            {options}
+            {verify}
 
         Returns:
             The converted model.
+
+        Raises:
+            {unknown}
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"), dtype="float32")
+            >>> model.cfg.n_layers, model.objective_names
+            (3, ('reward',))
         """
         options = {name: value for name, value in locals().items() if name != "cls"}
         return load_reward_model(**options)  # every parameter above, as given
@@ -241,15 +269,28 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         """Conversion without any weight folding (raw HF parametrisation).
 
         `fold_ln`, `center_writing_weights` and `fold_value_biases` default to `False`; otherwise
-        `from_pretrained`:
+        `from_pretrained`.
 
-        {options}
-        {verify}
-
-        {unknown}
+        Args:
+            {options}
+            {verify}
 
         Returns:
             The converted model.
+
+        Raises:
+            {unknown}
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> raw = HookedRewardModel.from_pretrained_no_processing(zoo_path("scalar"))
+            >>> folded = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+            >>> raw.cfg.normalization_type, folded.cfg.normalization_type
+            ('RMS', 'RMSPre')
+            >>> pair = ("how bake bread", "oven flour")
+            >>> round(raw.score(*pair).item(), 4), round(folded.score(*pair).item(), 4)
+            (0.2454, 0.2454)
         """
         options = {name: value for name, value in locals().items() if name != "cls"}
         return load_reward_model(**options)  # every parameter above, as given
@@ -1048,9 +1089,26 @@ class HookedArmoRM(HookedRewardModel):
         tokenizer: The tokenizer.
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+
+    Examples:
+        The zoo's multi-objective model: three objectives, gated into one score.
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("multi"))
+        >>> type(model).__name__, model.objective_names
+        ('HookedArmoRM', ('helpfulness', 'harmlessness', 'verbosity'))
+        >>> ids = model.to_tokens([("how bake bread", "oven flour")])
+        >>> _, cache = model.run_with_cache(ids)
+        >>> objectives, gate = model.objective_rewards(ids), cache["hook_gate"]
+        >>> [round(x, 3) for x in gate[0].tolist()]
+        [0.501, 0.299, 0.2]
+        >>> score = (gate * (objectives @ model.reward_transform_matrix)).sum(-1)
+        >>> round(score.item(), 4), round(model.rewards(ids).item(), 4)
+        (2.1978, 2.1978)
     """
 
-    #: ``T``, ``[n_objectives, n_objectives]`` (a buffer, set by :meth:`attach_gating`)
+    #: `T`, `[n_objectives, n_objectives]` (a buffer, set by `attach_gating`)
     reward_transform_matrix: Tensor
 
     def __init__(
@@ -1389,15 +1447,17 @@ def load_reward_model(
     """Convert a reward model into a `HookedRewardModel` (or the subclass its adapter asks for).
 
     The model is an HF module, or a local checkpoint directory read as untrusted input: see
-    `reward_lens_tl.checkpoint`. Parameters (`convert_hf_model`'s, plus `verify`):
+    `reward_lens_tl.checkpoint`. The parameters are `convert_hf_model`'s, plus `verify`.
 
-    {options}
-    {verify}
-
-    {unknown}
+    Args:
+        {options}
+        {verify}
 
     Returns:
         The converted model.
+
+    Raises:
+        {unknown}
 
     Examples:
         >>> from reward_lens_tl.testing import tiny_reward_model

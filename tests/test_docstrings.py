@@ -11,11 +11,13 @@ form (`make lint`). Parametrized by the defining module, so `-k patching` checks
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
 from collections import defaultdict
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,28 @@ def test_the_checks_see_the_package():
     assert "HookedRewardModel" in objects["reward_lens_tl.model"]
     assert sum(map(len, objects.values())) > 300
     assert undocumented(lambda x, y: None) == ["x", "y"]
+
+
+def module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a child of a module that is not a package
+        return False
+
+
+def test_slow_doctests_name_real_examples():
+    """Every example the root conftest moves to the slow tier exists (no stale entry)."""
+    root = Path(__file__).resolve().parents[1] / "conftest.py"
+    spec = importlib.util.spec_from_file_location("root_conftest", root)
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    for name in conftest.SLOW_DOCTESTS:
+        parts = name.split(".")
+        # the longest importable prefix is the module, the rest the object's qualified name
+        cut = 1
+        while cut < len(parts) and module_exists(".".join(parts[: cut + 1])):
+            cut += 1
+        obj = importlib.import_module(".".join(parts[:cut]))
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        assert ">>>" in (inspect.getdoc(obj) or ""), name
