@@ -22,9 +22,6 @@ from mkdocs.structure.files import File
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "reward_lens_tl"
 HABITS_MARKER = "<!-- habits -->"
-#: Packages whose docstrings are Google style (checked by ruff's pydocstyle rules, see
-#: pyproject.toml); the others are still read in the Sphinx-flavoured style they were written in.
-GOOGLE_STYLE: tuple[str, ...] = ("reward_lens_tl",)
 
 
 def modules() -> list[str]:
@@ -74,22 +71,16 @@ def public_names(name: str) -> list[tuple[str, str]]:
     return out
 
 
-def style(name: str) -> str:
-    google = any(name == p or name.startswith(p + ".") for p in GOOGLE_STYLE)
-    return "google" if google else "sphinx"
-
-
 def api_page(name: str) -> str:
-    options = f"    options:\n      docstring_style: {style(name)}\n"
     if not is_package(name):
-        return f"::: {name}\n{options}"
+        return f"::: {name}\n"
     names = public_names(name)
     own = [public for public, home in names if home == name]
     members = "[" + ", ".join(own) + "]" if own else "false"
     rows = [f"- [`{public}`]({home}.md#{home}.{public})" for public, home in names]
     listing = "\n".join(rows) if rows else "(no public names)"
     return (
-        f"::: {name}\n{options}      members: {members}\n\n"
+        f"::: {name}\n    options:\n      members: {members}\n\n"
         f"## Public names\n\nEach on the page of the module that defines it:\n\n{listing}\n"
     )
 
