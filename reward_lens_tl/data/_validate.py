@@ -5,6 +5,7 @@ a `MalformedRecordError` that names the offending field; loaders
 add the file and the record to the message.
 
 Examples:
+    >>> from reward_lens_tl.data._validate import FieldError, check_prompt
     >>> check_prompt([{"role": "user", "content": "Hi"}])
     ({'role': 'user', 'content': 'Hi'},)
     >>> try:
@@ -155,6 +156,7 @@ def check_three_responses(values: object, name: str) -> tuple[str, str, str]:
         The three responses.
 
     Examples:
+        >>> from reward_lens_tl.data._validate import check_three_responses
         >>> check_three_responses(["a", "b", "c"], "chosen")
         ('a', 'b', 'c')
     """

@@ -94,6 +94,7 @@ def sniff_format(path: str | PathLike[str]) -> str:
         DataFormatError: If the format cannot be told, or the file holds scores, not pairs.
 
     Examples:
+        >>> from reward_lens_tl.data import sniff_format
         >>> import json, tempfile, pathlib
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.json"
         >>> _ = f.write_text(json.dumps(
@@ -155,6 +156,7 @@ def load_pairs(
         DataFormatError: If the format is unknown or cannot be told.
 
     Examples:
+        >>> from reward_lens_tl.data import load_pairs
         >>> import json, tempfile, pathlib
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "safety_filtered.json"
         >>> _ = f.write_text(json.dumps([{"id": 1, "prompt": "Hi", "subset": "demo",

@@ -16,6 +16,7 @@ Every type validates its fields on construction and raises
 are copied, never mutated.
 
 Examples:
+    >>> from reward_lens_tl.data import PreferencePair
     >>> pair = PreferencePair("What is 2 + 2?", chosen="4", rejected="5")
     >>> [m["role"] for m in pair.messages("chosen")]
     ['user', 'assistant']
@@ -69,7 +70,25 @@ T = TypeVar("T")
 
 
 class SkippedRecordsWarning(UserWarning):
-    """A loader called with `skip_bad=True` skipped malformed records (see `.skipped`)."""
+    """A loader called with `skip_bad=True` skipped malformed records (see `.skipped`).
+
+    One warning per load says how many records were skipped and names the first; the loaded
+    set's `skipped` lists them all.
+
+    Examples:
+        >>> import json, pathlib, tempfile, warnings
+        >>> from reward_lens_tl.data import SkippedRecordsWarning, load_llmbar
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "Natural.json"
+        >>> good = {"input": "Hi", "output_1": "Hello", "output_2": "Go", "label": 1}
+        >>> _ = f.write_text(json.dumps([good, {**good, "label": 0}]))
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     pairs = load_llmbar(f, skip_bad=True)
+        >>> len(pairs), caught[0].category is SkippedRecordsWarning
+        (1, True)
+        >>> print(pairs.skipped[0].field, pairs.skipped[0].reason)
+        label must be 1 or 2, got 0
+    """
 
 
 def _set(obj: object, name: str, value: object) -> None:
@@ -100,6 +119,7 @@ class PreferencePair:
         MalformedRecordError: If a field is invalid.
 
     Examples:
+        >>> from reward_lens_tl.data import PreferencePair
         >>> pair = PreferencePair(
         ...     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
         ...      {"role": "user", "content": "Tell me a joke."}],
@@ -168,6 +188,7 @@ class RankedItem:
         MalformedRecordError: If a field is invalid.
 
     Examples:
+        >>> from reward_lens_tl.data import RankedItem
         >>> item = RankedItem("1 + 1 = ?", correct="2", wrong=("3", "11"), id=7)
         >>> [(p.chosen, p.rejected, p.metadata["wrong_index"]) for p in item.pairs()]
         [('2', '3', 0), ('2', '11', 1)]
@@ -224,6 +245,7 @@ class GridItem:
         MalformedRecordError: If a field is invalid.
 
     Examples:
+        >>> from reward_lens_tl.data import GridItem
         >>> item = GridItem("Hi", chosen=("a", "b", "c"), rejected=("x", "y", "z"), id=1)
         >>> pairs = item.pairs()
         >>> len(pairs), pairs[5].chosen, pairs[5].rejected, pairs[5].metadata["chosen_style"]
@@ -283,6 +305,7 @@ class SkippedRecord:
         source: The file it came from.
 
     Examples:
+        >>> from reward_lens_tl.data import SkippedRecord
         >>> print(SkippedRecord(3, None, "label", "must be 1 or 2, got 0", source="x.json"))
         x.json: record 3, field 'label': must be 1 or 2, got 0
     """
@@ -313,6 +336,7 @@ class ItemSet(Sequence[T], Generic[T]):
         source: Where they came from.
 
     Examples:
+        >>> from reward_lens_tl.data import ItemSet, RankedItem
         >>> items = ItemSet((RankedItem("q", "a", ("b",)), RankedItem("r", "c", ("d", "e"))))
         >>> len(items), len(items[1:]), len(items.pairs())
         (2, 1, 3)
@@ -368,6 +392,7 @@ class PairSet(ItemSet[PreferencePair]):
         source: Where they came from.
 
     Examples:
+        >>> from reward_lens_tl.data import PairSet, PreferencePair
         >>> pairs = PairSet([PreferencePair("q1", "a", "b", subset="x"),
         ...                  PreferencePair("q2", "c", "d", subset="y"),
         ...                  PreferencePair("q3", "e", "f", subset="x")], source="demo")

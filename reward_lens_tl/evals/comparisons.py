@@ -10,6 +10,7 @@ This module sits below both `reward_lens_tl.evals.results` (which collects compa
 and `reward_lens_tl.evals.explain` (which explains them): what both need lives here.
 
 Examples:
+    >>> from reward_lens_tl.evals.comparisons import comparisons, item_texts
     >>> from reward_lens_tl.evals.scores import ScoreRecord
     >>> record = ScoreRecord("rewardmath", 7, (2.0,), (1.0, 3.0, 0.5))
     >>> [(c.rejected_index, c.margin, c.failed) for c in comparisons("rewardmath", 0, record)]
@@ -45,6 +46,15 @@ class Comparison:
         chosen_score: the chosen response's score.
         rejected_score: the rejected response's score.
         subset: the item's subset (RM-Bench: domain), if any.
+
+    Examples:
+        >>> from reward_lens_tl.evals.comparisons import Comparison
+        >>> c = Comparison(0, "chat/3", chosen_index=1, rejected_index=2, chosen_score=0.5,
+        ...                rejected_score=1.25, subset="chat")
+        >>> c.margin, c.failed
+        (-0.75, True)
+        >>> Comparison(1, "chat/4", 0, 0, 2.0, 2.0).failed  # a tie fails
+        True
     """
 
     item_index: int
@@ -80,6 +90,17 @@ def comparisons(benchmark: str, index: int, record: ScoreRecord) -> list[Compari
 
     Returns:
         The comparisons.
+
+    Examples:
+        >>> from reward_lens_tl.evals.comparisons import comparisons
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> grid = ScoreRecord("rmbench", "chat/0", (1.0, 2.0, 3.0), (1.5, 2.5, 3.5), domain="chat")
+        >>> cells = comparisons("rmbench", 0, grid)  # the 3 x 3 grid, chosen style major
+        >>> len(cells), [(c.chosen_index, c.rejected_index) for c in cells if not c.failed]
+        (9, [(1, 0), (2, 0), (2, 1)])
+        >>> pair = ScoreRecord("rewardbench", "s/0", (0.5,), (1.0,), subset="s")
+        >>> [(c.subset, c.margin, c.failed) for c in comparisons("rewardbench", 3, pair)]
+        [('s', -0.5, True)]
     """
     group = record.subset if benchmark != "rmbench" else record.domain
 
@@ -99,6 +120,14 @@ def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
 
     Returns:
         The item's texts.
+
+    Examples:
+        >>> from reward_lens_tl.data import GridItem, RankedItem
+        >>> from reward_lens_tl.evals.comparisons import item_texts
+        >>> item_texts(RankedItem("1 + 1 = ?", correct="2", wrong=("3", "11")))
+        ('1 + 1 = ?', ('2',), ('3', '11'))
+        >>> item_texts(GridItem("Hi", chosen=("a", "b", "c"), rejected=("x", "y", "z")))[2]
+        ('x', 'y', 'z')
     """
     if isinstance(item, RankedItem):
         return item.prompt, (item.correct,), tuple(item.wrong)
@@ -113,6 +142,17 @@ class ComparisonSet(Protocol):
     `reward_lens_tl.evals.results.Failures` is one: the comparisons, their texts as
     preference pairs, a subset of them, and the evaluation they come from (`result`, with
     its `benchmark` and `successes()`).
+
+    Examples:
+        >>> from reward_lens_tl.evals import EvalResult
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+        >>> recs = [ScoreRecord("rewardbench", i, (c,), (1.0,))
+        ...         for i, c in enumerate([0.0, 2.0, 0.5])]
+        >>> failed = EvalResult("rewardbench", ScoreSet(recs)).failures()  # a ComparisonSet
+        >>> len(failed), [c.item_id for c in failed], failed.result.benchmark
+        (2, [0, 2], 'rewardbench')
+        >>> [c.item_id for c in failed.take([1])], len(failed.result.successes())
+        ([2], 1)
     """
 
     @property
@@ -133,5 +173,12 @@ class ComparisonSet(Protocol):
         ...
 
     def take(self, rows: Sequence[int]) -> ComparisonSet:
-        """The comparisons at positions `rows`, of the same result."""
+        """The comparisons at positions `rows`, of the same result.
+
+        Args:
+            rows: the positions of the comparisons to keep, in the order wanted.
+
+        Returns:
+            The comparisons kept.
+        """
         ...

@@ -64,6 +64,18 @@ class TokenDriver:
         token: the source token's text.
         head: the head, by name.
         value: the contribution to the margin.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import RankedItem
+        >>> from reward_lens_tl.evals.run import score_items
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> items = [RankedItem("how bake bread", "soup", ("great question the soup", "rain"))]
+        >>> failures = score_items(model, items, progress=False).failures()
+        >>> driver = failures.explain(model, reference=None).drivers[0]  # the strongest
+        >>> driver.side, driver.token, driver.head, round(driver.value, 2)
+        ('rejected', 'question', 'L1H3', -1.03)
     """
 
     failure: int
@@ -92,6 +104,23 @@ class FailureExplanation(Result):
         crystallization: per failure, the first lens site at half the final margin.
         drivers: per failure, its top token drivers (head × source token).
         token_totals: per-token totals over heads.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import RankedItem
+        >>> from reward_lens_tl.evals.run import score_items
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> items = [RankedItem("how bake bread", "soup", ("great question the soup", "rain"))]
+        >>> result = score_items(model, items, progress=False)
+        >>> ex = result.failures().explain(model, reference=None)  # a FailureExplanation
+        >>> ex.per_failure()[["margin", "crystallizes_at", "top_token", "top_token_head"]].round(2)
+           margin crystallizes_at            top_token top_token_head
+        0   -3.98           1_pre  rejected:question@8           L1H3
+        >>> ex.components().head(2).round(2)  # successes are 0: no reference sampled
+          component  failures  successes  difference
+        0      L1H3     -2.03        0.0       -2.03
+        1      L0H1     -0.62        0.0       -0.62
     """
 
     no_example_axis = "its reference is the successes as a whole, and drivers number failures"
@@ -333,6 +362,26 @@ def explain_failures(
 
     Returns:
         The explanation.
+
+    Raises:
+        EmptyInputError: there are no failed comparisons.
+        InvalidArgumentError: `batch_size` or `reference` is invalid.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.evals.explain import explain_failures
+        >>> from reward_lens_tl.evals.run import score_items
+        >>> from reward_lens_tl.evals.zoo_set import zoo_benchmark
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = zoo_benchmark(load_task().task, n_per_subset=2)
+        >>> hack = score_items(model, pairs, progress=False).failures().filter(
+        ...     subset="zoo-sycophancy-hack")
+        >>> ex = explain_failures(model, hack)  # the same as hack.explain(model)
+        >>> len(ex.comparisons), ex.margin.completeness_error() < 1e-4
+        (2, True)
+        >>> ex.wrong_way_tokens(2), ex.wrong_way_components(2)  # the planted sycophancy hack
+        (['question', 'great'], ['L1H3', 'L2H3'])
     """
     pairs = failures.pairs()
     if not pairs:

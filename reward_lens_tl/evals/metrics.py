@@ -37,6 +37,7 @@ the same way), seeded, so a rerun gives the same interval. RewardBench 2's Ties 
 resampled in three strata: reference prompts, tied prompts, and prompts present as both.
 
 Examples:
+    >>> from reward_lens_tl.evals.metrics import rewardmath_metrics
     >>> from reward_lens_tl.evals.scores import ScoreRecord
     >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 2.0)),   # tie: wrong, rank 2
     ...         ScoreRecord("rewardmath", 1, (3.0,), (1.0, 2.0))]   # right, rank 1
@@ -117,6 +118,22 @@ class Metrics(Result):
         n: the items behind each figure.
         confidence: the intervals' confidence level.
         n_boot: the bootstrap resamples behind the intervals.
+
+    Examples:
+        >>> from reward_lens_tl.evals.metrics import rewardmath_metrics
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> recs = [ScoreRecord("rewardmath", i, (float(i % 3),), (1.0, 0.5)) for i in range(30)]
+        >>> m = rewardmath_metrics(recs, n_boot=200, seed=0)
+        >>> m.names, round(m["accuracy"], 2), m.summary()["n"]
+        (('accuracy', 'mrr', 'accuracy_with_ties'), 33.33, 30)
+        >>> low, high = m.interval("accuracy")
+        >>> low < m["accuracy"] < high, m.confidence
+        (True, 0.95)
+        >>> m.to_dataframe().round(1)
+                       figure  value   low  high   n
+        0            accuracy   33.3  16.7  50.1  30
+        1                 mrr   61.1  50.0  72.2  30
+        2  accuracy_with_ties   66.7  49.9  83.3  30
     """
 
     no_example_axis = "its rows are figures, each computed over every item"
@@ -298,6 +315,17 @@ def rewardmath_metrics(
 
     Returns:
         The figures.
+
+    Examples:
+        >>> from reward_lens_tl.evals.metrics import rewardmath_metrics
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> recs = [ScoreRecord("rewardmath", 0, (1.0,), (1.0, 1.0, 0.5)),  # tied with two: rank 3
+        ...         ScoreRecord("rewardmath", 1, (2.0,), (1.0, 0.0, 3.0)),  # one above: rank 2
+        ...         ScoreRecord("rewardmath", 2, (5.0,), (1.0, 2.0, 3.0)),  # best: rank 1
+        ...         ScoreRecord("rewardmath", 3, (0.0,), (1.0, 2.0, 3.0))]  # worst: rank 4
+        >>> m = rewardmath_metrics(recs, n_boot=0)
+        >>> m["accuracy"], m["accuracy_with_ties"], round(m["mrr"], 2)  # mrr: (1/3+1/2+1+1/4)/4
+        (25.0, 50.0, 52.08)
     """
     records = _records(records, "rewardmath")
     values = np.array([rewardmath_item_values(r) for r in records]) * 100
@@ -338,6 +366,23 @@ def rewardbench_metrics(
 
     Returns:
         The figures.
+
+    Examples:
+        >>> from reward_lens_tl.evals.metrics import rewardbench_metrics
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> def rb(i, chosen, rejected, subset):
+        ...     return ScoreRecord("rewardbench", f"{subset}/{i}", (chosen,), (rejected,), subset)
+        >>> recs = [rb(0, 1.0, 0.0, "math-prm"), rb(1, 0.0, 1.0, "math-prm"),  # 50 %
+        ...         rb(0, 1.0, 0.0, "hep-cpp"), rb(1, 0.5, 0.5, "hep-cpp")]    # 50 %: a tie
+        >>> m = rewardbench_metrics(recs, n_boot=0)
+        >>> m["subset/math-prm"], m["subset/hep-cpp"], m["section/Reasoning"], m["score"]
+        (50.0, 50.0, 50.0, 50.0)
+        >>> recs[3] = rb(1, 0.6, 0.5, "hep-cpp")  # hep-cpp 100 %: weighs 164 against 984
+        >>> round(rewardbench_metrics(recs, n_boot=0)["section/Reasoning"], 2)
+        57.14
+        >>> mine = rewardbench_metrics(recs, sections={"Code": ["hep-cpp"]}, n_boot=0)
+        >>> mine["section/Code"], mine["accuracy"]
+        (100.0, 75.0)
     """
     records = _records(records, "rewardbench")
     sections = REWARDBENCH_SECTIONS if sections is None else sections
@@ -391,6 +436,8 @@ def rewardbench2_metrics(
         The figures.
 
     Examples:
+        >>> from reward_lens_tl.evals.metrics import rewardbench2_metrics
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
         >>> recs = [ScoreRecord("rewardbench2", 0, (3.0,), (1.0, 2.0, 0.0), subset="Math"),
         ...         ScoreRecord("rewardbench2", 1, (2.0,), (2.0, 1.0, 0.0), subset="Math")]
         >>> rewardbench2_metrics(recs, n_boot=0)["subset/Math"]
@@ -497,6 +544,17 @@ def rmbench_metrics(
 
     Returns:
         The figures.
+
+    Examples:
+        >>> from reward_lens_tl.evals.metrics import rmbench_metrics
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> grid = ScoreRecord("rmbench", "a", (1.0, 2.0, 3.0), (1.5, 2.5, 3.5), domain="chat")
+        >>> tie = ScoreRecord("rmbench", "b", (1.0,) * 3, (1.0,) * 3, domain="safety-refuse")
+        >>> m = rmbench_metrics([grid, tie], n_boot=0)
+        >>> m["chat/easy"], m["chat/normal"], m["chat/hard"], m["safety/avg"]
+        (100.0, 0.0, 0.0, 0.0)
+        >>> m["easy"], m["hard"], round(m["total"], 2)  # means over the two domains
+        (50.0, 0.0, 16.67)
     """
     records = _records(records, "rmbench")
     strata: dict[str, list[tuple[float, float, float]]] = {}
@@ -541,5 +599,13 @@ def metrics_for(benchmark: str, records: Iterable[ScoreRecord], **kwargs) -> Met
 
     Returns:
         The figures.
+
+    Examples:
+        >>> from reward_lens_tl.evals.metrics import metrics_for
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 0.5))]
+        >>> m = metrics_for("RewardMATH", recs, n_boot=0)
+        >>> m.benchmark, m.summary()
+        ('rewardmath', {'n': 1, 'accuracy': 100.0, 'mrr': 100.0, 'accuracy_with_ties': 100.0})
     """
     return _METRICS[check_benchmark(benchmark)](records, **kwargs)

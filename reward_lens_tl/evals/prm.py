@@ -33,6 +33,7 @@ product (a complex number in Python), and any aggregate of a solution without st
 reference raises there too).
 
 Examples:
+    >>> from reward_lens_tl.evals.prm import PRM_AGGREGATES, aggregate_steps
     >>> aggregate_steps([0.9, 0.5, 0.8], "min"), round(aggregate_steps([0.9, 0.5, 0.8], "prod"), 6)
     (0.5, 0.36)
     >>> aggregate_steps([0.5, 1.0], "mean_logit"), aggregate_steps([0.5, 1.0], "mean_odd")
@@ -130,6 +131,7 @@ def check_aggregate(name: object) -> str:
         UnknownNameError: `name` is no aggregate (the message lists them).
 
     Examples:
+        >>> from reward_lens_tl.evals.prm import check_aggregate
         >>> check_aggregate("geometric_mean")
         'geometric_mean'
     """
@@ -154,6 +156,7 @@ def aggregate_steps(steps: Sequence[float], aggregate: str = DEFAULT_PRM_AGGREGA
         InvalidArgumentError: the aggregate is undefined for these steps.
 
     Examples:
+        >>> from reward_lens_tl.evals.prm import aggregate_steps
         >>> aggregate_steps([0.25, 1.0], "geometric_mean"), aggregate_steps([0.2, 0.4], "last")
         (0.5, 0.4)
     """

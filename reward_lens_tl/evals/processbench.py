@@ -22,6 +22,7 @@ whose score is below `threshold` is the predicted error, `-1` if none is.
 critic's direct predictions.
 
 Examples:
+    >>> from reward_lens_tl.evals.processbench import processbench_from_scores
     >>> result = processbench_from_scores([[0.9, 0.2], [0.8, 0.7], [0.1]], [1, -1, -1],
     ...                                   threshold=0.5)
     >>> result.predictions, result.figures("all")["f1"]
@@ -67,6 +68,17 @@ class ProcessBenchResult(Result):
         labels: each sample's true first wrong step.
         subsets: each sample's subset.
         threshold: the PRM threshold of the predictions (`None` for direct predictions).
+
+    Examples:
+        >>> from reward_lens_tl.evals.processbench import ProcessBenchResult
+        >>> r = ProcessBenchResult(predictions=(1, -1, 2, -1, None), labels=(1, -1, 0, 0, -1),
+        ...                        subsets=("gsm8k", "gsm8k", "math", "math", "math"))
+        >>> r.matches, r.average_f1  # gsm8k F1 100, math F1 0 (no answer never matches)
+        ((True, True, False, False, False), 50.0)
+        >>> r.to_dataframe()
+          subset  n_error  n_correct  error_accuracy  correct_accuracy     f1
+        0  gsm8k        1          1           100.0             100.0  100.0
+        1   math        2          1             0.0               0.0    0.0
     """
 
     label_column = "subset"
@@ -147,6 +159,7 @@ def harmonic_f1(a: float, b: float) -> float:
         The harmonic mean.
 
     Examples:
+        >>> from reward_lens_tl.evals.processbench import harmonic_f1
         >>> harmonic_f1(50.0, 100.0), harmonic_f1(0.0, 80.0), harmonic_f1(0.0, 0.0)
         (66.66666666666667, 0.0, 0.0)
     """
@@ -194,6 +207,7 @@ def first_error_step(steps: Sequence[float], threshold: float) -> int:
         The predicted first wrong step.
 
     Examples:
+        >>> from reward_lens_tl.evals.processbench import first_error_step
         >>> first_error_step([0.9, 0.4, 0.2], 0.5), first_error_step([0.9, 0.5], 0.5)
         (1, -1)
     """
@@ -222,6 +236,7 @@ def processbench_from_scores(
         InvalidArgumentError: bad input, naming the sample.
 
     Examples:
+        >>> from reward_lens_tl.evals.processbench import processbench_from_scores
         >>> r = processbench_from_scores([[0.9, 0.1], [0.9]], [0, -1], threshold=0.5)
         >>> r.figures("all")["error_accuracy"], r.figures("all")["correct_accuracy"]
         (0.0, 100.0)
@@ -281,6 +296,7 @@ def processbench_from_predictions(
         The predictions and labels.
 
     Examples:
+        >>> from reward_lens_tl.evals.processbench import processbench_from_predictions
         >>> r = processbench_from_predictions([2, None, -1, -1], [2, 1, -1, 0])
         >>> [round(r.figures("all")[k], 2) for k in ("error_accuracy", "correct_accuracy", "f1")]
         [33.33, 100.0, 50.0]

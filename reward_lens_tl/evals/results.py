@@ -6,6 +6,7 @@ rejected response of an item; it is *failed* when `chosen <= rejected`.
 (`reward_lens_tl.evals.explain`).
 
 Examples:
+    >>> from reward_lens_tl.evals.results import EvalResult
     >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
     >>> recs = [ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
     ...         ScoreRecord("rewardmath", 1, (5.0,), (1.0,))]
@@ -52,6 +53,24 @@ class EvalResult(Result):
         scores: the items' score records.
         items: the data items, aligned with `scores` (`None`: not given).
         missing: how many data items had no score record.
+
+    Examples:
+        >>> from reward_lens_tl.evals import EvalResult
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+        >>> recs = [ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"),
+        ...         ScoreRecord("rewardbench", "a/1", (0.25,), (1.0,), subset="a"),
+        ...         ScoreRecord("rewardbench", "b/0", (2.0,), (2.0,), subset="b")]  # a tie
+        >>> result = EvalResult("rewardbench", ScoreSet(recs))
+        >>> result.summary(n_boot=0)
+        {'n': 3, 'subset/a': 50.0, 'subset/b': 0.0, 'accuracy': 33.3333, 'skipped': 0,
+         'missing': 0}
+        >>> result.top_k(2)  # the worst margins, labelled item:chosen>rejected
+        [('a/1:0>0', -0.75), ('b/0:0>0', 0.0)]
+        >>> result.to_dataframe()[["item_id", "margin", "failed"]]
+          item_id  margin  failed
+        0     a/0    0.50   False
+        1     a/1   -0.75    True
+        2     b/0    0.00    True
     """
 
     no_example_axis = "take comparisons through failures() or successes()"
@@ -162,6 +181,23 @@ class Failures(Result, Sequence[Comparison]):
     Args:
         result: the evaluation the comparisons come from.
         comparisons: the comparisons.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.evals import EvalResult
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+        >>> recs = [ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"),
+        ...         ScoreRecord("rewardbench", "a/1", (0.25,), (1.0,), subset="a"),
+        ...         ScoreRecord("rewardbench", "b/0", (2.0,), (2.0,), subset="b")]
+        >>> items = (PreferencePair("q0", "A", "B", subset="a"),
+        ...          PreferencePair("q1", "C", "D", subset="a"),
+        ...          PreferencePair("q2", "E", "F", subset="b"))
+        >>> failures = EvalResult("rewardbench", ScoreSet(recs), items).failures()
+        >>> failures, failures.filter(subset="b"), failures[0].margin
+        (Failures(2 comparisons of 3 rewardbench items),
+         Failures(1 comparisons of 3 rewardbench items), -0.75)
+        >>> [(p.prompt, p.chosen, p.rejected) for p in failures.pairs()]  # their texts
+        [('q1', 'C', 'D'), ('q2', 'E', 'F')]
     """
 
     example_axes = axes(comparisons=0)

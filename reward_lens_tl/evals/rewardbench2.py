@@ -41,6 +41,7 @@ Outside Ties a record must have exactly one chosen score, and a `tied` record at
 an `reward_lens_tl.errors.InvalidArgumentError` naming the record.
 
 Examples:
+    >>> from reward_lens_tl.evals.rewardbench2 import best_of_n_credit, ties_prompt
     >>> from reward_lens_tl.evals.scores import ScoreRecord
     >>> best_of_n_credit(ScoreRecord("rewardbench2", 1, (2.0,), (2.0, 1.0, 0.0), subset="Math"))
     0.5
@@ -94,6 +95,11 @@ def is_ties(subset: str | None) -> bool:
 
     Returns:
         Whether it is Ties.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import is_ties
+        >>> is_ties("Ties"), is_ties("ties"), is_ties("Math"), is_ties(None)
+        (True, True, False, False)
     """
     return subset is not None and subset.lower() == "ties"
 
@@ -109,6 +115,17 @@ def best_of_n_credit(record: ScoreRecord) -> float:
 
     Returns:
         The credit.
+
+    Raises:
+        InvalidArgumentError: the record has more than one chosen score.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import best_of_n_credit
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> def credit(chosen, *rejected):
+        ...     return best_of_n_credit(ScoreRecord("rewardbench2", 0, (chosen,), rejected))
+        >>> credit(3.0, 1.0, 2.0, 0.0), credit(2.0, 2.0, 2.0, 0.0), credit(1.0, 2.0, 0.0, 0.0)
+        (1.0, 0.3333333333333333, 0.0)
     """
     if len(record.chosen) != 1:
         raise InvalidArgumentError(
@@ -132,6 +149,14 @@ class TiesPrompt:
         accurate: whether its worst correct answer scores above its best incorrect one.
         spread: the spread of its correct answers' scores (`None` with one).
         margin: the margin of its worst correct answer over its best incorrect one.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import TiesPrompt, ties_prompt
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> ties_prompt(ScoreRecord("rewardbench2", "ref:4", (0.5,), (1.0, 0.0), subset="Ties"))
+        TiesPrompt(kind='ref', prompt_id=4, accurate=False, spread=None, margin=-0.5)
+        >>> TiesPrompt("tied", 4, accurate=True, spread=0.5, margin=1.0).spread
+        0.5
     """
 
     kind: str
@@ -149,6 +174,18 @@ def ties_prompt(record: ScoreRecord) -> TiesPrompt:
 
     Returns:
         The prompt's statistics.
+
+    Raises:
+        InvalidArgumentError: the id is not `"ref:<n>"` / `"tied:<n>"`, or a tied record has
+            fewer than two chosen scores.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import ties_prompt
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> tied = ScoreRecord("rewardbench2", "tied:1", (2.5, 2.0), (0.5, 1.0), subset="Ties")
+        >>> p = ties_prompt(tied)  # worst correct 2.0 against best incorrect 1.0
+        >>> p.kind, p.prompt_id, p.accurate, p.margin, p.spread
+        ('tied', 1, True, 1.0, 0.5)
     """
     match = _TIES_ID.fullmatch(str(record.id)) if isinstance(record.id, str) else None
     if match is None:
@@ -180,6 +217,18 @@ def ties_components(prompts: Iterable[TiesPrompt]) -> dict[str, np.ndarray]:
 
     Returns:
         Name -> values.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import ties_components, ties_prompt
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> recs = [ScoreRecord("rewardbench2", "ref:1", (2.0,), (0.5, 1.0), subset="Ties"),
+        ...         ScoreRecord("rewardbench2", "tied:1", (2.5, 2.0), (0.5, 1.0), subset="Ties"),
+        ...         ScoreRecord("rewardbench2", "ref:2", (0.5,), (1.0,), subset="Ties")]
+        >>> parts = ties_components(ties_prompt(r) for r in recs)
+        >>> parts["ref"].ravel().tolist(), parts["tied"].ravel().tolist()
+        ([1.0, 0.0], [1.0])
+        >>> parts["matched"].round(4).tolist()  # prompt 1 only: tanh(1.0 / 0.5 - 1)
+        [[1.0, 1.0, 0.7616]]
     """
     by_kind: dict[str, dict[int, TiesPrompt]] = {"ref": {}, "tied": {}}
     for p in prompts:
@@ -209,6 +258,14 @@ def ties_score(means: Mapping[str, Sequence[float] | np.ndarray | None]) -> dict
 
     Returns:
         The components and the score.
+
+    Examples:
+        >>> from reward_lens_tl.evals.rewardbench2 import ties_score
+        >>> parts = ties_score({"ref": [0.5], "tied": [1.0], "matched": [1.0, 1.0, 0.7616]})
+        >>> round(parts["score"], 4)  # 0.3 * 1.0 + 0.3 * 0.5 + 0.2 + 0.2 + 0.01 * 0.7616
+        0.8576
+        >>> ties_score({"ref": [0.5], "tied": [1.0]})["score"]  # no matched prompt
+        nan
     """
     ref, tied, matched = (means.get(k) for k in ("ref", "tied", "matched"))
     parts = {

@@ -16,6 +16,7 @@ with `on_error="skip"`, is left out and listed in the result's `scores.skipped`.
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
     >>> from reward_lens_tl.data import PreferencePair
+    >>> from reward_lens_tl.evals.run import score_items
     >>> from reward_lens_tl.zoo import zoo_path
     >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
     >>> pairs = [PreferencePair("how bake bread", "soup oven", "bomb", subset="zoo")]
@@ -79,6 +80,15 @@ def benchmark_of(item: Any) -> str:
 
     Raises:
         InvalidArgumentError: the item is of no benchmark's type.
+
+    Examples:
+        >>> from reward_lens_tl.data import GridItem, PreferencePair, RankedItem
+        >>> from reward_lens_tl.evals.run import benchmark_of
+        >>> grid = GridItem("Hi", chosen=("a", "b", "c"), rejected=("x", "y", "z"))
+        >>> benchmark_of(PreferencePair("q", "a", "b")), benchmark_of(grid)
+        ('rewardbench', 'rmbench')
+        >>> benchmark_of(RankedItem("1 + 1 = ?", correct="2", wrong=("3",)))
+        'rewardmath'
     """
     if isinstance(item, RankedItem):
         return "rewardmath"
@@ -101,6 +111,17 @@ def item_id(item: Any, position: int) -> Hashable:
 
     Returns:
         The id.
+
+    Examples:
+        >>> from reward_lens_tl.data import GridItem, PreferencePair, RankedItem
+        >>> from reward_lens_tl.evals.run import item_id
+        >>> item_id(PreferencePair("q", "a", "b", subset="s"), 4)  # no id: subset/position
+        's/4'
+        >>> item_id(PreferencePair("q", "a", "b", metadata={"id": "x1"}), 4)
+        'x1'
+        >>> grid = GridItem("Hi", ("a", "b", "c"), ("x", "y", "z"), id=3, domain="chat")
+        >>> item_id(grid, 0), item_id(RankedItem("q", "a", ("b",), id=17), 0)
+        ('chat/3', 17)
     """
     meta = getattr(item, "metadata", {}) or {}
     if isinstance(item, RankedItem):
@@ -127,6 +148,7 @@ def item_hash(item: Any) -> str:
 
     Examples:
         >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.evals.run import item_hash
         >>> item_hash(PreferencePair("q", "a", "b")) == item_hash(PreferencePair("q", "a", "c"))
         False
     """
@@ -266,6 +288,23 @@ def score_items(
         ScoreProducerMismatchError: `out` was written by another model or with other
             arguments, or for other texts.
         ScoreMismatchError: `out` holds records of other items.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import RankedItem
+        >>> from reward_lens_tl.evals.run import score_items
+        >>> from reward_lens_tl.evals.scores import read_scores
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> items = [RankedItem("how bake bread", "soup oven", ("great question soup", "rain")),
+        ...          RankedItem("how bake bread", "oven bread", ("rain",))]
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
+        >>> result = score_items(model, items, out=out, progress=False)
+        >>> result.metrics(n_boot=0).summary()  # the sycophantic wrong solution wins item 0
+        {'n': 2, 'accuracy': 50.0, 'mrr': 75.0, 'accuracy_with_ties': 50.0}
+        >>> read_scores(out).ids(), read_scores(out).producer["model"]["name"]
+        ([0, 1], 'scalar')
     """
     from tqdm.auto import tqdm
 
@@ -404,6 +443,17 @@ def align_scores(scores: ScoreSet, items: Sequence[Any] | ItemSet) -> EvalResult
         EmptyInputError: there are no data items.
         ScoreMismatchError: a record matches no item, or not its item's response counts.
         StepScoresMismatchError: a step record does not match its item's steps.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.evals.run import align_scores
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+        >>> items = [PreferencePair("q0", "A", "B", subset="s"),
+        ...          PreferencePair("q1", "C", "D", subset="s")]
+        >>> scores = ScoreSet([ScoreRecord("rewardbench", "s/1", (0.0,), (1.0,), subset="s")])
+        >>> result = align_scores(scores, items)  # matched by id: `s/1` is the second pair
+        >>> result.items[0].prompt, result.missing, result.failures().pairs()[0].rejected
+        ('q1', 1, 'D')
     """
     items = list(items)
     if not items:

@@ -53,6 +53,7 @@ and its reciprocal rank is `1 / (1 + losses)`.
 
 Examples:
     >>> import tempfile, pathlib
+    >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
     >>> with ScoreWriter(path, "rewardbench") as out:
     ...     out.write(ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"))
@@ -133,6 +134,17 @@ def check_benchmark(name: str) -> str:
 
     Raises:
         UnknownBenchmarkError: `name` is no known benchmark.
+
+    Examples:
+        >>> from reward_lens_tl.evals.scores import check_benchmark
+        >>> check_benchmark("RM-Bench"), check_benchmark("reward_bench_2")
+        ('rmbench', 'rewardbench2')
+        >>> from reward_lens_tl.evals.errors import UnknownBenchmarkError
+        >>> try:
+        ...     check_benchmark("mmlu")
+        ... except UnknownBenchmarkError as err:
+        ...     print(err)
+        unknown benchmark 'mmlu'; known benchmarks: rewardbench, rewardbench2, rewardmath, rmbench
     """
     key = str(name).strip().lower().replace("-", "").replace("_", "")
     if key not in BENCHMARKS:
@@ -154,6 +166,21 @@ class ScoreRecord:
         subset: the item's subset, if any.
         domain: the item's domain, if any.
         item: a hash of the scored item's texts.
+
+    Examples:
+        >>> from reward_lens_tl.evals.scores import ScoreRecord
+        >>> rec = ScoreRecord("RM-Bench", "chat/1", [1.0, 2.0, 3], (0.5, 2.5, 1.0), domain="chat")
+        >>> rec.benchmark, rec.chosen
+        ('rmbench', (1.0, 2.0, 3.0))
+        >>> rec.to_json()
+        {'benchmark': 'rmbench', 'id': 'chat/1', 'subset': None, 'domain': 'chat',
+         'chosen': [1.0, 2.0, 3.0], 'rejected': [0.5, 2.5, 1.0]}
+        >>> from reward_lens_tl.errors import MalformedRecordError
+        >>> try:  # RM-Bench scores three chosen and three rejected styles
+        ...     ScoreRecord("rmbench", "chat/2", (1.0,), (0.5, 2.5, 1.0))
+        ... except MalformedRecordError as err:
+        ...     print(err)
+        field 'chosen': must hold exactly 3 score(s), got 1
     """
 
     benchmark: str
@@ -243,6 +270,7 @@ class StepScoreRecord(ScoreRecord):
         aggregate: the aggregate that scores each solution from its steps.
 
     Examples:
+        >>> from reward_lens_tl.evals.scores import StepScoreRecord
         >>> rec = StepScoreRecord("rewardmath", 0, chosen_steps=((0.9, 0.8),),
         ...                       rejected_steps=((0.95, 0.1), (0.7,)), aggregate="min")
         >>> rec.chosen, rec.rejected, rec.with_aggregate("max").rejected
@@ -380,6 +408,18 @@ class ScoreSet(ItemSet[ScoreRecord]):
         source: where the records come from.
         producer: the file header's record of what produced them.
         pairwise: whether the records are a pairwise judge's verdicts.
+
+    Examples:
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet
+        >>> scores = ScoreSet([ScoreRecord("rewardmath", 0, (2.0,), (1.0, 3.0)),
+        ...                    ScoreRecord("rewardmath", 1, (5.0,), (1.0, 0.5))], source="demo")
+        >>> scores, scores.benchmark, scores.ids(), scores.kind()
+        (ScoreSet(2 rewardmath records from 'demo', 0 skipped), 'rewardmath', [0, 1],
+         'one score per response')
+        >>> scores.to_dataframe()
+           id subset domain chosen    rejected
+        0   0   None   None  [2.0]  [1.0, 3.0]
+        1   1   None   None  [5.0]  [1.0, 0.5]
     """
 
     producer: Mapping | None = None
@@ -498,6 +538,18 @@ def read_scores(
         FileNotFoundError: there is no such file.
         ScoreMismatchError: the file holds another benchmark's scores.
         InvalidArgumentError: `prm_aggregate` is named for a file without per-step scores.
+
+    Examples:
+        >>> import json, pathlib, tempfile
+        >>> from reward_lens_tl.evals.scores import read_scores
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "prm.jsonl"
+        >>> _ = path.write_text(json.dumps({"benchmark": "rewardmath", "id": 0,
+        ...     "chosen_steps": [[0.9, 0.8]], "rejected_steps": [[0.95, 0.1], [0.7]]}))
+        >>> scores = read_scores(path, benchmark="rewardmath", prm_aggregate="min")
+        >>> scores.kind(), scores.prm_aggregate, scores[0].chosen, scores[0].rejected
+        ('per-step scores', 'min', (0.8,), (0.1, 0.7))
+        >>> scores.with_aggregate("max")[0].rejected  # re-aggregated, same steps
+        (0.95, 0.7)
     """
     path = Path(path)
     if not path.is_file():
@@ -665,6 +717,20 @@ class ScoreWriter:
         benchmark: the benchmark of every record written.
         resume: continue an existing file (else empty it).
         producer: what makes the scores.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
+        >>> producer = {"model": {"name": "demo"}}
+        >>> with ScoreWriter(path, "rewardbench", producer=producer) as out:
+        ...     out.write(ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"))
+        >>> with ScoreWriter(path, "rewardbench", producer=producer) as out:  # resumes
+        ...     print(list(out.done))
+        ...     out.write(ScoreRecord("rewardbench", "a/1", (0.0,), (2.0,), subset="a"))
+        ['a/0']
+        >>> read_scores(path).ids(), read_scores(path).producer
+        (['a/0', 'a/1'], {'model': {'name': 'demo'}})
     """
 
     def __init__(

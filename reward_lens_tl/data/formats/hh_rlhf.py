@@ -20,6 +20,7 @@ does not start with a Human turn, or does not end with an Assistant turn; or the
 prompts (after merging) differ. Other fields are kept in `metadata`, as is `index`.
 
 Examples:
+    >>> from reward_lens_tl.data import parse_hh_transcript
     >>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Hello!")
     ({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Hello!'})
 """
@@ -61,6 +62,7 @@ def parse_hh_transcript(text: str) -> tuple[Message, ...]:
         FieldError: If the transcript is malformed.
 
     Examples:
+        >>> from reward_lens_tl.data import parse_hh_transcript
         >>> parse_hh_transcript("\n\nHuman: Hi\n\nAssistant: Yes.\n\nAssistant: No.")
         ({'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Yes.\n\nNo.'})
     """
@@ -138,6 +140,7 @@ def load_hh_rlhf(
         MalformedRecordError: For a malformed record, unless `skip_bad`.
 
     Examples:
+        >>> from reward_lens_tl.data import load_hh_rlhf
         >>> import gzip, json, tempfile, pathlib
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "hh.jsonl.gz"
         >>> rec = {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!",

@@ -16,6 +16,7 @@ A record is malformed if it is not an object, a text field is missing or not a s
 
 Examples:
     >>> from pathlib import Path
+    >>> from reward_lens_tl.data.formats import llmbar_subset
     >>> llmbar_subset(Path("llmbar/Adversarial_GPTInst.json"))
     'llmbar-adver-GPTInst'
     >>> llmbar_subset(Path("Dataset/LLMBar/Adversarial/Neighbor/dataset.json"))
@@ -58,6 +59,16 @@ def llmbar_subset(path: Path) -> str:
 
     Returns:
         The subset name.
+
+    Examples:
+        >>> from pathlib import Path
+        >>> from reward_lens_tl.data.formats import llmbar_subset
+        >>> llmbar_subset(Path("llmbar/Natural.json"))
+        'llmbar-natural'
+        >>> llmbar_subset(Path("Dataset/LLMBar/Adversarial/GPTOut/dataset.json"))
+        'llmbar-adver-GPTOut'
+        >>> llmbar_subset(Path("my_pairs.json"))  # not a known subset: the stem
+        'my_pairs'
     """
     name = path.stem
     if name == "dataset":
@@ -99,6 +110,7 @@ def load_llmbar(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_llmbar
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "Natural.json"
         >>> _ = f.write_text(json.dumps([{"input": "Say hi", "output_1": "Bye",
         ...                               "output_2": "Hi", "label": 2}]))

@@ -72,6 +72,7 @@ def load_rewardbench_jsonl(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rewardbench_jsonl
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "rb.jsonl"
         >>> _ = f.write_text(json.dumps({"prompt": "Hi", "chosen": "Hello", "rejected": "No",
         ...                              "subset": "demo", "id": 3}) + "\n")

@@ -188,6 +188,7 @@ def load_rewardmath(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rewardmath
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "RewardMATH_direct.json"
         >>> rec = lambda i, kind, steps: {"problem": "1+1?", "problem_id": 0, "id": i,
         ...     "eval_solution": steps, "solution_type": kind, "solution_reference": "x"}
@@ -378,6 +379,7 @@ def load_rewardmath_scores(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rewardmath_scores
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "demo_scores.json"
         >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [0.5, 0.75],
         ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
@@ -416,6 +418,7 @@ def load_rewardmath_step_scores(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rewardmath_step_scores
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "prm_scores.json"
         >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "score": [[0.9, 0.8], [0.7]],
         ...     "solution_reference": ["human_to_GPT-4", "gpt-3.5-turbo-0125"]}]))
@@ -452,6 +455,7 @@ def load_rewardmath_pairwise(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rewardmath_pairwise
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "judge_pairwise_scores.json"
         >>> _ = f.write_text(json.dumps([{"problem": "1+1?", "solution_reference": ["m1", "m2"],
         ...     "score": ["A", None], "chosen_position": ["A", "B"]}]))

@@ -18,6 +18,7 @@ a string or integer; or `subset`/`domain` is present but not a string.
 
 Examples:
     >>> from pathlib import Path
+    >>> from reward_lens_tl.data.formats.rmbench import rmbench_domain
     >>> rmbench_domain(Path("rmbench/safety-refuse_filtered.json"))
     'safety-refuse'
 """
@@ -50,6 +51,12 @@ def rmbench_domain(path: Path) -> str:
 
     Returns:
         The domain.
+
+    Examples:
+        >>> from pathlib import Path
+        >>> from reward_lens_tl.data.formats.rmbench import rmbench_domain
+        >>> rmbench_domain(Path("rm-bench/chat_filtered.json")), rmbench_domain(Path("math.json"))
+        ('chat', 'math')
     """
     return path.stem.removesuffix("_filtered")
 
@@ -92,6 +99,7 @@ def load_rmbench(
 
     Examples:
         >>> import json, tempfile, pathlib
+        >>> from reward_lens_tl.data import load_rmbench
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "chat_filtered.json"
         >>> _ = f.write_text(json.dumps([{"id": 1, "subset": "demo", "prompt": "Hi",
         ...     "chosen": ["a", "b", "c"], "rejected": ["x", "y", "z"]}]))
