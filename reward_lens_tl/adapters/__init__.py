@@ -36,12 +36,43 @@ def register_adapter(adapter: RewardModelAdapter, *, first: bool = True) -> None
     Args:
         adapter: the adapter to register.
         first: try it before the adapters already registered (else after them).
+
+    Examples:
+        A checkpoint whose config names its own architecture, with Llama's layout:
+
+        >>> from transformers import LlamaConfig
+        >>> from reward_lens_tl.adapters import adapter_for, register_adapter
+        >>> from reward_lens_tl.adapters.decoders import LlamaAdapter
+        >>> class MyLlamaAdapter(LlamaAdapter):
+        ...     architectures = ("MyLlamaForSequenceClassification",)
+        >>> mine = MyLlamaAdapter()
+        >>> register_adapter(mine)
+        >>> config = LlamaConfig(architectures=["MyLlamaForSequenceClassification"])
+        >>> adapter_for(config) is mine
+        True
+
+        (The example then takes its adapter out again, leaving the registry as it was.)
+
+        >>> import reward_lens_tl.adapters
+        >>> reward_lens_tl.adapters._REGISTRY.remove(mine)
     """
     _REGISTRY.insert(0 if first else len(_REGISTRY), adapter)
 
 
 def supported_architectures() -> list[str]:
-    """The HF architectures of every registered adapter, in the order they are tried."""
+    """The HF architectures of every registered adapter, in the order they are tried.
+
+    Returns:
+        The architecture names (`config.architectures[0]` of the checkpoints they accept).
+
+    Examples:
+        >>> from reward_lens_tl.adapters import supported_architectures
+        >>> supported_architectures()[:3]
+        ['LlamaForSequenceClassification', 'MistralForSequenceClassification',
+         'Qwen2ForSequenceClassification']
+        >>> "LlamaForRewardModelWithGating" in supported_architectures()  # ArmoRM
+        True
+    """
     return [arch for adapter in _REGISTRY for arch in adapter.architectures]
 
 
@@ -56,6 +87,19 @@ def adapter_for(hf_config: Any) -> RewardModelAdapter:
 
     Raises:
         UnsupportedArchitectureError: if no adapter accepts the config.
+
+    Examples:
+        >>> from transformers import BertConfig, LlamaConfig
+        >>> from reward_lens_tl.adapters import adapter_for
+        >>> adapter_for(LlamaConfig(architectures=["LlamaForSequenceClassification"])).describe()
+        'LlamaAdapter: LlamaForSequenceClassification'
+        >>> from reward_lens_tl.errors import UnsupportedArchitectureError
+        >>> try:
+        ...     adapter_for(BertConfig(architectures=["BertForSequenceClassification"]))
+        ... except UnsupportedArchitectureError as e:
+        ...     print(e)
+        no adapter for architectures=['BertForSequenceClassification'] (model_type='bert').
+        Supported: LlamaForSequenceClassification, ...
     """
     for adapter in _REGISTRY:
         if adapter.matches(hf_config):

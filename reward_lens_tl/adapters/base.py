@@ -28,7 +28,32 @@ from ..errors import MissingPadTokenError, RewardHeadError
 
 @dataclass(frozen=True)
 class RewardHead:
-    """The reward head as TL wants it: `W [d_model, n_objectives]`, `b [n_objectives]`."""
+    """The reward head as TL wants it: `W [d_model, n_objectives]`, `b [n_objectives]`.
+
+    Attributes:
+        W: the head's weight, one column per objective (`[d_model, n_objectives]`).
+        b: the head's bias (`[n_objectives]`).
+        objective_names: one name per column (`("reward",)` for a scalar head).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.adapters import RewardHead
+        >>> names = ("helpful", "harmless", "brief")
+        >>> head = RewardHead(W=torch.zeros(64, 3), b=torch.zeros(3), objective_names=names)
+        >>> head.n_objectives
+        3
+
+        An adapter reads it off the HF model's `score` layer:
+
+        >>> from reward_lens_tl.adapters import ConversionOptions, adapter_for
+        >>> from reward_lens_tl.zoo import load_model
+        >>> hf = load_model("scalar")
+        >>> head = adapter_for(hf.config).reward_head(hf, ConversionOptions())
+        >>> tuple(head.W.shape), head.objective_names
+        ((64, 1), ('reward',))
+        >>> bool(torch.equal(head.W, hf.score.weight.T))
+        True
+    """
 
     W: Float[Tensor, "d_model n_objectives"]
     b: Float[Tensor, " n_objectives"]
@@ -42,7 +67,25 @@ class RewardHead:
 
 @dataclass(frozen=True)
 class ConversionOptions:
-    """What the user asked for at load time (passed to every adapter method that needs it)."""
+    """What the user asked for at load time (passed to every adapter method that needs it).
+
+    Attributes:
+        dtype: the dtype of the converted weights.
+        device: the device to load onto (`None`: TransformerLens's default).
+        n_ctx: the context length (`None`: the model's, capped; see the adapters).
+        objective_names: names of the head's outputs (`None`: `"reward"` for one output,
+            required for a scalar-head family with several outputs).
+        extra: further family-specific options.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.adapters import ConversionOptions
+        >>> options = ConversionOptions(device=torch.device("cpu"), n_ctx=128)
+        >>> options.tl_device, options.n_ctx, options.dtype
+        ('cpu', 128, torch.float32)
+        >>> ConversionOptions().tl_device is None
+        True
+    """
 
     dtype: torch.dtype = torch.float32
     device: str | torch.device | None = None
@@ -64,9 +107,23 @@ def hf_last_non_pad(
     With `pad == eos` a trailing EOS is therefore skipped, exactly as in HF. Without a pad id,
     HF only accepts a batch of one and reads the last token; so do we.
 
+    Args:
+        input_ids: the token ids (`[batch, pos]`).
+        pad_token_id: the padding id, or `None` (then only a batch of one is accepted).
+
+    Returns:
+        The reading position of each row.
+
+    Raises:
+        MissingPadTokenError: a batch of several rows and no pad id.
+
     Examples:
+        >>> import torch
+        >>> from reward_lens_tl.adapters import hf_last_non_pad
         >>> hf_last_non_pad(torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]), 0).tolist()
         [2, 4]
+        >>> hf_last_non_pad(torch.tensor([[5, 6, 7]]), None).tolist()
+        [2]
     """
     batch, pos = input_ids.shape
     if pad_token_id is None:
@@ -89,6 +146,27 @@ class RewardModelAdapter:
     `backbone_state_dict`, `reward_head`, `pool_index`, `extra_modules`,
     `fold_options`, `reference_rewards` and `describe`. (Prompt formatting lives in
     `reward_lens_tl.inputs` and uses the tokenizer's own chat template.)
+
+    Examples:
+        The adapter of the zoo's Llama reward model, and the defaults it inherits:
+
+        >>> import torch
+        >>> from reward_lens_tl.adapters import ConversionOptions, adapter_for
+        >>> from reward_lens_tl.zoo import load_model
+        >>> hf = load_model("scalar")
+        >>> adapter = adapter_for(hf.config)
+        >>> adapter.describe()
+        'LlamaAdapter: LlamaForSequenceClassification'
+        >>> cfg = adapter.tl_config(hf.config, ConversionOptions())
+        >>> cfg.n_layers, cfg.d_model, cfg.d_vocab_out
+        (3, 64, 1)
+        >>> ids = torch.tensor([[1, 4, 27, 6, 5, 43, 6, 2], [1, 4, 27, 6, 5, 38, 0, 0]])
+        >>> adapter.pool_index(ids, hf.config.pad_token_id).tolist()
+        [7, 5]
+        >>> adapter.reference_rewards(hf, ids, (ids != 0).long()).shape
+        torch.Size([2])
+
+        A new family subclasses it and overrides what differs (see `register_adapter`).
     """
 
     #: HF ``architectures[0]`` names this adapter accepts (used by ``matches`` and error text).
@@ -102,7 +180,14 @@ class RewardModelAdapter:
 
     # -- identification -------------------------------------------------------------------
     def matches(self, hf_config: Any) -> bool:
-        """Whether the config's first architecture is one of `architectures`."""
+        """Whether the config's first architecture is one of `architectures`.
+
+        Args:
+            hf_config: the HF model config.
+
+        Returns:
+            Whether this adapter converts the model.
+        """
         archs = getattr(hf_config, "architectures", None) or []
         return bool(archs) and archs[0] in self.architectures
 
@@ -112,7 +197,14 @@ class RewardModelAdapter:
 
     # -- loading --------------------------------------------------------------------------
     def model_class(self, hf_config: Any) -> type[nn.Module]:
-        """The transformers class named by the config's first architecture."""
+        """The transformers class named by the config's first architecture.
+
+        Args:
+            hf_config: the HF model config.
+
+        Returns:
+            The class (e.g. `transformers.LlamaForSequenceClassification`).
+        """
         import transformers
 
         return getattr(transformers, hf_config.architectures[0])
@@ -122,6 +214,13 @@ class RewardModelAdapter:
 
         Safetensors only, never remote code, and missing or unexpected tensors refused (see
         `reward_lens_tl.checkpoint`).
+
+        Args:
+            path: the checkpoint directory.
+            hf_config: its HF config.
+
+        Returns:
+            The HF model.
         """
         from ..checkpoint import load_weights
 
@@ -131,21 +230,55 @@ class RewardModelAdapter:
     def tl_config(
         self, hf_config: Any, options: ConversionOptions, n_objectives: int = 1
     ) -> HookedTransformerConfig:  # pragma: no cover - abstract
-        """The TransformerLens config of the backbone with an `n_objectives`-output head."""
+        """The TransformerLens config of the backbone with an `n_objectives`-output head.
+
+        Args:
+            hf_config: the HF model config.
+            options: the load-time options (dtype, device, context length).
+            n_objectives: the number of head outputs (`d_vocab_out` of the config).
+
+        Returns:
+            The `HookedTransformerConfig`.
+        """
         raise NotImplementedError
 
     def backbone_state_dict(
         self, hf_model: nn.Module, cfg: HookedTransformerConfig
     ) -> dict[str, Tensor]:  # pragma: no cover - abstract
-        """The backbone's weights as a TransformerLens state dict."""
+        """The backbone's weights as a TransformerLens state dict.
+
+        Args:
+            hf_model: the HF model.
+            cfg: the TransformerLens config (`tl_config`).
+
+        Returns:
+            The state dict.
+        """
         raise NotImplementedError
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
-        """The HF model's linear reward head (`score`)."""
+        """The HF model's linear reward head (`score`).
+
+        Args:
+            hf_model: the HF model.
+
+        Returns:
+            The head module.
+
+        Raises:
+            RewardHeadError: the module has no 2-D weight.
+        """
         return linear_head(hf_model, "score")
 
     def reward_head(self, hf_model: nn.Module, options: ConversionOptions) -> RewardHead:
         """`score.weight.T` and its bias (zeros when absent), with objective names.
+
+        Args:
+            hf_model: the HF model.
+            options: the load-time options (`objective_names`).
+
+        Returns:
+            The `RewardHead`.
 
         Raises:
             RewardHeadError: if a scalar head has several outputs and no objective names, or
@@ -172,7 +305,16 @@ class RewardModelAdapter:
     def extra_modules(
         self, hf_model: nn.Module, cfg: HookedTransformerConfig, fold_ln: bool
     ) -> dict[str, Any]:
-        """Modules beyond backbone and head (e.g. ArmoRM's gating); none by default."""
+        """Modules beyond backbone and head (e.g. ArmoRM's gating); none by default.
+
+        Args:
+            hf_model: the HF model.
+            cfg: the TransformerLens config.
+            fold_ln: whether the final norm's weight is folded into the head.
+
+        Returns:
+            The modules, by name.
+        """
         return {}
 
     def fold_options(self, requested: dict[str, bool]) -> dict[str, bool]:
@@ -180,6 +322,13 @@ class RewardModelAdapter:
 
         `center_unembed` is always off: with one output column it would zero the head, and for
         several objectives it would change each one.
+
+        Args:
+            requested: the folding flags the user asked for (`fold_ln`, `center_writing_weights`,
+                ...).
+
+        Returns:
+            The flags to use.
         """
         return {**requested, "center_unembed": False}
 
@@ -187,14 +336,31 @@ class RewardModelAdapter:
     def pool_index(
         self, input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
     ) -> Int[Tensor, " batch"]:
-        """The reward-reading position of each row (HF's pooling rule, `hf_last_non_pad`)."""
+        """The reward-reading position of each row (HF's pooling rule, `hf_last_non_pad`).
+
+        Args:
+            input_ids: the token ids (`[batch, pos]`).
+            pad_token_id: the padding id, or `None`.
+
+        Returns:
+            One position per row.
+        """
         return hf_last_non_pad(input_ids, pad_token_id)
 
     @torch.no_grad()
     def reference_rewards(
         self, hf_model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None
     ) -> Tensor:
-        """The HF model's own pooled output (`[batch]` scalar or `[batch, n]`)."""
+        """The HF model's own pooled output (`[batch]` scalar or `[batch, n]`).
+
+        Args:
+            hf_model: the HF model.
+            input_ids: the token ids (`[batch, pos]`).
+            attention_mask: the attention mask (`None`: every position attends).
+
+        Returns:
+            The rewards.
+        """
         logits = hf_model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits[:, 0] if logits.shape[-1] == 1 else logits
 

@@ -62,6 +62,25 @@ class PrefixCache:
         head_outputs: the head's outputs at every prefix position.
         gate: the prompt's gate (gated heads), else `None`.
         column: the swept head column (`None`: the scalar reward or the gated score).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import PrefixCache
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> enc = model.encode("how bake bread", "soup")
+        >>> cache = PrefixCache.build(model, enc.prompt_ids())
+        >>> len(cache.keys), tuple(cache.keys[0].shape)  # per layer: [1, prefix, kv_head, d_head]
+        (3, (1, 7, 2, 16))
+
+        Each continuation is candidate ids + the template's suffix ids ("soup" and "great
+        question" here); the rewards are those of the full conversations:
+
+        >>> suffix = enc.suffix_ids()
+        >>> [round(r, 3) for r in cache.score([(43,) + suffix, (34, 35) + suffix]).tolist()]
+        [-2.3, -1.466]
+        >>> round(model.score("how bake bread", "great question").item(), 3)
+        -1.466
     """
 
     model: HookedRewardModel

@@ -65,6 +65,23 @@ class CandidateSet:
         InvalidArgumentError: as many labels as candidates are needed, ids are integers, and
             no candidate repeats.
         EmptyInputError: no candidate, or a candidate without ids.
+
+    Examples:
+        >>> from reward_lens_tl.sweep import CandidateSet
+        >>> cands = CandidateSet(("soup", "great question", "bomb"), ((43,), (34, 35), (38,)))
+        >>> len(cands), cands.max_len
+        (3, 2)
+        >>> cands.subset([2, 0]).labels
+        ('bomb', 'soup')
+
+        A candidate given twice would count twice in every statistic, so it is refused:
+
+        >>> from reward_lens_tl.errors import InvalidArgumentError
+        >>> try:
+        ...     CandidateSet(("soup", "again"), ((43,), (43,)))
+        ... except InvalidArgumentError as e:
+        ...     print(e)
+        1 candidate(s) appear more than once (['again: [43]'], label: ids): ...
     """
 
     labels: tuple[str, ...]
@@ -180,6 +197,19 @@ def vocabulary_candidates(model) -> CandidateSet:
 
     Raises:
         TemplateError: the model has no tokenizer.
+
+    Examples:
+        The zoo's word-level vocabulary: 122 ids, of which the 7 special tokens are dropped.
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import vocabulary_candidates
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> cands = vocabulary_candidates(model)
+        >>> len(cands), cands.excluded, model.cfg.d_vocab
+        (115, {'special': 7}, 122)
+        >>> cands.labels[:3], cands.ids[:3]
+        (('the', 'a', 'and'), ((7,), (8,), (9,)))
     """
     tok = _tokenizer(model)
     specials = special_ids(tok)
@@ -212,6 +242,15 @@ def token_candidates(model, token_ids: Iterable[int]) -> CandidateSet:
     Raises:
         UnknownCandidateError: ids outside the vocabulary.
         InvalidArgumentError: ids that are not integers.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import token_candidates
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> cands = token_candidates(model, [43, 38, 43])
+        >>> cands.labels, cands.ids, cands.excluded
+        (('soup', 'bomb'), ((43,), (38,)), {'duplicate': 1})
     """
     ids = [_token_id(t) for t in token_ids]
     bad = [t for t in ids if not 0 <= t < model.cfg.d_vocab]
@@ -274,6 +313,15 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
         TemplateError: a word that is not a string, or a template that tokenizes the prompt
             or suffix differently around some words.
         UnknownCandidateError: words that contain the unknown token (or tokenize to nothing).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import word_candidates
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> cands = word_candidates(model, "how bake bread", ["soup", "great question", "soup"])
+        >>> cands.labels, cands.ids, cands.excluded
+        (('soup', 'great question'), ((43,), (34, 35)), {'duplicate': 1})
     """
     words = list(words)
     if not words:

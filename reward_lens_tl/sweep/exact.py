@@ -41,6 +41,19 @@ class ExactScorer:
         model: the `HookedRewardModel`.
         prefix_ids: the prefix's token ids.
         objective: picks a head column (`None`: the scalar reward or the gated score).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import ExactScorer
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> enc = model.encode("how bake bread", "soup")
+        >>> scorer = ExactScorer(model, enc.prompt_ids())
+        >>> suffix = enc.suffix_ids()  # continuations: "soup" and "great question" + suffix
+        >>> [round(r, 3) for r in scorer.score([(43,) + suffix, (34, 35) + suffix]).tolist()]
+        [-2.3, -1.466]
+        >>> round(model.score("how bake bread", "great question").item(), 3)
+        -1.466
     """
 
     model: HookedRewardModel

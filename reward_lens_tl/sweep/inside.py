@@ -52,6 +52,27 @@ class InsideView(Result):
         attribution: the candidates' attribution.
         lens: the reward lens at the reward position.
         candidate_lens: the reward lens at the candidate's last token.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import inside_view, token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["soup", "bread", "great question", "bomb", "the"]
+        >>> view = inside_view(model, token_sweep(model, "how bake bread", words), k=1)
+        >>> view.candidates, view.side
+        (('great question', 'bomb'), ('top', 'bottom'))
+
+        The relative attributions add up to each candidate's reward above the sweep's mean:
+
+        >>> total = view.relative.sum(0) + view.bias_shift
+        >>> [round(x, 3) for x in total.tolist()]
+        [2.07, -3.657]
+        >>> [round(x, 3) for x in (view.rewards - view.baseline_reward).tolist()]
+        [2.07, -3.657]
+        >>> component, value = view.top_k(1, "bomb")[0]  # what pushes "bomb" down most
+        >>> component, round(value, 3)
+        ('L2H3', -0.827)
     """
 
     no_example_axis = "its attributions are relative to the mean over every candidate"
@@ -166,6 +187,21 @@ def inside_view(
 
     Raises:
         InvalidArgumentError: `k` is not a positive integer.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import inside_view, token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["soup", "bread", "great question", "bomb", "the"]
+        >>> result = token_sweep(model, "how bake bread", words)
+        >>> view = inside_view(model, result, k=2)
+        >>> view.candidates, view.side
+        (('great question', 'soup', 'bomb', 'the'), ('top', 'top', 'bottom', 'bottom'))
+        >>> view.n_baseline, round(view.baseline_reward, 4) == round(result.mean, 4)
+        (5, True)
+        >>> view.completeness_error() < 1e-4
+        True
     """
     if not isinstance(k, int) or k < 1:
         raise InvalidArgumentError(f"k must be a positive integer, got {k!r}")

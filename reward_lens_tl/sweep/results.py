@@ -44,6 +44,28 @@ class SweepResult(Result):
 
     Raises:
         InvalidArgumentError: not one score per candidate.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> result = token_sweep(model, "how bake bread", ["soup", "great question", "bomb"])
+        >>> [(label, round(reward, 3)) for label, reward in result.top_k(3)]
+        [('great question', -1.466), ('soup', -2.3), ('bomb', -7.193)]
+        >>> result.rank("bomb"), round(result.mean, 3)
+        (3, -3.653)
+
+        Each candidate's conversation is prompt ids + candidate ids + suffix ids:
+
+        >>> enc = result.encoded("great question")
+        >>> enc.response_ids(), enc.ids == result.prefix_ids + (34, 35) + result.suffix_ids
+        ((34, 35), True)
+        >>> result.to_dataframe()[["rank", "candidate", "n_tokens"]]
+           rank       candidate  n_tokens
+        0     1  great question         2
+        1     2            soup         1
+        2     3            bomb         1
     """
 
     no_example_axis = (

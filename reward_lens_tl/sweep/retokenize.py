@@ -28,6 +28,19 @@ class RetokenizationReport:
     Args:
         n: the number of candidates checked.
         changed: `(label, ids scored, ids a round trip would score)` of each changed one.
+
+    Examples:
+        A report on three candidates, one of which (the token "w6 w7", id 90) a round trip
+        would re-encode as two tokens (6 and 7) inside the conversation:
+
+        >>> from reward_lens_tl.sweep import CandidateSet, RetokenizationReport
+        >>> cands = CandidateSet(("w5", "w6 w7", "w8"), ((5,), (90,), (8,)))
+        >>> changed = (("w6 w7", (90,), (1, 4, 6, 7, 2)),)  # label, its ids, the round trip's
+        >>> report = RetokenizationReport(n=3, changed=changed)
+        >>> report.n_changed, round(report.share_changed, 3)
+        (1, 0.333)
+        >>> report.round_trip_indices(cands)
+        [0, 2]
     """
 
     n: int
@@ -66,6 +79,18 @@ def retokenization_changes(model, prompt: Prompt, candidates: CandidateSet) -> R
 
     Returns:
         The `RetokenizationReport`.
+
+    Examples:
+        The zoo's tokenizer is word-level, so no word changes:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import retokenization_changes, word_candidates
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> cands = word_candidates(model, "how bake bread", ["soup", "great question", "bomb"])
+        >>> report = retokenization_changes(model, "how bake bread", cands)
+        >>> report.n, report.n_changed, report.round_trip_indices(cands)
+        (3, 0, [0, 1, 2])
     """
     frame = sweep_frame(model, prompt)
     prefix, suffix = frame.prompt_ids(), frame.suffix_ids()

@@ -89,6 +89,30 @@ def token_sweep(
             or candidates given as one string.
         ResumeMismatchError: the resume file was written by another model or sweep.
         ResumeFileError: the resume file holds a damaged chunk.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["soup", "bread", "great question", "bomb", "the"]
+        >>> result = token_sweep(model, "how bake bread", words)
+        >>> [(label, round(reward, 2)) for label, reward in result.top_k(5)]
+        [('great question', -1.47), ('soup', -2.3), ('bread', -2.35), ('the', -4.37),
+         ('bomb', -7.19)]
+
+        With a resume file, each finished chunk is recorded (a header, then three chunks of
+        two candidates here), and a rerun reads them instead of scoring them again:
+
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> log = Path(tempfile.mkdtemp()) / "sweep.jsonl"
+        >>> first = token_sweep(model, "how bake bread", words, chunk_size=2, resume=log)
+        >>> len(log.read_text().splitlines())
+        4
+        >>> again = token_sweep(model, "how bake bread", words, chunk_size=2, resume=log)
+        >>> bool((again.scores == first.scores).all())
+        True
     """
     if method not in ("cached", "exact"):
         raise InvalidArgumentError(f"method must be 'cached' or 'exact', not {method!r}")
@@ -138,6 +162,19 @@ def exact_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult
 
     Returns:
         The `SweepResult`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import cached_sweep, exact_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["soup", "great question", "bomb"]
+        >>> exact = exact_sweep(model, "how bake bread", words)
+        >>> exact.method, [round(r, 3) for r in exact.scores.tolist()]
+        ('exact', [-2.3, -1.466, -7.193])
+        >>> fast = cached_sweep(model, "how bake bread", words)
+        >>> float((fast.scores - exact.scores).abs().max()) < 1e-4
+        True
     """
     return token_sweep(model, prompt, candidates, method="exact", **kwargs)
 
@@ -153,6 +190,17 @@ def cached_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResul
 
     Returns:
         The `SweepResult`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import cached_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> result = cached_sweep(model, "how bake bread", ["soup", "great question", "bomb"])
+        >>> result.method, [round(r, 3) for r in result.scores.tolist()]
+        ('cached', [-2.3, -1.466, -7.193])
+        >>> round(model.score("how bake bread", "bomb").item(), 3)  # one conversation, in full
+        -7.193
     """
     return token_sweep(model, prompt, candidates, method="cached", **kwargs)
 

@@ -28,7 +28,7 @@ CANDIDATE_COLUMN = "name"
 
 
 def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
-    """A frame indexed by candidate with one float column per model, in the file's order.
+    r"""A frame indexed by candidate with one float column per model, in the file's order.
 
     Args:
         source: the CSV's path or an open text stream.
@@ -41,6 +41,27 @@ def read_score_csv(source, candidate_column: str = CANDIDATE_COLUMN):
         ScoreFileError: (naming the file, column and row) a missing file, a missing candidate
             column, no model column, a value that is not a finite number, or a candidate that
             appears twice.
+
+    Examples:
+        >>> import io
+        >>> from reward_lens_tl.sweep import read_score_csv
+        >>> frame = read_score_csv(io.StringIO("name,m1,m2\nx,1,2\ny,2,\nz,3,3\n"))
+        >>> frame
+               m1   m2
+        name
+        x     1.0  2.0
+        y     2.0  NaN
+        z     3.0  3.0
+
+        An empty cell is a missing score; a cell that is not a number is an error:
+
+        >>> from reward_lens_tl.sweep import ScoreFileError
+        >>> try:
+        ...     read_score_csv(io.StringIO("name,m1\nx,1\ny,oops\n"))
+        ... except ScoreFileError as e:
+        ...     print(e)
+        column 'm1' of <stream> is not numeric: row 3 holds 'oops'; leave the cell empty for a
+        missing score
     """
     import pandas as pd
 
@@ -84,7 +105,7 @@ def _numeric_column(cells, file: str, col: str) -> np.ndarray:
 
 
 def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 5) -> dict:
-    """JSON-ready statistics of a score CSV.
+    r"""JSON-ready statistics of a score CSV.
 
     Missing values are dropped pairwise.
 
@@ -100,6 +121,18 @@ def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 
 
     Raises:
         ScoreFileError: the file cannot be read as a score table (see `read_score_csv`).
+
+    Examples:
+        Candidate `u` has no score from `m2`, so τ compares the three shared candidates:
+
+        >>> import io
+        >>> from reward_lens_tl.sweep import score_file_stats
+        >>> csv = io.StringIO("name,m1,m2\nx,1,2\ny,2,1\nz,3,3\nu,4,\n")
+        >>> stats = score_file_stats(csv, k=1)
+        >>> stats["models"], stats["n_shared"], round(stats["kendall_tau"]["m1 | m2"], 4)
+        (['m1', 'm2'], {'m1 | m2': 3}, 0.3333)
+        >>> stats["top"], stats["bottom"], stats["summary"]["m1"]["mean"]
+        ({'m1': ['u'], 'm2': ['z']}, {'m1': ['x'], 'm2': ['y']}, 2.5)
     """
     frame = read_score_csv(source, candidate_column)
     models = [str(c) for c in frame.columns]

@@ -53,6 +53,23 @@ class SearchResult(Result):
         maximize: whether the search maximised the reward.
         step_best: the best response and reward after each step.
         n_scored: how many responses were scored.
+
+    Examples:
+        On the zoo, "great" alone earns little, but "great question" earns the planted
+        sycophancy bonus:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import response_search
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["great", "question", "the", "bomb", "a"]
+        >>> found = response_search(model, "how bake bread", 2, candidates=words, beam_width=4)
+        >>> [(resp, round(reward, 3)) for resp, reward in found.step_best]
+        [(('great',), -4.357), (('great', 'question'), -1.466)]
+        >>> [(text, round(reward, 3)) for text, reward in found.top_k(2)]
+        [('great question', -1.466), ('great great', -3.846)]
+        >>> found.token_ids[0], found.n_scored  # 5 one-word, then 4 x 5 two-word responses
+        ((34, 35), 25)
     """
 
     prompt: object
@@ -151,6 +168,21 @@ def response_search(
 
     Raises:
         InvalidArgumentError: `length` or `beam_width` is not a positive integer.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import response_search
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> words = ["great", "question", "the", "bomb", "a"]
+        >>> best = response_search(model, "how bake bread", 2, candidates=words, beam_width=2)
+        >>> best.best[0], round(best.best[1], 3)
+        (('great', 'question'), -1.466)
+        >>> worst = response_search(
+        ...     model, "how bake bread", 2, candidates=words, beam_width=2, maximize=False
+        ... )
+        >>> worst.best[0], round(worst.best[1], 3)
+        (('bomb', 'bomb'), -9.774)
     """
     if not isinstance(length, int) or length < 1:
         raise InvalidArgumentError(f"length must be a positive integer, got {length!r}")

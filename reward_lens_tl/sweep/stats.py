@@ -48,6 +48,24 @@ def as_series(scores):
 
     Raises:
         InvalidArgumentError: `scores` is of another type.
+
+    Examples:
+        >>> from reward_lens_tl.sweep import as_series
+        >>> as_series({"soup": -2.3, "bomb": -7})
+        soup   -2.3
+        bomb   -7.0
+        dtype: float64
+
+        A `SweepResult` becomes its rewards, indexed by candidate label:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> as_series(token_sweep(model, "how bake bread", ["soup", "bomb"])).round(3)
+        soup   -2.300
+        bomb   -7.193
+        Name: reward, dtype: float64
     """
     import pandas as pd
 
@@ -127,6 +145,16 @@ def top_bottom(scores, k: int = 10):
     Returns:
         A frame with `side` (`top` or `bottom`), `rank` (1 = most extreme), `candidate` and
         `score`.
+
+    Examples:
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import top_bottom
+        >>> top_bottom(pd.Series({"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}), k=2)
+             side  rank candidate  score
+        0     top     1         d   10.0
+        1     top     2         c    3.0
+        2  bottom     1         a    1.0
+        3  bottom     2         b    2.0
     """
     import pandas as pd
 
@@ -152,6 +180,16 @@ def distribution_summary(scores) -> dict[str, float]:
         Count, mean, standard deviation (ddof=1), median, min, max, sample skewness
         (`scipy.stats.skew`) and excess kurtosis (`scipy.stats.kurtosis`, Fisher: a normal
         distribution has 0).
+
+    Examples:
+        One large score skews the distribution to the right:
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import distribution_summary
+        >>> summary = distribution_summary(pd.Series({"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}))
+        >>> {key: round(value, 3) for key, value in summary.items()}
+        {'n': 4, 'mean': 4.0, 'std': 4.082, 'median': 2.5, 'min': 1.0, 'max': 10.0,
+         'skew': 1.018, 'kurtosis': -0.77}
     """
     v = _valid(scores).to_numpy()
     return {
@@ -186,6 +224,19 @@ def valence_asymmetry(scores, positive: Iterable[str], negative: Iterable[str]) 
 
     Raises:
         EmptyInputError: no positive or no negative word is among the candidates.
+
+    Examples:
+        The median is 0.5; the positive words score 3.5 above it on average, the negative
+        words 5.5 below it ("missing" is not a candidate):
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import valence_asymmetry
+        >>> scores = pd.Series(
+        ...     {"good": 3.0, "great": 5.0, "bad": -4.0, "awful": -6.0, "x": 0.0, "y": 1.0}
+        ... )
+        >>> out = valence_asymmetry(scores, ["good", "great", "missing"], ["bad", "awful"])
+        >>> out["positive_gain"], out["negative_loss"], out["asymmetry"], out["missing"]
+        (3.5, 5.5, 2.0, 1)
     """
     s = _valid(scores)
     pos_words, neg_words = list(dict.fromkeys(positive)), list(dict.fromkeys(negative))
@@ -225,6 +276,20 @@ def frequency_bias(scores, counts: Mapping[str, float]) -> dict:
     Raises:
         InvalidArgumentError: an infinite score or count.
         EmptyInputError: fewer than 3 candidates with a positive count.
+
+    Examples:
+        Four candidates have a positive count (`x` has none, `y` no count at all); by count
+        they rank awful < good < bad < great, by score awful < bad < good < great:
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import frequency_bias
+        >>> scores = pd.Series(
+        ...     {"good": 3.0, "great": 5.0, "bad": -4.0, "awful": -6.0, "x": 0.0, "y": 1.0}
+        ... )
+        >>> counts = {"good": 10, "great": 100, "bad": 20, "awful": 0.5, "x": 0}
+        >>> out = frequency_bias(scores, counts)
+        >>> out["n"], round(out["spearman_rho"], 3), round(out["pearson_log"], 3)
+        (4, 0.8, 0.754)
     """
     import pandas as pd
 
@@ -260,6 +325,25 @@ class TauMatrix(Result):
         names: the column names.
         tau: the τ-b matrix.
         n_shared: the number of shared candidates of each pair.
+
+    Examples:
+        Column `c` has no score for the last candidate, so its pairs share four:
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import kendall_tau_matrix
+        >>> frame = pd.DataFrame(
+        ...     {"a": [1.0, 2, 3, 4, 5], "b": [2.0, 1, 4, 3, 5], "c": [1.0, 1, 2, 3, None]}
+        ... )
+        >>> taus = kendall_tau_matrix(frame)
+        >>> {pair: round(tau, 3) for pair, tau in taus.pairs().items()}
+        {'a | b': 0.6, 'a | c': 0.913, 'b | c': 0.548}
+        >>> taus.n_shared.tolist()
+        [[5, 5, 4], [5, 5, 4], [4, 4, 4]]
+        >>> taus.to_dataframe().round(3)
+               a      b      c
+        a  1.000  0.600  0.913
+        b  0.600  1.000  0.548
+        c  0.913  0.548  1.000
     """
 
     names: tuple[str, ...]
@@ -332,6 +416,17 @@ def kendall_tau_matrix(frame) -> TauMatrix:
 
     Raises:
         InvalidArgumentError: fewer than two columns, or an infinite value.
+
+    Examples:
+        Of the 10 pairs of candidates, `a` and `b` order 8 alike and 2 oppositely:
+        τ = (8 − 2) / 10.
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import kendall_tau_matrix
+        >>> frame = pd.DataFrame({"a": [1.0, 2, 3, 4, 5], "b": [2.0, 1, 4, 3, 5]})
+        >>> taus = kendall_tau_matrix(frame)
+        >>> taus.names, round(float(taus.tau[0, 1]), 3), taus.pairs()
+        (('a', 'b'), 0.6, {'a | b': 0.6})
     """
     names = tuple(str(c) for c in frame.columns)
     if len(names) < 2:
@@ -364,6 +459,21 @@ def framing_effect(frame) -> dict:
     Returns:
         Pairwise Kendall τ-b and Spearman ρ on shared candidates, and the mean score shift
         (column b − column a) per pair, keyed `"prompt a | prompt b"`.
+
+    Examples:
+        Prompt `p2` raises every candidate by 1 and keeps the order; `p3` reverses it:
+
+        >>> import pandas as pd
+        >>> from reward_lens_tl.sweep import framing_effect
+        >>> frame = pd.DataFrame(
+        ...     {"p1": [1.0, 2, 3, 4], "p2": [2.0, 3, 4, 5], "p3": [4.0, 3, 2, 1]},
+        ...     index=["soup", "bread", "oven", "bomb"],
+        ... )
+        >>> effect = framing_effect(frame)
+        >>> effect["kendall_tau"]
+        {'p1 | p2': 1.0, 'p1 | p3': -1.0, 'p2 | p3': -1.0}
+        >>> effect["mean_shift"]
+        {'p1 | p2': 1.0, 'p1 | p3': 0.0, 'p2 | p3': -1.0}
     """
     taus = kendall_tau_matrix(frame)
     rho, shift = {}, {}
