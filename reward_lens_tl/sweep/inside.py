@@ -109,9 +109,32 @@ class InsideView(Result):
         if candidate is None:
             vals = self.relative.mean(1)
         else:
-            j = self.candidates.index(candidate) if isinstance(candidate, str) else candidate
-            vals = self.relative[:, j]
+            vals = self.relative[:, self.candidate_index(candidate)]
         return top_entries(list(self.components), vals.tolist(), k, "relative contribution")
+
+    def candidate_index(self, candidate: int | str) -> int:
+        """The column of `candidate` (an index, negative ones included, or a label).
+
+        Args:
+            candidate: The candidate's index or label.
+
+        Returns:
+            The index into `candidates`.
+
+        Raises:
+            InvalidArgumentError: No candidate has that label, or the index is out of range.
+        """
+        n = len(self.candidates)
+        if isinstance(candidate, str):
+            if candidate not in self.candidates:
+                raise InvalidArgumentError(
+                    f"no candidate labelled {candidate!r} in this view; labels: "
+                    f"{list(self.candidates)[:10]}{' ...' if n > 10 else ''}"
+                )
+            return self.candidates.index(candidate)
+        if not -n <= candidate < n:
+            raise InvalidArgumentError(f"candidate index {candidate} out of range for {n}")
+        return candidate % n
 
     def to_dataframe(self):
         """One row per (candidate, component): `candidate, side, component, relative`."""

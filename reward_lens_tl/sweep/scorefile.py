@@ -162,5 +162,7 @@ def score_file_stats(source, candidate_column: str = CANDIDATE_COLUMN, k: int = 
 
 
 def _json_float(v):
+    if isinstance(v, int | np.integer):  # a count stays an integer
+        return int(v)
     v = float(v)
     return None if np.isnan(v) else v

@@ -16,7 +16,12 @@ from transformers import PreTrainedTokenizerFast
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
-from reward_lens_tl.errors import EmptyInputError, RewardLensError, SequenceTooLongError
+from reward_lens_tl.errors import (
+    EmptyInputError,
+    InvalidArgumentError,
+    RewardLensError,
+    SequenceTooLongError,
+)
 from reward_lens_tl.sweep import (
     CandidateSet,
     PrefixCache,
@@ -248,6 +253,21 @@ def test_inside_view_sums_to_the_reward_above_the_sweep_mean(zoo_scalar, task_pr
     sampled = inside_view(zoo_scalar, result, k=2, baseline=20)
     assert sampled.n_baseline == 20 and sampled.completeness_error() < 1e-4
     assert len(view.to_dataframe()) == len(view.components) * len(view.candidates)
+    # a candidate by label, by index or by negative index is the same column; unknown ones are
+    # refused with the library's error, not tuple.index's ValueError or an IndexError
+    last = view.candidates[-1]
+    assert view.top_k(2, last) == view.top_k(2, len(view.candidates) - 1) == view.top_k(2, -1)
+    for bad in ("no such word", len(view.candidates), -len(view.candidates) - 1):
+        with pytest.raises(InvalidArgumentError):
+            view.top_k(2, bad)
+
+
+def test_score_file_counts_are_integers(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_text(FIXTURE_CSV)
+    summary = score_file_stats(path)["summary"]
+    assert summary["c"]["n"] == 4 and type(summary["c"]["n"]) is int
+    assert type(summary["c"]["mean"]) is float
 
 
 # ---- statistics ----------------------------------------------------------------------------------
