@@ -79,7 +79,7 @@ CONVERSATIONS: tuple[tuple[Any, str], ...] = (
 class CheckRow:
     """One diagnostic: its name, its status and the numbers/facts.
 
-    Args:
+    Attributes:
         check: The diagnostic's name.
         status: `"pass"`, `"warn"` or `"fail"`.
         detail: The numbers/facts behind the status.
@@ -108,9 +108,28 @@ class CheckRow:
 class CheckReport(Result):
     """The rows of `check`; `failed` is true when any row failed (the CLI exits 1).
 
-    Args:
+    Attributes:
         model: What was checked, as shown in the report.
         rows: One row per diagnostic.
+
+    Examples:
+        >>> from reward_lens_tl.diagnostics import CheckReport, CheckRow
+        >>> report = CheckReport(
+        ...     "my-rm",
+        ...     (
+        ...         CheckRow("load", "pass", "LlamaForSequenceClassification"),
+        ...         CheckRow("pad / EOS / BOS", "warn", "pad == EOS"),
+        ...     ),
+        ... )
+        >>> report.failed, report.status("pad / EOS / BOS")
+        (False, 'warn')
+        >>> print(report.to_text())
+        reward-lens check: my-rm
+        <BLANKLINE>
+        PASS  load             LlamaForSequenceClassification
+        WARN  pad / EOS / BOS  pad == EOS
+        <BLANKLINE>
+        1 pass, 1 warn, 0 fail
     """
 
     model: str

@@ -196,7 +196,21 @@ class NonFiniteActivationError(RewardLensError, ValueError):
 
 
 class FieldError(MalformedRecordError):
-    """One field failed validation. `field` names it; loaders add the file and record."""
+    """One field failed validation. `field` names it; loaders add the file and record.
+
+    Args:
+        field: Name of the field.
+        reason: What is wrong with it.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.errors import FieldError, MalformedRecordError
+        >>> try:
+        ...     PreferencePair("how bake bread", 1.0, "bomb")  # a response must be text
+        ... except FieldError as err:
+        ...     print(err.field, "|", err.reason, "|", isinstance(err, MalformedRecordError))
+        chosen | must be a str, got float | True
+    """
 
     def __init__(self, field: str, reason: str) -> None:
         """Record the failing field and why.
@@ -218,23 +232,79 @@ class ProvenanceMismatchError(RewardLensError, ValueError):
     """A resumable file written by another producer (model, inputs or arguments) than this run.
 
     The message names what differs, the file's value and this run's.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.errors import ProvenanceMismatchError
+        >>> from reward_lens_tl.provenance import ResumableLog
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
+        >>> with ResumableLog(path, {"format": "demo/1", "producer": {"seed": 0}}) as log:
+        ...     log.append([{"score": 1.5}])
+        >>> try:  # resuming the file with another seed
+        ...     with ResumableLog(path, {"format": "demo/1", "producer": {"seed": 1}}):
+        ...         pass
+        ... except ProvenanceMismatchError as err:
+        ...     print(str(err).split("; ")[1])
+        seed: the file says 0, this run is 1
     """
 
 
 class FileInUseError(RewardLensError, RuntimeError):
-    """Another process is writing the same resumable file; wait for it or use another path."""
+    """Another process is writing the same resumable file; wait for it or use another path.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.errors import FileInUseError
+        >>> from reward_lens_tl.provenance import ResumableLog
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
+        >>> header = {"format": "demo/1", "producer": {}}
+        >>> with ResumableLog(path, header) as log:  # this writer holds the file's lock
+        ...     try:
+        ...         with ResumableLog(path, header):  # a second writer (another process, say)
+        ...             pass
+        ...     except FileInUseError as err:
+        ...         print("is being written by another process" in str(err))
+        True
+    """
 
 
 class ResumableFileError(DataFormatError):
-    """A resumable file whose content cannot be resumed.
+    r"""A resumable file whose content cannot be resumed.
 
     A non-finite value, a record of the wrong size, a broken header; the message names the file and
     the line.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.errors import ResumableFileError
+        >>> from reward_lens_tl.provenance import ResumableLog
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
+        >>> header = {"format": "demo/1", "producer": {}}
+        >>> with ResumableLog(path, header) as log:
+        ...     log.append([{"score": 1.5}])
+        >>> with open(path, "a") as f:  # a record added by hand, holding NaN
+        ...     _ = f.write('{"score": NaN}\n')
+        >>> try:
+        ...     with ResumableLog(path, header):
+        ...         pass
+        ... except ResumableFileError as err:
+        ...     print(str(err).split("; ")[0].split(", ", 1)[1])
+        line 3: not a valid record (holds NaN, not a finite number)
     """
 
 
 class NonFiniteResultError(RewardLensError, ValueError):
-    """A computed score is NaN or infinite; it is never written to a file or returned."""
+    """A computed score is NaN or infinite; it is never written to a file or returned.
+
+    Examples:
+        >>> from reward_lens_tl.errors import NonFiniteResultError
+        >>> from reward_lens_tl.provenance import check_finite
+        >>> try:
+        ...     check_finite([0.5, float("inf")], "rewards of batch 2")
+        ... except NonFiniteResultError as err:
+        ...     print(str(err).split(";")[0])
+        rewards of batch 2: value 1 is inf
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +315,21 @@ class AlignmentError(RewardLensError, ValueError):
     """Clean and corrupted positions cannot be aligned as requested.
 
     For example `"exact"` with two lengths, or `"prefix"` without a known prefix length.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import AlignmentError
+        >>> from reward_lens_tl.patching import align, as_run
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> clean, corrupted = as_run(model, [1, 5, 6, 7, 8]), as_run(model, [1, 9, 7])
+        >>> try:
+        ...     align(clean, corrupted, "exact")  # position by position, but 5 vs 3 tokens
+        ... except AlignmentError as err:
+        ...     print(str(err).split(";")[0])
+        alignment='exact' needs equal lengths
+        >>> align(clean, corrupted, "end").labels()  # aligned at the reading token instead
+        ('end-2', 'end-1', 'end-0')
     """
 
 
@@ -252,6 +337,18 @@ class PatchingError(RewardLensError, ValueError):
     """A patching request that cannot be carried out as given.
 
     Unknown site or mode, a metric returning the wrong shape, an undefined restored fraction, ...
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import PatchingError
+        >>> from reward_lens_tl.patching import activation_patching
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> try:
+        ...     activation_patching(model, [1, 5, 6, 7, 8])  # no corrupted run to patch from
+        ... except PatchingError as err:
+        ...     print(err)
+        mode='denoising' needs a corrupted input
     """
 
 
@@ -259,6 +356,19 @@ class UnsupportedModelError(RewardLensError, NotImplementedError):
     """A model feature a patching method does not handle.
 
     The message says which, and what still works.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import UnsupportedModelError
+        >>> from reward_lens_tl.patching import atp_star
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> model.set_use_split_qkv_input(True)  # TL's separate q/k/v inputs
+        >>> try:
+        ...     atp_star(model, [1, 5, 6, 7, 2], [1, 5, 9, 7, 2])
+        ... except UnsupportedModelError as err:
+        ...     print(str(err).split("; ")[1])
+        use qk_fix=False (plain AtP, GradDrop still works)
     """
 
 
@@ -267,7 +377,20 @@ class UnsupportedModelError(RewardLensError, NotImplementedError):
 
 
 class SAEHookError(UnknownHookError):
-    """An SAE's hook name does not exist on the model (sae_lens would only log a warning)."""
+    """An SAE's hook name does not exist on the model (sae_lens would only log a warning).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import SAEHookError, UnknownHookError
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))  # 2 layers
+        >>> try:
+        ...     random_topk_sae(model, "blocks.5.hook_resid_post")
+        ... except SAEHookError as err:
+        ...     print(str(err).split(";")[0], isinstance(err, UnknownHookError))
+        unknown hook name(s) ['blocks.5.hook_resid_post'] True
+    """
 
 
 class SAESiteError(RewardLensError, ValueError):
@@ -275,6 +398,21 @@ class SAESiteError(RewardLensError, ValueError):
 
     For example a direct feature attribution for an SAE that does not read the final residual
     stream.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import SAESiteError
+        >>> from reward_lens_tl.sae import feature_attribution
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))  # 2 layers
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=16, k=2)
+        >>> try:
+        ...     feature_attribution(model, sae, torch.tensor([[1, 5, 6, 2]]))
+        ... except SAESiteError as err:
+        ...     print(str(err).split(" 'blocks")[0])
+        direct feature attribution needs an SAE on the final residual
     """
 
 
@@ -283,11 +421,38 @@ class UnsupportedSAEError(RewardLensError, NotImplementedError):
 
     Its decoder is not linear in its latents (run-time activation normalisation) or it writes to a
     different hook (transcoders), where linearity is needed.
+
+    Examples:
+        >>> from sae_lens import TopKSAE, TopKSAEConfig
+        >>> from sae_lens.saes.sae import SAEMetadata
+        >>> from reward_lens_tl.errors import UnsupportedSAEError
+        >>> from reward_lens_tl.sae import decoder_directions
+        >>> cfg = TopKSAEConfig(d_in=64, d_sae=16, k=2, normalize_activations="layer_norm",
+        ...                     metadata=SAEMetadata(hook_name="blocks.1.hook_resid_post"))
+        >>> try:
+        ...     decoder_directions(TopKSAE(cfg))
+        ... except UnsupportedSAEError as err:
+        ...     print(str(err).split(";")[0])
+        this SAE normalises activations at run time ('layer_norm'), so its decoder is not linear
+        in the latents
     """
 
 
 class EmptyActivationsError(RewardLensError, ValueError):
-    """No (non-padding) activations were produced from the input given."""
+    """No (non-padding) activations were produced from the input given.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import EmptyActivationsError
+        >>> from reward_lens_tl.sae import collect_activations
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> try:
+        ...     collect_activations(model, "blocks.0.hook_resid_post", [])  # no sequences
+        ... except EmptyActivationsError as err:
+        ...     print(err)
+        no activations at blocks.0.hook_resid_post: the source was empty
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,7 +460,21 @@ class EmptyActivationsError(RewardLensError, ValueError):
 
 
 class ProbeError(RewardLensError, ValueError):
-    """A probe or a probe run that is set up wrongly (bad `at=`, duplicate names, ...)."""
+    """A probe or a probe run that is set up wrongly (bad `at=`, duplicate names, ...).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import ProbeError
+        >>> from reward_lens_tl.probes import Probe, run_probes
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> twice = [Probe.insert("great", name="opener"), Probe.insert("please", name="opener")]
+        >>> try:
+        ...     run_probes(model, [("how bake bread", "the oven")], twice)
+        ... except ProbeError as err:
+        ...     print(err)
+        probe names must be unique; repeated: ['opener']
+    """
 
 
 class TooFewExamplesError(ProbeError):
@@ -303,6 +482,15 @@ class TooFewExamplesError(ProbeError):
 
     No infinite effect sizes, no correlations of ±1 from two points: the message says how many there
     are and are needed.
+
+    Examples:
+        >>> from reward_lens_tl.errors import ProbeError, TooFewExamplesError
+        >>> from reward_lens_tl.probes import summarize_deltas
+        >>> try:
+        ...     summarize_deltas([0.1, 0.2, 0.3], natural_sd=1.0)  # three reward deltas
+        ... except TooFewExamplesError as err:
+        ...     print(str(err).split(";")[0], isinstance(err, ProbeError))
+        probe deltas: 3 values, fewer than the 10 needed for a meaningful estimate True
     """
 
 
@@ -310,6 +498,22 @@ class ProbeFunctionError(ProbeError):
     """A probe's edit function failed (a bug in the probe, not a reason to skip an example).
 
     The message names the probe, the example and the original error (chained as the cause).
+
+    Examples:
+        >>> import random
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import ProbeFunctionError
+        >>> from reward_lens_tl.probes import Probe
+        >>> from reward_lens_tl.probes.runner import apply_probe, as_items
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> item = as_items(model, [("how bake bread", "the oven")])[0]
+        >>> broken = Probe("broken", lambda conv: conv.response[10])  # a bug: an index error
+        >>> try:
+        ...     apply_probe(model, broken, item, random.Random(0), index=0)
+        ... except ProbeFunctionError as err:
+        ...     print(str(err).split(". ")[0], "|", type(err.__cause__).__name__)
+        probe 'broken' failed on example 0: IndexError: tuple index out of range | IndexError
     """
 
     @classmethod
@@ -336,6 +540,30 @@ class ProbeSkip(Exception):  # noqa: N818 - a control-flow signal, not an error 
     """Raised inside a probe's edit function: this probe does not apply to this example.
 
     The reason is recorded per example in the report (`report.skipped`); the run goes on.
+
+    Args:
+        reason: Why the probe does not apply to this example.
+
+    Examples:
+        An edit that applies only to responses that mention the oven:
+
+        >>> import random
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import ProbeNotApplicableError, ProbeSkip
+        >>> from reward_lens_tl.probes import Probe
+        >>> from reward_lens_tl.probes.runner import apply_probe, as_items
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> def repeat_oven(conv):
+        ...     if "oven" not in conv.response_text:
+        ...         raise ProbeSkip("the response does not mention the oven")
+        ...     return conv.with_response(conv.response * 2)
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> item = as_items(model, [("tell a song", "the melody")])[0]
+        >>> try:  # run_probes lists this reason in report.skipped and goes on
+        ...     apply_probe(model, Probe("repeat_oven", repeat_oven), item, random.Random(0))
+        ... except ProbeNotApplicableError as err:
+        ...     print(err.reason)
+        the response does not mention the oven
     """
 
     def __init__(self, reason: str):
@@ -355,7 +583,12 @@ class ProbeNotApplicableError(ProbeError):
     library refused the edited text (`refusal` keeps that error). `reason` is the line
     `report.skipped` lists; `run_probes` records it and goes on.
 
+    Args:
+        reason: The line `report.skipped` lists.
+        refusal: The library's error refusing the edited text, if that is the reason.
+
     Examples:
+        >>> from reward_lens_tl.errors import ProbeNotApplicableError, RewardLensError
         >>> err = ProbeNotApplicableError("the edit changes nothing (same token ids)")
         >>> err.reason, err.refusal is None, isinstance(err, RewardLensError)
         ('the edit changes nothing (same token ids)', True, True)
@@ -381,15 +614,38 @@ class UnknownCandidateError(TokenOutOfVocabError):
     """A candidate word (or token id) that the model's vocabulary does not have.
 
     The message names the candidates.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # a 122-word vocabulary
+        >>> token_sweep(model, "how bake bread", ["soup", "xylophone"])
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.UnknownCandidateError: 1 candidate(s) are not in the vocabulary ...
     """
 
 
 class ScoreFileError(DataFormatError):
-    """A score CSV that cannot be read as one.
+    r"""A score CSV that cannot be read as one.
 
     A score CSV without the candidate column, with too few model columns, with a column that is not
     numeric or not finite, or with a repeated candidate (the message names the file, the column and
     the row).
+
+    Examples:
+        >>> import io
+        >>> from reward_lens_tl.errors import ScoreFileError
+        >>> from reward_lens_tl.sweep import read_score_csv
+        >>> csv = "word,m1,m2\nsoup,1.5,2.0\nbomb,-3.0,-1.0\n"
+        >>> try:
+        ...     read_score_csv(io.StringIO(csv))  # expects the candidates in a column `name`
+        ... except ScoreFileError as err:
+        ...     print(str(err).split(";")[0])
+        <stream> has no candidate column 'name' (columns: ['word', 'm1', 'm2'])
+        >>> read_score_csv(io.StringIO(csv), candidate_column="word").index.tolist()
+        ['soup', 'bomb']
     """
 
 
@@ -398,14 +654,48 @@ class ResumeMismatchError(ProvenanceMismatchError):
 
     Another model, prompt, candidate set, objective, method or chunk size; the message names what
     differs, the file's value and this run's. Delete it or pass another path.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import ResumeMismatchError
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sweep.jsonl"
+        >>> words = ["soup", "bomb", "oven"]
+        >>> _ = token_sweep(model, "how bake bread", words, chunk_size=2, resume=path)
+        >>> try:
+        ...     token_sweep(model, "how bake bread", words, chunk_size=3, resume=path)
+        ... except ResumeMismatchError as err:
+        ...     print(str(err).split("; ")[1])
+        sweep.chunk_size: the file says 2, this run is 3
     """
 
 
 class ResumeFileError(ResumableFileError):
-    """A resume file's chunk that cannot be used.
+    r"""A resume file's chunk that cannot be used.
 
     A non-finite score, too few or too many scores, a start that is not one of the sweep's chunks;
     the message names file and line.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import ResumeFileError
+        >>> from reward_lens_tl.sweep import token_sweep
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sweep.jsonl"
+        >>> words = ["soup", "bomb", "oven"]
+        >>> _ = token_sweep(model, "how bake bread", words, chunk_size=2, resume=path)
+        >>> with open(path, "a") as f:  # chunks start at 0 and 2: a record that is neither
+        ...     _ = f.write('{"start": 7, "scores": [0.0]}\n')
+        >>> try:
+        ...     token_sweep(model, "how bake bread", words, chunk_size=2, resume=path)
+        ... except ResumeFileError as err:
+        ...     print(str(err).split(", ", 1)[1])
+        line 4: chunk start 7 is not one of this sweep's chunks
     """
 
 
@@ -418,17 +708,57 @@ class VocabularyMismatchError(RewardLensError, ValueError):
 
     Their log-probs of the same token ids are then not log-probs of the same text and their ratio is
     meaningless.
+
+    Examples:
+        >>> from reward_lens_tl.errors import VocabularyMismatchError
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> try:  # the judge is not the policy's reference: another vocabulary
+        ...     ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("judge"))
+        ... except VocabularyMismatchError as err:
+        ...     print(str(err).split(":")[0])
+        policy has d_vocab=122 but reference has d_vocab=128
     """
 
 
 class EmptyResponseMaskError(RewardLensError, ValueError):
-    """A response mask selects no token of some row (an implicit reward would silently be 0)."""
+    """A response mask selects no token of some row (an implicit reward would silently be 0).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.errors import EmptyResponseMaskError
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "great soup")])
+        >>> try:
+        ...     irm.log_ratios(ids, torch.zeros_like(response), attention)
+        ... except EmptyResponseMaskError as err:
+        ...     print(str(err).split(":")[0])
+        the response mask selects no token in rows [0]
+    """
 
 
 class NonlinearUnembedError(RewardLensError, ValueError):
     """The policy's logits go through a non-linearity after the unembed (a logit soft-cap).
 
     The taken token's logit then has no exact linear split into components.
+
+    Examples:
+        >>> from reward_lens_tl.errors import NonlinearUnembedError
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, load_causal_lm
+        >>> from reward_lens_tl.implicit import implicit_attribution
+        >>> from reward_lens_tl.inputs import EncodedConversation
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> policy = load_causal_lm(tiny_causal_lm("gemma2", 0)[0])  # Gemma-2 soft-caps logits
+        >>> reference = load_causal_lm(tiny_causal_lm("gemma2", 1)[0])
+        >>> irm = ImplicitRewardModel(policy, reference, beta=0.1)
+        >>> ids, attention, response = irm.batch([EncodedConversation(tuple(range(3, 12)), 4)])
+        >>> try:
+        ...     implicit_attribution(irm, ids, response, attention)
+        ... except NonlinearUnembedError as err:
+        ...     print(str(err).split(",")[0])
+        this policy soft-caps its logits (output_logits_soft_cap > 0)
     """
 
 
@@ -441,11 +771,43 @@ class BackboneMismatchError(RewardLensError, ValueError):
 
     Depth, width, heads or component labels differ, so no component of one corresponds to one of the
     other.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import compare_models
+        >>> from reward_lens_tl.errors import BackboneMismatchError
+        >>> from reward_lens_tl.inputs import EncodedConversation
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> two = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> one = HookedRewardModel.from_pretrained(tiny_reward_model("llama", num_hidden_layers=1))
+        >>> pair = (EncodedConversation((1, 5, 6, 7, 2), 2), EncodedConversation((1, 5, 8, 2), 2))
+        >>> cmp = compare_models({"two": two, "one": one}, [pair], n_boot=10)
+        >>> try:
+        ...     cmp.attribution_rank_correlation("two", "one")
+        ... except BackboneMismatchError as err:
+        ...     print(str(err).split(" (")[0])
+        'two' and 'one' have different backbones
     """
 
 
 class UnknownModelError(RewardLensError, KeyError):
-    """A model name that is not part of the comparison."""
+    """A model name that is not part of the comparison.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import compare_models
+        >>> from reward_lens_tl.errors import UnknownModelError
+        >>> from reward_lens_tl.inputs import EncodedConversation
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> pair = (EncodedConversation((1, 5, 6, 7, 2), 2), EncodedConversation((1, 5, 8, 2), 2))
+        >>> cmp = compare_models({"a": model, "b": model}, [pair], n_boot=10)
+        >>> try:
+        ...     cmp.run("c")
+        ... except UnknownModelError as err:
+        ...     print(err, isinstance(err, KeyError))
+        unknown model 'c'; this comparison has ('a', 'b') True
+    """
 
     def __str__(self) -> str:
         """The message itself (not its repr, as `KeyError` would print)."""
@@ -456,6 +818,21 @@ class PreEncodedPairsError(VocabularyMismatchError):
     """Pre-encoded pairs (token ids) given to models whose tokenizers differ.
 
     The same ids are different text for each model. Pass the pairs as text (prompt/chosen/rejected).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import compare_models
+        >>> from reward_lens_tl.errors import PreEncodedPairsError
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> zoo = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> tiny = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)  # the zoo's token ids
+        >>> try:
+        ...     compare_models({"zoo": zoo, "tiny": tiny}, pairs)
+        ... except PreEncodedPairsError as err:
+        ...     print(str(err).split(" (")[0])
+        pairs [0, 1] are token ids, but the models' tokenizers differ
     """
 
 
@@ -468,11 +845,34 @@ class ScoreMismatchError(RewardLensError, ValueError):
 
     Unknown or duplicate item ids, another benchmark, or a different number of responses; the
     message names file, record and field.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.errors import ScoreMismatchError
+        >>> from reward_lens_tl.evals import ScoreRecord, ScoreSet, align_scores
+        >>> items = [PreferencePair("how bake bread", "oven", "bomb", subset="s")]  # id s/0
+        >>> scores = ScoreSet([ScoreRecord("rewardbench", "s/7", (1.0,), (0.0,), subset="s")],
+        ...                   source="scores.jsonl")
+        >>> try:
+        ...     align_scores(scores, items)
+        ... except ScoreMismatchError as err:
+        ...     print(str(err).split(";")[0])
+        scores.jsonl: record 0 (id='s/7'), field 'id': no data item has this id
     """
 
 
 class UnknownBenchmarkError(RewardLensError, ValueError):
-    """A benchmark name the harness does not know (the message lists the known ones)."""
+    """A benchmark name the harness does not know (the message lists the known ones).
+
+    Examples:
+        >>> from reward_lens_tl.errors import UnknownBenchmarkError
+        >>> from reward_lens_tl.evals import check_benchmark
+        >>> try:
+        ...     check_benchmark("mmlu")
+        ... except UnknownBenchmarkError as err:
+        ...     print(err)
+        unknown benchmark 'mmlu'; known benchmarks: rewardbench, rewardbench2, rewardmath, rmbench
+    """
 
 
 class ScoreProducerMismatchError(ScoreMismatchError, ProvenanceMismatchError):
@@ -481,6 +881,19 @@ class ScoreProducerMismatchError(ScoreMismatchError, ProvenanceMismatchError):
     Another model (weights, config, tokenizer) or other result-changing arguments (truncation,
     objective), or one of its records scored an item whose texts have changed since; the message
     names both producers.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.errors import ProvenanceMismatchError, ScoreProducerMismatchError
+        >>> from reward_lens_tl.evals import ScoreRecord, ScoreWriter
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
+        >>> with ScoreWriter(path, "rewardbench", producer={"model": {"name": "rm-v1"}}) as out:
+        ...     out.write(ScoreRecord("rewardbench", "a/0", (1.0,), (0.5,), subset="a"))
+        >>> try:  # resuming the file with another model's scores
+        ...     ScoreWriter(path, "rewardbench", producer={"model": {"name": "rm-v2"}})
+        ... except ScoreProducerMismatchError as err:
+        ...     print(str(err).split("; ")[1], isinstance(err, ProvenanceMismatchError))
+        model.name: the file says 'rm-v1', this run is 'rm-v2' True
     """
 
 
@@ -492,6 +905,15 @@ class ReportError(RewardLensError, ValueError):
     """A report that cannot be written as asked (unwritable folder, a resume with other arguments).
 
     Nothing half-written is left under the final name.
+
+    Examples:
+        >>> import tempfile
+        >>> from reward_lens_tl.errors import ReportError
+        >>> from reward_lens_tl.report import build_report
+        >>> build_report(out_dir=tempfile.mkdtemp(), resume=True)  # nothing started there yet
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.ReportError: nothing to resume in ... run without --resume
     """
 
 
@@ -594,9 +1016,25 @@ class StepSeparatorError(InvalidArgumentError):
 
 
 class StepScoresMismatchError(ScoreMismatchError):
-    """Per-step scores whose number does not match the solution's steps.
+    r"""Per-step scores whose number does not match the solution's steps.
 
     Scores of a PRM score file or a call; the message names the record.
+
+    Examples:
+        >>> from reward_lens_tl.data import RankedItem
+        >>> from reward_lens_tl.errors import StepScoresMismatchError
+        >>> from reward_lens_tl.evals import ScoreSet, StepScoreRecord, align_scores
+        >>> steps = (("a", "b"), ("c",))  # the correct solution's two steps, the other's one
+        >>> item = RankedItem("1+1?", "a\nb", ("c",), id=0, metadata={"steps": steps})
+        >>> record = StepScoreRecord(
+        ...     "rewardmath", 0, chosen_steps=((0.9,),), rejected_steps=((0.2,),)
+        ... )
+        >>> try:  # one step score for the correct solution's two steps
+        ...     align_scores(ScoreSet([record], source="prm.jsonl"), [item])
+        ... except StepScoresMismatchError as err:
+        ...     print(str(err).split(";")[0])
+        prm.jsonl: record 0 (id=0), solution 0 (0: the correct one): 1 step scores but the
+        solution has 2 steps
     """
 
 

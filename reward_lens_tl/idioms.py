@@ -51,7 +51,28 @@ else:
 
 
 class RewardModelIdioms(_Host):
-    """TL's tokenisation and LM utilities, answered the reward-model way."""
+    """TL's tokenisation and LM utilities, answered the reward-model way.
+
+    A mixin of `HookedRewardModel`: its methods are called on a loaded model.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import NotForRewardModelsError
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> ids = model.to_tokens([("tell a song", "the melody"), ("explain how to bake", "flour")])
+        >>> ids.shape, ids[:, -1].tolist() == [model.eos_token_id] * 2  # left padded
+        (torch.Size([2, 11]), True)
+        >>> model.to_str_tokens(("tell a song", "the melody"))[:4]
+        ['<bos>', '<|user|>', 'tell', 'a']
+        >>> bool((model.tokens_to_residual_directions(0) == model.W_U[:, 0]).all())
+        True
+        >>> try:
+        ...     model.to_tokens("tell a song")  # a bare text has no chat template
+        ... except NotForRewardModelsError as err:
+        ...     print(str(err)[:56])
+        to_tokens got text. a reward model scores a conversation
+    """
 
     if TYPE_CHECKING:  # provided by HookedRewardModel
         pad_token_id: int | None
@@ -83,6 +104,32 @@ class RewardModelIdioms(_Host):
         string or list of strings is refused: without the template, the reward changes.
         `padding_side="right"` is honoured (and the forward then warns that `-1` is a pad
         in the shorter rows).
+
+        Args:
+            input: A `(prompt, response)` pair or a list of them.
+            prepend_bos: Accepted for TL compatibility and ignored: the chat template decides
+                whether BOS comes first.
+            padding_side: `"left"` (the default, `None`) or `"right"`.
+            move_to_device: Move the ids to `cfg.device`.
+            truncate: Drop the end of a response that does not fit the context (`True`), or
+                raise `SequenceTooLongError` (`False`).
+
+        Returns:
+            The padded ids, `[batch, pos]`.
+
+        Raises:
+            NotForRewardModelsError: `input` is text or a list of texts, not pairs.
+            SequenceTooLongError: A conversation does not fit and `truncate=False`.
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+            >>> ids = model.to_tokens([("tell a song", "the melody"), ("why", "so")])
+            >>> ids.tolist()[1][:3] == [model.pad_token_id] * 3, ids.shape
+            (True, torch.Size([2, 11]))
+            >>> model.to_tokens(("tell a song", "the " * 100)).shape  # truncated to n_ctx
+            torch.Size([1, 64])
         """
         from .inputs import pad_batch
 
@@ -98,6 +145,24 @@ class RewardModelIdioms(_Host):
         A `(prompt, response)` pair gives the tokens of its encoded conversation (template, BOS,
         EOS); ids (a tensor or list of ints) are converted as TL does; a bare string is refused (see
         `to_tokens`).
+
+        Args:
+            input: A `(prompt, response)` pair, a list of pairs, or token ids.
+            prepend_bos: Passed to TL for token ids; ignored for pairs (the template decides).
+            padding_side: Passed to TL for token ids; ignored for pairs.
+
+        Returns:
+            The token strings (a list of lists for a list of pairs).
+
+        Raises:
+            NotForRewardModelsError: `input` is a bare string.
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+            >>> model.to_str_tokens(("why", "so"))
+            ['<bos>', '<|user|>', 'why', '<|end|>', '<|assistant|>', 'so', '<|end|>', '<eos>']
         """
         if _is_pair(input):
             ids = list(self.encode_conversation(*input).ids)
@@ -140,6 +205,26 @@ class RewardModelIdioms(_Host):
         strings) have no direction here. On a gated ArmoRM-style head, whose reward (the gated
         score) has a direction that depends on the input, an index is ambiguous and refused: name
         the objective, or use `model.score_direction(ids)`.
+
+        Args:
+            tokens: An objective index (an int or a tensor of indices) or an objective name.
+
+        Returns:
+            The direction, `[d_model]` (with the index tensor's shape in front for a tensor).
+
+        Raises:
+            NotForRewardModelsError: `tokens` is vocabulary text or out-of-range indices.
+            AmbiguousObjectiveError: An index on a gated head.
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> model = HookedRewardModel.from_pretrained(zoo_path("multi"))
+            >>> model.objective_names
+            ('helpfulness', 'harmlessness', 'verbosity')
+            >>> direction = model.tokens_to_residual_directions("harmlessness")
+            >>> direction.shape, bool((direction == model.W_U[:, 1]).all())
+            (torch.Size([64]), True)
         """
         names = tuple(getattr(self, "objective_names", ()))
         if isinstance(tokens, str):
@@ -174,6 +259,12 @@ class RewardModelIdioms(_Host):
         """Refused.
 
         Vocabulary tokens have no reward-head column (used by TL's `logit_attrs` and `test_prompt`).
+
+        Args:
+            string: The text TL would look up in the vocabulary.
+
+        Raises:
+            NotForRewardModelsError: Always.
         """
         raise NotForRewardModelsError(
             f"to_single_token({string!r}): a reward model's outputs are objectives, not "

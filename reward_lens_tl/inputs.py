@@ -56,10 +56,21 @@ class EncodedConversation:
     response content tokens dropped from the end)`; it is not part of equality.
     Out-of-range or non-integer positions are an `InvalidArgumentError`.
 
+    Attributes:
+        ids: The token ids of the whole conversation (template parts included).
+        response_start: The index of the response's first token (the length of the prompt part).
+        response_end: Where the template's suffix starts, or `None` when not recorded.
+        dropped: `(prompt content tokens dropped, response content tokens dropped)` by
+            truncation; keyword-only, not part of equality.
+
     Examples:
+        >>> from reward_lens_tl.inputs import EncodedConversation
         >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 2), response_start=2)
         >>> enc.suffix_start(eos_token_id=2), enc.response_ids(eos_token_id=2)
         (4, (8, 9))
+        >>> enc = EncodedConversation(ids=(1, 7, 8, 9, 5, 2), response_start=2, response_end=4)
+        >>> enc.prompt_ids(), enc.response_ids(), enc.suffix_ids(), len(enc)
+        ((1, 7), (8, 9), (5, 2), 6)
     """
 
     ids: tuple[int, ...]
@@ -95,6 +106,12 @@ class EncodedConversation:
         """Where the template's suffix starts: `response_end` when recorded.
 
         Otherwise a trailing `eos_token_id` is the suffix; otherwise the sequence's end.
+
+        Args:
+            eos_token_id: The EOS id, read only when `response_end` was not recorded.
+
+        Returns:
+            The index of the suffix's first token (`len(ids)` when there is none).
         """
         if self.response_end is not None:
             return self.response_end
@@ -108,11 +125,27 @@ class EncodedConversation:
         return self.ids[: self.response_start]
 
     def response_ids(self, eos_token_id: int | None = None) -> tuple[int, ...]:
-        """The response content (without the template's suffix)."""
+        """The response content (without the template's suffix).
+
+        Args:
+            eos_token_id: The EOS id, read only when `response_end` was not recorded (see
+                `suffix_start`).
+
+        Returns:
+            The ids from `response_start` to the suffix.
+        """
         return self.ids[self.response_start : self.suffix_start(eos_token_id)]
 
     def suffix_ids(self, eos_token_id: int | None = None) -> tuple[int, ...]:
-        """The template's suffix after the response (end-of-turn, EOS)."""
+        """The template's suffix after the response (end-of-turn, EOS).
+
+        Args:
+            eos_token_id: The EOS id, read only when `response_end` was not recorded (see
+                `suffix_start`).
+
+        Returns:
+            The ids from the suffix's start to the end.
+        """
         return self.ids[self.suffix_start(eos_token_id) :]
 
 
@@ -179,7 +212,26 @@ def encode_conversation(
     `.dropped` records how many content tokens each side lost. If even an empty prompt (or
     response) does not fit, `SequenceTooLongError` says so and names the mode that can.
 
+    Args:
+        tokenizer: A Hugging Face tokenizer.
+        prompt: The user's text, or a list of `{"role", "content"}` messages.
+        response: The assistant's response to score.
+        max_length: The most ids the conversation may have (`None`: no limit).
+        truncation: `"error"`, `"left"`, `"right"` or `"both"` (above).
+        use_chat_template: Use the tokenizer's chat template (`True`), the plain HH format
+            (`False`), or the template when the tokenizer has one (`None`).
+
+    Returns:
+        The ids with the response's span (and `.dropped` when truncated).
+
+    Raises:
+        SequenceTooLongError: The conversation is longer than `max_length` and `truncation`
+            cannot fit it.
+        TemplateError: A malformed prompt or response, or one the chat template rejects.
+        InvalidArgumentError: An unknown `truncation`.
+
     Examples:
+        >>> from reward_lens_tl.inputs import encode_conversation
         >>> from reward_lens_tl.testing import tiny_tokenizer
         >>> tok = tiny_tokenizer()
         >>> enc = encode_conversation(tok, "w6 w7 w8 w9", "w10 w11", max_length=7,
@@ -470,6 +522,29 @@ def pad_batch(
     Rows are **left** padded: every row's reward is then read at the same position counted from the
     end (`-1` when the pooling token is the last one), so TransformerLens's `[:, -1]` habits read
     each row's reward (see `reward_lens_tl.padding`).
+
+    Args:
+        sequences: Rows of integer token ids, or `EncodedConversation`s.
+        pad_token_id: The pad id; `None` is allowed for a single row only.
+        padding_side: `"left"` (the default) or `"right"`.
+
+    Returns:
+        The ids and the attention mask (1 on real tokens), both `[batch, pos]` long tensors.
+
+    Raises:
+        MissingPadTokenError: Several rows and `pad_token_id=None`.
+        EmptyInputError: No sequences.
+        InvalidArgumentError: Ids that are not integers, or an unknown `padding_side`.
+
+    Examples:
+        >>> from reward_lens_tl.inputs import EncodedConversation, pad_batch
+        >>> rows = [[5, 6, 7], EncodedConversation(ids=(8, 9), response_start=1)]
+        >>> ids, mask = pad_batch(rows, pad_token_id=0)
+        >>> ids.tolist(), ids[:, -1].tolist()  # the last column is every row's last token
+        ([[5, 6, 7], [0, 8, 9]], [7, 9])
+        >>> ids, mask = pad_batch(rows, pad_token_id=0, padding_side="right")
+        >>> ids.tolist(), mask.sum(1).tolist()
+        ([[5, 6, 7], [8, 9, 0]], [3, 2])
     """
     seqs = [s.ids if isinstance(s, EncodedConversation) else s for s in sequences]
     return left_pad(seqs, pad_token_id, padding_side)

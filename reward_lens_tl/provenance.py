@@ -102,7 +102,20 @@ _CFG_IGNORED = frozenset(
 def content_hash(value: Any, n: int = 16) -> str:
     """The first `n` hex digits of the SHA-256 of `value` as canonical JSON.
 
+    Canonical: keys sorted, so two dicts with the same items hash alike whatever their order;
+    a value JSON cannot write is hashed as its `str`.
+
+    Args:
+        value: Anything JSON can write (dicts, lists, strings, numbers).
+        n: How many hex digits to keep (at most 64).
+
+    Returns:
+        The hash, `n` lowercase hex digits.
+
     Examples:
+        >>> from reward_lens_tl.provenance import content_hash
+        >>> len(content_hash([1, 2, 3])), len(content_hash([1, 2, 3], n=8))
+        (16, 8)
         >>> content_hash({"b": [1, 2], "a": "x"}) == content_hash({"a": "x", "b": [1, 2]})
         True
     """
@@ -116,8 +129,16 @@ def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
     Every byte of a file is hashed; a folder gives its sorted relative names and their hashes.
     `name` is the base name only: no local path.
 
+    Args:
+        path: A file or a folder.
+
+    Returns:
+        The base name, the size in bytes (all files together for a folder) and the first 16 hex
+        digits of the SHA-256.
+
     Examples:
         >>> import tempfile, pathlib
+        >>> from reward_lens_tl.provenance import file_fingerprint
         >>> p = pathlib.Path(tempfile.mkdtemp()) / "data.jsonl"
         >>> _ = p.write_text("{}\n")
         >>> file_fingerprint(p)["size"]
@@ -151,12 +172,21 @@ def model_fingerprint(model) -> dict[str, str | None]:
     fine-tune, retraining or noise added to a tensor changes sampled values; an edit confined
     to unsampled elements of every tensor would not be seen.
 
+    Args:
+        model: A converted model (`HookedRewardModel` or a subclass).
+
+    Returns:
+        The six facts, as strings (`tokenizer` is `None` for a model without a tokenizer).
+
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.provenance import model_fingerprint
         >>> from reward_lens_tl.zoo import zoo_path
         >>> fp = model_fingerprint(HookedRewardModel.from_pretrained(zoo_path("scalar")))
-        >>> fp["name"], len(fp["weights"])
-        ('scalar', 16)
+        >>> sorted(fp)
+        ['architecture', 'config', 'dtype', 'name', 'tokenizer', 'weights']
+        >>> fp["name"], fp["dtype"], len(fp["weights"])
+        ('scalar', 'float32', 16)
     """
     return {
         "name": _model_name(model),
@@ -230,6 +260,27 @@ def check_producer(
 
     The file's producer is `recorded`, this run's `expected`; `recorded=None` is a file that records
     no producer. `what` names the other producer in the message ("... was written by <what>: ...").
+
+    Args:
+        path: The file, named in the message.
+        recorded: The producer the file records, or `None` when it records none.
+        expected: This run's producer.
+        error: The error class to raise (a `ProvenanceMismatchError` subclass).
+        what: Names the other producer in the message.
+
+    Raises:
+        ProvenanceMismatchError: (or `error`) the file records no producer, or another one.
+
+    Examples:
+        >>> from reward_lens_tl.errors import ProvenanceMismatchError
+        >>> from reward_lens_tl.provenance import check_producer
+        >>> mine = {"model": {"name": "m", "weights": "ab12"}, "seed": 0}
+        >>> check_producer("run.jsonl", mine, mine)  # the same producer: silent
+        >>> try:
+        ...     check_producer("run.jsonl", {**mine, "seed": 1}, mine)
+        ... except ProvenanceMismatchError as err:
+        ...     print(str(err).split("; ")[1])
+        seed: the file says 1, this run is 0
     """
     if recorded is None:
         raise error(
@@ -266,7 +317,16 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]
 def check_finite(values: Iterable[float], where: str) -> None:
     """Raise `NonFiniteResultError` if a value is NaN or infinite (`where` names it).
 
+    Args:
+        values: The numbers to check.
+        where: What they are, named at the start of the error message.
+
+    Raises:
+        NonFiniteResultError: A value is NaN or infinite.
+
     Examples:
+        >>> from reward_lens_tl.provenance import check_finite
+        >>> check_finite([1.0, 2.5], "chunk 2")  # all finite: silent
         >>> check_finite([1.0, float("nan")], "chunk 3")
         Traceback (most recent call last):
         ...
@@ -295,6 +355,26 @@ class ResumableLog:
     JSON)` of the records (a line that is not JSON, or holds NaN/Infinity, is
     `ResumableFileError`); `append` writes records (the header first when the file
     is new). On exit a file that never received a record is removed.
+
+    Args:
+        path: The file.
+        header: This run's producer, checked against the file's.
+        fresh: Empty the file instead of reading it.
+        mismatch: The error raised when the producers differ.
+        what: Name of the other producer in that error's message.
+
+    Examples:
+        >>> import tempfile, pathlib
+        >>> from reward_lens_tl.provenance import ResumableLog
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.jsonl"
+        >>> header = {"format": "demo/1", "producer": {"model": {"name": "m"}}}
+        >>> with ResumableLog(path, header) as log:  # a first run writes two records
+        ...     log.append([{"i": 0, "score": 0.5}, {"i": 1, "score": -1.0}])
+        >>> with ResumableLog(path, header) as log:  # a resumed run reads them back
+        ...     done = {record["i"] for _, record in log.records}
+        ...     log.append([{"i": 2, "score": 2.0}])
+        >>> done, len(path.read_text().splitlines())  # the header and three records
+        ({0, 1}, 4)
     """
 
     def __init__(
@@ -405,7 +485,15 @@ class ResumableLog:
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append `records` (one JSON line each, preceded by the header in a new file)."""
+        """Append `records` (one JSON line each, preceded by the header in a new file).
+
+        Args:
+            records: JSON-serialisable mappings; NaN or infinite values are refused
+                (`ValueError` from `json.dumps`).
+
+        Raises:
+            UsageError: Called outside the `with` block.
+        """
         if self._fd is None:
             raise UsageError("use ResumableLog as a context manager: with ResumableLog(...)")
         lines = [json.dumps(dict(r), allow_nan=False) + "\n" for r in records]

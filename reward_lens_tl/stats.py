@@ -61,7 +61,20 @@ def as_vector(values: ArrayLike, name: str = "values") -> np.ndarray:
 
     Infinite values are refused.
 
+    Args:
+        values: The data: a list, a numpy array or a tensor of any dtype numpy reads as float.
+        name: What `values` is called in the error message when it is not 1-D or holds an
+            infinite value.
+
+    Returns:
+        A 1-D float64 numpy array.
+
+    Raises:
+        ShapeMismatchError: `values` is not 1-D.
+        InvalidArgumentError: `values` holds an infinite value.
+
     Examples:
+        >>> from reward_lens_tl.stats import as_vector
         >>> as_vector([1, 2, 3])
         array([1., 2., 3.])
     """
@@ -91,7 +104,21 @@ def paired(
     `"propagate"` keeps them, `"omit"` drops every pair with a NaN on either side. Two arrays of the
     same shape (e.g. two grids of effects) pair cell by cell, flattened.
 
+    Args:
+        x: The first side, any shape.
+        y: The second side, the same shape as `x`.
+        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+
+    Returns:
+        The two flattened float vectors, of one length.
+
+    Raises:
+        ShapeMismatchError: `x` and `y` differ in shape.
+        InvalidArgumentError: a pair holds NaN under `nan_policy="raise"`, a value is infinite,
+            or `nan_policy` is not one of the three.
+
     Examples:
+        >>> from reward_lens_tl.stats import paired
         >>> paired([[1, 2], [3, 4]], [[5, 6], [7, float("nan")]], "omit")
         (array([1., 2., 3.]), array([5., 6., 7.]))
     """
@@ -125,7 +152,21 @@ def _defined(a: np.ndarray, b: np.ndarray) -> bool:
 
 # ---- correlations ------------------------------------------------------------------------------
 class CorrelationTest(NamedTuple):
-    """A correlation coefficient, its two-sided p-value and the number of pairs it used."""
+    """A correlation coefficient, its two-sided p-value and the number of pairs it used.
+
+    Returned by `correlation_test`; a tuple, so it unpacks as `r, p, n = ...`.
+
+    Attributes:
+        statistic: The coefficient (Pearson r, Spearman ρ or Kendall τ); NaN when undefined.
+        pvalue: Its two-sided p-value; NaN when the coefficient is.
+        n: The number of pairs used (after `nan_policy="omit"` dropped any).
+
+    Examples:
+        >>> from reward_lens_tl.stats import correlation_test
+        >>> r, p, n = correlation_test([1, 2, 3, 4, 5], [2, 1, 4, 3, 5])
+        >>> round(r, 3), round(p, 3), n
+        (0.8, 0.104, 5)
+    """
 
     statistic: float
     pvalue: float
@@ -146,7 +187,24 @@ def correlation_test(
     `scipy.stats.kendalltau` (`variant` `"b"` corrects for ties); NaN for both when undefined
     (module docstring).
 
+    Args:
+        x: The first side, any shape.
+        y: The second side, the same shape as `x` (paired cell by cell).
+        method: `"pearson"`, `"spearman"` or `"kendall"`.
+        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+        variant: Kendall's τ variant, `"b"` (tie-corrected) or `"c"`; ignored by the other
+            methods.
+
+    Returns:
+        The coefficient, its two-sided p-value and the number of pairs used.
+
+    Raises:
+        InvalidArgumentError: an unknown `method` or `nan_policy`, an infinite value, or NaN
+            under `nan_policy="raise"`.
+        ShapeMismatchError: `x` and `y` differ in shape.
+
     Examples:
+        >>> from reward_lens_tl.stats import correlation_test
         >>> correlation_test([1, 2, 3, 4], [2, 4, 6, 9], "spearman")
         CorrelationTest(statistic=1.0, pvalue=0.0, n=4)
     """
@@ -171,7 +229,16 @@ def correlation_test(
 def pearson(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") -> float:
     """Pearson's r (NaN when a side is constant or has fewer than two values).
 
+    Args:
+        x: The first side, any shape.
+        y: The second side, the same shape as `x`.
+        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+
+    Returns:
+        The coefficient, or NaN when it is undefined.
+
     Examples:
+        >>> from reward_lens_tl.stats import pearson
         >>> pearson([1, 2, 3], [2, 4, 7]) > 0.99, pearson([1, 2, 3], [5, 5, 5])
         (True, nan)
     """
@@ -183,7 +250,16 @@ def spearman(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate")
 
     NaN when a side is constant or has fewer than two values.
 
+    Args:
+        x: The first side, any shape.
+        y: The second side, the same shape as `x`.
+        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+
+    Returns:
+        The coefficient, or NaN when it is undefined.
+
     Examples:
+        >>> from reward_lens_tl.stats import spearman
         >>> spearman([1, 2, 3], [1, 4, 9])
         1.0
     """
@@ -201,7 +277,17 @@ def kendall(
 
     NaN when a side is constant or has fewer than two values.
 
+    Args:
+        x: The first side, any shape.
+        y: The second side, the same shape as `x`.
+        variant: `"b"` (tie-corrected, the default) or `"c"`.
+        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+
+    Returns:
+        The coefficient, or NaN when it is undefined.
+
     Examples:
+        >>> from reward_lens_tl.stats import kendall
         >>> kendall([1, 2, 3], [3, 2, 1])
         -1.0
     """
@@ -215,7 +301,16 @@ def fisher_z_interval(r: float, n: int, confidence: float = CONFIDENCE) -> tuple
     The interval is `atanh(r) ± q / sqrt(n − 3)`, `q` the normal quantile; NaN when `r` is NaN or
     `n ≤ 3`.
 
+    Args:
+        r: The Pearson correlation.
+        n: The number of pairs it was computed over.
+        confidence: The interval's confidence level, in (0, 1).
+
+    Returns:
+        The `(low, high)` ends of the interval.
+
     Examples:
+        >>> from reward_lens_tl.stats import fisher_z_interval
         >>> lo, hi = fisher_z_interval(0.5, 30)
         >>> round(lo, 3), round(hi, 3)
         (0.17, 0.729)
@@ -232,7 +327,21 @@ def fisher_z_interval(r: float, n: int, confidence: float = CONFIDENCE) -> tuple
 
 # ---- bootstrap ---------------------------------------------------------------------------------
 class Interval(NamedTuple):
-    """A statistic on the whole sample and the ends of its confidence interval."""
+    """A statistic on the whole sample and the ends of its confidence interval.
+
+    Returned by `bootstrap_ci`; a tuple, so it unpacks as `estimate, low, high = ...`.
+
+    Attributes:
+        estimate: The statistic on the whole sample.
+        low: The lower end of the percentile interval.
+        high: The upper end of the percentile interval.
+
+    Examples:
+        >>> from reward_lens_tl.stats import bootstrap_ci
+        >>> estimate, low, high = bootstrap_ci([1.0, 2.0, 3.0, 4.0, 5.0], n_boot=200)
+        >>> estimate, low <= estimate <= high
+        (3.0, True)
+    """
 
     estimate: float
     low: float
@@ -255,7 +364,23 @@ def bootstrap_ci(
     An empty sample is refused (`EmptyInputError`); see the module
     docstring for NaN resamples and one-value samples.
 
+    Args:
+        samples: One 1-D sample, or a tuple of equally long 1-D samples resampled together.
+        statistic: The statistic, called as `statistic(*samples)`; default the mean.
+        n_boot: The number of bootstrap resamples.
+        confidence: The interval's confidence level, in (0, 1).
+        seed: The seed of the resampling; the same seed gives the same interval.
+
+    Returns:
+        The statistic on the whole sample and the ends of its percentile interval.
+
+    Raises:
+        EmptyInputError: the sample is empty.
+        ShapeMismatchError: paired samples differ in length, or a sample is not 1-D.
+
     Examples:
+        >>> import numpy as np
+        >>> from reward_lens_tl.stats import bootstrap_ci, spearman
         >>> x, y = np.arange(20.0), np.arange(20.0) ** 2
         >>> [round(v, 6) for v in bootstrap_ci((x, y), spearman, n_boot=200)]  # paired rows
         [1.0, 1.0, 1.0]
@@ -308,7 +433,15 @@ def cohens_d(x: ArrayLike, y: ArrayLike) -> float:
     `(mean x − mean y) / s_pooled` with the pooled standard deviation (ddof = 1); NaN when it is 0,
     when a sample has no values or both have one, or when a value is NaN.
 
+    Args:
+        x: The first sample, 1-D.
+        y: The second sample, 1-D (its length may differ from `x`'s).
+
+    Returns:
+        The effect size, or NaN when it is undefined.
+
     Examples:
+        >>> from reward_lens_tl.stats import cohens_d
         >>> cohens_d([2.0, 4.0, 6.0], [1.0, 3.0, 5.0])
         0.5
     """
@@ -325,7 +458,16 @@ def cohens_dz(differences: ArrayLike) -> float:
 
     NaN for fewer than two values or a constant difference (a constant shift has no finite d_z).
 
+    Args:
+        differences: The paired differences (e.g. reward of chosen minus rejected), 1-D.
+
+    Returns:
+        The effect size, or NaN when it is undefined.
+
     Examples:
+        >>> from reward_lens_tl.stats import cohens_dz
+        >>> round(cohens_dz([1.0, 2.0, 3.0]), 4)
+        2.0
         >>> cohens_dz([1.0, 1.0, 1.0])
         nan
     """

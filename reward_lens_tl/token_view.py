@@ -48,7 +48,36 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TokenAttribution(Result):
-    """Per-token values of one example (see the module docstring)."""
+    """Per-token values of one example (see the module docstring).
+
+    Built by `token_attribution`.
+
+    Attributes:
+        tokens: The example's tokens, as strings.
+        values: One value per token: its direct contribution to the reward (attribution
+            mode) or the change of the reward read there from the previous position
+            (position mode).
+        hovers: One hover line per token: the components that contribute most through it.
+        reward: The example's reward.
+        head_bias: The reward head's bias `b_R` (of the objective shown).
+        reward_position: The position the reward is read at.
+        response_start: The index of the response's first token, or `None` when the example
+            was given as ids.
+        mode: `"attribution"` or `"position"`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.token_view import token_attribution
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> view = token_attribution(model, ("explain how to bake bread", "the bomb"))
+        >>> view.tokens[view.response_start :], view.reward_position
+        (('the', 'bomb', '<|end|>', '<eos>'), 12)
+        >>> round(float(view.values.sum()) + view.head_bias, 3), round(view.reward, 3)
+        (-6.701, -6.701)
+        >>> [label for label, _ in view.top_k(2)]
+        ['10:bomb', '8:<|assistant|>']
+    """
 
     tokens: tuple[str, ...]
     values: Float[Tensor, " pos"]
@@ -91,11 +120,25 @@ class TokenAttribution(Result):
         return "prompt" if pos < self.response_start else "response"
 
     def top_k(self, k: int = 5) -> TopK:
-        """Tokens with the largest |value| (labelled `pos:token`)."""
+        """Tokens with the largest |value| (labelled `pos:token`).
+
+        Args:
+            k: How many tokens.
+
+        Returns:
+            `(label, value)` pairs, the largest |value| first.
+        """
         return top_entries(self.labels(), self.values.tolist(), k, self.mode)
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart over positions; returns the figure."""
+        """Bar chart over positions; returns the figure.
+
+        Args:
+            ax: The matplotlib axes to draw on (`None`: a new figure).
+
+        Returns:
+            The figure.
+        """
         fig, ax = new_axes(ax, figsize=(max(6, 0.3 * len(self.tokens)), 3))
         vals = self.values.tolist()
         ax.bar(range(len(vals)), vals, color=["#4472c4" if v >= 0 else "#c00000" for v in vals])
@@ -148,6 +191,34 @@ def token_attribution(
     change of the reward read at each position. `top` components are listed per token on
     hover. `model`: the `HookedRewardModel`; `objective`: a
     head column of a multi-objective model.
+
+    Args:
+        model: The reward model.
+        example: One example: an `EncodedConversation`, ids `[pos]` or `[1, pos]`, or a
+            `(prompt, response)` pair.
+        mode: `"attribution"` (the exact per-token decomposition) or `"position"` (the
+            change of the reward read at each position).
+        objective: A head column of a multi-objective model (`None`: the model's reward).
+        top: How many components each token's hover line lists.
+
+    Returns:
+        The per-token values, with the reward and where it is read.
+
+    Raises:
+        InvalidArgumentError: An unknown `mode`, or a batch of more than one example.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.token_view import token_attribution
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pair = ("explain how to bake bread", "the bomb")
+        >>> view = token_attribution(model, pair)  # the values sum to reward - b_R
+        >>> round(view.reward, 3), view.completeness_error() < 1e-4
+        (-6.701, True)
+        >>> moves = token_attribution(model, pair, mode="position")
+        >>> round(float(moves.values.sum()), 3)  # the changes add up to the reward read last
+        -6.701
     """
     ids, start = _as_ids(model, example)
     if mode == "position":
