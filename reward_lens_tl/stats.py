@@ -39,6 +39,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -210,19 +211,21 @@ def correlation_test(
     """
     from scipy import stats
 
-    a, b = paired(x, y, nan_policy)
-    if not _defined(a, b):
-        return CorrelationTest(math.nan, math.nan, int(a.size))
-    if method == "pearson":
-        res = stats.pearsonr(a, b)
-    elif method == "spearman":
-        res = stats.spearmanr(a, b)
-    elif method == "kendall":
-        res = stats.kendalltau(a, b, variant=variant)
-    else:
+    tests = {
+        "pearson": stats.pearsonr,
+        "spearman": stats.spearmanr,
+        "kendall": functools.partial(stats.kendalltau, variant=variant),
+    }
+    if method not in tests:  # checked first: a typo never hides behind an undefined NaN
         raise InvalidArgumentError(
             f"method must be 'pearson', 'spearman' or 'kendall', got {method!r}"
         )
+    if variant not in ("b", "c"):
+        raise InvalidArgumentError(f"variant must be 'b' or 'c', got {variant!r}")
+    a, b = paired(x, y, nan_policy)
+    if not _defined(a, b):
+        return CorrelationTest(math.nan, math.nan, int(a.size))
+    res = tests[method](a, b)
     return CorrelationTest(float(res.statistic), float(res.pvalue), int(a.size))
 
 

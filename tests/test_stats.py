@@ -115,6 +115,11 @@ def test_infinite_and_mismatched_inputs_are_refused():
         stats.spearman([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(InvalidArgumentError, match="method"):
         stats.correlation_test(X, Y, "cosine")  # type: ignore[arg-type]
+    # also where the correlation is undefined (constant input): a typo is not a NaN
+    with pytest.raises(InvalidArgumentError, match="method"):
+        stats.correlation_test([1.0, 1.0, 1.0], [1.0, 2.0, 3.0], "pearsn")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="variant"):
+        stats.correlation_test(X, Y, "kendall", variant="a")  # type: ignore[arg-type]
 
 
 def test_tensors_and_grids_pair_cell_by_cell():
