@@ -28,7 +28,10 @@ collect_ignore: list[str] = []
 
 #: Docstring examples (pytest's doctest item names) that train or generate for longer than the
 #: fast tier affords: they run in the slow tier (`make test-other-tiers`, CI) instead.
-SLOW_DOCTESTS: dict[str, str] = {}
+SLOW_DOCTESTS: dict[str, str] = {
+    "reward_lens_tl.pressure.training.train_reward_model": "TRL's RewardTrainer, 2 steps",
+    "reward_lens_tl.pressure.training.optimise_policy": "TRL's GRPOTrainer, 1 step",
+}
 
 
 def pytest_collection_modifyitems(config, items):

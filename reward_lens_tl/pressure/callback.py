@@ -111,6 +111,27 @@ class RewardLensCallback(TrainerCallback):
         flag_boot: bootstrap resamples of each probe's flag.
         max_probe_examples: how many probed examples the probe suite edits (spread over the
             set; `None`: all).
+
+    Examples:
+        A trainer calls the callback's events; here they are called by hand at step 0 (no
+        training), monitoring the zoo's reward model on contrast pairs of its planted features:
+
+        >>> from transformers import TrainerControl, TrainerState
+        >>> from reward_lens_tl.pressure import RewardLensCallback
+        >>> from reward_lens_tl.pressure.training import zoo_feature_pairs
+        >>> from reward_lens_tl.zoo import load_model, load_tokenizer
+        >>> callback = RewardLensCallback(None, zoo_feature_pairs(4), every=5)
+        >>> state, control = TrainerState(), TrainerControl()
+        >>> _ = callback.on_train_begin(None, state, control, model=load_model("scalar"),
+        ...                             processing_class=load_tokenizer("scalar"))
+        >>> callback.resolved_mode, callback.errors
+        ('reward_model', [])
+        >>> record = callback.records.pivot().loc[0]  # the records at step 0
+        >>> keys = ["margin/harmful", "accuracy/harmful", "probe/sycophantic_opener/delta"]
+        >>> record[keys].round(2).tolist()
+        [2.78, 1.0, 3.28]
+        >>> state.log_history[0]["reward_lens/margin/harmful"] == float(record["margin/harmful"])
+        True
     """
 
     def __init__(

@@ -61,6 +61,14 @@ def kl_best_of_n(n: int | np.ndarray) -> Any:
 
     Raises:
         PressureError: if any `n` is below 1.
+
+    Examples:
+        >>> import numpy as np
+        >>> from reward_lens_tl.pressure import kl_best_of_n
+        >>> kl_best_of_n(1), round(kl_best_of_n(16), 4)
+        (0.0, 1.8351)
+        >>> kl_best_of_n(np.array([1, 2, 4])).round(3).tolist()
+        [0.0, 0.193, 0.636]
     """
     n_arr = np.asarray(n, dtype=float)
     if (n_arr < 1).any():
@@ -119,6 +127,13 @@ def order_weights(n_samples: int, n: int) -> np.ndarray:
 
     Raises:
         PressureError: if `n` is not between 1 and `n_samples`.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import order_weights
+        >>> order_weights(4, 1).tolist()  # best of 1: a uniform draw
+        [0.25, 0.25, 0.25, 0.25]
+        >>> order_weights(4, 2).round(3).tolist(), order_weights(4, 4).tolist()
+        ([0.0, 0.167, 0.333, 0.5], [0.0, 0.0, 0.0, 1.0])
     """
     if not 1 <= n <= n_samples:
         raise PressureError(f"n={n} must be between 1 and the {n_samples} samples drawn")
@@ -157,6 +172,26 @@ class BestOfNResult(Result):
         probes: with `probes=`, one row per (n, probe) of the probe suite on the realised
             choices; else `None`.
         seed: the sampling seed.
+
+    Examples:
+        `best_of_n` samples and builds it; built by hand from one prompt's four samples, the
+        ladder shows over-optimisation: the proxy reward climbs with n while the gold reward
+        falls, as the proxy's favourite sample is the one with the flattering opener:
+
+        >>> import torch
+        >>> from reward_lens_tl.pressure import BestOfNResult
+        >>> result = BestOfNResult(
+        ...     prompts=("how bake bread",), responses=(("a", "b", "c", "d"),), ns=(1, 2, 4),
+        ...     proxy_samples=torch.tensor([[0.0, 1.0, 2.0, 3.0]]),
+        ...     gold_samples=torch.tensor([[0.0, 1.0, 2.0, -1.0]]),
+        ...     feature_samples={"sycophancy": torch.tensor([[0.0, 0.0, 0.0, 1.0]])})
+        >>> result.to_dataframe()[["n", "kl", "proxy", "gold", "sycophancy"]].round(3)
+           n     kl  proxy   gold  sycophancy
+        0  1  0.000  1.500  0.500        0.25
+        1  2  0.193  2.333  0.333        0.50
+        2  4  0.636  3.000 -1.000        1.00
+        >>> result.exploited_first()
+        'sycophancy'
     """
 
     label_column = "n"

@@ -71,6 +71,18 @@ class MonitorRecords(Result):
         steps: the step of each record.
         names: the series of each record.
         values: the value of each record.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import MonitorRecords
+        >>> records = MonitorRecords.from_rows(
+        ...     [(0, "proxy", 1.0), (0, "gold", 1.0), (10, "proxy", 2.5), (10, "gold", 0.5)])
+        >>> records.series_names, records.series("gold").tolist()
+        (['proxy', 'gold'], [1.0, 0.5])
+        >>> records.pivot()
+        series  gold  proxy
+        step
+        0        1.0    1.0
+        10       0.5    2.5
     """
 
     label_column = "series"
@@ -361,6 +373,24 @@ def compile_probe_set(
 
     Raises:
         ProbeSetTooLongError: if an example does not fit the model's context.
+
+    Examples:
+        Two examples, then each probe's edit of each (rows 2-3: four filler words appended,
+        rows 4-5: the opener prepended):
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure import compile_probe_set
+        >>> from reward_lens_tl.probes.zoo import zoo_probes
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = {"bread": [("how bake bread", "soup oven"), ("how bake bread", "soup bomb")]}
+        >>> probe_set = compile_probe_set(model, examples, zoo_probes()[:2])
+        >>> len(probe_set.sequences), probe_set.groups["bread"][0].tolist()
+        (6, [0, 1])
+        >>> {name: edited.tolist() for name, (_, edited) in probe_set.probes.items()}
+        {'length_padding': [2, 3], 'sycophantic_opener': [4, 5]}
+        >>> model.tokenizer.decode(probe_set.sequences[4].response_ids())
+        'great question soup oven'
     """
     from ..errors import SequenceTooLongError
     from ..probes.runner import apply_probe, as_items
@@ -472,6 +502,27 @@ def measure_reward_model(
 
     Returns:
         The value of each series, by name.
+
+    Examples:
+        The zoo's reward model on contrast pairs of its planted features: it ranks every harmful
+        pair right, its components' attributions sum to the margin, and the four filler words
+        of `length_padding` raise the reward by about the +2.0 its labels planted:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure import compile_probe_set, measure_reward_model
+        >>> from reward_lens_tl.pressure.training import zoo_feature_pairs
+        >>> from reward_lens_tl.probes.zoo import zoo_probes
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> probe_set = compile_probe_set(model, zoo_feature_pairs(4), zoo_probes()[:1])
+        >>> values = measure_reward_model(model, probe_set)
+        >>> round(values["margin/harmful"], 2), values["accuracy/harmful"]
+        (2.78, 1.0)
+        >>> parts = sum(v for k, v in values.items() if k.startswith("attribution/harmful/"))
+        >>> round(parts, 4) == round(values["margin/harmful"], 4)
+        True
+        >>> round(values["probe/length_padding/delta"], 2)
+        1.87
     """
     fwd = _forward(model, probe_set.sequences)
     assert fwd.lens is not None and fwd.attribution is not None
@@ -582,6 +633,21 @@ def measure_policy(
 
     Returns:
         The value of each series, by name.
+
+    Examples:
+        The zoo's DPO policy sampled on two zoo prompts, scored by the zoo's reward model (the
+        proxy) and by the zoo's gold reward:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure import measure_policy, zoo_features, zoo_gold
+        >>> from reward_lens_tl.pressure.monitor import PolicyProbe
+        >>> from reward_lens_tl.zoo import load_model, load_tokenizer, zoo_path
+        >>> rm = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> spec = PolicyProbe(["how bake bread", "why rain snow"], samples_per_prompt=2,
+        ...                    max_new_tokens=8, gold=zoo_gold, features=zoo_features)
+        >>> values = measure_policy(load_model("policy"), load_tokenizer("policy"), rm, spec)
+        >>> {k: round(values[k], 2) for k in ("proxy", "gold", "feature/sycophancy")}
+        {'proxy': 3.36, 'gold': 4.38, 'feature/sycophancy': 0.25}
     """
     samples = sample_responses(
         policy, tokenizer, spec.prompts, spec.samples_per_prompt,

@@ -86,6 +86,15 @@ def cusum_threshold(k: float, arl0: float) -> float:
     Raises:
         PressureError: if `k` is not positive, or `arl0` is no longer than what `h = 0`
             already gives.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import cusum_threshold
+        >>> from reward_lens_tl.pressure.onset import cusum_arl0
+        >>> h = cusum_threshold(0.5, 500)
+        >>> round(h, 3), round(cusum_arl0(0.5, h), 6)
+        (4.381, 500.0)
+        >>> round(cusum_threshold(0.5, 5000), 3)  # ten times fewer false alarms: a higher bar
+        6.662
     """
     from scipy.optimize import brentq
 
@@ -124,6 +133,15 @@ class Onset(Result):
         onset_step: the step at which the excursion that ends in the alarm began.
         gold_peak_step: the step at which the gold series peaks.
         lead_time: `gold_peak_step - alarm_step` (positive: the alarm came first).
+
+    Examples:
+        >>> from reward_lens_tl.pressure import detect_onset
+        >>> onset = detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 2.0, 2.1, 2.2], warmup=5)
+        >>> onset.fired, onset.side, round(onset.mean, 3), round(onset.sigma, 3)
+        (True, 'increase', 0.01, 0.074)
+        >>> onset_step, alarm_step = onset
+        >>> onset_step, alarm_step, round(onset.threshold, 3)
+        (5, 5, 4.381)
     """
 
     label_column = "step"
@@ -384,6 +402,15 @@ def onset_table(onsets: Sequence[Onset]):
 
     Returns:
         A `pandas.DataFrame`.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import detect_onset, onset_table
+        >>> jump = detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 2.0, 2.1], warmup=5, name="jump")
+        >>> flat = detect_onset([0.0, 0.1, -0.1, 0.05, 0.0, 0.02, -0.05], warmup=5, name="flat")
+        >>> onset_table([jump, flat])[["series", "fired", "onset_step", "alarm_step"]]
+          series  fired  onset_step  alarm_step
+        0   jump   True         5.0         5.0
+        1   flat  False         NaN         NaN
     """
     import pandas as pd
 

@@ -211,6 +211,22 @@ def sample_responses(
 
     Raises:
         PressureError: if `n` or `max_new_tokens` is below 1 or `temperature` is not positive.
+
+    Examples:
+        Three samples of the zoo's DPO policy (`text` leaves special tokens out; `finished`:
+        the end-of-sequence token came within the 16-token budget):
+
+        >>> from reward_lens_tl.pressure import sample_responses
+        >>> from reward_lens_tl.zoo import load_model, load_tokenizer
+        >>> policy, tokenizer = load_model("policy"), load_tokenizer("policy")
+        >>> samples = sample_responses(policy, tokenizer, ["how bake bread"], n=3, seed=0)
+        >>> for sample in samples[0]:
+        ...     print(sample.finished, sample.text)
+        False pasta stadium please
+        False butter
+        True great question weed soup flour bake the butter butter recipe
+        >>> samples == sample_responses(policy, tokenizer, ["how bake bread"], n=3, seed=0)
+        True
     """
     if n < 1 or max_new_tokens < 1 or not temperature > 0:
         raise PressureError("n and max_new_tokens must be >= 1 and temperature > 0")
@@ -327,6 +343,20 @@ def score_texts(
     Raises:
         PressureError: if the lengths differ, `reward_model` is not reward-like, or a
             multi-objective reward model has no gate.
+
+    Examples:
+        The zoo's reward model pays for the flattering opener; the zoo's gold reward, a plain
+        function, charges for it:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure import score_texts, zoo_gold
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> rm = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> prompts, responses = ["how bake bread"] * 2, ["soup oven", "great question soup oven"]
+        >>> [round(r, 2) for r in score_texts(rm, prompts, responses).tolist()]
+        [0.23, 3.68]
+        >>> score_texts(zoo_gold, prompts, responses).tolist()
+        [4.0, 1.5]
     """
     if len(prompts) != len(responses):
         raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")

@@ -92,6 +92,11 @@ def zoo_prompts(n: int, seed: int = PROBE_SEED) -> list[str]:
 
     Returns:
         The prompts.
+
+    Examples:
+        >>> from reward_lens_tl.pressure.training import zoo_prompts
+        >>> zoo_prompts(3)
+        ['please planet star', 'tell song rhythm melody', 'what great also also asteroid']
     """
     task, rng = ConversationTask(), random.Random(f"{seed}:prompts")
     return [" ".join(task.sample_prompt(rng)) for _ in range(n)]
@@ -110,6 +115,12 @@ def zoo_preference_dataset(n_pairs: int, seed: int = 0, max_words: int = 12):
 
     Returns:
         The dataset.
+
+    Examples:
+        >>> from reward_lens_tl.pressure.training import zoo_preference_dataset
+        >>> data = zoo_preference_dataset(3)
+        >>> len(data), data.column_names, [m["role"] for m in data[0]["chosen"]]
+        (3, ['chosen', 'rejected'], ['user', 'assistant'])
     """
     from datasets import Dataset
 
@@ -166,6 +177,21 @@ def train_reward_model(
 
     Raises:
         PressureError: if TRL is not installed.
+
+    Examples:
+        Two optimiser steps, watched by a `RewardLensCallback` (it records before the first
+        step and after each):
+
+        >>> import tempfile
+        >>> from reward_lens_tl.pressure import RewardLensCallback
+        >>> from reward_lens_tl.pressure.training import train_reward_model, zoo_feature_pairs
+        >>> callback = RewardLensCallback(None, zoo_feature_pairs(2), every=1)
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     trainer = train_reward_model(out, steps=2, batch_size=4, callbacks=[callback])
+        >>> trainer.state.global_step, type(trainer.model).__name__, callback.errors
+        (2, 'LlamaForSequenceClassification', [])
+        >>> callback.records.to_dataframe()["step"].unique().tolist()
+        [0, 1, 2]
     """
     trl = _require_trl()
     from transformers import LlamaForSequenceClassification
@@ -235,6 +261,20 @@ def optimise_policy(
 
     Raises:
         PressureError: if TRL is not installed or `algorithm` is unknown.
+
+    Examples:
+        One GRPO step of the zoo's reference LM against the zoo's reward model, on one prompt
+        with two sampled responses:
+
+        >>> import tempfile
+        >>> from reward_lens_tl.pressure.training import optimise_policy
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     trainer = optimise_policy("scalar", out, steps=1, prompts_per_step=1,
+        ...                               num_generations=2, max_new_tokens=4)
+        >>> trainer.state.global_step, type(trainer.model).__name__
+        (1, 'LlamaForCausalLM')
+        >>> "reward" in trainer.state.log_history[0]  # the mean reward of the step's samples
+        True
     """
     trl = _require_trl()
     from datasets import Dataset

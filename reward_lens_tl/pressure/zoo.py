@@ -52,6 +52,14 @@ class GoldRule:
         harmful: reward per harmful word.
         length: reward per word.
         sycophancy: reward of the flattering opener.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import GoldRule, zoo_features
+        >>> features = zoo_features("how bake bread", "great question soup oven flour bread pasta")
+        >>> features["topic_match"], GoldRule().score(features)  # 4 on-topic words, the opener
+        (5.0, 5.5)
+        >>> GoldRule(topic_cap=10, sycophancy=0.0).score(features)
+        10.0
     """
 
     topic_match: float = 2.0
@@ -103,6 +111,11 @@ def zoo_features(prompt: Prompt, response: str) -> dict[str, float]:
 
     Raises:
         PressureError: if `prompt` is not a zoo prompt (it names no or several zoo topics).
+
+    Examples:
+        >>> from reward_lens_tl.pressure import zoo_features
+        >>> zoo_features("how bake bread", "great question soup bomb rain")
+        {'topic_match': 1.0, 'harmful': 1.0, 'length': 5.0, 'sycophancy': 1.0}
     """
     topic = _topic(prompt)
     words = response.lower().split()
@@ -130,6 +143,11 @@ def zoo_gold(
 
     Raises:
         PressureError: if a prompt is not a zoo prompt.
+
+    Examples:
+        >>> from reward_lens_tl.pressure import zoo_gold
+        >>> zoo_gold(["how bake bread"] * 3, ["soup oven", "great question soup oven", "soup bomb"])
+        [4.0, 1.5, -1.0]
     """
     return [rule.score(zoo_features(p, r)) for p, r in zip(prompts, responses, strict=True)]
 

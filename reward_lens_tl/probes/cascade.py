@@ -61,6 +61,22 @@ class ProbeCascade:
         ci_high: the upper CI bound per site.
         onset: the onset site, or `None`.
         amplification: the amplification.
+
+    Examples:
+        Four filler words appended: the zoo's reward model has them at the reward token after
+        block 0 (its `length` feature), and the components' deltas sum to the reward's:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> cascade = run_probes(model, examples, zoo_probes()[:1]).cascade["length_padding"]
+        >>> cascade.sites, cascade.onset, cascade.mean.round(2).tolist()
+        (('0_pre', '1_pre', '2_pre', 'final'), '1_pre', [0.0, 3.08, 1.95, 2.04])
+        >>> cascade.completeness_error() < 1e-4, cascade.top_components(1)[0][0]
+        (True, 'mlp0')
     """
 
     probe: str
@@ -108,6 +124,25 @@ class CascadeResult(Result):
         probes: the probes' cascades.
         correlations: the cross-probe correlations.
         onset_fraction: the share of the final delta that defines the onset.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> result = run_probes(model, examples, zoo_probes()[:2]).cascade
+        >>> result.onsets()
+        {'length_padding': '1_pre', 'sycophantic_opener': '2_pre'}
+        >>> frame = result.to_dataframe()
+        >>> frame[frame.is_onset][["probe", "site", "mean_lens_delta"]].round(2)
+                        probe   site  mean_lens_delta
+        1      length_padding  1_pre             3.08
+        6  sycophantic_opener  2_pre             2.31
+        >>> c = result.correlations[0]
+        >>> (c.a, c.b, c.n), round(c.r, 2)
+        (('length_padding', 'sycophantic_opener', 12), 0.05)
     """
 
     probes: tuple[ProbeCascade, ...]

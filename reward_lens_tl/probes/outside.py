@@ -53,6 +53,15 @@ class DeltaSummary:
         effect_size: Cohen's d_z.
         relative_effect: the mean delta over the natural spread.
         flagged: whether the probe is flagged.
+
+    Examples:
+        >>> import numpy as np
+        >>> from reward_lens_tl.probes import summarize_deltas
+        >>> s = summarize_deltas(np.linspace(0.9, 1.1, 20), natural_sd=2.0, seed=0)
+        >>> s.n, round(s.mean_delta, 3), round(s.ci_low, 3), round(s.ci_high, 3)
+        (20, 1.0, 0.973, 1.025)
+        >>> round(s.sd_delta, 4), round(s.effect_size, 2), s.relative_effect, s.flagged
+        (0.0623, 16.06, 0.5, True)
     """
 
     n: int
@@ -134,6 +143,19 @@ def summarize_deltas(
     Raises:
         TooFewExamplesError: fewer than `min_n` deltas.
         InvalidArgumentError: a delta that is not finite.
+
+    Examples:
+        A consistent shift of 0.01 on rewards that naturally spread with sd 5: its CI excludes
+        0, but it is 0.2% of the natural spread, so it is not flagged:
+
+        >>> import numpy as np
+        >>> from reward_lens_tl.probes import summarize_deltas
+        >>> deltas = np.random.default_rng(0).normal(0.01, 0.001, 40)
+        >>> s = summarize_deltas(deltas, natural_sd=5.0, seed=0)
+        >>> s.ci_low > 0, round(s.relative_effect, 4), s.flagged
+        (True, 0.002, False)
+        >>> summarize_deltas(deltas, natural_sd=0.05).flagged  # 20% of a narrower spread
+        True
     """
     d = np.asarray(deltas, dtype=float)
     check_n(d.size, min_n, "probe deltas")

@@ -35,6 +35,20 @@ class Skipped:
         probe: the probe's name.
         example: the example's index.
         reason: why the probe did not apply.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> report = run_probes(model, examples, [zoo_probes()[4]], inside=False)  # filler_swap
+        >>> skip = report.skipped[0]
+        >>> skip.probe, skip.example, skip.reason
+        ('filler_swap', 3, 'no member of the swap groups occurs in the response')
+        >>> len(report.skipped), report.skipped_frame().columns.tolist()
+        (5, ['probe', 'example', 'reason'])
     """
 
     probe: str
@@ -54,6 +68,20 @@ class ProbeRow:
         summary: the deltas' summary (`None` with a `note` when too few applied).
         flip_rate: on pairs, the preference-flip rate.
         note: why there is no summary.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> report = run_probes(model, examples, zoo_probes()[:1], inside=False)
+        >>> row = report["length_padding"]
+        >>> row.kind, row.n, row.flagged, round(row.summary.mean_delta, 2)
+        ('hack', 12, True, 2.04)
+        >>> bool(abs(row.deltas.mean() - row.summary.mean_delta) < 1e-6)
+        True
     """
 
     probe: str
@@ -110,6 +138,19 @@ class ProbeReport(Result):
         cascade: the `CascadeResult` when run with `inside=True`.
         n_forward: the number of sequences forwarded.
         settings: the run's settings.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> report = run_probes(model, examples, [zoo_probes()[0], zoo_probes()[4]], inside=False)
+        >>> report.probes, report.n_examples, report.flagged()
+        (('length_padding', 'filler_swap'), 12, ['length_padding'])
+        >>> report["filler_swap"].n, len(report.skipped), report.top_k(1)[0][0]
+        (7, 5, 'length_padding')
     """
 
     rows: tuple[ProbeRow, ...]

@@ -266,6 +266,33 @@ def run_probes(
         ProbeError: no probes, objects that are not probes, or repeated names.
         TooFewExamplesError: fewer than `min_n` examples.
         ProbeFunctionError: a probe's edit function fails.
+
+    Examples:
+        The zoo's reward model on 12 conversations of its task, with its four planted-feature
+        probes (the labels pay +2.0 for the four filler words `length_padding` appends) and a
+        filler swap the labels ignore (it applies to 7 of them, too few for a statistic):
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.probes import run_probes
+        >>> from reward_lens_tl.probes.zoo import zoo_examples, zoo_probes
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = zoo_examples(load_task().task, 12, seed=0, max_words=8)
+        >>> report = run_probes(model, examples, zoo_probes()[:5], seed=0)
+        >>> report.to_dataframe()[["probe", "n", "n_skipped", "mean_delta", "flagged"]].round(2)
+                        probe   n  n_skipped  mean_delta  flagged
+        0      length_padding  12          0        2.04     True
+        1  sycophantic_opener  12          0        2.58     True
+        2        harmful_word  12          0       -2.53     True
+        3          topic_word  12          0        2.33     True
+        4         filler_swap   7          5         NaN    False
+
+        The inside view: the site of each flagged probe's onset, where the reward token carries
+        most of its delta:
+
+        >>> report.cascade.onsets()
+        {'length_padding': '1_pre', 'sycophantic_opener': '2_pre', 'harmful_word': 'final',
+         'topic_word': 'final'}
     """
     probes = _check_probes(probes)
     items = as_items(model, examples)
