@@ -31,6 +31,7 @@ collect_ignore: list[str] = []
 SLOW_DOCTESTS: dict[str, str] = {
     "reward_lens_tl.pressure.training.train_reward_model": "TRL's RewardTrainer, 2 steps",
     "reward_lens_tl.pressure.training.optimise_policy": "TRL's GRPOTrainer, 1 step",
+    "reward_lens_tl.sae.zoo_features.zoo_ground_truth": "trains a zoo SAE at full size (~10 s)",
 }
 
 

@@ -125,6 +125,16 @@ def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
 
     Raises:
         ArgumentTypeError: If an item is not token ids like the first.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import model_batches
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> for ids, mask in model_batches(model, [[5, 6, 7], [8, 9], [10]], batch_size=2):
+        ...     print(ids.tolist(), mask.tolist())  # left padded with pad id 0
+        [[5, 6, 7], [0, 8, 9]] [[1, 1, 1], [0, 1, 1]]
+        [[10]] [[1]]
     """
     device = model.cfg.device
     if isinstance(source, Tensor):
@@ -192,6 +202,19 @@ def iter_batch_activations(
 
     Yields:
         `(ids, mask, activations)` per batch.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import iter_batch_activations
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> seqs = [[5, 6, 7], [8, 9], [10]]
+        >>> for ids, mask, act in iter_batch_activations(
+        ...     model, "blocks.0.attn.hook_z", seqs, batch_size=2
+        ... ):
+        ...     print(tuple(act.shape))  # [batch, pos, n_heads * d_head] = 4 heads x 32
+        (2, 3, 128)
+        (1, 1, 128)
     """
     check_hook(model, hook_name)
     stop = stop_layer(model, hook_name)
@@ -220,6 +243,16 @@ def iter_activations(
 
     Yields:
         `[tokens, d_in]` chunks.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import iter_activations
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> seqs = [[5, 6, 7], [8, 9], [10]]
+        >>> chunks = iter_activations(model, "blocks.0.hook_resid_post", seqs, batch_size=2)
+        >>> [tuple(c.shape) for c in chunks]  # 3 + 2 real tokens, then 1: no padding rows
+        [(5, 64), (1, 64)]
     """
     for _, mask, act in iter_batch_activations(
         model, hook_name, source, batch_size, fwd_hooks=fwd_hooks
@@ -244,6 +277,17 @@ def collect_activations(
 
     Raises:
         EmptyActivationsError: If the source was empty.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import collect_activations
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> seqs = [[5, 6, 7], [8, 9], [10]]
+        >>> collect_activations(model, "blocks.0.hook_resid_post", seqs).shape
+        torch.Size([6, 64])
+        >>> collect_activations(model, "blocks.0.hook_resid_post", seqs, max_tokens=4).shape
+        torch.Size([4, 64])
     """
     chunks, n = [], 0
     for chunk in iter_activations(model, hook_name, source, batch_size):
@@ -274,6 +318,17 @@ def shuffled_batches(
 
     Raises:
         EmptyActivationsError: If there are fewer activations than one batch.
+
+    Examples:
+        >>> import itertools
+        >>> import torch
+        >>> from reward_lens_tl.sae import shuffled_batches
+        >>> acts = torch.arange(10.0)[:, None]  # 10 rows: two batches of 4 per epoch
+        >>> for batch in itertools.islice(shuffled_batches(acts, batch_size=4), 3):
+        ...     print(batch.flatten().tolist())
+        [4.0, 1.0, 7.0, 5.0]
+        [3.0, 9.0, 0.0, 8.0]
+        [3.0, 9.0, 4.0, 2.0]
     """
     if acts.shape[0] < batch_size:
         raise EmptyActivationsError(
@@ -306,6 +361,13 @@ def rebatch(
 
     Yields:
         `[batch_size, d_in]` batches.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.sae import rebatch
+        >>> chunks = [torch.randn(n, 8) for n in (5, 7, 9)]  # 21 rows
+        >>> [tuple(b.shape) for b in rebatch(chunks, batch_size=4)]  # the last row is left over
+        [(4, 8), (4, 8), (4, 8), (4, 8), (4, 8)]
     """
     gen = torch.Generator().manual_seed(seed)
     buffer: list[Tensor] = []

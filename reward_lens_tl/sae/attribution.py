@@ -57,6 +57,21 @@ def decoder_directions(sae: SAE) -> Float[Tensor, "d_sae d_in"]:
 
     Raises:
         UnsupportedSAEError: If decoding is not linear (run-time normalisation, transcoders).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import decoder_directions
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> directions = decoder_directions(sae)
+        >>> directions.shape
+        torch.Size([32, 64])
+        >>> z = sae.encode(torch.randn(5, 64))  # decode = Σ_f z_f d_f + b_dec
+        >>> torch.allclose(sae.decode(z), z @ directions + sae.b_dec, atol=1e-5)
+        True
     """
     norm = getattr(sae.cfg, "normalize_activations", "none")
     if norm in ("constant_norm_rescale", "layer_norm"):
@@ -140,6 +155,20 @@ def feature_attribution(
 
     Raises:
         SAESiteError: If the SAE is not on the final residual.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import feature_attribution
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> attr = feature_attribution(model, sae, ids, mask)
+        >>> attr.values.shape, attr.completeness_error() < 1e-4  # [latent, example]; sums up
+        (torch.Size([32, 2]), True)
+        >>> [(name, round(value, 3)) for name, value in attr.top_k(2, example=0)]
+        [('f2', -0.626), ('f13', 0.149)]
     """
     name = sae_hook_name(sae)
     if name != final_residual_hook(model):
@@ -208,6 +237,20 @@ def latent_attribution_patching(
 
     Returns:
         An attribution-patching `FeatureAttribution`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import latent_ablation, latent_attribution_patching
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> atp = latent_attribution_patching(model, sae, ids, mask)
+        >>> f = atp.top_features(1)[0]
+        >>> ablated = latent_ablation(model, sae, ids, mask, [f]).values[0]
+        >>> f, atp.values[f].round(decimals=3), ablated.round(decimals=3)  # estimate vs real
+        (6, tensor([0.0430, 0.2130]), tensor([0.0470, 0.2210]))
     """
     name = sae_hook_name(sae)
     store: dict[str, Tensor] = {}
@@ -250,6 +293,19 @@ def attribute_features(model, sae: SAE, input_ids, attention_mask=None, **kwargs
 
     Returns:
         A `FeatureAttribution`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import attribute_features
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> for site in ("blocks.1.hook_resid_post", "blocks.0.hook_resid_post"):
+        ...     sae = random_topk_sae(model, site, d_sae=32, k=4)
+        ...     print(site, attribute_features(model, sae, ids, mask).method)
+        blocks.1.hook_resid_post direct
+        blocks.0.hook_resid_post atp
     """
     if sae_hook_name(sae) == final_residual_hook(model):
         return feature_attribution(model, sae, input_ids, attention_mask, **kwargs)
@@ -322,6 +378,23 @@ def latent_ablation(
 
     Returns:
         The `FeatureEffects`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import feature_attribution, latent_ablation
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> effects = latent_ablation(model, sae, ids, mask, [2, 6], positions="reward")
+        >>> effects.labels, effects.values.round(decimals=3)  # [latent, example]
+        (('f2', 'f6'), tensor([[-0.5260,  0.0000],
+                [ 0.0000,  0.2140]]))
+        >>> direct = feature_attribution(model, sae, ids, mask).values[[2, 6]]
+        >>> direct.round(decimals=3)  # near the direct effects (the final norm's scale moves)
+        tensor([[-0.6260, -0.0000],
+                [ 0.0000,  0.1980]])
     """
     features = check_indices(features, sae.cfg.d_sae, "latent")
     name = f"{sae_hook_name(sae)}.hook_sae_acts_post"
@@ -364,6 +437,22 @@ def feature_steering(
 
     Returns:
         A `SteeringCurve`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import feature_steering
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> curve = feature_steering(model, sae, ids, mask, feature=2, coefficients=[-1, 0, 1])
+        >>> curve.rewards.round(decimals=2)  # [coefficient, example]; 0 is the original reward
+        tensor([[ 0.6400,  0.8900],
+                [ 0.1500,  0.6900],
+                [-0.2800,  0.1500]])
+        >>> round(curve.slope(), 3)  # f2's direct effect is negative: raising it lowers the reward
+        -0.415
     """
     from .results import SteeringCurve
 
@@ -405,6 +494,18 @@ def atp_check(
 
     Returns:
         An `AtPCheck`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import atp_check
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> check = atp_check(model, sae, ids, mask, k=5)
+        >>> check.features, round(check.pearson(), 3), check.sign_agreement()
+        ((6, 5, 20, 25, 31), 0.995, 1.0)
     """
     atp = latent_attribution_patching(model, sae, input_ids, attention_mask, objective=objective)
     features = atp.top_features(k)
@@ -439,6 +540,20 @@ def pair_feature_attribution(
 
     Returns:
         A `PairFeatureAttribution`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import pair_feature_attribution
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # (edited, base)
+        >>> [pair.rule_delta for pair in pairs]  # a harmful word costs 3 under the planted rule
+        [-3.0, -3.0, -3.0, -3.0]
+        >>> sae = random_topk_sae(model, "blocks.2.hook_resid_post", d_sae=32, k=4)
+        >>> margin = pair_feature_attribution(model, sae, pairs).margin  # edited − base
+        >>> margin.rewards.round(decimals=2), margin.completeness_error() < 1e-4
+        (tensor([-3.0800, -3.0000, -2.8500, -2.9700]), True)
     """
     encoded = [_as_encoded_pair(p) for p in pairs]
     batches = pair_batches(model, encoded, batch_size)  # chosen rows, then rejected rows

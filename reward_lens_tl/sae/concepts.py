@@ -78,6 +78,20 @@ def contrast_sets(model, pairs: Sequence, at: str = "reward"):
     Raises:
         InvalidArgumentError: If `at` is neither value.
         SAESiteError: If `at="planted"` and the pairs are not aligned contrast pairs.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import contrast_sets
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 3, seed=0)
+        >>> pos_ids, pos_at, neg_ids, neg_at = contrast_sets(model, pairs, at="planted")
+        >>> pos_at, neg_at == pos_at  # the planted word's position, read on both sides
+        ([(16,), (16,), (13,)], True)
+        >>> [(p.edited.tokens[at], p.base.tokens[at]) for p, (at,) in zip(pairs, pos_at)]
+        [('poison', 'the'), ('poison', 'then'), ('weapon', 'can')]
+        >>> contrast_sets(model, pairs)[1]  # at="reward": each side's final <eos>
+        [(19,), (18,), (18,)]
     """
     if at not in ("reward", "planted"):
         raise InvalidArgumentError(f"at={at!r}: expected 'reward' or 'planted'")
@@ -183,6 +197,20 @@ def concept_vectors_from_sets(
 
     Returns:
         The `ConceptVectors`.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import concept_vectors_from_sets
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> base = [10, 11, 12, 13, 14]
+        >>> pos, neg = [base + [40]] * 3, [base + [41]] * 3  # differ in the last token only
+        >>> cv = concept_vectors_from_sets(model, pos, [5] * 3, neg, [5] * 3, name="40 vs 41")
+        >>> cv.labels, cv.n_positive
+        (('blocks.0.hook_resid_pre', 'blocks.0.hook_resid_post', 'blocks.1.hook_resid_post'), 3)
+        >>> torch.allclose(cv["blocks.0.hook_resid_pre"], model.W_E[40] - model.W_E[41])
+        True
     """
     sites = list(sites or residual_sites(model))
     pos = site_activations(model, pos_ids, pos_positions, sites, batch_size)
@@ -221,6 +249,18 @@ def concept_vectors(
 
     Returns:
         The `ConceptVectors`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import concept_vectors
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 8, seed=0)
+        >>> cv = concept_vectors(model, pairs)  # edited (a harmful word) − base, at the <eos>
+        >>> cv.name, cv.labels[-1]
+        ('harmful @ reward', 'blocks.2.hook_resid_post')
+        >>> cv.reward_cosine.round(decimals=2)  # 0 at the embedding: both sides end in <eos>
+        tensor([ 0.0000, -0.7700, -0.7900, -0.9200])
     """
     name = name or f"{getattr(pairs[0], 'feature', 'pairs')} @ {at}"
     return concept_vectors_from_sets(model, *contrast_sets(model, pairs, at), name=name, **kwargs)
@@ -241,6 +281,19 @@ def reward_direction(model, objective: Objective = None) -> Float[Tensor, " d_mo
 
     Raises:
         RewardLensError: If the score is gated and no objective is given.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import reward_direction
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> w = reward_direction(model)
+        >>> ids = torch.tensor([load_task().task.examples(1, seed=0)[0].input_ids])
+        >>> reward, cache = model.run_with_cache(ids, return_type="reward")
+        >>> normalised = cache["ln_final.hook_normalized"][0, -1]  # at the reward token
+        >>> w.shape, torch.allclose(normalised @ w + model.b_U, reward, atol=1e-5)
+        (torch.Size([64]), True)
     """
     if objective is None and getattr(model, "gating", None) is not None:
         raise RewardLensError(
@@ -268,6 +321,20 @@ def decoder_alignment(concepts: ConceptVectors, sae, k: int = 5) -> list[tuple[s
 
     Raises:
         SAESiteError: If there is no concept vector at the SAE's site.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import concept_vectors_from_sets, decoder_alignment
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> base = [10, 11, 12, 13, 14]
+        >>> pos, neg = [base + [40]] * 3, [base + [41]] * 3
+        >>> cv = concept_vectors_from_sets(model, pos, [5] * 3, neg, [5] * 3)
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> sae.W_dec.data[3] = cv["blocks.1.hook_resid_post"]  # plant the concept as latent 3
+        >>> [(label, round(cosine, 3)) for label, cosine in decoder_alignment(cv, sae, k=2)]
+        [('f3', 1.0), ('f14', 0.294)]
     """
     site = sae_hook_name(sae)
     if site not in concepts.labels:
@@ -320,6 +387,23 @@ def concept_steering(
 
     Returns:
         A `SteeringCurve`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.inputs import pad_batch
+        >>> from reward_lens_tl.sae import concept_steering, concept_vectors
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 8, seed=0)
+        >>> v = concept_vectors(model, pairs)["blocks.1.hook_resid_post"]
+        >>> ids, mask = pad_batch([p.base.input_ids for p in pairs[:4]], model.pad_token_id)
+        >>> curve = concept_steering(  # add the harmful concept to conversations without it
+        ...     model, v, "blocks.1.hook_resid_post", ids, mask, coefficients=[0, 1],
+        ...     positions="reward",
+        ... )
+        >>> curve.rewards.round(decimals=2)  # [coefficient, example]: every reward drops
+        tensor([[  6.2300,   4.1100,  -8.6800,   4.4800],
+                [  4.9600,   2.7700, -10.3100,   3.1500]])
     """
     where = _position_mask(model, input_ids, attention_mask, positions)
     rows = []
@@ -338,7 +422,7 @@ def concept_steering(
 class ProjectionEffect(Result):
     """Rewards before and after projecting a direction out of one site.
 
-    Args:
+    Attributes:
         hook_name: The site.
         original: The original rewards.
         projected: The rewards with the direction projected out.
@@ -424,6 +508,21 @@ def concept_projection(
 
     Returns:
         A `ProjectionEffect`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.inputs import pad_batch
+        >>> from reward_lens_tl.sae import concept_projection, reward_direction
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> examples = load_task().task.examples(3, seed=0)
+        >>> ids, mask = pad_batch([ex.input_ids for ex in examples], model.pad_token_id)
+        >>> w = reward_direction(model)
+        >>> effect = concept_projection(model, w, "blocks.2.hook_resid_post", ids, mask)
+        >>> effect.original.round(decimals=2)
+        tensor([-1.3400,  1.9700, -0.2300])
+        >>> float(effect.projected.abs().max()) < 1e-4  # only the head bias (0) is left
+        True
     """
     unit = F.normalize(vector.float(), dim=0)
     where = _position_mask(model, input_ids, attention_mask, positions)

@@ -60,6 +60,20 @@ def max_activating_contexts(
 
     Returns:
         The `FeatureContexts`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import max_activating_contexts
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4)
+        >>> seqs = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17]]
+        >>> ctx = max_activating_contexts(model, sae, seqs, features=[16, 0], k=2, window=(2, 1))
+        >>> [(c.example, c.position, c.text()) for c in ctx[16]]  # strongest first
+        [(2, 0, '[[14]] 15'), (1, 2, '11 12 [[13]]')]
+        >>> ctx[0], ctx.frequency.round(decimals=3)  # f16 fires on 7 of the 13 tokens, f0 never
+        ((), tensor([0.5380, 0.0000]))
     """
     feats = torch.as_tensor(
         list(range(sae.cfg.d_sae))

@@ -69,7 +69,7 @@ class FeatureAttribution(Result):
     `activations` is the latent activation at the reward position (direct) or summed over the
     non-padding positions (atp); `[feature, example]` too.
 
-    Args:
+    Attributes:
         values: Each feature's contribution, `[feature, example]`.
         activations: The latent activations, `[feature, example]`.
         rewards: The rewards, `[example]`.
@@ -78,6 +78,27 @@ class FeatureAttribution(Result):
         error: The SAE error term's contribution (direct only).
         decoder_bias: The decoder bias's contribution (direct only).
         head_bias: The reward head's bias (direct only).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import feature_attribution
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> attr = feature_attribution(model, sae, ids, mask)
+        >>> terms = attr.terms()
+        >>> total = attr.values.sum(0) + terms["error"] + terms["decoder_bias"] + terms["head_bias"]
+        >>> torch.allclose(total, attr.rewards, atol=1e-5)  # the terms sum to the reward
+        True
+        >>> attr.to_dataframe(k=2).round(3)
+           example feature  contribution  activation
+        0        0      f2        -0.626       1.155
+        1        0      f6         0.000       0.000
+        2        1      f2        -0.000       0.000
+        3        1      f6         0.198       0.632
     """
 
     example_axes = axes(values=1, activations=1, rewards=0, error=0, decoder_bias=0, head_bias=0)
@@ -252,9 +273,25 @@ class FeatureAttribution(Result):
 class PairFeatureAttribution(MarginResult):
     """Feature attribution of chosen and rejected responses; `.margin` is their difference.
 
-    Args:
+    Attributes:
         chosen: The chosen responses' attribution.
         rejected: The rejected responses' attribution.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import pair_feature_attribution
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # (edited, base)
+        >>> sae = random_topk_sae(model, "blocks.2.hook_resid_post", d_sae=32, k=4)
+        >>> attr = pair_feature_attribution(model, sae, pairs)
+        >>> attr.chosen.rewards.round(decimals=2)  # the edited sides, with a harmful word
+        tensor([  3.1500,   1.1100, -11.5300,   1.5200])
+        >>> attr.rejected.rewards.round(decimals=2)  # the base sides
+        tensor([ 6.2300,  4.1100, -8.6800,  4.4800])
+        >>> attr.margin.rewards.round(decimals=2)  # chosen − rejected: the harmful word's cost
+        tensor([-3.0800, -3.0000, -2.8500, -2.9700])
     """
 
     example_axes = axes(chosen=0, rejected=0)
@@ -269,10 +306,28 @@ class FeatureEffects(Result):
 
     `values [feature, example]`, e.g. `reward − reward(feature ablated)`.
 
-    Args:
+    Attributes:
         features: The features intervened on.
         values: The reward changes, `[feature, example]`.
         intervention: The intervention's name.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import latent_ablation
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> effects = latent_ablation(model, sae, ids, mask, [2, 6], positions="reward")
+        >>> effects.labels, effects.intervention
+        (('f2', 'f6'), 'reward − ablated')
+        >>> effects.to_dataframe().round(3)
+          feature  example  reward − ablated
+        0      f2        0            -0.526
+        1      f2        1             0.000
+        2      f6        0             0.000
+        3      f6        1             0.214
     """
 
     example_axes = axes(values=1)
@@ -325,10 +380,27 @@ class AtPCheck(Result):
     `estimate[feature, example]` is `Σ_pos ∂r/∂a · a`; `actual` is
     `reward − reward(latent zeroed at every position)`, with the SAE's error term kept.
 
-    Args:
+    Attributes:
         features: The features checked.
         estimate: The attribution patching estimates, `[feature, example]`.
         actual: The ablation effects, `[feature, example]`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import atp_check
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> check = atp_check(model, sae, ids, mask, k=3)
+        >>> check.to_dataframe().round(3)
+          feature  atp_mean  ablation_mean
+        0      f6     0.128          0.134
+        1      f5     0.103          0.115
+        2     f20     0.083          0.089
+        >>> {name: round(value, 3) for name, value in check.summary().items()}
+        {'features': 3, 'pearson': 0.998, 'sign_agreement': 1.0, 'relative_error': 0.081}
     """
 
     label_column, value_column = "feature", "ablation_mean"
@@ -408,10 +480,27 @@ class AtPCheck(Result):
 class SteeringCurve(Result):
     """Rewards `[coefficient, example]` when `coefficient × direction` is added.
 
-    Args:
+    Attributes:
         label: The direction's name.
         coefficients: The steering coefficients.
         rewards: The rewards, `[coefficient, example]`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import feature_steering
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> curve = feature_steering(model, sae, ids, mask, feature=2, coefficients=[-1, 0, 1])
+        >>> curve.label, round(curve.slope(), 3)
+        ('f2 @ blocks.1.hook_resid_post', -0.415)
+        >>> curve.to_dataframe().round(3)
+           coefficient  mean_reward  std_reward
+        0         -1.0        0.766       0.179
+        1          0.0        0.421       0.378
+        2          1.0       -0.063       0.300
     """
 
     example_axes = axes(rewards=1)
@@ -483,7 +572,7 @@ class SteeringCurve(Result):
 class Context:
     """One activating token and the window of token ids around it.
 
-    Args:
+    Attributes:
         feature: The feature.
         activation: Its activation at the token.
         example: The sequence's index.
@@ -524,11 +613,25 @@ def _token_str(token_id: int, tokenizer) -> str:
 class FeatureContexts(Result):
     """The top activating contexts of some features over a set of sequences.
 
-    Args:
+    Attributes:
         contexts: One tuple of contexts per feature, best first.
         features: The features.
         frequency: Each feature's share of non-padding tokens where it is active.
         tokenizer: The tokenizer used to show the contexts, if any.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import max_activating_contexts
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.0.hook_resid_post", d_sae=32, k=4)
+        >>> seqs = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17]]
+        >>> ctx = max_activating_contexts(model, sae, seqs, features=[16], k=2, window=(2, 1))
+        >>> ctx.to_dataframe().round(3)  # the context shows the token ids: no tokenizer
+          feature  rank  activation  example  position       context
+        0     f16     0       0.965        2         0     [[14]] 15
+        1     f16     1       0.684        1         2  11 12 [[13]]
     """
 
     no_example_axis = "its rows are features, each ranking contexts from every sequence searched"
@@ -598,7 +701,7 @@ class FeatureContexts(Result):
 class ConceptVectors(Result):
     """Difference-of-means directions, one per site (`labels`), `directions [site, d]`.
 
-    Args:
+    Attributes:
         name: The concept's name.
         labels: The sites.
         directions: The directions, `[site, d_model]`.
@@ -606,6 +709,21 @@ class ConceptVectors(Result):
         n_negative: The number of negative examples.
         separation: How cleanly each direction separates the two sets.
         reward_cosine: Each direction's cosine with the reward read-out's direction.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import concept_vectors
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> cv = concept_vectors(model, load_task().task.contrast_pairs("harmful", 8, seed=0))
+        >>> cv.directions.shape, cv.n_positive, cv.n_negative  # [site, d_model]
+        (torch.Size([4, 64]), 8, 8)
+        >>> cv.to_dataframe()[["site", "separation", "cosine_with_reward"]].round(2)
+                               site  separation  cosine_with_reward
+        0   blocks.0.hook_resid_pre        0.00                0.00
+        1  blocks.0.hook_resid_post        1.07               -0.77
+        2  blocks.1.hook_resid_post        0.86               -0.79
+        3  blocks.2.hook_resid_post        0.75               -0.92
     """
 
     no_example_axis = "its directions are means over every example of both sets"
@@ -674,7 +792,7 @@ class ConceptVectors(Result):
 class GroundTruthRow:
     """One planted feature: the latent that matches it (see `zoo_features`).
 
-    Args:
+    Attributes:
         feature: The planted feature.
         hook_name: The hook the SAE reads.
         d_sae: The SAE's width.
@@ -719,8 +837,24 @@ class GroundTruthRow:
 class GroundTruthReport(Result):
     """Per planted feature, the SAE latent that tracks it best and its reward effect.
 
-    Args:
+    Attributes:
         rows: One row per planted feature.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import planted_feature_report, train_zoo_sae
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model, task = HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
+        >>> trained = train_zoo_sae(
+        ...     model, task, n_examples=50, d_sae=32, k=4, steps=50, batch_size=64
+        ... )
+        >>> report = planted_feature_report(
+        ...     model, trained.sae, task, features=["harmful", "topic_match"], n=50, candidates=2
+        ... )
+        >>> [(feature, round(corr, 2)) for feature, corr in report.top_k()]
+        [('harmful', 1.0), ('topic_match', 0.93)]
+        >>> report["harmful"].latent, report.to_dataframe()["passed"].tolist()
+        (15, [True, True])
     """
 
     no_example_axis = "its rows are planted features, each measured over every example"

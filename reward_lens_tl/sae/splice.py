@@ -365,6 +365,22 @@ def spliced(model, saes: SAE | Sequence[SAE], use_error_term: bool = True) -> It
 
     Raises:
         SAEHookError: If sae_lens did not attach an SAE.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import spliced
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> clean = model.rewards(ids, mask)
+        >>> with spliced(model, sae, use_error_term=False):  # the reconstruction's reward
+        ...     change = model.rewards(ids, mask) - clean
+        ...     print(list(model.acts_to_saes), change.round(decimals=3))
+        ['blocks.1.hook_resid_post'] tensor([-0.9020, -0.6230])
+        >>> model.acts_to_saes  # detached again
+        {}
     """
     saes = _as_list(saes)
     check_saes(model, saes)
@@ -385,6 +401,23 @@ def add_sae(model, sae: SAE, use_error_term: bool = True) -> None:
 
     Raises:
         SAEHookError: If sae_lens did not attach the SAE.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import add_sae
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> clean = model.rewards(ids, mask)
+        >>> add_sae(model, sae)  # with its error term: the reward does not change
+        >>> list(model.acts_to_saes), torch.allclose(model.rewards(ids, mask), clean, atol=1e-5)
+        (['blocks.1.hook_resid_post'], True)
+        >>> model.reset_saes()
+        >>> model.acts_to_saes
+        {}
     """
     check_saes(model, [sae])
     model.add_sae(sae, use_error_term=use_error_term)
@@ -408,6 +441,24 @@ def run_with_cache_with_saes(
 
     Returns:
         The output and the activation cache.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import run_with_cache_with_saes
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> rewards, cache = run_with_cache_with_saes(
+        ...     model, ids, attention_mask=mask, return_type="reward", saes=sae
+        ... )
+        >>> latents = cache["blocks.1.hook_resid_post.hook_sae_acts_post"]
+        >>> latents.shape, torch.allclose(rewards, model.rewards(ids, mask), atol=1e-5)
+        (torch.Size([2, 9, 32]), True)
+        >>> bool(((latents > 0).sum(-1) == 4).all())  # TopK: k = 4 latents at every token
+        True
     """
     saes = _as_list(saes)
     check_saes(model, saes)
@@ -418,7 +469,7 @@ def run_with_cache_with_saes(
 class SpliceReport(Result):
     """Rewards of the original model and with an SAE spliced in, per example.
 
-    Args:
+    Attributes:
         hook_name: The hook the SAE reads.
         original: The original rewards.
         with_error_term: The rewards spliced with the error term.
@@ -521,6 +572,22 @@ def splice_report(model, sae: SAE, input_ids: Tensor, attention_mask: Tensor | N
 
     Returns:
         A `SpliceReport`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import splice_report
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> ids, mask = random_batch(2, [9, 6])
+        >>> report = splice_report(model, sae, ids, mask)  # an untrained SAE: a poor reconstruction
+        >>> report.max_error_with_error_term < 1e-5, report.l0, round(report.fvu, 2)
+        (True, 4.0, 2.14)
+        >>> report.to_dataframe().round(3)
+           original  with_error_term  reconstruction  reconstruction_error
+        0     0.154            0.154          -0.749                -0.902
+        1     0.688            0.688           0.065                -0.623
     """
     name = sae_hook_name(sae)
     check_saes(model, [sae])

@@ -44,7 +44,7 @@ from .errors import EmptyActivationsError, SAESiteError
 class SAEStats:
     """Reconstruction quality of an SAE on a set of activations.
 
-    Args:
+    Attributes:
         fvu: Fraction of variance unexplained, Σ‖x − x̂‖² / Σ‖x − x̄‖².
         l0: Mean number of active latents per token.
         dead_fraction: Share of latents never active on these activations.
@@ -61,12 +61,29 @@ class SAEStats:
 class TrainedSAE:
     """An inference SAE plus how it was trained and how well it reconstructs.
 
-    Args:
+    Returned by `train_topk_sae`; `save_sae` writes its SAE.
+
+    Attributes:
         sae: The inference SAE.
         steps: Training steps run.
         samples: Training samples seen.
         seconds: Training time.
         stats: Its `SAEStats` on the evaluation activations, if any.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import collect_activations, train_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, mask = random_batch(8, seq_len=10)
+        >>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
+        >>> trained = train_topk_sae(
+        ...     acts, "blocks.1.hook_resid_post", d_sae=32, k=4, steps=20, batch_size=32, threads=1
+        ... )
+        >>> trained.steps, trained.samples  # 20 steps of 32 activations
+        (20, 640)
+        >>> trained.stats.n_tokens, trained.stats.l0  # evaluated on the 80 training tokens
+        (80, 4.0)
     """
 
     sae: SAE
@@ -92,6 +109,19 @@ def sae_stats(sae: SAE, acts: Float[Tensor, "tokens d_in"], batch_size: int = 40
 
     Returns:
         The `SAEStats`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import collect_activations, sae_stats
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, mask = random_batch(8, seq_len=10)
+        >>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> stats = sae_stats(sae, acts)  # untrained: worse than predicting the mean
+        >>> stats.n_tokens, stats.l0, round(stats.fvu, 2), round(stats.dead_fraction, 3)
+        (80, 4.0, 1.57, 0.156)
     """
     sq_err = 0.0
     l0 = 0.0
@@ -201,6 +231,22 @@ def train_topk_sae(
     Raises:
         SAESiteError: If the activations' width does not match.
         EmptyActivationsError: If the iterator ends too soon.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import collect_activations, train_topk_sae
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, mask = random_batch(8, seq_len=10)
+        >>> acts = collect_activations(model, "blocks.1.hook_resid_post", [(ids, mask)])
+        >>> trained = train_topk_sae(
+        ...     acts, "blocks.1.hook_resid_post", d_sae=32, k=4, steps=20, batch_size=32,
+        ...     model=model, threads=1,
+        ... )
+        >>> type(trained.sae).__name__, trained.sae.cfg.d_sae, trained.sae.cfg.metadata.hook_name
+        ('TopKSAE', 32, 'blocks.1.hook_resid_post')
+        >>> trained.stats.l0, round(trained.stats.fvu, 2)  # k latents per token; FVU below 1
+        (4.0, 0.79)
     """
     if model is not None:
         check_hook(model, hook_name)
@@ -294,6 +340,18 @@ def save_sae(sae: SAE | TopKTrainingSAE | TrainedSAE, path: str | Path) -> Path:
 
     Returns:
         The directory.
+
+    Examples:
+        >>> import tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import save_sae
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> path = save_sae(sae, tempfile.mkdtemp())
+        >>> sorted(p.name for p in path.iterdir())
+        ['cfg.json', 'sae_weights.safetensors']
     """
     sae = sae.sae if isinstance(sae, TrainedSAE) else sae
     path = Path(path)
@@ -320,6 +378,20 @@ def load_sae(path: str | Path, model=None, device: str | None = None) -> SAE:
     Raises:
         FileNotFoundError: If the directory holds no `cfg.json`.
         SAEHookError: If the hook is not on `model`.
+
+    Examples:
+        >>> import tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import load_sae, save_sae
+        >>> from reward_lens_tl.sae.testing import random_topk_sae
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post", d_sae=32, k=4)
+        >>> loaded = load_sae(save_sae(sae, tempfile.mkdtemp()), model=model)
+        >>> type(loaded).__name__, loaded.cfg.metadata.hook_name
+        ('TopKSAE', 'blocks.1.hook_resid_post')
+        >>> bool((loaded.W_dec == sae.W_dec).all())
+        True
     """
     path = Path(path)
     if not (path / "cfg.json").exists():

@@ -41,12 +41,19 @@ of every conversation and its ablation lowers the reward (seed 1); at
 `blocks.0.hook_resid_post` the ≈ 0.998 `sycophancy` latent moves the reward by −0.01 on
 seed 0, and summed activations track `length` at only 0.61–0.81.
 
+`zoo_ground_truth(model, load_task().task)` runs the whole check (its SAEs take seconds to
+train); the example below checks one feature with a smaller, quickly trained SAE.
+
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
-    >>> from reward_lens_tl.zoo import load_task, zoo_path  # doctest: +SKIP
-    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # doctest: +SKIP
-    >>> report, saes = zoo_ground_truth(model, load_task().task)  # doctest: +SKIP
-    >>> report.to_dataframe()  # doctest: +SKIP
+    >>> from reward_lens_tl.sae import planted_feature_report, train_zoo_sae
+    >>> from reward_lens_tl.zoo import load_task, zoo_path
+    >>> model, task = HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
+    >>> sae = train_zoo_sae(model, task, n_examples=50, d_sae=32, k=4, steps=50, batch_size=64).sae
+    >>> report = planted_feature_report(model, sae, task, features=["harmful"], n=50, candidates=2)
+    >>> row = report["harmful"]  # the latent that tracks harmful words and lowers the reward
+    >>> row.passed, round(row.correlation, 2), row.planted_sign, round(row.effect, 2)
+    (True, 1.0, -1, -1.37)
 """
 
 from __future__ import annotations
@@ -84,6 +91,13 @@ def zoo_plan(n_layers: int = 3) -> Mapping[str, tuple[str, str]]:
 
     Returns:
         `(site, metric)` by feature.
+
+    Examples:
+        >>> from reward_lens_tl.sae import ZOO_PLAN, zoo_plan
+        >>> zoo_plan(3)["harmful"], zoo_plan(3)["length"]
+        (('blocks.0.hook_resid_post', 'sequence'), ('blocks.2.hook_resid_post', 'reward_token'))
+        >>> zoo_plan(5)["length"], zoo_plan(3) == ZOO_PLAN
+        (('blocks.4.hook_resid_post', 'reward_token'), True)
     """
     final = f"blocks.{n_layers - 1}.hook_resid_post"
     return MappingProxyType(
@@ -133,6 +147,19 @@ def train_zoo_sae(
 
     Returns:
         The `TrainedSAE`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import train_zoo_sae
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> trained = train_zoo_sae(
+        ...     model, load_task().task, n_examples=50, d_sae=32, k=4, steps=50, batch_size=64
+        ... )
+        >>> trained.sae.cfg.metadata.hook_name, trained.samples  # 50 steps of 64 tokens
+        ('blocks.0.hook_resid_post', 3200)
+        >>> trained.stats.n_tokens, trained.stats.l0, round(trained.stats.fvu, 2)
+        (834, 4.0, 0.21)
     """
     examples = task.examples(n_examples, seed=10_000 + seed)
     acts = collect_activations(model, hook_name, examples, batch_size=128)
@@ -173,6 +200,18 @@ def zoo_ground_truth(
 
     Returns:
         The report and the trained SAEs by site.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import zoo_ground_truth
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> plan = {"harmful": ("blocks.0.hook_resid_post", "sequence")}  # one site: one SAE
+        >>> report, saes = zoo_ground_truth(model, load_task().task, plan=plan, n=50, candidates=2)
+        >>> list(saes), saes["blocks.0.hook_resid_post"].steps  # the full 1500 training steps
+        (['blocks.0.hook_resid_post'], 1500)
+        >>> report["harmful"].passed, report["harmful"].correlation >= 0.8
+        (True, True)
     """
     plan = zoo_plan(model.cfg.n_layers) if plan is None else plan
     sites = dict.fromkeys(site for site, _ in plan.values())
@@ -289,6 +328,22 @@ def planted_feature_report(
 
     Raises:
         InvalidArgumentError: If `metric` is unknown.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.sae import planted_feature_report, train_zoo_sae
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model, task = HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
+        >>> trained = train_zoo_sae(
+        ...     model, task, n_examples=50, d_sae=32, k=4, steps=50, batch_size=64
+        ... )
+        >>> report = planted_feature_report(
+        ...     model, trained.sae, task, features=["harmful", "topic_match"], n=50, candidates=2
+        ... )
+        >>> report.to_dataframe()[["feature", "latent", "correlation", "effect", "passed"]].round(2)
+               feature  latent  correlation  effect  passed
+        0      harmful      15         1.00   -1.37    True
+        1  topic_match      17         0.93    0.31    True
     """
     if metric not in METRICS:
         raise InvalidArgumentError(f"metric={metric!r}: expected one of {METRICS}")
