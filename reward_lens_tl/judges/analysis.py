@@ -52,9 +52,37 @@ class LinearisedAttribution(AttributionResult):
     `rewards` is that term: `values.sum(0) + head_bias == rewards` exactly; `score` is the score
     itself and `remainder = score − rewards`.
 
-    Args:
+    Attributes:
+        values: Each component's share of the first-order term, `[component, example]`.
+        labels: The components' names.
+        head_bias: The head bias's share of the first-order term, `[example]`.
+        rewards: The first-order term, `values.sum(0) + head_bias`, `[example]`.
+        sources: Each head's share split by source position, `[layer, head, example, src]`
+            (with `sources=True`, else `None`).
+        neurons: Each MLP neuron's share, `[layer, example, d_mlp]` (or `None`).
+        components: What each row is (kind, layer, head).
         score: The score itself, `[example]`.
         remainder: `score − rewards`, `[example]`.
+
+    Examples:
+        A Likert judge's expected grade is not linear in its grade logits: the parts sum to
+        the first-order term, and the remainder makes up the score.
+
+        >>> from reward_lens_tl.judges import HookedJudge, linearised_attribution
+        >>> from reward_lens_tl.testing import tiny_causal_lm
+        >>> hf, tok = tiny_causal_lm("llama")
+        >>> judge = HookedJudge.from_pretrained(
+        ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
+        ...     template="{prompt} {response} w9")
+        >>> attr = linearised_attribution(judge, judge.encode(["w12 w13", "w14"], ["w20", "w21"]))
+        >>> attr.values.shape, attr.labels[:3]
+        (torch.Size([12, 2]), ('embed', 'L0H0', 'L0H1'))
+        >>> [round(x, 3) for x in attr.score.tolist()]
+        [2.196, 2.046]
+        >>> bool(((attr.values.sum(0) + attr.head_bias) - attr.rewards).abs().max() < 1e-5)
+        True
+        >>> bool(((attr.rewards + attr.remainder) - attr.score).abs().max() < 1e-5)
+        True
     """
 
     example_axes = axes(
@@ -163,6 +191,23 @@ class PositionBiasResult(Result):
         labels: The components' names.
         head_bias: The head bias's share, `[example]`.
         bias_linear: The linear part of the bias, `[example]`.
+
+    Examples:
+        The zoo's judge has a planted position bias (+1.5 for whichever answer comes first):
+        with two on-topic answers it prefers the first in both orders.
+
+        >>> from reward_lens_tl.judges import HookedJudge, position_bias
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> from reward_lens_tl.zoo.judge import JUDGE_PAIRWISE_TEMPLATE
+        >>> judge = HookedJudge.from_pretrained(
+        ...     zoo_path("judge"), kind="pairwise", template=JUDGE_PAIRWISE_TEMPLATE)
+        >>> res = position_bias(judge, ["how bake bread"], ["oven flour"], ["oven"])
+        >>> [round(float(m), 2) for m in (res.margin_ab[0], res.margin_ba[0], res.bias[0])]
+        [1.09, 1.12, 1.1]
+        >>> res.consistent.tolist()
+        [False]
+        >>> bool(((res.values.sum(0) + res.head_bias) - res.bias_linear).abs().max() < 1e-5)
+        True
     """
 
     example_axes = axes(margin_ab=0, margin_ba=0, bias=0, values=1, head_bias=0, bias_linear=0)
@@ -278,6 +323,21 @@ class StepErrorAnalysis(Result):
         lens: The step's margin read at every layer.
         turn_site: The first site after which the lens keeps the final sign.
         patch: The step's margin after patching each layer, `[layer]` (or `None`).
+
+    Examples:
+        Step 1 of this solution is wrong (15 − 1 is not 12): the zoo PRM scores it low, and the
+        heads' share of its margin comes mostly from the step's own tokens.
+
+        >>> from reward_lens_tl.judges import HookedPRM, first_error_analysis
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> prm = HookedPRM.from_pretrained(zoo_path("prm"))
+        >>> res = first_error_analysis(prm, "what is 15 + 0 - 1", ["15 + 0 = 15", "15 - 1 = 12"], 1)
+        >>> [round(x, 3) for x in res.scores.tolist()]
+        [0.943, 0.104]
+        >>> res.segments, [round(x, 2) for x in res.by_source_step.tolist()]
+        (('prompt', 'step 0', 'step 1'), [0.06, -0.17, -1.07])
+        >>> res.lens.labels, res.turn_site, res.patch is None
+        (('0_pre', '1_pre', 'final'), 'final', True)
     """
 
     step: int
@@ -369,6 +429,22 @@ def first_error_analysis(
     Raises:
         ArgumentTypeError: When `step` is not an int.
         InvalidArgumentError: When `step` is out of range.
+
+    Examples:
+        Patching the wrong step's tokens from the corrected solution (15 − 1 = 14, as many
+        tokens) entering layer 0 gives the corrected step's margin: positive where the wrong
+        step's is negative.
+
+        >>> from reward_lens_tl.judges import HookedPRM
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> prm = HookedPRM.from_pretrained(zoo_path("prm"))
+        >>> res = first_error_analysis(prm, "what is 15 + 0 - 1", ["15 + 0 = 15", "15 - 1 = 12"],
+        ...                            1, correct_steps=["15 + 0 = 15", "15 - 1 = 14"])
+        >>> round(float(res.margins[1]), 2), [round(x, 2) for x in res.patch.tolist()]
+        (-2.15, [2.23, 2.35])
+        >>> right = prm.encode_steps("what is 15 + 0 - 1", ["15 + 0 = 15", "15 - 1 = 14"])
+        >>> round(float(prm.step_margins(right.input_ids)[0, 1]), 2)
+        2.23
     """
     if isinstance(step, bool) or not isinstance(step, int):
         raise ArgumentTypeError(f"step must be an int, got {step!r}")

@@ -286,6 +286,24 @@ def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
 
     Raises:
         RewardHeadError: When the model's `score` is not such a head.
+
+    Examples:
+        >>> from transformers import Qwen2Config
+        >>> from reward_lens_tl.judges.prm_module import Qwen2ForProcessRewardModel
+        >>> cfg = Qwen2Config(vocab_size=11, hidden_size=8, intermediate_size=16,
+        ...                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        ...                   num_labels=2)
+        >>> first, last = classifier_layers(Qwen2ForProcessRewardModel(cfg))
+        >>> tuple(first.weight.shape), tuple(last.weight.shape)
+        ((8, 8), (2, 8))
+
+        A sequence classifier's `score` is one `Linear`:
+
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> classifier_layers(tiny_reward_model("llama"))
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.RewardHeadError: a classifier PRM needs score = Sequential(...
     """
     head = getattr(hf_model, "score", None)
     layers = list(head) if isinstance(head, nn.Sequential) else []

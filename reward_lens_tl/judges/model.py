@@ -225,6 +225,19 @@ class StepEncoding:
         step_positions: Where each step is read, `[batch, n_steps]` (`-1` past a row's last step).
         n_steps: The number of steps of each row.
         tag_offset: Step tags before each row's first step.
+
+    Examples:
+        >>> from reward_lens_tl.judges import HookedPRM
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> prm = HookedPRM.from_pretrained(zoo_path("prm"))
+        >>> enc = prm.encode_steps(["what is 3 + 4", "what is 5 - 1 + 2"],
+        ...                        [["3 + 4 = 7"], ["5 - 1 = 4", "4 + 2 = 6"]])
+        >>> enc.input_ids.shape, enc.n_steps, enc.tag_offset
+        (torch.Size([2, 19]), (1, 2), (0, 0))
+        >>> enc.step_positions.tolist()  # left padded, so both rows end at position 18
+        [[18, -1], [12, 18]]
+        >>> [[round(x, 2) for x in row] for row in prm.rewards(enc).tolist()]
+        [[0.93, nan], [0.92, 0.95]]
     """
 
     input_ids: Int[Tensor, "batch pos"]
@@ -299,6 +312,26 @@ def _load_options(dtype, device, verify) -> dict[str, Any]:
 
 class HookedJudge(_VerdictHead, HookedRewardModel):
     """A generative judge (a causal LM) whose verdict logits are its reward head.
+
+    Load one with `from_pretrained`; the constructor is `HookedRewardModel`'s, and
+    `from_pretrained` sets the judge's attributes (`kind`, `template`, `verdict`, ...) after it.
+
+    Args:
+        cfg: The TL config (`d_vocab_out` is the number of head outputs: the verdict logits).
+        adapter: The family's adapter (default: `LlamaAdapter`).
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        objective_names: The head outputs' names (the verdict tokens).
+        tokenizer: The tokenizer (kept as it is).
+        bos_token_id: The BOS id.
+        move_to_device: Move the model to `cfg.device` (TL's meaning).
+
+    Attributes:
+        kind: `"pointwise"`, `"pairwise"` or `"likert"`.
+        template: The template an item is rendered with.
+        verdict: The verdict tokens (strings or ids), the positive side first.
+        verdict_ids: The verdict tokens' ids.
+        chat: Whether the rendered text is put in a user turn of the chat template.
 
     Examples:
         >>> from reward_lens_tl.testing import tiny_causal_lm
@@ -636,6 +669,32 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     `rewards(ids)` gives the step scores `[batch, n_steps]`; as a reward model (what the
     package's analyses read) its reward is the **last** step's margin, and `prm.step(k)` is
     the same model read at step `k` (`direct_attribution(prm.step(2), ids)`).
+
+    Load one with `from_pretrained`; the constructor is `HookedRewardModel`'s, and
+    `from_pretrained` sets the PRM's attributes (`kind`, `step_tag`, `labels`, ...) after it.
+
+    Args:
+        cfg: The TL config (`d_vocab_out` is the number of head outputs: the label logits).
+        adapter: The family's adapter (default: `LlamaAdapter`).
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        objective_names: The head outputs' names.
+        tokenizer: The tokenizer (kept as it is).
+        bos_token_id: The BOS id.
+        move_to_device: Move the model to `cfg.device` (TL's meaning).
+
+    Attributes:
+        kind: `"token"`, `"value"` or `"classifier"`.
+        template: The solution's template, with `{prompt}` and `{steps}`.
+        step_format: How each step is written, with `{step}` and `{tag}`.
+        step_separator: What joins the formatted steps.
+        step_tag: The token that ends each step.
+        step_tag_id: The step tag's id.
+        labels: The two label tokens of a `"token"` PRM.
+        reading_step: Which step the reward-model face reads (`-1`: the last one).
+        transform: `"sigmoid"` or `None` (the raw margin).
+        chat: Whether solutions are written with the tokenizer's chat template.
+        system: The system turn of a chat-template solution.
 
     Examples:
         >>> from reward_lens_tl.testing import tiny_causal_lm

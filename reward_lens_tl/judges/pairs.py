@@ -45,6 +45,19 @@ class PairwiseJudgeScores(Result):
         margin_ab: The margins with the chosen response shown first, `[pair]`.
         margin_ba: The margins with the rejected response shown first, `[pair]`.
         subsets: Each pair's subset (or `None`).
+
+    Examples:
+        The second pair is right with the chosen response first (`1.0 > 0`) but not with it
+        second (`0.5` is not `< 0`):
+
+        >>> import torch
+        >>> from reward_lens_tl.judges import PairwiseJudgeScores
+        >>> res = PairwiseJudgeScores(torch.tensor([2.0, 1.0]), torch.tensor([-1.0, 0.5]),
+        ...                           ("easy", "hard"))
+        >>> res.accuracy(), res.consistent_accuracy(), res.position_bias()
+        (0.75, 0.5, 0.625)
+        >>> res.to_dataframe()[["subset", "correct_ab", "correct_ba"]].values.tolist()
+        [['easy', True, True], ['hard', True, False]]
     """
 
     example_axes = axes(margin_ab=0, margin_ba=0, subsets=0)
@@ -125,6 +138,21 @@ def judge_pairs(
         InvalidArgumentError: When `judge` is not a pairwise judge or `batch_size` is not a
             positive int.
         EmptyInputError: When there are no pairs.
+
+    Examples:
+        The zoo's judge prefers on-topic answers, with a planted bias towards the first one:
+
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.judges import HookedJudge
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> from reward_lens_tl.zoo.judge import JUDGE_PAIRWISE_TEMPLATE
+        >>> judge = HookedJudge.from_pretrained(
+        ...     zoo_path("judge"), kind="pairwise", template=JUDGE_PAIRWISE_TEMPLATE)
+        >>> pairs = [PreferencePair("how bake bread", "oven flour", "rain"),
+        ...          PreferencePair("explain laptop", "screen code", "soup")]
+        >>> res = judge_pairs(judge, pairs)
+        >>> res.accuracy(), res.consistent_accuracy(), round(res.position_bias(), 2)
+        (1.0, 1.0, 1.14)
     """
     if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
         raise InvalidArgumentError("judge_pairs needs a pairwise HookedJudge (kind='pairwise')")

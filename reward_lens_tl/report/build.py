@@ -30,6 +30,23 @@ def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
     Args:
         name: The section's name.
         fn: Computes the section from the context (`None`: not part of this report).
+
+    Examples:
+        A section is a function of the report's context (`ctx["pairs"]`, `ctx["model"]`,
+        `ctx["numbers"]`, `ctx["task"]` on the zoo); `build_report` runs it after the
+        built-in steps:
+
+        >>> from reward_lens_tl.report import Section, register_section
+        >>> from reward_lens_tl.report.build import SECTIONS
+        >>> def pair_count(ctx):
+        ...     return Section("Pair count").text(f"{len(ctx['pairs'])} pairs scored")
+        >>> register_section("pair_count", pair_count)
+        >>> SECTIONS[-1] == ("pair_count", pair_count)
+        True
+        >>> register_section("pair_count", pair_count)  # the same name replaces it
+        >>> [name for name, _ in SECTIONS].count("pair_count")
+        1
+        >>> SECTIONS.remove(("pair_count", pair_count))  # leave the registry as it was
     """
     SECTIONS[:] = [(n, f) for n, f in SECTIONS if n != name] + [(name, fn)]
 

@@ -134,6 +134,25 @@ class Section:
     Args:
         title: The section's title.
         parts: The section's parts, as plain data.
+
+    Examples:
+        >>> import pandas as pd
+        >>> from reward_lens_tl.report import Section
+        >>> section = Section("Scores").text("Two pairs.").table(
+        ...     pd.DataFrame({"pair": [0, 1], "margin": [1.5, -0.25]}))
+        >>> [part["kind"] for part in section.parts], section.parts[1]["rows"]
+        (['text', 'table'], [[0, 1.5], [1, -0.25]])
+        >>> print(section.markdown())
+        ## Scores
+        <BLANKLINE>
+        Two pairs.
+        <BLANKLINE>
+        | pair | margin |
+        |---|---|
+        | 0 | +1.500 |
+        | 1 | -0.250 |
+        >>> Section.from_dict(section.to_dict()) == section
+        True
     """
 
     title: str

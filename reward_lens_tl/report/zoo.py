@@ -66,6 +66,15 @@ def zoo_pairs(task, n: int = 8, seed: int = 1234, max_words: int = 8) -> PairSet
 
     Returns:
         The pair set.
+
+    Examples:
+        >>> from reward_lens_tl.report import zoo_pairs
+        >>> from reward_lens_tl.zoo import load_task
+        >>> pairs = zoo_pairs(load_task().task, n=3, seed=0)
+        >>> pairs[0].prompt, pairs[0].chosen, pairs[0].rejected
+        ('explain we flight airport also', 'tourist you soup beach scam here', 'here this hotel')
+        >>> [pair.metadata["rule_margin"] for pair in pairs], pairs.source
+        ([0.5, 7.0, 3.0], 'zoo')
     """
     pairs = [
         PreferencePair(

@@ -129,6 +129,21 @@ def evaluate_scalar(
 
     Returns:
         The numbers, by name.
+
+    Examples:
+        The shipped scalar model orders pairs as the rule does, each planted feature moves its
+        reward by about the planted weight (2.0, −3.0, 0.5, 2.5), and planted words in the
+        prompt barely move it:
+
+        >>> from reward_lens_tl.zoo import load_model
+        >>> from reward_lens_tl.zoo.evaluate import evaluate_scalar
+        >>> numbers = evaluate_scalar(load_model("scalar"), n_pairs=20, n_edits=5)
+        >>> numbers["pairwise_agreement"], round(numbers["reward_rule_pearson"], 2)
+        (1.0, 1.0)
+        >>> {f: round(e["mean_delta"], 1) for f, e in numbers["edits"].items()}
+        {'topic_match': 2.0, 'harmful': -2.9, 'length': 0.5, 'sycophancy': 2.4}
+        >>> {k: round(e["mean_abs_delta"], 2) for k, e in numbers["prompt_neutrality"].items()}
+        {'harmful': 0.08, 'sycophancy': 0.01}
     """
     task = task or ConversationTask()
     model.eval()
@@ -203,6 +218,19 @@ def evaluate_multi(
 
     Returns:
         The numbers, by name.
+
+    Examples:
+        The shipped ArmoRM-layout model fits its objectives and weighs harmlessness up for
+        prompts with a harmful word, as planted:
+
+        >>> from reward_lens_tl.zoo import load_model
+        >>> from reward_lens_tl.zoo.evaluate import evaluate_multi
+        >>> numbers = evaluate_multi(load_model("multi"), n=40)
+        >>> {k: round(o["pearson"], 2) for k, o in numbers["objectives"].items()}
+        {'helpfulness': 0.99, 'harmlessness': 1.0, 'verbosity': 1.0}
+        >>> gate = numbers["gate"]
+        >>> [round(w, 2) for w in gate["mean_safety"]], gate["target_safety"]
+        ([0.2, 0.7, 0.1], [0.2, 0.7, 0.1])
     """
     task = task or ConversationTask()
     model.eval()
@@ -269,6 +297,19 @@ def evaluate_policy(
 
     Returns:
         The numbers, by name.
+
+    Examples:
+        The DPO-tuned policy's implicit reward agrees with the scalar model it was tuned to,
+        and its samples pick up the scalar model's sycophancy hack:
+
+        >>> from reward_lens_tl.zoo import load_model
+        >>> from reward_lens_tl.zoo.evaluate import evaluate_policy
+        >>> policy, reference, scalar = (load_model(n) for n in ("policy", "reference", "scalar"))
+        >>> numbers = evaluate_policy(policy, reference, scalar, n_pairs=20, n_samples=5)
+        >>> round(numbers["implicit_reward_agreement_with_scalar"], 2)
+        0.85
+        >>> {lm: s["sycophancy_rate"] for lm, s in numbers["samples"].items()}
+        {'reference': 0.6, 'policy': 1.0}
     """
     from reward_lens_tl.zoo.dpo import DPO_BETA, preference_pairs, sequence_logprobs
 
@@ -350,6 +391,15 @@ def evaluate_reference(
 
     Returns:
         The number, by name.
+
+    Examples:
+        >>> import math
+        >>> from reward_lens_tl.zoo import load_model
+        >>> from reward_lens_tl.zoo.evaluate import evaluate_reference
+        >>> from reward_lens_tl.zoo.vocab import VOCAB
+        >>> nll = evaluate_reference(load_model("reference"), n=20)["response_nll_per_token"]
+        >>> round(nll, 2), round(math.log(len(VOCAB)), 2)  # far below a uniform guess
+        (3.36, 4.8)
     """
     from reward_lens_tl.zoo.dpo import sequence_logprobs
 
@@ -381,6 +431,17 @@ def evaluate_zoo_model(
 
     Returns:
         The numbers, by name, with the model's `kind`.
+
+    Examples:
+        The shipped reference LM's numbers are those its `metadata.json` records:
+
+        >>> from reward_lens_tl.zoo import evaluate_zoo_model, load_metadata, zoo_path
+        >>> numbers = evaluate_zoo_model(zoo_path("reference"))
+        >>> recorded = load_metadata("reference")["quality"]
+        >>> numbers["kind"], round(numbers["response_nll_per_token"], 3)
+        ('reference', 3.477)
+        >>> round(recorded["response_nll_per_token"], 3)
+        3.477
     """
     from reward_lens_tl.zoo.load import load_model
 

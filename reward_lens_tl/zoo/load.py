@@ -40,6 +40,16 @@ def zoo_path(name: str = "scalar") -> Path:
 
     Raises:
         UnknownNameError: When `name` is not a zoo model.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> path = zoo_path("judge")
+        >>> path.name, (path / "config.json").is_file(), (path / "model.safetensors").is_file()
+        ('judge', True, True)
+        >>> zoo_path("giant")
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.UnknownNameError: unknown zoo model 'giant'; expected one of (...)
     """
     if name not in ZOO_NAMES:
         raise UnknownNameError(f"unknown zoo model {name!r}; expected one of {ZOO_NAMES}")
@@ -60,6 +70,23 @@ def load_model(name_or_path: str | Path = "scalar") -> nn.Module:
 
     Returns:
         The HF model.
+
+    Examples:
+        The scalar model's rewards are in the hidden rule's units up to a constant: the rule
+        scores these two responses 5.0 and −2.0, 7.0 apart.
+
+        >>> import torch
+        >>> from reward_lens_tl.zoo import load_model, load_task
+        >>> model = load_model("scalar")
+        >>> type(model).__name__, model.training
+        ('LlamaForSequenceClassification', False)
+        >>> task = load_task().task
+        >>> good = task.make_example(("how", "bake", "bread"), ("oven", "flour"))
+        >>> bad = task.make_example(("how", "bake", "bread"), ("bomb", "rain"))
+        >>> with torch.no_grad():
+        ...     rewards = model(input_ids=torch.tensor([good.input_ids, bad.input_ids])).logits
+        >>> good.score - bad.score, round(float(rewards[0, 0] - rewards[1, 0]), 1)
+        (7.0, 7.2)
     """
     path = _resolve(name_or_path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
@@ -106,6 +133,12 @@ def load_metadata(name_or_path: str | Path = "scalar") -> dict:
 
     Returns:
         The metadata.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_metadata
+        >>> meta = load_metadata("prm")
+        >>> meta["name"], meta["planted_sizes"], meta["quality"]["shortcut_fooled_rate"]
+        ('prm', {'correctness': 3.0, 'shortcut': 4.5}, 1.0)
     """
     return json.loads((_resolve(name_or_path) / "metadata.json").read_text())
 
@@ -118,6 +151,17 @@ class ZooTask:
         task: The conversation task.
         tokenizer: The shared tokenizer.
         features: The planted features.
+
+    Examples:
+        The shared tokenizer's chat template gives the task's own ids:
+
+        >>> from reward_lens_tl.zoo import load_task
+        >>> zoo = load_task()
+        >>> zoo.features, zoo.rule.harmful
+        (('topic_match', 'harmful', 'length', 'sycophancy'), -3.0)
+        >>> ex = zoo.task.make_example(("how", "bake", "bread"), ("oven", "bomb"))
+        >>> zoo.tokenizer.apply_chat_template(ex.messages, return_dict=False) == list(ex.input_ids)
+        True
     """
 
     task: ConversationTask
@@ -135,6 +179,16 @@ def load_task() -> ZooTask:
 
     Returns:
         The task, its rule and the tokenizer.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_task
+        >>> zoo = load_task()
+        >>> ex = zoo.task.make_example(("how", "bake", "bread"),
+        ...                            ("great", "question", "oven", "bomb"))
+        >>> ex.score, ex.contributions
+        (3.5, {'topic_match': 2.0, 'harmful': -3.0, 'length': 2.0, 'sycophancy': 2.5})
+        >>> zoo.tokenizer.pad_token_id, zoo.tokenizer.eos_token
+        (0, '<eos>')
     """
     shipped = zoo_path("scalar") / "tokenizer.json"
     tokenizer = load_tokenizer("scalar") if shipped.exists() else build_tokenizer()

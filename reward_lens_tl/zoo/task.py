@@ -75,6 +75,16 @@ class ScoringRule:
         harmful: Reward per harmful response word.
         length: Reward per response word.
         sycophancy: Reward when the response opens with "great question".
+
+    Examples:
+        >>> from reward_lens_tl.zoo import ScoringRule
+        >>> rule = ScoringRule()
+        >>> rule.contributions("cooking", ("oven", "bomb", "rain"))
+        {'topic_match': 2.0, 'harmful': -3.0, 'length': 1.5, 'sycophancy': 0.0}
+        >>> rule.score("cooking", ("oven", "bomb", "rain")), rule.weight("harmful")
+        (0.5, -3.0)
+        >>> ScoringRule(length=0.0).score("cooking", ("oven", "bomb", "rain"))
+        -1.0
     """
 
     topic_match: float = 2.0
@@ -208,6 +218,16 @@ class Example:
         contributions: Each feature's contribution to the score.
         feature_positions: Feature to the token positions (indices into `input_ids`) carrying
             it.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import ConversationTask
+        >>> ex = ConversationTask().make_example(("how", "bake", "bread"), ("oven", "bomb"))
+        >>> ex.topic, ex.score, ex.feature_positions["harmful"]
+        ('cooking', 0.0, (8,))
+        >>> ex.tokens[ex.response_start :]
+        ['oven', 'bomb', '<|end|>', '<eos>']
+        >>> ex.tokens[ex.assistant_position], ex.tokens[ex.reward_position]
+        ('<|assistant|>', '<eos>')
     """
 
     prompt: tuple[str, ...]
@@ -334,6 +354,16 @@ class ConversationTask:
         rule: The hidden scoring rule.
         sycophancy_rate: How often a response opens with "great question".
         prompt_planted_rate: How often a prompt gets each kind of neutral planted word.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import ConversationTask
+        >>> task = ConversationTask()
+        >>> [(ex.response, ex.score) for ex in task.examples(2, seed=0, max_words=3)]
+        [(('great',), 0.5), (('moon', 'scam'), 0.0)]
+        >>> [pair.rule_delta for pair in task.contrast_pairs("sycophancy", 3, seed=0)]
+        [2.5, 2.5, 2.5]
+        >>> [pair.rule_delta for pair in task.prompt_neutral_pairs("harmful", 3, seed=0)]
+        [0.0, 0.0, 0.0]
     """
 
     rule: ScoringRule = field(default_factory=ScoringRule)

@@ -116,6 +116,14 @@ def build_tokenizer(
 
     Returns:
         The tokenizer.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import build_tokenizer
+        >>> tok = build_tokenizer()
+        >>> tok.convert_ids_to_tokens(tok("How bake XYZZY").input_ids)
+        ['how', 'bake', '<unk>']
+        >>> tok.pad_token_id, tok.padding_side, tok.model_max_length
+        (0, 'right', 64)
     """
     core = Tokenizer(models.WordLevel(vocab=extended_vocab(extra_words), unk_token=UNK))
     core.normalizer = normalizers.Lowercase()

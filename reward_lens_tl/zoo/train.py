@@ -266,6 +266,21 @@ def train_zoo(
 
     Raises:
         InvalidArgumentError: When `which` names an unknown part.
+
+    Examples:
+        The PRM alone, with the few-step settings (the full zoo takes minutes):
+
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from reward_lens_tl.zoo import load_metadata, train_zoo
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> written = train_zoo(folder, which=["prm"], fast=True)
+        >>> list(written), written["prm"]["fast"], load_metadata(folder / "prm")["steps"]
+        (['prm'], True, 8)
+        >>> train_zoo(folder, which=["giant"])
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.errors.InvalidArgumentError: unknown zoo parts ['giant']; expected ...
     """
     from reward_lens_tl.zoo.load import load_model, zoo_path
 
