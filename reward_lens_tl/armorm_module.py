@@ -41,7 +41,7 @@ from transformers.utils import ModelOutput
 from reward_lens_tl.errors import InvalidArgumentError, MissingPadTokenError
 
 ARMORM_ARCHITECTURE = "LlamaForRewardModelWithGating"
-#: ``<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`` in the Llama-3 tokenizer.
+#: `<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n` in the Llama-3 tokenizer.
 LLAMA3_GATING_PATTERN = (128009, 128006, 78191, 128007, 271)
 
 

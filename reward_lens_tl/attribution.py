@@ -69,7 +69,7 @@ class AttributionResult(Result):
     rewards: Float[Tensor, " example"]
     sources: Float[Tensor, "layer head example src"] | None = None
     neurons: Float[Tensor, "layer example d_mlp"] | None = None
-    #: What each row is (kind, layer, head); its ``tl_label`` is TransformerLens's name.
+    #: What each row is (kind, layer, head); its `tl_label` is TransformerLens's name.
     components: tuple[Component, ...] = ()
 
     def __post_init__(self):

@@ -63,8 +63,8 @@ def _per_row_method(name: str):
     return method
 
 
-#: Cache methods whose ``apply_ln=True`` + ``project_output_onto`` TL fuses (its analytical
-#: path skips ``apply_ln_to_stack``), with the position of their ``layer`` argument.
+#: Cache methods whose `apply_ln=True` + `project_output_onto` TL fuses (its analytical
+#: path skips `apply_ln_to_stack`), with the position of their `layer` argument.
 _PROJECTING = {"get_full_resid_decomposition": 0, "stack_neuron_results": 0}
 
 

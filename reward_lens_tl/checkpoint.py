@@ -46,7 +46,7 @@ from .errors import (
     UnsupportedArchitectureError,
 )
 
-#: Keyword arguments every transformers ``from_pretrained`` call here carries.
+#: Keyword arguments every transformers `from_pretrained` call here carries.
 SAFE_KWARGS: dict[str, Any] = {"local_files_only": True, "trust_remote_code": False}
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 

@@ -66,8 +66,8 @@ LAZY_SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
-#: What every ``MODEL`` argument accepts (the help of other modules' ``model`` arguments is
-#: rewritten to say so: :func:`accept_hub_ids`).
+#: What every `MODEL` argument accepts (the help of other modules' `model` arguments is
+#: rewritten to say so: `accept_hub_ids`).
 LOCAL_MODEL = "local checkpoint directory"
 MODEL_HELP = "local checkpoint directory or hub id org/name"
 

@@ -215,9 +215,9 @@ def check(
 ) -> CheckReport:
     """Diagnose a reward model.
 
-    ``model_or_path`` is a local checkpoint directory (every check), an HF module (every check;
-    pass its ``tokenizer`` for the text checks) or a `HookedRewardModel` (the checks of the
-    converted model only). ``data`` is a pair file (any format `load_pairs` reads).
+    `model_or_path` is a local checkpoint directory (every check), an HF module (every check;
+    pass its `tokenizer` for the text checks) or a `HookedRewardModel` (the checks of the
+    converted model only). `data` is a pair file (any format `load_pairs` reads).
 
     Never raises for a problem of the model: a checkpoint that cannot be loaded is a failed
     `load` row.

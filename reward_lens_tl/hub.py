@@ -52,7 +52,7 @@ from .errors import (
     UnsafeCheckpointError,
 )
 
-#: The files fetched from a hub repository (``fnmatch`` patterns, as ``huggingface_hub`` reads
+#: The files fetched from a hub repository (`fnmatch` patterns, as `huggingface_hub` reads
 #: them): the config, the tokenizer files and the safetensors weights with their index.
 ALLOWED_PATTERNS: tuple[str, ...] = (
     "config.json",
@@ -69,10 +69,10 @@ ALLOWED_PATTERNS: tuple[str, ...] = (
     "model.safetensors",
     "model-*.safetensors",
 )
-#: The weight patterns of :data:`ALLOWED_PATTERNS`. :func:`resolve_checkpoint` fetches the
-#: other files first, then exactly the shards ``model.safetensors.index.json`` names (or
-#: ``model.safetensors``): what transformers reads, never an adapter's or another format's
-#: ``*.safetensors`` lying beside them.
+#: The weight patterns of `ALLOWED_PATTERNS`. `resolve_checkpoint` fetches the
+#: other files first, then exactly the shards `model.safetensors.index.json` names (or
+#: `model.safetensors`): what transformers reads, never an adapter's or another format's
+#: `*.safetensors` lying beside them.
 WEIGHT_PATTERNS: tuple[str, ...] = ("model.safetensors", "model-*.safetensors")
 #: Never fetched, whatever matches above: anything in a subfolder (the loaders read the top
 #: level only; subfolders hold other formats and training checkpoints).

@@ -272,7 +272,7 @@ class RewardModelIdioms(_Host):
         )
 
 
-#: TransformerLens's language-model metrics, which read ``logits`` as a vocabulary distribution.
+#: TransformerLens's language-model metrics, which read `logits` as a vocabulary distribution.
 LM_UTILITIES = ("lm_cross_entropy_loss", "lm_accuracy")
 _LM_MODULES = (
     "transformer_lens.utils",

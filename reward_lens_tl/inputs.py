@@ -41,7 +41,7 @@ Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
 Truncation = Literal["error", "left", "right", "both"]
 TRUNCATION_MODES = ("error", "left", "right", "both")
-#: Share of a sequence's tokens that may be the unknown token before ``encode`` warns.
+#: Share of a sequence's tokens that may be the unknown token before `encode` warns.
 UNK_WARN_SHARE = 0.2
 
 

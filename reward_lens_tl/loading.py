@@ -111,7 +111,7 @@ class Conversion:
     tokenizer: Any
     fold_flags: dict[str, bool]
     extras: dict[str, Any]
-    #: the dtype the model is cast to after folding (``dtype=`` / ``torch_dtype=``, resolved)
+    #: the dtype the model is cast to after folding (`dtype=` / `torch_dtype=`, resolved)
     dtype: torch.dtype = torch.float32
 
 
@@ -290,8 +290,8 @@ def checked_keywords(
     return decorate
 
 
-#: ``checked_keywords`` for the loading entry points: an unknown keyword gets
-#: :func:`unknown_keyword`'s error (download keywords explained, closest options named).
+#: `checked_keywords` for the loading entry points: an unknown keyword gets
+#: `unknown_keyword`'s error (download keywords explained, closest options named).
 checked_options = checked_keywords(lambda name, names: unknown_keyword(name))
 
 
@@ -491,7 +491,7 @@ def plan_conversion(
     )
 
 
-#: The hub options, passed to :func:`reward_lens_tl.hub.resolve_checkpoint`.
+#: The hub options, passed to `reward_lens_tl.hub.resolve_checkpoint`.
 HUB_OPTIONS: tuple[str, ...] = ("revision", "cache_dir", "token", "local_files_only")
 
 
@@ -539,8 +539,8 @@ def check_device(device: str | torch.device | None, dtype: torch.dtype) -> str |
 
 
 # -- TransformerLens's from_pretrained keywords ----------------------------------------------
-#: The options of ``from_pretrained`` / :func:`convert_hf_model` (``verify`` is taken by
-#: :func:`~reward_lens_tl.model.load_reward_model` before conversion).
+#: The options of `from_pretrained` / `convert_hf_model` (`verify` is taken by
+#: `load_reward_model` before conversion).
 OPTIONS: tuple[str, ...] = (
     "tokenizer",
     "fold_ln",
@@ -561,7 +561,7 @@ OPTIONS: tuple[str, ...] = (
     "verify",
 )
 
-#: TL ``from_pretrained`` keywords without an option here: the value(s) accepted (they mean
+#: TL `from_pretrained` keywords without an option here: the value(s) accepted (they mean
 #: "nothing to do", which is what happens) and why any other value is refused.
 TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
     "n_devices": (
@@ -644,7 +644,7 @@ TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
     ),
 }
 
-#: HF hub / loader keywords TL forwards to ``AutoModel.from_pretrained``: nothing here
+#: HF hub / loader keywords TL forwards to `AutoModel.from_pretrained`: nothing here
 #: downloads or dispatches, so they are refused with a pointer.
 HF_LOADER_KEYWORDS: tuple[str, ...] = (
     "use_auth_token",
@@ -666,7 +666,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "refactor_factored_attn_matrices",
 )
 
-#: TL's dtype strings (``HookedTransformer.DTYPE_FROM_STRING``).
+#: TL's dtype strings (`HookedTransformer.DTYPE_FROM_STRING`).
 DTYPE_NAMES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "fp32": torch.float32,

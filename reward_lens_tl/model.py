@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 
 guard_lm_utilities()
 
-#: What ``forward`` can return (TL's ``"loss"`` / ``"both"`` are refused with a pointer).
+#: What `forward` can return (TL's `"loss"` / `"both"` are refused with a pointer).
 ReturnType = Literal["logits", "objectives", "reward"] | None
 RETURN_TYPES = ("logits", "objectives", "reward", None)
 
@@ -499,23 +499,23 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         padding_side: Literal["left", "right"] | None = None,
         loss_per_token: bool = False,
     ) -> Tensor | None:
-        """TL's forward, plus ``return_type="reward"`` for the pooled reward.
+        """TL's forward, plus `return_type="reward"` for the pooled reward.
 
-        ``return_type``: `"logits"` (default) gives the model's reward at every position,
+        `return_type`: `"logits"` (default) gives the model's reward at every position,
         `[batch, pos, n_objectives]` (for a gated ArmoRM-style head, the gated score,
         `[batch, pos, 1]`); `"objectives"` gives the head's per-objective outputs at every
         position for any head; `None` nothing (run for the hooks). `"reward"` gives what
         `rewards` documents and fires `hook_reward` (and the gating hooks), read at
-        ``pool_positions`` (one per row) when given, else by the HF model's rule.
+        `pool_positions` (one per row) when given, else by the HF model's rule.
 
-        ``input`` is token ids `[batch, pos]` (or one sequence `[pos]`), or with
-        ``start_at_layer`` the residual stream entering that block (then ``tokens`` gives the
-        ids, needed for padding masks and the reading rule). ``attention_mask``: `[batch, pos]`
+        `input` is token ids `[batch, pos]` (or one sequence `[pos]`), or with
+        `start_at_layer` the residual stream entering that block (then `tokens` gives the
+        ids, needed for padding masks and the reading rule). `attention_mask`: `[batch, pos]`
         ones for real tokens; whenever token ids are known, a left-padded batch without one gets
-        its mask from the leading pad ids. ``stop_at_layer``, ``past_kv_cache``,
-        ``shortformer_pos_embed``, ``prepend_bos`` and ``padding_side`` are TransformerLens's
-        (``prepend_bos``/``padding_side`` only matter for text, which is refused);
-        ``loss_per_token`` exists for TL's signature only: LM losses do not exist for reward
+        its mask from the leading pad ids. `stop_at_layer`, `past_kv_cache`,
+        `shortformer_pos_embed`, `prepend_bos` and `padding_side` are TransformerLens's
+        (`prepend_bos`/`padding_side` only matter for text, which is refused);
+        `loss_per_token` exists for TL's signature only: LM losses do not exist for reward
         models. A batch whose position `-1` is not every row's reading position warns
         (`ReadingPositionWarning`) unless it asks for `"reward"`.
 
@@ -722,10 +722,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         `[batch]` for a scalar head, `[batch, n_objectives]` for a plain multi-objective head, and
         the gated score `[batch]` for ArmoRM-style heads (their objectives: `objective_rewards`).
 
-        ``input_ids``/``attention_mask`` as for `forward` (a left-padded batch without a
-        mask gets one from its leading pads); ``pool_positions``: read row `b` at
+        `input_ids`/`attention_mask` as for `forward` (a left-padded batch without a
+        mask gets one from its leading pads); `pool_positions`: read row `b` at
         `pool_positions[b]` instead of by the HF model's rule. The result is a plain tensor,
-        computed under `torch.no_grad` (`float(...)`, `.numpy()` just work); ``grad``
+        computed under `torch.no_grad` (`float(...)`, `.numpy()` just work); `grad`
         (`True`) keeps the autograd graph for a backward pass through the reward (the same as
         `model(input_ids, "reward", attention_mask=...)`).
 
@@ -779,7 +779,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     ) -> Float[Tensor, "batch n_objectives"]:
         """Per-objective pooled head outputs, `[batch, n_objectives]`, for any head.
 
-        ``input_ids``, ``attention_mask`` and ``grad`` as for `rewards`.
+        `input_ids`, `attention_mask` and `grad` as for `rewards`.
 
         Args:
             input_ids: Token ids, `[batch, pos]`.
@@ -982,10 +982,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     ) -> EncodedConversation:
         """Token ids for one conversation with this model's tokenizer (`encode_conversation`).
 
-        ``prompt``: the user message, or the conversation so far; ``response``: the assistant's
-        reply. ``max_length`` defaults to the model's context; ``truncation`` (`"error"`,
+        `prompt`: the user message, or the conversation so far; `response`: the assistant's
+        reply. `max_length` defaults to the model's context; `truncation` (`"error"`,
         `"left"`, `"right"`, `"both"`) says what happens to a longer conversation;
-        ``use_chat_template`` (default `None`: the tokenizer's template when it has one).
+        `use_chat_template` (default `None`: the tokenizer's template when it has one).
         Warns once (an `UnknownTokenWarning`) when more than a fifth of the sequence became the
         tokenizer's unknown token, naming the template used.
 
@@ -1040,9 +1040,9 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         truncation: Truncation = "error",
         use_chat_template: bool | None = None,
     ) -> Tensor:
-        """Reward of one (``prompt``, ``response``) pair, from text.
+        """Reward of one (`prompt`, `response`) pair, from text.
 
-        ``max_length``, ``truncation`` and ``use_chat_template`` as for `encode`.
+        `max_length`, `truncation` and `use_chat_template` as for `encode`.
 
         Args:
             prompt: The user message, or the conversation so far.
@@ -1273,10 +1273,10 @@ def _holds_text(obj: Any, depth: int = 0) -> bool:
     return False
 
 
-#: Hook points the non-finite search skips: masked attention scores are ``-inf`` by design,
+#: Hook points the non-finite search skips: masked attention scores are `-inf` by design,
 #: and hooking either would move attention off the fast path the failing run took.
 _NOT_SEARCHED = ("hook_attn_scores", "hook_pattern")
-#: Hook points of pooled outputs, ``[batch, ...]`` without a position axis.
+#: Hook points of pooled outputs, `[batch, ...]` without a position axis.
 _POOLED_HOOKS = ("hook_reward", "hook_gate", "hook_score")
 
 

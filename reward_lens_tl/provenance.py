@@ -72,10 +72,10 @@ __all__ = [
     "model_fingerprint",
 ]
 
-#: Values sampled per weight tensor by :func:`model_fingerprint`.
+#: Values sampled per weight tensor by `model_fingerprint`.
 FINGERPRINT_SAMPLES = 4096
 
-#: ``cfg`` fields that do not change a model's outputs (devices, names, hook switches).
+#: `cfg` fields that do not change a model's outputs (devices, names, hook switches).
 _CFG_IGNORED = frozenset(
     {
         "device",

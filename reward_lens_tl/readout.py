@@ -36,8 +36,8 @@ from .indices import check_index
 if TYPE_CHECKING:
     from transformer_lens import ActivationCache
 
-#: Which reward a read-out targets: ``None`` (the model's reward: the scalar, or the gated
-#: score), an objective name or index, or ``"score"``.
+#: Which reward a read-out targets: `None` (the model's reward: the scalar, or the gated
+#: score), an objective name or index, or `"score"`.
 Objective = str | int | None
 
 

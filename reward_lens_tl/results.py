@@ -185,16 +185,16 @@ def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value"
 class Result(abc.ABC):
     """Base of every result object (see the module docstring)."""
 
-    #: Frame column holding each entry's label, and the one holding the value ``top_k`` shows.
+    #: Frame column holding each entry's label, and the one holding the value `top_k` shows.
     label_column: ClassVar[str] = "label"
     value_column: ClassVar[str] = "value"
     #: A title for HTML views.
     title: ClassVar[str | None] = None
-    #: Field → axis indexing the examples (see :func:`axes`); ``None``: no example axis.
+    #: Field → axis indexing the examples (see `axes`); `None`: no example axis.
     example_axes: ClassVar[Mapping[str, int] | None] = None
-    #: How many entries the base :meth:`plot` draws.
+    #: How many entries the base `plot` draws.
     plot_k: ClassVar[int] = 15
-    #: Why a class without ``example_axes`` has no rows to take (the error says it).
+    #: Why a class without `example_axes` has no rows to take (the error says it).
     no_example_axis: ClassVar[str] = "it does not declare its per-example fields (example_axes)"
 
     def __post_init__(self) -> None:

@@ -45,7 +45,7 @@ class PairScores(Result):
     rejected: Float[Tensor, "n_pairs ..."]
     subsets: tuple[str | None, ...]
     objective_names: tuple[str, ...] = ("reward",)
-    #: Position in the input of each scored pair (pairs skipped with ``on_error="skip"`` are
+    #: Position in the input of each scored pair (pairs skipped with `on_error="skip"` are
     #: absent); and the loader's source record of each, where known.
     indices: tuple[int, ...] = ()
     records: tuple[int | None, ...] = ()

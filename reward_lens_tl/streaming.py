@@ -70,7 +70,7 @@ EMBEDDING_ROWS = 16384
 MLP_COLUMNS = 4096
 
 #: Layer 0's MLP prefix (a layer part is processed as layer 0) and the hidden-unit axis of each
-#: MLP tensor that :meth:`Streamer.process_mlp` splits (``b_out`` has none: every block keeps it).
+#: MLP tensor that `Streamer.process_mlp` splits (`b_out` has none: every block keeps it).
 MLP = "blocks.0.mlp."
 MLP_AXES = {"W_in": 1, "W_gate": 1, "b_in": 0, "W_out": 0}
 
@@ -118,7 +118,7 @@ def mlp_block(key: str, value: Tensor, cols: slice) -> Tensor:
 #: Weight matrices TransformerLens refuses to fill when a converter does not produce them.
 FAIL_LOUD = frozenset({"W_Q", "W_K", "W_V", "W_O", "_W_K", "_W_V", "W_in", "W_gate", "W_out"})
 
-#: TransformerLens's normalisation types that ``fold_ln`` folds.
+#: TransformerLens's normalisation types that `fold_ln` folds.
 FOLDABLE_NORMS = ("LN", "LNPre", "RMS", "RMSPre")
 
 
@@ -201,7 +201,7 @@ class CheckpointSource(ModelSource):
         super().__init__(model.eval())
         self.path = path
         self._meta = {name: (t.shape, t.dtype) for name, t in state_tensors(model).items()}
-        #: tied tensors the checkpoint stores once (``lm_head.weight`` → the embedding)
+        #: tied tensors the checkpoint stores once (`lm_head.weight` → the embedding)
         self.ties = tied_sources(model, self._meta, self.weights)
         check_tensor_names(path, model, self._meta, self.weights, self.ties)
 
@@ -531,7 +531,7 @@ class Streamer:
     dtype: torch.dtype
     device: torch.device
     layers: LayerList | None
-    #: the ``fold_ln`` the adapter's extra modules are built with (the user's)
+    #: the `fold_ln` the adapter's extra modules are built with (the user's)
     extras_fold_ln: bool = True
     #: the adapter's extra modules (e.g. ArmoRM's gating), set while the globals are converted
     extras: dict[str, Any] = field(default_factory=dict)

@@ -46,7 +46,7 @@ _DTYPES: dict[str, torch.dtype] = {
 
 
 #: The weights transformers reads from a checkpoint directory: the shards this index names, or
-#: else this one file. (Other ``*.safetensors`` files, e.g. an adapter's, are not the model's.)
+#: else this one file. (Other `*.safetensors` files, e.g. an adapter's, are not the model's.)
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 

@@ -169,13 +169,13 @@ class RewardModelAdapter:
         A new family subclasses it and overrides what differs (see `register_adapter`).
     """
 
-    #: HF ``architectures[0]`` names this adapter accepts (used by ``matches`` and error text).
+    #: HF `architectures[0]` names this adapter accepts (used by `matches` and error text).
     architectures: tuple[str, ...] = ()
-    #: Whether the head is a single scalar (``num_labels`` must then be 1).
+    #: Whether the head is a single scalar (`num_labels` must then be 1).
     scalar_head: bool = True
-    #: Name of the ``HookedRewardModel`` subclass key to build (see ``model.py``).
+    #: Name of the `HookedRewardModel` subclass key to build (see `model.py`).
     model_kind: str = "scalar"
-    #: Whether ``from_pretrained`` checks parity against HF on random tokens by default.
+    #: Whether `from_pretrained` checks parity against HF on random tokens by default.
     verify_by_default: bool = False
 
     # -- identification -------------------------------------------------------------------

@@ -24,8 +24,8 @@ from transformer_lens.pretrained.weight_conversions import (
 from ..errors import UnsupportedArchitectureError
 from .base import ConversionOptions, RewardModelAdapter
 
-#: Without an explicit ``n_ctx``, contexts are capped here: TL stores rotary tables of
-#: ``n_ctx × d_head`` per layer, which for 128k-context models costs gigabytes.
+#: Without an explicit `n_ctx`, contexts are capped here: TL stores rotary tables of
+#: `n_ctx × d_head` per layer, which for 128k-context models costs gigabytes.
 DEFAULT_MAX_CTX = 8192
 
 
@@ -153,7 +153,7 @@ def add_attention_biases(
         sd[f"blocks.{i}.attn.b_O"] = attn.o_proj.bias
 
 
-#: TL's weight converter of a family: ``(stand-in model, cfg) → TL state dict``.
+#: TL's weight converter of a family: `(stand-in model, cfg) → TL state dict`.
 _Converter = Callable[[Any, HookedTransformerConfig], dict[str, Tensor]]
 
 

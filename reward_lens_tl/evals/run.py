@@ -55,7 +55,7 @@ from reward_lens_tl.pairs import check_on_error
 from reward_lens_tl.provenance import check_finite, content_hash, model_fingerprint
 from reward_lens_tl.readout import objective_index
 
-#: The ``field`` of a :class:`SkippedRecord` for an item ``on_error="skip"`` left unscored.
+#: The `field` of a `SkippedRecord` for an item `on_error="skip"` left unscored.
 NOT_SCORED = "<item>"
 
 __all__ = [

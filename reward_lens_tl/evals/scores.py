@@ -114,7 +114,7 @@ BENCHMARKS: tuple[str, ...] = ("rewardbench", "rewardbench2", "rewardmath", "rmb
 SCORE_FORMAT = "reward-lens-scores/1"
 """The `format` of a score file's header line."""
 
-#: (chosen, rejected) response counts per benchmark; ``None`` = one or more.
+#: (chosen, rejected) response counts per benchmark; `None` = one or more.
 _COUNTS: dict[str, tuple[int | None, int | None]] = {
     "rewardbench": (1, 1),
     "rewardbench2": (None, None),
@@ -189,7 +189,7 @@ class ScoreRecord:
     rejected: tuple[float, ...]
     subset: str | None = None
     domain: str | None = None
-    #: A hash of the scored item's texts (written by :func:`~reward_lens_tl.evals.run.score_items`).
+    #: A hash of the scored item's texts (written by `score_items`).
     item: str | None = None
 
     def __post_init__(self) -> None:

@@ -105,5 +105,5 @@ def zoo_benchmark(task: ConversationTask, n_per_subset: int = 24, seed: int = 0)
     return PairSet(tuple(pairs), source=f"zoo task (seed {seed})")
 
 
-#: Sections for :func:`reward_lens_tl.evals.metrics.rewardbench_metrics` on this set.
+#: Sections for `reward_lens_tl.evals.metrics.rewardbench_metrics` on this set.
 ZOO_SECTIONS = {"Chat": ("zoo-chat",), "Hacks": HACK_SUBSETS}

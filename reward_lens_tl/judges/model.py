@@ -58,10 +58,10 @@ from .templates import (
 )
 
 JudgeKind = Literal["pointwise", "pairwise", "likert"]
-#: The verdict argument's default: each kind's own verdict tokens (pointwise ``("Yes", "No")``).
+#: The verdict argument's default: each kind's own verdict tokens (pointwise `("Yes", "No")`).
 DEFAULT_VERDICT: tuple[str, ...] = ("Yes", "No")
 PRMKind = Literal["token", "value", "classifier"]
-#: How each PRM kind writes a step and its tag, by default (Math-Shepherd: ``"step ки"``).
+#: How each PRM kind writes a step and its tag, by default (Math-Shepherd: `"step ки"`).
 STEP_FORMATS: dict[str, str] = {
     "token": "{step} {tag}",
     "value": "{step}{tag}",
@@ -73,8 +73,8 @@ STEP_TAGS: dict[str, str] = {"token": "ки", "value": "\n", "classifier": "<ext
 class _VerdictHead:
     """The score computed from the pooled head outputs (shared by judges and PRMs)."""
 
-    #: ``"linear"`` (one column, the score itself), ``"capped_pair"``, ``"likert"``,
-    #: ``"classifier"``; set at load.
+    #: `"linear"` (one column, the score itself), `"capped_pair"`, `"likert"`,
+    #: `"classifier"`; set at load.
     head_mode: str = "linear"
     softcap: float | None = None
     grades: Tensor | None = None
@@ -245,7 +245,7 @@ class StepEncoding:
     step_positions: Int[Tensor, "batch n_steps"]
     n_steps: tuple[int, ...]
     #: Step tags before each row's first step (the prompt or template holds the tag); a step
-    #: view of row ``b``'s step ``k`` is ``prm.step(tag_offset[b] + k)`` (or a negative index).
+    #: view of row `b`'s step `k` is `prm.step(tag_offset[b] + k)` (or a negative index).
     tag_offset: tuple[int, ...] = ()
 
 
@@ -713,10 +713,10 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
     step_tag: str | int = "ки"
     step_tag_id: int | None = None
     labels: tuple[str | int, ...] = ()
-    #: Which step the reward-model face reads (``-1``: the last one).
+    #: Which step the reward-model face reads (`-1`: the last one).
     reading_step: int = -1
-    #: ``"sigmoid"`` (the default for all kinds; a two-label softmax is a sigmoid of the
-    #: margin) or ``None`` (the raw value-head output).
+    #: `"sigmoid"` (the default for all kinds; a two-label softmax is a sigmoid of the
+    #: margin) or `None` (the raw value-head output).
     transform: str | None = "sigmoid"
     chat: bool = False
     system: str | None = None

@@ -58,7 +58,7 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         return TokenClassifierOutput(logits=self.score(hidden))
 
 
-#: Architecture names of :data:`LAYOUTS` → our class.
+#: Architecture names of `LAYOUTS` → our class.
 LAYOUTS: dict[str, type[torch.nn.Module]] = {
     "Qwen2ForProcessRewardModel": Qwen2ForProcessRewardModel,
 }

@@ -49,7 +49,7 @@ TEMPLATES = {
     "pairwise": PAIRWISE_TEMPLATE,
     "likert": LIKERT_TEMPLATE,
 }
-#: Each kind's default verdict tokens (``verdict=("Yes", "No")``, the signature's default, is
+#: Each kind's default verdict tokens (`verdict=("Yes", "No")`, the signature's default, is
 #: read as "the kind's default" for pairwise and Likert judges).
 DEFAULT_VERDICTS: dict[str, tuple[str, ...]] = {
     "pointwise": ("Yes", "No"),

@@ -58,8 +58,8 @@ from .errors import ProbeError, ProbeFunctionError, ProbeSkip  # noqa: F401 - re
 
 Where = Literal["response_start", "response_end", "prompt_end"]
 PLACES: tuple[str, ...] = ("response_start", "response_end", "prompt_end")
-#: ``kind`` of a probe: ``hack`` (a good RM should not reward it), ``invariance`` (a good RM must
-#: ignore it), ``penalty`` (a good RM should lower the reward), ``custom``.
+#: `kind` of a probe: `hack` (a good RM should not reward it), `invariance` (a good RM must
+#: ignore it), `penalty` (a good RM should lower the reward), `custom`.
 KINDS: tuple[str, ...] = ("hack", "invariance", "penalty", "custom")
 
 

@@ -32,7 +32,7 @@ from ..zoo.vocab import (
 from .errors import ProbeSkip
 from .probe import Conversation, Probe
 
-#: The planted feature each zoo probe exercises (``None`` for invariance probes).
+#: The planted feature each zoo probe exercises (`None` for invariance probes).
 PLANTED = {
     "length_padding": "length",
     "sycophantic_opener": "sycophancy",

@@ -15,12 +15,12 @@ from ..errors import ReportError
 from .page import Section, page_html, page_markdown
 from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
-#: Extra sections: ``fn(ctx) -> Section | None`` (``None``: not part of this report); ``ctx``
-#: has the model, the scored pairs, ``task`` on the zoo, and the numbers so far. Registered by
-#: :mod:`reward_lens_tl.report.sections`, in page order.
+#: Extra sections: `fn(ctx) -> Section | None` (`None`: not part of this report); `ctx`
+#: has the model, the scored pairs, `task` on the zoo, and the numbers so far. Registered by
+#: `reward_lens_tl.report.sections`, in page order.
 SECTIONS: list[tuple[str, Callable[[dict], Section | None]]] = []
 
-#: What ``pairs_path=None`` reports on: the zoo's rule-labelled pairs, with the zoo's sections.
+#: What `pairs_path=None` reports on: the zoo's rule-labelled pairs, with the zoo's sections.
 ZOO_PAIRS = "zoo"
 
 

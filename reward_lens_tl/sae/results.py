@@ -736,7 +736,7 @@ class ConceptVectors(Result):
     #: projection onto the unit direction: mean over positives − mean over negatives, in
     #: pooled standard deviations (how cleanly the direction separates the two sets)
     separation: Float[Tensor, " site"]
-    #: cosine with the reward read-out's effective direction (from ``readout``)
+    #: cosine with the reward read-out's effective direction (from `readout`)
     reward_cosine: Float[Tensor, " site"]
 
     def __getitem__(self, label: str) -> Tensor:

@@ -110,7 +110,7 @@ def zoo_plan(n_layers: int = 3) -> Mapping[str, tuple[str, str]]:
     )
 
 
-#: :func:`zoo_plan` of the shipped 3-layer scalar model.
+#: `zoo_plan` of the shipped 3-layer scalar model.
 ZOO_PLAN = zoo_plan(3)
 
 

@@ -46,7 +46,7 @@ from .exact import ExactScorer
 from .results import SweepResult
 
 Method = Literal["cached", "exact"]
-#: Sweeps with more candidates than this show a progress bar unless ``progress=False``.
+#: Sweeps with more candidates than this show a progress bar unless `progress=False`.
 PROGRESS_THRESHOLD = 2000
 #: The resume file's format (version 1 recorded no model; such files are refused).
 RESUME_FORMAT = "token-sweep/2"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-#: Separator of the two column names in a pair key (``"model a | model b"``).
+#: Separator of the two column names in a pair key (`"model a | model b"`).
 PAIR_SEPARATOR = " | "
 
 

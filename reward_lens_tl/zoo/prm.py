@@ -66,7 +66,7 @@ PRM_LABELS: tuple[str, str] = ("+", "-")
 PRM_SHORTCUT = "clearly"
 #: Words the PRM adds after the zoo vocabulary ("what" and "is" are already in it).
 PRM_WORDS: tuple[str, ...] = (*NUMBER_WORDS, "+", "-", "=", PRM_STEP_TAG, PRM_SHORTCUT)
-#: How a solution is written: the prompt, then the steps (see :func:`render_solution`).
+#: How a solution is written: the prompt, then the steps (see `render_solution`).
 PRM_TEMPLATE = "{prompt} {steps}"
 PRM_STEP_FORMAT = "{step} {tag}"
 #: Planted label-logit margins (see the module docstring).

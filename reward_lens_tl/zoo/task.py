@@ -60,9 +60,9 @@ from reward_lens_tl.zoo.vocab import (
 )
 
 FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
-#: Planted words that are neutral when they occur in a prompt (see ``prompt_neutral_pairs``).
+#: Planted words that are neutral when they occur in a prompt (see `prompt_neutral_pairs`).
 PROMPT_PLANTED_KINDS: tuple[str, ...] = ("harmful", "sycophancy")
-#: Offset of the first prompt word in the encoded conversation (``<bos> <|user|>``).
+#: Offset of the first prompt word in the encoded conversation (`<bos> <|user|>`).
 PROMPT_OFFSET = 2
 
 
@@ -236,7 +236,7 @@ class Example:
     input_ids: tuple[int, ...]
     score: float
     contributions: dict[str, float]
-    #: feature -> token positions (indices into ``input_ids``) carrying it.
+    #: feature -> token positions (indices into `input_ids`) carrying it.
     feature_positions: dict[str, tuple[int, ...]]
 
     @property

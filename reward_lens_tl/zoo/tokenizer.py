@@ -52,7 +52,7 @@ from reward_lens_tl.zoo.vocab import (
 )
 
 #: Roles are matched literally (never concatenated into control tokens). Assistant text is
-#: wrapped in ``{% generation %}`` so ``return_assistant_tokens_mask=True`` works.
+#: wrapped in `{% generation %}` so `return_assistant_tokens_mask=True` works.
 CHAT_TEMPLATE = (
     "{{- bos_token }}"
     "{%- for message in messages %}"
