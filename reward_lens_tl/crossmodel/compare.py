@@ -65,6 +65,31 @@ class ModelComparison(Result):
         n_boot: bootstrap resamples of every CI.
         seed: the bootstrap's seed.
         sweeps: model name -> its token-sweep result.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import compare_models
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("topic_match", 8, seed=0)  # edited: chosen
+        >>> cmp = compare_models({"scalar": scalar, "implicit": irm}, pairs, n_boot=100)
+        >>> cmp.names, cmp.n_pairs
+        (('scalar', 'implicit'), 8)
+        >>> cmp.accuracy().round(3)  # share of pairs whose chosen response each prefers
+              model  accuracy  ci_low  ci_high
+        0    scalar      1.00   1.000      1.0
+        1  implicit      0.75   0.309      1.0
+        >>> table = cmp.disagreements("scalar", "implicit")  # the pairs they order differently
+        >>> table[["pair", "margin_scalar", "margin_implicit"]].round(3)
+           pair  margin_scalar  margin_implicit
+        0     3          2.016           -0.048
+        1     6          2.009           -0.026
+        >>> cmp.crystallization()[["model", "n_sites", "depth"]].round(3)  # relative lens depth
+              model  n_sites  depth
+        0    scalar        4  1.000
+        1  implicit        3  0.562
     """
 
     runs: dict[str, SourceRun]
@@ -459,6 +484,26 @@ def compare_models(
 
     Raises:
         InvalidArgumentError: fewer than two models, or names that repeat.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import BackboneMismatchError, compare_models
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("topic_match", 8, seed=0)  # edited: chosen
+        >>> cmp = compare_models({"scalar": scalar, "implicit": irm}, pairs, n_boot=100)
+        >>> row = cmp.agreement("scalar", "implicit").iloc[0]
+        >>> {k: round(float(row[k]), 3) for k in ("pairwise_agreement", "reward_pearson")}
+        {'pairwise_agreement': 0.75, 'reward_pearson': 0.883}
+        >>> tuple(cmp.cka("scalar", "implicit").shape)  # 3 + 1 sites against 2 + 1 sites
+        (4, 3)
+        >>> try:  # components only correspond within one architecture
+        ...     cmp.attribution_rank_correlation("scalar", "implicit")
+        ... except BackboneMismatchError as e:
+        ...     print(type(e).__name__)
+        BackboneMismatchError
     """
     items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
     sources = [as_source(m, name) for name, m in items]

@@ -69,6 +69,24 @@ class PlantedFeatureEffects(Result):
         features: the features, in order.
         n_boot: bootstrap resamples of every CI.
         seed: the bootstrap's seed.
+
+    Examples:
+        >>> import numpy as np
+        >>> from reward_lens_tl.crossmodel import PlantedFeatureEffects
+        >>> noise = np.array([0.0, 0.1, -0.1, 0.0])
+        >>> a = {"f": 2 + noise, "g": -1 + noise, "h": 1 + noise}  # 4 pairs' margins per feature
+        >>> b = {"f": 1 + noise, "g": -0.5 + noise, "h": 0 + noise}
+        >>> fx = PlantedFeatureEffects({"a": a, "b": b}, scales={"a": 1.0, "b": 0.5},
+        ...                            features=("f", "g", "h"), n_boot=200)
+        >>> fx.factor("a", "b")  # b is a at half the scale (median ratio), but it ignores "h"
+        2.0
+        >>> fx.compare("a", "b")[["feature", "effect_a", "effect_b", "flagged"]].round(3)
+          feature  effect_a  effect_b  flagged
+        0       f       2.0       2.0    False
+        1       g      -1.0      -1.0    False
+        2       h       1.0       0.0     True
+        >>> fx.flagged("a", "b")
+        ['h']
     """
 
     margins: dict[str, dict[str, np.ndarray]]
@@ -288,6 +306,31 @@ def feature_effects(
 
     Returns:
         The effects.
+
+    Raises:
+        InvalidArgumentError: an unknown feature, or a model named `"rule"` beside the rule.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import feature_effects
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> models = {"scalar": scalar, "implicit": irm}
+        >>> fx = feature_effects(models, load_task().task, n=8, n_boot=100)
+        >>> fx.models, fx.features
+        (('rule', 'scalar', 'implicit'), ('topic_match', 'harmful', 'length', 'sycophancy'))
+        >>> effects = fx.to_dataframe().pivot(index="feature", columns="model", values="effect")
+        >>> effects[["rule", "scalar", "implicit"]].round(2)  # matched to the rule's units
+        model        rule  scalar  implicit
+        feature
+        harmful      -3.0   -3.02     -4.31
+        length        0.5    0.53     -0.25
+        sycophancy    2.5    2.46      2.50
+        topic_match   2.0    1.99      0.60
+        >>> fx.flagged("scalar", "implicit")  # what the DPO policy weights differently
+        ['topic_match', 'length']
     """
     from ..zoo import FEATURES
 

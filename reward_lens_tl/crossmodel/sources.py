@@ -49,6 +49,20 @@ class SourceRun:
         attribution_margins: the margin attribution `[component, n]`.
         representations: site label -> `[2 m, d]` residuals (chosen rows, then rejected).
         backbone: the backbone's signature (see `backbone_signature`).
+
+    Examples:
+        >>> from reward_lens_tl.crossmodel import ImplicitReward, run_on_pairs
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 3, seed=0)  # edited: chosen
+        >>> run = run_on_pairs(ImplicitReward(irm), pairs)
+        >>> run.name, [round(m, 3) for m in run.margins.tolist()]  # chosen − rejected
+        ('implicit', [0.735, 0.554, 0.379])
+        >>> run.lens_labels, [round(m, 3) for m in run.lens_margins[-1].tolist()]  # final: margin
+        (('0_pre', '1_pre', 'final'), [0.735, 0.554, 0.379])
+        >>> {site: tuple(r.shape) for site, r in run.representations.items()}  # 3 + 3 responses
+        {'0_pre': (6, 64), '1_pre': (6, 64), 'final': (6, 64)}
     """
 
     name: str
@@ -106,6 +120,19 @@ class ExplicitReward:
             gated score).
         name: the source's name (default: `"explicit"` or the objective).
         fwd_hooks: hooks that make a variant of the model (an ablation, a steering vector).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import ExplicitReward
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> multi = HookedRewardModel.from_pretrained(zoo_path("multi"))
+        >>> harmless = ExplicitReward(multi, "harmlessness")  # one objective of the head
+        >>> harmless.name, harmless.backbone  # (n_layers, d_model, n_heads, d_head, d_mlp)
+        ('harmlessness', (3, 64, 4, 16, 128))
+        >>> pair = load_task().task.contrast_pairs("harmful", 1, seed=0)[0]
+        >>> edited, base = harmless.encode_pair(pair)  # a harmful word edited in
+        >>> [round(r, 3) for r in harmless.rewards([edited, base]).tolist()]
+        [-2.949, 0.01]
     """
 
     model: Any
@@ -188,6 +215,19 @@ class ImplicitReward:
         model: the `ImplicitRewardModel`.
         name: the source's name.
         fwd_hooks: hooks that make a variant of the model (an ablation, a steering vector).
+
+    Examples:
+        >>> from reward_lens_tl.crossmodel import ImplicitReward
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> source = ImplicitReward(irm)
+        >>> source.name, source.backbone  # the policy's (n_layers, d_model, n_heads, d_head, d_mlp)
+        ('implicit', (2, 64, 4, 16, 128))
+        >>> pair = load_task().task.contrast_pairs("harmful", 1, seed=0)[0]
+        >>> encodings = list(source.encode_pair(pair))  # (edited, base)
+        >>> [round(r, 3) for r in source.rewards(encodings).tolist()]  # the implicit rewards
+        [-0.511, -0.286]
     """
 
     model: ImplicitRewardModel
@@ -259,6 +299,22 @@ def as_source(obj: Any, name: str | None = None):
 
     Returns:
         The source.
+
+    Raises:
+        ArgumentTypeError: `obj` is neither a reward model nor a source.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.crossmodel import as_source
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> [(type(s).__name__, s.name) for s in (as_source(scalar), as_source(irm, "dpo"))]
+        [('ExplicitReward', 'explicit'), ('ImplicitReward', 'dpo')]
+        >>> source = as_source(scalar, "rm")
+        >>> as_source(source) is source  # sources pass through
+        True
     """
     if isinstance(obj, (ExplicitReward, ImplicitReward)):
         src = obj

@@ -42,6 +42,16 @@ def linear_cka(x: Tensor, y: Tensor) -> float:
 
     Raises:
         InvalidArgumentError: `x` and `y` have different numbers of examples.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.crossmodel import linear_cka
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> x, noise = torch.randn(50, 8, generator=gen), torch.randn(50, 4, generator=gen)
+        >>> round(linear_cka(x, 2 * x + 1), 6)  # the same representation, scaled and shifted
+        1.0
+        >>> round(linear_cka(x, x[:, :4]), 3), round(linear_cka(x, noise), 3)  # part; unrelated
+        (0.77, 0.103)
     """
     if x.shape[0] != y.shape[0]:
         raise InvalidArgumentError(f"CKA needs the same examples: {x.shape[0]} vs {y.shape[0]}")
@@ -95,6 +105,14 @@ def sweep_tau(a: Any, b: Any) -> dict:
 
     Raises:
         EmptyInputError: too few shared candidates.
+
+    Examples:
+        >>> from reward_lens_tl.crossmodel import sweep_tau
+        >>> a = {"good": 1.0, "fine": 2.0, "great": 3.0, "best": 4.0}
+        >>> b = {"good": 10.0, "fine": 30.0, "great": 20.0, "best": 40.0, "bad": -5.0}
+        >>> result = sweep_tau(a, b)  # "bad" is not in `a`: left out
+        >>> round(result["tau"], 4), result["n_shared"]  # one discordant pair of 6: (5 − 1) / 6
+        (0.6667, 4)
     """
     sa, sb = as_scores(a), as_scores(b)
     shared = [k for k in sa if k in sb]
@@ -119,6 +137,17 @@ def crystallization_depth(margins: Tensor, fraction: float = 0.5) -> np.ndarray:
 
     Returns:
         The depths `[pair]`.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.crossmodel import crystallization_depth
+        >>> margins = torch.tensor([[0.0, 1.0, -0.2, 0.3],  # site 0 (e.g. the embeddings)
+        ...                         [0.6, 1.0, -0.1, 0.2],  # site 1
+        ...                         [1.0, 1.0, -1.0, 0.0]])  # final site; 4 pairs
+        >>> crystallization_depth(margins).tolist()  # NaN: the final margin is 0
+        [0.5, 0.0, 1.0, nan]
+        >>> crystallization_depth(margins, fraction=0.9).tolist()
+        [1.0, 0.0, 1.0, nan]
     """
     m = margins.double()
     final = m[-1]

@@ -74,6 +74,20 @@ class ImplicitAttribution(Result):
         reference: `−β Σ log π_ref`.
         rewards: The implicit rewards.
         lse: `"term"` or `"expected"`.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, implicit_attribution
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+        >>> attr = implicit_attribution(irm, ids, response, attention)
+        >>> parts = float(attr.values.sum()) + sum(float(t) for t in attr.terms().values())
+        >>> round(parts, 3), round(float(attr.rewards), 3)  # components + terms = reward
+        (-2.636, -2.636)
+        >>> {name: round(float(t), 3) for name, t in attr.terms().items()}
+        {'head_bias': 0.0, 'nonlinear': -2.694, 'reference': 0.947}
+        >>> [(name, round(v, 2)) for name, v in attr.top_k(2)]
+        [('mlp1', -0.89), ('mlp0', 0.59)]
     """
 
     example_axes = axes(linear=0, nonlinear=0, reference=0, rewards=0)
@@ -195,6 +209,18 @@ class PairImplicitAttribution(MarginResult):
     Args:
         chosen: The chosen responses' attribution.
         rejected: The rejected responses' attribution.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, attribute_implicit_pairs
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)  # edited: chosen
+        >>> pair = attribute_implicit_pairs(irm, pairs)
+        >>> [[round(r, 3) for r in side.rewards.tolist()]
+        ...  for side in (pair.chosen, pair.rejected, pair.margin)]  # margin: chosen − rejected
+        [[-0.511, -1.784], [-0.286, -0.005], [-0.225, -1.779]]
+        >>> pair.margin.completeness_error() < 1e-4  # its parts sum to the margin
+        True
     """
 
     chosen: ImplicitAttribution
@@ -255,6 +281,22 @@ def implicit_attribution(
     Raises:
         InvalidArgumentError: When `lse` is unknown.
         NonlinearUnembedError: When the policy soft-caps its logits or is post-norm.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, implicit_attribution
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+        >>> attr = implicit_attribution(irm, ids, response, attention, heads=False, lse="expected")
+        >>> attr.labels
+        ('embed', 'attn0', 'mlp0', 'attn1', 'mlp1', 'bias')
+        >>> [round(v, 2) for v in attr.values[:, 0].tolist()]
+        [0.05, 0.04, 0.25, -1.28, -1.53, 0.0]
+        >>> # the non-linear term is −β Σ H(p) with lse="expected"; reference: −β Σ log π_ref
+        >>> round(float(attr.nonlinear), 2), round(float(attr.reference), 2)
+        (-1.11, 0.95)
+        >>> round(float(attr.total()), 3), round(float(irm.rewards(ids, response, attention)), 3)
+        (-2.636, -2.636)
     """
     if lse not in ("term", "expected"):
         raise InvalidArgumentError(f"lse must be 'term' or 'expected', got {lse!r}")
@@ -334,6 +376,20 @@ def attribute_implicit_pairs(
 
     Returns:
         The attribution of both sides.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, attribute_implicit_pairs
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited: chosen
+        >>> margin = attribute_implicit_pairs(irm, pairs, batch_size=2).margin
+        >>> chosen, rejected = irm.pair_rewards(pairs)
+        >>> [round(m, 3) for m in margin.total().tolist()]  # parts summed
+        [-0.225, -1.779, -0.652, -2.948]
+        >>> [round(m, 3) for m in (chosen - rejected).tolist()]  # the implicit-reward margins
+        [-0.225, -1.779, -0.652, -2.948]
+        >>> [(name, round(v, 3)) for name, v in margin.top_k(3)]  # what penalises "harmful"
+        [('mlp1', -0.448), ('L1H2', -0.236), ('L1H0', -0.105)]
     """
 
     def attribute(encodings) -> ImplicitAttribution:

@@ -59,6 +59,16 @@ def response_masks(
 
     Raises:
         InvalidArgumentError: When `width` is shorter than the longest conversation.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import response_masks
+        >>> from reward_lens_tl.inputs import EncodedConversation
+        >>> short = EncodedConversation((1, 4, 5, 7, 6, 2), response_start=3, response_end=4)
+        >>> long = EncodedConversation((1, 4, 9, 5, 7, 8, 6, 2), response_start=4, response_end=6)
+        >>> response_masks([short, long]).tolist()  # left padded; suffix `6, 2` counts
+        [[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1]]
+        >>> response_masks([short, long], include_suffix=False, padding_side="right").tolist()
+        [[0, 0, 0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0]]
     """
     longest = max(len(e) for e in encodings)
     width = width if width is not None else longest
@@ -129,6 +139,20 @@ def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, Encoded
 
     Raises:
         ArgumentTypeError: When `pair` is none of these.
+
+    Examples:
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, as_encoded_pair
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> text = PreferencePair("how bake bread", "oven bread soup", "poison bread soup")
+        >>> chosen, rejected = as_encoded_pair(irm, text)  # encoded with the model's template
+        >>> differ = [t for t in range(len(chosen)) if chosen.ids[t] != rejected.ids[t]]
+        >>> chosen.response_start, differ  # the same prompt; the first response word differs
+        (7, [7])
+        >>> contrast = load_task().task.contrast_pairs("harmful", 1, seed=0)[0]
+        >>> as_encoded_pair(irm, contrast)[0].ids == contrast.edited.input_ids  # edited: chosen
+        True
     """
     if isinstance(pair, tuple) and len(pair) == 2:
         return as_encoding(model, pair[0]), as_encoding(model, pair[1])
@@ -155,6 +179,16 @@ def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConvers
 
     Raises:
         EmptyInputError: When no pair is given.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, encoded_pairs
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 3, seed=0)
+        >>> encoded = encoded_pairs(irm, pairs)
+        >>> [(c.ids == p.edited.input_ids, r.ids == p.base.input_ids)
+        ...  for (c, r), p in zip(encoded, pairs)]
+        [(True, True), (True, True), (True, True)]
     """
     pairs = list(pairs)
     if not pairs:

@@ -61,6 +61,19 @@ class FeatureMatrix:
 
     Raises:
         ShapeMismatchError: When `values`, `names` and `groups` do not match.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.errors import ShapeMismatchError
+        >>> from reward_lens_tl.implicit import FeatureMatrix
+        >>> features = FeatureMatrix(torch.ones(6, 2), ("a", "b"), torch.arange(6) // 2)
+        >>> features.groups.tolist()  # rows 2i, 2i + 1: pair i's chosen and rejected
+        [0, 0, 1, 1, 2, 2]
+        >>> try:
+        ...     FeatureMatrix(torch.ones(6, 2), ("a",), torch.arange(6) // 2)
+        ... except ShapeMismatchError as e:
+        ...     print(e)
+        features (6, 2) do not match 1 names
     """
 
     values: Float[Tensor, "example feature"]
@@ -117,6 +130,20 @@ def policy_features(
 
     Raises:
         InvalidArgumentError: When `pooling` is unknown or the SAE reads another hook.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, policy_features
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)
+        >>> summed = policy_features(irm, pairs, "blocks.1.hook_resid_post")
+        >>> tuple(summed.values.shape), summed.names[:2], summed.groups.tolist()
+        ((4, 64), ('d0', 'd1'), [0, 0, 1, 1])
+        >>> mean = policy_features(irm, pairs, "blocks.1.hook_resid_post", pooling="mean")
+        >>> (summed.values / mean.values)[:, 0].round().tolist()  # × the response's tokens
+        [12.0, 12.0, 11.0, 11.0]
+        >>> [len(p.edited.input_ids) - p.edited.response_start for p in pairs]
+        [12, 11]
     """
     if pooling not in ("sum", "mean", "last"):
         raise InvalidArgumentError(f"pooling must be 'sum', 'mean' or 'last', got {pooling!r}")
@@ -162,6 +189,17 @@ def policy_activations(
 
     Returns:
         The activations, `[tokens, d]`.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, policy_activations
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)
+        >>> acts = policy_activations(irm, pairs, "blocks.1.hook_resid_post")
+        >>> tuple(acts.shape)  # every token of every conversation, padding left out
+        (78, 64)
+        >>> sum(len(p.edited.input_ids) + len(p.base.input_ids) for p in pairs)
+        78
     """
     out = []
     for encs, _ in pair_chunks(model, pairs, batch_size):
@@ -193,6 +231,23 @@ class RewardFit(Result):
         n_test: Held-out examples.
         alpha: The ridge penalty.
         target_name: The reward's name.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import FeatureMatrix, fit_reward
+        >>> x = torch.randn(200, 3, generator=torch.Generator().manual_seed(0))
+        >>> features = FeatureMatrix(x, ("a", "b", "c"), torch.arange(200) // 2)
+        >>> small = fit_reward(features, 3 * x[:, 0] - x[:, 2], alpha=1e-3)
+        >>> large = fit_reward(features, 10 * (3 * x[:, 0] - x[:, 2]) + 5, alpha=1e-3)
+        >>> [(name, round(w, 2)) for name, w in large.top_k(2)]  # reward units per feature std
+        [('a', 30.38), ('c', -10.84)]
+        >>> [round(float(w), 3) for w in (small.relative[0], large.relative[0])]  # scale-free
+        [0.961, 0.961]
+        >>> bool(torch.allclose(small.relative, large.relative, atol=1e-4))
+        True
+        >>> summary = large.summary()  # held out: 20 of the 100 pairs
+        >>> round(summary["r2"], 6), summary["pairwise_agreement"], summary["n_test"]
+        (1.0, 1.0, 40)
     """
 
     names: tuple[str, ...]
@@ -354,6 +409,19 @@ def fit_reward(
     Raises:
         ShapeMismatchError: When `target` and `features` have different numbers of rows.
         InvalidArgumentError: When `alpha` is not positive or the pairs cannot be split.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import FeatureMatrix, fit_reward
+        >>> x = torch.randn(200, 3, generator=torch.Generator().manual_seed(0))
+        >>> features = FeatureMatrix(x, ("a", "b", "c"), torch.arange(200) // 2)  # 100 pairs
+        >>> fit = fit_reward(features, 3 * x[:, 0] - x[:, 2], alpha=1e-3, target_name="planted")
+        >>> [(name, round(w, 2)) for name, w in fit.top_k(2)]  # the planted weights, × std
+        [('a', 3.04), ('c', -1.08)]
+        >>> abs(float(fit.weights[1])) < 1e-3  # "b" plays no part
+        True
+        >>> round(fit.r2, 4), fit.pairwise_agreement, fit.n_train, fit.n_test  # 20 pairs held out
+        (1.0, 1.0, 160, 40)
     """
     target = torch.as_tensor(target).float().reshape(-1)
     if target.shape[0] != features.values.shape[0]:
@@ -404,6 +472,19 @@ class FeatureDivergence(Result):
         name_a: Fit `a`'s reward name.
         name_b: Fit `b`'s reward name.
         verdict: Each feature's verdict.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import FeatureMatrix, divergence, fit_reward
+        >>> x = torch.randn(400, 4, generator=torch.Generator().manual_seed(0))
+        >>> features = FeatureMatrix(x, ("a", "b", "c", "d"), torch.arange(400) // 2)
+        >>> fit_a = fit_reward(features, 3 * x[:, 0] + x[:, 1], alpha=1e-3, target_name="A")
+        >>> fit_b = fit_reward(features, 3 * x[:, 0] - 2 * x[:, 2], alpha=1e-3, target_name="B")
+        >>> table = divergence(fit_a, fit_b)
+        >>> [(name, round(d, 2)) for name, d in table.top_k(3)]  # in each reward's own std
+        [('c', 0.58), ('b', 0.34), ('a', 0.1)]
+        >>> table.verdict
+        ('both', 'A only', 'B only', '')
     """
 
     names: tuple[str, ...]
@@ -487,6 +568,16 @@ def divergence(
 
     Raises:
         ShapeMismatchError: When the fits use different features.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import FeatureMatrix, divergence, fit_reward
+        >>> x = torch.randn(400, 4, generator=torch.Generator().manual_seed(0))
+        >>> features = FeatureMatrix(x, ("a", "b", "c", "d"), torch.arange(400) // 2)
+        >>> fit_a = fit_reward(features, 3 * x[:, 0] + x[:, 1], alpha=1e-3, target_name="A")
+        >>> fit_b = fit_reward(features, 3 * x[:, 0] - 2 * x[:, 2], alpha=1e-3, target_name="B")
+        >>> dict(zip(features.names, divergence(fit_a, fit_b).verdict))
+        {'a': 'both', 'b': 'A only', 'c': 'B only', 'd': ''}
     """
     if fit_a.names != fit_b.names:
         raise ShapeMismatchError("the two fits use different features; fit both on one matrix")
@@ -549,6 +640,23 @@ class FeatureFitComparison:
         implicit: The fit of the implicit reward.
         explicit: The fit of the explicit reward.
         divergence: The two fits compared.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import (
+        ...     FeatureFitComparison, FeatureMatrix, divergence, fit_reward)
+        >>> x = torch.randn(400, 3, generator=torch.Generator().manual_seed(0))
+        >>> features = FeatureMatrix(x, ("a", "b", "c"), torch.arange(400) // 2)
+        >>> implicit = fit_reward(features, x[:, 0], alpha=1e-3, target_name="implicit")
+        >>> explicit = fit_reward(features, x[:, 1], alpha=1e-3, target_name="explicit")
+        >>> compared = divergence(implicit, explicit)
+        >>> both = FeatureFitComparison(features, implicit, explicit, compared)
+        >>> both.summary()[["target", "r2", "n_test"]].round(3)
+             target   r2  n_test
+        0  implicit  1.0      80
+        1  explicit  1.0      80
+        >>> both.divergence.verdict
+        ('implicit only', 'explicit only', '')
     """
 
     features: FeatureMatrix
@@ -601,6 +709,26 @@ def implicit_feature_fit(
 
     Returns:
         Both fits and their divergence.
+
+    Examples:
+        >>> import random
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, implicit_feature_fit
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> scalar = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> task = load_task().task
+        >>> pairs = [task.response_pair(random.Random(i)) for i in range(20)]
+        >>> hook = "blocks.1.hook_resid_post"
+        >>> result = implicit_feature_fit(irm, scalar, pairs, hook, alpha=10.0)
+        >>> tuple(result.features.values.shape)  # 40 responses, the policy's d_model
+        (40, 64)
+        >>> # residuals summed over the response explain the implicit reward (a sum over the same
+        >>> # positions) far better than the explicit one (which reads the last token)
+        >>> result.summary()[["target", "r2", "pairwise_agreement", "n_test"]].round(3)
+             target     r2  pairwise_agreement  n_test
+        0  implicit  0.882                 1.0       8
+        1  explicit -0.013                 1.0       8
     """
     feats = features or policy_features(
         model, pairs, hook_name, sae=sae, pooling=pooling, batch_size=batch_size

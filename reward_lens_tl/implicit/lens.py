@@ -57,6 +57,23 @@ class ImplicitLensResult(Result):
         labels: One label per site.
         rewards: The implicit rewards.
         reference: `"final"` or `"lens"`.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, implicit_lens
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "soup oven")])
+        >>> lens = implicit_lens(irm, ids, response, attention)
+        >>> tuple(lens.values.shape), tuple(lens.token_values.shape)  # [site, example (, pos)]
+        ((3, 1), (3, 1, 11))
+        >>> bool(torch.allclose(lens.values, lens.token_values.sum(-1)))  # summed over tokens
+        True
+        >>> lens.to_dataframe().round(3)
+            site  example  lens_implicit_reward
+        0  0_pre        0                -1.795
+        1  1_pre        0                -0.169
+        2  final        0                -2.636
     """
 
     example_axes = axes(values=1, token_values=1, rewards=0)
@@ -153,6 +170,20 @@ def implicit_lens(
     Raises:
         InvalidArgumentError: When `reference` is unknown, or `"lens"` with models of
             different depths.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, implicit_lens
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> encodings = [irm.encode("how bake bread", "soup oven"), irm.encode("hi", "great")]
+        >>> ids, attention, response = irm.batch(encodings)
+        >>> lens = implicit_lens(irm, ids, response, attention, resolution="sublayer")
+        >>> lens.labels
+        ('0_pre', '0_mid', '1_pre', '1_mid', 'final')
+        >>> [round(v, 3) for v in lens.values[-1].tolist()]  # the final site: the reward
+        [-2.636, -1.797]
+        >>> [round(v, 3) for v in irm.rewards(ids, response, attention).tolist()]
+        [-2.636, -1.797]
     """
     if reference not in ("final", "lens"):
         raise InvalidArgumentError(f"reference must be 'final' or 'lens', got {reference!r}")
@@ -205,6 +236,18 @@ def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs
 
     Returns:
         The lens of both sides.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, pair_implicit_lens
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited: chosen
+        >>> lens = pair_implicit_lens(irm, pairs, batch_size=2)
+        >>> chosen, rejected = irm.pair_rewards(pairs)
+        >>> bool((lens.margins[-1] - (chosen - rejected)).abs().max() < 1e-5)
+        True
+        >>> lens.labels, lens.crystallization()  # per pair: where the margin settles
+        (('0_pre', '1_pre', 'final'), ['1_pre', 'final', 'final', 'final'])
     """
 
     def lens(encodings) -> RewardLensResult:

@@ -85,6 +85,20 @@ def load_causal_lm(
 
     Raises:
         ArgumentTypeError: When the model is not a transformers `PreTrainedModel`.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import load_causal_lm
+        >>> from reward_lens_tl.zoo import load_model, zoo_path
+        >>> policy = load_causal_lm(zoo_path("policy"))  # a local checkpoint folder
+        >>> hf = load_model("policy")  # the same checkpoint as a transformers model
+        >>> ids = torch.tensor([[1, 4, 27, 50, 42, 6, 5, 34, 35, 43, 6, 2]])
+        >>> bool((policy(ids) - hf(input_ids=ids).logits).abs().max() < 1e-4)  # HF's logits
+        True
+        >>> policy.cfg.n_layers, policy.cfg.d_vocab_out, policy.eos_token_id
+        (2, 122, 2)
+        >>> load_causal_lm(hf).tokenizer is None  # an in-memory model brings no tokenizer
+        True
     """
     if isinstance(model_or_path, nn.Module):
         hf_model, path = model_or_path, None

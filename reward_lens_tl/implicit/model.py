@@ -53,6 +53,13 @@ def token_logprobs(
 
     Returns:
         The log-probability of each taken token.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.implicit import token_logprobs
+        >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 tokens: log(1/4) = -1.3863
+        >>> [round(x, 4) for x in token_logprobs(logits, torch.tensor([[2, 0, 3]]))[0].tolist()]
+        [0.0, -1.3863, -1.3863]
     """
     logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
     return torch.cat([torch.zeros_like(logp[:, :1]), logp], 1)
@@ -153,6 +160,21 @@ class ImplicitRewardModel:
     Raises:
         InvalidArgumentError: When `beta` is not a finite number > 0.
         VocabularyMismatchError: When policy and reference use different vocabularies.
+
+    Examples:
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+        >>> irm.beta  # recorded in the zoo policy's metadata.json
+        0.1
+        >>> ids, attention, response = irm.batch([irm.encode("how bake bread", "great soup")])
+        >>> pol, ref = irm.log_ratios(ids, response, attention)
+        >>> reward = irm.score("how bake bread", "great soup")
+        >>> round(float(reward), 3), round(float(0.1 * (pol - ref).sum()), 3)  # β Σ log-ratio
+        (-2.707, -2.707)
+        >>> hot = ImplicitRewardModel(irm.policy, irm.reference, beta=0.5)  # same models, 5 × β
+        >>> round(float(hot.score("how bake bread", "great soup") / reward), 3)
+        5.0
     """
 
     def __init__(
@@ -433,6 +455,15 @@ class ImplicitRewardModel:
 
         Returns:
             The chosen and the rejected rewards.
+
+        Examples:
+            >>> from reward_lens_tl.implicit import ImplicitRewardModel
+            >>> from reward_lens_tl.zoo import load_task, zoo_path
+            >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
+            >>> pairs = load_task().task.contrast_pairs("sycophancy", 4, seed=0)  # edited: chosen
+            >>> chosen, rejected = irm.pair_rewards(pairs, batch_size=2)
+            >>> [round(m, 3) for m in (chosen - rejected).tolist()]  # sycophancy rewarded
+            [0.735, 0.554, 0.379, 0.945]
         """
         pairs = list(pairs)
         chosen, rejected = torch.empty(len(pairs)), torch.empty(len(pairs))
