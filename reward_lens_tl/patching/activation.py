@@ -108,6 +108,16 @@ def chunk_memory_bytes(model, n_tokens: int, chunk_size: int) -> int:
 
     Returns:
         The estimated peak memory of one chunk, in bytes.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import chunk_memory_bytes
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))   # float32
+        >>> chunk_memory_bytes(model, n_tokens=128, chunk_size=16) / 2**20   # MiB
+        23.0
+        >>> chunk_memory_bytes(model, 128, 32) == 2 * chunk_memory_bytes(model, 128, 16)
+        True
     """
     cfg = model.cfg
     d_mlp = cfg.d_mlp or 4 * cfg.d_model
@@ -394,18 +404,39 @@ def activation_patching(
     `site=("attn_out", "mlp_out")`, is swept over one shared clean and one shared corrupted
     run and gives a `MultiSitePatchResult` (one `PatchResult` per site;
     `by_position`/`heads` apply to the sites that have that axis). The sweep is described
-    by its `PatchRequest`'s fields:
+    by its `PatchRequest`'s fields (`model` to `fwd_hooks` below), plus two settings of the
+    sweep itself (`chunk_size`, `reuse_prefix`).
 
-    {request}
+    Args:
+        {request}
+        chunk_size: the variants per forward pass (memory: `chunk_memory_bytes`); the
+            default (`None`) takes up to 16 and at most `CHUNK_TOKENS` (2048)
+            variant-positions on the CPU, i.e. fewer variants for longer runs, and up to 64 on
+            CUDA within a quarter of the free GPU memory (`auto_chunk_limits`).
+        reuse_prefix: start each chunk at its earliest patched position, attending to the
+            target run's cached keys and values before it (exact; see the module docstring).
 
-    and two settings of the sweep itself:
+    Returns:
+        A `PatchResult` for one site, a `MultiSitePatchResult` for a sequence of sites.
 
-    - `chunk_size`: the variants per forward pass (memory: `chunk_memory_bytes`); the
-      default (`None`) takes up to 16 and at most `CHUNK_TOKENS` (2048) variant-positions
-      on the CPU, i.e. fewer variants for longer runs, and up to 64 on CUDA within a quarter
-      of the free GPU memory (`auto_chunk_limits`);
-    - `reuse_prefix`: start each chunk at its earliest patched position, attending to the
-      target run's cached keys and values before it (exact; see the module docstring).
+    Raises:
+        PatchingError: if the request is invalid (an unknown site or mode, a missing
+            corrupted run or `reference`, a request together with keyword fields, ...).
+        AlignmentError: if the runs cannot be aligned as asked.
+        UnknownKeywordError: for a keyword the function does not take (a `TypeError`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> result = activation_patching(model, clean, corrupted, site="resid_pre", layers=[0])
+        >>> result.shape   # layer 0 × 16 aligned positions
+        (1, 16)
+        >>> [(label, round(v, 3)) for label, v in result.top_k(2)]   # only the swapped word
+        [('L0 end-2', 1.0), ('L0 end-15', 0.0)]
     """
     req = request_from(locals())  # the parameters above, as a PatchRequest
     site = req.site

@@ -50,14 +50,32 @@ if TYPE_CHECKING:
 
 AlignmentKind = Literal["end", "prefix", "exact"]
 ALIGNMENTS: tuple[str, ...] = ("end", "prefix", "exact")
-#: One input sequence of a patching run: token ids (1-D or ``[1, pos]``, padding stripped), a
+#: One input sequence of a patching run: token ids (1-D or `[1, pos]`, padding stripped), a
 #: list of ids, or an encoded conversation.
 PatchInput = Tensor | EncodedConversation | Sequence[int]
 
 
 @dataclass(frozen=True)
 class Run:
-    """One input sequence, cut after its reward-reading position `pool`."""
+    """One input sequence, cut after its reward-reading position `pool`.
+
+    Built by `as_run`, which strips the padding and finds the reading position.
+
+    Attributes:
+        ids: the token ids `[pos]`, from the first real token to the reading token.
+        pool: the reward-reading position (the last one, `length - 1`).
+        response_start: where the response starts, when the input was an
+            `EncodedConversation` (`alignment="prefix"` reads it), else `None`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import as_run
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> run = as_run(model, model.encode("explain how to bake bread", "the oven"))
+        >>> run.length, run.pool, run.response_start, tuple(run.batch().shape)
+        (13, 12, 9, (1, 13))
+    """
 
     ids: Int[Tensor, " pos"]
     pool: int
@@ -89,6 +107,16 @@ def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
 
     Raises:
         AlignmentError: if `x` holds more than one sequence.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import as_run
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))   # pad id 0
+        >>> as_run(model, [0, 0, 1, 9, 7])   # a left-padded row: the pads are stripped
+        Run(ids=tensor([1, 9, 7]), pool=2, response_start=None)
+        >>> as_run(model, [1, 9, 7, 0, 0]).ids.tolist()   # cut after the reading token
+        [1, 9, 7]
     """
     response_start = None
     if isinstance(x, EncodedConversation):
@@ -116,6 +144,23 @@ class Alignment:
     """Matched positions of two runs, ascending in `j`.
 
     `target[j]` (the run being patched) ↔ `source[j]` (the run the patched values come from).
+    Built by `align`; `len(alignment)` is the number of matched positions.
+
+    Attributes:
+        kind: the rule that paired them, `"end"`, `"prefix"` or `"exact"`.
+        target: the positions in the run being patched, `[n]`.
+        source: the matching positions in the run the patched values come from, `[n]`.
+        names: the position labels kept from a larger alignment when this one is a subset of
+            it (`positions=`), else `None` (the labels follow from `kind`).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.patching import Alignment
+        >>> a = Alignment("end", target=torch.tensor([0, 1, 2]), source=torch.tensor([2, 3, 4]))
+        >>> len(a), a.labels()
+        (3, ('end-2', 'end-1', 'end-0'))
+        >>> Alignment("exact", torch.tensor([4, 7]), torch.tensor([4, 7])).labels()
+        ('p4', 'p7')
     """
 
     kind: str
@@ -163,6 +208,18 @@ def align(
 
     Raises:
         AlignmentError: if the runs cannot be aligned this way, or `kind` is unknown.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import align, as_run
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> short, long = as_run(model, [1, 9, 7]), as_run(model, [1, 5, 6, 7, 8])
+        >>> a = align(short, long, "end")   # the reading tokens 2 and 4 pair up, then backwards
+        >>> a.target.tolist(), a.source.tolist(), a.labels()
+        ([0, 1, 2], [2, 3, 4], ('end-2', 'end-1', 'end-0'))
+        >>> align(short, long, "prefix", prefix_length=2).source.tolist()
+        [0, 1]
     """
     device = target.ids.device
     if kind == "end":

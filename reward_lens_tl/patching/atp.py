@@ -111,11 +111,41 @@ def attribution_patching(
     The request is a `PatchRequest` of one site (see the module docstring). The metric must
     be differentiable.
 
-    {request}
-    - `qk_fix`: recompute attention patterns exactly for patches that feed queries and keys
-      (AtP*'s QK fix);
-    - `graddrop`: also score each cell with the gradient through each layer dropped
-      (AtP*'s GradDrop, in `magnitude`).
+    Args:
+        {request}
+        qk_fix: recompute attention patterns exactly for patches that feed queries and keys
+            (AtP*'s QK fix).
+        graddrop: also score each cell with the gradient through each layer dropped
+            (AtP*'s GradDrop, in `magnitude`).
+
+    Returns:
+        The estimated sweep: `values` is the estimated metric per cell, `method` is `"atp"`,
+        `"atp+qk"`, `"atp+graddrop"` or `"atp*"`.
+
+    Raises:
+        PatchingError: if the request is invalid (several sites, an unknown mode, ...), the
+            model has one layer and `graddrop=True`, or gradients are off
+            (`torch.inference_mode`).
+        UnsupportedModelError: if `qk_fix=True` and the model's attention is one the QK
+            fix does not handle.
+        UnknownKeywordError: for a keyword the function does not take (a `TypeError`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching, attribution_patching
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> patched = activation_patching(model, clean, corrupted, site="mlp_out")
+        >>> [round(v, 2) for v in patched.flat().tolist()]   # the real effect per layer
+        [0.72, 0.06, 0.03]
+        >>> est = attribution_patching(model, clean, corrupted, site="mlp_out")
+        >>> [round(v, 2) for v in est.flat().tolist()]   # L0's patch moves attention: wrong sign
+        [-0.18, 0.05, 0.03]
+        >>> fixed = attribution_patching(model, clean, corrupted, site="mlp_out", qk_fix=True)
+        >>> fixed.method, [round(v, 2) for v in fixed.flat().tolist()]
+        ('atp+qk', [0.08, 0.06, 0.03])
     """
     req = request_from(locals())  # the parameters above, as a PatchRequest
     plan = make_plan(model, req)
@@ -195,7 +225,30 @@ def atp_star(
 ) -> PatchResult:
     """AtP* = `attribution_patching` with `qk_fix=True, graddrop=True`.
 
-    {request}
+    Args:
+        {request}
+
+    Returns:
+        The estimated sweep, with GradDrop's `magnitude` (rank cells by it:
+        `top_k(by="magnitude")`).
+
+    Raises:
+        PatchingError: if the request is invalid, or the model has one layer.
+        UnsupportedModelError: if the QK fix does not handle the model's attention.
+        UnknownKeywordError: for a keyword the function does not take (a `TypeError`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import atp_star
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> star = atp_star(model, clean, corrupted, site="mlp_out")
+        >>> star.method, [round(v, 2) for v in star.flat().tolist()]
+        ('atp*', [0.08, 0.06, 0.03])
+        >>> [(label, round(v, 2)) for label, v in star.top_k(2, by="magnitude")]
+        [('L0', 0.16), ('L1', 0.07)]
     """
     return attribution_patching(
         model,

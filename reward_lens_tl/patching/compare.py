@@ -77,7 +77,37 @@ def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """Agreement of one estimate with a reference over `n_cells` cells."""
+    """Agreement of one estimate with a reference over `n_cells` cells.
+
+    Built by `agreement`; `AgreementReport.rows` holds one per estimate.
+
+    Attributes:
+        estimate: the estimate's method (`PatchResult.method`), e.g. `"atp*"`.
+        reference: the reference's method, e.g. `"activation"`.
+        spearman: the Spearman correlation of the signed effects.
+        spearman_abs: the Spearman correlation of the magnitudes (the estimate's GradDrop
+            `magnitude` when it has one).
+        top_k_recall: the share of the reference's `k` largest cells (by |effect|) that
+            the estimate ranks in its top `k`.
+        k: the `k` of the recall (at most `n_cells`).
+        n_cells: the number of cells compared.
+        top1_rank: where the reference's largest cell ranks in the estimate (1 = first).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching, agreement, attribution_patching
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> patched = activation_patching(model, clean, corrupted, site="mlp_out")
+        >>> estimate = attribution_patching(model, clean, corrupted, site="mlp_out")
+        >>> row = agreement(estimate, patched, k=1)
+        >>> row.estimate, row.reference, row.n_cells, row.top_k_recall, row.top1_rank
+        ('atp', 'activation', 3, 1.0, 1)
+        >>> round(row.spearman, 2), round(row.spearman_abs, 2)   # right ranking, a sign wrong
+        (-0.5, 1.0)
+    """
 
     estimate: str
     reference: str
@@ -104,6 +134,19 @@ def agreement(estimate: PatchResult, reference: PatchResult, k: int = 10) -> Agr
 
     Raises:
         PatchingError: if the two sweeps have different sites or shapes.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching, agreement, atp_star
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> patched = activation_patching(model, clean, corrupted, site="mlp_out")
+        >>> star = atp_star(model, clean, corrupted, site="mlp_out")
+        >>> row = agreement(star, patched, k=1)
+        >>> row.estimate, round(row.spearman, 2), row.top_k_recall
+        ('atp*', 1.0, 1.0)
     """
     if estimate.shape != reference.shape or estimate.site != reference.site:
         raise PatchingError(
@@ -135,11 +178,32 @@ def top1_rank(score: Tensor, reference_score: Tensor) -> int:
 
 @dataclass(frozen=True)
 class AgreementReport(Result):
-    """Activation patching of one grid, the estimates of the same grid and their agreement."""
+    """Activation patching of one grid, the estimates of the same grid and their agreement.
+
+    Built by `atp_agreement`. Its `top_k` ranks the estimates by `|spearman|`.
+
+    Attributes:
+        reference: the activation-patching sweep.
+        estimates: the estimated sweeps of the same grid, one per method asked.
+        rows: the `Agreement` of each estimate with `reference`, in the same order.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import atp_agreement
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> report = atp_agreement(model, clean, corrupted, site="mlp_out", k=1)
+        >>> report.reference.method, [e.method for e in report.estimates]
+        ('activation', ['atp', 'atp*'])
+        >>> report.to_dataframe()[["estimate", "spearman", "spearman_abs"]].round(2)
+          estimate  spearman  spearman_abs
+        0      atp      -0.5           1.0
+        1     atp*       1.0           1.0
+    """
 
     label_column, value_column = "estimate", "spearman"
-
-    """Activation patching of one grid, the estimates of the same grid and their agreement."""
 
     reference: PatchResult
     estimates: tuple[PatchResult, ...]
@@ -152,7 +216,14 @@ class AgreementReport(Result):
         return pd.DataFrame([row.__dict__ for row in self.rows])
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Scatter of each estimate's effects against the patched effects; returns the figure."""
+        """Scatter of each estimate's effects against the patched effects; returns the figure.
+
+        Args:
+            ax: the matplotlib axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure (not shown).
+        """
         fig, ax = new_axes(ax, figsize=(4.5, 4))
         ref = self.reference.effects()
         for est, row in zip(self.estimates, self.rows, strict=True):
@@ -166,7 +237,7 @@ class AgreementReport(Result):
         return fig
 
 
-#: The first-order estimates :func:`atp_agreement` can run: AtP, AtP with the QK fix, AtP*.
+#: The first-order estimates `atp_agreement` can run: AtP, AtP with the QK fix, AtP*.
 Estimate = Literal["atp", "atp+qk", "atp*"]
 
 
@@ -199,9 +270,30 @@ def atp_agreement(
     The estimates are AtP (`"atp"`), AtP with the QK fix (`"atp+qk"`) and/or AtP*
     (`"atp*"`).
 
-    - `k`: the top-`k` recall's `k`; `methods`: the estimates to run;
-      `chunk_size`: activation patching's variants per forward pass;
-    {request}
+    Args:
+        {request}
+        k: the top-`k` recall's `k`.
+        methods: the estimates to run, among `"atp"`, `"atp+qk"` and `"atp*"`.
+        chunk_size: activation patching's variants per forward pass.
+
+    Returns:
+        The patched sweep, the estimates and one `Agreement` per estimate.
+
+    Raises:
+        PatchingError: if a method is unknown, the request is invalid, or it names several
+            sites.
+        UnknownKeywordError: for a keyword the function does not take (a `TypeError`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import atp_agreement
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> report = atp_agreement(model, clean, corrupted, site="mlp_out", k=1)
+        >>> [(row.estimate, round(row.spearman, 2), row.top1_rank) for row in report.rows]
+        [('atp', -0.5, 1), ('atp*', 1.0, 1)]
     """
     flags = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}
     unknown = set(methods) - set(flags)
@@ -220,7 +312,7 @@ def atp_agreement(
 
 
 # -- observational vs causal, over pairs ------------------------------------------------------
-#: The methods :func:`compare_methods` can compare.
+#: The methods `compare_methods` can compare.
 Method = Literal["direct", "atp", "atp+qk", "atp*", "patching"]
 METHODS: tuple[Method, ...] = ("direct", "atp", "atp*", "patching")
 
@@ -342,6 +434,31 @@ class MethodComparison(Result):
     `values[method][pair]` is a vector over `labels[pair]` (heads and MLPs: the same
     labels for every pair; residual positions: per pair). `rho[pair, m]` is the Spearman
     correlation of `method_pairs[m]`; `summary` aggregates over pairs.
+
+    Attributes:
+        methods: the methods compared, in the order asked.
+        labels: per pair, the labels of its components (`L0H1`, `mlp0`, or `resid_pre`
+            cells such as `L1 end-3`).
+        values: per method, one vector of effects per pair.
+        method_pairs: every pair of methods, in the order of `rho`'s columns.
+        rho: the Spearman correlation per pair and method pair, `[pair, method_pair]`.
+        confidence_level: the confidence level of `summary`'s bootstrap intervals.
+        n_resamples: the resamples of that bootstrap.
+        seed: the seed of that bootstrap.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import compare_methods
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)
+        >>> found = compare_methods(model, pairs, methods=("direct", "patching"), n_resamples=200)
+        >>> found.method_pairs, tuple(found.rho.shape), found.labels[0][:5]
+        ((('direct', 'patching'),), (2, 1), ('L0H0', 'L0H1', 'L0H2', 'L0H3', 'mlp0'))
+        >>> [(label, round(v, 2)) for label, v in found.top_k(2)]   # mean patching effect
+        [('mlp0', -1.5), ('L0H1', -1.0)]
+        >>> [(label, round(v, 2)) for label, v in found.top_k(2, method="direct")]
+        [('L0H1', -0.98), ('L2H3', -0.89)]
     """
 
     methods: tuple[str, ...]
@@ -493,6 +610,20 @@ def compare_methods(
 
     Raises:
         PatchingError: if `methods` or `components` is invalid, or `pairs` is empty.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import compare_methods
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)
+        >>> found = compare_methods(
+        ...     model, pairs, methods=("direct", "atp", "patching"), n_resamples=200)
+        >>> found.summary()[["method_a", "method_b", "mean_spearman", "n_pairs"]].round(2)
+          method_a  method_b  mean_spearman  n_pairs
+        0   direct       atp           0.92        2
+        1   direct  patching           0.74        2
+        2      atp  patching           0.86        2
     """
     methods = tuple(methods)
     if (

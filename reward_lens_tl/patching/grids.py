@@ -51,7 +51,7 @@ SITE_HOOKS: dict[str, str] = {
     "v": "attn.hook_v",
 }
 SITE_ALIASES = {"heads": "z", "head": "z", "attn_head": "z"}
-#: A site name (or an alias of ``z``), as the patching entry points take it.
+#: A site name (or an alias of `z`), as the patching entry points take it.
 Site = Literal[
     "resid_pre",
     "resid_mid",
@@ -100,7 +100,28 @@ def site_heads(model, site: str) -> int:
 
 @dataclass(frozen=True)
 class Grid:
-    """The cells of one sweep. `n_aligned` is the number of aligned positions."""
+    """The cells of one sweep. `n_aligned` is the number of aligned positions.
+
+    Built by `make_grid`, which checks the layers and heads against the model.
+
+    Attributes:
+        site: the canonical site name (`z` for its aliases).
+        layers: the patched layers, ascending as given.
+        by_position: one cell per aligned position (`True`) or one per layer (and head)
+            patching every aligned position at once.
+        heads: the patched heads of a head site (`z`, `q`, `k`, `v`), else `None`.
+        n_aligned: the number of aligned positions.
+        position_labels: one label per aligned position (`"end-2"`, `"p5"`); empty for the
+            plain indices `"0"`, `"1"`, ...
+
+    Examples:
+        >>> from reward_lens_tl.patching import Grid
+        >>> grid = Grid("z", layers=(0, 1), by_position=True, heads=(0, 1), n_aligned=2)
+        >>> grid.axes, grid.shape, grid.cells_per_layer
+        (('layer', 'pos', 'head'), (2, 2, 2), 4)
+        >>> grid.cell_labels()[:4]   # C order: layer, then position, then head
+        ('L0H0 0', 'L0H1 0', 'L0H0 1', 'L0H1 1')
+    """
 
     site: str
     layers: tuple[int, ...]
@@ -131,6 +152,19 @@ class Grid:
         """`(j, head)` of each cell of one layer, in grid order.
 
         `j = -1` means every aligned position and `head = -1` no head axis.
+
+        Args:
+            device: the device of the two tensors (default: the CPU).
+
+        Returns:
+            The aligned index and the head of each cell, each `[cells_per_layer]`.
+
+        Examples:
+            >>> from reward_lens_tl.patching import Grid
+            >>> Grid("z", (0, 1), by_position=True, heads=(0, 1), n_aligned=2).layer_cells()
+            (tensor([0, 0, 1, 1]), tensor([0, 1, 0, 1]))
+            >>> Grid("attn_out", (0, 1), by_position=False, heads=None, n_aligned=2).layer_cells()
+            (tensor([-1]), tensor([-1]))
         """
         n_pos = self.n_aligned if self.by_position else 1
         n_head = len(self.heads) if self.heads is not None else 1
@@ -171,6 +205,35 @@ def make_grid(
 
     `by_position=None` means per position for residual sites and over all aligned positions
     at once for components and heads.
+
+    Args:
+        model: the `HookedRewardModel` (its layers and heads bound the grid).
+        site: the site name (`reward_lens_tl.patching.grids`), or an alias of `z`.
+        n_aligned: the number of aligned positions.
+        by_position: one cell per aligned position, or all of them at once (default: per
+            position for residual sites only).
+        layers: the layers (negative ones count from the end; default: all).
+        heads: the heads of a head site (default: all; `k`/`v` have the key-value heads
+            of a grouped-query model).
+        position_labels: one label per aligned position (default: their indices).
+
+    Returns:
+        The grid.
+
+    Raises:
+        PatchingError: if the site is unknown, `heads` is given for a site without heads, or
+            there are no aligned positions.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import make_grid
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # 3 layers, GQA 4/2
+        >>> make_grid(model, "k", n_aligned=5).shape   # key heads, all positions at once
+        (3, 2)
+        >>> grid = make_grid(model, "resid_pre", 2, layers=[0, -1], position_labels=("a", "b"))
+        >>> grid.shape, grid.cell_labels()
+        ((2, 2), ('L0 a', 'L0 b', 'L2 a', 'L2 b'))
     """
     site = canonical_site(site)
     n_layers = model.cfg.n_layers

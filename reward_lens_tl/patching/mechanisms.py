@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from ..model import HookedRewardModel
 
 UNIT_KINDS = ("planted", "reward", "neutral", "other")
-#: Where :func:`minimal_head_sets` patches head outputs.
+#: Where `minimal_head_sets` patches head outputs.
 HeadPositions = Literal["all", "planted", "reward"]
 
 
@@ -74,6 +74,26 @@ class Localization(Result):
 
     The share of pairs whose top unit is each kind, and the mean fraction of the effect
     restored by the planted span and by the reward-reading token.
+
+    Attributes:
+        rows: one dict per feature and site (`"resid_pre 0"` ... `"resid_post {last}"`),
+            with `feature`, `site`, `pairs`, `top1_{kind}` (the share of pairs whose top
+            unit is of that kind: `planted`, `reward`, `neutral`, `other`),
+            `planted_restored` and `reward_restored`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import localization
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 2, seed=0, filler_swaps=2)
+        >>> table = localization(model, pairs)
+        >>> [row["site"] for row in table.rows]
+        ['resid_pre 0', 'resid_pre 1', 'resid_pre 2', 'resid_post 2']
+        >>> table.share("planted", "resid_pre 1"), table.first_site("reward", "sycophancy")
+        (1.0, 'resid_pre 2')
+        >>> [(label, round(v, 2)) for label, v in table.top_k(2)]
+        [('sycophancy @ resid_pre 0', 1.0), ('sycophancy @ resid_pre 1', 0.99)]
     """
 
     rows: tuple[dict, ...]
@@ -85,7 +105,14 @@ class Localization(Result):
         return pd.DataFrame(list(self.rows))
 
     def top_k(self, k: int = 10) -> TopK:
-        """(feature, site) rows with the largest mean fraction restored by the planted span."""
+        """(feature, site) rows with the largest mean fraction restored by the planted span.
+
+        Args:
+            k: how many rows to keep.
+
+        Returns:
+            The top `k` rows, labelled `"{feature} @ {site}"`.
+        """
         return top_entries(
             [f"{r['feature']} @ {r['site']}" for r in self.rows],
             [r["planted_restored"] for r in self.rows],
@@ -94,7 +121,21 @@ class Localization(Result):
         )
 
     def share(self, kind: str, site: str, feature: str | None = None) -> float:
-        """Share of pairs whose top-1 unit at `site` (e.g. `"resid_pre 0"`) is `kind`."""
+        """Share of pairs whose top-1 unit at `site` (e.g. `"resid_pre 0"`) is `kind`.
+
+        Args:
+            kind: `"planted"`, `"reward"`, `"neutral"` or `"other"`.
+            site: the site row, e.g. `"resid_pre 0"` or `"resid_post 2"`.
+            feature: the feature (needed when the table has several).
+
+        Returns:
+            The share, in `[0, 1]`.
+
+        Raises:
+            InvalidArgumentError: if `kind` is unknown, or the table has several features and
+                `feature` is not given.
+            UnknownNameError: if no row has that site and feature.
+        """
         _check_kind(kind)
         features = sorted({r["feature"] for r in self.rows})
         if feature is None and len(features) > 1:
@@ -105,7 +146,20 @@ class Localization(Result):
         return rows[0][f"top1_{kind}"]
 
     def first_site(self, kind: str, feature: str, majority: float = 0.5) -> str | None:
-        """The earliest site where more than `majority` of the pairs' top unit is `kind`."""
+        """The earliest site where more than `majority` of the pairs' top unit is `kind`.
+
+        Args:
+            kind: `"planted"`, `"reward"`, `"neutral"` or `"other"`.
+            feature: the feature.
+            majority: the share of pairs to exceed.
+
+        Returns:
+            The site, or `None` when no site has such a majority.
+
+        Raises:
+            InvalidArgumentError: if `kind` is unknown.
+            UnknownNameError: if the table has no rows for `feature`.
+        """
         _check_kind(kind)
         if feature not in {r["feature"] for r in self.rows}:
             raise UnknownNameError(f"no rows for feature {feature!r}")
@@ -119,6 +173,13 @@ class Localization(Result):
 
         `plot("reward")` (the kind by position) still works, with a `FutureWarning`:
         pass `kind=` by keyword.
+
+        Args:
+            ax: the matplotlib axes to draw on (a new figure when `None`).
+            kind: `"planted"`, `"reward"`, `"neutral"` or `"other"`.
+
+        Returns:
+            The figure (not shown).
         """
         ax, kind = old_first_parameter("Localization", "kind", ax, str, kind)
         _check_kind(kind)
@@ -173,6 +234,20 @@ def localization(
 
     Raises:
         PatchingError: if `pairs` is empty or a pair's sides have different lengths.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import localization
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0, filler_swaps=2)
+        >>> frame = localization(model, pairs).to_dataframe()
+        >>> frame[["site", "top1_planted", "top1_reward", "reward_restored"]].round(2)
+                   site  top1_planted  top1_reward  reward_restored
+        0   resid_pre 0           1.0          0.0             0.00
+        1   resid_pre 1           1.0          0.0             0.40
+        2   resid_pre 2           0.0          1.0             0.56
+        3  resid_post 2           0.0          1.0             1.00
     """
     if not pairs:
         raise PatchingError("no pairs given")
@@ -262,6 +337,29 @@ class HeadSets(Result):
 
     It is `None` when no subset of up to `max_size` candidates does; every subset's
     restoration is kept too.
+
+    Attributes:
+        feature: the pairs' feature.
+        threshold: the fraction of the effect a minimal set restores.
+        heads: the candidate heads, `(layer, head)`.
+        subsets: every subset searched, as indices into `heads`, by size.
+        restored: the fraction of the effect each subset restores, `[pair, subset]`.
+        at: which positions' head outputs were patched, `"all"`, `"planted"` or
+            `"reward"`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import minimal_head_sets
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 2, seed=0, filler_swaps=2)
+        >>> sets = minimal_head_sets(model, pairs, max_size=1)   # every single head
+        >>> len(sets.subsets), sets.minimal
+        (12, [('L1H3',), ('L1H3',)])
+        >>> sets.labels(sets.shared_set()), sets.stability(n_boot=20)
+        (('L1H3',), 1.0)
+        >>> round(sets.summary()["shared_set_mean_restored"], 2)
+        0.92
     """
 
     feature: str
@@ -286,7 +384,14 @@ class HeadSets(Result):
         return out
 
     def labels(self, subset: int) -> tuple[str, ...]:
-        """The `L{layer}H{head}` labels of the heads of subset `subset`."""
+        """The `L{layer}H{head}` labels of the heads of subset `subset`.
+
+        Args:
+            subset: the subset's index into `subsets`.
+
+        Returns:
+            The labels, in the order of `heads`.
+        """
         return tuple(f"L{self.heads[h][0]}H{self.heads[h][1]}" for h in self.subsets[subset])
 
     def shared_set(self, coverage: float = 0.9, rows: Tensor | None = None) -> int | None:
@@ -312,7 +417,16 @@ class HeadSets(Result):
         return max(same, key=lambda i: (float(share[i]), float(mean[i])))
 
     def stability(self, coverage: float = 0.9, n_boot: int = 200, seed: int = 0) -> float:
-        """Share of bootstrap resamples of the pairs whose `shared_set` is the same."""
+        """Share of bootstrap resamples of the pairs whose `shared_set` is the same.
+
+        Args:
+            coverage: the `shared_set` coverage.
+            n_boot: the bootstrap resamples.
+            seed: the seed of the resampling.
+
+        Returns:
+            The share, in `[0, 1]` (`nan` when there is no shared set).
+        """
         full = self.shared_set(coverage)
         if full is None:
             return float("nan")
@@ -330,6 +444,14 @@ class HeadSets(Result):
         Per-pair minimal sets: their size distribution, the most common one and its share;
         the shared set (`shared_set`) with its share of pairs, mean restoration and bootstrap
         `stability`.
+
+        Args:
+            coverage: the `shared_set` coverage.
+
+        Returns:
+            A dict: `feature`, `at`, `pairs`, `per_pair_found`, `per_pair_sizes`,
+            `per_pair_most_common`, `per_pair_most_common_share`, `shared_set`,
+            `shared_set_share`, `shared_set_mean_restored`, `shared_set_stability`.
         """
         minimal = self.minimal
         found = [m for m in minimal if m is not None]
@@ -354,7 +476,14 @@ class HeadSets(Result):
         }
 
     def top_k(self, k: int = 5) -> TopK:
-        """The minimal sets found most often, with the share of pairs they are minimal for."""
+        """The minimal sets found most often, with the share of pairs they are minimal for.
+
+        Args:
+            k: how many sets to keep.
+
+        Returns:
+            The top `k` sets, labelled `"L1H3 L2H0"` (`"none"` for pairs without one).
+        """
         counts = Counter(" ".join(m) if m else "none" for m in self.minimal)
         n = max(len(self.minimal), 1)
         return top_entries(list(counts), [c / n for c in counts.values()], k, "share of pairs")
@@ -375,7 +504,14 @@ class HeadSets(Result):
         return frame
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart of how often each set is the minimal one."""
+        """Bar chart of how often each set is the minimal one.
+
+        Args:
+            ax: the matplotlib axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure (not shown).
+        """
         counts = Counter(" ".join(m) if m else "none" for m in self.minimal).most_common(8)
         fig, ax = new_axes(ax, figsize=(6, 0.8 + 0.35 * len(counts)))
         ax.barh([c for c, _ in counts][::-1], [n for _, n in counts][::-1])
@@ -429,6 +565,23 @@ def minimal_head_sets(
 
     Raises:
         PatchingError: if `at` or `max_size` is invalid, or the pairs are not of one feature.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import minimal_head_sets
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 2, seed=0, filler_swaps=2)
+        >>> sets = minimal_head_sets(model, pairs, candidates=3, max_size=2)
+        >>> sets.heads   # the three heads that restore most on their own
+        ((0, 3), (1, 3), (2, 2))
+        >>> [sets.labels(i) for i in range(len(sets.subsets))][3:]
+        [('L0H3', 'L1H3'), ('L0H3', 'L2H2'), ('L1H3', 'L2H2')]
+        >>> sets.restored.round(decimals=2)[:, 3:]   # [pair, subset]
+        tensor([[0.9300, 0.1200, 0.9900],
+                [0.9300, 0.1200, 0.9600]])
+        >>> sets.minimal   # L1H3 alone restores ≥ 0.9 of the effect in both pairs
+        [('L1H3',), ('L1H3',)]
     """
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
@@ -617,6 +770,16 @@ def atp_recall(
 
     Returns:
         One row per site and method.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import atp_recall
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 2, seed=0, filler_swaps=2)
+        >>> rows = atp_recall(model, pairs, sites=["z"], k=1, methods=["atp"])
+        >>> [(r["site"], r["method"], r["top_k_recall"], round(r["spearman"], 2)) for r in rows]
+        [('z', 'atp', 1.0, 0.86)]
     """
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
@@ -673,6 +836,32 @@ class CausalGroundTruth(Result):
     `head_sets` patches heads at every position (it
     cannot miss a mechanism, wherever the query sits); `head_sets_at_edit` only at the edited
     positions (heads whose query is the edited token), which is `None` when not requested.
+
+    Attributes:
+        localization: where the effect sits, per feature and site.
+        head_sets: the head-set search patching heads at every position.
+        atp: the `atp_recall` rows of every feature.
+        head_sets_at_edit: the search patching heads at the edited positions only, or `None`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import (
+        ...     CausalGroundTruth, atp_recall, localization, minimal_head_sets)
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = load_task().task.contrast_pairs("sycophancy", 2, seed=0, filler_swaps=2)
+        >>> found = CausalGroundTruth(   # what causal_ground_truth assembles
+        ...     localization(model, pairs),
+        ...     minimal_head_sets(model, pairs, max_size=1),
+        ...     atp=tuple(atp_recall(model, pairs, sites=["z"], k=1, methods=["atp"])),
+        ... )
+        >>> found.head_sets.minimal, found.head_sets_at_edit
+        ([('L1H3',), ('L1H3',)], None)
+        >>> [(label, round(v, 2)) for label, v in found.top_k(1)]
+        [('sycophancy @ resid_pre 0', 1.0)]
+        >>> found.atp_dataframe()[["site", "method", "top_k_recall"]]
+          site method  top_k_recall
+        0    z    atp           1.0
     """
 
     localization: Localization
@@ -685,7 +874,14 @@ class CausalGroundTruth(Result):
         return self.localization.to_dataframe()
 
     def top_k(self, k: int = 10) -> TopK:
-        """The localisation's top `k` entries (`Localization.top_k`)."""
+        """The localisation's top `k` entries (`Localization.top_k`).
+
+        Args:
+            k: how many entries to keep.
+
+        Returns:
+            The top `k` (feature, site) rows by the planted span's restoration.
+        """
         return self.localization.top_k(k)
 
     def atp_dataframe(self):
@@ -695,7 +891,14 @@ class CausalGroundTruth(Result):
         return pd.DataFrame(list(self.atp))
 
     def plot(self, ax: Axes | None = None) -> Figure:
-        """Where the effect sits: share of pairs whose top unit is the planted span."""
+        """Where the effect sits: share of pairs whose top unit is the planted span.
+
+        Args:
+            ax: the matplotlib axes to draw on (a new figure when `None`).
+
+        Returns:
+            The figure (not shown).
+        """
         return self.localization.plot(ax=ax, kind="planted")
 
 
@@ -743,6 +946,19 @@ def causal_ground_truth(
 
     Raises:
         PatchingError: if `head_positions` is invalid.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import causal_ground_truth
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> found = causal_ground_truth(
+        ...     model, load_task().task, features=["sycophancy"], head_feature="sycophancy",
+        ...     n=1, head_positions="all")
+        >>> found.localization.first_site("reward", "sycophancy"), found.head_sets.minimal
+        ('resid_pre 2', [('L1H3',)])
+        >>> [(row["site"], row["method"]) for row in found.atp]
+        [('resid_pre', 'atp'), ('resid_pre', 'atp*'), ('z', 'atp'), ('z', 'atp*')]
     """
     by_feature = _pairs_by_feature(task, pairs, features, head_feature, n, seed, filler_swaps)
     if pairs is not None:

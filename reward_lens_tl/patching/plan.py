@@ -66,39 +66,45 @@ Mode = Literal["denoising", "noising", "mean", "zero"]
 MODES: tuple[str, ...] = ("denoising", "noising", "mean", "zero")
 MeanOver = Literal["token", "position"]
 Metric = Callable[[Float[Tensor, " variant"]], Float[Tensor, " variant"]]
-#: Sequences a mean ablation averages over: ``[n, pos]`` ids, ``(ids, mask)`` or a list of
+#: Sequences a mean ablation averages over: `[n, pos]` ids, `(ids, mask)` or a list of
 #: id sequences / conversations.
 Reference = Tensor | tuple[Tensor, Tensor] | Sequence[Sequence[int] | EncodedConversation]
-#: TransformerLens forward hooks: ``(hook name or name filter, hook function)`` pairs.
+#: TransformerLens forward hooks: `(hook name or name filter, hook function)` pairs.
 FwdHooks = Sequence[tuple[str | Callable[[str], bool], Callable[..., Any]]]
 
-#: The request's parameters, shared by the patching entry points' docstrings (``{request}``).
+#: The request's parameters as Google-style `Args:` entries, one per parameter, shared by the
+#: patching entry points: `pasted_docs` pastes them at `{request}` in the `Args:` section of
+#: `activation_patching`, `attribution_patching`, `atp_star` and `atp_agreement`.
 REQUEST_DOC = """\
-- ``model``: the :class:`~reward_lens_tl.model.HookedRewardModel`;
-- ``clean`` / ``corrupted``: token ids (1-D, or ``[1, pos]``; a padded row, left or right, is
-  stripped of its padding), a list of ids or an
-  :class:`~reward_lens_tl.inputs.EncodedConversation`. Or a whole :class:`PatchRequest` as
-  ``clean``, and then no other request parameter (they must stay at their defaults);
-- ``site``: ``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``, ``z``
-  (alias ``heads``), ``q``, ``k``, ``v`` (:mod:`~reward_lens_tl.patching.grids`);
-- ``mode``: ``denoising``, ``noising``, ``mean`` (needs ``reference``) or ``zero`` (default
-  metrics and their signs: :mod:`~reward_lens_tl.patching.plan`);
-- ``alignment``: how clean and corrupted positions pair up, ``end``, ``prefix`` or ``exact``
-  (:mod:`~reward_lens_tl.patching.alignment`); ``prefix_length``: the shared prefix for
-  ``prefix`` (default: the conversations' ``response_start``);
-- ``positions``: keep only these positions of the *clean* run (e.g. a planted span; with
-  ``by_position=False`` they are patched together as one cell);
-- ``by_position``: one cell per aligned position (default for residual sites) or all aligned
-  positions at once (default for components and heads);
-- ``layers`` / ``heads``: the layers and heads of the grid (default: all);
-- ``metric``: a callable on the patched rewards ``[variant]`` (default: the fraction of the
-  margin moved for ``denoising``/``noising``, the reward change for ablations);
-- ``objective``: a head column (index or name) of a multi-objective model;
-- ``reference``: what ``mode="mean"`` averages over (``[n, pos]`` ids, ``(ids, mask)`` or a
-  list of sequences); ``mean_over``: ``"token"`` (one mean over every real token) or
-  ``"position"`` (per absolute position);
-- ``fwd_hooks``: your own interventions, ``[(hook name or filter, fn), ...]``, active in every
-  forward pass and removed afterwards, even when something raises."""
+model: the `HookedRewardModel`.
+clean: the clean run: token ids (1-D, or `[1, pos]`; a padded row, left or right, is
+    stripped of its padding), a list of ids or an `EncodedConversation`. Or a whole
+    `PatchRequest`, and then no other request parameter (they must stay at their defaults).
+corrupted: the corrupted run, in the same forms as `clean` (`None` for the ablations
+    `mode="mean"` and `"zero"`, which patch the clean run).
+site: `resid_pre`, `resid_mid`, `resid_post`, `attn_out`, `mlp_out`, `z` (alias
+    `heads`), `q`, `k` or `v` (`reward_lens_tl.patching.grids`).
+mode: `denoising`, `noising`, `mean` (needs `reference`) or `zero` (default metrics and
+    their signs: `reward_lens_tl.patching.plan`).
+alignment: how clean and corrupted positions pair up, `end`, `prefix` or `exact`
+    (`reward_lens_tl.patching.alignment`).
+prefix_length: the shared prefix for `alignment="prefix"` (default: the conversations'
+    `response_start`).
+positions: keep only these positions of the *clean* run (e.g. a planted span; with
+    `by_position=False` they are patched together as one cell).
+by_position: one cell per aligned position (default for residual sites) or all aligned
+    positions at once (default for components and heads).
+layers: the layers of the grid (default: all).
+heads: the heads of the grid (default: all).
+metric: a callable on the patched rewards `[variant]` (default: the fraction of the
+    margin moved for `denoising`/`noising`, the reward change for ablations).
+objective: a head column (index or name) of a multi-objective model.
+reference: what `mode="mean"` averages over (`[n, pos]` ids, `(ids, mask)` or a list of
+    sequences).
+mean_over: `"token"` (one mean over every real token) or `"position"` (per absolute
+    position).
+fwd_hooks: your own interventions, `[(hook name or filter, fn), ...]`, active in every
+    forward pass and removed afterwards, even when something raises."""
 
 
 def margin_fraction(target_reward: float, source_reward: float) -> Metric:
@@ -115,6 +121,13 @@ def margin_fraction(target_reward: float, source_reward: float) -> Metric:
 
     Raises:
         PatchingError: if the two rewards are equal (the fraction is undefined).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.patching import margin_fraction
+        >>> destroyed = margin_fraction(target_reward=2.0, source_reward=-2.0)   # noising
+        >>> destroyed(torch.tensor([1.0, 0.0, -2.0, -3.0])).tolist()   # 1.25: overshoots
+        [0.25, 0.5, 1.0, 1.25]
     """
     gap = source_reward - target_reward
     if abs(gap) < 1e-6:
@@ -126,7 +139,22 @@ def margin_fraction(target_reward: float, source_reward: float) -> Metric:
 
 
 def reward_change(baseline: float) -> Metric:
-    """`r - baseline` (the default for mean and zero ablation, baseline = clean reward)."""
+    """`r - baseline` (the default for mean and zero ablation, baseline = clean reward).
+
+    Args:
+        baseline: the reward subtracted, the clean run's reward for an ablation.
+
+    Returns:
+        The metric, a function of the patched rewards `[variant]`: negative where the patch
+        lowered the reward.
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.patching import reward_change
+        >>> change = reward_change(baseline=1.5)
+        >>> change(torch.tensor([1.5, 0.5, 2.0])).tolist()
+        [0.0, -1.0, 0.5]
+    """
     return lambda r: r - baseline
 
 
@@ -162,12 +190,52 @@ class PatchRequest:
     """What to patch: the runs, the site and grid, the mode, the metric.
 
     One object describes a sweep for `activation_patching` and its first-order estimate
-    `attribution_patching` alike (their keyword forms build one of these). Fields are
-    documented on `activation_patching`.
+    `attribution_patching` alike (their keyword forms build one of these, with the same
+    fields as keyword arguments).
+
+    Attributes:
+        clean: the clean run: token ids (1-D, or `[1, pos]`; a padded row, left or right, is
+            stripped of its padding), a list of ids or an `EncodedConversation`.
+        corrupted: the corrupted run, in the same forms as `clean` (`None` for the ablations
+            `mode="mean"` and `"zero"`, which patch the clean run).
+        site: `resid_pre`, `resid_mid`, `resid_post`, `attn_out`, `mlp_out`, `z` (alias
+            `heads`), `q`, `k` or `v` (`reward_lens_tl.patching.grids`); a sequence of
+            sites for `activation_patching`'s multi-site sweep.
+        mode: `denoising`, `noising`, `mean` (needs `reference`) or `zero` (default metrics
+            and their signs: `reward_lens_tl.patching.plan`).
+        alignment: how clean and corrupted positions pair up, `end`, `prefix` or `exact`
+            (`reward_lens_tl.patching.alignment`).
+        prefix_length: the shared prefix for `alignment="prefix"` (default: the
+            conversations' `response_start`).
+        positions: keep only these positions of the *clean* run (e.g. a planted span; with
+            `by_position=False` they are patched together as one cell).
+        by_position: one cell per aligned position (default for residual sites) or all
+            aligned positions at once (default for components and heads).
+        layers: the layers of the grid (default: all).
+        heads: the heads of the grid (default: all).
+        metric: a callable on the patched rewards `[variant]` (default: the fraction of the
+            margin moved for `denoising`/`noising`, the reward change for ablations).
+        objective: a head column (index or name) of a multi-objective model.
+        reference: what `mode="mean"` averages over (`[n, pos]` ids, `(ids, mask)` or a list
+            of sequences).
+        mean_over: `"token"` (one mean over every real token) or `"position"` (per absolute
+            position).
+        fwd_hooks: your own interventions, `[(hook name or filter, fn), ...]`, active in
+            every forward pass and removed afterwards, even when something raises.
 
     Examples:
-        >>> PatchRequest([1, 5, 6], [1, 5, 7], site="z").replace(site="resid_pre").site
-        'resid_pre'
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import (
+        ...     PatchRequest, activation_patching, attribution_patching)
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> request = PatchRequest(clean, corrupted, site="z", alignment="exact", layers=[0])
+        >>> activation_patching(model, request).shape, attribution_patching(model, request).shape
+        ((1, 4), (1, 4))
+        >>> request.replace(site="attn_out").site, request.site   # a changed copy
+        ('attn_out', 'z')
     """
 
     clean: PatchInput

@@ -46,6 +46,38 @@ class PatchResult(Result):
     `target_reward` is the reward of the run being patched, `source_reward` that of the
     run the values come from (`None` for ablations), `baseline` the metric of the unpatched
     target run (0 for the default metrics), so `values - baseline` is each cell's effect.
+
+    Attributes:
+        values: the metric per cell (or its estimate), shaped `grid.shape`.
+        grid: the swept cells (`Grid`): site, layers, positions and heads.
+        site: the canonical site name.
+        mode: `denoising`, `noising`, `mean` or `zero`.
+        method: `"activation"`, or the estimate: `"atp"`, `"atp+qk"`, `"atp+graddrop"`,
+            `"atp*"`.
+        alignment: the matched positions of the target and source runs.
+        metric_name: what `values` measures, e.g. `"fraction restored"` or `"custom"`.
+        target_reward: the reward of the run being patched.
+        source_reward: the reward of the run the values come from (`None` for ablations).
+        baseline: the metric of the unpatched target run.
+        rewards: the patched runs' rewards, shaped like `values` (activation patching only).
+        magnitude: AtP*'s GradDrop score, shaped like `values` (AtP with `graddrop=True`
+            only).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.patching import activation_patching
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> result = activation_patching(model, clean, corrupted, site="attn_out")
+        >>> result.metric_name, round(result.target_reward, 2), round(result.source_reward, 2)
+        ('fraction restored', -3.34, 1.82)
+        >>> gap = result.source_reward - result.target_reward   # value = share of the gap moved
+        >>> [round((r - result.target_reward) / gap, 3) for r in result.flat("rewards").tolist()]
+        [0.999, 0.232, 0.377]
+        >>> [(label, round(v, 3)) for label, v in result.top_k(2)]
+        [('L0', 0.999), ('L2', 0.377)]
     """
 
     values: Float[Tensor, "..."]
@@ -83,7 +115,18 @@ class PatchResult(Result):
         return self.grid.cell_labels()
 
     def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
-        """`values` (or `"rewards"`, `"magnitude"`) flattened in label order."""
+        """`values` (or `"rewards"`, `"magnitude"`) flattened in label order.
+
+        Args:
+            which: the field to flatten, `"values"`, `"rewards"` or `"magnitude"`.
+
+        Returns:
+            The field's cells `[cell]`, in the order of `labels`.
+
+        Raises:
+            InvalidArgumentError: if the result has no such field (e.g. `rewards` of an
+                estimate).
+        """
         t = getattr(self, which)
         if t is None:
             raise InvalidArgumentError(f"this result has no {which!r}")
@@ -104,6 +147,17 @@ class PatchResult(Result):
 
         They are shown as `[(label, effect)]`; `by="magnitude"` ranks and shows AtP*'s
         GradDrop magnitude.
+
+        Args:
+            k: how many cells to keep.
+            by: `"effect"` or `"magnitude"` (AtP* with GradDrop only).
+
+        Returns:
+            The top `k` cells, `[(label, value)]`.
+
+        Raises:
+            InvalidArgumentError: if `by` is unknown, or `"magnitude"` for a result without
+                one.
         """
         if by == "magnitude":
             if self.magnitude is None:
@@ -165,12 +219,28 @@ class PatchResult(Result):
         return v, rows, pos_labels
 
     def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
-        """Heat map of the grid (colour scale symmetric around 0); returns the figure."""
+        """Heat map of the grid (colour scale symmetric around 0); returns the figure.
+
+        Args:
+            ax: the matplotlib axes to draw on (a new figure when `None`).
+            cmap: the colour map.
+
+        Returns:
+            The figure (not shown).
+        """
         m, rows, cols = self.matrix()
         return self._heatmap(m, rows, cols, ax, cmap)
 
     def to_html(self, max_rows: int = 30) -> str:
-        """The grid as a coloured table with the top cells boxed (Jupyter shows this)."""
+        """The grid as a coloured table with the top cells boxed (Jupyter shows this).
+
+        Args:
+            max_rows: not used: the whole grid is shown (the parameter is
+                `Result.to_html`'s).
+
+        Returns:
+            The HTML table, the five largest |values| boxed.
+        """
         from ..html import grid_html
 
         m, rows, cols = self.matrix()
@@ -195,6 +265,9 @@ class MultiSitePatchResult(Result):
 
     `activation_patching(..., site=("attn_out", "mlp_out"))` gives one `PatchResult` per
     site, in the order asked, sharing the target/source rewards and the metric.
+
+    Attributes:
+        results: one `PatchResult` per site, keyed by the site name, in the order asked.
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -229,11 +302,25 @@ class MultiSitePatchResult(Result):
         return tuple(f"{s} {label}" for s, r in self.results.items() for label in r.labels())
 
     def flat(self, which: str = "values") -> Float[Tensor, " cell"]:
-        """Every site's cells of `which`, flattened and concatenated."""
+        """Every site's cells of `which`, flattened and concatenated.
+
+        Args:
+            which: the field to flatten, `"values"`, `"rewards"` or `"magnitude"`.
+
+        Returns:
+            The cells `[cell]`, in the order of `labels`.
+        """
         return torch.cat([r.flat(which) for r in self.results.values()])
 
     def top_k(self, k: int = 10) -> TopK:
-        """The `k` cells of all sites with the largest `|effect|`, `[(label, effect)]`."""
+        """The `k` cells of all sites with the largest `|effect|`, `[(label, effect)]`.
+
+        Args:
+            k: how many cells to keep.
+
+        Returns:
+            The top `k` cells of every site together, labelled `"{site} {cell label}"`.
+        """
         effects = torch.cat([r.effects() for r in self.results.values()])
         return top_entries(self.labels(), effects.tolist(), k, "effect")
 
