@@ -4,9 +4,26 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import griffe
+
+#: A line that is only a `{name}` placeholder: shared text `pasted_docs` fills in at import time.
+PLACEHOLDER = re.compile(r"^\s*\{\w+\}\s*$", re.M)
+
+
+def pasted(obj: Any) -> str | None:
+    """The imported object's docstring, where the source's holds `pasted_docs` placeholders.
+
+    griffe reads the source, which still has `{options}` / `{request}`; the docstring a user
+    sees (`help`, `inspect.getdoc`) has them filled in, and that is the one the reference shows.
+    """
+    if obj.docstring is None or not PLACEHOLDER.search(obj.docstring.value):
+        return None
+    runtime = griffe.dynamic_import(obj.path)
+    return inspect.getdoc(runtime)
 
 
 def fence_doctests(text: str) -> str:
@@ -34,4 +51,7 @@ def fence_doctests(text: str) -> str:
 class DoctestFences(griffe.Extension):
     def on_object(self, *, obj: Any, **kwargs: Any) -> None:
         if obj.docstring is not None:
+            filled = pasted(obj)
+            if filled is not None:
+                obj.docstring.value = filled
             obj.docstring.value = fence_doctests(obj.docstring.value)

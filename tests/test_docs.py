@@ -66,6 +66,21 @@ def test_habits_table_is_the_tested_one(site):
     assert page.count("<tr>") >= len(HABITS)
 
 
+def test_shared_parameter_texts_are_pasted_in(site):
+    """The loaders' and patching functions' parameters are documented entry by entry (the text
+    `pasted_docs` fills in at import time), not shown as a `{options}` placeholder."""
+    for module, function, parameter in [
+        ("reward_lens_tl.model", "load_reward_model", "model_or_path"),
+        ("reward_lens_tl.loading", "convert_hf_model", "use_safetensors"),
+        ("reward_lens_tl.patching.activation", "activation_patching", "fwd_hooks"),
+        ("reward_lens_tl.patching.atp", "atp_star", "mean_over"),
+    ]:
+        page = (site / "api" / module / "index.html").read_text()
+        assert not re.search(r">\s*\{(options|request|verify|unknown)\}\s*<", page), module
+        section = page.partition(f'id="{module}.{function}"')[2]
+        assert f"<code>{parameter}</code>" in section.partition("<h2 id=")[0], function
+
+
 @pytest.fixture(scope="module")
 def server(site):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
