@@ -235,17 +235,19 @@ class PatchResult(Result):
         """The grid as a coloured table with the top cells boxed (Jupyter shows this).
 
         Args:
-            max_rows: not used: the whole grid is shown (the parameter is
-                `Result.to_html`'s).
+            max_rows: How many rows of the grid to show (layers, or layer-head pairs); a note
+                counts the rest.
 
         Returns:
-            The HTML table, the five largest |values| boxed.
+            The HTML table, the five largest |values| among the rows shown boxed.
         """
         from ..html import grid_html
 
         m, rows, cols = self.matrix()
         title = f"{self.method} · {self.site} · {self.mode} ({self.metric_name})"
-        return grid_html(m.tolist(), rows, cols, title=title, highlight=5)
+        table = grid_html(m[:max_rows].tolist(), rows[:max_rows], cols, title=title, highlight=5)
+        more = len(rows) - max_rows
+        return table + (f"<p>… {more} more rows (to_dataframe())</p>" if more > 0 else "")
 
     def _heatmap(self, m, rows, cols, ax, cmap):
         fig, ax = new_axes(ax, figsize=(min(2 + 0.35 * len(cols), 14), 1.5 + 0.3 * len(rows)))

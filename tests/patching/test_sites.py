@@ -88,3 +88,13 @@ def test_default_chunks_shrink_with_length(model, monkeypatch):
     assert (auto.values - fixed.values).abs().max() <= 1e-5
     assert all(n * length <= 64 or n == 1 for n, length in seen)
     assert max(n for n, _ in seen) > 1  # late positions still share a forward
+
+
+def test_html_view_shows_at_most_max_rows(model, pair):
+    result = activation_patching(model, *pair, site="z", by_position=True)  # rows: L{l}H{h}
+    _, rows, _ = result.matrix()
+    assert len(rows) == model.cfg.n_layers * model.cfg.n_heads > 2
+    short, full = result.to_html(max_rows=2), result.to_html(max_rows=len(rows))
+    assert rows[1] in short and rows[2] not in short
+    assert f"… {len(rows) - 2} more rows" in short
+    assert all(r in full for r in rows) and "more rows" not in full
