@@ -76,7 +76,7 @@ def test_shared_parameter_texts_are_pasted_in(site):
         ("reward_lens_tl.patching.atp", "atp_star", "mean_over"),
     ]:
         page = (site / "api" / module / "index.html").read_text()
-        assert not re.search(r">\s*\{(options|request|verify|unknown)\}\s*<", page), module
+        assert not re.search(r"<p>\s*\{(options|request|verify|unknown)\}\s*</p>", page), module
         section = page.partition(f'id="{module}.{function}"')[2]
         assert f"<code>{parameter}</code>" in section.partition("<h2 id=")[0], function
 
