@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -39,6 +40,16 @@ def modules() -> list[str]:
 
 def notebooks() -> list[Path]:
     return sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def notebook_title(nb: Path) -> str:
+    """The notebook's first Markdown `# ` heading (its file name when it has none)."""
+    for cell in json.loads(nb.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return nb.stem.replace("_", " ")
 
 
 def is_package(name: str) -> bool:
@@ -105,7 +116,7 @@ def notebooks_index() -> str:
         "tier, not at build time).",
         "",
     ]
-    lines += [f"- [{nb.stem.replace('_', ' ')}]({nb.name})" for nb in notebooks()]
+    lines += [f"- [{notebook_title(nb)}]({nb.name})" for nb in notebooks()]
     return "\n".join(lines) + "\n"
 
 
@@ -114,9 +125,12 @@ def on_config(config):
     for entry in config["nav"]:
         ((title, target),) = entry.items() if isinstance(entry, dict) else ((None, entry),)
         if target == "notebooks/index.md":
-            entry = {title: [target, *[f"notebooks/{nb.name}" for nb in notebooks()]]}
+            # the nav shows each title up to its colon; the notebooks page lists them whole
+            short = {nb.name: notebook_title(nb).split(":")[0] for nb in notebooks()}
+            pages = [{label: f"notebooks/{name}"} for name, label in short.items()]
+            entry = {title: [target, *pages]}
         elif target == "api/index.md":
-            entry = {title: [target, *[f"api/{name}.md" for name in modules()]]}
+            entry = {title: [target, *[{name: f"api/{name}.md"} for name in modules()]]}
         nav.append(entry)
     config["nav"] = nav
     return config
