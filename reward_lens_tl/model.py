@@ -1595,9 +1595,7 @@ def reload_weights(model: HookedRewardModel, hf_model: nn.Module) -> HookedRewar
         >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
         True
     """
-    signature = inspect.signature(load_reward_model).parameters.items()
-    request = {name: p.default for name, p in signature if p.default is not p.empty}
-    request.update(dtype=model.cfg.dtype, device=model.cfg.device)
+    request = {**default_request(), "dtype": model.cfg.dtype, "device": model.cfg.device}
     plan = plan_conversion(hf_model, model.tokenizer, request)
     mismatch = [
         name
@@ -1631,9 +1629,22 @@ def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> 
         >>> parity_at_load(zoo_path("scalar")) < 1e-4
         True
     """
+    return verify_plan(plan_conversion(model_or_path, None, default_request()), n_layers)
+
+
+def default_request() -> dict[str, Any]:
+    """`load_reward_model`'s keyword options at their defaults (a conversion request).
+
+    Returns:
+        Parameter name → default value.
+
+    Examples:
+        >>> request = default_request()
+        >>> request["fold_ln"], request["center_unembed"], "model_or_path" in request
+        (True, False, False)
+    """
     signature = inspect.signature(load_reward_model).parameters.items()
-    request = {name: p.default for name, p in signature if p.default is not p.empty}
-    return verify_plan(plan_conversion(model_or_path, None, request), n_layers)
+    return {name: p.default for name, p in signature if p.default is not p.empty}
 
 
 def verify_plan(plan: ConversionPlan, n_layers: int = 2) -> float:

@@ -191,6 +191,8 @@ class RewardLensCallback(TrainerCallback):
         self._rows: list[tuple[int, str, float]] = []
         self._pending: dict[str, float] = {}
         self._recorded: set[int] = set()
+        self._hooked_model: Any = None  # the trainer's reward model, converted once
+        self._hooked_current = False  # its weights are the trainer's (no step since converting)
 
     # -- results ---------------------------------------------------------------------------
     @property
@@ -234,6 +236,7 @@ class RewardLensCallback(TrainerCallback):
         Returns:
             `control`.
         """
+        self._hooked_current = False  # a step has changed the trainer's weights
         if self.enabled and state.global_step % self.every == 0:
             self._guard(state.global_step, control, self._record, state, model)
         return control
@@ -298,20 +301,23 @@ class RewardLensCallback(TrainerCallback):
     def _hooked(self, model, tokenizer):
         """The trainer's reward model as a `HookedRewardModel`.
 
-        Converted once, then its weights re-read in place at every record
-        (`reward_lens_tl.model.reload_weights`).
+        Converted once, then its weights re-read in place at every record after a training
+        step (`reward_lens_tl.model.reload_weights`).
         """
         from ..errors import UnsupportedArchitectureError
         from ..model import HookedRewardModel, reload_weights
 
-        cached = getattr(self, "_hooked_model", None)
-        if cached is not None:
-            return reload_weights(cached, model)
+        if self._hooked_model is not None:
+            if not self._hooked_current:
+                reload_weights(self._hooked_model, model)
+                self._hooked_current = True
+            return self._hooked_model
         try:
             with torch.no_grad():
                 self._hooked_model = HookedRewardModel.from_pretrained(
                     model, tokenizer, verify=False
                 )
+                self._hooked_current = True
                 return self._hooked_model
         except UnsupportedArchitectureError as err:
             raise UnsupportedTrainerModelError(

@@ -710,6 +710,7 @@ class ImplicitSet:
         Returns:
             The encoded set.
         """
+        from ..implicit.batches import response_masks
         from ..inputs import encode_conversation, pad_batch
 
         convs: list[tuple[Any, str]] = []
@@ -727,9 +728,7 @@ class ImplicitSet:
         encs = [encode_conversation(tokenizer, p, r) for p, r in convs]
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         ids, mask = pad_batch(encs, pad, padding_side="right")
-        response = torch.zeros(ids.shape)
-        for row, enc in enumerate(encs):
-            response[row, enc.response_start : len(enc.ids)] = 1.0
+        response = response_masks(encs, width=ids.shape[1], padding_side="right").float()
         return cls(ids, mask, response, layout)
 
 

@@ -107,6 +107,43 @@ def render_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
+def unwrapped_forward(model: Any) -> Any:
+    """The model's forward outside accelerate's autocast wrapper (the model itself if none).
+
+    Args:
+        model: A module, possibly prepared by a trainer (`bf16=True` wraps its forward).
+
+    Returns:
+        A callable running the model in its stored precision.
+
+    Examples:
+        >>> from torch import nn
+        >>> layer = nn.Linear(2, 2)
+        >>> unwrapped_forward(layer) is layer
+        True
+    """
+    if not hasattr(model, "__dict__"):
+        return model
+    return model.__dict__.get("_original_forward", model)
+
+
+def mask_positions(attention_mask: Tensor) -> Tensor:
+    """Position ids counted from each row's first real token (left padding gets 0).
+
+    Args:
+        attention_mask: `[batch, pos]`, 1 for real tokens.
+
+    Returns:
+        The position ids, `[batch, pos]`.
+
+    Examples:
+        >>> import torch
+        >>> mask_positions(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])).tolist()
+        [[0, 0, 0, 1], [0, 1, 2, 3]]
+    """
+    return (attention_mask.cumsum(-1) - 1).clamp_min(0)
+
+
 def logits_of(model: Any, ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """`model(ids)`'s logits (HF output or TL tensor), in the model's stored precision.
 
@@ -126,13 +163,11 @@ def logits_of(model: Any, ids: Tensor, attention_mask: Tensor | None = None) -> 
     Raises:
         PressureError: if the model does not return next-token logits.
     """
-    forward = (
-        model.__dict__.get("_original_forward", model) if hasattr(model, "__dict__") else model
-    )
+    forward = unwrapped_forward(model)
     if attention_mask is None:
         out = forward(ids)
     elif _is_hf(model):
-        positions = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+        positions = mask_positions(attention_mask)
         out = forward(input_ids=ids, attention_mask=attention_mask, position_ids=positions)
     else:
         out = forward(ids, attention_mask=attention_mask)
@@ -302,10 +337,10 @@ def _cached_steps(policy, ids, mask):
     """
     import inspect
 
-    forward = policy.__dict__.get("_original_forward", policy)
+    forward = unwrapped_forward(policy)
     # transformers 5.24 renamed past_key_values to cache (in and out)
     name = "cache" if "cache" in inspect.signature(policy.forward).parameters else "past_key_values"
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    positions = mask_positions(mask)
     out = forward(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
     while True:
         nxt = yield out.logits[:, -1].float()

@@ -24,7 +24,7 @@ from ..attribution import AttributionResult, direct_attribution
 from ..errors import InvalidArgumentError
 from ..lens import RewardLensResult, reward_lens
 from ..results import Result, TopK, top_entries
-from .results import SweepResult
+from .results import SweepResult, candidate_index
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -124,17 +124,7 @@ class InsideView(Result):
         Raises:
             InvalidArgumentError: No candidate has that label, or the index is out of range.
         """
-        n = len(self.candidates)
-        if isinstance(candidate, str):
-            if candidate not in self.candidates:
-                raise InvalidArgumentError(
-                    f"no candidate labelled {candidate!r} in this view; labels: "
-                    f"{list(self.candidates)[:10]}{' ...' if n > 10 else ''}"
-                )
-            return self.candidates.index(candidate)
-        if not -n <= candidate < n:
-            raise InvalidArgumentError(f"candidate index {candidate} out of range for {n}")
-        return candidate % n
+        return candidate_index(self.candidates, candidate, "this view")
 
     def to_dataframe(self):
         """One row per (candidate, component): `candidate, side, component, relative`."""

@@ -28,6 +28,40 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
+def candidate_index(labels: Sequence[str], candidate: int | str, where: str) -> int:
+    """The position of `candidate` (a label, or an index, negative ones included) in `labels`.
+
+    Args:
+        labels: The candidates' labels, in order.
+        candidate: A label or an index.
+        where: What holds the candidates, for the error message (`"this sweep"`).
+
+    Returns:
+        The non-negative index.
+
+    Raises:
+        InvalidArgumentError: No candidate has that label, or the index is out of range.
+
+    Examples:
+        >>> from reward_lens_tl.sweep.results import candidate_index
+        >>> candidate_index(("soup", "oven", "bomb"), "oven", "this sweep")
+        1
+        >>> candidate_index(("soup", "oven", "bomb"), -1, "this sweep")
+        2
+    """
+    n = len(labels)
+    if isinstance(candidate, str):
+        if candidate not in labels:
+            shown = f"{list(labels)[:10]}{' ...' if n > 10 else ''}"
+            raise InvalidArgumentError(
+                f"no candidate labelled {candidate!r} in {where}; labels: {shown}"
+            )
+        return list(labels).index(candidate)
+    if not -n <= candidate < n:
+        raise InvalidArgumentError(f"candidate index {candidate} out of range for {n} in {where}")
+    return int(candidate) % n
+
+
 @dataclass(frozen=True)
 class SweepResult(Result):
     """`scores[i]` is the reward of the response `candidates.ids[i]` to `prompt`.
@@ -124,10 +158,7 @@ class SweepResult(Result):
         Raises:
             InvalidArgumentError: no candidate has that label.
         """
-        try:
-            return self.candidates.labels.index(label)
-        except ValueError:
-            raise InvalidArgumentError(f"no candidate labelled {label!r} in this sweep") from None
+        return candidate_index(self.candidates.labels, label, "this sweep")
 
     def rank(self, label: str) -> int:
         """1-based rank of a candidate (1 = highest reward).
@@ -176,10 +207,7 @@ class SweepResult(Result):
         Raises:
             InvalidArgumentError: an unknown label or an index out of range.
         """
-        i = self.index(candidate) if isinstance(candidate, str) else int(candidate)
-        if not 0 <= i < len(self):
-            raise InvalidArgumentError(f"candidate index {i} outside [0, {len(self)})")
-        ids = self.candidates.ids[i]
+        ids = self.candidates.ids[candidate_index(self.candidates.labels, candidate, "this sweep")]
         start = len(self.prefix_ids)
         return EncodedConversation(
             ids=self.prefix_ids + ids + self.suffix_ids,
