@@ -419,12 +419,15 @@ def _call_reward_fn(fn: Callable, prompts: list[str], responses: list[str]) -> T
     """A reward function called on the lists (`fn(prompts, responses) -> n rewards`).
 
     When it does not take lists (it raises, or gives one number), it is called once per pair
-    (`fn(prompt, response) -> reward`).
+    (`fn(prompt, response) -> reward`). A single pair is offered as a list of two copies, so
+    that a per-pair function's one number is never read as a list's one reward.
     """
+    times = 2 if len(prompts) == 1 else 1
     try:
-        out = torch.as_tensor(fn(prompts, responses), dtype=torch.float32).reshape(-1)
-        if len(out) == len(prompts):
-            return out
+        out = torch.as_tensor(fn(prompts * times, responses * times), dtype=torch.float32)
+        out = out.reshape(-1)
+        if len(out) == len(prompts) * times:
+            return out[: len(prompts)]
     except Exception:  # noqa: BLE001 - a per-pair function given lists: try it per pair
         pass
     values = [fn(p, r) for p, r in zip(prompts, responses, strict=True)]

@@ -182,6 +182,23 @@ def test_ladder_accepts_judges_implicit_models_and_functions(zoo_implicit):
     )  # fmt: skip
 
 
+def test_reward_functions_of_lists_and_of_one_pair_agree_on_any_batch_size():
+    """A per-pair function is never called on lists and read as if it took them, even for a
+    single pair, where its one number would pass for the list's one reward."""
+
+    def per_pair(prompt: str, response: str) -> float:
+        return float(len(response))  # on lists: the list's length, one number
+
+    def of_lists(prompts, responses):
+        return [float(len(r)) for r in responses]
+
+    for n in (1, 2, 3):
+        prompts, responses = ["p"] * n, ["soup", "oven flour", "bread"][:n]
+        expected = torch.tensor([float(len(r)) for r in responses])
+        assert torch.equal(score_texts(per_pair, prompts, responses), expected)
+        assert torch.equal(score_texts(of_lists, prompts, responses), expected)
+
+
 def test_ladder_probe_verdicts_per_rung():
     from reward_lens_tl.probes.zoo import zoo_probes
 
