@@ -316,10 +316,60 @@ class SDPAAttentionMixin(AbstractAttention):
         padded = attention_mask is not None and has_padding(attention_mask)
         if offset == 0 and n_query == n_key and self.attn_type == "global" and not padded:
             return None
-        mask = self._make_causal_mask(n_query, n_key, offset, device)
+        mask = self.causal_window(
+            n_query, n_key, offset, attention_mask if padded else None, device
+        )
         if padded:
             mask = mask & attention_mask.bool().to(device)[:, None, None, :]
         return mask
+
+    def causal_window(
+        self, n_query: int, n_key: int, offset: int, attention_mask, device
+    ) -> Bool[Tensor, "batch 1 query key"]:
+        """TL's causal mask, with a sliding window measured in positions, not columns.
+
+        A row's pads may sit between its tokens (pads after the first token,
+        `reward_lens_tl.padding`), so the distance between two tokens is the number of real
+        tokens between them: positions counted from the mask, as the rotary and absolute
+        position embeddings count them. Without a mask, or on a global layer, this is TL's mask.
+
+        Args:
+            n_query: Number of query positions (the last `n_query` key columns).
+            n_key: Number of key positions (past keys included).
+            offset: Position of the first query among the keys.
+            attention_mask: `[batch, n_key]` padding mask, or `None`.
+            device: The mask's device.
+
+        Returns:
+            `[batch or 1, 1, query, key]`, true where the query may attend.
+        """
+        if self.attn_type != "local" or attention_mask is None:
+            return self._make_causal_mask(n_query, n_key, offset, device)
+        positions = attention_mask.to(device).long().cumsum(-1)  # [batch, key]
+        distance = positions[:, offset:, None] - positions[:, None, :]  # [batch, query, key]
+        in_window = distance < int(cast(int, self.cfg.window_size))
+        causal_only = torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(offset)
+        return (causal_only[None] & in_window)[:, None]
+
+    def apply_causal_mask(self, attn_scores, past_kv_pos_offset=0, attention_mask=None):
+        """TL's causal and padding mask on the scores, the sliding window counted in positions.
+
+        Args:
+            attn_scores: `[batch, head, query, key]` scores.
+            past_kv_pos_offset: Position of the first query among the keys.
+            attention_mask: `[batch, key]` padding mask, or `None`.
+
+        Returns:
+            The scores, `-inf` where a query may not attend.
+        """
+        if self.attn_type != "local" or attention_mask is None:
+            return super().apply_causal_mask(attn_scores, past_kv_pos_offset, attention_mask)
+        n_query, n_key = attn_scores.shape[-2:]
+        device = attention_mask.device
+        mask = self.causal_window(n_query, n_key, past_kv_pos_offset, attention_mask, device)
+        mask = mask & attention_mask.bool()[:, None, None, :]
+        ignore = cast(Tensor, self.IGNORE).to(device)
+        return torch.where(mask, attn_scores.to(device), ignore)
 
     def sdpa_z(
         self,

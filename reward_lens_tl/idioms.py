@@ -136,7 +136,8 @@ class RewardModelIdioms(_Host):
         pairs = self._conversations(input, "to_tokens")
         mode = "right" if truncate else "error"
         encoded = [self.encode_conversation(p, r, truncation=mode) for p, r in pairs]
-        ids, _ = pad_batch(encoded, self.pad_token_id, padding_side or "left")
+        side = padding_side or getattr(self.tokenizer, "padding_side", None) or "left"
+        ids, _ = pad_batch(encoded, self.pad_token_id, side)
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def to_str_tokens(self, input, prepend_bos=None, padding_side=None):

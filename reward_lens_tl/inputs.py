@@ -17,9 +17,9 @@ response *content* (or both, `truncation="both"`); the fixed parts always surviv
 
 Examples:
     >>> from reward_lens_tl.inputs import pad_batch
-    >>> ids, mask = pad_batch([[5, 6, 7], [8]], pad_token_id=0)
+    >>> ids, mask = pad_batch([[5, 6, 7], [5, 8]], pad_token_id=0)
     >>> ids.tolist(), mask.tolist()
-    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+    ([[5, 6, 7], [5, 0, 8]], [[1, 1, 1], [1, 0, 1]])
 """
 
 from __future__ import annotations
@@ -519,9 +519,10 @@ def pad_batch(
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
     """Pad id sequences (or `EncodedConversation`s) into `(input_ids, attention_mask)`.
 
-    Rows are **left** padded: every row's reward is then read at the same position counted from the
-    end (`-1` when the pooling token is the last one), so TransformerLens's `[:, -1]` habits read
-    each row's reward (see `reward_lens_tl.padding`).
+    Rows are **left** padded after their first token (`[BOS, pad, pad, t1, …, EOS]`): column 0
+    is every row's first token and every row's reward is read at the same position counted from
+    the end (`-1` when the pooling token is the last one), so TransformerLens's `[:, 0]` and
+    `[:, -1]` habits both read the right tokens (see `reward_lens_tl.padding`).
 
     Args:
         sequences: Rows of integer token ids, or `EncodedConversation`s.
@@ -540,8 +541,8 @@ def pad_batch(
         >>> from reward_lens_tl.inputs import EncodedConversation, pad_batch
         >>> rows = [[5, 6, 7], EncodedConversation(ids=(8, 9), response_start=1)]
         >>> ids, mask = pad_batch(rows, pad_token_id=0)
-        >>> ids.tolist(), ids[:, -1].tolist()  # the last column is every row's last token
-        ([[5, 6, 7], [0, 8, 9]], [7, 9])
+        >>> ids.tolist(), ids[:, 0].tolist(), ids[:, -1].tolist()  # both ends are real tokens
+        ([[5, 6, 7], [8, 0, 9]], [5, 8], [7, 9])
         >>> ids, mask = pad_batch(rows, pad_token_id=0, padding_side="right")
         >>> ids.tolist(), mask.sum(1).tolist()
         ([[5, 6, 7], [8, 9, 0]], [3, 2])

@@ -164,7 +164,9 @@ checkpoint_index: Accepted at `None`.
 checkpoint_value: Accepted at `None`.
 checkpoint_label: Accepted at `None`.
 default_prepend_bos: Accepted at `None` or `False`.
-default_padding_side: Accepted at `None` or `"left"`.
+default_padding_side: Accepted at `None` or `"left"` (this library's layout: pads after each
+    row's first token) or `"right"`: the side `model.to_tokens` pads by default and
+    `model.tokenizer.padding_side` says (the model's own copy of the tokenizer).
 trust_remote_code: Accepted at `False` (a checkpoint never runs code here).
 load_in_8bit: Accepted at `False`.
 load_in_4bit: Accepted at `False`.
@@ -413,6 +415,7 @@ class ConversionPlan:
         eos_token_id: The EOS id.
         bos_token_id: The BOS id.
         path: The checkpoint directory (`None` for an in-memory model).
+        padding_side: The model's default padding side (`default_padding_side=`).
     """
 
     source: ModelSource
@@ -428,6 +431,7 @@ class ConversionPlan:
     eos_token_id: int | None
     bos_token_id: int | None
     path: Path | None
+    padding_side: Literal["left", "right"] = "left"
 
 
 def plan_conversion(
@@ -488,6 +492,7 @@ def plan_conversion(
         eos_token_id=getattr(hf_config, "eos_token_id", None),
         bos_token_id=getattr(hf_config, "bos_token_id", None),
         path=path,
+        padding_side=request.get("default_padding_side") or "left",
     )
 
 
@@ -612,11 +617,11 @@ TL_NO_OP_KEYWORDS: dict[str, tuple[tuple[Any, ...], type[Exception], str]] = {
         "a BOS, put it in the ids",
     ),
     "default_padding_side": (
-        (None, "left"),
+        (None, "left", "right"),
         InvalidArgumentError,
-        "model.to_tokens pads on the left by default (so [:, -1] is every row's reading "
-        "position); for right padding pass padding_side='right' per call "
-        "(model.to_tokens(..., padding_side='right'), inputs.pad_batch(..., 'right'))",
+        "model.to_tokens pads on the left after each row's first token by default (so [:, 0] "
+        "is every row's first token and [:, -1] its reading token); 'right' pads after the "
+        "last token",
     ),
     "trust_remote_code": (
         (False,),

@@ -22,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import inspect
@@ -137,6 +138,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         tokenizer: Any = None,
         bos_token_id: int | None = None,
         move_to_device: bool = True,
+        padding_side: Literal["left", "right"] = "left",
     ):
         """Build the model from a TL config, with its reward-model facts.
 
@@ -146,9 +148,12 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             pad_token_id: The pad id.
             eos_token_id: The EOS id.
             objective_names: The reward objectives' names.
-            tokenizer: The tokenizer (kept as it is).
+            tokenizer: The tokenizer. The model keeps a shallow copy whose `padding_side` says
+                how `to_tokens` pads (the tokenizer given is not modified).
             bos_token_id: The BOS id.
             move_to_device: Move the model to `cfg.device` (TL's meaning).
+            padding_side: How `to_tokens` pads by default: `"left"` (this library's layout,
+                pads after each row's first token) or `"right"`.
         """
         super().__init__(cfg, move_to_device=move_to_device)
         fast_attention.install(self)
@@ -159,7 +164,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         self.eos_token_id = eos_token_id
         self.bos_token_id = bos_token_id
         self.objective_names = tuple(objective_names)
-        self.tokenizer = tokenizer  # set directly: TL's set_tokenizer reloads it by name
+        # set directly (TL's set_tokenizer reloads it by name), as a copy that says how we pad
+        self.tokenizer = padding.tokenizer_with_side(tokenizer, padding_side)
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -439,7 +445,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             RewardLensError: A position outside the sequence, or on padding.
         """
         if positions is None:
-            pos = self.adapter.pool_index(tokens, self.pad_token_id)
+            mask = attention_mask
+            if mask is None:
+                with contextlib.suppress(MissingAttentionMaskError):
+                    mask = self.infer_attention_mask(tokens)
+            pos = self.adapter.pool_index(tokens, self.pad_token_id, attention_mask=mask)
         else:
             pos = torch.as_tensor(positions, device=tokens.device).reshape(-1)
             if pos.is_floating_point() or pos.dtype == torch.bool:
@@ -567,6 +577,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             tokens = self.check_tokens(tokens, attention_mask)
         if tokens is not None and attention_mask is None and kwargs.get("past_kv_cache") is None:
             attention_mask = self.infer_attention_mask(tokens)
+        if attention_mask is None:  # no padding: TL must not infer a mask of its own
+            kwargs["padding_side"] = "right"
         if return_type != "reward":
             return self._per_position(
                 input, return_type, tokens, attention_mask, start_at_layer, kwargs
@@ -657,11 +669,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         padding.warn_if_last_is_not_read(positions, tokens.shape[1], self.pad_token_id)
 
     def infer_attention_mask(self, tokens: Int[Tensor, "batch pos"]) -> Tensor | None:
-        """The attention mask of a *left*-padded batch given without one, from the pad id.
+        """The attention mask of a padded batch given without one, from the pad id.
 
-        Right padding needs no mask (causal attention never looks ahead) and gets none. Leading
-        pad ids are masked unless the pad id is also the BOS id: then leading runs of
-        different lengths are ambiguous and refused (pass `attention_mask`).
+        Two layouts are recognised: this library's (`pad_batch`, `model.to_tokens`: a run of
+        pad ids right after each row's first token) and plain left padding (a run of pad ids
+        from column 0, as an HF tokenizer with `padding_side="left"` builds). Right padding
+        needs no mask (causal attention never looks ahead) and gets none. When the pad id is
+        also the BOS id, runs of different lengths cannot be told from BOS and are refused
+        (pass `attention_mask`).
 
         Args:
             tokens: Token ids, `[batch, pos]`.
@@ -670,30 +685,44 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             The mask, or `None` when none is needed.
 
         Raises:
-            MissingAttentionMaskError: Leading runs of different lengths of a pad id that is also
+            MissingAttentionMaskError: Runs of different lengths of a pad id that is also
                 the BOS id.
             EmptyInputError: A row that is all padding.
+
+        Examples:
+            >>> import torch
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.testing import tiny_reward_model
+            >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))  # pad 0
+            >>> model.infer_attention_mask(torch.tensor([[1, 5, 6], [1, 0, 6]])).tolist()
+            [[1, 1, 1], [1, 0, 1]]
+            >>> model.infer_attention_mask(torch.tensor([[1, 5, 6], [0, 1, 6]])).tolist()
+            [[1, 1, 1], [0, 1, 1]]
         """
         pad = self.pad_token_id
         if pad is None or tokens.shape[1] < 2:
             return None
-        is_pad = tokens == pad
-        leading = (is_pad.long().cumprod(dim=1)).sum(dim=1)  # leading pad ids per row
-        if not bool((leading > 0).any()):
-            return None
+        is_pad = (tokens == pad).long()
+        leading = is_pad.cumprod(dim=1).sum(dim=1)  # a run from column 0 (plain left padding)
         bos = {self.bos_token_id, getattr(self.tokenizer, "bos_token_id", None)}
         if pad in bos:
             if bool((leading != leading[0]).any()):
                 raise MissingAttentionMaskError(
                     f"rows start with {leading.tolist()} copies of token {pad}, which is both the "
-                    "pad and the BOS id: left padding cannot be told from BOS. Pass "
-                    "attention_mask (pad_batch returns it)"
+                    "pad and the BOS id: padding cannot be told from BOS. Pass attention_mask "
+                    "(pad_batch returns it)"
                 )
+            return None
+        after_first = is_pad[:, 1:].cumprod(dim=1).sum(dim=1) * (leading == 0)
+        if not bool(((leading > 0) | (after_first > 0)).any()):
             return None
         if bool((leading == tokens.shape[1]).any()):
             raise EmptyInputError("a row is all padding: every sequence needs a real token")
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        return (positions[None, :] >= leading[:, None]).long()
+        positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
+        pads = (positions < leading[:, None]) | (
+            (positions >= 1) & (positions <= after_first[:, None])
+        )
+        return (~pads).long()
 
     def _pooled_reward(self, resid, tokens, attention_mask, pool_positions):
         if pool_positions is None:
@@ -1122,6 +1151,7 @@ class HookedArmoRM(HookedRewardModel):
         tokenizer: Any = None,
         bos_token_id: int | None = None,
         move_to_device: bool = True,
+        padding_side: Literal["left", "right"] = "left",
     ):
         """Build the model with gating hook points; the gating module is attached later.
 
@@ -1134,6 +1164,7 @@ class HookedArmoRM(HookedRewardModel):
             tokenizer: The tokenizer.
             bos_token_id: The BOS id.
             move_to_device: Move the model to `cfg.device` (TL's meaning).
+            padding_side: How `to_tokens` pads by default (`HookedRewardModel`'s).
         """
         super().__init__(
             cfg,
@@ -1144,6 +1175,7 @@ class HookedArmoRM(HookedRewardModel):
             tokenizer=tokenizer,
             bos_token_id=bos_token_id,
             move_to_device=move_to_device,
+            padding_side=padding_side,
         )
         self.hook_gate = HookPoint()
         self.hook_score = HookPoint()
@@ -1512,6 +1544,7 @@ def build_model(
             bos_token_id=plan.bos_token_id,
             objective_names=plan.objective_names,
             tokenizer=plan.tokenizer,
+            padding_side=plan.padding_side,
             move_to_device=False,
         )
     fold = foldable(cfg, plan.fold_flags["fold_ln"])

@@ -32,6 +32,7 @@ from .contrast import as_contrast_pairs, encode_contrast
 from .errors import EmptyInputError, InvalidArgumentError, UsageError
 from .inputs import pad_batch
 from .lens import pair_lens
+from .padding import token_columns
 from .results import Result
 from .stats import spearman
 
@@ -186,8 +187,8 @@ def _source_shares(model, pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
     planted = torch.zeros(model.cfg.n_layers)
     final = torch.zeros(model.cfg.n_layers)
     for i, p in enumerate(pairs):
-        offset = ids.shape[1] - len(p.edited.ids)  # left padding (both sides have this length)
-        planted += delta[:, i, [offset + q for q in p.edited_positions]].sum(-1)
+        cols = token_columns(len(p.edited.ids), ids.shape[1])  # both sides have this length
+        planted += delta[:, i, cols[list(p.edited_positions)]].sum(-1)
         final += delta[:, i, reward_positions[i]]
     total = delta.sum((1, 2))
     return tuple((planted / total).tolist()), tuple((final / total).tolist())

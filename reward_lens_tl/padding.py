@@ -1,49 +1,67 @@
-"""Left padding, and the one check that keeps TransformerLens's `[:, -1]` honest.
+"""The batch layout: each row's first token at column 0, its reading token at column −1.
 
-TransformerLens users read the last position: `logits[:, -1]`, `cache["resid_post", L][:, -1]`,
-`cache["pattern", L][:, h, -1]`, `pos_slice=-1`, steering `resid[:, -1] += v`. A reward is
-read at one position per sequence (HF's pooling rule: the last token that is not padding), so
-every batch this library builds is **left padded**: then each row's reward is read at the same
-position counted from the end, `-1` whenever the pooling token is the last real token, and all
-of those spellings are right by construction — including TransformerLens's own `patching`
-functions on chosen/rejected rows of one batch, which are then end-aligned.
+TransformerLens users index both ends of a batch. From the end: `logits[:, -1]`,
+`cache["resid_post", L][:, -1]`, `cache["pattern", L][:, h, -1]`, `pos_slice=-1`, steering
+`resid[:, -1] += v`. From the start: attention to BOS (`pattern[:, h, -1, 0]`, the attention
+sink), knockouts `pattern[:, :, :, 0] = 0`, `to_str_tokens(ids[i])[0]`, `resid[:, 0]`. Plain
+left padding (`[pad, pad, BOS, t1, …, EOS]`) puts pads at column 0 of the shorter rows; right
+padding puts them at `-1`. So every batch this library builds is **left padded after the first
+token**: each row's pads go between its first token and the rest,
 
-Positions stay exact under left padding: the attention mask hides the pads, and rotary and
-absolute positions are counted from each row's first real token (TransformerLens derives them
-from the mask), so a left-padded batch scores exactly as each sequence alone.
+    [BOS, pad, pad, t1, …, EOS]      (a short row)
+    [BOS,  t1,  t2, t3, …, EOS]      (the longest row)
+
+Column 0 is every row's first token and column −1 every row's last, so both ends of
+TransformerLens's habits are right by construction, including TransformerLens's own `patching`
+functions on chosen/rejected rows of one batch, which are then end-aligned. In this library
+`padding_side="left"` names this layout (`pad_batch`, `model.to_tokens`,
+`model.tokenizer.padding_side`); `"right"` is plain right padding. Columns `1 .. width − len`
+of a shorter row are pads, so token `i ≥ 1` of a row of length `n` sits at column
+`width − n + i` (`token_columns`; a one-token row, whose only token is read, sits at −1);
+masks exclude the pads wherever they are.
+
+Positions stay exact: the attention mask hides the pads, and rotary and absolute positions are
+counted over each row's real tokens (TransformerLens derives them from the mask), so a padded
+batch scores exactly as each sequence alone. A batch padded by an HF tokenizer
+(`tokenizer(texts, padding=True)` with `padding_side="left"`: every pad before the first token)
+is read right too, given its mask or with the mask inferred from the pad ids; only its column
+0 is then a pad.
 
 Two cases keep `-1` away from the reading token, and `warn_if_last_is_not_read` names
 them whenever a user's batch could be read there (a forward returning per-position outputs, and
 `run_with_cache`):
 
-- a **right-padded** batch of unequal lengths (built by hand): `-1` is a pad in the shorter
-  rows. Re-pad with `left_pad` (or `model.to_tokens`) or read `pos_slice="reward"`.
+- a **right-padded** batch of unequal lengths: `-1` is a pad in the shorter rows. Re-pad with
+  `left_pad_tensor` (or `model.to_tokens`) or read `pos_slice="reward"`.
 - **pad == EOS** with a template that ends in EOS: HF's rule skips that trailing EOS (it equals
   the pad id), so the reward is read at `-2` in every row. `cache.reward_positions` and
   `pos_slice="reward"` know it.
 
-ArmoRM's own rule (the token before the first pad) reads the last position of a left-padded row,
-so it needs nothing special.
+ArmoRM's own rule (the token before the first pad) is applied to each row's real tokens, so a
+padded row reads where the row alone does.
 
 Examples:
     >>> import torch
-    >>> ids, mask = left_pad([[5, 6, 7], [8]], pad_token_id=0)
+    >>> ids, mask = left_pad([[5, 6, 7], [8, 9]], pad_token_id=0)
     >>> ids.tolist(), mask.tolist()
-    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
-    >>> right = torch.tensor([[5, 6, 7], [8, 0, 0]])
+    ([[5, 6, 7], [8, 0, 9]], [[1, 1, 1], [1, 0, 1]])
+    >>> token_columns(2, 3).tolist()      # where the 2-token row's tokens sit
+    [0, 2]
+    >>> right = torch.tensor([[5, 6, 7], [8, 9, 0]])
     >>> left_pad_tensor(right, (right != 0).long(), pad_token_id=0)[0].tolist()
-    [[5, 6, 7], [0, 0, 8]]
+    [[5, 6, 7], [8, 0, 9]]
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import sys
 import warnings
 from collections.abc import Sequence
 from types import FrameType
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Int
@@ -66,9 +84,32 @@ def left_pad(
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
     """Pad id sequences into `(input_ids, attention_mask)`; left padding unless asked.
 
-    Each sequence must hold integer ids (Python ints, an integer tensor or array): floats,
-    including integral ones like `1.0`, and bools are refused with
-    `InvalidArgumentError`, never truncated to ids.
+    `"left"` is this library's layout: each row's pads go after its first token, so column 0
+    holds every row's first token and column −1 its last (see the module docstring);
+    `"right"` pads after the last token. Each sequence must hold integer ids (Python ints, an
+    integer tensor or array): floats, including integral ones like `1.0`, and bools are refused
+    with `InvalidArgumentError`, never truncated to ids.
+
+    Args:
+        sequences: The id sequences.
+        pad_token_id: The pad id (`None` is accepted for a single sequence).
+        padding_side: `"left"` (pads after the first token) or `"right"`.
+
+    Returns:
+        `(input_ids, attention_mask)`, each `[batch, width]`.
+
+    Raises:
+        InvalidArgumentError: An unknown side, or ids that are not integers.
+        EmptyInputError: No sequence, or an empty one.
+        MissingPadTokenError: Several sequences and no pad id.
+
+    Examples:
+        >>> left_pad([[5, 6, 7], [8, 9]], pad_token_id=0)[0].tolist()
+        [[5, 6, 7], [8, 0, 9]]
+        >>> left_pad([[5, 6, 7], [8]], pad_token_id=0)[0].tolist()   # one token: it is read
+        [[5, 6, 7], [0, 0, 8]]
+        >>> left_pad([[5, 6, 7], [8, 9]], 0, "right")[0].tolist()
+        [[5, 6, 7], [8, 9, 0]]
     """
     if padding_side not in PADDING_SIDES:
         raise InvalidArgumentError(
@@ -87,10 +128,72 @@ def left_pad(
     ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, seq in enumerate(seqs):
-        span = slice(width - len(seq), width) if padding_side == "left" else slice(0, len(seq))
-        ids[i, span] = seq
-        mask[i, span] = 1
+        cols = token_columns(len(seq), width, padding_side)
+        ids[i, cols] = seq
+        mask[i, cols] = 1
     return ids, mask
+
+
+def token_columns(length: int, width: int, padding_side: PaddingSide = "left") -> Tensor:
+    """The columns of a `length`-token row's tokens in a padded batch of `width` columns.
+
+    The one rule for where a row's tokens sit: `"left"` keeps token 0 at column 0 and puts token
+    `i ≥ 1` at `width − length + i` (pads after the first token); `"right"` puts token `i` at `i`.
+
+    Args:
+        length: The row's number of tokens (at least 1).
+        width: The batch's width (at least `length`).
+        padding_side: `"left"` or `"right"`.
+
+    Returns:
+        `[length]` column indices, increasing.
+
+    Raises:
+        InvalidArgumentError: An unknown side, or a row longer than the batch.
+
+    Examples:
+        >>> token_columns(3, 5).tolist(), token_columns(3, 5, "right").tolist()
+        ([0, 3, 4], [0, 1, 2])
+    """
+    if padding_side not in PADDING_SIDES:
+        raise InvalidArgumentError(
+            f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}"
+        )
+    if not 0 < length <= width:
+        raise InvalidArgumentError(f"a row of {length} tokens does not fit a width of {width}")
+    cols = torch.arange(length)
+    if padding_side == "left":  # a one-token row: its token is its reading token, at -1
+        cols[min(1, length - 1) :] += width - length
+    return cols
+
+
+def real_columns(
+    attention_mask: Int[Tensor, "batch pos"],
+) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
+    """`(columns, keep)`: the column of each row's `p`-th real token, whatever the layout.
+
+    Works for every padding layout (this library's, plain left, right, or pads anywhere):
+    `columns[b, p]` is the column of row `b`'s `p`-th token with `attention_mask == 1`, and
+    `keep[b, p]` says whether the row has a `p`-th token (where it has not, `columns` repeats
+    the row's last column).
+
+    Args:
+        attention_mask: `[batch, pos]`, nonzero at real tokens.
+
+    Returns:
+        `(columns, keep)`, each `[batch, pos]`, long.
+
+    Examples:
+        >>> cols, keep = real_columns(torch.tensor([[1, 1, 1], [1, 0, 1]]))
+        >>> cols.tolist(), keep.tolist()
+        ([[0, 1, 2], [0, 2, 2]], [[1, 1, 1], [1, 1, 0]])
+    """
+    pads_first = (attention_mask == 0).to(torch.uint8)
+    order = torch.sort(pads_first, dim=1, stable=True)  # real columns first, in order
+    keep = order.values == 0
+    last = order.indices.gather(1, (keep.sum(1, keepdim=True) - 1).clamp(min=0))
+    cols = torch.where(keep, order.indices, last.expand_as(order.indices))
+    return cols.long(), keep.long()
 
 
 def _id_row(seq: Sequence[int], index: int) -> Int[Tensor, " pos"]:
@@ -127,22 +230,71 @@ def left_pad_tensor(
     attention_mask: Int[Tensor, "batch pos"],
     pad_token_id: int | None,
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-    """The same rows, left padded.
+    """The same rows, left padded (this library's layout: pads after each row's first token).
 
-    Each row's real tokens (`attention_mask == 1`, in order) moved to the end. Works for right-,
-    left- or mixed-padded input; nothing is modified.
+    Each row's real tokens (`attention_mask == 1`, in order) are laid out as `left_pad` lays
+    them. Works for right-, left- or mixed-padded input; nothing is modified.
+
+    Args:
+        input_ids: `[batch, pos]`.
+        attention_mask: `[batch, pos]`, nonzero at real tokens.
+        pad_token_id: The pad id.
+
+    Returns:
+        `(input_ids, attention_mask)` of the same width.
+
+    Examples:
+        >>> ids = torch.tensor([[0, 0, 5, 6], [7, 8, 9, 4]])   # an HF tokenizer's left padding
+        >>> left_pad_tensor(ids, (ids != 0).long(), 0)[0].tolist()
+        [[5, 0, 0, 6], [7, 8, 9, 4]]
     """
     rows = [
         ids[m.bool()].tolist() for ids, m in zip(input_ids.cpu(), attention_mask.cpu(), strict=True)
     ]
     ids, mask = left_pad(rows, pad_token_id)
     width = input_ids.shape[1]
-    if ids.shape[1] < width:  # keep the width (a row may have been all padding: refused above)
-        ids = torch.cat(
-            [ids.new_full((ids.shape[0], width - ids.shape[1]), int(ids[0, 0])), ids], 1
-        )
-        mask = torch.cat([mask.new_zeros((mask.shape[0], width - mask.shape[1])), mask], 1)
+    if ids.shape[1] < width:  # keep the width: more pads after each row's first token
+        pad = pad_token_id if pad_token_id is not None else 0
+        extra = width - ids.shape[1]
+        ids = torch.cat([ids[:, :1], ids.new_full((ids.shape[0], extra), pad), ids[:, 1:]], 1)
+        mask = torch.cat([mask[:, :1], mask.new_zeros((mask.shape[0], extra)), mask[:, 1:]], 1)
     return ids.to(input_ids.device), mask.to(input_ids.device)
+
+
+def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
+    """A shallow copy of `tokenizer` whose `padding_side` is `padding_side` (`None` stays).
+
+    `padding_side` is a plain attribute of an HF tokenizer, so the copy answers "which way does
+    this model pad" without changing the tokenizer the user passed. An HF tokenizer's own
+    `padding=True` with `"left"` puts every pad before the first token (it cannot express this
+    library's layout); the model reads such a batch right, given its mask or with the mask
+    inferred from the pad ids.
+
+    Args:
+        tokenizer: An HF tokenizer, or `None`.
+        padding_side: `"left"` or `"right"`.
+
+    Returns:
+        The copy (or `None`).
+
+    Raises:
+        InvalidArgumentError: An unknown side.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_tokenizer
+        >>> tok = tiny_tokenizer()
+        >>> tokenizer_with_side(tok, "left").padding_side, tok.padding_side
+        ('left', 'right')
+    """
+    if padding_side not in PADDING_SIDES:
+        raise InvalidArgumentError(
+            f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}"
+        )
+    if tokenizer is None:
+        return None
+    own = copy.copy(tokenizer)
+    own.padding_side = padding_side
+    return own
 
 
 def last_position_problem(positions: Tensor, n_pos: int, pad_token_id: int | None) -> str | None:

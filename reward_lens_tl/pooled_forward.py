@@ -78,9 +78,8 @@ def observed(model) -> bool:
 
 def applies(model, start_at_layer, attention_mask, kwargs) -> bool:
     """Whether `last_block_at` may replace the last block for this call."""
-    left_padding_inferred = attention_mask is None and (
-        getattr(model.tokenizer, "padding_side", "right") == "left"
-    )
+    side = kwargs.get("padding_side") or getattr(model.tokenizer, "padding_side", "right")
+    left_padding_inferred = attention_mask is None and side == "left"
     return (
         start_at_layer is None
         and kwargs.get("past_kv_cache") is None

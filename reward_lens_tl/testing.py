@@ -12,7 +12,7 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import transformers
@@ -138,26 +138,37 @@ def random_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Random ids and their attention mask, **left** padded like every batch the library builds.
 
-    The pad id never appears inside a sequence; `padding_side="right"` gives right padding. Row `i`
-    holds the same `lengths[i]` random ids on either side: left padded, they are
-    `ids[i, width - lengths[i]:]`.
+    The pad id never appears inside a sequence. Row `i` holds the same `lengths[i]` random ids in
+    every layout: `"left"` is the library's (pads after each row's first token, so the row is
+    `ids[i, token_columns(lengths[i], width)]`), `"right"` plain right padding, and
+    `"leading"` every pad before the first token (what an HF tokenizer with
+    `padding_side="left"` builds).
 
     Examples:
-        >>> ids, mask = random_batch(2, [3, 1], vocab=9)
-        >>> mask.tolist(), random_batch(2, [3, 1], vocab=9, padding_side="right")[1].tolist()
-        ([[1, 1, 1], [0, 0, 1]], [[1, 1, 1], [1, 0, 0]])
+        >>> ids, mask = random_batch(2, [3, 2], vocab=9)
+        >>> mask.tolist(), random_batch(2, [3, 2], vocab=9, padding_side="right")[1].tolist()
+        ([[1, 1, 1], [1, 0, 1]], [[1, 1, 1], [1, 1, 0]])
+        >>> random_batch(2, [3, 2], vocab=9, padding_side="leading")[1].tolist()
+        [[1, 1, 1], [0, 1, 1]]
     """
-    if padding_side not in ("left", "right"):
-        raise InvalidArgumentError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
+    from .padding import token_columns
+
+    if padding_side not in ("left", "right", "leading"):
+        raise InvalidArgumentError(
+            f"padding_side must be 'left', 'right' or 'leading', got {padding_side!r}"
+        )
     gen = torch.Generator().manual_seed(seed)
     lengths = lengths or [seq_len] * batch
     width = max(lengths)
     ids = torch.full((len(lengths), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, n in enumerate(lengths):
-        span = slice(width - n, width) if padding_side == "left" else slice(0, n)
-        ids[i, span] = torch.randint(low, vocab, (n,), generator=gen)
-        mask[i, span] = 1
+        if padding_side == "leading":
+            cols = torch.arange(width - n, width)
+        else:
+            cols = token_columns(n, width, cast(Any, padding_side))
+        ids[i, cols] = torch.randint(low, vocab, (n,), generator=gen)
+        mask[i, cols] = 1
     return ids, mask
 
 

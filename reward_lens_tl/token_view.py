@@ -185,7 +185,7 @@ def token_attribution(
     """Per-token view of one `example`.
 
     `example` is an `EncodedConversation`, ids `[pos]` or `[1, pos]`, or a `(prompt, response)` pair
-    encoded with `model.encode`. A row of a left-padded batch is shown without its leading padding.
+    encoded with `model.encode`. A row of a padded batch is shown without its pads.
 
     `mode`: `"attribution"`, the exact per-token decomposition, or `"position"`, the
     change of the reward read at each position. `top` components are listed per token on
@@ -292,8 +292,8 @@ def _as_ids(model, example) -> tuple[Tensor, int | None]:
             f"token_attribution shows one example; got a batch of {ids.shape[0]}"
         )
     mask = model.infer_attention_mask(model.check_tokens(ids))
-    if mask is not None:  # a row of a left-padded batch: show its tokens only
-        ids = ids[:, int((mask[0] == 0).sum()) :]
+    if mask is not None:  # a row of a padded batch: show its tokens only
+        ids = ids[:, mask[0] != 0]
     return ids, None
 
 

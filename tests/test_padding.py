@@ -1,6 +1,9 @@
-"""Left padding is exact on every family: a left-padded batch scores as its rows one by one
-(ours and HF's, unpadded), position ``-1`` is every row's reading token, and the invariants
-(attribution parts + bias = reward, the lens ends at the reward) hold under it."""
+"""Padding is exact on every family: a padded batch scores as its rows one by one (ours and HF's,
+unpadded), in the library's layout (pads after each row's first token: column 0 is every row's
+first token, ``-1`` its reading token) and in an HF tokenizer's plain left padding (every pad
+before the first token), and the invariants (attribution parts + bias = reward, the lens ends at
+the reward) hold under it. The sliding windows (mistral 5, gemma2 4) are shorter than the rows,
+so a window counted in columns instead of positions would fail here."""
 
 import pytest
 import torch
@@ -9,7 +12,7 @@ from torch.testing import assert_close
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.attribution import direct_attribution
 from reward_lens_tl.lens import reward_lens
-from reward_lens_tl.padding import left_pad, left_pad_tensor
+from reward_lens_tl.padding import left_pad, left_pad_tensor, real_columns
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 
 FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
@@ -17,11 +20,12 @@ LENGTHS = [12, 5, 9, 16]  # longer than the sliding windows (mistral 5, gemma2 4
 ONE_BY_ONE = dict(atol=1e-5, rtol=1e-5)
 
 
-def batch_for(family):
-    ids, mask = random_batch(len(LENGTHS), LENGTHS, seed=3, low=5)
+def batch_for(family, layout="left"):
+    ids, mask = random_batch(len(LENGTHS), LENGTHS, seed=3, low=5, padding_side=layout)
     if family == "armorm":  # the gating pattern (3, 4) ends each prompt
-        for row, offset in enumerate((mask == 0).sum(1).tolist()):
-            ids[row, offset + 2 : offset + 4] = torch.tensor([3, 4])
+        cols, _ = real_columns(mask)
+        for row in range(len(LENGTHS)):
+            ids[row, cols[row, 2:4]] = torch.tensor([3, 4])
     return ids, mask
 
 
@@ -42,14 +46,16 @@ def pair(family):
     return hf, HookedRewardModel.from_pretrained(hf)
 
 
-def test_left_padded_batch_equals_rows_one_by_one(family, pair):
+@pytest.mark.parametrize("layout", ["left", "leading"])
+def test_left_padded_batch_equals_rows_one_by_one(family, pair, layout):
     hf, model = pair
-    ids, mask = batch_for(family)
-    assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()  # left padded
+    ids, mask = batch_for(family, layout)
+    first_is_real = (mask[:, 0] == 1).all() if layout == "left" else (mask[:, 0] == 0).any()
+    assert (mask[:, -1] == 1).all() and first_is_real
     rows = [ids[i][mask[i].bool()] for i in range(len(LENGTHS))]
     with torch.no_grad():
         batched = model.rewards(ids, mask)
-        inferred = model.rewards(ids)  # no mask: inferred from the leading pad ids
+        inferred = model.rewards(ids)  # no mask: inferred from the pad ids
         ours = torch.stack([model.rewards(r[None])[0] for r in rows])
         logits = model(ids, attention_mask=mask)[:, -1, 0]
     hf_rows = torch.stack([hf_one(hf, r) for r in rows])

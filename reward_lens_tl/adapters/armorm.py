@@ -64,11 +64,32 @@ class ArmoRMAdapter(LlamaAdapter):
             ),
         }
 
-    def pool_index(self, input_ids, pad_token_id):
-        """The token before the first pad (ArmoRM's own pooling rule)."""
+    def pool_index(self, input_ids, pad_token_id, attention_mask=None):
+        """The token before the first pad (ArmoRM's own pooling rule), among the real tokens.
+
+        With `attention_mask`, the rule is applied to each row's real tokens, so a padded row is
+        read where the row alone is (the padding run after its first token is not "the first
+        pad").
+
+        Args:
+            input_ids: the token ids (`[batch, pos]`).
+            pad_token_id: the padding id, or `None`.
+            attention_mask: `[batch, pos]`, nonzero at real tokens, or `None`.
+
+        Returns:
+            One position per row.
+        """
         if pad_token_id is None:
             return super().pool_index(input_ids, None)
-        return first_pad_minus_one(input_ids, pad_token_id)
+        if attention_mask is None:
+            return first_pad_minus_one(input_ids, pad_token_id)
+        real = attention_mask.to(input_ids.device) != 0
+        cols = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
+        pad_real = (input_ids == pad_token_id) & real
+        first = torch.where(pad_real, cols, input_ids.shape[1]).min(1, keepdim=True).values
+        before = torch.where(real & (cols < first), cols, -1).max(1).values
+        last = torch.where(real, cols, -1).max(1).values
+        return torch.where(pad_real.any(1) & (before >= 0), before, last)
 
     @torch.no_grad()
     def reference_rewards(self, hf_model, input_ids, attention_mask=None):

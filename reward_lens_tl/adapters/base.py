@@ -334,13 +334,20 @@ class RewardModelAdapter:
 
     # -- reading rewards ------------------------------------------------------------------
     def pool_index(
-        self, input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
+        self,
+        input_ids: Int[Tensor, "batch pos"],
+        pad_token_id: int | None,
+        attention_mask: Tensor | None = None,
     ) -> Int[Tensor, " batch"]:
         """The reward-reading position of each row (HF's pooling rule, `hf_last_non_pad`).
+
+        HF's rule reads ids only (the rightmost token that is not the pad id), so it reads the
+        same token in every padding layout; `attention_mask` is for rules that need it.
 
         Args:
             input_ids: the token ids (`[batch, pos]`).
             pad_token_id: the padding id, or `None`.
+            attention_mask: `[batch, pos]`, nonzero at real tokens (unused by HF's rule).
 
         Returns:
             One position per row.

@@ -31,7 +31,7 @@ from reward_lens_tl.errors import ArgumentTypeError
 from ..contrast import encode_contrast, encode_example
 from ..errors import EmptyInputError, InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
-from ..padding import PaddingSide
+from ..padding import PaddingSide, token_columns
 
 Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 
@@ -76,9 +76,9 @@ def response_masks(
         raise InvalidArgumentError(f"width={width} is shorter than the longest conversation")
     mask = torch.zeros((len(encodings), width), dtype=torch.long)
     for row, enc in enumerate(encodings):
-        offset = width - len(enc) if padding_side == "left" else 0
+        cols = token_columns(len(enc), width, padding_side)
         end = len(enc) if include_suffix else enc.suffix_start(eos_token_id)
-        mask[row, offset + max(enc.response_start, 1) : offset + end] = 1
+        mask[row, cols[max(enc.response_start, 1) : end]] = 1
     return mask
 
 

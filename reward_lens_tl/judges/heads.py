@@ -234,12 +234,13 @@ class HeadAdapter(RewardModelAdapter):
         out.load_state_dict({k: v.detach().float() for k, v in last.state_dict().items()})
         return {"head_out": out}
 
-    def pool_index(self, input_ids, pad_token_id):
+    def pool_index(self, input_ids, pad_token_id, attention_mask=None):
         """The last real token; without a pad id the rows are unpadded: the last one.
 
         Args:
             input_ids: The token ids, `[batch, pos]`.
             pad_token_id: The pad token id, or `None`.
+            attention_mask: Unused (the rule reads ids only).
 
         Returns:
             The index read in each row, `[batch]`.

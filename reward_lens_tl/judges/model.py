@@ -325,6 +325,7 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         tokenizer: The tokenizer (kept as it is).
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+        padding_side: How `to_tokens` pads by default (`HookedRewardModel`'s).
 
     Attributes:
         kind: `"pointwise"`, `"pairwise"` or `"likert"`.
@@ -682,6 +683,7 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         tokenizer: The tokenizer (kept as it is).
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+        padding_side: How `to_tokens` pads by default (`HookedRewardModel`'s).
 
     Attributes:
         kind: `"token"`, `"value"` or `"classifier"`.

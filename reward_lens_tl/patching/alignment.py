@@ -15,8 +15,8 @@ rule. Three are offered, and none of them silently copies `[0:min_len]`:
 - `"exact"`: position `p` with `p`; both runs must have the same length, else
   `AlignmentError`.
 
-Each run is stripped of leading padding (a row of a left-padded batch, e.g.
-`model.to_tokens([...])[1]`) and cut after its reward-reading token: later tokens (right
+Each run is stripped of its padding (a row of a padded batch, e.g. `model.to_tokens([...])[1]`,
+whose pads follow its first token) and cut after its reward-reading token: later tokens (right
 padding, a trailing EOS that the pooling rule skips) cannot influence the reward under causal
 attention. Positions are therefore counted from each sequence's first real token.
 
@@ -94,8 +94,8 @@ class Run:
 def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
     """A `Run` from token ids, an `EncodedConversation`, or a list of ids.
 
-    Token ids are 1-D, or `[1, pos]`; left or right padded: leading pads, as
-    `HookedRewardModel.infer_attention_mask` finds them, are stripped. The reading position
+    Token ids are 1-D, or `[1, pos]`; padded or not: the pads
+    `HookedRewardModel.infer_attention_mask` finds are stripped. The reading position
     follows the model's pooling rule (`HookedRewardModel.pool_positions`).
 
     Args:
@@ -132,9 +132,9 @@ def as_run(model: HookedRewardModel, x: PatchInput) -> Run:
         )
     tokens = model.check_tokens(ids[None])
     mask = model.infer_attention_mask(tokens)
-    if mask is not None:  # a row of a left-padded batch: positions start at its first token
-        ids = ids[int((mask[0] == 0).sum()) :]
-        tokens = tokens[:, -ids.shape[0] :]
+    if mask is not None:  # a row of a padded batch: positions count its real tokens only
+        ids = ids[mask[0] != 0]
+        tokens = ids[None]
     pool = int(model.pool_positions(tokens)[0])
     return Run(ids=ids[: pool + 1], pool=pool, response_start=response_start)
 

@@ -45,7 +45,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..inputs import EncodedConversation, pad_batch
-from ..padding import reading_position_known
+from ..padding import reading_position_known, real_columns
 from ..readout import Objective, objective_index
 from .alignment import (
     Alignment,
@@ -509,14 +509,10 @@ def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
 def first_token_columns(mask: Tensor) -> tuple[Tensor, Tensor]:
     """`(columns, keep)`, each `[batch, pos]`.
 
-    `columns[b, p]` is the column of row `b`'s `p`-th real token (its real tokens are contiguous:
-    left or right padding) and `keep` says whether that token exists.
+    `columns[b, p]` is the column of row `b`'s `p`-th real token (any padding layout:
+    `reward_lens_tl.padding.real_columns`) and `keep` says whether that token exists.
     """
-    width = mask.shape[1]
-    first = (mask != 0).long().argmax(1)  # each row's first real token
-    cols = torch.arange(width, device=mask.device)[None] + first[:, None]
-    keep = (cols < width) & (mask.gather(1, cols.clamp(max=width - 1)) != 0)
-    return cols.clamp(max=width - 1), keep.long()
+    return real_columns(mask)
 
 
 def gather_columns(act: Tensor, columns: Tensor) -> Tensor:

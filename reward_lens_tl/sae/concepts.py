@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError, RewardLensError
 from ..inputs import pad_batch
-from ..padding import reading_position_known
+from ..padding import reading_position_known, token_columns
 from ..readout import Objective, readout
 from ..results import Result, TopK, axes, new_axes, top_entries
 from .activations import _as_encoded_pair
@@ -150,7 +150,7 @@ def site_activations(
         with reading_position_known():  # read at the listed positions, not at -1
             _, cache = model.run_with_cache(ids, attention_mask=mask, names_filter=list(sites))
         rows = [
-            (i, ids.shape[1] - len(seqs[i]) + _in_sequence(int(p), len(seqs[i])))
+            (i, int(token_columns(len(seqs[i]), ids.shape[1])[_in_sequence(int(p), len(seqs[i]))]))
             for i, where in enumerate(positions[start : start + batch_size])
             for p in (where if isinstance(where, Sequence) else (where,))
         ]

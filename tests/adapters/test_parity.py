@@ -1,14 +1,18 @@
 """Converted reward = HF reward (≤ 1e-4, float32) for every supported family and setting.
 
-Batches are left padded (``random_batch``'s default, like the library's). HF models count
-positions from column 0 whatever the mask, so HF is given each row's own positions
-(``hf_positions``); the converted model derives them from the mask itself.
+Batches are padded as the library pads them (``random_batch``'s default: pads after each row's
+first token), and the HF reference runs each row alone, unpadded (``hf_rewards``): HF's own batch
+cannot read that layout (its sliding windows count columns, ArmoRM's rule finds the first pad).
+``test_batched_parity`` also compares a plainly left-padded batch (every pad first, as an HF
+tokenizer pads) with HF's own batch, given each row's own positions (``hf_positions``); the
+converted model derives them from the mask itself.
 """
 
 import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
+from reward_lens_tl.padding import real_columns
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 
 TOL = 1e-4
@@ -22,16 +26,31 @@ def hf_positions(mask):
     return None if mask is None else (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def hf_rewards(hf, ids, mask):
+def hf_batch(hf, ids, mask):
+    """HF's own batch (right for plain left or right padding, given the positions)."""
     with torch.no_grad():
-        return hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask)).logits[:, 0]
+        return hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask))
+
+
+def hf_alone(hf, ids, mask):
+    """HF's outputs of each row run alone (its real tokens, unpadded), stacked."""
+    rows = [ids[i][mask[i].bool()][None] for i in range(ids.shape[0])]
+    with torch.no_grad():
+        outs = [hf(input_ids=r) for r in rows]
+    keys = [k for k in outs[0].keys() if isinstance(outs[0][k], torch.Tensor)]
+    return {k: torch.cat([o[k] for o in outs]) for k in keys}
+
+
+def hf_rewards(hf, ids, mask):
+    """HF's reward of each row run alone."""
+    return hf_alone(hf, ids, mask)["logits"][:, 0]
 
 
 def with_gating_pattern(ids, mask, at):
-    """Write the gating pattern (3, 4) at position ``at`` of every row (after its padding)."""
-    offsets = (mask == 0).sum(1)
-    for row, offset in enumerate(offsets.tolist()):
-        ids[row, offset + at : offset + at + 2] = torch.tensor([3, 4])
+    """Write the gating pattern (3, 4) at position ``at`` of every row (counting real tokens)."""
+    cols, _ = real_columns(mask)
+    for row in range(ids.shape[0]):
+        ids[row, cols[row, at : at + 2]] = torch.tensor([3, 4])
     return ids
 
 
@@ -50,6 +69,11 @@ def test_batched_parity(family, fold):
         ours = model.rewards(ids, mask)
     assert ours.shape == (4,)
     torch.testing.assert_close(ours, hf_rewards(hf, ids, mask), atol=TOL, rtol=0)
+    # an HF tokenizer's plain left padding, against HF's own batch
+    ids, mask = random_batch(4, LENGTHS, seed=1, padding_side="leading")
+    with torch.no_grad():
+        theirs = hf_batch(hf, ids, mask).logits[:, 0]
+        torch.testing.assert_close(model.rewards(ids, mask), theirs, atol=TOL, rtol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -59,12 +83,11 @@ def test_batched_equals_one_by_one(family):
     ids, mask = random_batch(4, LENGTHS, seed=2)
     with torch.no_grad():
         batched = model.rewards(ids, mask)
-        single = torch.stack([model.rewards(ids[i : i + 1, -n:]) for i, n in enumerate(LENGTHS)])
-        hf_single = torch.stack(
-            [hf_rewards(hf, ids[i : i + 1, -n:], None) for i, n in enumerate(LENGTHS)]
-        )
-    torch.testing.assert_close(batched, single[:, 0], atol=1e-5, rtol=0)
-    torch.testing.assert_close(single[:, 0], hf_single[:, 0], atol=TOL, rtol=0)
+        rows = [ids[i][mask[i].bool()][None] for i in range(len(LENGTHS))]
+        single = torch.cat([model.rewards(r) for r in rows])
+    assert [len(r[0]) for r in rows] == LENGTHS and (ids[:, 0] != 0).all()  # both ends real
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=0)
+    torch.testing.assert_close(single, hf_rewards(hf, ids, mask), atol=TOL, rtol=0)
 
 
 def test_pad_equals_eos_skips_trailing_eos():
@@ -131,15 +154,15 @@ def test_armorm_parity(fold):
     ids, mask = random_batch(3, [12, 9, 7], seed=7, low=5)
     ids = with_gating_pattern(ids, mask, 3)  # the gating pattern ends the prompt
     with torch.no_grad():
-        ref = hf(ids, mask, position_ids=hf_positions(mask))
+        ref = hf_alone(hf, ids, mask)
         model = HookedRewardModel.from_pretrained(hf, fold_ln=fold)
         score = model.rewards(ids, mask)
         objectives = model.objective_rewards(ids, mask)
         gate = model.gate(ids, mask)
     assert model.objective_names == ("helpful", "harmless", "verbose")
-    torch.testing.assert_close(score, ref.score, atol=TOL, rtol=0)
-    torch.testing.assert_close(objectives, ref.rewards, atol=TOL, rtol=0)
-    torch.testing.assert_close(gate, ref.gating_output, atol=TOL, rtol=0)
+    torch.testing.assert_close(score, ref["score"], atol=TOL, rtol=0)
+    torch.testing.assert_close(objectives, ref["rewards"], atol=TOL, rtol=0)
+    torch.testing.assert_close(gate, ref["gating_output"], atol=TOL, rtol=0)
     # the score is linear in the final normalised residual along score_direction
     direction = model.score_direction(ids, mask)
     _, cache = model.run_with_cache(ids, attention_mask=mask, return_type="reward")
@@ -166,7 +189,7 @@ def test_armorm_directory_round_trip(tmp_path):
     ids, mask = random_batch(2, [9, 7], seed=9, low=5)
     ids = with_gating_pattern(ids, mask, 2)
     with torch.no_grad():
-        ref = hf(ids, mask, position_ids=hf_positions(mask)).score
+        ref = hf_alone(hf, ids, mask)["score"]
         torch.testing.assert_close(model.rewards(ids, mask), ref, atol=TOL, rtol=0)
 
 
@@ -174,8 +197,7 @@ def test_multi_label_head_with_objective_names():
     hf = tiny_reward_model("llama", num_labels=2)
     model = HookedRewardModel.from_pretrained(hf, objective_names=["a", "b"])
     ids, mask = random_batch(2, [9, 6], seed=10)
-    with torch.no_grad():
-        ref = hf(input_ids=ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
+    ref = hf_alone(hf, ids, mask)["logits"]
     assert model.rewards(ids, mask).shape == (2, 2)
     torch.testing.assert_close(model.rewards(ids, mask), ref, atol=TOL, rtol=0)
 
