@@ -45,7 +45,7 @@ from torch import Tensor, nn
 
 from .errors import InvalidArgumentError, RewardLensError, SequenceTooLongError
 from .inputs import EncodedConversation, encode_conversation, pad_batch
-from .padding import PaddingSide
+from .padding import PaddingSide, hf_pad
 from .results import Result
 
 STATUSES = ("pass", "warn", "fail")
@@ -471,8 +471,8 @@ def _hf_rewards(model, hf, seqs, padding_side: PaddingSide | None = None) -> Ten
     device = next(hf.parameters()).device
     groups = [[s] for s in seqs] if padding_side is None else [seqs]
     out = []
-    for group in groups:
-        ids, mask = pad_batch(group, model.pad_token_id, padding_side or "left")
+    for group in groups:  # HF's own batches: padded as its tokenizer pads
+        ids, mask = hf_pad([s.ids for s in group], model.pad_token_id, padding_side or "left")
         out.append(model.adapter.reference_rewards(hf, ids.to(device), mask.to(device)))
     return torch.cat(out).float().cpu()
 

@@ -96,8 +96,10 @@ class RewardModelIdioms(_Host):
     ) -> Int[Tensor, "batch pos"]:
         """Ids of `(prompt, response)` (or a list of them) through the chat template.
 
-        They are **left** padded with the pad id, so `[:, -1]` is every row's reading position (see
-        `reward_lens_tl.padding`); the forward infers the mask from the leading pads.
+        They are **left** padded after each row's first token (the default,
+        `model.tokenizer.padding_side == "left"`), so `[:, 0]` is every row's first token and
+        `[:, -1]` its reading position (see `reward_lens_tl.padding`); the forward infers the mask
+        from the pad ids.
 
         `truncate=True` drops the end of a response that does not fit the context
         (`truncation="right"`: end-of-turn and EOS stay); `False` raises instead. A bare
@@ -109,7 +111,9 @@ class RewardModelIdioms(_Host):
             input: A `(prompt, response)` pair or a list of them.
             prepend_bos: Accepted for TL compatibility and ignored: the chat template decides
                 whether BOS comes first.
-            padding_side: `"left"` (the default, `None`) or `"right"`.
+            padding_side: `"left"` or `"right"`; `None` is the model's default
+                (`model.tokenizer.padding_side`, `"left"` unless loaded with
+                `default_padding_side="right"`).
             move_to_device: Move the ids to `cfg.device`.
             truncate: Drop the end of a response that does not fit the context (`True`), or
                 raise `SequenceTooLongError` (`False`).
@@ -126,8 +130,12 @@ class RewardModelIdioms(_Host):
             >>> from reward_lens_tl.zoo import zoo_path
             >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
             >>> ids = model.to_tokens([("tell a song", "the melody"), ("why", "so")])
-            >>> ids.tolist()[1][:3] == [model.pad_token_id] * 3, ids.shape
-            (True, torch.Size([2, 11]))
+            >>> ids.shape, model.tokenizer.padding_side
+            (torch.Size([2, 11]), 'left')
+            >>> model.to_str_tokens(ids[1])[:4]   # pads after the first token: both ends real
+            ['<bos>', '<pad>', '<pad>', '<pad>']
+            >>> model.to_str_tokens(ids[1])[-1] == model.to_str_tokens(ids[0])[-1] == "<eos>"
+            True
             >>> model.to_tokens(("tell a song", "the " * 100)).shape  # truncated to n_ctx
             torch.Size([1, 64])
         """

@@ -103,9 +103,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         pad_token_id: The pad id.
         eos_token_id: The EOS id.
         objective_names: The reward objectives' names.
-        tokenizer: The tokenizer (kept as it is).
+        tokenizer: The tokenizer (the model keeps a shallow copy; the one given is not modified).
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+        padding_side: How `to_tokens` pads by default: `"left"` (pads after each row's first
+            token) or `"right"`; the model's copy of the tokenizer says it.
 
     Examples:
         The forward pass returns TransformerLens's `[batch, pos, d_vocab_out]` logits, with the
@@ -1118,6 +1120,7 @@ class HookedArmoRM(HookedRewardModel):
         tokenizer: The tokenizer.
         bos_token_id: The BOS id.
         move_to_device: Move the model to `cfg.device` (TL's meaning).
+        padding_side: How `to_tokens` pads by default (`"left"` or `"right"`).
 
     Examples:
         The zoo's multi-objective model: three objectives, gated into one score.

@@ -134,6 +134,38 @@ def left_pad(
     return ids, mask
 
 
+def hf_pad(
+    sequences: Sequence[Sequence[int]],
+    pad_token_id: int | None,
+    padding_side: PaddingSide = "left",
+) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
+    """Pad as an HF tokenizer pads: `"left"` puts every pad before the first token.
+
+    For a policy's (language model's) batches, whose next-token habit `logits[:, :-1]` against
+    `ids[:, 1:]` needs each row's tokens contiguous (`reward_lens_tl.implicit`, sampling), and
+    for comparisons with an HF model's own batches (HF reads plain left or right padding when
+    given each row's positions). A reward model's batches come from `left_pad`.
+
+    Args:
+        sequences: The id sequences.
+        pad_token_id: The pad id.
+        padding_side: `"left"` (every pad first) or `"right"`.
+
+    Returns:
+        `(input_ids, attention_mask)`.
+
+    Examples:
+        >>> hf_pad([[5, 6, 7], [8, 9]], 0)[0].tolist()
+        [[5, 6, 7], [0, 8, 9]]
+    """
+    ids, mask = left_pad(sequences, pad_token_id, "right")
+    if padding_side == "left":
+        shift = (mask == 0).sum(1)
+        cols = (torch.arange(ids.shape[1])[None] - shift[:, None]) % ids.shape[1]
+        ids, mask = ids.gather(1, cols), mask.gather(1, cols)
+    return ids, mask
+
+
 def token_columns(length: int, width: int, padding_side: PaddingSide = "left") -> Tensor:
     """The columns of a `length`-token row's tokens in a padded batch of `width` columns.
 

@@ -30,7 +30,7 @@ from reward_lens_tl.errors import (
     UnknownHookError,
 )
 from reward_lens_tl.habits import HABITS, markdown_table
-from reward_lens_tl.padding import ReadingPositionWarning
+from reward_lens_tl.padding import ReadingPositionWarning, token_columns
 from reward_lens_tl.patching import activation_patching
 from reward_lens_tl.patching.errors import AlignmentError
 from reward_lens_tl.sae.testing import random_topk_sae
@@ -122,8 +122,10 @@ def test_inputs(model, ids):
     assert [len(e) for e in encoded] == [18, 13]
     assert torch.equal(model.to_tokens((PROMPT, CHOSEN))[0], torch.tensor(encoded[0].ids))
     assert torch.equal(ids, pad_batch(encoded, model.pad_token_id)[0])
-    assert torch.equal(ids[1, 5:], torch.tensor(encoded[1].ids))  # left padded
-    assert (ids[1, :5] == model.pad_token_id).all()
+    cols = token_columns(13, 18)  # pads after the first token: both ends are real tokens
+    assert torch.equal(ids[1, cols], torch.tensor(encoded[1].ids))
+    assert (ids[1, 1:6] == model.pad_token_id).all() and ids[1, 0] == ids[0, 0]
+    assert model.tokenizer.padding_side == "left"
     with pytest.raises(NotForRewardModelsError, match=r"to_tokens\(\(prompt, response\)\)"):
         model.to_tokens(PROMPT + " " + CHOSEN)
     with pytest.raises(NotForRewardModelsError, match="objective index"):
@@ -136,7 +138,7 @@ def test_string_views(model, ids):
     enc = model.encode(PROMPT, REJECTED)
     assert model.to_str_tokens((PROMPT, REJECTED)) == tok.convert_ids_to_tokens(list(enc.ids))
     assert model.to_str_tokens(ids[1]) == [tok.decode([i]) for i in ids[1].tolist()]
-    assert model.to_string(ids[1, 5:]) == tok.decode(ids[1, 5:])
+    assert model.to_string(ids[1, 6:]) == tok.decode(ids[1, 6:])
 
 
 # -- cell 2: the metric ------------------------------------------------------------------------
@@ -249,12 +251,14 @@ def test_attention_patterns_at_the_reading_token(model, hf, ids, run):
     for i, row in enumerate(rows(model, ids)):
         with torch.no_grad():
             attentions = hf.model(input_ids=row, output_attentions=True).attentions
-        n = row.shape[1]
+        cols = token_columns(row.shape[1], ids.shape[1])
+        pads = torch.ones(ids.shape[1], dtype=torch.bool)
+        pads[cols] = False
         for layer in range(model.cfg.n_layers):
             for h in range(model.cfg.n_heads):
                 ours = cache["pattern", layer][i, h, -1]
-                assert_close(ours[-n:], attentions[layer][0, h, -1], **ATOL)
-                assert float(ours[:-n].abs().sum()) == 0.0  # pads get no weight
+                assert_close(ours[cols], attentions[layer][0, h, -1], **ATOL)
+                assert float(ours[pads].abs().sum()) == 0.0  # pads get no weight
         z = cache["z", 0][i, -1, 1]
         assert z.shape == (model.cfg.d_head,)
 
@@ -489,7 +493,8 @@ def test_plain_torch_hooks_see_what_they_would_on_hf(model, hf, ids):
 # -- cell 6: TransformerLens's own patching ----------------------------------------------------
 def hf_patch_grid(model, hf, ids, module_of, pre):
     """HF, one row at a time: layer × position grid of the rejected row's reward with the
-    chosen row's activation copied in, positions end-aligned (the batch's left padding)."""
+    chosen row's activation copied in, column by column of the batch (pads after the first
+    token: first tokens together, the rest end-aligned)."""
     clean, corrupted = rows(model, ids)
     width, pad = ids.shape[1], ids.shape[1] - corrupted.shape[1]
     grid = torch.zeros(model.cfg.n_layers, width)
@@ -501,13 +506,13 @@ def hf_patch_grid(model, hf, ids, module_of, pre):
 
         hf_score(hf, clean, [(module_of(layer), grab, pre)])
         for p in range(width):
-            if p < pad:  # a pad of the rejected row: nothing reads it
+            if 1 <= p <= pad:  # a pad of the rejected row: nothing reads it
                 grid[layer, p] = hf_score(hf, corrupted)
                 continue
 
             def put(module, *args, p=p):
                 x = (args[0][0] if pre else args[1]).clone()
-                x[:, p - pad] = store["x"][:, p]
+                x[:, 0 if p == 0 else p - pad] = store["x"][:, p]
                 return (x,) if pre else x
 
             grid[layer, p] = hf_score(hf, corrupted, [(module_of(layer), put, pre)])
@@ -529,7 +534,11 @@ def test_transformer_lens_patching_on_one_batch(model, hf, ids):
     ours = activation_patching(
         model, ids[0], ids[1], site="resid_pre", alignment="end", metric=lambda r: r
     )
-    assert_close(ours.values.float(), grid[:, -ours.values.shape[1] :], **ATOL)
+    # end-aligned: every column but the shorter row's first token (which TL's batch pairs with
+    # the other first token, and "end" with the token as far from the end)
+    n = ours.values.shape[1] - 1
+    assert_close(ours.values[:, 1:].float(), grid[:, -n:], **ATOL)
+    assert_close(grid[:, 0], torch.full_like(grid[:, 0], float(model.rewards(ids[1:])[0])))
 
 
 @covers("tl_patching_heads")
@@ -548,7 +557,8 @@ def test_transformer_lens_head_patching(model, hf, ids):
 
             def put(module, args, span=span):
                 x = args[0].clone()
-                x[..., span] = store["x"][:, -x.shape[1] :, span]
+                cols = token_columns(x.shape[1], store["x"].shape[1])
+                x[..., span] = store["x"][:, cols, span]
                 return (x,)
 
             assert_close(grid[layer, h], hf_score(hf, corrupted, [(o_proj, put, True)]), **ATOL)

@@ -42,7 +42,7 @@ def test_to_tokens_routes_through_the_conversation(model, batch):
 
 def test_last_position_of_a_batch_is_each_rows_reward(model, batch):
     ids, mask, reward = batch
-    assert ids[1, 0] == model.pad_token_id  # the short row is padded on the left
+    assert ids[1, 1] == model.pad_token_id != ids[1, 0]  # pads after the short row's first token
     with torch.no_grad():
         logits = model(ids)
         masked = model(ids, attention_mask=mask)

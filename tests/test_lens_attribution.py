@@ -7,6 +7,7 @@ from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.attribution import attribute_pairs, direct_attribution
 from reward_lens_tl.errors import RewardLensError, UnknownHookError
 from reward_lens_tl.lens import pair_lens, reward_lens
+from reward_lens_tl.padding import real_columns
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
 
 FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
@@ -16,8 +17,9 @@ def batch_for(family, seed=0):
     """Left padded (rows of 12, 9 and 7 tokens in 12 columns)."""
     ids, mask = random_batch(3, [12, 9, 7], seed=seed, low=6)
     if family == "armorm":  # gating pattern of the tiny ArmoRM at each row's positions 3, 4
-        for row, offset in enumerate((mask == 0).sum(1).tolist()):
-            ids[row, offset + 3 : offset + 5] = torch.tensor([3, 4])
+        cols, _ = real_columns(mask)
+        for row in range(ids.shape[0]):
+            ids[row, cols[row, 3:5]] = torch.tensor([3, 4])
     return ids, mask
 
 
@@ -39,8 +41,9 @@ def test_completeness_every_family(family_model):
     assert (attr.sources.sum(-1) - attr.head_matrix()).abs().max() <= 1e-5
     mlps = torch.stack([attr[f"mlp{layer}"] for layer in range(model.cfg.n_layers)])
     assert (attr.neurons.sum(-1) - mlps).abs().max() <= 1e-5
-    # nothing attends to padding (row 1's first 3 columns)
-    assert attr.sources[..., 1, :3].abs().max() == 0
+    # nothing attends to padding (row 1's pads, right after its first token)
+    assert mask[1, 0] == 1 and (mask[1] == 0).sum() == 3
+    assert attr.sources[..., 1, mask[1] == 0].abs().max() == 0
 
 
 def test_lens_end_point_every_family(family_model):

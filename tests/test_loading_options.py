@@ -276,7 +276,7 @@ REFUSED = [
     (dict(checkpoint_value=1000), InvalidArgumentError, "checkpoint's directory"),
     (dict(checkpoint_label=1000), InvalidArgumentError, "checkpoint's directory"),
     (dict(default_prepend_bos=True), NotForRewardModelsError, "chat template"),
-    (dict(default_padding_side="right"), InvalidArgumentError, "padding_side='right'"),
+    (dict(default_padding_side="up"), InvalidArgumentError, "padding_side='up'"),
     (dict(trust_remote_code=True), UnsafeCheckpointError, "remote code"),
     (dict(load_in_8bit=True), InvalidArgumentError, "quantised"),
     (dict(load_in_4bit=True), InvalidArgumentError, "quantised"),

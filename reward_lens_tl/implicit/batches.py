@@ -3,8 +3,12 @@
 A response mask marks the *target* tokens whose log-probs count: position `t` is set when token
 `ids[t]` belongs to the response. `include_suffix` decides whether the template's suffix after
 the response content (end-of-turn, EOS; see `EncodedConversation`)
-counts. A sequence's first token never counts (no token predicts it). Batches are left padded,
-like every batch of the library: a shorter sequence's mask is shifted right by its padding.
+counts. A sequence's first token never counts (no token predicts it). A policy's batches are
+left padded with every pad first (`reward_lens_tl.padding.hf_pad`, as an HF tokenizer pads for
+generation), so each row's tokens are contiguous and the language-model habit `logits[:, :-1]`
+against `ids[:, 1:]` pairs each token with the one that predicts it (a reward model's batches put
+the pads after the first token instead: no next-token pairs are read there). A shorter
+sequence's mask is shifted right by its padding.
 
 Examples:
     >>> from reward_lens_tl.inputs import EncodedConversation
@@ -30,8 +34,8 @@ from reward_lens_tl.errors import ArgumentTypeError
 
 from ..contrast import encode_contrast, encode_example
 from ..errors import EmptyInputError, InvalidArgumentError
-from ..inputs import EncodedConversation, pad_batch
-from ..padding import PaddingSide, token_columns
+from ..inputs import EncodedConversation
+from ..padding import PaddingSide, hf_pad
 
 Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 
@@ -45,7 +49,7 @@ def response_masks(
 ) -> Int[Tensor, "batch pos"]:
     """`[batch, width]` long mask of each conversation's response tokens.
 
-    Laid out like `reward_lens_tl.inputs.pad_batch` pads them (left padded unless asked).
+    Laid out like `reward_lens_tl.padding.hf_pad` pads them (every pad first unless asked).
 
     Args:
         encodings: The conversations.
@@ -76,9 +80,9 @@ def response_masks(
         raise InvalidArgumentError(f"width={width} is shorter than the longest conversation")
     mask = torch.zeros((len(encodings), width), dtype=torch.long)
     for row, enc in enumerate(encodings):
-        cols = token_columns(len(enc), width, padding_side)
+        offset = width - len(enc) if padding_side == "left" else 0
         end = len(enc) if include_suffix else enc.suffix_start(eos_token_id)
-        mask[row, cols[max(enc.response_start, 1) : end]] = 1
+        mask[row, offset + max(enc.response_start, 1) : offset + end] = 1
     return mask
 
 
@@ -229,7 +233,7 @@ def batch_encodings(
     eos_token_id: int | None = None,
     device: Any = None,
 ) -> Batch:
-    """`(input_ids, attention_mask, response_mask)` of left-padded conversations.
+    """`(input_ids, attention_mask, response_mask)` of left-padded conversations (`hf_pad`).
 
     Args:
         encodings: The conversations.
@@ -241,6 +245,6 @@ def batch_encodings(
     Returns:
         The batch.
     """
-    ids, attention = pad_batch(encodings, pad_token_id)
+    ids, attention = hf_pad([e.ids for e in encodings], pad_token_id)
     resp = response_masks(encodings, include_suffix, eos_token_id, ids.shape[1])
     return ids.to(device), attention.to(device), resp.to(device)

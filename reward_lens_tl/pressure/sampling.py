@@ -295,10 +295,10 @@ def sample_responses(
 
 
 def _sample_rows(policy, tokenizer, rows, max_new_tokens, temperature, gen, device):
-    from ..inputs import pad_batch
+    from ..padding import hf_pad
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids, mask = pad_batch(rows, pad)  # left padded
+    ids, mask = hf_pad(rows, pad)  # every pad first, as a policy generates from
     ids, mask = ids.to(device), mask.to(device)
     step = _cached_steps(policy, ids, mask) if _is_hf(policy) else _full_steps(policy, ids, mask)
     eos = tokenizer.eos_token_id

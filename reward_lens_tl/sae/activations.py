@@ -132,8 +132,8 @@ def model_batches(model, source: Any, batch_size: int = 32) -> Iterator[Batch]:
         >>> from reward_lens_tl.testing import tiny_reward_model
         >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
         >>> for ids, mask in model_batches(model, [[5, 6, 7], [8, 9], [10]], batch_size=2):
-        ...     print(ids.tolist(), mask.tolist())  # left padded with pad id 0
-        [[5, 6, 7], [0, 8, 9]] [[1, 1, 1], [0, 1, 1]]
+        ...     print(ids.tolist(), mask.tolist())  # pads (id 0) after each row's first token
+        [[5, 6, 7], [8, 0, 9]] [[1, 1, 1], [1, 0, 1]]
         [[10]] [[1]]
     """
     device = model.cfg.device

@@ -34,9 +34,8 @@ def _one_thread():
 
 
 def pair(length=9, seed=5, lengths=None):
-    ids, _ = random_batch(2, lengths or [length, length], low=6, seed=seed)  # left padded
-    n0, n1 = (lengths or [length, length])[:2]
-    return ids[0, -n0:], ids[1, -n1:]
+    ids, mask = random_batch(2, lengths or [length, length], low=6, seed=seed)  # padded
+    return ids[0][mask[0].bool()], ids[1][mask[1].bool()]
 
 
 def no_hooks_left(model) -> bool:

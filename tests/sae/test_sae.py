@@ -75,8 +75,9 @@ def test_activations_exclude_padding_and_match_unpadded_runs(llama, batch):
     ids, mask = batch
     acts = collect_activations(llama, "blocks.0.hook_resid_post", [(ids, mask)])
     assert acts.shape == (int(mask.sum()), llama.cfg.d_model)
-    n = int(mask[1].sum())  # left padded: row 1's tokens are its last n columns
-    _, cache = llama.run_with_cache(ids[1:2, -n:], names_filter="blocks.0.hook_resid_post")
+    n = int(mask[1].sum())  # row 1's tokens are its real columns (pads after its first)
+    row = ids[1][mask[1].bool()][None]
+    _, cache = llama.run_with_cache(row, names_filter="blocks.0.hook_resid_post")
     start = int(mask[0].sum())
     torch.testing.assert_close(acts[start : start + n], cache["blocks.0.hook_resid_post"][0])
     # an id tensor alone: padding found from the pad id; or plain id lists
@@ -208,8 +209,9 @@ def test_final_residual_feature_attribution_is_complete(family, batch):
     attr = feature_attribution(model, sae, *batch)
     assert attr.completeness_error() <= 1e-4
     torch.testing.assert_close(attr.rewards, model.rewards(*batch).float())
-    # columns of each row's tokens 1, 2, 3, 0 (left padded: rows start at columns 3, 6, 0, 9)
-    at_pos = feature_attribution(model, sae, *batch, positions=[4, 8, 3, 9])
+    # columns of each row's tokens 1, 2, 3, 0 (pads after each row's first token: tokens 1.. of
+    # the rows of 9, 6, 12, 3 tokens start at columns 4, 7, 1, 10)
+    at_pos = feature_attribution(model, sae, *batch, positions=[4, 8, 3, 0])
     assert at_pos.completeness_error() <= 1e-4
     assert (attr.values != 0).sum(0).le(8).all()  # TopK: at most k latents contribute
     assert _no_saes_or_hooks(model)
