@@ -64,7 +64,32 @@ HABITS: tuple[Habit, ...] = (
     _right(
         "to_tokens_batch",
         "model.to_tokens([(p, chosen), (p, rejected)])",
-        "left padded: position −1 is every row's reading token",
+        "pads after each row's first token: column 0 is every row's first token, −1 its reading token",
+    ),
+    _right(
+        "first_column",
+        "ids[:, 0], ids[:, -1]",
+        "every row's first token (BOS) and its last (EOS), in rows of 18, 13 and 16 tokens",
+    ),
+    _right(
+        "padding_side",
+        "model.tokenizer.padding_side; model.to_tokens(..., padding_side='right')",
+        "`'left'`, as `to_tokens` and `pad_batch` pad (the model's own tokenizer copy); right padding when asked, with the `ReadingPositionWarning`",
+    ),
+    _right(
+        "default_padding_side_right",
+        "from_pretrained(..., default_padding_side='right')",
+        "the tokenizer says `'right'` and `to_tokens` pads right (forwards warn; `rewards` read each row)",
+    ),
+    _right(
+        "gather_after_asking",
+        "reading = lengths - 1 if tok.padding_side == 'right' else -1; logits[rows, reading]",
+        "each row's reward: the tokenizer says how the batch is padded",
+    ),
+    _right(
+        "to_str_tokens_first",
+        "model.to_str_tokens(ids[i])[0]",
+        "`'<bos>'` in every row",
     ),
     _right(
         "to_str_tokens_pair",
@@ -85,16 +110,16 @@ HABITS: tuple[Habit, ...] = (
     _right(
         "pad_batch",
         "pad_batch([enc_a, enc_b], pad_id)",
-        "left padded ids and mask (`EncodedConversation`s accepted)",
+        "ids and mask padded after each row's first token (`EncodedConversation`s accepted)",
     ),
     _right(
         "left_no_mask",
         "model(left_padded_ids)  # no attention_mask",
-        "the mask is inferred from the leading pad ids; rewards equal one-by-one",
+        "the mask is inferred from the pad ids (after the first token, or every pad first as an HF tokenizer pads); rewards equal one-by-one",
     ),
     _refused(
         "left_pad_is_bos",
-        "model(ids)  # pad == BOS, leading runs differ",
+        "model(ids)  # pad == BOS, runs of pad ids differ",
         "`MissingAttentionMaskError`: pass `attention_mask`",
     ),
     _right(
@@ -172,11 +197,31 @@ HABITS: tuple[Habit, ...] = (
         "the reading token's attention (pads get weight 0), equal to HF's",
     ),
     _right("cache_z_last", "cache['z', L][:, -1, h]", "head `h`'s value mix at the reading token"),
+    _right(
+        "cache_first",
+        "cache['resid_post', L][:, 0]",
+        "the residual at each row's first token (HF hidden state)",
+    ),
+    _right(
+        "attention_to_first",
+        "cache['pattern', L][:, h, -1, 0]",
+        "the reading token's attention to BOS (the attention sink), equal to HF's",
+    ),
     _right("cache_mlp_last", "cache['mlp_out', L][:, -1]", "the MLP output at the reading token"),
     _right(
         "hand_lens",
         "model.unembed(model.ln_final(cache['resid_post', L]))[:, -1]",
-        "the reward read out after layer L (objectives on a multi-objective head)",
+        "the reward read out after layer L (each objective on an ungated multi-objective head)",
+    ),
+    _refused(
+        "unembed_gated",
+        "model.unembed(model.ln_final(resid))[:, -1, 0]  # ArmoRM-style head",
+        "`AmbiguousObjectiveError`: the gate is not in `unembed`; `cache.residual_stack_to_reward(stack)`, `model.score_direction(ids)`, or name an objective",
+    ),
+    _right(
+        "incl_bwd_batch",
+        "model.run_with_cache(ids, return_type='reward', incl_bwd=True)",
+        "`*_grad` entries are each row's own reward's gradient (the backward of the rows' sum: rows never interact); other return types are refused",
     ),
     _refused(
         "unknown_hook",
@@ -315,6 +360,16 @@ HABITS: tuple[Habit, ...] = (
         "equal to HF with `v` added to that layer's output at the reading token",
     ),
     _right(
+        "knockout_first",
+        "hook_pattern: pattern[:, :, :, 0] = 0",
+        "equal to HF with every weight on BOS zeroed, row by row",
+    ),
+    _right(
+        "steer_first",
+        "hook_resid_post: resid[:, 0] += v",
+        "equal to HF with `v` added at each row's first token",
+    ),
+    _right(
         "hooks_context",
         "with model.hooks(fwd_hooks=...): model(ids)",
         "TL's context manager; hooks removed afterwards",
@@ -347,10 +402,15 @@ HABITS: tuple[Habit, ...] = (
         "patching.get_act_patch_resid_pre(model, rejected_ids, chosen_cache, metric)  # 13 vs 18 tokens",
         "`AlignmentError`: encode both in one batch, or `activation_patching(..., alignment='end')`",
     ),
+    _refused(
+        "to_tokens_too_long",
+        "model.to_tokens((prompt, response))  # longer than n_ctx",
+        "`SequenceTooLongError` naming the modes: `to_tokens(..., truncate='right'|'left'|'both')` cuts by one (template, end-of-turn and EOS stay)",
+    ),
     _right(
         "activation_patching",
         "activation_patching(model, chosen, rejected, site='resid_pre', alignment='end')",
-        "end-aligned, batched, equal to TL's on one batch",
+        "end-aligned, batched, equal to TL's on one batch at every column but the shorter row's first token (TL pairs the two first tokens there)",
     ),
     # -- weights -----------------------------------------------------------------------------
     _right(
@@ -366,6 +426,11 @@ HABITS: tuple[Habit, ...] = (
         "hub_id",
         "HookedRewardModel.from_pretrained('org/name', revision='main', dtype=torch.bfloat16, device='cuda')",
         "resolved with huggingface_hub (config, tokenizer and safetensors only) and converted one layer at a time, straight to the device",
+    ),
+    _right(
+        "half",
+        "model.half(); model.bfloat16(); model.float()",
+        "`cfg.dtype` follows: the same model as `from_pretrained(..., dtype=torch.float16)`",
     ),
     _refused(
         "n_devices",

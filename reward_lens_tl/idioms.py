@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Any
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from .errors import AmbiguousObjectiveError, NotForRewardModelsError
+from .errors import (
+    AmbiguousObjectiveError,
+    InvalidArgumentError,
+    NotForRewardModelsError,
+    SequenceTooLongError,
+)
 from .indices import check_index
 
 _TEXT = (
@@ -101,9 +106,12 @@ class RewardModelIdioms(_Host):
         `[:, -1]` its reading position (see `reward_lens_tl.padding`); the forward infers the mask
         from the pad ids.
 
-        `truncate=True` drops the end of a response that does not fit the context
-        (`truncation="right"`: end-of-turn and EOS stay); `False` raises instead. A bare
-        string or list of strings is refused: without the template, the reward changes.
+        A conversation longer than the context is never cut silently: TL's `truncate=True`
+        (the default) and `False` raise `SequenceTooLongError`, which names the modes; pass
+        one to cut by it (`"right"`: the end of the response, `"left"`: the oldest prompt
+        content, `"both"`; the template's fixed parts, end-of-turn and EOS, always stay, see
+        `encode_conversation`). A bare string or list of strings is refused: without the
+        template, the reward changes.
         `padding_side="right"` is honoured (and the forward then warns that `-1` is a pad
         in the shorter rows).
 
@@ -115,15 +123,17 @@ class RewardModelIdioms(_Host):
                 (`model.tokenizer.padding_side`, `"left"` unless loaded with
                 `default_padding_side="right"`).
             move_to_device: Move the ids to `cfg.device`.
-            truncate: Drop the end of a response that does not fit the context (`True`), or
-                raise `SequenceTooLongError` (`False`).
+            truncate: `True`/`False` (TL's flag): raise `SequenceTooLongError` for a
+                conversation longer than the context; `"right"`, `"left"` or `"both"`: cut it
+                by that mode.
 
         Returns:
             The padded ids, `[batch, pos]`.
 
         Raises:
             NotForRewardModelsError: `input` is text or a list of texts, not pairs.
-            SequenceTooLongError: A conversation does not fit and `truncate=False`.
+            SequenceTooLongError: A conversation does not fit and no mode was named.
+            InvalidArgumentError: An unknown `truncate`.
 
         Examples:
             >>> from reward_lens_tl import HookedRewardModel
@@ -136,14 +146,31 @@ class RewardModelIdioms(_Host):
             ['<bos>', '<pad>', '<pad>', '<pad>']
             >>> model.to_str_tokens(ids[1])[-1] == model.to_str_tokens(ids[0])[-1] == "<eos>"
             True
-            >>> model.to_tokens(("tell a song", "the " * 100)).shape  # truncated to n_ctx
+            >>> model.to_tokens(("tell a song", "the " * 100), truncate="right").shape  # to n_ctx
             torch.Size([1, 64])
         """
         from .inputs import pad_batch
 
         pairs = self._conversations(input, "to_tokens")
-        mode = "right" if truncate else "error"
-        encoded = [self.encode_conversation(p, r, truncation=mode) for p, r in pairs]
+        if isinstance(truncate, bool):  # TL's flag: a reward model never truncates unasked
+            mode = "error"
+        elif truncate in ("left", "right", "both"):
+            mode = truncate
+        else:
+            raise InvalidArgumentError(
+                f"truncate must be True/False or a truncation mode 'left', 'right' or 'both', "
+                f"got {truncate!r}"
+            )
+        try:
+            encoded = [self.encode_conversation(p, r, truncation=mode) for p, r in pairs]
+        except SequenceTooLongError as err:
+            if mode != "error":
+                raise
+            raise SequenceTooLongError(
+                f"{err}. In to_tokens, name the mode: model.to_tokens(..., truncate='right') "
+                "(the end of the response), 'left' (the oldest prompt content) or 'both'; a "
+                "reward model is never cut unasked (its reading token would move)"
+            ) from None
         side = padding_side or getattr(self.tokenizer, "padding_side", None) or "left"
         ids, _ = pad_batch(encoded, self.pad_token_id, side)
         return ids.to(self.cfg.device) if move_to_device else ids

@@ -39,6 +39,7 @@ from sae_lens import HookedSAETransformer
 from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedTransformerConfig
 from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+from transformer_lens.components import Unembed
 from transformer_lens.hook_points import HookPoint
 from transformer_lens.utilities.slice import Slice
 
@@ -47,6 +48,7 @@ from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
 from .errors import (
+    AmbiguousObjectiveError,
     ConversionMismatchError,
     EmptyInputError,
     InvalidArgumentError,
@@ -484,6 +486,20 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return pos
 
     # -- forward --------------------------------------------------------------------------
+    def _apply(self, fn, recurse=True):
+        """Torch's `_apply` (behind `half()`, `bfloat16()`, `float()`, `to(dtype)`), then
+        `cfg.dtype` follows the weights.
+
+        TransformerLens's norms cast their output to `cfg.dtype`, so `model.half()` without this
+        fed float32 activations to float16 weights (a raw dtype error in the forward); now it
+        gives the same model as loading with `dtype=torch.float16`.
+        """
+        out = super()._apply(fn, recurse)
+        weight = getattr(getattr(self, "unembed", None), "W_U", None)
+        if isinstance(weight, Tensor) and weight.is_floating_point():
+            self.cfg.dtype = weight.dtype
+        return out
+
     def set_fast_attention(self, enabled: bool = True) -> None:
         """Use SDPA for attention when no hook reads the pattern, or TL's explicit-pattern path.
 
@@ -874,7 +890,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         # TL drops the batch axis before slicing positions, which breaks on the head's
         # [batch, n_objectives] hook points: drop it here, after TL's slicing, instead
         unbatched = kwargs.pop("remove_batch_dim", False)
-        out, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+        if kwargs.get("incl_bwd"):
+            out, cache = self._run_with_gradients(model_args, names_filter, kwargs)
+        else:
+            out, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
         if isinstance(cache, RewardActivationCache) or not isinstance(cache, ActivationCache):
             return out, cache
         cache_dict = cache.cache_dict
@@ -889,6 +908,48 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             positions_note=note,
         )
         return out, wrapped
+
+    def _run_with_gradients(self, model_args, names_filter, kwargs) -> tuple[Tensor, Any]:
+        """`run_with_cache(..., incl_bwd=True)`: the backward of the rewards' sum.
+
+        TL calls `out.backward()`, which needs one number. Rows of a batch never interact, so the
+        gradient of the sum of the rows' rewards at row `b`'s activations is row `b`'s own
+        reward's gradient: the cached `*_grad` entries are per-row gradients. Only the pooled
+        reward has that meaning; per-position outputs and unnamed objectives are refused.
+        """
+        return_type = kwargs.get("return_type", model_args[1] if len(model_args) > 1 else "logits")
+        if return_type != "reward":
+            raise InvalidArgumentError(
+                f"run_with_cache(..., incl_bwd=True) needs a scalar to differentiate; "
+                f"return_type={return_type!r} gives one value per position. Pass "
+                "return_type='reward' (the gradient of each row's reward, cached as *_grad), or "
+                "run your own scalar metric: with model.hooks(bwd_hooks=...): "
+                "metric(model(ids)).backward()"
+            )
+        if self.n_objectives > 1 and getattr(self, "gating", None) is None:
+            raise AmbiguousObjectiveError(
+                f"run_with_cache(..., incl_bwd=True) on a head of {self.n_objectives} objectives: "
+                "a gradient needs one of them. Differentiate your own metric of one objective "
+                "(model.objective_rewards(ids)[:, k]) under model.hooks(bwd_hooks=...)"
+            )
+        kwargs = dict(kwargs)
+        tl_keys = ("device", "reset_hooks_end", "clear_contexts", "pos_slice", "incl_bwd")
+        options = {k: kwargs.pop(k) for k in tl_keys if k in kwargs}
+        cache_dict, fwd, bwd = self.get_caching_hooks(
+            names_filter,
+            True,
+            options.get("device"),
+            pos_slice=Slice.unwrap(options.get("pos_slice")),
+        )
+        with self.hooks(
+            fwd_hooks=fwd,
+            bwd_hooks=bwd,
+            reset_hooks_end=options.get("reset_hooks_end", True),
+            clear_contexts=options.get("clear_contexts", False),
+        ):
+            out = self(*model_args, **kwargs)
+            out.sum().backward()  # rows are independent: each row gets its own reward's gradient
+        return out, ActivationCache(cache_dict, self, has_batch_dim=True)
 
     def _cache_reward_positions(self, model_args, kwargs) -> tuple[Tensor | None, str]:
         """Each row's reading position in the cache's coordinates, or `None` and why not."""
@@ -1102,6 +1163,42 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         return self.tokenizer
 
 
+class GatedUnembed(Unembed):
+    """The head of a gated multi-objective model: its columns are objectives, not the score.
+
+    The gated score mixes the objectives with a gate computed from the prompt, which
+    `model.unembed(x)` does not see, so a user's `model.unembed(model.ln_final(resid))[..., 0]`
+    would silently read objective 0. Called from a user's code it raises
+    `AmbiguousObjectiveError` pointing to the forms that say which; the library's own calls
+    (and TransformerLens's inside the forward) run it as TL's `Unembed`.
+    """
+
+    __slots__ = ()
+
+    def forward(self, residual: Float[Tensor, "batch pos d_model"]) -> Tensor:
+        """TL's unembed, for the library; refused when a user calls it directly.
+
+        Args:
+            residual: The normalised residual stream.
+
+        Returns:
+            The objectives at every position, `[batch, pos, n_objectives]`.
+
+        Raises:
+            AmbiguousObjectiveError: Called from outside the library.
+        """
+        if padding.called_by_user():
+            raise AmbiguousObjectiveError(
+                "model.unembed(...) of a gated multi-objective model gives every objective, not "
+                "the gated score: the gate depends on the prompt, which unembed does not see. "
+                "For the score, read cache.residual_stack_to_reward(stack) (or "
+                "model.score_direction(ids) for its per-input direction); for one objective, "
+                "name it: normed @ model.W_U[:, model.objective_names.index(name)], or "
+                "model(ids, return_type='objectives')"
+            )
+        return super().forward(residual)
+
+
 class HookedArmoRM(HookedRewardModel):
     """ArmoRM layout: objectives, a gate, and their gated score.
 
@@ -1205,6 +1302,7 @@ class HookedArmoRM(HookedRewardModel):
         self.gating = gating.to(self.cfg.device)
         self.register_buffer("reward_transform_matrix", reward_transform_matrix.to(self.cfg.device))
         self.gating_token_pattern = tuple(gating_token_pattern)
+        self.unembed.__class__ = GatedUnembed  # the same module, refusing to be read as "the reward"
 
     def gate_positions(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
         """Where each row's gate is read (the prompt's end).

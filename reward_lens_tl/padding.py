@@ -386,6 +386,30 @@ def _user_stacklevel() -> int:
     return 1
 
 
+def called_by_user(depth: int = 1) -> bool:
+    """Whether the code that called the function `depth` frames up is a user's.
+
+    Torch's module machinery (`Module.__call__`) is skipped; code of this library,
+    TransformerLens and sae_lens is not a user's.
+
+    Args:
+        depth: Which function's caller to judge (1: the function calling this one).
+
+    Returns:
+        Whether that caller is outside the library.
+
+    Examples:
+        >>> def forward():
+        ...     return called_by_user()
+        >>> forward()   # called from a doctest: a user's code
+        True
+    """
+    frame: FrameType | None = sys._getframe(depth + 1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "torch":
+        frame = frame.f_back
+    return frame is not None and frame.f_globals.get("__name__", "").split(".")[0] not in _INTERNAL
+
+
 _SILENCED = contextvars.ContextVar("reward_lens_reading_position_silenced", default=False)
 
 
