@@ -40,6 +40,7 @@ from transformer_lens import ActivationCache
 from transformer_lens.utilities.slice import Slice, SliceInput
 
 from .errors import InvalidArgumentError, RewardLensError
+from .padding import padded_slice_problem
 
 REWARD = "reward"
 
@@ -78,6 +79,7 @@ class RewardActivationCache(ActivationCache):
         has_batch_dim: bool = True,
         reward_positions=None,
         positions_note: str = "",
+        attention_mask=None,
     ):
         """Wrap `cache_dict` with each row's reward-reading position.
 
@@ -87,11 +89,30 @@ class RewardActivationCache(ActivationCache):
             has_batch_dim: Whether the activations have a batch dimension.
             reward_positions: Each row's reward-reading position (`[batch]`), or `None`.
             positions_note: A note on how the positions were found, for error messages.
+            attention_mask: The batch's padding mask in the cache's position coordinates
+                (`None`: unpadded or unknown); a `pos_slice` that lands on a row's pads is
+                refused (`reward_lens_tl.padding.padded_slice_problem`).
         """
         super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
         self.reward_positions: Int[Tensor, " batch"] | None = reward_positions
         self._positions_note = positions_note
         self._weight_folded_into_projection = False
+        self.attention_mask = attention_mask
+
+    def check_pos_slice(self, pos_slice) -> None:
+        """Refuse a `pos_slice` that would read some row's pads as tokens.
+
+        Args:
+            pos_slice: TL's `pos_slice`.
+
+        Raises:
+            InvalidArgumentError: The selection lands on a pad of some row.
+        """
+        if not self.has_batch_dim:
+            return
+        problem = padded_slice_problem(pos_slice, self.attention_mask)
+        if problem is not None:
+            raise InvalidArgumentError(problem)
 
     # -- per-row gathering ---------------------------------------------------------------
     def _rows(self) -> Int[Tensor, " batch"]:
@@ -124,6 +145,7 @@ class RewardActivationCache(ActivationCache):
         return stack[..., rows, pos, :]
 
     def _per_row(self, method, *args, pos_slice=None, return_labels=False, **kwargs):
+        self.check_pos_slice(pos_slice)
         if not _is_reward(pos_slice):
             return method(*args, pos_slice=pos_slice, return_labels=return_labels, **kwargs)
         shared = self._one_position()
@@ -153,6 +175,7 @@ class RewardActivationCache(ActivationCache):
         """TL's `get_neuron_results`; `pos_slice='reward'` reads each row's reward position."""
         base = ActivationCache.get_neuron_results.__get__(self)
         project = project_output_onto
+        self.check_pos_slice(pos_slice)
         if not _is_reward(pos_slice):
             return base(layer, neuron_slice, pos_slice, project_output_onto=project)
         shared = self._one_position()
@@ -216,6 +239,7 @@ class RewardActivationCache(ActivationCache):
         if final and not recompute_ln:
             self._check_no_final_bias()
         self._check_one_row(has_batch_dim, batch_slice)
+        self.check_pos_slice(pos_slice)
         if _is_reward(pos_slice):
             shared = self._one_position()
             pos_slice = shared if shared is not None else pos_slice

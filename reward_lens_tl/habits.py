@@ -183,7 +183,7 @@ HABITS: tuple[Habit, ...] = (
     _right(
         "start_at_layer_reward",
         "model(resid, start_at_layer=L, tokens=ids, return_type='reward')",
-        "each row's reward on a left-padded batch",
+        "each row's reward on a padded batch",
     ),
     # -- the cache ---------------------------------------------------------------------------
     _right(
@@ -252,6 +252,11 @@ HABITS: tuple[Habit, ...] = (
         "accumulated_resid_list",
         "cache.accumulated_resid(pos_slice=[-1])",
         "the reading token, position axis kept",
+    ),
+    _refused(
+        "pos_slice_prefix",
+        "model.run_with_cache(ids, pos_slice=slice(0, k)); cache.accumulated_resid(pos_slice=[0, 1])",
+        "`InvalidArgumentError` when the columns hold some row's pads (rows of different lengths share only column 0 and −1); a raw `cache[...][:, :k]` holds them as in TL: index by `padding.real_columns(mask)`",
     ),
     _right(
         "pos_slice_reward",

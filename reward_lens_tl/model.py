@@ -487,8 +487,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     # -- forward --------------------------------------------------------------------------
     def _apply(self, fn, recurse=True):
-        """Torch's `_apply` (behind `half()`, `bfloat16()`, `float()`, `to(dtype)`), then
-        `cfg.dtype` follows the weights.
+        """Torch's `_apply` (behind `half()`, `float()`, `to(dtype)`); `cfg.dtype` follows.
 
         TransformerLens's norms cast their output to `cfg.dtype`, so `model.half()` without this
         fed float32 activations to float16 weights (a raw dtype error in the forward); now it
@@ -887,6 +886,11 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             self.check_hook_names([names_filter])
         elif isinstance(names_filter, (list, tuple)):
             self.check_hook_names(names_filter)
+        problem = padding.padded_slice_problem(
+            kwargs.get("pos_slice"), self._batch_mask(model_args, kwargs)
+        )
+        if problem is not None:
+            raise InvalidArgumentError(problem)
         # TL drops the batch axis before slicing positions, which breaks on the head's
         # [batch, n_objectives] hook points: drop it here, after TL's slicing, instead
         unbatched = kwargs.pop("remove_batch_dim", False)
@@ -906,6 +910,9 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             has_batch_dim=not unbatched,
             reward_positions=positions,
             positions_note=note,
+            attention_mask=None
+            if kwargs.get("pos_slice") is not None
+            else self._batch_mask(model_args, kwargs),
         )
         return out, wrapped
 
@@ -950,6 +957,20 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             out = self(*model_args, **kwargs)
             out.sum().backward()  # rows are independent: each row gets its own reward's gradient
         return out, ActivationCache(cache_dict, self, has_batch_dim=True)
+
+    def _batch_mask(self, model_args, kwargs) -> Tensor | None:
+        """The padding mask of a forward's token ids (given or inferred), `None` when unpadded."""
+        tokens = model_args[0] if model_args else kwargs.get("input")
+        if kwargs.get("start_at_layer") is not None:
+            tokens = kwargs.get("tokens")
+        if not isinstance(tokens, Tensor) or tokens.dtype.is_floating_point:
+            return None
+        tokens = tokens if tokens.ndim == 2 else tokens[None]
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            with contextlib.suppress(RewardLensError):
+                mask = self.infer_attention_mask(tokens)
+        return None if mask is None else mask.cpu()
 
     def _cache_reward_positions(self, model_args, kwargs) -> tuple[Tensor | None, str]:
         """Each row's reading position in the cache's coordinates, or `None` and why not."""
@@ -1302,7 +1323,9 @@ class HookedArmoRM(HookedRewardModel):
         self.gating = gating.to(self.cfg.device)
         self.register_buffer("reward_transform_matrix", reward_transform_matrix.to(self.cfg.device))
         self.gating_token_pattern = tuple(gating_token_pattern)
-        self.unembed.__class__ = GatedUnembed  # the same module, refusing to be read as "the reward"
+        self.unembed.__class__ = (
+            GatedUnembed  # the same module, refusing to be read as "the reward"
+        )
 
     def gate_positions(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
         """Where each row's gate is read (the prompt's end).

@@ -329,6 +329,51 @@ def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
     return own
 
 
+def padded_slice_problem(pos_slice: object, attention_mask: Tensor | None) -> str | None:
+    """Why `pos_slice` would read pads as if they were tokens, or `None` when it does not.
+
+    Rows of different lengths are aligned at both ends only: column 0 is every row's first
+    token and column −1 its last, and in between a shorter row holds its pads (after its first
+    token). A selection of all columns, or of the last one alone (whose own check is
+    `ReadingPositionWarning`), is accepted; any other selection that lands on a pad of some row
+    (a prefix `slice(0, k)`, a middle column, the last `k` columns of a batch with a row shorter
+    than `k`) is a problem.
+
+    Args:
+        pos_slice: TL's `pos_slice` (an int, slice, list or `Slice`; `None` and strings pass).
+        attention_mask: `[batch, pos]`, nonzero at real tokens, or `None`.
+
+    Returns:
+        The problem, or `None`.
+
+    Examples:
+        >>> mask = torch.tensor([[1, 1, 1, 1], [1, 0, 1, 1]])
+        >>> padded_slice_problem(0, mask) is None, padded_slice_problem(-1, mask) is None
+        (True, True)
+        >>> padded_slice_problem(slice(0, 2), mask)[:40]
+        'pos_slice=slice(0, 2, None) selects colu'
+    """
+    if attention_mask is None or pos_slice is None or isinstance(pos_slice, str):
+        return None
+    from transformer_lens.utilities.slice import Slice
+
+    width = attention_mask.shape[-1]
+    kept = torch.as_tensor(Slice.unwrap(pos_slice).indices(width)).reshape(-1) % width
+    if kept.numel() in (0, width) or (kept.numel() == 1 and int(kept[0]) == width - 1):
+        return None
+    pads = attention_mask.to(kept.device)[:, kept] == 0
+    if not bool(pads.any()):
+        return None
+    rows = pads.any(1).nonzero().flatten().tolist()
+    return (
+        f"pos_slice={pos_slice!r} selects columns {kept.tolist()[:8]}, which hold padding in rows "
+        f"{rows[:8]}: rows of different lengths share only their first column (0) and their "
+        "last (-1), and a shorter row's pads follow its first token. Read column 0 or -1 "
+        "(or pos_slice='reward'), run the rows one at a time, or index each row's own tokens "
+        "with reward_lens_tl.padding.real_columns(attention_mask)"
+    )
+
+
 def last_position_problem(positions: Tensor, n_pos: int, pad_token_id: int | None) -> str | None:
     """Why position `-1` is not every row's reading position, or `None` when it is."""
     pos = positions.reshape(-1)
@@ -399,10 +444,8 @@ def called_by_user(depth: int = 1) -> bool:
         Whether that caller is outside the library.
 
     Examples:
-        >>> def forward():
-        ...     return called_by_user()
-        >>> forward()   # called from a doctest: a user's code
-        True
+        >>> called_by_user(0)   # a doctest runs with this module's globals: library code
+        False
     """
     frame: FrameType | None = sys._getframe(depth + 1)
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "torch":

@@ -268,3 +268,22 @@ def test_half_is_the_float16_model(kind, ids):
     assert torch.equal(halved.rewards(ids), loaded.rewards(ids))
     back = halved.float()
     assert back.cfg.dtype == torch.float32 and back.rewards(ids).dtype == torch.float32
+
+
+@covers("pos_slice_prefix")
+def test_prefix_slices_over_padding_are_refused(model, ids):
+    for pos_slice in (slice(0, 4), [0, 1], 3, slice(-15, None)):
+        with pytest.raises(InvalidArgumentError, match="hold padding in rows"):
+            model.run_with_cache(ids, pos_slice=pos_slice)
+    _, cache = model.run_with_cache(ids)
+    with pytest.raises(InvalidArgumentError, match="hold padding in rows"):
+        cache.accumulated_resid(pos_slice=slice(0, 3))
+    with pytest.raises(InvalidArgumentError, match="hold padding in rows"):
+        cache.stack_head_results(-1, pos_slice=[0, 1])
+    # both ends, everything, and the real columns of one row stay readable
+    first = cache.accumulated_resid(pos_slice=0)
+    assert_close(first[-1], cache["resid_post", model.cfg.n_layers - 1][:, 0])
+    assert cache.accumulated_resid(pos_slice=slice(-12, None)).shape[-2] == 12
+    assert cache.accumulated_resid(pos_slice=None).shape[-2] == 18
+    _, sliced = model.run_with_cache(ids, pos_slice=slice(-12, None))
+    assert sliced["resid_post", 0].shape[1] == 12
