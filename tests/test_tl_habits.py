@@ -74,6 +74,22 @@ def hf_score(hf, row):
     return out.score[0] if getattr(out, "score", None) is not None else out.logits[0, 0]
 
 
+def hf_layer_outputs(hf, row):
+    """Each decoder layer's output (TL's `resid_post`) for one unpadded row."""
+    outs: list[torch.Tensor] = []
+
+    def grab(module, args, output):
+        outs.append(output[0] if isinstance(output, tuple) else output)
+
+    handles = [layer.register_forward_hook(grab) for layer in hf.model.layers]
+    try:
+        hf_score(hf, row)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outs
+
+
 def hf_scores(hf, model, ids):
     return torch.stack([hf_score(hf, r) for r in rows(model, ids)])
 
@@ -132,18 +148,7 @@ def test_first_string_token_is_bos(model, ids):
 def test_first_column_of_the_cache_is_bos(model, hf, ids):
     _, cache = model.run_with_cache(ids)
     for i, row in enumerate(rows(model, ids)):
-        outs = []
-        handles = [
-            layer.register_forward_hook(
-                lambda m, a, o: outs.append(o[0] if isinstance(o, tuple) else o)
-            )
-            for layer in hf.model.layers
-        ]
-        try:
-            hf_score(hf, row)
-        finally:
-            for h in handles:
-                h.remove()
+        outs = hf_layer_outputs(hf, row)
         for layer in range(model.cfg.n_layers):
             assert_close(cache["resid_post", layer][i, 0], outs[layer][0, 0], **ATOL)
 
