@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from reward_lens_tl import HookedRewardModel
+from reward_lens_tl import HookedRewardModel, pad_batch
+from reward_lens_tl.errors import MissingAttentionMaskError
 from reward_lens_tl.attribution import direct_attribution
 from reward_lens_tl.lens import reward_lens
 from reward_lens_tl.padding import left_pad, left_pad_tensor, real_columns
@@ -86,3 +87,34 @@ def test_invariants_hold_under_left_padding(family, pair):
     assert_close(attribution.values.sum(0) + attribution.head_bias, reward, atol=1e-4, rtol=1e-4)
     lens = reward_lens(model, ids, mask)
     assert_close(lens.values[-1], reward, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shared", ["eos", "bos"])
+@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2", "armorm"])
+def test_pad_shared_with_eos_or_bos_reads_every_row_alone(family, shared):
+    """pad == EOS (a trailing EOS is skipped by HF's rule) and pad == BOS (padding cannot be told
+    from BOS without the mask): the library's batch, with its mask, scores as its rows alone."""
+    special = 2 if shared == "eos" else 1
+    hf = tiny_reward_model(family, pad_token_id=special)
+    model = HookedRewardModel.from_pretrained(hf)
+    rows = []
+    for n, seed in zip([12, 7, 9], [1, 2, 3], strict=True):
+        body = torch.randint(5, 90, (n - 2,), generator=torch.Generator().manual_seed(seed))
+        if family == "armorm":
+            body[2:4] = torch.tensor([3, 4])
+        rows.append([1, *body.tolist(), 2])  # BOS … EOS
+    ids, mask = pad_batch(rows, special)
+    assert (ids[:, 0] == 1).all() and (ids[:, -1] == 2).all()
+    with torch.no_grad():
+        batched = model.rewards(ids, mask)
+        alone = torch.cat([model.rewards(torch.tensor([r])) for r in rows])
+        hf_alone = torch.stack([hf_one(hf, torch.tensor(r)) for r in rows])
+    assert_close(batched, alone, **ONE_BY_ONE)
+    assert_close(alone, hf_alone, atol=1e-4, rtol=1e-4)
+    if shared == "eos":  # the mask is inferred from the run of pads after the first token
+        with torch.no_grad():
+            assert_close(model.rewards(ids), alone, **ONE_BY_ONE)
+        assert model.pool_positions(ids, mask).tolist() == [ids.shape[1] - 2] * 3
+    else:
+        with pytest.raises(MissingAttentionMaskError):
+            model.rewards(ids)

@@ -111,7 +111,7 @@ class _VerdictHead:
     def pad_rows(
         self, rows: list[list[int]], padding_side: str = "left"
     ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
-        """Left-pad id rows; without a pad token only rows of one length can be batched.
+        """Pad id rows (left: after each row's first token); without a pad id, one length only.
 
         Args:
             rows: The token id rows.
@@ -613,7 +613,8 @@ class HookedJudge(_VerdictHead, HookedRewardModel):
         if not texts:
             raise EmptyInputError("to_tokens got no input")
         rows = [self.token_ids_of(t if isinstance(t, str) else self.render(*t)) for t in texts]
-        ids, _ = self.pad_rows(rows, padding_side or "left")
+        side = padding_side or getattr(self.tokenizer, "padding_side", None) or "left"
+        ids, _ = self.pad_rows(rows, side)
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
