@@ -368,7 +368,7 @@ class SDPAAttentionMixin(AbstractAttention):
         device = attention_mask.device
         mask = self.causal_window(n_query, n_key, past_kv_pos_offset, attention_mask, device)
         mask = mask & attention_mask.bool()[:, None, None, :]
-        ignore = cast(Tensor, self.IGNORE).to(device)
+        ignore = self.IGNORE.to(device)
         return torch.where(mask, attn_scores.to(device), ignore)
 
     def sdpa_z(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -172,7 +172,7 @@ class RewardModelIdioms(_Host):
                 "reward model is never cut unasked (its reading token would move)"
             ) from None
         side = padding_side or getattr(self.tokenizer, "padding_side", None) or "left"
-        ids, _ = pad_batch(encoded, self.pad_token_id, side)
+        ids, _ = pad_batch(encoded, self.pad_token_id, cast(Any, side))
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def to_str_tokens(self, input, prepend_bos=None, padding_side=None):

@@ -61,7 +61,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from jaxtyping import Int
@@ -358,7 +358,7 @@ def padded_slice_problem(pos_slice: object, attention_mask: Tensor | None) -> st
     from transformer_lens.utilities.slice import Slice
 
     width = attention_mask.shape[-1]
-    kept = torch.as_tensor(Slice.unwrap(pos_slice).indices(width)).reshape(-1) % width
+    kept = torch.as_tensor(Slice.unwrap(cast(Any, pos_slice)).indices(width)).reshape(-1) % width
     if kept.numel() in (0, width) or (kept.numel() == 1 and int(kept[0]) == width - 1):
         return None
     pads = attention_mask.to(kept.device)[:, kept] == 0

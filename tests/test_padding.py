@@ -10,8 +10,8 @@ import torch
 from torch.testing import assert_close
 
 from reward_lens_tl import HookedRewardModel, pad_batch
-from reward_lens_tl.errors import MissingAttentionMaskError
 from reward_lens_tl.attribution import direct_attribution
+from reward_lens_tl.errors import MissingAttentionMaskError
 from reward_lens_tl.lens import reward_lens
 from reward_lens_tl.padding import left_pad, left_pad_tensor, real_columns
 from reward_lens_tl.testing import random_batch, tiny_reward_model
