@@ -886,9 +886,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             self.check_hook_names([names_filter])
         elif isinstance(names_filter, (list, tuple)):
             self.check_hook_names(names_filter)
-        problem = padding.padded_slice_problem(
-            kwargs.get("pos_slice"), self._batch_mask(model_args, kwargs)
-        )
+        batch_mask = self._batch_mask(model_args, kwargs)
+        problem = padding.padded_slice_problem(kwargs.get("pos_slice"), batch_mask)
         if problem is not None:
             raise InvalidArgumentError(problem)
         # TL drops the batch axis before slicing positions, which breaks on the head's
@@ -910,9 +909,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             has_batch_dim=not unbatched,
             reward_positions=positions,
             positions_note=note,
-            attention_mask=None
-            if kwargs.get("pos_slice") is not None
-            else self._batch_mask(model_args, kwargs),
+            attention_mask=None if kwargs.get("pos_slice") is not None else batch_mask,
         )
         return out, wrapped
 
