@@ -311,7 +311,10 @@ class SDPAAttentionMixin(AbstractAttention):
     ) -> Bool[Tensor, "batch 1 query key"] | None:
         """TL's causal (and sliding-window) mask and the padding mask.
 
-        `None` when plain causal attention with no padding is exact (SDPA's `is_causal`).
+        A pad neither is attended to nor attends: its key column and its query row are masked
+        (a pad's pattern row is all zeros, as under plain left padding, whichever real tokens
+        precede it). `None` when plain causal attention with no padding is exact (SDPA's
+        `is_causal`).
         """
         padded = attention_mask is not None and has_padding(attention_mask)
         if offset == 0 and n_query == n_key and self.attn_type == "global" and not padded:
@@ -320,7 +323,8 @@ class SDPAAttentionMixin(AbstractAttention):
             n_query, n_key, offset, attention_mask if padded else None, device
         )
         if padded:
-            mask = mask & attention_mask.bool().to(device)[:, None, None, :]
+            real = attention_mask.bool().to(device)
+            mask = mask & real[:, None, None, :] & real[:, None, -n_query:, None]
         return mask
 
     def causal_window(
@@ -352,7 +356,10 @@ class SDPAAttentionMixin(AbstractAttention):
         return (causal_only[None] & in_window)[:, None]
 
     def apply_causal_mask(self, attn_scores, past_kv_pos_offset=0, attention_mask=None):
-        """TL's causal and padding mask on the scores, the sliding window counted in positions.
+        """TL's causal and padding mask on the scores, padded batches as `visible_keys` masks them.
+
+        With padding, the sliding window counts positions and a pad's query row is masked too
+        (TL then zeroes its pattern row); without padding this is TL's own.
 
         Args:
             attn_scores: `[batch, head, query, key]` scores.
@@ -362,14 +369,13 @@ class SDPAAttentionMixin(AbstractAttention):
         Returns:
             The scores, `-inf` where a query may not attend.
         """
-        if self.attn_type != "local" or attention_mask is None:
+        if attention_mask is None or not has_padding(attention_mask):
             return super().apply_causal_mask(attn_scores, past_kv_pos_offset, attention_mask)
         n_query, n_key = attn_scores.shape[-2:]
         device = attention_mask.device
-        mask = self.causal_window(n_query, n_key, past_kv_pos_offset, attention_mask, device)
-        mask = mask & attention_mask.bool()[:, None, None, :]
+        mask = self.visible_keys(n_query, n_key, past_kv_pos_offset, attention_mask, device)
         ignore = self.IGNORE.to(device)
-        return torch.where(mask, attn_scores.to(device), ignore)
+        return torch.where(cast(Tensor, mask), attn_scores.to(device), ignore)
 
     def sdpa_z(
         self,

@@ -87,6 +87,11 @@ HABITS: tuple[Habit, ...] = (
         "each row's reward: the tokenizer says how the batch is padded",
     ),
     _right(
+        "logits_first",
+        "model(ids)[:, 0, 0]",
+        "the reward read at each row's first token (the gated score with the row's gate on ArmoRM-style heads), equal to HF's head there",
+    ),
+    _right(
         "to_str_tokens_first",
         "model.to_str_tokens(ids[i])[0]",
         "`'<bos>'` in every row",
@@ -205,7 +210,7 @@ HABITS: tuple[Habit, ...] = (
     _right(
         "attention_to_first",
         "cache['pattern', L][:, h, -1, 0]",
-        "the reading token's attention to BOS (the attention sink), equal to HF's",
+        "the reading token's attention to BOS (the attention sink), equal to HF's; `[:, h, :, 0]` for every real query too, and a pad's pattern row is all zeros",
     ),
     _right("cache_mlp_last", "cache['mlp_out', L][:, -1]", "the MLP output at the reading token"),
     _right(

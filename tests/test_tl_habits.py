@@ -138,6 +138,24 @@ def test_a_users_gather_after_asking_the_tokenizer(model, hf, ids):
     assert_close(got, hf_scores(hf, model, ids), **ATOL)
 
 
+@covers("logits_first")
+def test_reward_at_the_first_token(model, hf, ids):
+    """`logits[:, 0]`: the reward read at each row's first token (HF's head at position 0)."""
+    with torch.no_grad():
+        ours = model(ids)[:, 0, 0]
+    expected = []
+    for row in rows(model, ids):
+        with torch.no_grad():
+            hidden = hf.model(input_ids=row).last_hidden_state[0]  # final-normed states
+            if hasattr(hf, "score"):
+                expected.append(hf.score(hidden[0])[0])
+            else:  # the gated score at position 0: objectives there, mixed by the row's gate
+                gate = hf(input_ids=row).gating_output[0]
+                objectives = hf.regression_layer(hidden[0])
+                expected.append((gate * (objectives @ hf.reward_transform_matrix)).sum())
+    assert_close(ours, torch.stack(expected), **ATOL)
+
+
 @covers("to_str_tokens_first")
 def test_first_string_token_is_bos(model, ids):
     for i in range(3):
@@ -159,10 +177,18 @@ def test_attention_to_bos(model, hf, ids):
     for i, row in enumerate(rows(model, ids)):
         with torch.no_grad():
             attentions = hf.model(input_ids=row, output_attentions=True).attentions
+        cols = token_columns(row.shape[1], ids.shape[1])
+        pads = torch.ones(ids.shape[1], dtype=torch.bool)
+        pads[cols] = False
         for layer in range(model.cfg.n_layers):
             sink = cache["pattern", layer][i, :, -1, 0]  # attention sink: reading token → BOS
             assert_close(sink, attentions[layer][0, :, -1, 0], **ATOL)
             assert float(sink.min()) > 0
+            # every real query's attention to BOS (the sink statistic), and pads attend nowhere
+            to_bos = cache["pattern", layer][i, :, :, 0]
+            assert_close(to_bos[:, cols], attentions[layer][0, :, :, 0], **ATOL)
+            assert float(cache["pattern", layer][i, :, pads].abs().sum()) == 0.0
+            assert_close(cache["pattern", layer][i, :, cols].sum(-1), torch.ones(4, len(cols)))
 
 
 def knockout_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kw):
