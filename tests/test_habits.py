@@ -37,6 +37,7 @@ from reward_lens_tl.sae.testing import random_topk_sae
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.zoo import zoo_path
 from reward_lens_tl.zoo.load import load_model
+from tests.tl_port import hf_layer_outputs, hf_rewards, hf_score, rows
 
 PROMPT = "explain how to bake bread"
 CHOSEN, REJECTED = "great question the oven and the flour", "the bomb"
@@ -77,38 +78,6 @@ def ids(model):
 def run(model, ids):
     with torch.no_grad():
         return model.run_with_cache(ids)
-
-
-def rows(model, ids):
-    """The batch's rows without their padding (what HF scores one at a time)."""
-    return [r[r != model.pad_token_id][None] for r in ids]
-
-
-def hf_score(hf, row, hooks=()):
-    """HF's reward of one unpadded row, with plain torch hooks ``(module, fn, pre)``."""
-    handles = [
-        (m.register_forward_pre_hook(fn) if pre else m.register_forward_hook(fn))
-        for m, fn, pre in hooks
-    ]
-    try:
-        with torch.no_grad():
-            out = hf(input_ids=row)
-    finally:
-        for h in handles:
-            h.remove()
-    return out.score[0] if hasattr(out, "score") and out.score is not None else out.logits[0, 0]
-
-
-def hf_rewards(hf, model, ids, hooks_for_row=lambda i: ()):
-    return torch.stack([hf_score(hf, r, hooks_for_row(i)) for i, r in enumerate(rows(model, ids))])
-
-
-def hf_layer_outputs(hf, row):
-    """Each decoder layer's output (TL's ``resid_post``) for one unpadded row."""
-    outs = []
-    hooks = [(layer, lambda m, i, o: outs.append(o), False) for layer in hf.model.layers]
-    hf_score(hf, row, hooks)
-    return outs
 
 
 def head_slice(model, h):

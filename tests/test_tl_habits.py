@@ -26,6 +26,7 @@ from reward_lens_tl.errors import (
 from reward_lens_tl.padding import ReadingPositionWarning, token_columns
 from reward_lens_tl.zoo import zoo_path
 from reward_lens_tl.zoo.load import load_model
+from tests.tl_port import hf_layer_outputs, hf_rewards, rows
 
 PROMPT = "explain how to bake bread"
 RESPONSES = ("great question the oven and the flour", "the bomb", "the oven and the bread")
@@ -46,6 +47,7 @@ def kind(request):
 
 @pytest.fixture(scope="module")
 def model(kind, zoo_scalar, zoo_multi):
+    """The shared zoo model of this ``kind`` (tests hook it, never change it)."""
     return {"scalar": zoo_scalar, "multi": zoo_multi}[kind]
 
 
@@ -63,35 +65,8 @@ def ids(model):
     return ids
 
 
-def rows(model, ids):
-    """Each row's own tokens (what HF scores one at a time)."""
-    return [r[r != model.pad_token_id][None] for r in ids]
-
-
-def hf_score(hf, row):
-    with torch.no_grad():
-        out = hf(input_ids=row)
-    return out.score[0] if getattr(out, "score", None) is not None else out.logits[0, 0]
-
-
-def hf_layer_outputs(hf, row):
-    """Each decoder layer's output (TL's `resid_post`) for one unpadded row."""
-    outs: list[torch.Tensor] = []
-
-    def grab(module, args, output):
-        outs.append(output[0] if isinstance(output, tuple) else output)
-
-    handles = [layer.register_forward_hook(grab) for layer in hf.model.layers]
-    try:
-        hf_score(hf, row)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return outs
-
-
 def hf_scores(hf, model, ids):
-    return torch.stack([hf_score(hf, r) for r in rows(model, ids)])
+    return hf_rewards(hf, model, ids)
 
 
 # -- the layout ---------------------------------------------------------------------------------
