@@ -82,6 +82,11 @@ HABITS: tuple[Habit, ...] = (
         "the tokenizer says `'right'` and `to_tokens` pads right (forwards warn; `rewards` read each row)",
     ),
     _right(
+        "tl_get_attention_mask",
+        "utils.get_attention_mask(model.tokenizer, ids, prepend_bos)",
+        "the batch's mask (pads after the first token): TL's helper reads the layout for the model's tokenizer",
+    ),
+    _right(
         "gather_after_asking",
         "reading = lengths - 1 if tok.padding_side == 'right' else -1; logits[rows, reading]",
         "each row's reward: the tokenizer says how the batch is padded",

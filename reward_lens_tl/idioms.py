@@ -27,6 +27,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
@@ -333,6 +334,43 @@ def guard_lm_utilities() -> None:
             fn = getattr(module, name, None)
             if fn is not None and not getattr(fn, "_reward_lens_guard", False):
                 setattr(module, name, _guarded(fn, name))
+    for module_name in _MASK_MODULES:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, "get_attention_mask", None)
+        if fn is not None and not getattr(fn, "_reward_lens_guard", False):
+            module.get_attention_mask = _layout_aware_mask(fn)
+
+
+#: Where TransformerLens defines or re-exports `get_attention_mask`.
+_MASK_MODULES = (
+    "transformer_lens.utils",
+    "transformer_lens.utilities",
+    "transformer_lens.utilities.tokenize_utils",
+)
+
+
+def _layout_aware_mask(fn):
+    """TL's `get_attention_mask`, reading this library's layout for a reward model's tokenizer.
+
+    TL's left-padding rule masks only the pads before the first token; a batch of
+    `model.to_tokens` keeps its first token at column 0 and its pads after it. For the tokenizer a
+    `HookedRewardModel` keeps (marked by `padding.tokenizer_with_side`) and a left side, the mask
+    is the library's own (`padding.padding_mask`); every other call is TL's, unchanged.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(tokenizer, tokens, prepend_bos=True, padding_side=None, *args, **kwargs):
+        side = padding_side or getattr(tokenizer, "padding_side", None)
+        if getattr(tokenizer, "_reward_lens_layout", False) and side == "left":
+            from .padding import padding_mask
+
+            bos = {getattr(tokenizer, "bos_token_id", None)}
+            mask = padding_mask(tokens, tokenizer.pad_token_id, bos)
+            return torch.ones_like(tokens) if mask is None else mask.to(tokens.device)
+        return fn(tokenizer, tokens, prepend_bos, padding_side, *args, **kwargs)
+
+    wrapper._reward_lens_guard = True  # type: ignore[attr-defined]  # marks it as installed
+    return wrapper
 
 
 def _guarded(fn, name: str):

@@ -716,30 +716,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             >>> model.infer_attention_mask(torch.tensor([[1, 5, 6], [0, 1, 6]])).tolist()
             [[1, 1, 1], [0, 1, 1]]
         """
-        pad = self.pad_token_id
-        if pad is None or tokens.shape[1] < 2:
-            return None
-        is_pad = (tokens == pad).long()
-        leading = is_pad.cumprod(dim=1).sum(dim=1)  # a run from column 0 (plain left padding)
         bos = {self.bos_token_id, getattr(self.tokenizer, "bos_token_id", None)}
-        if pad in bos:
-            if bool((leading != leading[0]).any()):
-                raise MissingAttentionMaskError(
-                    f"rows start with {leading.tolist()} copies of token {pad}, which is both the "
-                    "pad and the BOS id: padding cannot be told from BOS. Pass attention_mask "
-                    "(pad_batch returns it)"
-                )
-            return None
-        after_first = is_pad[:, 1:].cumprod(dim=1).sum(dim=1) * (leading == 0)
-        if not bool(((leading > 0) | (after_first > 0)).any()):
-            return None
-        if bool((leading == tokens.shape[1]).any()):
-            raise EmptyInputError("a row is all padding: every sequence needs a real token")
-        positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
-        pads = (positions < leading[:, None]) | (
-            (positions >= 1) & (positions <= after_first[:, None])
-        )
-        return (~pads).long()
+        return padding.padding_mask(tokens, self.pad_token_id, bos)
 
     def _pooled_reward(self, resid, tokens, attention_mask, pool_positions):
         if pool_positions is None:

@@ -67,7 +67,12 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import EmptyInputError, InvalidArgumentError, MissingPadTokenError
+from .errors import (
+    EmptyInputError,
+    InvalidArgumentError,
+    MissingAttentionMaskError,
+    MissingPadTokenError,
+)
 
 PaddingSide = Literal["left", "right"]
 PADDING_SIDES = ("left", "right")
@@ -293,6 +298,61 @@ def left_pad_tensor(
     return ids.to(input_ids.device), mask.to(input_ids.device)
 
 
+def padding_mask(
+    tokens: Int[Tensor, "batch pos"],
+    pad_token_id: int | None,
+    bos_token_ids: set | frozenset = frozenset(),
+) -> Int[Tensor, "batch pos"] | None:
+    """The attention mask of a padded batch, from its pad ids (`None` when nothing is padding).
+
+    Two layouts are recognised: this library's (a run of pad ids right after each row's first
+    token) and plain left padding (a run of pad ids from column 0, as an HF tokenizer with
+    `padding_side="left"` builds). Right padding needs no mask (causal attention never looks
+    ahead) and gets none. When the pad id is also a BOS id, runs of different lengths cannot be
+    told from BOS and are refused.
+
+    Args:
+        tokens: Token ids, `[batch, pos]`.
+        pad_token_id: The pad id (`None`: no padding).
+        bos_token_ids: The BOS ids (a pad id among them makes unequal runs ambiguous).
+
+    Returns:
+        The mask (1 on real tokens), or `None`.
+
+    Raises:
+        MissingAttentionMaskError: Runs of different lengths of a pad id that is also BOS.
+        EmptyInputError: A row that is all padding.
+
+    Examples:
+        >>> padding_mask(torch.tensor([[1, 5, 6], [1, 0, 6]]), 0).tolist()
+        [[1, 1, 1], [1, 0, 1]]
+        >>> padding_mask(torch.tensor([[1, 5, 6], [0, 1, 6]]), 0).tolist()
+        [[1, 1, 1], [0, 1, 1]]
+        >>> padding_mask(torch.tensor([[1, 5, 6], [1, 7, 0]]), 0) is None   # right padding
+        True
+    """
+    if pad_token_id is None or tokens.shape[1] < 2:
+        return None
+    is_pad = (tokens == pad_token_id).long()
+    leading = is_pad.cumprod(dim=1).sum(dim=1)  # a run from column 0 (plain left padding)
+    if pad_token_id in bos_token_ids:
+        if bool((leading != leading[0]).any()):
+            raise MissingAttentionMaskError(
+                f"rows start with {leading.tolist()} copies of token {pad_token_id}, which is "
+                "both the pad and the BOS id: padding cannot be told from BOS. Pass "
+                "attention_mask (pad_batch returns it)"
+            )
+        return None
+    after_first = is_pad[:, 1:].cumprod(dim=1).sum(dim=1) * (leading == 0)
+    if not bool(((leading > 0) | (after_first > 0)).any()):
+        return None
+    if bool((leading == tokens.shape[1]).any()):
+        raise EmptyInputError("a row is all padding: every sequence needs a real token")
+    positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
+    pads = (positions < leading[:, None]) | ((positions >= 1) & (positions <= after_first[:, None]))
+    return (~pads).long()
+
+
 def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
     """A shallow copy of `tokenizer` whose `padding_side` is `padding_side` (`None` stays).
 
@@ -326,6 +386,7 @@ def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
         return None
     own = copy.copy(tokenizer)
     own.padding_side = padding_side
+    own._reward_lens_layout = True  # TL's get_attention_mask then reads our layout
     return own
 
 

@@ -12,6 +12,8 @@ API reports. ``tests/test_habits.py`` checks that every catalogue row has a test
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -293,3 +295,20 @@ def test_prefix_slices_over_padding_are_refused(model, ids):
     assert cache.accumulated_resid(pos_slice=None).shape[-2] == 18
     _, sliced = model.run_with_cache(ids, pos_slice=slice(-12, None))
     assert sliced["resid_post", 0].shape[1] == 12
+
+
+@covers("tl_get_attention_mask")
+def test_transformer_lens_attention_mask_utility(model, hf, ids):
+    """`utils.get_attention_mask(model.tokenizer, ids, ...)`: the mask of the library's batch."""
+    from transformer_lens import utilities
+
+    encoded = [model.encode(PROMPT, r) for r in RESPONSES]
+    _, expected = pad_batch(encoded, model.pad_token_id)
+    mask = utilities.get_attention_mask(model.tokenizer, ids, True)
+    assert torch.equal(mask.long(), expected)
+    with torch.no_grad():
+        assert_close(model.rewards(ids, mask), hf_rewards(hf, model, ids), **ATOL)
+    # any other tokenizer keeps TL's rule (only pads before the first token are masked)
+    plain = copy.copy(model.tokenizer)
+    del plain._reward_lens_layout
+    assert utilities.get_attention_mask(plain, ids, True)[1, 1:6].tolist() == [1] * 5
