@@ -338,7 +338,7 @@ def guard_lm_utilities() -> None:
         module = importlib.import_module(module_name)
         fn = getattr(module, "get_attention_mask", None)
         if fn is not None and not getattr(fn, "_reward_lens_guard", False):
-            module.get_attention_mask = _layout_aware_mask(fn)
+            setattr(module, "get_attention_mask", _layout_aware_mask(fn))  # noqa: B010
 
 
 #: Where TransformerLens defines or re-exports `get_attention_mask`.
