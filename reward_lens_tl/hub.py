@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,11 @@ def resolve_checkpoint(
                 f"revision={revision!r} was given with the local directory {local}, which has no "
                 "revisions: leave revision unset, or pass a hub id ('org/name') to pick one"
             )
-        return checkpoint_dir(local)
+        path = checkpoint_dir(local)
+        check_files_inside(path, _roots_of_local(path))
+        return path
     repo_id = str(name_or_path)
+    check_revision(revision)
     cache = hub_cache_dir(cache_dir)
     offline = local_files_only or is_offline()
     if not offline:
@@ -147,8 +151,102 @@ def resolve_checkpoint(
         if files is not None:  # None: the hub could not be asked; the cache may still have it
             check_hub_files(repo_id, files, revision=revision)
     path = _snapshot(repo_id, revision, cache, token, offline, local_files_only)
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    check_files_inside(path, (repo / "snapshots", repo / "blobs"), snapshot_of=repo / "snapshots")
     _check_snapshot(path, repo_id, revision, cache)
     return path
+
+
+#: A revision: a 40-hex commit, or a git ref name made of safe segments (`main`, `v1.0`,
+#: `refs/pr/3`): no empty, `.` or `..` segment, no segment starting with a dot, no backslash.
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9._\-]*")
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a revision that is not a branch, tag or commit name.
+
+    `huggingface_hub` joins the revision into the cache's `refs/` folder, so a revision such
+    as `"../../../x"` would read a file outside the cache and take it as a commit hash.
+
+    Args:
+        revision: A branch, tag or commit (`None`: the default branch).
+
+    Raises:
+        InvalidArgumentError: Not a string, or not a ref name (path separators only between
+            safe segments; no `..`, no leading dot, no backslash or control character).
+
+    Examples:
+        >>> check_revision("main"), check_revision("refs/pr/3"), check_revision("a" * 40)
+        (None, None, None)
+        >>> try:
+        ...     check_revision("../../../outside")
+        ... except InvalidArgumentError as err:
+        ...     print(str(err)[:44])
+        revision='../../../outside' is not a branch,
+    """
+    if revision is None:
+        return
+    if not isinstance(revision, str):
+        raise InvalidArgumentError(
+            f"revision must be a branch, tag or commit name (a string), got {revision!r}"
+        )
+    segments = revision.split("/")
+    if len(revision) > 255 or not all(_SEGMENT.fullmatch(s) for s in segments):
+        raise InvalidArgumentError(
+            f"revision={revision!r} is not a branch, tag or commit name: a revision is a "
+            "40-hex commit or a ref name such as 'main', 'v1.0' or 'refs/pr/3' (segments of "
+            "letters, digits, '.', '_', '-', none empty, none '..' or starting with a dot)"
+        )
+
+
+def check_files_inside(
+    directory: Path, roots: Iterable[Path], *, snapshot_of: Path | None = None
+) -> None:
+    """Refuse a checkpoint whose files lead outside where they belong.
+
+    Every file of `directory` (links followed) must resolve inside one of `roots`: the
+    directory itself for a local checkpoint, the repository's `blobs/` (and its snapshots) for a
+    hub snapshot. A link to a file elsewhere (another user's file, `/etc/passwd`) is refused,
+    never read.
+
+    Args:
+        directory: The checkpoint directory.
+        roots: The folders its files may resolve into.
+        snapshot_of: For a hub snapshot, its repository's `snapshots/` folder (the directory
+            itself must resolve inside it).
+
+    Raises:
+        UnsafeCheckpointError: A file (or the snapshot itself) resolving outside `roots`.
+    """
+    inside = [Path(r).resolve() for r in roots]
+    if snapshot_of is not None and not _within(directory.resolve(), snapshot_of.resolve()):
+        raise UnsafeCheckpointError(
+            f"the hub snapshot {directory} resolves to {directory.resolve()}, outside the "
+            f"cache's {snapshot_of}; the cache was tampered with: delete it and fetch again"
+        )
+    for file in sorted(directory.rglob("*")):
+        target = file.resolve()
+        if file.is_dir() and not file.is_symlink():
+            continue
+        if not any(_within(target, root) for root in inside):
+            raise UnsafeCheckpointError(
+                f"{file} is a link to {target}, outside the checkpoint "
+                f"({', '.join(str(r) for r in inside)}): a checkpoint is untrusted input and its "
+                "files are read only where they belong. Copy the file into the checkpoint "
+                "directory (or, for a hub id, delete the cached snapshot and fetch it again)"
+            )
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _roots_of_local(path: Path) -> tuple[Path, ...]:
+    """Where a local checkpoint's files may resolve: itself, or a hub snapshot's blobs."""
+    snapshots = path.resolve().parent
+    if snapshots.name == "snapshots" and (snapshots.parent / "blobs").is_dir():
+        return (path, snapshots.parent / "blobs")  # a snapshot folder of a hub cache
+    return (path,)
 
 
 def is_hub_id(text: str) -> bool:

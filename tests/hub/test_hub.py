@@ -380,13 +380,14 @@ def test_online_the_download_asks_for_the_allowed_files_only(online, hub):
 def test_online_a_sharded_repository_fetches_exactly_the_shards_its_index_names(online, tmp_path):
     state, calls = online
     index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "w-2.safetensors"}}
-    snapshot = tmp_path / "snapshot"
-    snapshot.mkdir()
+    repo = tmp_path / ("models--" + REPO.replace("/", "--"))
+    snapshot = repo / "snapshots" / ("a" * 40)  # where snapshot_download puts it
+    snapshot.mkdir(parents=True)
     (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
     state["files"] = ["config.json", "model.safetensors.index.json", "adapter_model.safetensors"]
     state["download"] = snapshot
     with pytest.raises(HubIncompleteSnapshotError):  # the fake download wrote no shard
-        resolve_checkpoint(REPO, token="hf_x")
+        resolve_checkpoint(REPO, token="hf_x", cache_dir=tmp_path)
     assert calls["download"][1]["allow_patterns"] == [
         "model-00001-of-00002.safetensors",
         "w-2.safetensors",
@@ -473,3 +474,58 @@ def test_from_pretrained_takes_a_hub_id_and_a_revision(hub):
     model = HookedRewardModel.from_pretrained(REPO, cache_dir=hub["cache"], revision="v1")
     expected = hf_rewards(hub["hf"]["v1"], IDS)
     torch.testing.assert_close(model.rewards(IDS), expected, atol=1e-4, rtol=0)
+
+
+# -- untrusted paths: the cache and a checkpoint directory cannot be walked out of ---------------
+@pytest.mark.parametrize(
+    "revision", ["../../../outside", "main/../../x", "/etc/passwd", "..", ".hidden", "a\\b", ""]
+)
+def test_a_revision_that_walks_out_of_refs_is_refused_before_anything_is_read(
+    hub, tmp_path, revision
+):
+    outside = hub["cache"].parent / "outside"
+    outside.write_text(MAIN)  # had it been read, it would pass for a commit of the cache
+    with pytest.raises(InvalidArgumentError, match="not a branch, tag or commit"):
+        resolve_checkpoint(REPO, revision=revision, cache_dir=hub["cache"], local_files_only=True)
+    with pytest.raises(InvalidArgumentError, match="not a branch, tag or commit"):
+        HookedRewardModel.from_pretrained(
+            REPO, revision=revision, cache_dir=hub["cache"], local_files_only=True
+        )
+
+
+def test_ref_names_with_segments_still_resolve(hub):
+    cache = hub["cache"]
+    add_snapshot(
+        cache, REPO, hub["snapshots"]["v1"], hashlib.sha1(b"pr").hexdigest(), ["refs/pr/3"]
+    )
+    path = resolve_checkpoint(REPO, revision="refs/pr/3", cache_dir=cache, local_files_only=True)
+    assert path.name == hashlib.sha1(b"pr").hexdigest()
+    assert resolve_checkpoint(REPO, revision=V1, cache_dir=cache, local_files_only=True).samefile(
+        hub["snapshots"]["v1"]
+    )
+
+
+def test_a_snapshot_file_linked_outside_the_cache_is_refused(tmp_path, hub):
+    cache = tmp_path / "cache"
+    snapshot = add_snapshot(cache, "org/evil-rm", hub["snapshots"]["main"], MAIN, refs=["main"])
+    secret = tmp_path / "secret.safetensors"
+    shutil.copy(snapshot / "model.safetensors", secret)  # a valid file, outside the cache
+    (snapshot / "model.safetensors").unlink()
+    (snapshot / "model.safetensors").symlink_to(secret)
+    with pytest.raises(UnsafeCheckpointError, match="outside the checkpoint"):
+        resolve_checkpoint("org/evil-rm", cache_dir=cache, local_files_only=True)
+    with pytest.raises(UnsafeCheckpointError, match="secret.safetensors"):
+        HookedRewardModel.from_pretrained("org/evil-rm", cache_dir=cache, local_files_only=True)
+
+
+def test_a_checkpoint_directory_linking_outside_itself_is_refused(tmp_path, hub):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(hub["snapshots"]["plain"], folder)
+    assert HookedRewardModel.from_pretrained(folder).cfg.n_layers > 0  # plain files load
+    elsewhere = tmp_path / "elsewhere.json"
+    shutil.move(folder / "tokenizer_config.json", elsewhere)
+    (folder / "tokenizer_config.json").symlink_to(elsewhere)
+    with pytest.raises(UnsafeCheckpointError, match="tokenizer_config.json"):
+        HookedRewardModel.from_pretrained(folder)
+    # a snapshot folder of a hub cache, passed as a directory, reads its own blobs
+    assert resolve_checkpoint(hub["snapshots"]["main"]).samefile(hub["snapshots"]["main"])
