@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import struct
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,56 @@ def read_config_dict(path: Path) -> dict[str, Any]:
     return data
 
 
+class AutoMapIgnoredWarning(UserWarning):
+    """A checkpoint of a known `model_type` also ships its own code (`auto_map`), never run."""
+
+
+def ignored_auto_map(config: dict[str, Any]) -> list[str]:
+    """The `auto_map` entries of a config whose `model_type` transformers knows (never run).
+
+    Such a checkpoint loads as the built-in class; the author's own classes (a custom head, a
+    different pooling) may compute something else, so the caller says which were skipped.
+
+    Args:
+        config: `config.json` as a dict.
+
+    Returns:
+        `"AutoModelForSequenceClassification → modeling_x.Cls"` strings (empty when none).
+
+    Examples:
+        >>> ignored_auto_map({"model_type": "llama", "auto_map": {"AutoConfig": "c.C"}})
+        ['AutoConfig → c.C']
+        >>> ignored_auto_map({"model_type": "llama"})
+        []
+    """
+    from transformers import CONFIG_MAPPING
+
+    auto_map = config.get("auto_map")
+    if config.get("model_type") not in CONFIG_MAPPING or not isinstance(auto_map, dict):
+        return []
+    return [f"{key} → {value}" for key, value in auto_map.items()]
+
+
 def refuse_remote_code(config: dict[str, Any], path: Path) -> None:
-    """Refuse a config that only remote code could load, before transformers sees it."""
+    """Refuse a config that only remote code could load, before transformers sees it.
+
+    A known `model_type` with an `auto_map` loads as the built-in class and warns
+    (`AutoMapIgnoredWarning`) naming the entries that were not run.
+    """
     from transformers import CONFIG_MAPPING
 
     model_type = config.get("model_type")
     if model_type in CONFIG_MAPPING:
+        skipped = ignored_auto_map(config)
+        if skipped:
+            warnings.warn(
+                f"{path / 'config.json'} names its own code (auto_map: {'; '.join(skipped)}), "
+                f"which reward-lens-tl never runs: it is loaded as the built-in {model_type!r} "
+                "class. If the author's head or pooling differs from the built-in one, the "
+                "rewards differ from theirs: compare with scores from the author's code",
+                AutoMapIgnoredWarning,
+                stacklevel=3,
+            )
         return
     if config.get("auto_map"):
         raise UnsafeCheckpointError(
@@ -130,14 +176,64 @@ def safetensors_header(file: Path) -> dict[str, Any]:
             header = json.loads(fh.read(n_header))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise CheckpointError(f"{file} has a corrupt safetensors header ({err})") from err
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{file} has a corrupt safetensors header (not a JSON object)")
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+    end = _check_spans(file, tensors)
     if 8 + n_header + end != size:
         raise CheckpointError(
             f"{file} is truncated or padded: its header describes {8 + n_header + end} bytes, the "
             f"file has {size}. Re-save or re-download the checkpoint"
         )
     return tensors
+
+
+#: Bytes per element of each safetensors dtype.
+SAFETENSORS_ITEMSIZE: dict[str, int] = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+
+
+def _check_spans(file: Path, tensors: dict[str, Any]) -> int:
+    """Check each tensor's dtype × shape against its byte span; the end of the data.
+
+    A header that lies (F16 declared over F32-sized data, a shape that does not fill its span,
+    overlapping or gapped spans) is refused here, naming the tensor, before anything is read.
+    """
+    spans = []
+    for name, entry in tensors.items():
+        try:
+            dtype, shape = entry["dtype"], [int(n) for n in entry["shape"]]
+            start, stop = (int(x) for x in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(
+                f"{file}: tensor {name!r} has a malformed header entry ({entry!r})"
+            ) from err
+        if dtype not in SAFETENSORS_ITEMSIZE or any(n < 0 for n in shape):
+            raise CheckpointError(
+                f"{file}: tensor {name!r} declares dtype {dtype!r} and shape {shape}, which no "
+                "safetensors tensor has; the checkpoint is corrupt"
+            )
+        expected = SAFETENSORS_ITEMSIZE[dtype] * math.prod(shape)
+        if not 0 <= start <= stop or stop - start != expected:
+            raise CheckpointError(
+                f"{file}: tensor {name!r} declares {dtype} {shape} ({expected} bytes) over bytes "
+                f"[{start}, {stop}) ({stop - start} bytes): its header does not describe its "
+                "data (a wrong dtype or shape). Re-save or re-download the checkpoint"
+            )
+        spans.append((start, stop, name))
+    end = 0
+    for start, stop, name in sorted(spans):
+        if start != end:
+            raise CheckpointError(
+                f"{file}: tensor {name!r} starts at byte {start}, but the data before it ends at "
+                f"{end} (overlapping or gapped spans); the checkpoint is corrupt"
+            )
+        end = stop
+    return end
 
 
 def check_weight_files(path: Path) -> list[Path]:

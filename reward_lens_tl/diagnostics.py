@@ -258,6 +258,7 @@ def check(
 
 
 def _check_checkpoint(path: Path, data) -> CheckReport:
+    from .checkpoint import AutoMapIgnoredWarning, ignored_auto_map, read_config_dict
     from .checkpoint_info import IMPLICIT_REWARD_HINT, describe_files, is_causal_lm
     from .loading import load_hf_model
     from .model import HookedRewardModel
@@ -269,24 +270,43 @@ def _check_checkpoint(path: Path, data) -> CheckReport:
         return CheckReport(name, (CheckRow("load", "fail", _message(err), err),))
     if is_causal_lm(facts["architecture"]):
         return CheckReport(name, (CheckRow("load", "fail", IMPLICIT_REWARD_HINT),))
+    skipped = ignored_auto_map(read_config_dict(path))
+    note = None
+    if skipped:
+        note = (
+            f"its config names its own code (auto_map: {'; '.join(skipped)}), not run: loaded "
+            "as the built-in class, whose head or pooling may differ from the author's"
+        )
 
     def hf_model(model):
         return load_hf_model(path, model.adapter)
 
-    return _run_checks(name, lambda: HookedRewardModel.from_pretrained(path), hf_model, data)
+    def load():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AutoMapIgnoredWarning)  # the load row says it
+            return HookedRewardModel.from_pretrained(path)
+
+    return _run_checks(name, load, hf_model, data, load_note=note)
 
 
-def _run_checks(name: str, load: Callable, hf: Callable | None, data) -> CheckReport:
+def _run_checks(
+    name: str, load: Callable, hf: Callable | None, data, load_note: str | None = None
+) -> CheckReport:
     """Load, run every check and report.
 
     `load()` is called again for determinism; an unexpected error becomes that check's failed
-    row; `hf(model)` gives the HF model to compare with.
+    row; `hf(model)` gives the HF model to compare with; `load_note` turns the load row into a
+    warning that says it.
     """
     try:
         model = load()
     except Exception as err:  # noqa: BLE001 - any loading problem is the answer to "load"
         return CheckReport(name, (CheckRow("load", "fail", _message(err), err),))
-    rows = [CheckRow("load", "pass", _describe(model))]
+    rows = [
+        CheckRow("load", "pass", _describe(model))
+        if load_note is None
+        else CheckRow("load", "warn", f"{_describe(model)}; {load_note}")
+    ]
     pairs = _guarded(rows, "data", lambda: _load_data(data)) if data is not None else None
     prepared = _guarded(rows, "test conversations", lambda: _test_sequences(model, pairs))
     seqs, note = prepared if prepared is not None else ([], None)

@@ -164,3 +164,63 @@ def test_clean_checkpoint_still_loads_with_parity_and_quietly(saved, capfd):
         torch.testing.assert_close(
             model.rewards(ids), hf(input_ids=ids).logits[:, 0], atol=1e-4, rtol=0
         )
+
+
+def _rewrite_header(file, edit):
+    """Rewrite a safetensors file's JSON header with ``edit(header)``, keeping its data bytes."""
+    raw = file.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    edit(header)
+    new = json.dumps(header).encode()
+    file.write_bytes(len(new).to_bytes(8, "little") + new + raw[8 + n :])
+
+
+@pytest.mark.parametrize(
+    "lie, words",
+    [
+        ({"dtype": "F16"}, "declares F16"),  # F16 over F32-sized data
+        ({"shape_factor": 2}, "does not describe its data"),
+        ({"dtype": "F17"}, "no safetensors tensor has"),
+        ({"shift": 4}, "overlapping or gapped"),
+    ],
+)
+def test_a_header_that_lies_about_its_data_is_refused_naming_the_tensor(saved, lie, words):
+    path, _ = saved
+    file = path / "model.safetensors"
+    name = "score.weight"
+
+    def edit(header):
+        entry = header[name]
+        if "dtype" in lie:
+            entry["dtype"] = lie["dtype"]
+        if "shape_factor" in lie:
+            entry["shape"] = [entry["shape"][0] * lie["shape_factor"], *entry["shape"][1:]]
+        if "shift" in lie:  # move one span inside another, keeping its length
+            start, stop = entry["data_offsets"]
+            entry["data_offsets"] = [start + lie["shift"], stop + lie["shift"]]
+
+    _rewrite_header(file, edit)
+    with pytest.raises(CheckpointError, match=f"{name}.*{words}|{words}.*{name}") as info:
+        HookedRewardModel.from_pretrained(path)
+    assert "SafetensorError" not in type(info.value).__name__
+
+
+def test_a_known_architecture_with_its_own_code_warns_and_check_says_so(saved):
+    from reward_lens_tl.checkpoint import AutoMapIgnoredWarning
+    from reward_lens_tl.diagnostics import check
+
+    path, hf = saved
+    config = json.loads((path / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForSequenceClassification": "modeling_custom.CustomRM"}
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "modeling_custom.py").write_text("raise SystemExit('executed')\\n")
+    with pytest.warns(AutoMapIgnoredWarning, match="modeling_custom.CustomRM"):
+        model = HookedRewardModel.from_pretrained(path)
+    ids = torch.tensor([[1, 5, 6, 7, 2]])
+    with torch.no_grad():
+        assert torch.allclose(model.rewards(ids), hf(input_ids=ids).logits[:, 0], atol=1e-4)
+    report = check(path)
+    assert report.status("load") == "warn" and not report.failed
+    load_row = next(r for r in report.rows if r.check == "load")
+    assert "modeling_custom.CustomRM" in load_row.detail and "not run" in load_row.detail
