@@ -31,6 +31,56 @@ def _colour(value: float, scale: float) -> str:
     return f"rgba(68,114,196,{alpha:.3f})" if value >= 0 else f"rgba(192,0,0,{alpha:.3f})"
 
 
+#: Characters that reorder the text around them (bidirectional embeddings, overrides,
+#: isolates and marks): shown as visible `⟨U+XXXX⟩` markers, never written raw.
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def clean_text(text: object) -> str:
+    r"""`text` with control characters made harmless, before it is escaped or written.
+
+    NUL and the other C0/C1 controls (but newline and tab) are dropped; bidirectional
+    controls (which can display a cell's text reordered, e.g. U+202E) become visible
+    `⟨U+202E⟩` markers.
+
+    Args:
+        text: The text (anything: `str()` of it).
+
+    Returns:
+        The cleaned text.
+
+    Examples:
+        >>> clean_text("a\x00b\u202ec\nd")
+        'ab⟨U+202E⟩c\nd'
+    """
+    out = []
+    for ch in str(text):
+        if ch in BIDI_CONTROLS:
+            out.append(f"⟨U+{ord(ch):04X}⟩")
+        elif ch in "\n\t" or not (ord(ch) < 32 or 127 <= ord(ch) < 160):
+            out.append(ch)
+    return "".join(out)
+
+
+def escape(text: object, quote: bool = True) -> str:
+    r"""`text` cleaned (`clean_text`) and HTML-escaped: safe inside an element or attribute.
+
+    Args:
+        text: The text.
+        quote: Escape quotes too (for attribute values).
+
+    Returns:
+        The escaped text.
+
+    Examples:
+        >>> escape("<b>\u202e</b>")
+        '&lt;b&gt;⟨U+202E⟩&lt;/b&gt;'
+    """
+    return html.escape(clean_text(text), quote=quote)
+
+
 def show_token(token: str) -> str:
     """A token as visible, escaped text (newlines and tabs made visible).
 
@@ -41,7 +91,7 @@ def show_token(token: str) -> str:
         The escaped text.
     """
     shown = token.replace("\n", "↵").replace("\t", "⇥")
-    return html.escape(shown if shown.strip() else shown.replace(" ", "·") or "∅")
+    return escape(shown if shown.strip() else shown.replace(" ", "·") or "∅")
 
 
 def token_html(
@@ -73,14 +123,14 @@ def token_html(
         tip = f"pos {i}: {v:+.4f}" + (f"\n{hovers[i]}" if hovers else "")
         mark = (marks or {}).get(i)
         border = "border-bottom: 2px solid #000;" if mark else ""
-        label = f'<sup style="font-size:9px;color:#555">{html.escape(mark)}</sup>' if mark else ""
+        label = f'<sup style="font-size:9px;color:#555">{escape(mark)}</sup>' if mark else ""
         spans.append(
-            f'<span title="{html.escape(tip, quote=True)}" style="background:{_colour(v, scale)};'
+            f'<span title="{escape(tip, quote=True)}" style="background:{_colour(v, scale)};'
             f'padding:1px 2px;margin:0 1px;border-radius:3px;{border}">{show_token(tok)}</span>'
             f"{label}"
         )
-    head = f"<div><strong>{html.escape(title)}</strong></div>" if title else ""
-    foot = f'<div style="color:#555;font-size:11px">{html.escape(caption)}</div>' if caption else ""
+    head = f"<div><strong>{escape(title)}</strong></div>" if title else ""
+    foot = f'<div style="color:#555;font-size:11px">{escape(caption)}</div>' if caption else ""
     legend = (
         '<div style="font-size:11px;color:#555">colour: blue raises, red lowers the value '
         f"(full colour = {scale:.3g}); hover a token for details</div>"
@@ -116,23 +166,20 @@ def grid_html(
     top = {(r, c) for _, r, c in flat[:highlight]}
     scale = flat[0][0] if flat else 0.0
     head = "".join(
-        f'<th style="font-weight:normal;font-size:10px">{html.escape(str(c))}</th>'
-        for c in col_labels
+        f'<th style="font-weight:normal;font-size:10px">{escape(str(c))}</th>' for c in col_labels
     )
     body = []
     for r, row in enumerate(rows):
         cells = "".join(
-            f'<td title="{html.escape(f"{row_labels[r]}, {col_labels[c]}: {v:+.4f}", quote=True)}"'
+            f'<td title="{escape(f"{row_labels[r]}, {col_labels[c]}: {v:+.4f}", quote=True)}"'
             f' style="background:{_colour(v, scale)};width:22px;height:18px;font-size:9px;'
             f'text-align:center;{"outline:2px solid #000;" if (r, c) in top else ""}">'
             f"{'●' if (r, c) in top else ''}</td>"
             for c, v in enumerate(row)
         )
-        body.append(
-            f"<tr><th style='font-size:10px'>{html.escape(str(row_labels[r]))}</th>{cells}</tr>"
-        )
+        body.append(f"<tr><th style='font-size:10px'>{escape(str(row_labels[r]))}</th>{cells}</tr>")
     caption = (
-        f"<caption style='caption-side:top;text-align:left'><strong>{html.escape(title)}</strong>"
+        f"<caption style='caption-side:top;text-align:left'><strong>{escape(title)}</strong>"
         f" (boxed: top {len(top)} by |value|; hover for values)</caption>"
         if title
         else ""

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import html
 import os
 import sys
 import typing
@@ -74,6 +73,7 @@ from .errors import (
     ResultFieldError,
     ResultMismatchError,
 )
+from .html import escape
 from .indices import check_indices
 
 if TYPE_CHECKING:
@@ -259,7 +259,7 @@ class Result(abc.ABC):
             The self-contained HTML table.
         """
         frame = self.to_dataframe()
-        title = html.escape(self.title or type(self).__name__)
+        title = escape(self.title or type(self).__name__)
         more = len(frame) - max_rows
         table = frame.head(max_rows).to_html(index=False, escape=True, float_format="%.4g")
         tail = f"<p>… {more} more rows (to_dataframe())</p>" if more > 0 else ""

@@ -26,12 +26,13 @@ Examples:
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..html import escape
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 24px auto;
@@ -86,9 +87,10 @@ def _plain(value: Any) -> Cell:
 def _md(text: str) -> str:
     """`text` safe in markdown.
 
-    HTML special characters escaped (a markdown viewer renders raw HTML), line breaks kept.
+    Control characters cleaned (`reward_lens_tl.html.clean_text`), HTML special characters
+    escaped (a markdown viewer renders raw HTML), line breaks kept.
     """
-    return html.escape(text, quote=False)
+    return escape(text, quote=False)
 
 
 def _md_cell(text: str) -> str:
@@ -226,9 +228,9 @@ class Section:
         Returns:
             The HTML.
         """
-        anchor = html.escape(anchor_id(self.title), quote=True)
+        anchor = escape(anchor_id(self.title), quote=True)
         body = "\n".join(_part_html(p) for p in self.parts)
-        return f"<section id='{anchor}'><h2>{html.escape(self.title)}</h2>\n{body}</section>"
+        return f"<section id='{anchor}'><h2>{escape(self.title)}</h2>\n{body}</section>"
 
     def markdown(self, files: dict[int, str] | None = None) -> str:
         """The section in markdown.
@@ -271,11 +273,11 @@ class Section:
 def _part_html(part: dict) -> str:
     kind = part["kind"]
     if kind == "text":
-        return f"<p class='note'>{html.escape(part['text'])}</p>"
+        return f"<p class='note' dir='auto'>{escape(part['text'])}</p>"
     if kind == "table":
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in part["columns"])
+        head = "".join(f"<th>{escape(c)}</th>" for c in part["columns"])
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(format_cell(v))}</td>" for v in row) + "</tr>"
+            "<tr>" + "".join(f"<td><bdi>{escape(format_cell(v))}</bdi></td>" for v in row) + "</tr>"
             for row in part["rows"]
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -320,7 +322,7 @@ def figure_png(fig, dpi: int = 100) -> bytes:
 
 def _img_html(png_base64: str, alt: str) -> str:
     return (
-        f"<img class='figure' alt='{html.escape(alt, quote=True)}' "
+        f"<img class='figure' alt='{escape(alt, quote=True)}' "
         f"src='data:image/png;base64,{png_base64}'>"
     )
 
@@ -337,15 +339,14 @@ def page_html(title: str, subtitle: str, sections: list[Section]) -> str:
         The page's HTML.
     """
     toc = "".join(
-        f"<li><a href='#{html.escape(anchor_id(s.title), quote=True)}'>"
-        f"{html.escape(s.title)}</a></li>"
+        f"<li><a href='#{escape(anchor_id(s.title), quote=True)}'>{escape(s.title)}</a></li>"
         for s in sections
     )
     body = "\n".join(s.html() for s in sections)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p class='note'>{html.escape(subtitle)}</p>"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1><p class='note'>{escape(subtitle)}</p>"
         f"<ul>{toc}</ul>{body}</body></html>"
     )
 

@@ -15,6 +15,7 @@ from reward_lens_tl.report import ReportError, Section, build, build_report
 from reward_lens_tl.zoo import load_task, zoo_path
 
 EVIL = "<script>alert(1)</script>"
+HOSTILE = "nul\x00here \u202eevil\u202c bell\x07"  # NUL, a right-to-left override, a bell
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def pair_file(tmp_path_factory):
                     "rejected": " ".join(rejected.response),
                 }
             )
-    rows[0]["prompt"] = EVIL + " " + rows[0]["prompt"]
+    rows[0]["prompt"] = EVIL + " " + HOSTILE + " " + rows[0]["prompt"]
     rows[0]["chosen"] = "great question " + rows[0]["chosen"]  # a large margin: shown first
     for row in rows[1:4]:  # the planted hack on the rejected side: failures to explain
         row["rejected"] = "great question " + row["rejected"]
@@ -115,7 +116,10 @@ def html_tables(page: str) -> list[list[list[str]]]:
     """Every section table of a report page (not the grids of the patching views)."""
     return [
         [
-            [html.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+            [
+                html.unescape(c.removeprefix("<bdi>").removesuffix("</bdi>"))
+                for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)
+            ]
             for row in re.findall(r"<tr>(.*?)</tr>", table)
         ]
         for table in re.findall(r"<table><thead>(.*?)</table>", page)
@@ -129,7 +133,22 @@ def md_paragraphs(text: str) -> list[str]:
 
 
 def html_paragraphs(page: str) -> list[str]:
-    return [html.unescape(p) for p in re.findall(r"<p class='note'>(.*?)</p>", page, re.S)]
+    return [html.unescape(p) for p in re.findall(r"<p class='note'[^>]*>(.*?)</p>", page, re.S)]
+
+
+def test_control_characters_are_never_written_raw(report):
+    """NUL bytes and bidirectional controls of user text: dropped or shown as markers; user
+    text in table cells is isolated (`<bdi>`) so it cannot reorder its neighbours."""
+    out, _ = report
+    for name in ("report.html", "report.md"):
+        content = (out / name).read_text()
+        assert "\x00" not in content and "\x07" not in content, name
+        assert not any(ch in content for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067"), name
+    page = (out / "report.html").read_text()
+    assert "<td><bdi>" in page and "dir='auto'" in page
+    section = Section("T").text(HOSTILE).table(__import__("pandas").DataFrame({"x": [HOSTILE]}))
+    for text in (section.html(), section.markdown()):
+        assert "nulhere ⟨U+202E⟩evil⟨U+202C⟩ bell" in text and "\x00" not in text
 
 
 def test_markdown_is_the_page_in_markdown_escaped_and_without_local_paths(report, pair_file):
