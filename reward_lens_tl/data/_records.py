@@ -302,6 +302,7 @@ def collect(
     skip_bad: bool,
     limit: int | None,
     id_key: str | None = None,
+    allow_empty: bool = False,
 ) -> tuple[list[T], list[SkippedRecord]]:
     """Parse records until `limit` items are made; bad records raise or are skipped.
 
@@ -312,9 +313,14 @@ def collect(
         skip_bad: Whether to skip bad records rather than raise.
         limit: The most items, or `None`.
         id_key: The records' id field, if any.
+        allow_empty: Return no items without an error (a score file being started).
 
     Returns:
         The items and the skipped records.
+
+    Raises:
+        EmptyInputError: No item (an empty file, blank lines only, or every record skipped),
+            unless `allow_empty` or `limit=0`.
     """
     check_limit(limit)
     items: list[T] = []
@@ -327,7 +333,29 @@ def collect(
         except FieldError as err:
             skip = SkippedRecord(index, record_id(record, id_key), err.field, err.reason, str(path))
             reject(skip, skip_bad, skipped)
+    if not items and not allow_empty and limit != 0:
+        raise_empty(path, skipped)
     return items, skipped
+
+
+def raise_empty(path: Path | str, skipped: list[SkippedRecord]) -> None:
+    """Refuse a load that made no item, saying whether the file had records at all.
+
+    Args:
+        path: The file or folder.
+        skipped: The records skipped as malformed.
+
+    Raises:
+        EmptyInputError: Always.
+    """
+    if skipped:
+        raise EmptyInputError(
+            f"every record of {path} was skipped as malformed ({len(skipped)}; the first: "
+            f"{skipped[0].field}: {skipped[0].reason}): nothing to load"
+        )
+    raise EmptyInputError(
+        f"{path} holds no records (it is empty or holds blank lines only): nothing to load"
+    )
 
 
 def collect_files(
@@ -359,10 +387,18 @@ def collect_files(
     for file in expand(path):
         left = None if limit is None else limit - len(items)
         got, bad = collect(
-            file, iter_records(file), parser_for(file), skip_bad=skip_bad, limit=left, id_key=id_key
+            file,
+            iter_records(file),
+            parser_for(file),
+            skip_bad=skip_bad,
+            limit=left,
+            id_key=id_key,
+            allow_empty=True,
         )
         items += got
         skipped += bad
+    if not items and limit != 0:
+        raise_empty(path, skipped)
     warn_skipped(path, skipped, stacklevel=4)  # the loader's caller
     return items, skipped
 

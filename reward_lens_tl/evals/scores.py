@@ -590,6 +590,7 @@ def _harness_scores(path: Path, skip_bad: bool, aggregate: str | None) -> ScoreS
         skip_bad=skip_bad,
         limit=None,
         id_key="id",
+        allow_empty=True,  # a score file may hold no record yet
     )
     kept = _consistent(path, records, skip_bad, skipped)
     warn_skipped(path, skipped, stacklevel=4)

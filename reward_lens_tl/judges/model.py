@@ -23,6 +23,7 @@ logits as objectives and `rewards` applies the cap, so scores equal HF's logits.
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -1037,6 +1038,7 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         Raises:
             StepSeparatorError: When `steps` is not a non-empty list or a step holds the tag.
             ArgumentTypeError: When a step is not a string.
+            EmptyInputError: When a step is empty or whitespace only.
         """
         if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
             raise StepSeparatorError("steps must be a non-empty list of strings (one per step)")
@@ -1044,6 +1046,12 @@ class HookedPRM(_VerdictHead, HookedRewardModel):
         for i, step in enumerate(steps):
             if not isinstance(step, str):
                 raise ArgumentTypeError(f"steps[{i}] must be a string, got {type(step).__name__}")
+            if not step.strip():
+                raise EmptyInputError(
+                    f"steps[{i}] is empty{' (whitespace only)' if step else ''}: its tag would "
+                    "be scored on the previous steps' text alone. Drop the empty step or merge "
+                    "it into its neighbour"
+                )
             if tag_text and tag_text.strip() and tag_text in step:
                 raise StepSeparatorError(f"steps[{i}] contains the step tag {tag_text!r}: {step!r}")
         return self.step_separator.join(
@@ -1300,7 +1308,16 @@ def _grades(verdict: Sequence[str | int], grades: Sequence[float] | None) -> Ten
     """
     if grades is None:
         return torch.tensor(grades_of(verdict))
+    if isinstance(grades, str) or not isinstance(grades, Sequence):
+        raise ArgumentTypeError(f"grades must be a list of numbers, got {grades!r}")
+    if any(isinstance(g, bool) or not isinstance(g, int | float) for g in grades):
+        raise ArgumentTypeError(f"grades must be numbers, got {list(grades)!r}")
     values = [float(g) for g in grades]
+    if not all(math.isfinite(v) for v in values):
+        raise InvalidArgumentError(
+            f"grades must be finite numbers, got {values}: the expected grade Σ grade·p would "
+            "be NaN or infinite for every input"
+        )
     if len(values) != len(verdict):
         raise InvalidArgumentError(f"{len(values)} grades for {len(verdict)} verdict tokens")
     return torch.tensor(values)

@@ -19,6 +19,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 import numbers
 import string
 from collections.abc import Sequence
@@ -239,6 +240,7 @@ def grades_of(verdict: Sequence[str | int]) -> list[float]:
     if not all(isinstance(v, str) for v in verdict):
         return default
     try:
-        return [float(str(v).strip()) for v in verdict]
+        values = [float(str(v).strip()) for v in verdict]
     except ValueError:
         return default
+    return values if all(math.isfinite(v) for v in values) else default

@@ -35,7 +35,7 @@ from reward_lens_tl.data import (
     parse_hh_transcript,
     sniff_format,
 )
-from reward_lens_tl.errors import MalformedRecordError
+from reward_lens_tl.errors import EmptyInputError, MalformedRecordError
 
 SHARED = Path(
     os.environ.get(
@@ -341,8 +341,10 @@ def test_file_level_problems(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_rmbench(tmp_path / "missing.json")
     empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    assert len(load_rewardbench_jsonl(empty)) == 0
+    empty.write_text("\n\n  \n")  # blank lines only: refused whichever way it is loaded
+    for load in (load_rewardbench_jsonl, lambda p: load_pairs(p, "rewardbench"), load_pairs):
+        with pytest.raises(EmptyInputError, match="no records|empty"):
+            load(empty)
 
 
 def _solution(i: int, kind: str, problem_id: int = 0, problem: str = "1+1?") -> dict:

@@ -230,3 +230,36 @@ def test_loading_changes_nothing_the_user_passed(case):
     assert tok.get_vocab() == vocab and (tok.padding_side, tok.truncation_side) == sides
     assert hf.training is False and all(p.requires_grad for p in hf.parameters())
     assert model.tokenizer is not None
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\n\t"])
+def test_an_empty_step_is_refused_not_scored_from_its_neighbour(prm, empty):
+    from reward_lens_tl.errors import EmptyInputError
+
+    with pytest.raises(EmptyInputError, match=r"steps\[1\] is empty"):
+        prm.encode_steps("w12", ["w20", empty, "w22"])
+    with pytest.raises(EmptyInputError, match=r"steps\[0\] is empty"):
+        prm.encode_steps(["w12", "w13"], [["w20"], [empty]])
+
+
+@pytest.mark.parametrize(
+    "grades", [[1.0, float("nan")], [float("inf"), 2.0], ["a", 2.0], [True, 2]]
+)
+def test_likert_grades_must_be_finite_numbers(lm, grades):
+    hf, tok = lm
+    with pytest.raises((InvalidArgumentError, ArgumentTypeError), match="grades"):
+        HookedJudge.from_pretrained(
+            hf,
+            tokenizer=tok,
+            kind="likert",
+            verdict=("w10", "w11"),
+            grades=grades,
+            template=TEMPLATE,
+        )
+
+
+def test_likert_verdicts_that_read_as_non_finite_numbers_get_ranks():
+    from reward_lens_tl.judges.templates import grades_of
+
+    assert grades_of(("1", "nan", "3")) == [1.0, 2.0, 3.0]
+    assert grades_of(("inf", "2")) == [1.0, 2.0]
