@@ -1068,3 +1068,27 @@ class MonitorFailedError(PressureError, RuntimeError):
     Raised only with `on_error="raise"` (by default the callback logs it, records it in
     `callback.errors` and training goes on).
     """
+
+
+class MemoryEstimateError(RewardLensError, MemoryError):
+    """A forward (or a cache) whose estimated memory exceeds what the device has free.
+
+    Raised before anything is allocated (`reward_lens_tl.memory.check_fits`); the message names
+    the estimate, the memory available and the fix (smaller batches, `names_filter`,
+    `pos_slice`).
+
+    Examples:
+        >>> import torch
+        >>> from unittest import mock
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.errors import MemoryEstimateError
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> ids = torch.ones(300_000, 64, dtype=torch.long)   # never allocated past the ids
+        >>> with mock.patch("reward_lens_tl.memory.available_bytes", return_value=8 * 2**30):
+        ...     try:
+        ...         model.rewards(ids)
+        ...     except MemoryEstimateError as err:
+        ...         print(str(err)[:55])
+        forward of a 300000 × 64 batch needs at least 54.9 GiB
+    """

@@ -43,7 +43,7 @@ from transformer_lens.components import Unembed
 from transformer_lens.hook_points import HookPoint
 from transformer_lens.utilities.slice import Slice
 
-from . import fast_attention, padding, pooled_forward
+from . import fast_attention, memory, padding, pooled_forward
 from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
@@ -590,6 +590,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         if start_at_layer is None:
             input = self.check_tokens(input, attention_mask)
             tokens = input
+            memory.check_fits(self, input, "forward")
         elif tokens is not None:
             tokens = self.check_tokens(tokens, attention_mask)
         if tokens is not None and attention_mask is None and kwargs.get("past_kv_cache") is None:
@@ -868,6 +869,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         problem = padding.padded_slice_problem(kwargs.get("pos_slice"), batch_mask)
         if problem is not None:
             raise InvalidArgumentError(problem)
+        self._check_cache_fits(model_args, names_filter, kwargs)
         # TL drops the batch axis before slicing positions, which breaks on the head's
         # [batch, n_objectives] hook points: drop it here, after TL's slicing, instead
         unbatched = kwargs.pop("remove_batch_dim", False)
@@ -932,6 +934,25 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             out = self(*model_args, **kwargs)
             out.sum().backward()  # rows are independent: each row gets its own reward's gradient
         return out, ActivationCache(cache_dict, self, has_batch_dim=True)
+
+    def _check_cache_fits(self, model_args, names_filter, kwargs) -> None:
+        """Refuse a `run_with_cache` whose forward and cached activations cannot fit."""
+        tokens = model_args[0] if model_args else kwargs.get("input")
+        if (
+            not isinstance(tokens, Tensor)
+            or tokens.is_floating_point()
+            or tokens.ndim not in (1, 2)
+        ):
+            return
+        tokens = tokens if tokens.ndim == 2 else tokens[None]
+        pos_slice = kwargs.get("pos_slice")
+        kept = None
+        if pos_slice is not None:
+            kept = len(Slice.unwrap(pos_slice).indices(tokens.shape[1]).reshape(-1))
+        need = memory.cache_bytes(
+            self, tokens.shape[0], tokens.shape[1], names_filter, kept, bool(kwargs.get("incl_bwd"))
+        )
+        memory.check_fits(self, tokens, "run_with_cache", cache=need)
 
     def _batch_mask(self, model_args, kwargs) -> Tensor | None:
         """The padding mask of a forward's token ids (given or inferred), `None` when unpadded."""
