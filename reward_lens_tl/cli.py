@@ -69,7 +69,7 @@ _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 #: What every `MODEL` argument accepts (the help of other modules' `model` arguments is
 #: rewritten to say so: `accept_hub_ids`).
 LOCAL_MODEL = "local checkpoint directory"
-MODEL_HELP = "local checkpoint directory or hub id org/name"
+MODEL_HELP = "local checkpoint directory, hub id org/name, or zoo name (scalar, multi, …)"
 
 
 # -- argument types and plain text --------------------------------------------------------------
@@ -216,8 +216,11 @@ def _score(args) -> int:
     from .scoring import score_pairs
 
     csv = _writable_file(args.csv) if args.csv else None  # fail before a long scoring run
-    model = HookedRewardModel.from_pretrained(resolve_model(args))
-    pairs = load_pairs(args.pairs, format=args.format, limit=args.limit, skip_bad=args.skip_bad)
+    path = resolve_model(args)
+    existing_file(args.pairs, "the pair file")  # before the model loads
+    model = HookedRewardModel.from_pretrained(path)
+    skip = args.on_error == "skip"
+    pairs = load_pairs(args.pairs, format=args.format, limit=args.limit, skip_bad=skip)
     scores = score_pairs(
         model,
         pairs,
@@ -240,6 +243,35 @@ def _score(args) -> int:
         if len(scores.skipped) > 20:
             print(f"  … and {len(scores.skipped) - 20} more")
     return 0
+
+
+def existing_file(path: str, what: str) -> Path:
+    """`path` if it exists (a file, or a folder of data files); checked before a model loads.
+
+    Args:
+        path: The path given.
+        what: What it is, for the message (`"the pair file"`).
+
+    Returns:
+        The path.
+
+    Raises:
+        MissingFileError: Nothing at `path`.
+
+    Examples:
+        >>> from reward_lens_tl.errors import MissingFileError
+        >>> try:
+        ...     existing_file("no/such/pairs.jsonl", "the pair file")
+        ... except MissingFileError as err:
+        ...     print(str(err)[:40])
+        the pair file no/such/pairs.jsonl does n
+    """
+    from .errors import MissingFileError
+
+    target = Path(path)
+    if not target.exists():
+        raise MissingFileError(f"{what} {path} does not exist (nothing was loaded): check the path")
+    return target
 
 
 def _writable_file(path: str) -> Path:
@@ -282,9 +314,25 @@ def resolve_model(args: argparse.Namespace) -> Path:
         raise InvalidArgumentError(
             "--revision was given without a MODEL (a hub id org/name)"
             if revision is not None
-            else "no MODEL was given: pass a checkpoint directory or a hub id org/name"
+            else "no MODEL was given: pass a checkpoint directory, a hub id org/name or a zoo name"
         )
+    zoo = _zoo_model(args.model)
+    if zoo is not None:
+        if revision is not None:
+            raise InvalidArgumentError(
+                f"--revision was given with the zoo model {args.model!r}, which has no revisions"
+            )
+        return zoo
     return resolve_checkpoint(args.model, revision=revision)
+
+
+def _zoo_model(name: str) -> Path | None:
+    """The zoo checkpoint a bare name (`scalar`, `multi`, …) means, unless a folder has it."""
+    if "/" in name or os.sep in name or Path(name).exists():
+        return None
+    from .zoo.load import ZOO_NAMES, zoo_path
+
+    return zoo_path(name) if name in ZOO_NAMES else None
 
 
 def _optional_model(args: argparse.Namespace) -> Path | None:
@@ -343,7 +391,10 @@ def _info(args) -> int:
 def _check(args) -> int:
     from .diagnostics import check
 
-    report = check(resolve_model(args), data=args.data)
+    path = resolve_model(args)
+    if args.data is not None:
+        existing_file(args.data, "the --data file")
+    report = check(path, data=args.data)
     print(report.to_json() if args.format == "json" else report.to_text(), flush=True)
     if getattr(args, "debug", False) and report.errors:
         raise report.errors[0]  # the traceback of the first failed check
@@ -355,12 +406,14 @@ def _report(args) -> int:
 
     if args.resume:
         check_work_files(Path(args.out) / ".work")
+    model = _optional_model(args)  # None: the zoo's scalar model
+    if args.pairs is not None:
+        existing_file(args.pairs, "the pair file")
     from .distributed import is_main_process
     from .report import build_report
 
     torch.set_num_threads(args.threads)  # the zoo model is tiny: one thread is fastest
     options = {k: getattr(args, k) for k in ("limit", "seed", "resume", "format", "truncation")}
-    model = _optional_model(args)  # None: the zoo's scalar model
     numbers = build_report(model, args.pairs, args.out, markdown=True, **options)
     if not is_main_process():  # under torchrun rank 0 wrote the page and reports it
         return 0
@@ -512,9 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
     Returns:
         The parser.
     """
-    parser = argparse.ArgumentParser(prog="reward-lens", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="reward-lens", description=DESCRIPTION, formatter_class=DefaultsHelpFormatter
+    )
     parser.register("action", "parsers", LazySubParsers)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--version", action="version", version=f"reward-lens {_version()}")
     sub = cast(LazySubParsers, parser.add_subparsers(dest="command", required=True))
     _add_demo_and_score(sub)
     _add_info_and_check(sub)
@@ -523,7 +579,77 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_lazy(name, help_text, builder)
     _add_zoo(sub)
     _add_debug_flag(sub)
+    _show_defaults(sub)
     return parser
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """`--help` shows each option's default, unless its help already says it or it has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS, [])
+        if shown and action.option_strings and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _show_defaults(sub: argparse._SubParsersAction) -> None:
+    """Every subcommand's help (nested ones too) shows the defaults."""
+    for child in set(sub.choices.values()):
+        child.formatter_class = DefaultsHelpFormatter
+        for action in child._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _show_defaults(action)
+
+
+def _version() -> str:
+    """The installed package's version (read without importing the package's heavy parts)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reward-lens-tl")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def cli_words(message: str, parser: argparse.ArgumentParser | None) -> str:
+    """`message` with Python keywords of the subcommand's options spelled as its CLI flags.
+
+    A message written for the Python API says `truncation='left'`; on the command line the user
+    types `--truncation left`. Only keywords that are options of `parser` are rewritten.
+
+    Args:
+        message: The error message.
+        parser: The subcommand's parser (`None`: unchanged).
+
+    Returns:
+        The message in the command line's words.
+
+    Examples:
+        >>> p = argparse.ArgumentParser()
+        >>> _ = p.add_argument("--truncation"), p.add_argument("--batch-size", type=int)
+        >>> _ = p.add_argument("--on-error")
+        >>> cli_words("pass truncation='left' or batch_size=8; skip_bad=True", p)
+        'pass --truncation left or --batch-size 8; skip_bad=True'
+    """
+    if parser is None:
+        return message
+    flags = {
+        action.dest: max(action.option_strings, key=len)
+        for action in parser._actions
+        if action.option_strings and action.dest not in ("help", "debug", "version")
+    }
+    if not flags:
+        return message
+    names = "|".join(re.escape(d) for d in sorted(flags, key=len, reverse=True))
+    pattern = re.compile(rf"\b({names})=(?:'([^']*)'|\"([^\"]*)\"|([\w.+-]+))")
+
+    def flag(match: re.Match) -> str:
+        value = next(v for v in match.groups()[1:] if v is not None)
+        return f"{flags[match.group(1)]} {value}"
+
+    return pattern.sub(flag, message)
 
 
 def _add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP, **kwargs) -> None:
@@ -602,10 +728,8 @@ def _add_demo_and_score(sub) -> None:
         "--on-error",
         choices=["raise", "skip"],
         default="raise",
-        help="a pair that cannot be scored (e.g. too long): stop (raise) or skip and report it",
-    )
-    score.add_argument(
-        "--skip-bad", action="store_true", help="skip malformed records of the file, with a count"
+        help="a malformed record or a pair that cannot be scored (e.g. too long): stop (raise) "
+        "or skip it and report it with a count",
     )
     score.add_argument(
         "--csv", default=None, help="write per-pair scores here (with the input record index)"
@@ -708,15 +832,24 @@ def main(argv: list[str] | None = None) -> int:
     """
     with warnings.catch_warnings():
         warnings.showwarning = show_warning
-        args = build_parser().parse_args(argv)
-        return _run(args)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return _run(args, _subcommand_parser(parser, args))
 
 
-def _run(args) -> int:
+def _subcommand_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser | None:
+    """The parser of the subcommand `args` ran (its options name the CLI flags)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(getattr(args, "command", None))
+    return None
+
+
+def _run(args, parser: argparse.ArgumentParser | None = None) -> int:
     """Call the handler: a typed error or an interruption is one line.
 
     The traceback shows with `--debug`; anything else is a bug and keeps its traceback, on a line
-    of its own.
+    of its own. The line names the subcommand's CLI flags where the message names keywords.
     """
     from .errors import RewardLensError
 
@@ -724,7 +857,7 @@ def _run(args) -> int:
     try:
         return args.func(args)
     except expected as err:
-        print_error(f"{type(err).__name__}: {err}")
+        print_error(f"{type(err).__name__}: {cli_words(str(err), parser)}")
         return 2
     except KeyboardInterrupt:
         if args.debug:
