@@ -146,16 +146,22 @@ def resolve_checkpoint(
     check_revision(revision)
     cache = hub_cache_dir(cache_dir)
     offline = local_files_only or is_offline()
+    why = None
     if not offline:
         files = _remote_files(repo_id, revision, token, cache)
-        if files is not None:  # None: the hub could not be asked; the cache may still have it
+        if files is not None:
             check_hub_files(repo_id, files, revision=revision)
-    path = _snapshot(repo_id, revision, cache, token, offline, local_files_only)
+        else:  # the hub could not be asked: the cache may still have it; no second wait
+            offline, why = True, UNREACHABLE
+    path = _snapshot(repo_id, revision, cache, token, offline, local_files_only, why)
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     check_files_inside(path, (repo / "snapshots", repo / "blobs"), snapshot_of=repo / "snapshots")
     _check_snapshot(path, repo_id, revision, cache)
     return path
 
+
+#: Why a resolution ran from the cache alone although downloads were allowed.
+UNREACHABLE = "the hub could not be reached"
 
 #: A revision: a 40-hex commit, or a git ref name made of safe segments (`main`, `v1.0`,
 #: `refs/pr/3`): no empty, `.` or `..` segment, no segment starting with a dot, no backslash.
@@ -462,8 +468,12 @@ def _snapshot(
     token: str | bool | None,
     offline: bool,
     local_files_only: bool,
+    why: str | None = None,
 ) -> Path:
-    """`snapshot_download` of the allowed files; its errors made typed."""
+    """`snapshot_download` of the allowed files; its errors made typed.
+
+    `why` says why it runs offline when neither `local_files_only` nor `HF_HUB_OFFLINE` does.
+    """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
         HfHubHTTPError,
@@ -500,7 +510,8 @@ def _snapshot(
             index = folder / "model.safetensors.index.json"
             download(_index_shards(index) if index.is_file() else ["model.safetensors"])
     except failures as err:
-        why = "local_files_only=True" if local_files_only else "HF_HUB_OFFLINE=1"
+        if why is None:
+            why = "local_files_only=True" if local_files_only else "HF_HUB_OFFLINE=1"
         raise _hub_error(err, repo_id, revision, cache, offline=offline, why=why) from err
     return folder
 
@@ -589,7 +600,7 @@ def _not_cached(
         )
     how = (
         f"downloads are off ({why}); allow them (unset HF_HUB_OFFLINE, local_files_only=False) or"
-        if offline
+        if offline and why != UNREACHABLE
         else f"the hub could not be reached ({type(err).__name__}); check the network (or "
         "HF_ENDPOINT, a proxy), or"
     )

@@ -529,3 +529,21 @@ def test_a_checkpoint_directory_linking_outside_itself_is_refused(tmp_path, hub)
         HookedRewardModel.from_pretrained(folder)
     # a snapshot folder of a hub cache, passed as a directory, reads its own blobs
     assert resolve_checkpoint(hub["snapshots"]["main"]).samefile(hub["snapshots"]["main"])
+
+
+def test_an_unreachable_hub_is_asked_once_then_the_cache_answers(online, hub):
+    """Without HF_HUB_OFFLINE and without network, one failed listing is enough: the snapshot is
+    looked up in the cache alone (no second round of network timeouts), and a miss says the hub
+    could not be reached."""
+    import httpx2
+
+    state, calls = online
+    state["list_error"] = httpx2.ConnectError("no route to host")
+    state["download"] = hub["snapshots"]["main"]
+    assert resolve_checkpoint(REPO, cache_dir=hub["cache"]).samefile(hub["snapshots"]["main"])
+    assert calls["download"][-1]["local_files_only"] is True
+    state["download"] = huggingface_hub.errors.LocalEntryNotFoundError("not cached")
+    with pytest.raises(HubNotCachedError, match="could not be reached") as info:
+        resolve_checkpoint("org/absent", cache_dir=hub["cache"])
+    assert "downloads are off" not in str(info.value)
+    assert all(call["local_files_only"] is True for call in calls["download"])
