@@ -275,16 +275,10 @@ def existing_file(path: str, what: str) -> Path:
 
 
 def _writable_file(path: str) -> Path:
-    """`path` if a file can be written there (its folder exists and is writable)."""
-    from .errors import InvalidArgumentError
+    """`path` if a file can be written there now (`provenance.check_output_file`)."""
+    from .provenance import check_output_file
 
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise InvalidArgumentError(
-            f"cannot write {path}: its folder does not exist or is not writable (or it is a folder)"
-        )
-    return target
+    return check_output_file(path, "the --csv file")
 
 
 def resolve_model(args: argparse.Namespace) -> Path:
@@ -841,7 +835,7 @@ def _subcommand_parser(parser: argparse.ArgumentParser, args) -> argparse.Argume
     """The parser of the subcommand `args` ran (its options name the CLI flags)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices.get(getattr(args, "command", None))
+            return action.choices.get(str(getattr(args, "command", "")))
     return None
 
 

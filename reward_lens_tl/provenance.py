@@ -12,7 +12,8 @@ producer with its own and refuses a difference with a typed error naming both
 torn last line left by a killed writer (a record is whole only when its line ends with a newline,
 so a reader ignores the torn tail and the writer truncates it and recomputes that record), writes
 the header together with the first records (a run that fails before producing anything leaves no
-file behind) and appends each record with one `os.write`.
+file behind) and appends each record with one `os.write`. `check_output_file` refuses a path
+that cannot be such a file, or a file another process is writing, before any work starts.
 
 Examples:
     >>> import tempfile, pathlib
@@ -66,6 +67,7 @@ __all__ = [
     "ResumableFileError",
     "ResumableLog",
     "check_finite",
+    "check_output_file",
     "check_producer",
     "content_hash",
     "file_fingerprint",
@@ -354,7 +356,9 @@ class ResumableLog:
     empties the file instead of reading it. `records` holds `(line number, parsed
     JSON)` of the records (a line that is not JSON, or holds NaN/Infinity, is
     `ResumableFileError`); `append` writes records (the header first when the file
-    is new). On exit a file that never received a record is removed.
+    is new). On exit a file that never received a record is removed. A path that cannot
+    be such a file (a directory, a path under a regular file, an unwritable place) is
+    `InvalidArgumentError` naming it (`check_output_file`).
 
     Args:
         path: The file.
@@ -408,8 +412,18 @@ class ResumableLog:
     # -- entering and leaving ----------------------------------------------------------------
     def __enter__(self) -> ResumableLog:
         """Lock and read the file (or empty it, with `fresh`)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = _open_locked(self.path)
+        _check_path(self.path, "the file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = _open_locked(self.path)
+        except FileInUseError:
+            raise
+        except OSError as err:  # changed since the check, or a failure it cannot foresee
+            _check_path(self.path, "the file")
+            raise InvalidArgumentError(
+                f"{self.path} cannot be opened for writing ({err.strerror or err}); choose "
+                "another path"
+            ) from None
         try:
             self._lockfile = _lockfile_for(self.path) if fcntl is None else None
             if self.fresh:
@@ -512,6 +526,99 @@ class ResumableLog:
             view = view[os.write(fd, view) :]
 
 
+def check_output_file(path: str | os.PathLike[str], what: str = "the output file") -> Path:
+    """`path` as a `Path` if a file can be written (or resumed) there now; nothing is created.
+
+    Meant to run before any work starts, so a bad path fails at once rather than after the
+    model ran: `path` must not be a directory or another non-regular file (a device, a
+    pipe), the nearest existing folder above it must be a folder (not a regular file), that
+    folder (or the existing file) must be writable, and no other process may be writing the
+    file (the lock `ResumableLog` holds). `ResumableLog` checks the path again when it
+    opens the file, so a later change is refused as well.
+
+    Args:
+        path: The file to write.
+        what: What the file is, for the message (`"the score file (out=)"`).
+
+    Returns:
+        `path` as a `Path`.
+
+    Raises:
+        InvalidArgumentError: `path` is a directory or not a regular file, a path
+            component above it is a regular file, or it cannot be written; the message names
+            the path and what to do.
+        FileInUseError: another process (or another writer in this one) holds the file.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> from reward_lens_tl.errors import InvalidArgumentError
+        >>> from reward_lens_tl.provenance import check_output_file
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> check_output_file(folder / "new" / "scores.jsonl").name  # folders are made later
+        'scores.jsonl'
+        >>> try:
+        ...     check_output_file(folder, "the score file")
+        ... except InvalidArgumentError as err:
+        ...     print(str(err).split(folder.name)[1].split(";")[0])
+         is a directory, not a file
+        >>> _ = (folder / "notes.txt").write_text("")
+        >>> try:
+        ...     check_output_file(folder / "notes.txt" / "scores.jsonl")
+        ... except InvalidArgumentError as err:
+        ...     print(str(err).split(": ", 1)[1].split(" (")[0])
+        notes.txt is a regular file, not a folder
+    """
+    target = _check_path(Path(path), what)
+    if target.is_file() and fcntl is not None:
+        try:
+            fd = os.open(target, os.O_RDONLY)
+        except OSError:
+            return target  # reported when the file is opened for writing
+        try:  # a shared lock for an instant: refused only while a writer holds the file
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileInUseError(_in_use(target)) from None
+        finally:
+            os.close(fd)
+    return target
+
+
+def _check_path(target: Path, what: str) -> Path:
+    """`target` if it can be a file this process writes (see `check_output_file`)."""
+    if target.is_dir():
+        raise InvalidArgumentError(
+            f"{what} {target} is a directory, not a file; give a file path, e.g. "
+            f"{target / 'scores.jsonl'}"
+        )
+    if target.exists() and not target.is_file():
+        raise InvalidArgumentError(
+            f"{what} {target} is not a regular file (a device, a pipe or a socket); give the "
+            "path of a regular file"
+        )
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise InvalidArgumentError(
+            f"{what} {target} cannot be created: {folder.name} is a regular file, not a folder "
+            f"({folder}); choose another path, or move that file"
+        )
+    writable = target if target.exists() else folder
+    if writable.exists() and not os.access(writable, os.W_OK):
+        raise InvalidArgumentError(
+            f"{what} {target} cannot be written: no write permission on {writable}; choose "
+            "another path"
+        )
+    return target
+
+
+def _in_use(path: Path) -> str:
+    return (
+        f"{path} is being written by another process (it holds the file's lock); wait for that "
+        "run to finish, or write to another path"
+    )
+
+
 def _open_locked(path: Path) -> int:
     """An fd of `path` (created if absent) under an exclusive lock.
 
@@ -525,10 +632,7 @@ def _open_locked(path: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise FileInUseError(
-                f"{path} is being written by another process (it holds the file's lock); wait "
-                "for that run to finish, or write to another path"
-            ) from None
+            raise FileInUseError(_in_use(path)) from None
         try:
             same = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:

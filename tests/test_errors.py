@@ -238,6 +238,7 @@ def test_the_hierarchy_has_one_root_and_the_reexports_are_the_same_classes():
                     RuntimeError,
                     NotImplementedError,
                     FileNotFoundError,
+                    MemoryError,
                 )
             )
             or cls is errors.RewardLensError

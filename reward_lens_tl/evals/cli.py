@@ -28,7 +28,8 @@ is scored with the reference's pairwise rule and says `"protocol": "pairwise"`. 
 Scoring with a model: an item that does not fit the model's context (under `--truncation`) is
 an error naming its id, or with `--on-error skip` is skipped and listed. `--out` records the
 model's fingerprint and the arguments; a rerun resumes it only if they match, one run at a
-time, and a run that scores nothing leaves no file behind.
+time, and a run that scores nothing leaves no file behind. An `--out` that cannot be a file (a
+directory, a path under a regular file, an unwritable place) is refused before the model loads.
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def add_eval_parser(sub) -> None:
         "--on-error",
         choices=["raise", "skip"],
         default="raise",
-        help="an item that cannot be scored (e.g. too long): stop (raise) or skip and list it",
+        help="a malformed record or an item that cannot be scored (e.g. too long): stop (raise) "
+        "or skip it and list it",
     )
     p.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass")
     p.add_argument("--limit", type=int, default=None, help="score only the first N data items")
-    p.add_argument("--skip-bad", action="store_true", help="skip malformed records (counted)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the CIs")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument(
@@ -114,23 +115,29 @@ def _evaluate(args):
         scores = read_scores(
             args.scores,
             benchmark=args.benchmark,
-            skip_bad=args.skip_bad,
+            skip_bad=args.on_error == "skip",
             prm_aggregate=args.prm_aggregate,
         )
         if args.data_opt:
-            items = _load_items(args.benchmark, args.data_opt, args.skip_bad, args.limit)
+            items = _load_items(args.benchmark, args.data_opt, args.on_error == "skip", args.limit)
             return align_scores(scores, items), None
         return EvalResult(args.benchmark, scores), None
     if args.benchmark == "rewardbench2":
-        _load_items(args.benchmark, "", args.skip_bad, args.limit)  # no RewardBench 2 data: refused
+        _load_items(
+            args.benchmark, "", args.on_error == "skip", args.limit
+        )  # no RewardBench 2 data: refused
     if not (args.model and args.data):
         raise InvalidArgumentError("give --scores FILE, or MODEL_DIR and a DATA file to score")
     if args.prm_aggregate is not None:
         raise InvalidArgumentError("--prm-aggregate applies to a --scores FILE of per-step scores")
+    if args.out is not None:
+        from reward_lens_tl.provenance import check_output_file
+
+        check_output_file(args.out, "the --out file")  # before the model loads
     from reward_lens_tl.model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(args.model)
-    items = _load_items(args.benchmark, args.data, args.skip_bad, args.limit)
+    items = _load_items(args.benchmark, args.data, args.on_error == "skip", args.limit)
     result = score_items(
         model,
         items,

@@ -52,7 +52,12 @@ from reward_lens_tl.evals.scores import (
 )
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.pairs import check_on_error
-from reward_lens_tl.provenance import check_finite, content_hash, model_fingerprint
+from reward_lens_tl.provenance import (
+    check_finite,
+    check_output_file,
+    content_hash,
+    model_fingerprint,
+)
 from reward_lens_tl.readout import objective_index
 
 #: The `field` of a `SkippedRecord` for an item `on_error="skip"` left unscored.
@@ -259,10 +264,12 @@ def score_items(
     only these items, with the same texts (else `ScoreProducerMismatchError` /
     `ScoreMismatchError`); one process writes it at a time
     (`reward_lens_tl.provenance.FileInUseError`), and a run that scores nothing leaves
-    no file. `objective` picks a column of a plain multi-objective head. `on_error`:
-    `"raise"` stops at an item that cannot be encoded (naming its id), `"skip"` leaves it
-    out (listed in `result.scores.skipped`). Returns an `EvalResult` aligned with the
-    scored items; `EmptyInputError` if every item was skipped.
+    no file. An `out` that cannot be a file (a directory, a path under a regular file, an
+    unwritable place) is refused before the model runs (`InvalidArgumentError`).
+    `objective` picks a column of a plain multi-objective head. `on_error`: `"raise"` stops
+    at an item that cannot be encoded (naming its id), `"skip"` leaves it out (listed in
+    `result.scores.skipped`). Returns an `EvalResult` aligned with the scored items;
+    `EmptyInputError` if every item was skipped.
 
     Under `torchrun` the chunks are split by rank (chunk `k` on rank `k mod N`), every
     rank returns the complete result and rank 0 alone writes `out`, after each round of
@@ -284,10 +291,13 @@ def score_items(
 
     Raises:
         EmptyInputError: there are no items, or every item was skipped.
-        InvalidArgumentError: `batch_size` is not a positive int.
         ScoreProducerMismatchError: `out` was written by another model or with other
             arguments, or for other texts.
         ScoreMismatchError: `out` holds records of other items.
+        FileInUseError: another process (or another writer in this one) is writing `out`.
+        InvalidArgumentError: `batch_size` is not a positive int; or `out` is a directory
+            (or not a regular file), a path component above it is a regular file, or it
+            cannot be written (checked before any item is scored).
 
     Examples:
         >>> import pathlib, tempfile
@@ -357,6 +367,7 @@ def _open_writer(out, benchmark, resume, model, args):
     writer, error = None, None
     if out is not None and is_main_process():
         try:
+            check_output_file(out, "the score file (out=)")  # before hashing the model's weights
             producer = {"model": model_fingerprint(model), "args": args}
             writer = ScoreWriter(out, benchmark, resume=resume, producer=producer)
         except Exception as err:  # noqa: BLE001 - re-raised on every rank below

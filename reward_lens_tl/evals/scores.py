@@ -712,12 +712,20 @@ class ScoreWriter:
     `resume=False` it is emptied. The file is locked from construction until the `with`
     block ends (`reward_lens_tl.provenance.FileInUseError` for a second writer), and a
     file that received no record is removed at the end, so a failed run leaves no empty file.
+    A `path` that cannot be a file (a directory, a path under a regular file, an unwritable
+    place) is `reward_lens_tl.errors.InvalidArgumentError`, naming it.
 
     Args:
         path: the score file.
         benchmark: the benchmark of every record written.
         resume: continue an existing file (else empty it).
         producer: what makes the scores.
+
+    Raises:
+        InvalidArgumentError: `path` cannot be a file (see above).
+        FileInUseError: another writer holds the file.
+        ScoreProducerMismatchError: a resumed file was written by another producer.
+        MalformedRecordError: a resumed file holds a malformed record or a repeated id.
 
     Examples:
         >>> import pathlib, tempfile

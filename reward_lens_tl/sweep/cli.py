@@ -83,11 +83,13 @@ def run_sweep_command(args) -> int:
     import torch
 
     from ..model import HookedRewardModel
+    from ..provenance import check_output_file
     from .retokenize import retokenization_changes
     from .runner import token_sweep
 
     torch.set_num_threads(1)
     out = Path(args.out)
+    check_output_file(out / "sweep.partial.jsonl", "--out's resume file")  # --out is a folder
     out.mkdir(parents=True, exist_ok=True)
     model = HookedRewardModel.from_pretrained(args.model)
     words = None

@@ -37,7 +37,13 @@ import torch
 
 from ..errors import InvalidArgumentError
 from ..inputs import Prompt
-from ..provenance import ResumableLog, check_finite, content_hash, model_fingerprint
+from ..provenance import (
+    ResumableLog,
+    check_finite,
+    check_output_file,
+    content_hash,
+    model_fingerprint,
+)
 from ..readout import Objective
 from .cached import PrefixCache
 from .candidates import CandidateSet, sweep_frame, vocabulary_candidates, word_candidates
@@ -86,9 +92,11 @@ def token_sweep(
 
     Raises:
         InvalidArgumentError: an unknown method, a chunk size that is not a positive integer,
-            or candidates given as one string.
+            or candidates given as one string; or `resume` is a directory, lies under a
+            regular file or cannot be written (checked before the model runs).
         ResumeMismatchError: the resume file was written by another model or sweep.
         ResumeFileError: the resume file holds a damaged chunk.
+        FileInUseError: another process is writing the resume file.
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -118,6 +126,8 @@ def token_sweep(
         raise InvalidArgumentError(f"method must be 'cached' or 'exact', not {method!r}")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidArgumentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if resume is not None:
+        check_output_file(resume, "the resume file (resume=)")  # before the model runs
     frame = sweep_frame(model, prompt)
     prefix, suffix = frame.prompt_ids(), frame.suffix_ids()
     cands = _as_candidates(model, prompt, candidates)
