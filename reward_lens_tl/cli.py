@@ -275,10 +275,21 @@ def existing_file(path: str, what: str) -> Path:
 
 
 def _writable_file(path: str) -> Path:
-    """`path` if a file can be written there now (`provenance.check_output_file`)."""
+    """`path` if a file can be written there now, in a folder that exists.
+
+    `provenance.check_output_file`'s checks, plus the folder: pandas writes the CSV at the
+    end of the run and makes no folder.
+    """
+    from .errors import InvalidArgumentError
     from .provenance import check_output_file
 
-    return check_output_file(path, "the --csv file")
+    target = check_output_file(path, "the --csv file")
+    if not target.parent.is_dir():
+        raise InvalidArgumentError(
+            f"cannot write the --csv file {path}: its folder {target.parent} does not exist; "
+            "create it first"
+        )
+    return target
 
 
 def resolve_model(args: argparse.Namespace) -> Path:
