@@ -31,13 +31,15 @@ the trainer emits.
 
 **Tokenizers**: samples are text. The reward model reads them through its own tokenizer and
 template, so a policy with a different tokenizer works; the callback says so once
-(`callback.retokenizes`) and logs it.
+(`callback.retokenizes`) and logs it. The policy's own tokenizer must fit the policy: one with
+more token ids than the policy embeds is a set-up failure (below), never silent records.
 
 **Errors never crash training**: a failure while setting up (a probe example longer than the
-context, a trainer model this library cannot convert) or while measuring is logged through the
-`reward_lens_tl` logger and kept in `callback.errors` as `(step, message)`; a set-up
-failure turns the monitor off. `on_error="stop"` asks the trainer to stop instead, and
-`on_error="raise"` raises `reward_lens_tl.errors.MonitorFailedError`.
+context, a trainer model this library cannot convert, a tokenizer larger than the policy's
+vocabulary, more samples than `reward_lens_tl.pressure.validate.MAX_SAMPLES`) or while
+measuring is logged through the `reward_lens_tl` logger and kept in `callback.errors` as
+`(step, message)`; a set-up failure turns the monitor off. `on_error="stop"` asks the
+trainer to stop instead, and `on_error="raise"` raises `reward_lens_tl.errors.MonitorFailedError`.
 
 Cost: one conversion and one batched forward of the probe set per record (plus sampling in the
 policy mode); `benchmarks/bench_pressure.py` measures it against a training step.
@@ -74,6 +76,16 @@ from .monitor import (
     measure_reward_model,
 )
 from .sampling import model_device, next_token_logits, render_prompt
+from .validate import (
+    MAX_BOOT,
+    MAX_NEW_TOKENS,
+    MAX_SAMPLES,
+    check_count,
+    check_positive,
+    check_prompts,
+    check_sample_budget,
+    check_tokenizer_fits,
+)
 
 logger = logging.getLogger("reward_lens_tl")
 OnError = Literal["log", "stop", "raise"]
@@ -91,26 +103,33 @@ class RewardLensCallback(TrainerCallback):
             attribution needs a `HookedRewardModel`).
         probe_examples: `(prompt, response)` texts, preference pairs
             (`prompt`/`chosen`/`rejected` objects or dicts), or `{group: examples}`.
-        every: record every `every` optimiser steps.
+        every: record every `every` optimiser steps (an integer >= 1, not a `bool`).
         mode: `"auto"` (`"reward_model"` when `reward_model` is `None` or the trainer's
             model, else `"policy"`), `"reward_model"` or `"policy"`.
         probes: `"auto"` (the zoo's planted-feature probes on zoo data, else the built-in
             battery), a list, or `None`.
-        prompts: policy mode: the prompts to sample (default: the probe examples' prompts).
+        prompts: policy mode: the prompts to sample, a non-empty list (default: the probe
+            examples' prompts).
         gold: policy mode: a gold reward function or model.
         features: policy mode: `"auto"`, `None` or a function
             `fn(prompt, response) -> {name: value}`.
         reference: policy mode: `"initial"` (a copy of the policy at the start) or a model,
             for implicit rewards.
-        beta: policy mode: the implicit rewards' scale.
-        samples_per_prompt: policy mode: responses sampled per prompt.
-        max_new_tokens: policy mode: the token budget of each response.
-        seed: the seed of the sampling and of the probes' edits.
-        tokenizer: the trainer model's tokenizer (default: the trainer's `processing_class`).
+        beta: policy mode: the implicit rewards' scale (a finite number > 0).
+        samples_per_prompt: policy mode: responses sampled per prompt (an integer >= 1;
+            `samples_per_prompt × prompts` at most
+            `reward_lens_tl.pressure.validate.MAX_SAMPLES`, checked when the policy mode is
+            set up).
+        max_new_tokens: policy mode: the token budget of each response (an integer from 1
+            to `reward_lens_tl.pressure.validate.MAX_NEW_TOKENS`).
+        seed: the seed of the sampling and of the probes' edits (an integer >= 0).
+        tokenizer: the trainer model's tokenizer (default: the trainer's `processing_class`);
+            in policy mode its token ids must fit the policy's vocabulary.
         on_error: `"log"`, `"stop"` or `"raise"`.
-        flag_boot: bootstrap resamples of each probe's flag.
+        flag_boot: bootstrap resamples of each probe's flag (an integer from 1 to
+            `reward_lens_tl.pressure.validate.MAX_BOOT`).
         max_probe_examples: how many probed examples the probe suite edits (spread over the
-            set; `None`: all).
+            set; an integer >= 1, or `None`: all).
 
     Examples:
         A trainer calls the callback's events; here they are called by hand at step 0 (no
@@ -158,11 +177,26 @@ class RewardLensCallback(TrainerCallback):
         """Check the options and start with no records (the arguments are the class's).
 
         Raises:
-            PressureError: if `every` is not a positive integer, or `on_error` or `mode` is
-                unknown, or `probe_examples` is missing or has an empty group.
+            PressureError: if a count (`every`, `samples_per_prompt`, `max_new_tokens`,
+                `seed`, `flag_boot`, `max_probe_examples`) is not an integer (a `bool` or a
+                float included) in its range, `beta` is not a finite number above 0,
+                `prompts` is empty or one string, `on_error` or `mode` is unknown, or
+                `probe_examples` is missing or has an empty group.
         """
-        if not isinstance(every, int) or every < 1:
-            raise PressureError(f"every must be a positive integer, got {every!r}")
+        every = check_count("every", every)
+        samples_per_prompt = check_count(
+            "samples_per_prompt", samples_per_prompt, high=MAX_SAMPLES,
+            why="every record samples every prompt's responses in one batch",
+        )  # fmt: skip
+        max_new_tokens = check_count(
+            "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
+            why="each new token is a forward of the whole batch",
+        )  # fmt: skip
+        seed = check_count("seed", seed, low=0)
+        flag_boot = check_count("flag_boot", flag_boot, high=MAX_BOOT)
+        if max_probe_examples is not None:
+            max_probe_examples = check_count("max_probe_examples", max_probe_examples)
+        beta = check_positive("beta", beta)
         if on_error not in ("log", "stop", "raise"):
             raise PressureError(f"on_error must be 'log', 'stop' or 'raise', got {on_error!r}")
         if mode not in ("auto", "reward_model", "policy"):
@@ -172,7 +206,7 @@ class RewardLensCallback(TrainerCallback):
         self.every = every
         self.mode = mode
         self.probes = probes
-        self.prompts = list(prompts) if prompts is not None else None
+        self.prompts = check_prompts(prompts) if prompts is not None else None
         self.gold = gold
         self.features = features
         self.reference = reference
@@ -345,9 +379,11 @@ class RewardLensCallback(TrainerCallback):
 
         if tokenizer is None:
             raise PressureError("no tokenizer for the policy: pass tokenizer= or processing_class")
+        prompts = self.prompts or list(dict.fromkeys(_prompts_of(self.groups)))
+        check_sample_budget("samples_per_prompt", self.samples_per_prompt, len(prompts))
+        check_tokenizer_fits(model, tokenizer)  # before any id reaches the policy's embeddings
         self._check_causal_lm(model, tokenizer)
         rm = self.reward_model = load_reward_like(self.reward_model)
-        prompts = self.prompts or list(dict.fromkeys(_prompts_of(self.groups)))
         hooked = isinstance(rm, HookedRewardModel)
         probes = self._resolved_probes() if hooked else []
         singles = [(p, r) for p, r in _texts_of(self.groups)]

@@ -42,6 +42,16 @@ from jaxtyping import Float
 from ..errors import PressureError
 from ..results import Result, new_axes
 from .sampling import Prompt, Sample, prompt_text, sample_responses, score_texts
+from .validate import (
+    MAX_BOOT,
+    MAX_NEW_TOKENS,
+    check_count,
+    check_positive,
+    check_prompts,
+    check_sample_budget,
+    check_tokenizer_fits,
+    feature_table,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -60,7 +70,8 @@ def kl_best_of_n(n: int | np.ndarray) -> Any:
         The KL in nats: a float for a scalar `n`, else an array of the shape of `n`.
 
     Raises:
-        PressureError: if any `n` is below 1.
+        PressureError: if any `n` is below 1, not an integer or not finite, or `n` is a
+            `bool`.
 
     Examples:
         >>> import numpy as np
@@ -70,9 +81,12 @@ def kl_best_of_n(n: int | np.ndarray) -> Any:
         >>> kl_best_of_n(np.array([1, 2, 4])).round(3).tolist()
         [0.0, 0.193, 0.636]
     """
-    n_arr = np.asarray(n, dtype=float)
-    if (n_arr < 1).any():
-        raise PressureError(f"n must be >= 1, got {n}")
+    raw = np.asarray(n)
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.number) and raw.dtype.kind != "c"):
+        raise PressureError(f"n must be an integer >= 1 (or an array of them), got {n!r}")
+    n_arr = raw.astype(float)
+    if not np.isfinite(n_arr).all() or (n_arr < 1).any() or (n_arr != np.round(n_arr)).any():
+        raise PressureError(f"n must be an integer >= 1 (or an array of them), got {n!r}")
     out = np.log(n_arr) - (n_arr - 1) / n_arr
     return float(out) if out.ndim == 0 else out
 
@@ -95,16 +109,19 @@ def best_of_n_kl_exact(
         The KL in nats.
 
     Raises:
-        PressureError: if `probs` is not a distribution with one reward per outcome.
+        PressureError: if `probs` is not a distribution with one finite reward per outcome,
+            or `n` is not an integer >= 1.
 
     Examples:
         >>> round(best_of_n_kl_exact([0.5, 0.5], [0.0, 1.0], 2), 6)  # 1/4, 3/4 against 1/2, 1/2
         0.130812
     """
+    n = check_count("n", n)
     p = np.asarray(probs, dtype=float)
     r = np.asarray(rewards, dtype=float)
-    if p.shape != r.shape or p.ndim != 1 or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
-        raise PressureError("probs must be a distribution with one reward per outcome")
+    finite = bool(np.isfinite(p).all() and np.isfinite(r).all())
+    if not finite or p.shape != r.shape or p.ndim != 1 or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+        raise PressureError("probs must be a distribution with one finite reward per outcome")
     order = np.lexsort((np.arange(len(r)), r))
     cdf = np.cumsum(p[order])
     q = cdf**n - np.r_[0.0, cdf[:-1]] ** n
@@ -116,7 +133,9 @@ def order_weights(n_samples: int, n: int) -> np.ndarray:
     """Order-statistic weights of the best of `n` out of `n_samples` ranked samples.
 
     `w[i]` is the probability that the best of `n` drawn without replacement from `n_samples`
-    ranked samples is the `i`-th smallest (0-based), `C(i, n-1) / C(N, n)`.
+    ranked samples is the `i`-th smallest (0-based), `C(i, n-1) / C(N, n)`. Computed from the
+    top down, `w[N-1] = n / N` and `w[i-1] = w[i] (i - n + 1) / i`, in floats: linear time
+    (exact binomials grow with `N` and took seconds per call for thousands of samples).
 
     Args:
         n_samples: how many ranked samples there are (`N`).
@@ -126,7 +145,8 @@ def order_weights(n_samples: int, n: int) -> np.ndarray:
         The weights `w`, one per rank, ascending.
 
     Raises:
-        PressureError: if `n` is not between 1 and `n_samples`.
+        PressureError: if `n_samples` or `n` is not an integer, or `n` is not between 1 and
+            `n_samples`.
 
     Examples:
         >>> from reward_lens_tl.pressure import order_weights
@@ -135,10 +155,13 @@ def order_weights(n_samples: int, n: int) -> np.ndarray:
         >>> order_weights(4, 2).round(3).tolist(), order_weights(4, 4).tolist()
         ([0.0, 0.167, 0.333, 0.5], [0.0, 0.0, 0.0, 1.0])
     """
-    if not 1 <= n <= n_samples:
-        raise PressureError(f"n={n} must be between 1 and the {n_samples} samples drawn")
-    total = math.comb(n_samples, n)
-    return np.array([math.comb(i, n - 1) / total for i in range(n_samples)])
+    n_samples = check_count("n_samples", n_samples)
+    n = check_count("n", n, high=n_samples, why=f"n is drawn from the {n_samples} samples")
+    i = np.arange(n_samples - 1, n - 1, -1, dtype=float)  # N-1, ..., n
+    ratios = np.r_[n / n_samples, (i - n + 1) / i]  # w[N-1], then w[i-1] / w[i]
+    weights = np.zeros(n_samples)
+    weights[n - 1 :] = np.cumprod(ratios)[::-1]
+    return weights
 
 
 def ladder(n_max: int) -> list[int]:
@@ -450,37 +473,70 @@ def best_of_n(
         reward_model: any reward-like model `reward_lens_tl.pressure.sampling.score_texts`
             takes, or a directory / zoo name.
         prompts: texts or message lists.
-        n_max: samples per prompt (the top rung).
+        n_max: samples per prompt (the top rung): an integer >= 1 (not a `bool`), with
+            `n_max × len(prompts)` at most `reward_lens_tl.pressure.validate.MAX_SAMPLES`
+            (65,536; every sample is drawn in one batch and kept in memory: split a larger
+            ladder over several calls on subsets of the prompts).
         gold: a gold reward function `(prompts, responses) -> rewards` or model (e.g.
             `reward_lens_tl.pressure.zoo.zoo_gold`), else the gold columns are NaN.
-        seed: the sampling seed.
-        tokenizer: the policy's tokenizer (default: the policy's own).
+        seed: the sampling seed (an integer >= 0).
+        tokenizer: the policy's tokenizer (default: the policy's own); its token ids must
+            fit the policy's vocabulary.
         features: `"auto"` (the zoo's planted features on zoo prompts), `None` or
-            `fn(prompt, response) -> {name: value}`.
+            `fn(prompt, response) -> {name: value}` (the same names for every text, finite
+            values).
         probes: run the probe suite on each rung's realised choices.
-        max_new_tokens: the token budget of each response.
-        temperature: the sampling temperature.
-        n_boot: bootstrap resamples of the probe suite's flags.
+        max_new_tokens: the token budget of each response (an integer from 1 to
+            `reward_lens_tl.pressure.validate.MAX_NEW_TOKENS`, 8,192).
+        temperature: the sampling temperature (a finite number > 0).
+        n_boot: bootstrap resamples of the probe suite's flags (an integer from 1 to
+            `reward_lens_tl.pressure.validate.MAX_BOOT`).
 
     Returns:
         The ladder, a `BestOfNResult`.
 
     Raises:
-        PressureError: if `prompts` is empty or a single string, `n_max` is not a positive
-            integer, or the policy has no tokenizer.
+        PressureError: if `prompts` is empty or a single string; `n_max`, `max_new_tokens`,
+            `seed` or `n_boot` is not an integer (a `bool` or a float included) in its range;
+            `n_max × len(prompts)` exceeds `MAX_SAMPLES`; `temperature` is not a finite
+            number above 0; the policy has no tokenizer, or a tokenizer with more token ids
+            than the policy embeds; the reward model or `gold` does not give one finite
+            reward per text (a reward function giving another count, NaN or infinity); or
+            `features` gives no finite values.
 
     Examples:
+        The ladder refuses a `bool` for a count (`n_max=True` would run as 1), and a budget
+        of samples no single call draws:
+
+        >>> from reward_lens_tl.errors import PressureError
+        >>> for n_max in (True, 10_000_000):
+        ...     try:
+        ...         best_of_n("policy", "scalar", ["how bake bread", "why rain snow"], n_max)
+        ...     except PressureError as err:
+        ...         print(str(err).split(";")[0].split(", above")[0])
+        n_max must be an integer, got True (a bool, which would count as 1)
+        n_max=10000000 for 2 prompts would draw 20,000,000 samples
+
+        A ladder of the zoo's DPO policy under the zoo's reward model:
+
         >>> from reward_lens_tl.pressure.zoo import zoo_gold
         >>> ladder_ = best_of_n("policy", "scalar", ["how bake bread", "why rain snow"], n_max=4,
         ...                     gold=zoo_gold)
         >>> ladder_.to_dataframe()[["n", "kl"]].round(3).values.tolist()
         [[1.0, 0.0], [2.0, 0.193], [4.0, 0.636]]
     """
-    if not prompts or isinstance(prompts, str):
-        raise PressureError("prompts must be a non-empty list of prompts")
-    if not isinstance(n_max, int) or n_max < 1:
-        raise PressureError(f"n_max must be a positive integer, got {n_max!r}")
+    prompts = check_prompts(prompts)
+    n_max = check_count("n_max", n_max)
+    check_sample_budget("n_max", n_max, len(prompts))
+    max_new_tokens = check_count(
+        "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
+        why="each new token is a forward of the whole batch",
+    )  # fmt: skip
+    temperature = check_positive("temperature", temperature)
+    seed = check_count("seed", seed, low=0)
+    n_boot = check_count("n_boot", n_boot, high=MAX_BOOT)
     policy, tokenizer = _load_policy(policy, tokenizer)
+    check_tokenizer_fits(policy, tokenizer)
     reward_model = load_reward_like(reward_model)
     feature_fn = resolve_features(features, prompts)
     samples = sample_responses(
@@ -514,8 +570,8 @@ def best_of_n(
 def _feature_samples(fn, prompts, texts, shape) -> dict[str, torch.Tensor]:
     if fn is None:
         return {}
-    rows = [fn(p, t) for p, t in zip(prompts, texts, strict=True)]
-    return {name: torch.tensor([r[name] for r in rows]).view(shape).float() for name in rows[0]}
+    table = feature_table(fn, prompts, texts)  # checked: same names, finite numbers
+    return {name: torch.tensor(values).view(shape).float() for name, values in table.items()}
 
 
 def _with_probes(result: BestOfNResult, model, samples: list[list[Sample]], probes, seed, n_boot):

@@ -53,6 +53,7 @@ from ..errors import PressureError, ProbeNotApplicableError, ProbeSetTooLongErro
 from ..results import Result, new_axes
 from .onset import detect_onset, onset_table
 from .sampling import Prompt, logits_of, model_device, prompt_text, sample_responses
+from .validate import feature_table
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -675,8 +676,8 @@ def measure_policy(
         out["gold"] = float(gold.mean())
         out["gold_se"] = float(gold.std() / len(gold) ** 0.5)
     if spec.features is not None:
-        feats = [spec.features(p, t) for p, t in examples]
-        out.update({f"feature/{k}": float(np.mean([f[k] for f in feats])) for k in feats[0]})
+        feats = feature_table(spec.features, [p for p, _ in examples], texts)  # checked
+        out.update({f"feature/{k}": float(np.mean(v)) for k, v in feats.items()})
     natural_sd = float(fwd.rewards[rows].std())
     out.update(_probe_series(fwd.rewards, probe_set, natural_sd, flag_boot, spec.seed))
     return out

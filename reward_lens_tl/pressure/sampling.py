@@ -16,7 +16,9 @@ given, re-encoding the text with that model's own tokenizer and template:
   `score_encodings`): its implicit rewards;
 - a plain callable `fn(prompts, responses) -> rewards` (e.g. a rule, an API judge), or one
   scoring a single pair, `fn(prompt, response) -> reward` (called per pair when it does not
-  take the lists).
+  take the lists). Its output is checked: exactly one finite number per text (a `bool` reads
+  as 1.0 / 0.0), else a `reward_lens_tl.errors.PressureError` naming the function, the
+  counts and the first bad text (`reward_lens_tl.pressure.validate`).
 
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
@@ -41,6 +43,16 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import PressureError
+from .validate import (
+    MAX_NEW_TOKENS,
+    call_reward_fn,
+    check_count,
+    check_finite_rewards,
+    check_positive,
+    check_prompts,
+    check_sample_budget,
+    check_tokenizer_fits,
+)
 
 Prompt = str | Sequence[Mapping[str, str]]
 
@@ -230,22 +242,27 @@ def sample_responses(
 
     The policy's train/eval mode is restored. Every prompt's `n` rows run as one left-padded
     batch (HF models get position ids from the mask; a TL model runs one batch per prompt
-    length, unpadded).
+    length, unpadded), so one call draws at most
+    `reward_lens_tl.pressure.validate.MAX_SAMPLES` samples (`n × prompts`).
 
     Args:
         policy: a causal LM (an HF `*ForCausalLM` or a TransformerLens `HookedTransformer`).
         tokenizer: the policy's tokenizer.
         prompts: texts or message lists.
         n: responses per prompt.
-        max_new_tokens: the token budget of each response.
+        max_new_tokens: the token budget of each response (at most
+            `reward_lens_tl.pressure.validate.MAX_NEW_TOKENS`).
         temperature: the sampling temperature.
-        seed: the seed of the policy's own generator.
+        seed: the seed of the policy's own generator (an integer >= 0).
 
     Returns:
         The samples, `[prompt][sample]`.
 
     Raises:
-        PressureError: if `n` or `max_new_tokens` is below 1 or `temperature` is not positive.
+        PressureError: if `prompts` is empty or one string; `n`, `max_new_tokens` or `seed` is
+            not an integer (a `bool` or a float included) in its range; `n × prompts` exceeds
+            `MAX_SAMPLES`; `temperature` is not a finite number above 0; or the tokenizer has
+            more token ids than the policy embeds.
 
     Examples:
         Three samples of the zoo's DPO policy (`text` leaves special tokens out; `finished`:
@@ -263,8 +280,16 @@ def sample_responses(
         >>> samples == sample_responses(policy, tokenizer, ["how bake bread"], n=3, seed=0)
         True
     """
-    if n < 1 or max_new_tokens < 1 or not temperature > 0:
-        raise PressureError("n and max_new_tokens must be >= 1 and temperature > 0")
+    prompts = check_prompts(prompts)
+    n = check_count("n", n)
+    check_sample_budget("n", n, len(prompts))
+    max_new_tokens = check_count(
+        "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
+        why="each new token is a forward of the whole batch",
+    )  # fmt: skip
+    temperature = check_positive("temperature", temperature)
+    seed = check_count("seed", seed, low=0)
+    check_tokenizer_fits(policy, tokenizer)
     rendered = [render_prompt(tokenizer, p) for p in prompts]
     device = model_device(policy)
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -370,14 +395,16 @@ def score_texts(
             `reward_lens_tl.implicit.ImplicitRewardModel` or a reward function.
         prompts: texts or message lists, one per response.
         responses: the response texts.
-        batch_size: how many texts a forward scores.
+        batch_size: how many texts a forward scores (an integer >= 1).
 
     Returns:
-        The rewards, a float tensor on the CPU.
+        The rewards, a float tensor on the CPU, one finite number per response.
 
     Raises:
-        PressureError: if the lengths differ, `reward_model` is not reward-like, or a
-            multi-objective reward model has no gate.
+        PressureError: if the lengths differ, `batch_size` is not a positive integer,
+            `reward_model` is not reward-like, a multi-objective reward model has no gate, a
+            reward function does not give one number per text, or a reward is NaN or
+            infinite (the message names the first).
 
     Examples:
         The zoo's reward model pays for the flattering opener; the zoo's gold reward, a plain
@@ -395,6 +422,7 @@ def score_texts(
     """
     if len(prompts) != len(responses):
         raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")
+    batch_size = check_count("batch_size", batch_size)
     if not hasattr(reward_model, "encode_conversation") and not hasattr(
         reward_model, "score_encodings"
     ):
@@ -403,36 +431,20 @@ def score_texts(
                 f"{type(reward_model).__name__} is not a reward-like model: pass a "
                 "HookedRewardModel, an ImplicitRewardModel or a function (prompts, responses)"
             )
-        return _call_reward_fn(reward_model, [prompt_text(p) for p in prompts], list(responses))
+        texts = [prompt_text(p) for p in prompts]
+        return call_reward_fn(reward_model, texts, list(responses))  # checked there
     pairs = list(zip(prompts, responses, strict=True))
     if hasattr(reward_model, "score_encodings"):  # an implicit reward model
         encs = [reward_model.encode(p, r) for p, r in pairs]
-        return reward_model.score_encodings(encs, batch_size=batch_size).float().cpu()
-    encs = [reward_model.encode_conversation(p, r) for p, r in pairs]  # judges' templates too
-    return torch.cat(
-        [encoded_rewards(reward_model, encs[i : i + batch_size])
-         for i in range(0, len(encs), batch_size)]
-    )  # fmt: skip
-
-
-def _call_reward_fn(fn: Callable, prompts: list[str], responses: list[str]) -> Tensor:
-    """A reward function called on the lists (`fn(prompts, responses) -> n rewards`).
-
-    When it does not take lists (it raises, or gives one number), it is called once per pair
-    (`fn(prompt, response) -> reward`). A single pair is offered as a list of two copies, so
-    that a per-pair function's one number is never read as a list's one reward.
-    """
-    times = 2 if len(prompts) == 1 else 1
-    try:
-        out = torch.as_tensor(fn(prompts * times, responses * times), dtype=torch.float32)
-        out = out.reshape(-1)
-        if len(out) == len(prompts) * times:
-            return out[: len(prompts)]
-    except Exception:  # noqa: BLE001 - a per-pair function given lists: try it per pair
-        pass
-    values = [fn(p, r) for p, r in zip(prompts, responses, strict=True)]
-    out = torch.as_tensor([float(v) for v in values], dtype=torch.float32)
-    return out
+        rewards = reward_model.score_encodings(encs, batch_size=batch_size).float().cpu()
+    else:
+        encs = [reward_model.encode_conversation(p, r) for p, r in pairs]  # judges' templates
+        rewards = torch.cat(
+            [encoded_rewards(reward_model, encs[i : i + batch_size])
+             for i in range(0, len(encs), batch_size)]
+        )  # fmt: skip
+    source = f"the reward model ({type(reward_model).__name__})"
+    return check_finite_rewards(rewards, source, prompts, responses)
 
 
 def encoded_rewards(model: Any, encodings: Sequence[Any]) -> Float[Tensor, " n"]:
