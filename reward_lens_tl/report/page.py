@@ -19,7 +19,7 @@ Examples:
     | margin |
     |---|
     | +1.500 |
-    >>> "<td>+1.500</td>" in section.html() and "&lt;b&gt;" in section.html()
+    >>> "<td><bdi>+1.500</bdi></td>" in section.html() and "&lt;b&gt;" in section.html()
     True
 """
 
