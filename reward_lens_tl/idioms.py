@@ -364,7 +364,7 @@ def _layout_aware_mask(fn):
         if getattr(tokenizer, "_reward_lens_layout", False) and side == "left":
             from .padding import padding_mask
 
-            bos = {getattr(tokenizer, "bos_token_id", None)}
+            bos = {getattr(tokenizer, "bos_token_id", None), *tokenizer._reward_lens_bos}
             mask = padding_mask(tokens, tokenizer.pad_token_id, bos)
             return torch.ones_like(tokens) if mask is None else mask.to(tokens.device)
         return fn(tokenizer, tokens, prepend_bos, padding_side, *args, **kwargs)

@@ -169,7 +169,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         self.bos_token_id = bos_token_id
         self.objective_names = tuple(objective_names)
         # set directly (TL's set_tokenizer reloads it by name), as a copy that says how we pad
-        self.tokenizer = padding.tokenizer_with_side(tokenizer, padding_side)
+        self.tokenizer = padding.tokenizer_with_side(tokenizer, padding_side, (bos_token_id,))
 
     # -- construction ---------------------------------------------------------------------
     @classmethod

@@ -335,15 +335,16 @@ def padding_mask(
         return None
     is_pad = (tokens == pad_token_id).long()
     leading = is_pad.cumprod(dim=1).sum(dim=1)  # a run from column 0 (plain left padding)
+    after_first = is_pad[:, 1:].cumprod(dim=1).sum(dim=1) * (leading == 0)
     if pad_token_id in bos_token_ids:
-        if bool((leading != leading[0]).any()):
+        if bool((leading != leading[0]).any()) or bool((after_first > 0).any()):
             raise MissingAttentionMaskError(
-                f"rows start with {leading.tolist()} copies of token {pad_token_id}, which is "
-                "both the pad and the BOS id: padding cannot be told from BOS. Pass "
-                "attention_mask (pad_batch returns it)"
+                f"rows start with {leading.tolist()} copies of token {pad_token_id} (and "
+                f"{after_first.tolist()} after their first token), which is both the pad and "
+                "the BOS id: padding cannot be told from BOS. Pass attention_mask (pad_batch "
+                "returns it)"
             )
         return None
-    after_first = is_pad[:, 1:].cumprod(dim=1).sum(dim=1) * (leading == 0)
     if not bool(((leading > 0) | (after_first > 0)).any()):
         return None
     if bool((leading == tokens.shape[1]).any()):
@@ -353,7 +354,9 @@ def padding_mask(
     return (~pads).long()
 
 
-def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
+def tokenizer_with_side(
+    tokenizer: Any, padding_side: PaddingSide, bos_token_ids: Sequence[int | None] = ()
+) -> Any:
     """A shallow copy of `tokenizer` whose `padding_side` is `padding_side` (`None` stays).
 
     `padding_side` is a plain attribute of an HF tokenizer, so the copy answers "which way does
@@ -365,6 +368,8 @@ def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
     Args:
         tokenizer: An HF tokenizer, or `None`.
         padding_side: `"left"` or `"right"`.
+        bos_token_ids: The model's BOS ids besides the tokenizer's (a pad id among them makes
+            TL's `get_attention_mask` refuse what it cannot tell from BOS, as the model does).
 
     Returns:
         The copy (or `None`).
@@ -387,6 +392,7 @@ def tokenizer_with_side(tokenizer: Any, padding_side: PaddingSide) -> Any:
     own = copy.copy(tokenizer)
     own.padding_side = padding_side
     own._reward_lens_layout = True  # TL's get_attention_mask then reads our layout
+    own._reward_lens_bos = frozenset(b for b in bos_token_ids if b is not None)
     return own
 
 

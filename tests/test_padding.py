@@ -118,3 +118,17 @@ def test_pad_shared_with_eos_or_bos_reads_every_row_alone(family, shared):
     else:
         with pytest.raises(MissingAttentionMaskError):
             model.rewards(ids)
+
+
+def test_pad_equal_to_bos_without_a_leading_bos_needs_the_mask():
+    """GPT-2-style rows (pad == BOS, no BOS prepended): pads after the first token cannot be
+    told from BOS ids, so a batch without its mask is refused, never read with pads attended."""
+    hf = tiny_reward_model("llama", pad_token_id=1)  # 1 is also the BOS id
+    model = HookedRewardModel.from_pretrained(hf)
+    rows = [[7, 8, 9, 10, 11, 2], [7, 9, 2]]
+    ids, mask = pad_batch(rows, 1)
+    with pytest.raises(MissingAttentionMaskError, match="cannot be told from BOS"):
+        model.rewards(ids)
+    with torch.no_grad():
+        alone = torch.cat([model.rewards(torch.tensor([r])) for r in rows])
+        assert_close(model.rewards(ids, mask), alone, **ONE_BY_ONE)

@@ -111,3 +111,22 @@ def test_implicit_batches_mark_responses_after_each_rows_padding(zoo_implicit, z
             zoo_implicit, pairs, hook, pooling=pooling, batch_size=1
         ).values
         torch.testing.assert_close(together, one_by_one, atol=1e-4, rtol=0)
+
+
+def test_latent_ablation_effects_of_a_padded_subset_equal_each_row_alone(llama):
+    """`zoo_features._ablation_effect` trims the columns only padding fills; every row keeps its
+    first token (the padding follows it), so the effect equals the rows run alone."""
+    from reward_lens_tl.sae.attribution import latent_ablation
+    from reward_lens_tl.sae.testing import random_topk_sae
+    from reward_lens_tl.sae.zoo_features import _ablation_effect
+
+    sae = random_topk_sae(llama, f"blocks.{llama.cfg.n_layers - 1}.hook_resid_post", k=32)
+    ids, mask = random_batch(3, [12, 6, 8], seed=7, low=6)  # the active rows are the short two
+    activity = torch.tensor([0.0, 1.0, 1.0])
+    latent = 0
+    got = _ablation_effect(llama, sae, ids, mask, activity, latent, n_effect=5)
+    alone = [
+        float(latent_ablation(llama, sae, ids[i][mask[i].bool()][None], None, [latent]).values[0])
+        for i in (1, 2)
+    ]
+    assert got == pytest.approx(sum(alone) / 2, abs=1e-5)

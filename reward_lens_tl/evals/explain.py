@@ -35,6 +35,7 @@ from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
 from reward_lens_tl.evals.comparisons import Comparison, ComparisonSet
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
+from reward_lens_tl.padding import token_columns
 from reward_lens_tl.pairs import encoded_pair
 from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
 from reward_lens_tl.results import Result, TopK, ranked, split_pair
@@ -498,9 +499,9 @@ def _token_drivers(model, sources, encoded, offset, per_failure):
             ("rejected", n + f, -1.0, pair[1]),
         ):
             length = len(enc.ids)
-            pads = flat.shape[2] - length  # the batch is left padded
+            cols = token_columns(length, flat.shape[2]).to(flat.device)  # the row's own tokens
             tokens = model.tokenizer.convert_ids_to_tokens(list(enc.ids))
-            signed = sign * flat[:, row, pads:]  # [lh, src] contribution to the margin
+            signed = sign * flat[:, row, cols]  # [lh, src] contribution to the margin
             for p, value in enumerate(signed.sum(0).tolist()):
                 totals.append((offset + f, side, p, tokens[p], _part(enc, p, eos), value))
             k = min(per_failure, signed.numel())

@@ -68,6 +68,7 @@ from torch import Tensor
 from reward_lens_tl.errors import InvalidArgumentError
 
 from ..inputs import pad_batch
+from ..padding import left_pad_tensor
 from .activations import collect_activations, iter_batch_activations
 from .attribution import latent_ablation
 from .results import GroundTruthReport, GroundTruthRow
@@ -402,7 +403,9 @@ def _ablation_effect(model, sae, ids, mask, activity: Tensor, latent: int, n_eff
         return 0.0
     rows = active.to(ids.device)
     sub_ids, sub_mask = ids[rows], mask[rows]
-    width = int(sub_mask.sum(1).max())  # left padded: drop the columns only padding fills
-    sub_ids, sub_mask = sub_ids[:, -width:].to(model.cfg.device), sub_mask[:, -width:]
+    # drop the columns only padding fills (they follow each row's first token)
+    sub_ids, sub_mask = left_pad_tensor(sub_ids, sub_mask, model.pad_token_id)
+    keep = sub_mask.any(0)
+    sub_ids, sub_mask = sub_ids[:, keep].to(model.cfg.device), sub_mask[:, keep]
     effect = latent_ablation(model, sae, sub_ids, sub_mask.to(model.cfg.device), [latent])
     return float(effect.values.mean())
