@@ -176,7 +176,7 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
         ...     show_warning(UserWarning("3 records skipped"), UserWarning, "/src/x.py", 12)
         warning: 3 records skipped
     """
-    _print_line(f"warning: {scrub_paths(str(message))}")
+    _print_line(f"warning: {scrub_paths(in_cli_words(str(message)))}")
 
 
 def print_error(message: str) -> None:
@@ -239,7 +239,7 @@ def _score(args) -> int:
     if scores.skipped:
         print(f"skipped {len(scores.skipped)} pair(s) that could not be scored:")
         for skip in scores.skipped[:20]:
-            print(f"  {skip}")
+            print(f"  {in_cli_words(str(skip))}")
         if len(scores.skipped) > 20:
             print(f"  … and {len(scores.skipped) - 20} more")
     return 0
@@ -637,6 +637,8 @@ def cli_words(message: str, parser: argparse.ArgumentParser | None) -> str:
         >>> _ = p.add_argument("--on-error")
         >>> cli_words("pass truncation='left' or batch_size=8; skip_bad=True", p)
         'pass --truncation left or --batch-size 8; skip_bad=True'
+        >>> cli_words("pass truncation= (one of left, right)", p)
+        'pass --truncation (one of left, right)'
     """
     if parser is None:
         return message
@@ -654,7 +656,8 @@ def cli_words(message: str, parser: argparse.ArgumentParser | None) -> str:
         value = next(v for v in match.groups()[1:] if v is not None)
         return f"{flags[match.group(1)]} {value}"
 
-    return pattern.sub(flag, message)
+    bare = re.compile(rf"\b({names})=(?=[\s(),;:]|$)")  # "pass format= (one of …)"
+    return bare.sub(lambda m: flags[m.group(1)], pattern.sub(flag, message))
 
 
 def _add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP, **kwargs) -> None:
@@ -842,6 +845,22 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, _subcommand_parser(parser, args))
 
 
+#: The parser of the subcommand running now (`main` sets it): what it prints names its flags.
+_RUNNING: list[argparse.ArgumentParser | None] = [None]
+
+
+def in_cli_words(text: str) -> str:
+    """`text` with the running subcommand's keywords spelled as its flags (`cli_words`).
+
+    Args:
+        text: A message printed while a subcommand runs (a warning, a skipped pair).
+
+    Returns:
+        The text in the command line's words (unchanged outside a subcommand).
+    """
+    return cli_words(text, _RUNNING[0])
+
+
 def _subcommand_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser | None:
     """The parser of the subcommand `args` ran (its options name the CLI flags)."""
     for action in parser._actions:
@@ -859,6 +878,7 @@ def _run(args, parser: argparse.ArgumentParser | None = None) -> int:
     from .errors import RewardLensError
 
     expected = () if args.debug else (RewardLensError, OSError)
+    _RUNNING[0] = parser
     try:
         return args.func(args)
     except expected as err:
@@ -873,6 +893,8 @@ def _run(args, parser: argparse.ArgumentParser | None = None) -> int:
     except BaseException:
         _end_progress_bars()
         raise
+    finally:
+        _RUNNING[0] = None
 
 
 if __name__ == "__main__":

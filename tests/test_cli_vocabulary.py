@@ -44,6 +44,11 @@ def test_messages_name_the_cli_flags(tmp_path, capsys):
     assert main(["score", "scalar", str(path)]) == 2
     err = capsys.readouterr().err
     assert "--truncation left" in err and "truncation='left'" not in err
+    # the same words in what a run prints: a skipped pair's reason
+    path.write_text(path.read_text() + json.dumps({**row, "prompt": PROMPT}) + "\n")
+    assert main(["score", "scalar", str(path), "--on-error", "skip"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 1 pair" in out and "--truncation left" in out and "truncation='" not in out
 
 
 def test_every_subcommand_takes_zoo_names_and_checks_files_before_loading(tmp_path, capsys):
