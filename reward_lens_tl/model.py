@@ -937,14 +937,9 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     def _check_cache_fits(self, model_args, names_filter, kwargs) -> None:
         """Refuse a `run_with_cache` whose forward and cached activations cannot fit."""
-        tokens = model_args[0] if model_args else kwargs.get("input")
-        if (
-            not isinstance(tokens, Tensor)
-            or tokens.is_floating_point()
-            or tokens.ndim not in (1, 2)
-        ):
+        tokens = _call_tokens(model_args, kwargs)
+        if tokens is None:
             return
-        tokens = tokens if tokens.ndim == 2 else tokens[None]
         pos_slice = kwargs.get("pos_slice")
         kept = None
         if pos_slice is not None:
@@ -956,12 +951,9 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
     def _batch_mask(self, model_args, kwargs) -> Tensor | None:
         """The padding mask of a forward's token ids (given or inferred), `None` when unpadded."""
-        tokens = model_args[0] if model_args else kwargs.get("input")
-        if kwargs.get("start_at_layer") is not None:
-            tokens = kwargs.get("tokens")
-        if not isinstance(tokens, Tensor) or tokens.dtype.is_floating_point:
+        tokens = _call_tokens(model_args, kwargs)
+        if tokens is None:
             return None
-        tokens = tokens if tokens.ndim == 2 else tokens[None]
         mask = kwargs.get("attention_mask")
         if mask is None:
             with contextlib.suppress(RewardLensError):
@@ -1396,6 +1388,20 @@ class HookedArmoRM(HookedRewardModel):
         gate = self.gate(input_ids, attention_mask)
         direction = (self.reward_transform_matrix @ gate.T).T @ self.W_R.T
         return direction * self.final_norm_weight()
+
+
+def _call_tokens(model_args: tuple, kwargs: dict) -> Tensor | None:
+    """The token ids `[batch, pos]` of a forward call (`tokens=` with `start_at_layer`), or `None`.
+
+    `None` when the call holds no integer ids of one or two dimensions (a residual input
+    without `tokens=`, text, …): the forward's own checks say what is wrong with those.
+    """
+    tokens = model_args[0] if model_args else kwargs.get("input")
+    if kwargs.get("start_at_layer") is not None:
+        tokens = kwargs.get("tokens")
+    if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim not in (1, 2):
+        return None
+    return tokens if tokens.ndim == 2 else tokens[None]
 
 
 def _not_a_tensor_message(tokens: Any) -> str:
