@@ -75,10 +75,10 @@ from .errors import (
 )
 from .html import escape
 from .indices import check_indices
+from .plotting import SIGNED, Backend, bar, render
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from .pairs import OnError
 
@@ -227,27 +227,27 @@ class Result(abc.ABC):
             self.value_column,
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Bar chart of the top `plot_k` entries of `top_k`.
 
-        Subclasses draw something more specific, or offer `k=`.
+        Subclasses draw something more specific, or offer `k=`. Every `plot` returns an
+        interactive plotly figure (hover for each label's exact value), or its static
+        matplotlib form with `backend="matplotlib"` or `ax=` (see `reward_lens_tl.plotting`).
 
         Args:
-            ax: The matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (default: `plotting.get_backend()`).
 
         Returns:
             The figure (returned, never shown).
         """
-        return self._plot_top_k(ax, self.plot_k)
+        return self._plot_top_k(ax, self.plot_k, backend)
 
-    def _plot_top_k(self, ax: Axes | None, k: int) -> Figure:
-        """Bar chart of `top_k` `(k)` on `ax` (a new figure when `None`).
-
-        What the base `plot` draws, for subclasses whose `plot` takes `k`.
-        """
+    def _plot_top_k(self, ax: Axes | None, k: int, backend: Backend | None = None) -> Any:
+        """Bar chart of `top_k` `(k)` (what the base `plot` draws, for subclasses with `k`)."""
         top = self.top_k(k)
-        fig, _ = bar_chart(ax, top, top.value_name if isinstance(top, TopK) else "value")
-        return fig
+        name = top.value_name if isinstance(top, TopK) else "value"
+        return render(bar_chart(top, name, title=self.title or ""), backend, ax)
 
     def to_html(self, max_rows: int = 30) -> str:
         """An escaped HTML table of the first `max_rows` rows of `to_dataframe`.
@@ -388,17 +388,20 @@ class MarginResult(Result):
         """
         return self.margin.top_k(k)
 
-    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
+    def plot(
+        self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None
+    ) -> Any:
         """The margin's figure, of its top `k` entries.
 
         Args:
-            ax: The matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
             k: How many entries to draw.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure.
         """
-        return self.margin.plot(ax=ax, k=k)
+        return self.margin.plot(ax=ax, k=k, backend=backend)
 
 
 # -- chosen/rejected batches ---------------------------------------------------------------------
@@ -691,29 +694,35 @@ def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_nam
     )
 
 
-def new_axes(
-    ax: Axes | None = None, figsize: tuple[float, float] = (6, 3.5)
-) -> tuple[Figure, Axes]:
-    """`ax`'s figure and `ax`, or a new figure of `figsize` and its axes.
+def bar_chart(
+    items: Sequence[tuple[str, float]],
+    xlabel: str,
+    colors: str | Sequence[str] | None = None,
+    title: str = "",
+):
+    """Horizontal bars of `(label, value)` items, the first at the top, as a plotly figure.
 
     Args:
-        ax: Existing matplotlib axes, or `None`.
-        figsize: The size of a new figure.
+        items: The `(label, value)` bars.
+        xlabel: The x axis label (the value's name on hover).
+        colors: One colour, a list, or `SIGNED`.
+        title: The figure's title.
 
     Returns:
-        `(fig, ax)`.
+        The plotly figure (pass it to `plotting.render`).
+
+    Examples:
+        >>> bar_chart([("L0H1", 0.5), ("L1H0", -0.2)], "effect").data[0].orientation
+        'h'
     """
-    import matplotlib.pyplot as plt
-
-    if ax is not None:
-        # ``ax.figure`` is typed ``Figure | SubFigure``: results draw on the Axes of a Figure
-        # (as before, an Axes of a SubFigure is not supported)
-        return typing.cast("Figure", ax.figure), ax
-    return plt.subplots(figsize=figsize)
-
-
-SIGNED = "signed"
-"""``colors=`` of :func:`bar_chart`: red for negative values, blue for the others."""
+    items = list(items)
+    return bar(
+        [label for label, _ in items],
+        [value for _, value in items],
+        xaxis=xlabel,
+        colors=colors,
+        title=title,
+    )
 
 
 def signed_color(value: float) -> str:
@@ -724,38 +733,19 @@ def signed_color(value: float) -> str:
 
     Returns:
         The colour, as a hex string.
+
+    Examples:
+        >>> signed_color(-0.5)
+        '#c00000'
     """
     return "#c00000" if value < 0 else "#4472c4"
 
 
-def bar_chart(
-    ax: Axes | None,
-    items: Sequence[tuple[str, float]],
-    xlabel: str,
-    colors: str | Sequence[str] | None = None,
-) -> tuple[Figure, Axes]:
-    """Horizontal bars of `(label, value)` items, the first at the top, with a zero line.
 
-    Args:
-        ax: The matplotlib axes to draw on (a new figure when `None`).
-        items: The `(label, value)` bars.
-        xlabel: The x axis label.
-        colors: One colour, a list, or `SIGNED`.
+def new_axes(ax=None, figsize=(6, 3.5)):  # TEMPORARY: removed once every plot is plotly
+    """Deprecated scaffolding."""
+    import matplotlib.pyplot as plt
 
-    Returns:
-        `(fig, ax)`.
-    """
-    fig, ax = new_axes(ax, figsize=(6, 0.25 * len(items) + 1))
-    items = list(items)[::-1]
-    values = [v for _, v in items]
-    if colors is None:
-        colors = "#4472c4"
-    elif isinstance(colors, str) and colors == SIGNED:
-        colors = [signed_color(v) for v in values]
-    elif not isinstance(colors, str):
-        colors = list(colors)[::-1]
-    ax.barh([label for label, _ in items], values, color=colors)
-    ax.axvline(0, color="k", lw=0.5)
-    ax.set_xlabel(xlabel)
-    fig.tight_layout()
-    return fig, ax
+    if ax is not None:
+        return ax.figure, ax
+    return plt.subplots(figsize=figsize)

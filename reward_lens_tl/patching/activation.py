@@ -523,6 +523,7 @@ def sweep_plans(
             source_reward=source_reward,
             baseline=baseline,
             rewards=rewards,
+            position_tokens=plan.position_tokens(model),
         )
         for plan, (metric_values, rewards) in zip(plans, outputs, strict=True)
     ]

@@ -199,6 +199,7 @@ def attribution_patching(
         source_reward=source_reward,
         baseline=baseline,
         magnitude=None if magnitude is None else magnitude.detach().float().cpu(),
+        position_tokens=plan.position_tokens(model),
     )
 
 

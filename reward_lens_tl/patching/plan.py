@@ -184,6 +184,25 @@ class PatchPlan:
             raise PatchingError(f"mode={self.mode!r} has no source run")
         return self.source
 
+    def position_tokens(self, model: HookedRewardModel) -> tuple[str, ...]:
+        """The token at each aligned position, for figures: `"a"` where both runs read `a`,
+        `"a→b"` where the patched run reads `a` and the run patched in reads `b`.
+
+        Empty when the model has no tokenizer.
+        """
+        tokenizer = getattr(model, "tokenizer", None)
+        if tokenizer is None:
+            return ()
+
+        def text(ids: Tensor, positions: Tensor) -> list[str]:
+            return [tokenizer.decode([int(ids[int(p)])]) for p in positions]
+
+        target = text(self.target.ids, self.alignment.target)
+        if self.source is None:
+            return tuple(target)
+        source = text(self.source.ids, self.alignment.source)
+        return tuple(a if a == b else f"{a}→{b}" for a, b in zip(target, source, strict=True))
+
 
 @dataclass(frozen=True)
 class PatchRequest:

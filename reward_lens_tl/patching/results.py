@@ -18,7 +18,7 @@ Examples:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -26,13 +26,13 @@ from torch import Tensor
 
 from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
 
-from ..results import Result, TopK, new_axes, top_entries
+from ..plotting import Backend, imshow, render, shown_token, side_by_side
+from ..results import Result, TopK, top_entries
 from .alignment import Alignment
 from .grids import Grid
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,9 @@ class PatchResult(Result):
         rewards: the patched runs' rewards, shaped like `values` (activation patching only).
         magnitude: AtP*'s GradDrop score, shaped like `values` (AtP with `graddrop=True`
             only).
+        position_tokens: the token at each aligned position, `"a"` where both runs read
+            `a`, `"a→b"` where the patched run reads `a` and the other run `b` (the figure's
+            column labels); empty when the model has no tokenizer.
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -92,6 +95,7 @@ class PatchResult(Result):
     baseline: float = 0.0
     rewards: Float[Tensor, "..."] | None = None
     magnitude: Float[Tensor, "..."] | None = None
+    position_tokens: tuple[str, ...] = ()
 
     def __post_init__(self):
         """Check that the values have the grid's shape."""
@@ -218,18 +222,43 @@ class PatchResult(Result):
         v = self.values.permute(0, 2, 1).reshape(len(rows), -1)
         return v, rows, pos_labels
 
-    def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
-        """Heat map of the grid (colour scale symmetric around 0); returns the figure.
+    def plot(
+        self, ax: Axes | None = None, cmap: str = "RdBu", *, backend: Backend | None = None
+    ) -> Any:
+        """Heat map of the grid, colour scale centred at 0, columns labelled by their tokens.
+
+        A column reads `"end-2 · bomb→flour"`: the aligned position, then the token of the run
+        being patched and, where it differs, the token patched in. Hover shows the cell's
+        exact value.
 
         Args:
-            ax: the matplotlib axes to draw on (a new figure when `None`).
-            cmap: the colour map.
+            ax: Matplotlib axes to draw the static form on.
+            cmap: The colour scale (a plotly name; diverging, centred at 0).
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure (not shown).
         """
+        return render(self.figure(cmap), backend, ax)
+
+    def figure(self, cmap: str = "RdBu"):
+        """The plotly heat map `plot` returns (see there)."""
         m, rows, cols = self.matrix()
-        return self._heatmap(m, rows, cols, ax, cmap)
+        if self.grid.by_position and len(self.position_tokens) == len(cols):
+            cols = [f"{c} · {shown_token(t)}" for c, t in zip(cols, self.position_tokens, strict=True)]
+        what = "effect estimate" if self.method != "activation" else self.metric_name
+        return imshow(
+            m,
+            x=cols,
+            y=rows,
+            xaxis="aligned position · token (patched run → patched in)"
+            if self.grid.by_position
+            else "",
+            yaxis="layer" if rows and rows[0].count("H") == 0 else "layer, head",
+            title=f"{self.method} patching · {self.site} · {self.mode}",
+            value_name=what,
+            colorscale=cmap,
+        )
 
     def to_html(self, max_rows: int = 30) -> str:
         """The grid as a coloured table with the top cells boxed (Jupyter shows this).
@@ -248,17 +277,6 @@ class PatchResult(Result):
         table = grid_html(m[:max_rows].tolist(), rows[:max_rows], cols, title=title, highlight=5)
         more = len(rows) - max_rows
         return table + (f"<p>… {more} more rows (to_dataframe())</p>" if more > 0 else "")
-
-    def _heatmap(self, m, rows, cols, ax, cmap):
-        fig, ax = new_axes(ax, figsize=(min(2 + 0.35 * len(cols), 14), 1.5 + 0.3 * len(rows)))
-        lim = float(m.abs().max()) or 1.0
-        im = ax.imshow(m.float().numpy(), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_xticks(range(len(cols)), cols, rotation=90)
-        ax.set_title(f"{self.method} · {self.site} · {self.mode} ({self.metric_name})")
-        fig.colorbar(im, ax=ax)
-        fig.tight_layout()
-        return fig
 
 
 @dataclass(frozen=True)
@@ -334,21 +352,19 @@ class MultiSitePatchResult(Result):
         frame = pd.concat(frames, ignore_index=True)
         return frame[["site", *[c for c in frame.columns if c != "site"]]]
 
-    def plot(self, ax: Axes | None = None, cmap: str = "RdBu") -> Figure:
-        """One heat map per site, side by side.
+    def plot(
+        self, ax: Axes | None = None, cmap: str = "RdBu", *, backend: Backend | None = None
+    ) -> Any:
+        """One heat map per site, side by side (each as `PatchResult.plot`).
 
         Args:
-            ax: ignored (the figure has one panel per site).
-            cmap: the colour map.
+            ax: Matplotlib axes; only for a single site (several sites need their own panels).
+            cmap: The colour scale.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure.
         """
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, len(self.results), figsize=(4 * len(self.results), 4))
-        axes = list(axes) if len(self.results) > 1 else [axes]
-        for ax, result in zip(axes, self.results.values(), strict=True):
-            result.plot(ax=ax, cmap=cmap)
-        fig.tight_layout()
-        return fig
+        panels = [result.figure(cmap) for result in self.results.values()]
+        fig = panels[0] if len(panels) == 1 else side_by_side(panels, title="patching by site")
+        return render(fig, backend, ax)
