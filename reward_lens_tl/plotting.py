@@ -45,6 +45,7 @@ __all__ = [
     "SIGNED",
     "Backend",
     "bar",
+    "figure_html",
     "get_backend",
     "histogram",
     "imshow",
@@ -622,6 +623,66 @@ def shown_token(token: str, limit: int = 24) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def figure_html(fig: go.Figure) -> str:
+    """`fig` as an HTML fragment for a page that loads plotly.js once (the report, the docs).
+
+    The fragment holds no copy of plotly.js and fetches nothing: it draws the figure as soon as
+    the page's one `<script>` of `plotly.offline.get_plotlyjs()` has run, before or after it.
+
+    Args:
+        fig: The plotly figure.
+
+    Returns:
+        The HTML fragment.
+
+    Examples:
+        >>> html = figure_html(bar(["a"], [1.0]))
+        >>> "Plotly.newPlot" in html, "cdn" in html.lower()
+        (True, False)
+    """
+    html = fig.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        config={"displaylogo": False, "responsive": True},
+        default_width="100%",
+    )
+    start = html.index("<script>") + len("<script>")
+    end = html.rindex("</script>")
+    body = html[start:end]
+    waiting = (
+        "(function draw() { if (!window.Plotly) { return setTimeout(draw, 30); }"
+        f"{body}}})();"
+    )
+    return html[:start] + waiting + html[end:]
+
+
+def _register_renderer() -> None:
+    """Register plotly renderer "reward_lens": the Jupyter mimetype plus `figure_html`.
+
+    Jupyter (Lab, Notebook 7, VS Code) draws the mimetype; an HTML export of the notebook
+    (nbconvert, the docs site) draws `figure_html` with the page's own plotly.js, so a
+    committed notebook carries no copy of the 4 MB bundle. The notebooks select it with
+    `plotly.io.renderers.default = "reward_lens"`; nothing else changes plotly's settings.
+    """
+    import plotly.io as pio
+    from plotly.io._base_renderers import MimetypeRenderer
+
+    class _Renderer(MimetypeRenderer):
+        def to_mimebundle(self, fig_dict):
+            import plotly.graph_objects as go
+
+            return {
+                "application/vnd.plotly.v1+json": {"data": fig_dict.get("data", []),
+                                                   "layout": fig_dict.get("layout", {}),
+                                                   "config": {"displaylogo": False}},
+                "text/html": figure_html(go.Figure(fig_dict, skip_invalid=True)),
+            }
+
+    if "reward_lens" not in pio.renderers:
+        pio.renderers["reward_lens"] = _Renderer()
+
+
 def _is_numeric(values: Sequence[Any]) -> bool:
     try:
         _array(values)
@@ -661,3 +722,6 @@ def to_matplotlib(fig: go.Figure, ax: Axes | None = None) -> MplFigure:
     from ._static import draw
 
     return draw(fig, ax)
+
+
+_register_renderer()

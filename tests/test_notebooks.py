@@ -6,6 +6,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.notebook_figures import cells_without_figures
+
 # Minutes of kernel time: the notebooks tier (`make test-notebooks`; `.ci/run` runs it with the
 # other tiers after `make test`).
 pytestmark = pytest.mark.notebooks
@@ -28,6 +30,7 @@ def test_notebook_executes(path, tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+    assert not cells_without_figures(nb), f"cells that draw nothing: {cells_without_figures(nb)}"
     if path.stem.startswith("00_porting"):
         text = "".join(
             o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
