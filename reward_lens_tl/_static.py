@@ -6,6 +6,7 @@ bars), their tick labels, axis titles, log axes, reference lines, panels and col
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,11 +20,26 @@ if TYPE_CHECKING:
 
 __all__ = ["draw"]
 
+_MARKER = {"x": "x", "cross": "P", "diamond": "D", "square": "s", "triangle-up": "^", None: "o"}
 _DASH = {"dash": "--", "dot": ":", "dashdot": "-.", None: "-", "solid": "-"}
 
 
 def draw(fig: go.Figure, ax: Axes | None = None) -> Figure:
-    """`fig` drawn with matplotlib (see `plotting.to_matplotlib`)."""
+    """`fig` drawn with matplotlib (see `plotting.to_matplotlib`).
+
+    Args:
+        fig: The plotly figure.
+        ax: Axes to draw a one-panel figure on (a new figure when `None`).
+
+    Returns:
+        The matplotlib figure.
+
+    Examples:
+        >>> from reward_lens_tl.plotting import bar
+        >>> static = draw(bar(["a", "b"], [1.0, -1.0]))
+        >>> [float(p.get_width()) for p in static.axes[0].patches]
+        [1.0, -1.0]
+    """
     import matplotlib.pyplot as plt
 
     panels = _panels(fig)
@@ -39,7 +55,7 @@ def draw(fig: go.Figure, ax: Axes | None = None) -> Figure:
         )
         axes_by_name = dict(zip(panels, axes[0], strict=True))
     else:
-        out, axes_by_name = ax.figure, {panels[0]: ax}
+        out, axes_by_name = typing.cast("Figure", ax.figure), {panels[0]: ax}
     for trace in fig.data:
         _trace(axes_by_name[getattr(trace, "xaxis", None) or "x"], trace)
     subtitles = _subplot_titles(fig, len(panels))
@@ -51,13 +67,14 @@ def draw(fig: go.Figure, ax: Axes | None = None) -> Figure:
         if fig.layout.showlegend and len(handles) > 1:
             axis.legend(fontsize=7)
     _shapes(fig, axes_by_name)
+    _annotations(fig, axes_by_name)
     title = fig.layout.title.text
     if title:
         if len(axes_by_name) == 1 and not subtitles[0]:
             next(iter(axes_by_name.values())).set_title(title, fontsize=10)
         else:
             out.suptitle(title, fontsize=10)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _panels(fig: go.Figure) -> list[str]:
@@ -172,8 +189,10 @@ def _scatter(ax: Axes, trace: Any) -> None:
             marker="o" if "markers" in mode else None, ms=3, label=label,
         )
     elif "markers" in mode:
-        ax.scatter(x, y, s=10, color=_rgb(marker_color) if marker_color else None, label=label,
-                   alpha=trace.marker.opacity or 1.0)
+        symbol = trace.marker.symbol if trace.marker else None
+        ax.scatter(x, y, s=18 if symbol == "x" else 10,
+                   color=_rgb(marker_color) if marker_color else None, label=label,
+                   alpha=trace.marker.opacity or 1.0, marker=_MARKER.get(symbol, "o"))
     if "text" in mode and trace.text is not None:
         for xi, yi, t in zip(x, y, trace.text, strict=False):
             ax.annotate(str(t), (xi, yi), fontsize=6)
@@ -201,10 +220,11 @@ def _bar(ax: Axes, trace: Any) -> None:
         low = np.asarray(error.arrayminus, dtype=float) if error.arrayminus is not None else high
         err = np.stack([low, high])
     width = float(trace.width) if trace.width is not None else 0.8
+    label = trace.name if trace.name and trace.showlegend is not False else None
     if horizontal:
-        ax.barh(positions, values, height=width, color=colors, xerr=err, capsize=2)
+        ax.barh(positions, values, height=width, color=colors, xerr=err, capsize=2, label=label)
     else:
-        ax.bar(positions, values, width=width, color=colors, yerr=err, capsize=2)
+        ax.bar(positions, values, width=width, color=colors, yerr=err, capsize=2, label=label)
 
 
 def _shapes(fig: go.Figure, axes_by_name: dict[str, Axes]) -> None:
@@ -213,7 +233,9 @@ def _shapes(fig: go.Figure, axes_by_name: dict[str, Axes]) -> None:
         panel = panel if panel in axes_by_name else next(iter(axes_by_name))
         ax = axes_by_name[panel]
         color = _rgb(shape.line.color) if shape.line and shape.line.color else "black"
-        style = dict(color=color, lw=0.8, ls=_DASH.get(shape.line.dash if shape.line else None))
+        style: dict[str, Any] = dict(
+            color=color, lw=0.8, ls=_DASH.get(shape.line.dash if shape.line else None)
+        )
         x_domain = "domain" in (shape.xref or "") or shape.xref == "paper"
         y_domain = "domain" in (shape.yref or "") or shape.yref == "paper"
         if shape.type == "line" and x_domain and shape.y0 == shape.y1:
@@ -224,3 +246,29 @@ def _shapes(fig: go.Figure, axes_by_name: dict[str, Axes]) -> None:
             ax.plot([shape.x0, shape.x1], [shape.y0, shape.y1], **style)
         elif shape.type == "rect" and y_domain:
             ax.axvspan(shape.x0, shape.x1, color=_rgba(shape.fillcolor) or "#eeeeee", lw=0)
+
+
+def _annotations(fig: go.Figure, axes_by_name: dict[str, Axes]) -> None:
+    """Text placed on a panel's data axis (in data or domain units); not the panel titles."""
+    from matplotlib.transforms import blended_transform_factory
+
+    for note in fig.layout.annotations:
+        xref, yref = note.xref or "x", note.yref or "y"
+        if xref == "paper" and yref == "paper":
+            continue
+        panel = xref.split(" ")[0]
+        ax = axes_by_name.get(panel if panel != "paper" else "x")
+        if ax is None:
+            continue
+        x_data, y_data = "domain" not in xref, "domain" not in yref and yref != "paper"
+        transform = blended_transform_factory(
+            ax.transData if x_data else ax.transAxes, ax.transData if y_data else ax.transAxes
+        )
+        color = note.font.color if note.font and note.font.color else "black"
+        ax.text(
+            note.x, note.y, str(note.text or "").replace("<br>", "\n"), transform=transform,
+            fontsize=7, color=_rgb(color), ha={"left": "left", "right": "right"}.get(
+                note.xanchor, "center"), va={"top": "top", "bottom": "bottom"}.get(
+                note.yanchor, "center"),
+        )
+

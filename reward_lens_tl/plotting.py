@@ -308,6 +308,7 @@ def line(
                 go.Scatter(
                     x=[*xs, *xs[::-1]],
                     y=[*hi, *lo[::-1]],
+                    mode="lines",
                     fill="toself",
                     fillcolor=_alpha(color, 0.2),
                     line=dict(width=0),
@@ -591,6 +592,8 @@ def side_by_side(figures: Sequence[go.Figure], *, title: str = "", width: int | 
             domain = fig.layout[f"xaxis{'' if trace.xaxis == 'x' else trace.xaxis[1:]}"].domain
             trace.colorbar.x = domain[1] + 0.01
             trace.colorbar.len = 0.9
+    for note in fig.layout.annotations:
+        note.font.size = 12
     panel_height = max(int(f.layout.height or 400) for f in figures)
     total = width or min(1400, sum(int(f.layout.width or 500) for f in figures))
     fig.update_layout(

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -47,6 +47,7 @@ from torch import Tensor
 
 from ..attribution import AttributionResult, Reading, attribution_hook_names, decompose
 from ..errors import InvalidArgumentError
+from ..plotting import GREY, Backend, render
 from ..readout import effective_head, is_centred
 from ..results import MarginResult, Result, axes, bar_chart, join_pairs, signed_color, split_pair
 from .batches import pair_chunks
@@ -55,7 +56,6 @@ from .model import token_logprobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 LSE = Literal["term", "expected"]
 
@@ -185,21 +185,32 @@ class ImplicitAttribution(Result):
             )
         return pd.concat(rows, ignore_index=True)
 
-    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Top-`k` components and the three terms (means over examples).
+    def plot(self, ax: Axes | None = None, k: int = 12, *, backend: Backend | None = None) -> Any:
+        """Bars of the top-`k` components and the three terms (means over examples).
+
+        Components are red where they lower the implicit reward and blue where they raise
+        it; the head bias, non-linear and reference terms are grey, below them.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             k: How many components.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
         top = self.top_k(k)
         terms = [(n, float(v.mean())) for n, v in self.terms().items()]
-        colors = [signed_color(v) for _, v in top] + ["#7f7f7f"] * len(terms)
-        xlabel = f"contribution to the implicit reward (mean; lse={self.lse!r})"
-        return bar_chart(ax, [*top, *terms[::-1]], xlabel, colors=colors)[0]
+        colors = [signed_color(v) for _, v in top] + [GREY] * len(terms)
+        n = len(self.rewards)
+        fig = bar_chart(
+            [*top, *terms[::-1]],
+            "contribution to the implicit reward",
+            colors=colors,
+            title=f"Implicit reward attribution (lse={self.lse!r}) · "
+            + ("1 example" if n == 1 else f"mean over {n} examples"),
+        )
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)

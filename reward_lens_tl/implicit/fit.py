@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -36,13 +36,12 @@ from torch import Tensor
 from reward_lens_tl.results import Result, TopK, top_entries
 
 from ..errors import InvalidArgumentError, ShapeMismatchError
-from ..results import new_axes
+from ..plotting import PALETTE, SIGNED, Backend, bar, render
 from ..stats import spearman
 from .batches import pair_chunks, predicting_mask
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Pooling = Literal["sum", "mean", "last"]
 
@@ -307,25 +306,26 @@ class RewardFit(Result):
         )
         return frame.reindex(frame["weight"].abs().sort_values(ascending=False).index)
 
-    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
-        """Bar chart of the `k` largest weights.
+    def plot(self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None) -> Any:
+        """Bars of the `k` largest weights (red: negative, blue: positive).
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             k: How many features.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * k + 1))
-        top = self.top_k(k)[::-1]
-        ax.barh([n for n, _ in top], [v for _, v in top], color="#4472c4")
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel(
-            f"ridge weight per feature std ({self.target_name}); held-out R² {self.r2:.2f}"
+        top = self.top_k(k)
+        fig = bar(
+            [name for name, _ in top],
+            [weight for _, weight in top],
+            xaxis=f"weight per feature std ({self.target_name} units)",
+            title=f"Ridge fit of {self.target_name} · held-out R² {self.r2:#.3g}",
+            colors=SIGNED,
         )
-        fig.tight_layout()
-        return fig
+        return render(fig, backend, ax)
 
 
 def _split(groups: Tensor, test_fraction: float, seed: int) -> tuple[Tensor, Tensor]:
@@ -529,27 +529,55 @@ class FeatureDivergence(Result):
         )
         return frame.reindex(frame["difference"].abs().sort_values(ascending=False).index)
 
-    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Bars of both weights for the `k` features that differ most.
+    def plot(self, ax: Axes | None = None, k: int = 12, *, backend: Backend | None = None) -> Any:
+        """Both fits' weights, side by side, for the `k` features that differ most.
+
+        Each feature has a bar per fit (`name_a` above `name_b`), in each reward's own std;
+        hover shows the exact weight and the feature's verdict.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             k: How many features.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(6, 0.3 * k + 1))
-        idx = self.difference.abs().argsort(descending=True)[:k].flip(0)
-        y = torch.arange(len(idx)).float()
-        ax.barh(y - 0.2, self.weight_a[idx], height=0.4, label=self.name_a, color="#4472c4")
-        ax.barh(y + 0.2, self.weight_b[idx], height=0.4, label=self.name_b, color="#ed7d31")
-        ax.set_yticks(y.tolist(), [self.names[i] for i in idx])
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel("weight per feature std, in each reward's std")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        idx = self.difference.abs().argsort(descending=True, stable=True)[:k].tolist()
+        names = [self.names[i] for i in idx]
+        fig = bar(
+            names,
+            self.weight_a[idx],
+            xaxis="weight per feature std, in each reward's std",
+            title=f"Fits of {self.name_a} and {self.name_b}: the {len(idx)} most different "
+            "features",
+            colors=PALETTE[0],
+            height=int(min(1400, max(300, 130 + 40 * len(idx)))),
+        )
+        hover = [
+            f"{name} ({self.verdict[i]})" if self.verdict[i] else name
+            for name, i in zip(names, idx, strict=True)
+        ]
+        # two bars per feature: fit a's just above the feature's tick, fit b's just below
+        fig.data[0].update(
+            y=[p - 0.2 for p in range(len(idx))],
+            width=0.4,
+            name=self.name_a,
+            customdata=hover,
+            hovertemplate=f"%{{customdata}}<br>{self.name_a}: %{{x:.5g}}<extra></extra>",
+        )
+        fig.add_bar(
+            x=self.weight_b[idx].tolist(),
+            y=[p + 0.2 for p in range(len(idx))],
+            width=0.4,
+            orientation="h",
+            name=self.name_b,
+            marker=dict(color=PALETTE[1]),
+            customdata=hover,
+            hovertemplate=f"%{{customdata}}<br>{self.name_b}: %{{x:.5g}}<extra></extra>",
+        )
+        fig.update_layout(barmode="overlay", showlegend=True)
+        return render(fig, backend, ax)
 
 
 def divergence(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -35,13 +35,13 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError
 from ..lens import PairLensResult, Resolution, RewardLensResult, lens_sites
-from ..results import Result, axes, join_pairs, new_axes, split_pair, tidy_frame
+from ..plotting import Backend, imshow, line, render, shown_token
+from ..results import Result, axes, join_pairs, split_pair, tidy_frame
 from .batches import pair_chunks
 from .model import token_logprobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Reference = Literal["final", "lens"]
 
@@ -57,6 +57,8 @@ class ImplicitLensResult(Result):
         labels: One label per site.
         rewards: The implicit rewards.
         reference: `"final"` or `"lens"`.
+        tokens: Each example's tokens, one per position (the heat map's column labels);
+            empty when the model has no tokenizer.
 
     Examples:
         >>> import torch
@@ -74,15 +76,19 @@ class ImplicitLensResult(Result):
         0  0_pre        0                -1.795
         1  1_pre        0                -0.169
         2  final        0                -2.636
+        >>> fig = lens.plot(example=0)  # per-token values: sites × the example's tokens
+        >>> fig.data[0].z.shape, len(fig.layout.xaxis.ticktext)
+        ((3, 11), 11)
     """
 
-    example_axes = axes(values=1, token_values=1, rewards=0)
+    example_axes = axes(values=1, token_values=1, rewards=0, tokens=0)
 
     values: Float[Tensor, "site example"]
     token_values: Float[Tensor, "site example pos"]
     labels: tuple[str, ...]
     rewards: Float[Tensor, " example"]
     reference: str
+    tokens: tuple[tuple[str, ...], ...] = ()
 
     def as_reward_lens(self) -> RewardLensResult:
         """The summed values as a `RewardLensResult`.
@@ -111,27 +117,52 @@ class ImplicitLensResult(Result):
         """
         return self.as_reward_lens().top_k(k)
 
-    def plot(self, ax: Axes | None = None, example: int | None = None) -> Figure:
-        """Lens reward per site (all examples), or one example's per-token values as a heat map.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        example: int | None = None,
+        *,
+        backend: Backend | None = None,
+    ) -> Any:
+        """Lens reward per site (one line per example), or one example's per-token heat map.
+
+        Without `example`: the lens implicit reward at each site, one line for each of the
+        first 8 examples. With `example`: its per-token values, sites × positions, the
+        columns labelled by the tokens (by position without a tokenizer), the colour scale
+        centred at 0 (red: the token lowers the implicit reward, blue: raises it).
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             example: One example's index for its heat map, or `None`.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
         if example is None:
-            return self.as_reward_lens().plot(ax)
-        fig, ax = new_axes(ax)
+            shown = range(min(self.values.shape[1], 8))
+            fig = line(
+                {f"example {b}": self.values[:, b] for b in shown},
+                x=list(self.labels),
+                xaxis="site",
+                yaxis="lens implicit reward",
+                title=f"Implicit reward lens (reference={self.reference!r})",
+                zero_line=True,
+            )
+            return render(fig, backend, ax)
         values = self.token_values[:, example].float().cpu()
-        lim = float(values.abs().max()) or 1.0
-        im = ax.imshow(values, aspect="auto", cmap="RdBu", vmin=-lim, vmax=lim)
-        ax.set_yticks(range(len(self.labels)), self.labels)
-        ax.set_xlabel("token position")
-        fig.colorbar(im, ax=ax, label="β·log-ratio (lens)")
-        fig.tight_layout()
-        return fig
+        tokens = self.tokens[example] if self.tokens else ()
+        by_token = len(tokens) == values.shape[1]
+        fig = imshow(
+            values,
+            x=[shown_token(t) for t in tokens] if by_token else None,
+            y=list(self.labels),
+            xaxis="token" if by_token else "position",
+            yaxis="site",
+            title=f"Per-token implicit reward lens · example {example}",
+            value_name="β·log-ratio",
+        )
+        return render(fig, backend, ax)
 
 
 def _site_logprobs(model, cache, name: str, ids: Tensor) -> Tensor:
@@ -220,7 +251,16 @@ def implicit_lens(
         labels=tuple(label for label, _ in sites),
         rewards=rewards.detach().float().cpu(),
         reference=reference,
+        tokens=_tokens(model, ids),
     )
+
+
+def _tokens(model, ids: Tensor) -> tuple[tuple[str, ...], ...]:
+    """Each row's tokens (for the figure), or `()` without a tokenizer."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return ()
+    return tuple(tuple(map(str, tokenizer.convert_ids_to_tokens(row))) for row in ids.tolist())
 
 
 def pair_implicit_lens(model, pairs: Sequence, *, batch_size: int = 16, **kwargs) -> PairLensResult:

@@ -242,7 +242,14 @@ class PatchResult(Result):
         return render(self.figure(cmap), backend, ax)
 
     def figure(self, cmap: str = "RdBu"):
-        """The plotly heat map `plot` returns (see there)."""
+        """The plotly heat map `plot` returns (see there).
+
+        Args:
+            cmap: The colour scale (a plotly name; diverging, centred at 0).
+
+        Returns:
+            The plotly figure.
+        """
         m, rows, cols = self.matrix()
         if self.grid.by_position and len(self.position_tokens) == len(cols):
             cols = [f"{c} · {shown_token(t)}" for c, t in zip(cols, self.position_tokens, strict=True)]

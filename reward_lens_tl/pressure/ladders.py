@@ -40,7 +40,8 @@ import torch
 from jaxtyping import Float
 
 from ..errors import PressureError
-from ..results import Result, new_axes
+from ..plotting import Backend, line, render
+from ..results import Result
 from .sampling import Prompt, Sample, prompt_text, sample_responses, score_texts
 from .validate import (
     MAX_BOOT,
@@ -55,9 +56,19 @@ from .validate import (
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 FeatureFn = Callable[[Prompt, str], dict[str, float]]
+
+
+def _se_bands(frame, columns: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+    """`{column: (mean - se, mean + se)}` of the columns whose standard errors are all finite."""
+    out = {}
+    for col in columns:
+        se = frame[f"{col}_se"].to_numpy()
+        if np.isfinite(se).all():
+            mean = frame[col].to_numpy()
+            out[col] = (mean - se, mean + se)
+    return out
 
 
 def kl_best_of_n(n: int | np.ndarray) -> Any:
@@ -330,53 +341,77 @@ class BestOfNResult(Result):
             frame = frame[frame["feature"].isin(list(among))]
         return None if frame.empty else str(frame["feature"].iloc[0])
 
-    def plot(self, ax: Axes | None = None) -> Figure:
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The over-optimisation curve.
 
-        Proxy and gold reward of the best-of-n choice against `sqrt(KL)`, with standard-error
-        bands.
+        Proxy and gold reward of the best-of-n choice against `sqrt(KL)`, with bands of one
+        standard error over prompts, each rung's `n` written on the proxy line; hover shows
+        the rung, `sqrt(KL)` and the exact reward.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
         frame = self.to_dataframe()
-        x = frame["sqrt_kl"]
-        for col, color in (("proxy", "#4472c4"), ("gold", "#c9a400")):
-            if frame[col].notna().any():
-                ax.plot(x, frame[col], marker="o", color=color, label=col)
-                se = frame[f"{col}_se"]
-                ax.fill_between(x, frame[col] - se, frame[col] + se, color=color, alpha=0.2)
-        for n, xv in zip(frame["n"], x, strict=True):
-            ax.annotate(f"n={n}", (xv, frame["proxy"][frame["n"] == n].iloc[0]), fontsize=6)
-        ax.set_xlabel("sqrt KL(best-of-n || policy)  [nats^1/2]")
-        ax.set_ylabel("reward of the best-of-n choice")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        drawn = [col for col in ("proxy", "gold") if frame[col].notna().any()]
+        fig = line(
+            {col: frame[col].to_numpy() for col in drawn},
+            x=frame["sqrt_kl"].tolist(),
+            xaxis="sqrt KL(best-of-n ‖ policy)  [nats^½]",
+            yaxis="reward of the best-of-n choice",
+            title=f"best-of-n over-optimisation · {len(self.prompts)} prompts, "
+            f"n up to {self.ns[-1]}",
+            bands=_se_bands(frame, drawn),
+        )
+        ns = frame["n"].tolist()
+        for trace in fig.data:
+            if trace.hoverinfo == "skip":
+                continue
+            trace.customdata = ns
+            trace.hovertemplate = (
+                f"{trace.name}<br>n = %{{customdata}}<br>sqrt KL: %{{x:.4g}}<br>"
+                "reward: %{y:.5g}<extra></extra>"
+            )
+            if trace.name == "proxy":
+                trace.update(mode="lines+markers+text", text=[f"n={n}" for n in ns],
+                             textposition="top left", textfont=dict(size=10))  # fmt: skip
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
-    def plot_features(self, ax: Axes | None = None) -> Figure:
+    def plot_features(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Each feature's value at the best-of-n choice against n (log scale).
 
+        One line per feature with a band of one standard error over prompts; a 0/1
+        feature's value is the frequency with which the best-of-n choice has it.
+
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        frame = self.to_dataframe()
-        for name in self.feature_samples:
-            ax.plot(frame["n"], frame[name], marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("n")
-        ax.set_ylabel("feature value of the best-of-n choice")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        ns = list(self.ns)
+        means, bands = {}, {}
+        for name, values in self.feature_samples.items():
+            mean, se = np.array([self.expected(values, n) for n in ns]).T
+            means[name] = mean
+            if np.isfinite(se).all():
+                bands[name] = (mean - se, mean + se)
+        fig = line(
+            means,
+            x=ns,
+            xaxis="n (samples the best is chosen from, log scale)",
+            yaxis="feature value of the best-of-n choice",
+            title=f"planted features of the best-of-n choice · {len(self.prompts)} prompts",
+            bands=bands,
+        )
+        fig.update_xaxes(type="log", tickmode="array", tickvals=ns, ticktext=[str(n) for n in ns])
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
 
 def _load_policy(policy: Any, tokenizer: Any) -> tuple[Any, Any]:

@@ -50,14 +50,14 @@ import numpy as np
 import torch
 
 from ..errors import PressureError, ProbeNotApplicableError, ProbeSetTooLongError
-from ..results import Result, new_axes
+from ..plotting import Backend, line, render
+from ..results import Result
 from .onset import detect_onset, onset_table
 from .sampling import Prompt, logits_of, model_device, prompt_text, sample_responses
 from .validate import feature_table
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Row = tuple[int, str, float]
 DEFAULT_GROUP = "all"
@@ -267,24 +267,43 @@ class MonitorRecords(Result):
         change = (wide.ffill().iloc[-1] - wide.bfill().iloc[0]).fillna(0.0)
         return top_entries(list(change.index), change.tolist(), k, "change over the run")
 
-    def plot(self, ax: Axes | None = None, names: Sequence[str] | None = None) -> Figure:
-        """The series `names` (default: up to eight) against step.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        names: Sequence[str] | None = None,
+        *,
+        backend: Backend | None = None,
+    ) -> Any:
+        """The series `names` (default: the first eight recorded) against step.
+
+        One line per series, each through the steps it was recorded at; hover shows the
+        series, the step and the exact value.
 
         Args:
-            ax: the axes to draw on (default: new ones).
-            names: the series to draw.
+            ax: Matplotlib axes to draw the static form on.
+            names: The series to draw.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        wide = self.pivot()
-        for name in list(names) if names is not None else self.series_names[:8]:
-            ax.plot(wide.index, wide[name], marker=".", label=name)
-        ax.set_xlabel("step")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        chosen = list(names) if names is not None else self.series_names[:8]
+        for name in chosen:
+            self.series(name)  # an unknown name raises PressureError
+        wide = self.pivot()[chosen]
+        fig = line(
+            {name: wide[name].to_numpy() for name in chosen},
+            x=[int(s) for s in wide.index],
+            xaxis="step",
+            yaxis="value",
+            title=f"monitor records · {len(chosen)} of {len(self.series_names)} series",
+        )
+        for trace in fig.data:  # each line through its own records (no gaps at missing steps)
+            kept = np.isfinite(np.asarray(trace.y, dtype=float))
+            trace.x, trace.y = np.asarray(trace.x)[kept], np.asarray(trace.y)[kept]
+            trace.customdata = np.asarray(trace.customdata)[kept]
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
 
 # ---- the probe set -----------------------------------------------------------------------------

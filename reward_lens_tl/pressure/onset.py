@@ -43,16 +43,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..errors import PressureError
-from ..results import Result, new_axes
+from ..plotting import GREY, Backend, line, render, side_by_side
+from ..results import Result
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Direction = Literal["increase", "decrease", "both"]
 DIRECTIONS: tuple[str, ...] = ("increase", "decrease", "both")
@@ -211,35 +211,89 @@ class Onset(Result):
             "arl0": self.arl0,
         }
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """The series (left axis) and its CUSUM with the threshold (right axis).
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The series and its CUSUM, side by side, with the warm-up and the events marked.
 
-        The onset and the alarm are drawn as vertical lines.
+        Left: the series, the warm-up shaded. Right: the CUSUM of the alarming side (in
+        warm-up standard deviations) and its threshold `h` (dotted). Both panels mark the
+        onset (orange, dashed), the alarm (red) and the gold peak (green, dash-dot) as
+        vertical lines, labelled in the left panel. Two panels rather than a twin axis: the
+        series keeps its own units, and the CUSUM its threshold.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form of the left panel on (the series and
+                the events; the two panels need `backend="matplotlib"`).
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        ax.plot(self.steps, self.values, color="#4472c4", lw=1.2, label=self.name)
-        ax.set_xlabel("step")
-        ax.set_ylabel(self.name)
-        twin = ax.twinx()
-        twin.plot(self.steps, self.statistic, color="#999999", lw=1, label="CUSUM")
-        twin.axhline(self.threshold, color="#999999", ls=":", lw=1)
-        twin.set_ylabel("CUSUM")
-        ax.axvspan(self.steps[0], self.steps[self.warmup - 1], color="#eeeeee", label="warm-up")
-        if self.onset_step is not None:
-            ax.axvline(self.onset_step, color="#ed7d31", ls="--", lw=1, label="onset")
-        if self.alarm_step is not None:
-            ax.axvline(self.alarm_step, color="#c00000", lw=1, label="alarm")
-        if self.gold_peak_step is not None:
-            ax.axvline(self.gold_peak_step, color="#70ad47", ls="-.", lw=1, label="gold peak")
-        ax.legend(fontsize=7, loc="upper left")
-        fig.tight_layout()
-        return fig
+        steps = [int(s) for s in self.steps]
+        values = line(
+            {self.name: self.values},
+            x=steps,
+            xaxis="step",
+            yaxis=self.name,
+            title=self.name,
+            markers=len(steps) <= 60,
+            width=560,
+        )
+        cusum = line(
+            {"CUSUM": self.statistic},
+            x=steps,
+            xaxis="step",
+            yaxis="CUSUM (warm-up sd)",
+            title=f"CUSUM ({self.side}) · threshold h = {self.threshold:.3g}",
+            markers=len(steps) <= 60,
+            width=560,
+        )
+        cusum.add_hline(y=self.threshold, line=dict(color=GREY, width=1, dash="dot"))
+        events = [
+            (step, label, color, dash)
+            for step, label, color, dash in (
+                (self.onset_step, "onset", "#ed7d31", "dash"),
+                (self.alarm_step, "alarm", "#c00000", "solid"),
+                (self.gold_peak_step, "gold peak", "#70ad47", "dashdot"),
+            )
+            if step is not None
+        ]
+        for panel in (values, cusum):
+            if self.warmup > 0 and steps:
+                panel.add_vrect(
+                    x0=steps[0], x1=steps[min(self.warmup, len(steps)) - 1],
+                    fillcolor="rgba(136,136,136,0.15)", line_width=0, layer="below",
+                )  # fmt: skip
+            for step, _, color, dash in events:
+                panel.add_vline(x=step, line=dict(color=color, width=1.5, dash=dash))
+        if ax is not None:
+            fig = values.update_layout(title_text=self._title())
+        else:
+            fig = side_by_side([values, cusum], title=self._title())
+        # labels on the side the excursion leaves empty: below a rise, above a fall
+        low = self.side == "increase"
+        if self.warmup > 0 and steps:
+            fig.add_annotation(
+                x=steps[0], xref="x", y=1.0 if low else 0.0, yref="y domain", text="warm-up",
+                showarrow=False, xanchor="left", yanchor="top" if low else "bottom",
+                font=dict(color=GREY, size=11),
+            )  # fmt: skip
+        for i, (step, label, color, _) in enumerate(events):
+            fig.add_annotation(
+                x=step, xref="x", y=0.02 + 0.08 * i if low else 0.98 - 0.08 * i,
+                yref="y domain", text=f"{label} {step}", showarrow=False, xanchor="left",
+                yanchor="bottom" if low else "top", font=dict(color=color, size=11),
+            )  # fmt: skip
+        return render(fig, backend, ax)
+
+    def _title(self) -> str:
+        """The figure's title: the alarm and the lead time, or that nothing fired."""
+        if self.alarm_step is None:
+            return f"{self.name}: no alarm (ARL0 {self.arl0:.3g})"
+        title = f"{self.name}: alarm at step {self.alarm_step}, onset at {self.onset_step}"
+        if self.lead_time is not None:
+            when = "before" if self.lead_time >= 0 else "after"
+            title += f" · {abs(self.lead_time)} steps {when} the gold peak"
+        return title
 
 
 def _as_series(series, steps, name: str | None = None) -> tuple[str, np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from jaxtyping import Float
@@ -33,13 +33,13 @@ from torch import Tensor
 
 from reward_lens_tl.errors import UnknownNameError
 
-from ..results import Result, TopK, new_axes, top_entries
+from ..plotting import GREY, Backend, line, render
+from ..results import Result, TopK, top_entries
 from .errors import TooFewExamplesError
 from .outside import MIN_N, Correlation, bootstrap_ci, correlation
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 ONSET_FRACTION = 0.75
 
@@ -208,29 +208,37 @@ class CascadeResult(Result):
         pairs = [(f"{c.probe}:{n}", v) for c in self.probes for n, v in c.top_components(k)]
         return top_entries([p for p, _ in pairs], [v for _, v in pairs], k, "attribution delta")
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Mean lens delta per site, as a fraction of each probe's final mean delta.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Mean lens delta per site as a share of each probe's final mean delta, with its CI.
+
+        One line per probe whose final mean delta's CI excludes 0 (the probes with a
+        direction to share out; all probes with a non-zero final mean when none has), the CI
+        as a band; the dashed line is `onset_fraction`, where a probe's onset is read. Hover
+        shows the probe, the site and the exact share.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        for c in self.probes:
-            final = c.mean[-1]
-            if final == 0 or not math.isfinite(final):
-                continue
-            ax.plot(range(len(c.sites)), c.mean / final, marker="o", ms=3, label=c.probe)
-        if self.probes:
-            sites = self.probes[0].sites
-            ax.set_xticks(range(len(sites)), sites, rotation=90, fontsize=7)
-        ax.axhline(self.onset_fraction, color="grey", lw=0.5, ls="--")
-        ax.set_ylabel("lens delta / final delta (mean)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        finite = [c for c in self.probes if c.mean[-1] != 0 and math.isfinite(c.mean[-1])]
+        drawn = [c for c in finite if c.ci_low[-1] > 0 or c.ci_high[-1] < 0] or finite
+        sites = list(self.probes[0].sites) if self.probes else []
+        fig = line(
+            {c.probe: c.mean / c.mean[-1] for c in drawn},
+            x=sites,
+            xaxis="site (reward lens at the reward token)",
+            yaxis="lens delta / final delta",
+            title=f"where each probe's delta appears · {len(drawn)} of {len(self.probes)} "
+            f"probes · dashed: onset at {self.onset_fraction:.0%}",
+            bands={c.probe: (c.ci_low / c.mean[-1], c.ci_high / c.mean[-1]) for c in drawn},
+            zero_line=True,
+        )
+        fig.add_hline(y=self.onset_fraction, line=dict(color=GREY, width=1, dash="dash"))
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
 
 def onset_site(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -42,13 +42,13 @@ from torch import Tensor
 
 from ..attribution import attribution_from_run, attribution_hook_names
 from ..inputs import EncodedConversation, pad_batch
+from ..plotting import Backend, imshow, render
 from ..readout import Readout, ReadoutRun, gather_positions, is_centred, retarget, run_readout
-from ..results import Result, TopK, new_axes, ranked
+from ..results import Result, TopK, ranked
 from .errors import ProbeError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -176,27 +176,31 @@ class ConflictResult(Result):
         ]
         return pd.DataFrame(rows)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Heat map of mean contributions, components × terms.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Heat map of mean direct contributions, components down and terms across.
+
+        The colour scale is centred at 0 (red: the component lowers the term, blue: raises
+        it); a component red in one column and blue in another pulls those terms apart.
+        Hover shows the exact mean contribution.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
         m = self.attribution.mean(2).T  # [component, term]
-        fig, ax = new_axes(
-            ax, figsize=(1.2 * len(self.terms) + 2.5, 0.22 * len(self.components) + 1)
+        fig = imshow(
+            m,
+            x=self.terms,
+            y=self.components,
+            xaxis="term",
+            yaxis="component",
+            title=f"mean direct contribution per term · {self.values.shape[1]} examples",
+            value_name="mean contribution",
         )
-        lim = float(m.abs().max()) or 1.0
-        im = ax.imshow(m.numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_xticks(range(len(self.terms)), self.terms, rotation=30)
-        ax.set_yticks(range(len(self.components)), self.components, fontsize=6)
-        ax.set_title("mean direct contribution per term")
-        fig.colorbar(im, ax=ax)
-        fig.tight_layout()
-        return fig
+        return render(fig, backend, ax)
 
 
 def _term_run(model, run: ReadoutRun, direction: Tensor) -> ReadoutRun:

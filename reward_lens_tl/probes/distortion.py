@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from ..results import Result, TopK, new_axes, top_entries
+from ..plotting import Backend, bar, render
+from ..results import Result, TopK, top_entries
 from .errors import ProbeError, TooFewExamplesError
 from .outside import bootstrap_ci, check_n
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 def flip_share(margin: torch.Tensor, new_margin: torch.Tensor) -> float:
@@ -101,30 +101,34 @@ class DistortionResult(Result):
         """
         return top_entries([r.probe for r in self.rows], [r.index for r in self.rows], k, "index")
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """The distortion index per probe with its CI and flip share.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The distortion index per probe with its 95% CI, labelled with its flip share.
+
+        One bar per probe (the first row at the top), labelled `probe (flips 12%)`; hover
+        shows the exact index, its CI, the flip share and n.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        rows = self.rows[::-1]
-        fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
-        y = np.arange(len(rows))
-        ax.barh(
-            y,
+        rows = self.rows
+        fig = bar(
+            [f"{r.probe} (flips {r.flip_share:.0%})" for r in rows],
             [r.index for r in rows],
-            xerr=[[r.index - r.ci_low for r in rows], [r.ci_high - r.index for r in rows]],
-            color="#4472c4",
-            capsize=2,
+            xaxis="distortion index (mean shift / sd of natural margins), 95% CI",
+            title="distortion index per probe",
+            error=([r.index - r.ci_low for r in rows], [r.ci_high - r.index for r in rows]),
+            value_name="index",
         )
-        ax.set_yticks(y, [f"{r.probe} (flips {r.flip_share:.0%})" for r in rows], fontsize=8)
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel("distortion index (mean shift / sd of natural margins), 95% CI")
-        fig.tight_layout()
-        return fig
+        fig.data[0].customdata = [
+            f"{r.probe}<br>95% CI [{r.ci_low:.4g}, {r.ci_high:.4g}]<br>"
+            f"flips {r.flip_share:.1%} of preferences, n = {r.n}"
+            for r in rows
+        ]
+        return render(fig, backend, ax)
 
 
 def distortion_index(report) -> DistortionResult:

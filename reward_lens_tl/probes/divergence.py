@@ -23,9 +23,10 @@ out-of-distribution cells (`DivergenceResult.top_k`, `to_dataframe()['ood']`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -44,12 +45,12 @@ from ..patching.plan import (
     make_plan,
 )
 from ..patching.results import PatchResult
+from ..plotting import Backend, render, scatter
 from ..results import Result, TopK, top_entries
 from .errors import ProbeError, TooFewExamplesError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 AFTER_HOOK = {
     "resid_pre": "hook_resid_pre",
@@ -234,24 +235,47 @@ class DivergenceResult(Result):
         frame["ood"] = self.ood.reshape(-1).numpy()
         return frame
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """The patching heat map with out-of-distribution cells marked ×.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The patching heat map (`PatchResult.plot`) with out-of-distribution cells marked ×.
+
+        A cell is out of distribution when its percentile is ≥ `ood_percentile`. Hover on a
+        cell shows its value, the patched state's Mahalanobis distance and its percentile
+        among held-out natural states.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig = self.patch.plot(ax=ax)
-        ax = fig.axes[0]
-        m, _, _ = self.patch.matrix()
-        ood = self.ood if self.ood.ndim == 2 else self.ood.reshape(m.shape)
-        if ood.ndim == 1:
-            ood = ood[:, None]
-        rows, cols = torch.nonzero(ood, as_tuple=True)
-        ax.scatter(cols.numpy(), rows.numpy(), marker="x", color="k", s=18, label="OOD")
-        return fig
+        fig = self.patch.figure()
+        heat = fig.data[0]
+        distance, percentile, ood = (
+            self._matrix(t).numpy() for t in (self.distance, self.percentile, self.ood.float())
+        )
+        labels = np.asarray(heat.customdata, dtype=object)
+        heat.customdata = np.dstack([labels, distance, percentile])
+        heat.hovertemplate = heat.hovertemplate.replace(
+            "<extra></extra>",
+            "<br>distance: %{customdata[2]:.4g}<br>percentile: %{customdata[3]:.1f}<extra></extra>",
+        )
+        rows, cols = np.nonzero(ood > 0)
+        marks = scatter({"out of distribution": (cols, rows)}).data[0]
+        marks.update(
+            marker=dict(symbol="x", color="black", size=8, opacity=1.0),
+            hoverinfo="skip",  # the cell's hover shows its percentile
+            showlegend=False,
+        )
+        fig.add_trace(marks)
+        title = f"{fig.layout.title.text} · × out of distribution: {self.ood_share():.0%} of cells"
+        # a title never wraps: widen the figure to hold it
+        fig.update_layout(title_text=title, width=max(fig.layout.width, int(7.5 * len(title)) + 40))
+        return render(fig, backend, ax)
+
+    def _matrix(self, grid_values: Tensor) -> Tensor:
+        """A grid-shaped tensor laid out as the heat map (`PatchResult.matrix`)."""
+        return dataclasses.replace(self.patch, values=grid_values).matrix()[0]
 
 
 def _patched_states(model, plan, cache, values: dict[int, Tensor], layer: int) -> Tensor:

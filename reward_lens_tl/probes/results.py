@@ -3,7 +3,8 @@
 `ProbeReport` (from `reward_lens_tl.probes.run_probes`) holds every probe's
 per-example deltas, their summary (`reward_lens_tl.probes.outside.DeltaSummary`), the
 examples each probe skipped with the reason, and the inside view (`.cascade`). Figures are
-returned, never shown.
+interactive plotly figures by default (`plot(backend="matplotlib")` for the static form; see
+`reward_lens_tl.plotting`), returned, never shown.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from torch import Tensor
 
 from reward_lens_tl.errors import UnknownNameError
 
-from ..results import Result, TopK, new_axes, top_entries
+from ..plotting import BLUE, RED, Backend, bar, render
+from ..results import Result, TopK, top_entries
 from .outside import DeltaSummary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 STAT_FIELDS = ("mean_delta", "ci_low", "ci_high", "sd_delta", "effect_size", "relative_effect")
 
@@ -246,27 +247,37 @@ class ProbeReport(Result):
 
         return distortion_index(self)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Mean delta per probe with its CI; flagged probes in red.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Mean reward delta per probe with its 95% CI; flagged probes in red.
+
+        One bar per probe with statistics, in row order (the first at the top), labelled
+        `probe (kind)`; hover shows the exact mean delta, its CI and n.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        rows = self._summarized()[::-1]
-        fig, ax = new_axes(ax, figsize=(6, 0.35 * len(rows) + 1.2))
-        y = np.arange(len(rows))
+        rows = self._summarized()
         means = [s.mean_delta for _, s in rows]
-        err = [
-            [m - s.ci_low for m, (_, s) in zip(means, rows, strict=True)],
-            [s.ci_high - m for m, (_, s) in zip(means, rows, strict=True)],
+        flagged = sum(r.flagged for r, _ in rows)
+        fig = bar(
+            [f"{r.probe} ({r.kind})" for r, _ in rows],
+            means,
+            xaxis="mean reward delta (perturbed − original), 95% CI",
+            title=f"reward delta per probe · {flagged} of {len(rows)} flagged (red)",
+            colors=[RED if r.flagged else BLUE for r, _ in rows],
+            error=(
+                [m - s.ci_low for m, (_, s) in zip(means, rows, strict=True)],
+                [s.ci_high - m for m, (_, s) in zip(means, rows, strict=True)],
+            ),
+            value_name="mean delta",
+        )
+        fig.data[0].customdata = [
+            f"{r.probe} ({r.kind}{', flagged' if r.flagged else ''})<br>"
+            f"95% CI [{s.ci_low:.4g}, {s.ci_high:.4g}], n = {s.n}"
+            for r, s in rows
         ]
-        colors = ["#c00000" if r.flagged else "#4472c4" for r, _ in rows]
-        ax.barh(y, means, xerr=err, color=colors, capsize=2)
-        ax.set_yticks(y, [f"{r.probe} ({r.kind})" for r, _ in rows], fontsize=8)
-        ax.axvline(0, color="k", lw=0.5)
-        ax.set_xlabel("mean reward delta (perturbed − original), 95% CI; red = flagged")
-        fig.tight_layout()
-        return fig
+        return render(fig, backend, ax)

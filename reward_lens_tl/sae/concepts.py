@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -33,17 +33,18 @@ from torch import Tensor
 from ..errors import InvalidArgumentError, RewardLensError
 from ..inputs import pad_batch
 from ..padding import reading_position_known, token_columns
+from ..plotting import Backend, render, scatter
 from ..readout import Objective, readout
-from ..results import Result, TopK, axes, new_axes, top_entries
+from ..results import Result, TopK, axes, top_entries
+from ..stats import pearson
 from .activations import _as_encoded_pair
 from .attribution import _position_mask, decoder_directions, objective_reward
 from .errors import SAESiteError
-from .results import ConceptVectors, SteeringCurve
+from .results import ConceptVectors, SteeringCurve, short_site
 from .splice import sae_hook_name
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 def residual_sites(model) -> list[str]:
@@ -451,24 +452,30 @@ class ProjectionEffect(Result):
         labels = [f"example {i}" for i in range(len(self.original))]
         return top_entries(labels, self.effect.tolist(), k, "reward − projected")
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Reward after the projection against the original reward.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The reward after the projection against the original reward, one point per example.
+
+        Points below the dashed line y = x lost reward when the direction was projected out;
+        the title gives the correlation and the mean effect (reward − projected).
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4, 4))
-        ax.scatter(self.original, self.projected, s=10)
-        lo = float(min(self.original.min(), self.projected.min()))
-        hi = float(max(self.original.max(), self.projected.max()))
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.5)
-        ax.set_xlabel("reward")
-        ax.set_ylabel(f"reward, direction projected out of {self.hook_name}")
-        fig.tight_layout()
-        return fig
+        r = pearson(self.original.numpy(), self.projected.numpy())
+        mean = float(self.effect.mean())
+        fig = scatter(
+            {"example": (self.original, self.projected)},
+            xaxis="reward",
+            yaxis=f"reward, direction removed at {short_site(self.hook_name)}",
+            title=f"Direction projected out · r = {r:#.3g} · mean effect {mean:#.3g}",
+            labels={"example": [str(i) for i in range(len(self.original))]},
+            diagonal=True,
+        )
+        return render(fig, backend, ax)
 
     def to_dataframe(self):
         """One row per example: original and projected reward and the effect."""

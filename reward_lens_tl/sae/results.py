@@ -1,6 +1,8 @@
 """Result objects of the SAE analyses.
 
-Frozen dataclasses with `to_dataframe()`, `plot()` (a figure, never shown) and `top_k()`.
+Frozen dataclasses with `to_dataframe()`, `plot()` and `top_k()`. `plot()` returns an
+interactive plotly figure (hover shows each mark's label and exact value), or its static
+matplotlib form with `plot(backend="matplotlib")` or `plot(ax=some_axes)`; it is never shown.
 
 Features are labelled `f{index}`; values are kept as tensors with their labels, the
 feature (or coefficient) axis first and the example axis second: `values [feature, example]`.
@@ -15,34 +17,38 @@ Examples:
     ...     head_bias=torch.tensor([0.125]))
     >>> attr.top_k(2), attr.completeness_error()
     ([('f1', -2.0), ('f0', 0.5)], 0.0)
+    >>> fig = attr.plot(k=2)  # the two top features, then the three other terms
+    >>> list(fig.layout.yaxis.ticktext), fig.data[0].x.tolist()
+    (['f1', 'f0', 'error', 'decoder_bias', 'head_bias'], [-2.0, 0.5, 0.25, 0.125, 0.125])
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from html import escape
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import RewardLensError, UsageError
+from ..plotting import BLUE, GREY, SIGNED, Backend, bar, line, render, scatter
 from ..results import (
-    SIGNED,
     MarginResult,
     Result,
     TopK,
     axes,
     bar_chart,
-    new_axes,
+    signed_color,
     tidy_frame,
     top_entries,
 )
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 def feature_label(index: int) -> str:
@@ -250,23 +256,49 @@ class FeatureAttribution(Result):
         ]
         return pd.DataFrame(rows)
 
-    def plot(self, ax: Axes | None = None, k: int = 15, example: int | None = None) -> Figure:
-        """Bar chart of the top-`k` features and, for direct attributions, the other terms.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        k: int = 15,
+        example: int | None = None,
+        *,
+        backend: Backend | None = None,
+    ) -> Any:
+        """Bars of the top-`k` features' contributions and, if direct, the other terms.
+
+        Features are red where they lower the reward and blue where they raise it; the
+        error, decoder-bias and head-bias terms of a direct attribution are grey, below them.
+        Hover shows each bar's exact value.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             k: How many features.
             example: The example, or `None` for the mean over examples.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        top = self.top_k(k, example)
+        top = list(self.top_k(k, example))
+        colors = [signed_color(v) for _, v in top]
         if self.method == "direct":
             pick = (lambda t: t[example]) if example is not None else (lambda t: t.mean())
-            top += [(name, float(pick(t))) for name, t in self.terms().items()]
-        what = "direct effect" if self.method == "direct" else "attribution patching"
-        return bar_chart(ax, top, f"{what} on the reward ({self.hook_name})", colors=SIGNED)[0]
+            terms = [(name, float(pick(t))) for name, t in self.terms().items()]
+            top += terms
+            colors += [GREY] * len(terms)
+        what = "direct effect" if self.method == "direct" else "AtP estimate"
+        which = f"example {example}" if example is not None else self._mean_of()
+        fig = bar_chart(
+            top,
+            f"{what} on the reward (reward units)",
+            colors=colors,
+            title=f"SAE latents' {what} · {self.hook_name} · {which}",
+        )
+        return render(fig, backend, ax)
+
+    def _mean_of(self) -> str:
+        n = self.values.shape[1]
+        return "1 example" if n == 1 else f"mean over {n} examples"
 
 
 @dataclass(frozen=True)
@@ -360,17 +392,26 @@ class FeatureEffects(Result):
         """One row per (feature, example)."""
         return tidy_frame(self.values, self.labels, "feature", self.intervention)
 
-    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
-        """Bar chart of the top-`k` features' mean effects.
+    def plot(self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None) -> Any:
+        """Bars of the top-`k` features' mean effects (red: negative, blue: positive).
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
             k: How many features.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        return bar_chart(ax, self.top_k(k), f"{self.intervention} (mean over examples)")[0]
+        n = self.values.shape[1]
+        fig = bar_chart(
+            self.top_k(k),
+            f"{self.intervention} (reward units)",
+            colors=SIGNED,
+            title=f"Latent intervention: {self.intervention} · "
+            + ("1 example" if n == 1 else f"mean over {n} examples"),
+        )
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)
@@ -455,25 +496,30 @@ class AtPCheck(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Scatter of the estimates against the ablation effects.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The estimates against the ablation effects, one point per (feature, example).
+
+        The dashed line is estimate = actual; the title gives their correlation. Hover shows
+        each point's feature, example and both values.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4, 4))
-        ax.scatter(self.actual.flatten(), self.estimate.flatten(), s=8)
-        lo = float(min(self.actual.min(), self.estimate.min()))
-        hi = float(max(self.actual.max(), self.estimate.max()))
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.5)
-        ax.set_xlabel("reward − reward(latent ablated)")
-        ax.set_ylabel("attribution patching estimate")
-        ax.set_title(f"r = {self.pearson():.3f}", fontsize=9)
-        fig.tight_layout()
-        return fig
+        n = self.actual.shape[1]
+        labels = [f"{feature_label(f)}, example {e}" for f in self.features for e in range(n)]
+        fig = scatter(
+            {"latent": (self.actual.flatten(), self.estimate.flatten())},
+            xaxis="reward − reward(latent ablated)",
+            yaxis="attribution patching estimate",
+            title=f"Attribution patching vs latent ablation · r = {self.pearson():#.3g}",
+            labels={"latent": labels},
+            diagonal=True,
+        )
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)
@@ -546,26 +592,33 @@ class SteeringCurve(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """The mean reward against the coefficient.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The mean reward against the steering coefficient, ± one standard deviation.
+
+        The band is the standard deviation over examples (none for one example); the title
+        gives the least-squares slope.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4.5, 3.2))
-        mean = self.mean()
-        ax.plot(self.coefficients, mean, "o-", label=self.label)
-        if self.rewards.shape[1] > 1:
+        mean, n = self.mean(), self.rewards.shape[1]
+        bands = None
+        if n > 1:
             std = self.rewards.std(1)
-            ax.fill_between(self.coefficients, mean - std, mean + std, alpha=0.2)
-        ax.set_xlabel("steering coefficient")
-        ax.set_ylabel("reward")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+            bands = {self.label: (mean - std, mean + std)}
+        fig = line(
+            {self.label: mean},
+            x=self.coefficients.tolist(),
+            xaxis="steering coefficient",
+            yaxis="reward" if n == 1 else f"mean reward ± 1 std ({n} examples)",
+            title=f"Steering {self.label} · slope {self.slope():#.3g} reward per unit",
+            bands=bands,
+        )
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)
@@ -680,21 +733,39 @@ class FeatureContexts(Result):
         columns = ["feature", "rank", "activation", "example", "position", "context"]
         return pd.DataFrame(rows, columns=columns)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Top activation per feature.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Bars of each feature's strongest activation in the contexts searched.
+
+        Hover shows the feature's exact top activation, its firing frequency and its top
+        context (the activating token in `[[ ]]`).
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(6, 0.25 * len(self.features) + 1))
-        labels = [feature_label(f) for f in self.features][::-1]
-        ax.barh(labels, [c[0].activation if c else 0.0 for c in self.contexts][::-1])
-        ax.set_xlabel("max activation")
-        fig.tight_layout()
-        return fig
+        labels = [feature_label(f) for f in self.features]
+        fig = bar(
+            labels,
+            [c[0].activation if c else 0.0 for c in self.contexts],
+            xaxis="max activation",
+            title=f"Top activation of {len(labels)} SAE latents",
+            colors=BLUE,
+        )
+        fig.data[0].customdata = [
+            f"{label} (active on {100 * float(freq):.3g}% of tokens)<br>"
+            + (_context(ctxs[0], self.tokenizer) if ctxs else "never active")
+            for label, freq, ctxs in zip(labels, self.frequency, self.contexts, strict=True)
+        ]
+        return render(fig, backend, ax)
+
+
+def _context(context: Context, tokenizer) -> str:
+    """A context's text for hover: escaped (hover reads HTML), at most 80 characters."""
+    text = context.text(tokenizer)
+    return escape(text if len(text) <= 80 else text[:79] + "…", quote=False)
 
 
 @dataclass(frozen=True)
@@ -768,24 +839,43 @@ class ConceptVectors(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Each site's cosine with the reward direction.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Each site's cosine between the concept vector and the reward direction.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(5, 3.2))
-        x = range(len(self.labels))
-        ax.plot(x, self.reward_cosine, "o-", label="cos(v, w_r)")
-        ax.set_xticks(list(x), self.labels, rotation=45, ha="right", fontsize=7)
-        ax.axhline(0, color="k", lw=0.5)
-        ax.set_ylabel("cosine with the reward direction")
-        ax.set_title(self.name, fontsize=9)
-        fig.tight_layout()
-        return fig
+        fig = line(
+            {"cos(v, w_r)": self.reward_cosine},
+            x=[short_site(label) for label in self.labels],
+            xaxis="site",
+            yaxis="cosine with the reward direction",
+            title=f"Concept “{self.name}” vs the reward direction, per site",
+            zero_line=True,
+            height=460,
+        )
+        fig.data[0].customdata = list(self.labels)  # hover: the full hook names
+        return render(fig, backend, ax)
+
+
+def short_site(hook_name: str) -> str:
+    """A hook name as a short axis label: `blocks.3.hook_resid_post` → `L3 resid_post`.
+
+    Args:
+        hook_name: The hook's name.
+
+    Returns:
+        The label.
+
+    Examples:
+        >>> short_site("blocks.3.hook_resid_post"), short_site("hook_embed")
+        ('L3 resid_post', 'embed')
+    """
+    return re.sub(r"^blocks\.(\d+)\.", r"L\1 ", hook_name).replace("hook_", "")
 
 
 @dataclass(frozen=True)
@@ -884,22 +974,34 @@ class GroundTruthReport(Result):
             [r.feature for r in self.rows], [r.correlation for r in self.rows], k, "correlation"
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart of each planted feature's best latent correlation.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Bars of each planted feature's latent correlation; the dashed line is the 0.8 bar.
+
+        Each bar is labelled `feature → latent`; blue bars passed (correlation ≥ 0.8 and the
+        planted sign), grey ones did not. Hover shows the exact correlation and the effect.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4.5, 3))
-        ax.bar([r.feature for r in self.rows], [r.correlation for r in self.rows])
-        ax.axhline(0.8, color="k", ls="--", lw=0.5)
-        ax.set_ylabel("best latent correlation")
-        ax.set_ylim(0, 1)
-        fig.tight_layout()
-        return fig
+        passed = sum(r.passed for r in self.rows)
+        fig = bar(
+            [f"{r.feature} → {feature_label(r.latent)}" for r in self.rows],
+            [r.correlation for r in self.rows],
+            xaxis="correlation of the matching latent",
+            title=f"Planted features: {passed} of {len(self.rows)} passed (grey: failed)",
+            colors=[BLUE if r.passed else GREY for r in self.rows],
+        )
+        fig.data[0].customdata = [
+            f"{r.feature} → {feature_label(r.latent)} ({r.metric} correlation; effect "
+            f"{r.effect:.4g}, {'passed' if r.passed else 'failed'})"
+            for r in self.rows
+        ]
+        fig.add_vline(x=0.8, line=dict(color="black", width=1, dash="dash"))
+        return render(fig, backend, ax)
 
 
 def as_index_tensor(values: Sequence[int] | Tensor) -> Int[Tensor, " n"]:

@@ -44,13 +44,15 @@ from sae_lens.util import get_special_token_ids
 from torch import Tensor
 
 from ..errors import InvalidArgumentError
+from ..plotting import Backend, render, scatter
 from ..results import Result, TopK, top_entries
+from ..stats import pearson
 from .activations import check_hook
 from .errors import SAEHookError, SAESiteError
+from .results import short_site
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 def sae_hook_name(sae: SAE) -> str:
@@ -537,28 +539,34 @@ class SpliceReport(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Reward of the reconstruction against the original reward.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The spliced rewards against the original reward, one point per example.
+
+        Two series: spliced without the error term (the reconstruction) and with it (on the
+        dashed line y = x up to float rounding). The title gives the correlation of the
+        reconstruction's reward with the original reward.
 
         Args:
-            ax: The axes to draw on, or `None` for a new figure.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        from ..results import new_axes
-
-        fig, ax = new_axes(ax, figsize=(4, 4))
-        ax.scatter(self.original, self.reconstruction, s=10, label="without error term")
-        ax.scatter(self.original, self.with_error_term, s=4, label="with error term")
-        lo, hi = float(self.original.min()), float(self.original.max())
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.5)
-        ax.set_xlabel("reward")
-        ax.set_ylabel("reward with the SAE spliced in")
-        ax.set_title(self.hook_name, fontsize=9)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        examples = [f"example {i}" for i in range(len(self.original))]
+        r = pearson(self.original.numpy(), self.reconstruction.numpy())
+        fig = scatter(
+            {
+                "without error term": (self.original, self.reconstruction),
+                "with error term": (self.original, self.with_error_term),
+            },
+            xaxis="reward",
+            yaxis=f"reward, SAE spliced in at {short_site(self.hook_name)}",
+            title=f"Spliced vs original reward · r = {r:#.3g} without error term",
+            labels={"without error term": examples, "with error term": examples},
+            diagonal=True,
+        )
+        return render(fig, backend, ax)
 
 
 def splice_report(model, sae: SAE, input_ids: Tensor, attention_mask: Tensor | None = None):

@@ -1,6 +1,7 @@
 """Implicit rewards of the zoo's DPO policy: parity with plain PyTorch on HF logits, exact
 attribution, the lens end point, the feature fit and typed errors."""
 
+import dataclasses
 import types
 
 import pytest
@@ -25,9 +26,11 @@ from reward_lens_tl.implicit import (
     pair_implicit_lens,
 )
 from reward_lens_tl.inputs import EncodedConversation
+from reward_lens_tl.plotting import shown_token
 from reward_lens_tl.testing import perturb_, tiny_config
 from reward_lens_tl.zoo import load_model, load_task, zoo_path
 from reward_lens_tl.zoo.dpo import sequence_logprobs
+from tests.figures import check_figure
 
 FAMILIES = {
     "llama": "LlamaForCausalLM",
@@ -204,6 +207,13 @@ def test_margin_attribution_and_frame(irm):
     frame = margin.to_dataframe()
     assert set(frame["component"]) >= {"embed", "mlp0", "nonlinear", "reference", "head_bias"}
     assert margin.top_k(3)[0][0] in margin.labels
+    fig = check_figure(margin.plot(k=3), static=margin.plot(k=3, backend="matplotlib"))
+    terms = [(name, float(t.mean())) for name, t in margin.terms().items()][::-1]
+    shown = [*margin.top_k(3), *terms]  # the top components, then the three terms
+    assert list(fig.layout.yaxis.ticktext) == [label for label, _ in shown]
+    assert fig.data[0].x.tolist() == pytest.approx([v for _, v in shown])
+    pair = attribute_implicit_pairs(irm, pairs[:2])
+    check_figure(pair.plot(k=3), static=pair.plot(k=3, backend="matplotlib"))
 
 
 def test_attribution_refuses_soft_capped_logits():
@@ -223,6 +233,22 @@ def test_lens_reaches_the_implicit_reward(irm, examples, reference):
     assert (lens.values[-1] - irm.rewards(ids, resp, attention)).abs().max() < 1e-4
     assert torch.allclose(lens.values, lens.token_values.sum(-1))
     assert bool((lens.token_values[:, resp == 0] == 0).all())
+    fig = check_figure(lens.plot(), static=lens.plot(backend="matplotlib"), x_labels=["final"])
+    for trace, values in zip(fig.data, lens.values.T, strict=True):  # one line per example
+        assert list(trace.y) == pytest.approx(values.tolist())
+    tokens = irm.tokenizer.convert_ids_to_tokens(ids[1].tolist())
+    assert lens.tokens[1] == tuple(tokens) and lens.take([1]).tokens == (lens.tokens[1],)
+    fig = check_figure(
+        lens.plot(example=1),
+        static=lens.plot(example=1, backend="matplotlib"),
+        x_labels=[shown_token(t) for t in tokens],
+        diverging=True,
+    )
+    assert fig.data[0].z.tolist() == lens.token_values[:, 1].tolist()
+    assert list(fig.layout.yaxis.ticktext) == list(lens.labels)
+    unnamed = dataclasses.replace(lens, tokens=())  # no tokenizer: the columns are positions
+    fig = check_figure(unnamed.plot(example=1), x_labels=["0", str(ids.shape[1] - 1)])
+    assert fig.layout.xaxis.title.text == "position"
 
 
 def test_pair_lens_crystallizes(irm):
@@ -247,6 +273,17 @@ def test_ridge_recovers_planted_weights_and_divergence_flags_them():
     verdict = dict(zip(table.names, table.verdict, strict=True))
     assert verdict == {"a": "both", "b": "A only", "c": "B only", "d": ""}
     assert fit_a.n_test % 2 == 0  # pairs never straddle the split
+    fig = check_figure(fit_a.plot(k=3), static=fit_a.plot(k=3, backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == [name for name, _ in fit_a.top_k(3)]
+    assert fig.data[0].x.tolist() == pytest.approx([w for _, w in fit_a.top_k(3)])
+    assert f"R² {fit_a.r2:#.3g}" in fig.layout.title.text
+    fig = check_figure(table.plot(k=3), static=table.plot(k=3, backend="matplotlib"))
+    first = [name for name, _ in table.top_k(3)]  # the features that differ most
+    assert list(fig.layout.yaxis.ticktext) == first and [t.name for t in fig.data] == ["A", "B"]
+    rows = [table.names.index(name) for name in first]
+    assert list(fig.data[0].x) == pytest.approx(table.weight_a[rows].tolist())
+    assert list(fig.data[1].x) == pytest.approx(table.weight_b[rows].tolist())
+    assert fig.data[0].customdata[0] == f"c ({verdict['c']})"
 
 
 def test_implicit_feature_fit_on_the_zoo(irm):

@@ -21,6 +21,7 @@ from reward_lens_tl.pressure import (
 from reward_lens_tl.pressure.ladders import BestOfNResult, ladder
 from reward_lens_tl.pressure.training import zoo_prompts
 from reward_lens_tl.pressure.zoo import zoo_features, zoo_gold
+from tests.figures import check_figure
 
 
 def small_vocab_policy(vocab: int = 24, length: int = 2, seed: int = 0):
@@ -152,7 +153,21 @@ def test_ladder_is_deterministic_and_plots(zoo_ladder):
     other = best_of_n("policy", "scalar", zoo_prompts(32)[:2], n_max=4, seed=1)
     assert other.responses != zoo_ladder.responses[:2]
     assert other.to_dataframe()["gold"].isna().all()
-    assert zoo_ladder.plot() is not None and zoo_ladder.plot_features() is not None
+    frame = zoo_ladder.to_dataframe()
+    fig = check_figure(zoo_ladder.plot(), static=zoo_ladder.plot(backend="matplotlib"))
+    lines = {t.name: t for t in fig.data if t.hoverinfo != "skip"}
+    assert set(lines) == {"proxy", "gold"} and len(fig.data) == 4  # each with its SE band
+    np.testing.assert_allclose(lines["proxy"].x, frame["sqrt_kl"])
+    np.testing.assert_allclose(lines["gold"].y, frame["gold"])
+    assert list(lines["proxy"].text) == [f"n={n}" for n in zoo_ladder.ns]
+    feats = check_figure(
+        zoo_ladder.plot_features(), static=zoo_ladder.plot_features(backend="matplotlib")
+    )
+    shown = {t.name: t for t in feats.data if t.hoverinfo != "skip"}
+    assert set(shown) == set(zoo_ladder.feature_samples) and feats.layout.xaxis.type == "log"
+    for name, trace in shown.items():
+        np.testing.assert_allclose(trace.y, frame[name])
+    assert [t.name for t in other.plot().data if t.hoverinfo != "skip"] == ["proxy"]  # no gold
     assert zoo_ladder.top_k(2)[0][0] == "64"  # the top rung has the highest proxy
 
 

@@ -21,6 +21,7 @@ from reward_lens_tl.pressure.monitor import MonitorRecords
 from reward_lens_tl.pressure.training import TextPair, zoo_feature_pairs, zoo_prompts
 from reward_lens_tl.pressure.zoo import zoo_gold
 from reward_lens_tl.zoo import load_model, load_tokenizer
+from tests.figures import check_figure
 
 
 def hf_reward(model, tokenizer, prompt: str, response: str) -> float:
@@ -90,7 +91,15 @@ def test_records_object_and_onsets():
     assert table.loc[0, "alarm_step"] == 45 and table.loc[0, "lead_time"] == 5
     with pytest.raises(PressureError, match="no series"):
         records.series("y")
-    assert records.plot() is not None and records.top_k(1)[0][0] in ("x", "gold")
+    assert records.top_k(1)[0][0] in ("x", "gold")
+    fig = check_figure(records.plot(), static=records.plot(backend="matplotlib"))
+    assert [t.name for t in fig.data] == ["x", "gold"]
+    np.testing.assert_allclose(fig.data[0].y, records.series("x").to_numpy())
+    sparse = MonitorRecords.from_rows(rows + [(s, "delta", s / 10) for s in range(0, 100, 20)])
+    line = sparse.plot(names=["delta"]).data[0]  # a series recorded at fewer steps: no gaps
+    assert list(line.x) == list(range(0, 100, 20)) and np.isfinite(line.y).all()
+    with pytest.raises(PressureError, match="no series"):
+        records.plot(names=["y"])
 
 
 def test_monitor_leaves_the_random_state_alone(scalar_hf):

@@ -10,6 +10,7 @@ import pytest
 from reward_lens_tl.errors import PressureError
 from reward_lens_tl.pressure import cusum_threshold, detect_onset, onset_table
 from reward_lens_tl.pressure.onset import cusum_arl0
+from tests.figures import check_figure
 
 
 def simulated_arl(h: float, k: float, n_runs: int = 400, horizon: int = 4000) -> float:
@@ -77,7 +78,22 @@ def test_gold_lead_time_and_series_input():
     assert frame["alarm"].sum() == 1 and frame["cusum"].iloc[:8].isna().all()
     table = onset_table([onset])
     assert table.loc[0, "series"] == "hack" and table.loc[0, "lead_time"] == onset.lead_time
-    assert onset.plot() is not None
+    fig = check_figure(onset.plot(), static=onset.plot(backend="matplotlib"))
+    series, cusum = fig.data
+    np.testing.assert_allclose(series.y, onset.values)
+    np.testing.assert_allclose(cusum.y, onset.statistic)  # NaN in the warm-up
+    assert list(series.x) == steps.tolist() and cusum.xaxis == "x2"
+    lines = {(s.x0, s.line.color) for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1}
+    assert (onset.alarm_step, "#c00000") in lines and (190, "#70ad47") in lines
+    assert any(s.y0 == onset.threshold and s.yref == "y2" for s in fig.layout.shapes)
+    notes = [a.text for a in fig.layout.annotations]
+    assert f"alarm {onset.alarm_step}" in notes and "gold peak 190" in notes
+    assert f"alarm at step {onset.alarm_step}" in fig.layout.title.text
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    assert onset.plot(ax=ax) is ax.figure and ax.lines  # the series panel on given axes
+    plt.close(ax.figure)
 
 
 def test_onset_is_where_the_excursion_began():

@@ -36,6 +36,7 @@ from reward_lens_tl.probes.probe import ProbeFunctionError
 from reward_lens_tl.probes.runner import apply_probe, as_items
 from reward_lens_tl.probes.zoo import PLANTED, rule_delta, zoo_examples, zoo_probes
 from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+from tests.figures import check_figure
 
 
 def tiny(chat_template: bool):
@@ -274,6 +275,14 @@ def test_cascade_onsets_match_planted_layers(zoo_scalar, zoo_task):
         mean = np.mean(fractions, 0)  # layers 0, 1, 2
         reached = [f"{layer}_pre" for layer in range(3) if mean[layer] >= 0.75]
         assert (reached[0] if reached else "final") == c.onset, (name, mean)
+    cascade = report.cascade
+    fig = check_figure(cascade.plot(), static=cascade.plot(backend="matplotlib"),
+                       x_labels=list(cascade.probes[0].sites))  # fmt: skip
+    lines = {t.name: t for t in fig.data if t.hoverinfo != "skip"}
+    assert set(lines) == set(onsets)  # four planted hacks, each with a final CI away from 0
+    c = cascade["sycophantic_opener"]
+    np.testing.assert_allclose(lines[c.probe].y, c.mean / c.mean[-1])
+    assert any(s.y0 == s.y1 == 0.75 for s in fig.layout.shapes)  # the onset fraction
 
 
 def test_distortion_and_flips_on_pairs(zoo_scalar, zoo_task):
@@ -301,6 +310,20 @@ def test_distortion_and_flips_on_pairs(zoo_scalar, zoo_task):
     assert dist.loc["filler_swap", "flip_share"] < 0.05
     lo, hi = dist.loc["sycophantic_opener", ["ci_low", "ci_high"]]
     assert lo > 0 and lo <= dist.loc["sycophantic_opener", "index"] <= hi
+    # the figures show these numbers: one bar per probe, its CI as the error bar
+    result = report.distortion()
+    bars = check_figure(result.plot(), static=result.plot(backend="matplotlib")).data[0]
+    np.testing.assert_allclose(bars.x, dist["index"])
+    np.testing.assert_allclose(bars.x + bars.error_x.array, dist["ci_high"])
+    assert list(bars.customdata)[1].startswith("sycophantic_opener")
+    fig = check_figure(report.plot(), static=report.plot(backend="matplotlib"))
+    bars = fig.data[0]
+    frame = report.to_dataframe()
+    np.testing.assert_allclose(bars.x, frame["mean_delta"])
+    np.testing.assert_allclose(bars.x - bars.error_x.arrayminus, frame["ci_low"])
+    flagged = [c == "#c00000" for c in bars.marker.color]
+    assert flagged == frame["flagged"].tolist()
+    assert f"{sum(flagged)} of 3 flagged" in fig.layout.title.text
 
 
 def test_reward_term_conflict_multi_objective(zoo_multi, zoo_task):
@@ -324,6 +347,10 @@ def test_reward_term_conflict_multi_objective(zoo_multi, zoo_task):
     j = d.components.index(harm[0])
     assert d.attribution[1, j].mean().abs() > 5 * d.attribution[0, j].mean().abs()
     assert len(res.top_k(3)) == 3
+    fig = check_figure(res.plot(), static=res.plot(backend="matplotlib"),
+                       x_labels=list(res.terms), diverging=True)  # fmt: skip
+    np.testing.assert_allclose(fig.data[0].z, res.attribution.mean(2).T.numpy(), rtol=1e-6)
+    assert list(fig.layout.yaxis.ticktext) == list(res.components)
 
 
 def test_reward_term_conflict_scalar_terms(zoo_scalar, zoo_task):
@@ -388,3 +415,10 @@ def test_divergence_calibration_and_ood_cells(zoo_scalar, zoo_task):
     in_dist = zeroed.top_k(3)
     assert all(not frame.set_index("label").loc[label, "ood"] for label, _ in in_dist)
     assert len(zeroed.top_k(3, include_ood=True)) == 3
+    fig = check_figure(zeroed.plot(), static=zeroed.plot(backend="matplotlib"),
+                       x_labels=["mlp_out"], diverging=True)  # fmt: skip
+    heat, marks = fig.data
+    np.testing.assert_allclose(heat.z, zeroed.patch.matrix()[0].numpy(), rtol=1e-6)
+    assert list(marks.y) == torch.nonzero(zeroed.ood).reshape(-1).tolist()  # × on the OOD rows
+    assert [float(d) for d in heat.customdata[:, 0, 2]] == pytest.approx(zeroed.distance.tolist())
+    assert f"{zeroed.ood_share():.0%} of cells" in fig.layout.title.text

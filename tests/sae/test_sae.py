@@ -3,7 +3,6 @@ the zoo's planted features. Tiny models; the whole file runs in well under a min
 
 from __future__ import annotations
 
-import matplotlib
 import pytest
 import torch
 from sae_lens import SAE, StandardSAE, StandardSAEConfig
@@ -26,6 +25,7 @@ from reward_lens_tl.sae import (
     feature_steering,
     iter_activations,
     latent_ablation,
+    latent_attribution_patching,
     load_sae,
     max_activating_contexts,
     pair_feature_attribution,
@@ -38,9 +38,9 @@ from reward_lens_tl.sae import (
     train_topk_sae,
 )
 from reward_lens_tl.sae.testing import random_topk_sae, tiny_trained_sae
+from reward_lens_tl.stats import pearson
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
-
-matplotlib.use("Agg")
+from tests.figures import check_figure
 
 FINAL = "blocks.1.hook_resid_post"  # the tiny models have two layers
 
@@ -107,6 +107,12 @@ def test_splice_with_error_term_leaves_reward_unchanged(llama, batch, site):
     assert report.max_error_with_error_term <= 1e-5
     assert float(report.reconstruction_error.abs().max()) > 1e-3  # the reconstruction is not
     assert _no_saes_or_hooks(llama)
+    fig = check_figure(report.plot(), static=report.plot(backend="matplotlib"))
+    without, with_error = fig.data  # reconstruction and with-error rewards against the reward
+    assert without.x.tolist() == with_error.x.tolist() == report.original.tolist()
+    assert without.y.tolist() == report.reconstruction.tolist()
+    r = pearson(report.original.numpy(), report.reconstruction.numpy())
+    assert f"r = {r:#.3g}" in fig.layout.title.text
 
 
 @torch.no_grad()
@@ -228,8 +234,15 @@ def test_pair_margin_attribution_is_complete(llama):
     margin = pair_feature_attribution(llama, sae, pairs, batch_size=1).margin
     assert margin.completeness_error() <= 1e-4
     assert len(margin.top_k(3, example=0)) == 3
-    fig = margin.plot(example=0)
-    assert fig is not None and len(margin.to_dataframe(k=3)) == 6
+    assert len(margin.to_dataframe(k=3)) == 6
+    fig = check_figure(margin.plot(k=3, example=0), static=margin.plot(k=3, backend="matplotlib"))
+    top = margin.top_k(3, example=0)
+    terms = {name: float(term[0]) for name, term in margin.terms().items()}
+    assert list(fig.layout.yaxis.ticktext) == [label for label, _ in top] + list(terms)
+    assert fig.data[0].x.tolist() == pytest.approx([v for _, v in top] + list(terms.values()))
+    assert "example 0" in fig.layout.title.text
+    fig = check_figure(pair_feature_attribution(llama, sae, pairs).plot(k=2))
+    assert len(fig.data[0].x) == 2 + 3  # the margin's top 2 and its three terms
 
 
 def test_atp_over_latents_agrees_with_ablation(llama, batch, trained_mid):
@@ -239,6 +252,16 @@ def test_atp_over_latents_agrees_with_ablation(llama, batch, trained_mid):
     assert check.sign_agreement() >= 0.9
     direct = latent_ablation(llama, trained_mid.sae, ids, mask, list(check.features))
     torch.testing.assert_close(direct.values, check.actual)
+    fig = check_figure(check.plot(), static=check.plot(backend="matplotlib"))
+    assert fig.data[0].x.tolist() == check.actual.flatten().tolist()
+    assert fig.data[0].y.tolist() == check.estimate.flatten().tolist()
+    assert fig.layout.title.text.endswith(f"r = {check.pearson():#.3g}")
+    assert len(fig.layout.shapes) == 1  # the line estimate = actual
+    fig = check_figure(direct.plot(k=4), static=direct.plot(k=4, backend="matplotlib"))
+    assert fig.data[0].x.tolist() == pytest.approx([v for _, v in direct.top_k(4)])
+    atp = latent_attribution_patching(llama, trained_mid.sae, ids, mask)
+    fig = check_figure(atp.plot(k=5), static=atp.plot(k=5, backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == [label for label, _ in atp.top_k(5)]  # no terms
     assert _no_saes_or_hooks(llama)
     assert all(p.grad is None for p in llama.parameters())
 
@@ -250,6 +273,10 @@ def test_feature_steering_and_ablation_on_the_final_residual(llama, batch):
     f = attr.top_features(1)[0]
     curve = feature_steering(llama, sae, ids, mask, feature=f, coefficients=[0.0, 1.0])
     torch.testing.assert_close(curve.rewards[0], llama.rewards(ids, mask))
+    fig = check_figure(curve.plot(), static=curve.plot(backend="matplotlib"))
+    band, mean = fig.data  # ± 1 std over the 4 examples, then the mean
+    assert list(mean.x) == [0.0, 1.0] and list(mean.y) == pytest.approx(curve.mean().tolist())
+    assert band.hoverinfo == "skip" and f"{curve.slope():#.3g}" in fig.layout.title.text
     # ablating a latent at the reward position only: its direct effect up to the final norm's
     # change of scale, so same sign when large
     effect = latent_ablation(llama, sae, ids, mask, [f], positions="reward").values[0]
@@ -272,6 +299,10 @@ def test_max_activating_contexts_find_the_maximum(llama, batch, trained_mid):
         assert ctx.frequency[feats.index(f)] == pytest.approx(float((z[:, f] > 0).float().mean()))
     assert ctx[feats[2]] == ()  # a latent that never fires has no contexts
     assert "[[" in ctx.to_dataframe()["context"].iloc[0]
+    fig = check_figure(ctx.plot(), static=ctx.plot(backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == [f"f{f}" for f in feats]
+    assert fig.data[0].x.tolist() == pytest.approx([ctx[f][0].activation for f in feats[:2]] + [0])
+    assert "[[" in fig.data[0].customdata[0] and "never active" in fig.data[0].customdata[2]
 
 
 # ---- concept vectors ---------------------------------------------------------------------------
@@ -301,7 +332,16 @@ def test_concept_vectors_sanity(llama, batch):
     sae = random_topk_sae(llama, FINAL)
     top = decoder_alignment(cv, sae, k=3)
     assert len(top) == 3 and abs(top[0][1]) >= abs(top[-1][1])
-    assert cv.plot() is not None and len(cv.to_dataframe()) == 3
+    assert len(cv.to_dataframe()) == 3
+    ticks = ["L0 resid_pre", "L0 resid_post", "L1 resid_post"]  # the sites, shortened
+    fig = check_figure(cv.plot(), static=cv.plot(backend="matplotlib"), x_labels=ticks)
+    assert fig.data[0].y.tolist() == pytest.approx(cv.reward_cosine.tolist())
+    assert list(fig.data[0].customdata) == list(cv.labels)  # hover: the full hook names
+    fig = check_figure(curve.plot(), static=curve.plot(backend="matplotlib"))
+    assert fig.data[-1].y.tolist() == pytest.approx(curve.mean().tolist())
+    fig = check_figure(proj.plot(), static=proj.plot(backend="matplotlib"))
+    assert fig.data[0].y.tolist() == pytest.approx(proj.projected.tolist())
+    assert f"mean effect {float(proj.effect.mean()):#.3g}" in fig.layout.title.text
 
 
 # ---- ground truth -------------------------------------------------------------------------------
@@ -336,7 +376,10 @@ def test_planted_feature_report_on_a_stub_task(llama, trained_mid):
     row = report["w40"]
     assert -1 <= row.correlation <= 1 and row.latent in range(trained_mid.sae.cfg.d_sae)
     assert row.best_correlation >= row.correlation
-    assert report.plot() is not None and "passed" in report.to_dataframe()
+    assert "passed" in report.to_dataframe()
+    fig = check_figure(report.plot(), static=report.plot(backend="matplotlib"))
+    assert fig.data[0].x.tolist() == [row.correlation]
+    assert list(fig.layout.yaxis.ticktext) == [f"w40 → f{row.latent}"]
     at_reward = planted_feature_report(
         llama, trained_mid.sae, Task(), features=("w40",), n=60, metric="reward_token"
     )["w40"]
