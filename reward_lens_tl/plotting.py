@@ -51,6 +51,7 @@ __all__ = [
     "imshow",
     "line",
     "render",
+    "save",
     "scatter",
     "set_backend",
     "shown_token",
@@ -333,7 +334,10 @@ def line(
             )
         )
     if not numeric:
-        _ticks(fig, "x", labels, tickangle=-90 if max(map(len, labels), default=0) > 4 else 0)
+        rotate = max(map(len, labels), default=0) > 4
+        _ticks(fig, "x", labels, tickangle=-90 if rotate else 0, range=[-0.5, n - 0.5])
+        if rotate:
+            fig.update_layout(height=height + int(6 * max(map(len, labels), default=0)))
     if log_y:
         fig.update_yaxes(type="log")
     if zero_line:
@@ -609,7 +613,7 @@ def side_by_side(figures: Sequence[go.Figure], *, title: str = "", width: int | 
 
 
 def shown_token(token: str, limit: int = 24) -> str:
-    """A token as an axis label: spaces and line breaks visible, at most `limit` characters.
+    r"""A token as an axis label: spaces and line breaks visible, at most `limit` characters.
 
     Args:
         token: The token's text.
@@ -619,11 +623,46 @@ def shown_token(token: str, limit: int = 24) -> str:
         The label.
 
     Examples:
-        >>> shown_token(" the"), shown_token("a\\n")
+        >>> shown_token(" the"), shown_token("a\n")
         ('␣the', 'a↵')
     """
     text = token.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def save(fig: go.Figure, path: str | os.PathLike[str], dpi: int = 120) -> None:
+    """Write `fig` to `path`: interactive offline HTML for `.html`, else the static form.
+
+    Args:
+        fig: The plotly figure.
+        path: Where to write it; `.html` keeps it interactive (plotly.js inlined, no network),
+            `.png`, `.svg`, `.pdf` or `.jpg` write the static matplotlib form.
+        dpi: The resolution of a raster file.
+
+    Raises:
+        InvalidArgumentError: For another suffix.
+
+    Examples:
+        >>> import tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     save(bar(["a"], [1.0]), pathlib.Path(d) / "f.png")
+        ...     (pathlib.Path(d) / "f.png").stat().st_size > 0
+        True
+    """
+    import matplotlib.pyplot as plt
+
+    suffix = os.fspath(path).rsplit(".", 1)[-1].lower() if "." in os.fspath(path) else ""
+    if suffix == "html":
+        fig.write_html(path, include_plotlyjs=True, config={"displaylogo": False})
+        return
+    if suffix not in ("png", "svg", "pdf", "jpg", "jpeg"):
+        raise InvalidArgumentError(
+            f"cannot write a figure to {os.fspath(path)!r}: name a .html (interactive) or "
+            ".png, .svg, .pdf or .jpg (static) file"
+        )
+    static = to_matplotlib(fig)
+    static.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(static)
 
 
 def figure_html(fig: go.Figure) -> str:

@@ -42,7 +42,7 @@ from torch import Tensor
 from reward_lens_tl.results import Result, TopK, ranked
 
 from ..errors import InvalidArgumentError
-from ..results import new_axes
+from ..plotting import PALETTE, Backend, imshow, line, render
 from ..stats import Interval, bootstrap_ci, pearson, spearman
 from .errors import BackboneMismatchError, UnknownModelError
 from .sources import SourceRun, as_source, check_shared_tokenizer, run_on_pairs
@@ -50,7 +50,6 @@ from .stats import crystallization_depth, linear_cka, sweep_tau
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -254,31 +253,51 @@ class ModelComparison(Result):
             )
         return pd.DataFrame(rows)
 
-    def plot_lens(self, ax: Axes | None = None) -> Figure:
+    def plot_lens(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Mean lens margin per relative depth for each model, side by side on one axis.
 
-        Margins are in units of the model's final margin std (shaded: ± one standard error).
+        Margins are in units of the model's final margin std (shaded: ± one standard error);
+        depth is relative (0: the first site, 1: the final residual), so models of different
+        depths share the axis. Hover shows each point's site and exact margin.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        for name, run in self.runs.items():
+        panels = []
+        for i, (name, run) in enumerate(self.runs.items()):
             m = run.lens_margins / run.lens_margins[-1].std().clamp_min(1e-12)
-            x = np.linspace(0, 1, m.shape[0])
             mean = m.mean(1).numpy()
             se = (m.std(1) / max(m.shape[1], 1) ** 0.5).numpy()
-            ax.plot(x, mean, marker="o", ms=3, label=name)
-            ax.fill_between(x, mean - se, mean + se, alpha=0.2)
-        ax.set_xlabel("relative depth (first site → final residual)")
-        ax.set_ylabel("lens margin / std of final margin")
-        ax.axhline(0, color="k", lw=0.5)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+            one = line(
+                {name: mean},
+                x=np.linspace(0, 1, m.shape[0]).tolist(),
+                bands={name: (mean - se, mean + se)},
+                xaxis="relative depth (0: first site, 1: final residual)",
+                yaxis="lens margin / std of final margin",
+                title="lens margin by depth, per model (band: ± 1 standard error)",
+                zero_line=True,
+            )
+            color = PALETTE[i % len(PALETTE)]
+            for trace in one.data:
+                if trace.fill == "toself":
+                    trace.update(fillcolor=_rgba(color, 0.2), mode="lines")  # no vertex dots
+                else:
+                    trace.line.color = color
+                    trace.customdata = list(run.lens_labels)
+                    trace.hovertemplate = (
+                        f"{name}<br>site: %{{customdata}} (depth %{{x:.2f}})<br>"
+                        "lens margin / std: %{y:.5g}<extra></extra>"
+                    )
+            panels.append(one)
+        fig = panels[0]
+        for other in panels[1:]:
+            fig.add_traces(list(other.data))
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
     # -- components -----------------------------------------------------------------------
     def attribution_rank_correlation(self, a: str, b: str):
@@ -328,27 +347,37 @@ class ModelComparison(Result):
                 out[i, j] = linear_cka(x, y)
         return out
 
-    def plot_cka(self, a: str, b: str, ax: Axes | None = None) -> Figure:
-        """The CKA matrix of `a` and `b` (see `cka`) as a heatmap.
+    def plot_cka(
+        self, a: str, b: str, ax: Axes | None = None, *, backend: Backend | None = None
+    ) -> Any:
+        """The CKA matrix of `a` and `b` (see `cka`) as a heat map, 0 to 1.
+
+        Rows are `a`'s sites, columns `b`'s; hover shows both sites and the exact CKA (NaN
+        cells, a constant representation, stay blank).
 
         Args:
-            a: the first model's name.
-            b: the second model's name.
-            ax: the axes to draw on (default: new ones).
+            a: The first model's name.
+            b: The second model's name.
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4.5, 4))
-        matrix = self.cka(a, b)
-        im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
-        ax.set_yticks(range(matrix.shape[0]), list(self.run(a).representations))
-        ax.set_xticks(range(matrix.shape[1]), list(self.run(b).representations), rotation=90)
-        ax.set_ylabel(a)
-        ax.set_xlabel(b)
-        fig.colorbar(im, ax=ax, label="linear CKA")
-        fig.tight_layout()
-        return fig
+        fig = imshow(
+            self.cka(a, b),
+            x=list(self.run(b).representations),
+            y=list(self.run(a).representations),
+            xaxis=f"site of {b}",
+            yaxis=f"site of {a}",
+            title=f"linear CKA between the residuals of {a} and {b}",
+            value_name="linear CKA",
+            midpoint=None,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Viridis",
+        )
+        return render(fig, backend, ax)
 
     def sweep_tau(self, a: str | None = None, b: str | None = None):
         """Kendall τ-b between the models' token sweeps on shared candidates.
@@ -398,30 +427,43 @@ class ModelComparison(Result):
         """The `summary` table."""
         return self.summary()
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Pairwise agreement between every two models as a matrix.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Pairwise agreement between every two models as a matrix, 0 to 1, values written.
+
+        A cell is the share of pairs on which both models prefer the same response (the
+        diagonal is 1); hover shows both names and the exact share.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4.5, 4))
-        names = self.names
+        names = list(self.names)
         matrix = np.eye(len(names))
         for _, row in self.agreement().iterrows():
             i, j = names.index(row["model_a"]), names.index(row["model_b"])
             matrix[i, j] = matrix[j, i] = row["pairwise_agreement"]
-        im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
-        ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
-        ax.set_yticks(range(len(names)), names)
-        for i in range(len(names)):
-            for j in range(len(names)):
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=8)
-        fig.colorbar(im, ax=ax, label="pairwise agreement")
-        fig.tight_layout()
-        return fig
+        fig = imshow(
+            matrix,
+            x=names,
+            y=names,
+            title=f"pairwise agreement of {len(names)} models (share of pairs ordered alike)",
+            value_name="pairwise agreement",
+            midpoint=None,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Viridis",
+            text=True,
+        )
+        return render(fig, backend, ax)
+
+
+def _rgba(color: str, alpha: float) -> str:
+    """`"#rrggbb"` as a plotly `rgba(...)` colour of opacity `alpha`."""
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 def _agreement(rx: SourceRun, ry: SourceRun, n_boot: int, seed: int) -> dict:

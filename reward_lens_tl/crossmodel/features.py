@@ -44,14 +44,13 @@ from reward_lens_tl.results import Result, ranked
 from .._deprecation import deprecated_names
 from ..contrast import encode_contrast
 from ..errors import InvalidArgumentError
-from ..results import new_axes
+from ..plotting import PALETTE, Backend, bar, render
 from ..stats import Interval, bootstrap_ci
 from .errors import UnknownModelError
 from .sources import as_source, check_shared_tokenizer
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Units = Literal["matched", "std", "raw"]
 
@@ -247,38 +246,64 @@ class PlantedFeatureEffects(Result):
             spread.append((f, max(effects) - min(effects)))
         return ranked(sorted(spread, key=lambda t: -t[1])[:k], "spread")
 
-    def plot(self, ax: Axes | None = None, units: Units = "matched") -> Figure:
+    def plot(
+        self, ax: Axes | None = None, units: Units = "matched", *, backend: Backend | None = None
+    ) -> Any:
         """Grouped bars: each model's effect per feature with its 95% CI.
 
-        This is the headline figure of notebook 07.
+        This is the headline figure of notebook 07. Hover shows the model, the feature, the
+        exact effect and its CI.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
             units: `"matched"`, `"std"` or `"raw"`.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(7, 3.5))
         frame = self.to_dataframe(units)
-        width = 0.8 / len(self.models)
-        x = np.arange(len(self.features))
-        for i, model in enumerate(self.models):
-            sub = frame[frame["model"] == model].set_index("feature").loc[list(self.features)]
-            err = np.stack([sub["effect"] - sub["ci_low"], sub["ci_high"] - sub["effect"]])
-            ax.bar(x + (i - (len(self.models) - 1) / 2) * width, sub["effect"], width, yerr=err,
-                   capsize=2, label=model)  # fmt: skip
-        ax.set_xticks(x, self.features)
-        ax.axhline(0, color="k", lw=0.5)
         ylabel = {
             "matched": f"effect (matched to {self.anchor})",
             "std": "effect (reward stds)",
-            "raw": "mean margin",
+            "raw": "mean margin (reward units)",
         }[units]
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        width = 0.8 / len(self.models)
+        x = np.arange(len(self.features))
+        panels = []
+        for i, model in enumerate(self.models):
+            sub = frame[frame["model"] == model].set_index("feature").loc[list(self.features)]
+            effect = sub["effect"].to_numpy()
+            one = bar(
+                self.features,
+                effect,
+                xaxis="planted feature",
+                yaxis=ylabel,
+                title="what each model pays per planted feature (bars: 95% CI)",
+                colors=PALETTE[i % len(PALETTE)],
+                error=(effect - sub["ci_low"].to_numpy(), sub["ci_high"].to_numpy() - effect),
+                horizontal=False,
+                width=min(1400, max(520, 160 + 36 * len(self.features) * len(self.models))),
+            )
+            trace = one.data[0]
+            trace.update(
+                x=x + (i - (len(self.models) - 1) / 2) * width,
+                width=width,
+                name=model,
+                showlegend=True,
+                customdata=np.stack(
+                    [np.array(self.features, dtype=object), sub["ci_low"], sub["ci_high"]], 1
+                ),
+                hovertemplate=f"{model}<br>%{{customdata[0]}}<br>effect: %{{y:.5g}} "
+                "(95% CI %{customdata[1]:.4g} to %{customdata[2]:.4g})<extra></extra>",
+            )
+            panels.append(one)
+        fig = panels[0]
+        for other in panels[1:]:
+            fig.add_trace(other.data[0])
+        fig.update_xaxes(tickangle=0 if len(self.features) <= 8 else -90)
+        fig.update_layout(showlegend=True, barmode="overlay")
+        return render(fig, backend, ax)
 
 
 def feature_effects(

@@ -9,7 +9,11 @@ import json
 import math
 from pathlib import Path
 
-from ..errors import RewardLensError
+from ..errors import InvalidArgumentError, RewardLensError
+from ..plotting import save
+
+#: What `--plot` may end in: `.html` (interactive) or a static image format.
+STATIC_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
 
 def add_arguments(sub) -> None:
@@ -23,7 +27,12 @@ def add_arguments(sub) -> None:
     )
     sweep.add_argument("model", help="local checkpoint directory")
     sweep.add_argument("--prompt", required=True, help="the user prompt the responses answer")
-    sweep.add_argument("--out", required=True, help="output directory (CSV, PNG, JSON)")
+    sweep.add_argument(
+        "--out",
+        required=True,
+        help="output directory: sweep.csv (ranked), sweep.png (static figure), sweep.html "
+        "(interactive figure, opens offline), summary.json",
+    )
     sweep.add_argument(
         "--words",
         default=None,
@@ -34,7 +43,9 @@ def add_arguments(sub) -> None:
         "--method", choices=["cached", "exact"], default="cached", help="scoring path"
     )
     sweep.add_argument("--chunk-size", type=int, default=256, help="candidates per forward")
-    sweep.add_argument("--top", type=int, default=20, help="candidates shown top and bottom")
+    sweep.add_argument(
+        "--top", type=int, default=20, help="candidates shown top and bottom (figure, summary)"
+    )
     sweep.add_argument(
         "--check-retokenization",
         action="store_true",
@@ -51,7 +62,14 @@ def add_arguments(sub) -> None:
     )
     stats.add_argument("--candidate-column", default="name", help="the candidate column")
     stats.add_argument("--top", type=int, default=5, help="top/bottom candidates per model")
-    stats.add_argument("--plot", default=None, help="write the τ matrix heat map to this PNG")
+    stats.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="write the heat map of Kendall τ-b between the models to FILE: .html for the "
+        "interactive figure (hover for exact values; opens offline), .png/.svg/.pdf/.jpg for "
+        "a static image",
+    )
     stats.set_defaults(func=run_stats_command)
 
 
@@ -109,11 +127,9 @@ def run_sweep_command(args) -> int:
         progress=None,
     )
     result.to_dataframe().to_csv(out / "sweep.csv", index=False)
-    fig = result.plot(k=args.top)
-    fig.savefig(out / "sweep.png", dpi=120)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    figure = result.plot(k=args.top, backend="plotly")
+    save(figure, out / "sweep.png")
+    save(figure, out / "sweep.html")
     from .stats import distribution_summary
 
     summary = {
@@ -127,7 +143,7 @@ def run_sweep_command(args) -> int:
         report = retokenization_changes(model, args.prompt, result.candidates)
         summary["retokenization"] = {"checked": report.n, "changed": report.n_changed}
     (out / "summary.json").write_text(dumps(summary))
-    print(f"{len(result)} candidates scored; ranked CSV and plot in {out}")
+    print(f"{len(result)} candidates scored; ranked CSV and figures (PNG, HTML) in {out}")
     for side, rows in (("top", result.top_k(5)), ("bottom", result.bottom_k(5))):
         print(f"{side}: " + ", ".join(f"{lab!r} {v:.3f}" for lab, v in rows))
     return 0
@@ -146,14 +162,17 @@ def run_stats_command(args) -> int:
     from .scorefile import read_score_csv, score_file_stats
     from .stats import kendall_tau_matrix
 
+    plot = None
+    if args.plot:
+        from ..provenance import check_output_file
+
+        plot = check_output_file(args.plot, "--plot")
+        figure_suffix(plot, "--plot")  # a bad name fails before any work
     frame = read_score_csv(args.csv, args.candidate_column)  # refuses repeats and inf cells
     stats = score_file_stats(args.csv, args.candidate_column, k=args.top)
-    if args.plot:
-        import matplotlib.pyplot as plt
-
-        fig = kendall_tau_matrix(frame).plot()
-        fig.savefig(args.plot, dpi=120)
-        plt.close(fig)
+    if plot is not None:
+        taus = kendall_tau_matrix(frame)
+        save(taus.plot(backend="plotly"), plot)
     if args.format == "json":
         print(dumps(stats))
         return 0
@@ -163,6 +182,32 @@ def run_stats_command(args) -> int:
     for m, s in stats["summary"].items():
         print(f"{m}: mean {s['mean']:.3f} skew {s['skew']:.3f} kurtosis {s['kurtosis']:.3f}")
     return 0
+
+
+def figure_suffix(path: Path, what: str) -> str:
+    """The suffix of a figure file, `.html` or one of `STATIC_SUFFIXES` (lower case).
+
+    Args:
+        path: The file.
+        what: The argument that named it, for the message.
+
+    Returns:
+        The suffix.
+
+    Raises:
+        InvalidArgumentError: Any other suffix.
+
+    Examples:
+        >>> figure_suffix(Path("taus.HTML"), "--plot"), figure_suffix(Path("t.svg"), "--plot")
+        ('.html', '.svg')
+    """
+    suffix = path.suffix.lower()
+    if suffix != ".html" and suffix not in STATIC_SUFFIXES:
+        raise InvalidArgumentError(
+            f"{what} {str(path)!r}: end the name in .html for the interactive figure, or in "
+            f"{', '.join(STATIC_SUFFIXES)} for a static image"
+        )
+    return suffix
 
 
 def json_ready(value):

@@ -13,7 +13,7 @@ token, to show where along the depth the candidate's reward is written.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -23,12 +23,12 @@ from .._deprecation import old_first_parameter
 from ..attribution import AttributionResult, direct_attribution
 from ..errors import InvalidArgumentError
 from ..lens import RewardLensResult, reward_lens
+from ..plotting import Backend, imshow, line, render, shown_token, side_by_side
 from ..results import Result, TopK, top_entries
 from .results import SweepResult, candidate_index
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -136,40 +136,57 @@ class InsideView(Result):
                 rows.append((cand, self.side[j], comp, float(self.relative[i, j])))
         return pd.DataFrame(rows, columns=["candidate", "side", "component", "relative"])
 
-    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
-        """Heat map of the `k` components that vary most, per candidate, beside the lens.
+    def plot(self, ax: Axes | None = None, k: int = 12, *, backend: Backend | None = None) -> Any:
+        """Heat map of the `k` components with the largest |mean|, per candidate, beside the lens.
 
-        The lens is at the reward position. `plot(12)` (`k` by position) still works, with a
-        `FutureWarning`: pass `k=` by keyword.
+        Left: each component's attribution minus the sweep's mean, one column per candidate
+        (labelled with its tokens; the top candidates, then past the dashed line the bottom
+        ones), on a colour scale centred at 0. Right: the reward lens at the reward position,
+        one line per candidate (dashed: bottom candidates). `plot(12)` (`k` by position) still
+        works, with a `FutureWarning`: pass `k=` by keyword.
 
         Args:
-            ax: ignored: the figure has two panels.
-            k: how many components.
+            ax: Not supported: the figure has two panels (`reward_lens_tl.plotting.render`
+                refuses axes for it).
+            k: How many components.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        import matplotlib.pyplot as plt
-
         ax, k = old_first_parameter("InsideView", "k", ax, int, k)
 
         top = [self.components.index(c) for c, _ in self.top_k(k)]
-        fig, (ax_a, ax_l) = plt.subplots(1, 2, figsize=(11, 0.3 * len(top) + 2))
-        vals = self.relative[top].numpy()
-        lim = float(abs(vals).max()) or 1.0
-        im = ax_a.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-        ax_a.set_yticks(range(len(top)), [self.components[i] for i in top], fontsize=7)
-        ax_a.set_xticks(range(len(self.candidates)), self.candidates, rotation=90, fontsize=7)
-        ax_a.set_title("attribution − sweep mean", fontsize=9)
-        fig.colorbar(im, ax=ax_a)
-        for j, cand in enumerate(self.candidates):
-            style = "-" if self.side[j] == "top" else "--"
-            ax_l.plot(self.lens.values[:, j].numpy(), style, marker="o", ms=3, label=cand)
-        ax_l.set_xticks(range(len(self.lens.labels)), self.lens.labels, rotation=90, fontsize=7)
-        ax_l.set_ylabel("lens reward at the reward position")
-        ax_l.legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        return fig
+        columns = [shown_token(c) for c in self.candidates]
+        heat = imshow(
+            self.relative[top],
+            x=columns,
+            y=[self.components[i] for i in top],
+            xaxis="candidate (top, then bottom)",
+            yaxis="component",
+            title=f"attribution − sweep mean ({len(top)} components)",
+            value_name="attribution − sweep mean",
+        )
+        n_top = self.side.count("top")
+        if 0 < n_top < len(self.candidates):
+            heat.add_vline(x=n_top - 0.5, line=dict(color="black", width=1, dash="dash"))
+        names: list[str] = []
+        for col, side in zip(columns, self.side, strict=True):
+            name = f"{col} ({side})"
+            if name in names:  # two long labels cut to the same text stay two lines
+                name = f"{name} #{len(names) + 1}"
+            names.append(name)
+        lens = line(
+            {name: self.lens.values[:, j] for j, name in enumerate(names)},
+            x=list(self.lens.labels),
+            xaxis="site",
+            yaxis="lens reward at the reward position",
+            title="reward lens at the reward position",
+        )
+        for trace, side in zip(lens.data, self.side, strict=True):
+            trace.line.dash = "solid" if side == "top" else "dash"
+        fig = side_by_side([heat, lens], title="inside view of the sweep's extreme candidates")
+        return render(fig, backend, ax)
 
 
 def inside_view(

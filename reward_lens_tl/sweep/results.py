@@ -20,12 +20,12 @@ from torch import Tensor
 from .._deprecation import old_first_parameter
 from ..errors import InvalidArgumentError
 from ..inputs import EncodedConversation, pad_batch
+from ..plotting import SIGNED, Backend, bar, histogram, render, shown_token, side_by_side
 from ..results import Result, TopK, ranked
 from .candidates import CandidateSet
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 def candidate_index(labels: Sequence[str], candidate: int | str, where: str) -> int:
@@ -246,37 +246,49 @@ class SweepResult(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None, k: int = 10) -> Figure:
-        """Reward histogram beside the top and bottom `k` candidates.
+    def plot(self, ax: Axes | None = None, k: int = 10, *, backend: Backend | None = None) -> Any:
+        """Histogram of every candidate's reward beside the top and bottom `k` candidates.
+
+        The left panel counts candidates per reward bin (the dashed line is the sweep's
+        mean); the right one draws the best `k` (blue, at the top) and the worst `k` (red)
+        as their reward minus the sweep's mean. Hover shows each bin's range and count, each
+        candidate's full label, reward and distance from the mean.
 
         `plot(10)` (`k` by position) still works, with a `FutureWarning`: pass `k=` by
         keyword.
 
         Args:
-            ax: ignored: the figure has two panels.
-            k: how many candidates on each side.
+            ax: Not supported: the figure has two panels (`reward_lens_tl.plotting.render`
+                refuses axes for it).
+            k: How many candidates on each side.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        import matplotlib.pyplot as plt
-
         ax, k = old_first_parameter("SweepResult", "k", ax, int, k)
-
-        fig, (ax_h, ax_b) = plt.subplots(1, 2, figsize=(10, 0.3 * min(2 * k, len(self)) + 1.5))
-        ax_h.hist(self.scores.double().numpy(), bins=min(60, max(10, len(self) // 10)))
-        ax_h.axvline(self.mean, color="k", lw=0.8, ls="--", label=f"mean {self.mean:.3g}")
-        ax_h.set_xlabel("reward")
-        ax_h.set_ylabel("candidates")
-        ax_h.legend(fontsize=8)
-        rows = list(dict.fromkeys(self.bottom_k(k) + self.top_k(k)[::-1]))  # best at the top
-        ax_b.barh(
-            [lab for lab, _ in rows],
-            [v - self.mean for _, v in rows],
-            color=["#4472c4" if v >= self.mean else "#c00000" for _, v in rows],
+        mean, n = self.mean, len(self)
+        hist = histogram(
+            self.scores,
+            xaxis="reward",
+            yaxis="candidates",
+            title=f"reward of {n} candidates (dashed: mean {mean:.3g})",
+            bins=min(60, max(10, n // 10)),
+            zero_line=False,
         )
-        ax_b.axvline(0, color="k", lw=0.5)
-        ax_b.tick_params(axis="y", labelsize=7)
-        ax_b.set_xlabel("reward − sweep mean (top and bottom)")
-        fig.tight_layout()
-        return fig
+        hist.add_vline(x=mean, line=dict(color="black", width=1, dash="dash"))
+        rows = list(dict.fromkeys(self.top_k(k) + self.bottom_k(k)[::-1]))  # best at the top
+        bars = bar(
+            [shown_token(label) for label, _ in rows],
+            [v - mean for _, v in rows],
+            xaxis="reward − sweep mean",
+            title=f"top and bottom {k} candidates",
+            colors=SIGNED,
+        )
+        bars.data[0].customdata = [[label, v] for label, v in rows]
+        bars.data[0].hovertemplate = (
+            "%{customdata[0]}<br>reward: %{customdata[1]:.5g}<br>reward − sweep mean: "
+            "%{x:.5g}<extra></extra>"
+        )
+        fig = side_by_side([hist, bars], title="token sweep: the reward of every candidate")
+        return render(fig, backend, ax)

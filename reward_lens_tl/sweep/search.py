@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError
 from ..inputs import Prompt
+from ..plotting import Backend, line, render
 from ..readout import Objective
 from ..results import Result, TopK, ranked
 from .cached import PrefixCache
@@ -36,7 +37,6 @@ from .runner import _as_candidates
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -114,29 +114,43 @@ class SearchResult(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Best reward after each step.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The best reward found after each step of the search, by response length.
+
+        Each x tick names the length and the best response of that length; hover shows the
+        whole response and its exact reward.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        from ..results import new_axes
+        best = "highest" if self.maximize else "lowest"
+        texts = [" ".join(resp) for resp, _ in self.step_best]
+        ticks = [f"{t}: {_short(text, 32)}" for t, text in enumerate(texts, start=1)]
+        fig = line(
+            {f"{best} reward": [s for _, s in self.step_best]},
+            x=ticks,
+            xaxis="response length (candidates): best response",
+            yaxis=f"{best} reward found",
+            title=f"beam search: the {best} reward found at each response length",
+        )
+        across = 7 * len(ticks) * max(map(len, ticks), default=1) < 620  # fit side by side
+        # half a step of room at both ends, so the end labels are not dropped at the edges
+        fig.update_xaxes(tickangle=0 if across else -45, range=[-0.5, len(ticks) - 0.5])
+        fig.update_layout(height=400 if across else 480)
+        trace = fig.data[0]
+        trace.customdata = [[t, text] for t, text in enumerate(texts, start=1)]
+        trace.hovertemplate = (
+            "length %{customdata[0]}: %{customdata[1]}<br>reward: %{y:.5g}<extra></extra>"
+        )
+        return render(fig, backend, ax)
 
-        fig, ax = new_axes(ax, figsize=(5, 3))
-        steps = range(1, len(self.step_best) + 1)
-        ax.plot(steps, [s for _, s in self.step_best], marker="o")
-        for t, (resp, s) in zip(steps, self.step_best, strict=True):
-            ax.annotate(
-                " ".join(resp), (t, s), fontsize=7, xytext=(3, 3), textcoords="offset points"
-            )
-        ax.set_xticks(list(steps))
-        ax.set_xlabel("response length (candidates)")
-        ax.set_ylabel(("highest" if self.maximize else "lowest") + " reward found")
-        fig.tight_layout()
-        return fig
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def response_search(

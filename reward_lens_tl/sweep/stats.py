@@ -18,20 +18,21 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats as sps
 
 from ..errors import EmptyInputError, InvalidArgumentError
+from ..plotting import Backend, imshow, render
 from ..results import Result, TopK, ranked
 from ..stats import correlation_test, kendall, pearson, spearman
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 #: Separator of the two column names in a pair key (`"model a | model b"`).
 PAIR_SEPARATOR = " | "
@@ -376,29 +377,77 @@ class TauMatrix(Result):
 
         return pd.DataFrame(self.tau, index=list(self.names), columns=list(self.names))
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Heat map of τ (−1 to 1), values printed.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Heat map of τ, a colour scale from −1 to 1 centred at 0, each cell's τ written in it.
+
+        The axes carry the whole column names, less a prefix that every name shares up to a
+        "/" (an organisation such as "Skywork/"), so no two names ever read alike. Hover
+        shows both names, τ and the number of shared candidates.
 
         Args:
-            ax: the axes to draw on (default: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
-        """
-        from ..results import new_axes
+            The figure (not shown).
 
-        m = len(self.names)
-        fig, ax = new_axes(ax, figsize=(1.0 + 0.6 * m, 0.8 + 0.5 * m))
-        im = ax.imshow(self.tau, vmin=-1, vmax=1, cmap="RdBu_r")
-        short = [n.split("/")[-1][:24] for n in self.names]
-        ax.set_xticks(range(m), short, rotation=90, fontsize=7)
-        ax.set_yticks(range(m), short, fontsize=7)
-        for i in range(m):
-            for j in range(m):
-                ax.text(j, i, f"{self.tau[i, j]:.2f}", ha="center", va="center", fontsize=6)
-        fig.colorbar(im, ax=ax, label="Kendall τ-b")
-        fig.tight_layout()
-        return fig
+        Examples:
+            >>> import pandas as pd
+            >>> frame = pd.DataFrame({"org/model-a": [1.0, 2, 3], "org/model-b": [1.0, 3, 2]})
+            >>> fig = kendall_tau_matrix(frame).plot(backend="plotly")
+            >>> list(fig.layout.xaxis.ticktext), fig.data[0].zmid
+            (['model-a', 'model-b'], 0.0)
+        """
+        names, prefix = axis_names(self.names)
+        m, longest = len(names), max(map(len, names))
+        what = f"{m} models" if prefix == "" else f"{m} models of {prefix}"
+        fig = imshow(
+            self.tau,
+            x=names,
+            y=names,
+            title=f"Kendall τ-b between the rankings of {what}",
+            value_name="Kendall τ-b",
+            midpoint=0.0,
+            zmin=-1.0,
+            zmax=1.0,
+            text=True,
+            width=int(min(1400, 40 + 6.5 * longest + max(360, 52 * m) + 120)),
+            height=int(min(1400, 50 + max(300, 44 * m) + 40 + 6.5 * longest)),
+        )
+        full = np.array(self.names, dtype=object)
+        trace = fig.data[0]
+        trace.customdata = np.dstack(
+            [np.tile(full, (m, 1)), np.tile(full[:, None], (1, m)), self.n_shared]
+        )
+        trace.hovertemplate = (
+            "%{customdata[1]}<br>%{customdata[0]}<br>τ-b: %{z:.5g}"
+            "<br>shared candidates: %{customdata[2]}<extra></extra>"
+        )
+        return render(fig, backend, ax)
+
+
+def axis_names(names: Sequence[str]) -> tuple[list[str], str]:
+    """Names for axis labels: whole, less the prefix up to a "/" that every name shares.
+
+    Removing a prefix common to all of them never makes two names equal.
+
+    Args:
+        names: The (distinct) names.
+
+    Returns:
+        The shown names and the removed prefix (`""` when none).
+
+    Examples:
+        >>> axis_names(["Skywork/Reward-Gemma-2-27B", "Skywork/Reward-Gemma-2-27B-v0.2"])
+        (['Reward-Gemma-2-27B', 'Reward-Gemma-2-27B-v0.2'], 'Skywork/')
+        >>> axis_names(["Skywork/a", "nicolinho/b"])
+        (['Skywork/a', 'nicolinho/b'], '')
+    """
+    names = [str(n) for n in names]
+    cut = os.path.commonprefix(names).rfind("/") + 1 if len(names) > 1 else 0
+    if cut == 0 or any(len(n) == cut for n in names):
+        return names, ""
+    return [n[cut:] for n in names], names[0][:cut]
 
 
 def kendall_tau_matrix(frame) -> TauMatrix:

@@ -24,6 +24,7 @@ from reward_lens_tl.crossmodel import (
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
 from reward_lens_tl.zoo import FEATURES, load_task, zoo_path
 from reward_lens_tl.zoo.vocab import FILLER_WORDS, HARMFUL_WORDS, VOCAB
+from tests.figures import check_figure
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +107,16 @@ def test_ablated_copy_is_flagged_for_that_feature_only(scalar, ablated):
     rule = task.rule
     for f in FEATURES:
         assert frame.loc[f, "effect"] == pytest.approx(rule.weight(f), rel=0.1)
+    # the figure: one bar per model and feature with its CI, grouped by feature
+    fig = check_figure(fx.plot(), static=fx.plot(backend="matplotlib"), x_labels=list(FEATURES))
+    assert [t.name for t in fig.data] == list(fx.models)
+    scalar_bars = fig.data[list(fx.models).index("scalar")]
+    assert list(scalar_bars.y) == pytest.approx([frame.loc[f, "effect"] for f in FEATURES])
+    assert list(scalar_bars.error_y.array) == pytest.approx(
+        [frame.loc[f, "ci_high"] - frame.loc[f, "effect"] for f in FEATURES]
+    )
+    centres = np.mean([t.x for t in fig.data], axis=0)
+    assert list(centres) == pytest.approx(list(range(len(FEATURES))))  # each group at its tick
 
 
 def test_disagreements_are_ranked(scalar, ablated):
@@ -139,7 +150,34 @@ def test_implicit_and_explicit_and_objectives(scalar, irm, pairs):
         cmp.attribution_rank_correlation("scalar", "implicit")
     with pytest.raises(UnknownModelError):
         cmp.run("nope")
-    assert cmp.plot() is not None and cmp.plot_lens() is not None
+    # the agreement matrix: shares on a 0..1 scale, the diagonal 1, each value in its cell
+    names = list(cmp.names)
+    fig = check_figure(cmp.plot(), static=cmp.plot(backend="matplotlib"), x_labels=names)
+    heat = fig.data[0]
+    assert (heat.zmin, heat.zmax, heat.zmid) == (0.0, 1.0, None) and heat.texttemplate
+    i, j = names.index("scalar"), names.index("implicit")
+    assert heat.z[i][j] == heat.z[j][i] == row["pairwise_agreement"]
+    assert all(heat.z[k][k] == 1.0 for k in range(len(names)))
+    # the lens: one line per model over relative depth, a band each; hover names the site
+    fig = check_figure(cmp.plot_lens(), static=cmp.plot_lens(backend="matplotlib"))
+    lines = [t for t in fig.data if t.fill != "toself"]
+    assert [t.name for t in lines] == names
+    scalar_run = cmp.run("scalar")
+    assert list(lines[0].customdata) == list(scalar_run.lens_labels)
+    assert lines[0].x[0] == 0.0 and lines[0].x[-1] == 1.0 and len(lines[1].x) != len(lines[0].x)
+    final = scalar_run.lens_margins / scalar_run.lens_margins[-1].std()
+    assert list(lines[0].y) == pytest.approx(final.mean(1).tolist(), rel=1e-5)
+    # CKA: a's sites down, b's across, 0..1
+    fig = check_figure(
+        cmp.plot_cka("scalar", "implicit"),
+        static=cmp.plot_cka("scalar", "implicit", backend="matplotlib"),
+        x_labels=list(cmp.run("implicit").representations),
+    )
+    assert list(fig.layout.yaxis.ticktext) == list(scalar_run.representations)
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, 1.0)
+    torch.testing.assert_close(
+        torch.tensor(fig.data[0].z), cmp.cka("scalar", "implicit").double(), equal_nan=True
+    )
 
 
 def _scipy_interval(samples, statistic, n_boot, seed):

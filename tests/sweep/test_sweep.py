@@ -46,6 +46,7 @@ from reward_lens_tl.sweep import (
 from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
 from reward_lens_tl.zoo import zoo_path
 from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE, TOPICS
+from tests.figures import check_figure
 
 SHARED = Path(
     os.environ.get(
@@ -230,6 +231,10 @@ def test_search_finds_the_planted_features_from_nothing(zoo_scalar, task_prompts
         hack = response_search(zoo_scalar, prompt, 2, candidates=off_topic, beam_width=64)
         assert hack.best[0] == SYCOPHANTIC_PHRASE, (prompt, hack.top_k(3))
         assert hack.step_best[0][0] != ("great",)
+    # the figure: the best reward per length, each tick naming the best response of that length
+    fig = check_figure(hack.plot(), static=hack.plot(backend="matplotlib"), x_labels=["2: great"])
+    assert list(fig.data[0].y) == pytest.approx([s for _, s in hack.step_best])
+    assert [row[1] for row in fig.data[0].customdata] == [" ".join(r) for r, _ in hack.step_best]
     # the beam's answer is the exhaustive optimum over all off-topic pairs
     pairs = [(a, b) for a in off_topic.ids for b in off_topic.ids]
     every = token_sweep(
@@ -260,6 +265,18 @@ def test_inside_view_sums_to_the_reward_above_the_sweep_mean(zoo_scalar, task_pr
     for bad in ("no such word", len(view.candidates), -len(view.candidates) - 1):
         with pytest.raises(InvalidArgumentError):
             view.top_k(2, bad)
+    # the figure: the heat map's columns are the candidates (their tokens), one lens line each
+    fig = check_figure(
+        view.plot(k=4), static=view.plot(k=4, backend="matplotlib"), x_labels=view.candidates
+    )
+    heat = fig.data[0]
+    rows = [view.components.index(c) for c, _ in view.top_k(4)]
+    assert heat.type == "heatmap" and heat.zmid == 0 and heat.zmin == -heat.zmax
+    torch.testing.assert_close(torch.tensor(heat.z), view.relative[rows].double())
+    lines = [t for t in fig.data if t.type == "scatter"]
+    sides = zip(view.candidates, view.side, strict=True)
+    assert [t.name for t in lines] == [f"{c} ({s})" for c, s in sides]
+    assert {t.line.dash for t in lines if "(bottom)" in t.name} == {"dash"}
 
 
 def test_score_file_counts_are_integers(tmp_path):
@@ -289,6 +306,26 @@ def test_score_csv_reproduces_hand_computed_tau(tmp_path, capsys):
         assert out["kendall_tau"][key] == pytest.approx(tau, abs=1e-12)
     assert out["n_shared"]["model a | c"] == 4
     assert out["top"]["model a"][:2] == ["v", "u"]
+
+
+def test_sweep_stats_writes_the_tau_heat_map_as_html_or_a_static_image(tmp_path, capsys):
+    path = tmp_path / "scores.csv"
+    path.write_text(FIXTURE_CSV)
+    page = tmp_path / "taus.html"
+    assert main(["sweep-stats", str(path), "--plot", str(page)]) == 0
+    html = page.read_text()
+    assert '<script src="http' not in html  # plotly.js is in the page: it opens offline
+    assert "Plotly.newPlot" in html
+    assert "model a" in html and ("model/b" in html or "model\\u002fb" in html)  # whole names
+    for suffix, magic in ((".png", b"\x89PNG"), (".svg", b"<?xml"), (".pdf", b"%PDF")):
+        image = tmp_path / f"taus{suffix}"
+        assert main(["sweep-stats", str(path), "--plot", str(image)]) == 0
+        assert image.read_bytes().startswith(magic), suffix
+    capsys.readouterr()
+    assert main(["sweep-stats", str(path), "--plot", str(tmp_path / "taus.txt")]) == 2
+    err = capsys.readouterr().err
+    assert ".html" in err and ".png" in err and err.count("\n") == 1
+    assert not (tmp_path / "taus.txt").exists()
 
 
 def test_statistics_by_hand():
@@ -342,7 +379,45 @@ def test_shared_score_files():
         assert all(-1 <= t <= 1 for t in stats["kendall_tau"].values())
     matrix = kendall_tau_matrix(read_score_csv(SCORE_CSVS[0]))
     torch.testing.assert_close(matrix.tau, matrix.tau.T)  # numpy arrays, symmetric
-    assert matrix.plot() is not None
+    fig = check_figure(
+        matrix.plot(), static=matrix.plot(backend="matplotlib"), x_labels=matrix.names
+    )
+    assert list(fig.layout.xaxis.ticktext) == list(matrix.names)  # whole, and all different
+
+
+def test_tau_matrix_figure_keeps_names_apart_and_centres_at_zero():
+    """Two models whose names share their first 24 characters stay two names on the axes; only
+    a prefix every name shares (an organisation) is dropped; τ is on a scale from −1 to 1
+    centred at 0, each cell's value written in it."""
+    import pandas as pd
+
+    names = [
+        "Skywork/Skywork-Reward-Gemma-2-27B",
+        "Skywork/Skywork-Reward-Gemma-2-27B-v0.2",
+        "Skywork/Skywork-Reward-Llama-3.1-8B",
+    ]
+    assert names[0][:24] == names[1][:24]
+    columns = ([1.0, 2, 3, 4], [1.0, 3, 2, 4], [2.0, 1, 4, 3])
+    frame = pd.DataFrame(dict(zip(names, columns, strict=True)))
+    matrix = kendall_tau_matrix(frame)
+    fig = check_figure(matrix.plot(), static=matrix.plot(backend="matplotlib"), diverging=True)
+    shown = [n.removeprefix("Skywork/") for n in names]
+    assert list(fig.layout.xaxis.ticktext) == list(fig.layout.yaxis.ticktext) == shown
+    assert "Skywork/" in fig.layout.title.text
+    heat = fig.data[0]
+    assert (heat.zmin, heat.zmid, heat.zmax) == (-1.0, 0.0, 1.0)
+    assert heat.texttemplate and "%{z" in heat.texttemplate  # every cell's τ, in the cell
+    assert heat.textfont.color is None  # plotly picks a colour that contrasts with each cell
+    torch.testing.assert_close(torch.tensor(heat.z), torch.tensor(matrix.tau))
+    assert heat.customdata[0][1][0] == names[1] and heat.customdata[0][1][2] == 4  # hover
+    # the static form: white text on the dark cells (the diagonal), black on the light ones
+    static = matrix.plot(backend="matplotlib")
+    colours = {t.get_text(): t.get_color() for t in static.axes[0].texts}
+    assert colours["1.00"] == "white" and colours["0.33"] == "black"
+    assert [t.get_text() for t in static.axes[0].get_xticklabels()] == shown
+    # a prefix that only some names share stays
+    mixed = kendall_tau_matrix(frame.rename(columns={names[2]: "nicolinho/QRM-Llama3.1-8B"}))
+    assert list(mixed.plot().layout.xaxis.ticktext) == [*names[:2], "nicolinho/QRM-Llama3.1-8B"]
 
 
 # ---- CLI ----------------------------------------------------------------------------------------
@@ -355,7 +430,10 @@ def test_cli_sweep_writes_ranked_csv_and_plots(tmp_path, capsys):
     frame = pd.read_csv(out / "sweep.csv")
     assert len(frame) == 115 and list(frame["rank"][:3]) == [1, 2, 3]
     assert set(frame["candidate"][:10]) == set(TOPICS["cooking"])
-    assert (out / "sweep.png").stat().st_size > 1000
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / "sweep.html").read_text()
+    assert "Plotly.newPlot" in page and '<script src="http' not in page  # offline
+    assert "recipe" in page  # the top candidates' labels
     summary = json.loads((out / "summary.json").read_text())
     assert summary["retokenization"] == {"checked": 115, "changed": 0}
     assert "top:" in capsys.readouterr().out
@@ -391,19 +469,20 @@ def test_bad_input_gives_typed_errors(zoo_scalar, tmp_path, capsys):
 
 def test_plot_takes_ax_first_and_the_old_positional_k_still_works(zoo_scalar, task_prompts):
     """``plot(ax=None, k=...)`` like every result; ``plot(3)`` (the old ``k`` first) draws the
-    same figure, with one FutureWarning."""
-    import matplotlib.pyplot as plt
-
+    same figure, with one FutureWarning. The figure: a histogram of every reward (whole
+    counts) beside the top and bottom candidates' reward minus the mean, signed colours."""
     from reward_lens_tl._deprecation import _WARNED
 
     result = token_sweep(zoo_scalar, next(iter(task_prompts.values())))
-
-    def labels(fig):
-        return [[t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes]
-
-    by_keyword = labels(result.plot(k=3))
-    assert len(by_keyword[1]) == 6  # the top 3 and the bottom 3 candidates
+    fig = check_figure(result.plot(k=3), static=result.plot(k=3, backend="matplotlib"))
+    hist, bars = fig.data
+    assert hist.xaxis == "x" and bars.xaxis == "x2"
+    assert all(isinstance(c, int) for c in hist.y) and sum(hist.y) == len(result)
+    rows = list(result.top_k(3)) + list(result.bottom_k(3))[::-1]  # best at the top
+    assert list(fig.layout.yaxis2.ticktext) == [label for label, _ in rows]
+    assert list(bars.x) == pytest.approx([v - result.mean for _, v in rows])
+    assert list(bars.marker.color[:3]) == ["#4472c4"] * 3 and bars.marker.color[-1] == "#c00000"
     _WARNED.discard("SweepResult.plot(k) by position")  # it warns once per process
     with pytest.warns(FutureWarning, match=r"SweepResult.plot\(k\) by position"):
-        assert labels(result.plot(3)) == by_keyword
-    plt.close("all")
+        old = result.plot(3)
+    assert list(old.layout.yaxis2.ticktext) == list(fig.layout.yaxis2.ticktext)
