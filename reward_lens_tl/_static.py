@@ -6,6 +6,7 @@ bars), their tick labels, axis titles, log axes, reference lines, panels and col
 
 from __future__ import annotations
 
+import html
 import typing
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +111,7 @@ def _axes(ax: Axes, fig: go.Figure, panel: str) -> None:
             setter = ax.set_xticks if kind == "x" else ax.set_yticks
             setter(
                 list(layout.tickvals),
-                [str(t) for t in layout.ticktext],
+                [html.unescape(str(t)) for t in layout.ticktext],
                 rotation=-angle if kind == "x" else 0,
                 fontsize=7,
             )
@@ -155,7 +156,11 @@ def _heatmap(ax: Axes, trace: Any) -> None:
         lim = float(np.nanmax(np.abs(z - trace.zmid))) or 1.0
         zmin, zmax = trace.zmid - lim, trace.zmid + lim
     image = ax.imshow(
-        z, cmap=_cmap(trace.colorscale), vmin=zmin, vmax=zmax, aspect="auto",
+        z,
+        cmap=_cmap(trace.colorscale),
+        vmin=zmin,
+        vmax=zmax,
+        aspect="auto",
         interpolation="nearest",
     )
     bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
@@ -163,13 +168,20 @@ def _heatmap(ax: Axes, trace: Any) -> None:
     if label:
         bar.set_label(label, fontsize=8)
     if trace.texttemplate:
+        norm = image.norm
         for (i, j), v in np.ndenumerate(z):
             if np.isfinite(v):
-                dark = zmax is not None and zmin is not None and abs(v - (zmin + zmax) / 2) > (
-                    0.3 * (zmax - zmin)
+                r, g, b, _ = image.cmap(norm(v))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
                 )
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if dark else "black")
 
 
 def _scatter(ax: Axes, trace: Any) -> None:
@@ -177,22 +189,45 @@ def _scatter(ax: Axes, trace: Any) -> None:
     y = np.asarray(trace.y, dtype=float)
     line_color = _rgb(trace.line.color) if trace.line and trace.line.color else None
     if trace.fill == "toself":
-        ax.fill(x, y, color=_rgb(trace.fillcolor) if trace.fillcolor and not
-                str(trace.fillcolor).startswith("rgba") else _rgba(trace.fillcolor), lw=0)
+        ax.fill(
+            x,
+            y,
+            color=_rgb(trace.fillcolor)
+            if trace.fillcolor and not str(trace.fillcolor).startswith("rgba")
+            else _rgba(trace.fillcolor),
+            lw=0,
+        )
         return
     mode = trace.mode or "lines"
     label = trace.name if trace.showlegend is not False else None
-    marker_color = trace.marker.color if trace.marker and isinstance(trace.marker.color, str) else None
+    marker_color = (
+        trace.marker.color if trace.marker and isinstance(trace.marker.color, str) else None
+    )
+    opacity = trace.opacity if trace.opacity is not None else 1.0
     if "lines" in mode:
+        width = trace.line.width if trace.line and trace.line.width is not None else 2
         ax.plot(
-            x, y, color=line_color, lw=1.5, ls=_DASH.get(trace.line.dash, "-"),
-            marker="o" if "markers" in mode else None, ms=3, label=label,
+            x,
+            y,
+            color=line_color,
+            lw=0.75 * width,
+            ls=_DASH.get(trace.line.dash, "-"),
+            marker="o" if "markers" in mode else None,
+            ms=3,
+            label=label,
+            alpha=opacity,
         )
     elif "markers" in mode:
         symbol = trace.marker.symbol if trace.marker else None
-        ax.scatter(x, y, s=18 if symbol == "x" else 10,
-                   color=_rgb(marker_color) if marker_color else None, label=label,
-                   alpha=trace.marker.opacity or 1.0, marker=_MARKER.get(symbol, "o"))
+        ax.scatter(
+            x,
+            y,
+            s=18 if symbol == "x" else 10,
+            color=_rgb(marker_color) if marker_color else None,
+            label=label,
+            alpha=trace.marker.opacity or 1.0,
+            marker=_MARKER.get(symbol, "o"),
+        )
     if "text" in mode and trace.text is not None:
         for xi, yi, t in zip(x, y, trace.text, strict=False):
             ax.annotate(str(t), (xi, yi), fontsize=6)
@@ -210,8 +245,10 @@ def _bar(ax: Axes, trace: Any) -> None:
     positions = np.asarray(trace.y if horizontal else trace.x, dtype=float)
     values = np.asarray(trace.x if horizontal else trace.y, dtype=float)
     color = trace.marker.color if trace.marker else None
-    colors = [_rgb(c) for c in color] if isinstance(color, (list, tuple)) else (
-        _rgb(color) if color else None
+    colors = (
+        [_rgb(c) for c in color]
+        if isinstance(color, (list, tuple))
+        else (_rgb(color) if color else None)
     )
     error = trace.error_x if horizontal else trace.error_y
     err = None
@@ -266,9 +303,12 @@ def _annotations(fig: go.Figure, axes_by_name: dict[str, Axes]) -> None:
         )
         color = note.font.color if note.font and note.font.color else "black"
         ax.text(
-            note.x, note.y, str(note.text or "").replace("<br>", "\n"), transform=transform,
-            fontsize=7, color=_rgb(color), ha={"left": "left", "right": "right"}.get(
-                note.xanchor, "center"), va={"top": "top", "bottom": "bottom"}.get(
-                note.yanchor, "center"),
+            note.x,
+            note.y,
+            str(note.text or "").replace("<br>", "\n"),
+            transform=transform,
+            fontsize=7,
+            color=_rgb(color),
+            ha={"left": "left", "right": "right"}.get(note.xanchor, "center"),
+            va={"top": "top", "bottom": "bottom"}.get(note.yanchor, "center"),
         )
-

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import einops
 import torch
@@ -35,6 +35,7 @@ from torch import Tensor
 from .components import Component
 from .errors import InvalidArgumentError, RewardLensError, UsageError
 from .pairs import OnError, SkippedPair, pair_index_columns
+from .plotting import Backend, render
 from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
 from .results import (
     SIGNED,
@@ -50,7 +51,6 @@ from .results import (
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -143,10 +143,27 @@ class AttributionResult(Result):
         """The contributions as a tidy frame (one row per component and example)."""
         return tidy_frame(self.values, self.labels, "component", "contribution")
 
-    def plot(self, ax: Axes | None = None, k: int = 15) -> Figure:
-        """Bar chart of the top-`k` components (mean over examples); returns the figure."""
-        xlabel = "contribution to the reward (mean over examples)"
-        return bar_chart(ax, self.top_k(k), xlabel, colors=SIGNED)[0]
+    def plot(self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None) -> Any:
+        """Bars of the top-`k` components by |mean contribution|, red below 0, blue above.
+
+        Hover shows each component and its exact mean contribution.
+
+        Args:
+            ax: Matplotlib axes to draw the static form on.
+            k: How many components.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
+
+        Returns:
+            The figure (not shown).
+        """
+        n = self.values.shape[1]
+        fig = bar_chart(
+            self.top_k(k),
+            f"contribution to the reward (mean over {n} example{'s' * (n != 1)})",
+            colors=SIGNED,
+            title=f"direct attribution: the top {min(k, len(self.labels))} components",
+        )
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)

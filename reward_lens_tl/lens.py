@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -37,15 +37,20 @@ from torch import Tensor
 from .errors import RewardLensError
 from .indices import check_layer
 from .pairs import OnError, SkippedPair, pair_index_columns
+from .plotting import RED, Backend, line, render
 from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
-from .results import Result, TopK, axes, new_axes, run_pair_batches, tidy_frame, top_entries
+from .results import Result, TopK, axes, run_pair_batches, tidy_frame, top_entries
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]
+
+#: The x axis of the lens figures: the residual stream read at each site.
+SITE_AXIS = "lens site (residual stream)"
+#: The colour of one pair's line behind the bold mean.
+FAINT = "#b4c7e7"
 
 
 @dataclass(frozen=True)
@@ -73,32 +78,39 @@ class RewardLensResult(Result):
         mean_abs = delta.abs().flatten(1).mean(1)
         return top_entries(self.labels, mean_abs.tolist(), k, "mean |Δ lens reward|")
 
-    def plot(self, ax: Axes | None = None, examples: Sequence[int] | None = None) -> Figure:
-        """Lens reward per site, one line per example.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        examples: Sequence[int] | None = None,
+        *,
+        backend: Backend | None = None,
+    ) -> Any:
+        """Lens reward per site, one line per example, with the zero line.
+
+        Hover shows the example, the site and the exact lens reward.
 
         Args:
-            ax: Axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
             examples: Examples to draw (default: the first 8).
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
+        return render(self.figure(examples), backend, ax)
+
+    def figure(self, examples: Sequence[int] | None = None):
+        """The plotly figure `plot` returns (see there)."""
         values = self.values if self.values.ndim == 2 else self.values[..., -1]
-        for b in examples if examples is not None else range(min(values.shape[1], 8)):
-            ax.plot(
-                range(len(self.labels)),
-                values[:, b].float().cpu(),
-                marker="o",
-                ms=3,
-                label=f"example {b}",
-            )
-        ax.set_xticks(range(len(self.labels)), self.labels, rotation=90, fontsize=7)
-        ax.set_ylabel(f"lens reward ({self.norm} norm)")
-        ax.axhline(0, color="k", lw=0.5)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        chosen = list(examples) if examples is not None else range(min(values.shape[1], 8))
+        return line(
+            {f"example {b}": values[:, b] for b in chosen},
+            x=list(self.labels),
+            xaxis=SITE_AXIS,
+            yaxis=f"lens reward ({self.norm} norm)",
+            title=f"reward lens: the reward read at each site ({self.norm} norm)",
+            zero_line=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -155,26 +167,42 @@ class PairLensResult(Result):
         frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
         return pair_index_columns(frame, self.indices, self.records)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Lens margin per site: each pair (up to 20) and the mean.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Lens margin per site: a faint line per pair (up to 20) and their mean in bold.
+
+        Hover shows the pair (its input index), the site and the exact margin.
 
         Args:
-            ax: Axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
+        return render(self.figure(), backend, ax)
+
+    def figure(self, title: str | None = None):
+        """The plotly figure `plot` returns (see there); `title` replaces its title."""
         m = self.margins.float().cpu()
-        x = range(len(self.labels))
-        for b in range(min(m.shape[1], 20)):
-            ax.plot(x, m[:, b], color="#4472c4", alpha=0.25, lw=0.8)
-        ax.plot(x, m.mean(1), color="#c00000", lw=2, label="mean margin")
-        ax.axhline(0, color="k", lw=0.5)
-        ax.set_xticks(list(x), self.labels, rotation=90, fontsize=7)
-        ax.set_ylabel("chosen − rejected (lens)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+        n = m.shape[1]
+        shown = min(n, 20)
+        names = [f"pair {self.indices[b] if self.indices else b}" for b in range(shown)]
+        series: dict[str, Any] = {name: m[:, b] for b, name in enumerate(names)}
+        series["mean margin"] = m.mean(1)
+        some = f"{shown} of {n} pairs" if shown < n else f"{n} pairs"
+        fig = line(
+            series,
+            x=list(self.labels),
+            xaxis=SITE_AXIS,
+            yaxis="lens margin (chosen − rejected)",
+            title=title if title is not None else f"lens margin per site: {some} and their mean",
+            markers=False,
+            zero_line=True,
+        )
+        for trace in fig.data[:-1]:
+            trace.update(line=dict(color=FAINT, width=1), showlegend=False)
+        fig.data[-1].update(mode="lines+markers", line=dict(color=RED, width=3))
+        fig.update_layout(showlegend=True)
         return fig
 
 

@@ -339,7 +339,7 @@ def line(
         if rotate:
             fig.update_layout(height=height + int(6 * max(map(len, labels), default=0)))
     if log_y:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", exponentformat="power")
     if zero_line:
         fig.add_hline(y=0, line=dict(color="black", width=1))
     fig.update_layout(showlegend=len(named) > 1)
@@ -537,6 +537,8 @@ def histogram(
         )
     )
     fig.update_yaxes(tickformat="d", rangemode="tozero")
+    if counts.size and counts.max() <= 10:
+        fig.update_yaxes(dtick=1)
     if zero_line:
         fig.add_vline(x=0, line=dict(color="black", width=1))
     fig.update_layout(showlegend=False, bargap=0)
@@ -620,14 +622,17 @@ def shown_token(token: str, limit: int = 24) -> str:
         limit: The longest label kept whole (longer ones end in "…").
 
     Returns:
-        The label.
+        The label, HTML-escaped (plotly reads tick and hover text as HTML; the static form
+        unescapes it).
 
     Examples:
-        >>> shown_token(" the"), shown_token("a\n")
-        ('␣the', 'a↵')
+        >>> shown_token(" the"), shown_token("a\n"), shown_token("<b>")
+        ('␣the', 'a↵', '&lt;b&gt;')
     """
     text = token.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    # plotly reads tick and hover text as HTML: a token like "<b>" must stay text
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def save(fig: go.Figure, path: str | os.PathLike[str], dpi: int = 120) -> None:
@@ -693,8 +698,7 @@ def figure_html(fig: go.Figure) -> str:
     end = html.rindex("</script>")
     body = html[start:end]
     waiting = (
-        "(function draw() { if (!window.Plotly) { return setTimeout(draw, 30); }"
-        f"{body}}})();"
+        f"(function draw() {{ if (!window.Plotly) {{ return setTimeout(draw, 30); }}{body}}})();"
     )
     return html[:start] + waiting + html[end:]
 
@@ -715,9 +719,11 @@ def _register_renderer() -> None:
             import plotly.graph_objects as go
 
             return {
-                "application/vnd.plotly.v1+json": {"data": fig_dict.get("data", []),
-                                                   "layout": fig_dict.get("layout", {}),
-                                                   "config": {"displaylogo": False}},
+                "application/vnd.plotly.v1+json": {
+                    "data": fig_dict.get("data", []),
+                    "layout": fig_dict.get("layout", {}),
+                    "config": {"displaylogo": False},
+                },
                 "text/html": figure_html(go.Figure(fig_dict, skip_invalid=True)),
             }
 

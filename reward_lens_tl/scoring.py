@@ -25,11 +25,11 @@ from torch import Tensor
 
 from .inputs import Truncation
 from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches
-from .results import Result, TopK, axes, new_axes, top_entries
+from .plotting import Backend, histogram, render
+from .results import Result, TopK, axes, top_entries
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from .model import HookedRewardModel
 
@@ -97,17 +97,31 @@ class PairScores(Result):
         indices = self.indices or tuple(range(len(margins)))
         return top_entries([f"pair {i}" for i in indices], margins.tolist(), k, "margin")
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Histogram of margins; returns the matplotlib figure (never shows it)."""
-        fig, ax = new_axes(ax, figsize=(5, 3))
-        margins = self.margins if self.margins.ndim == 1 else self.margins[:, 0]
-        ax.hist(margins.float().cpu().numpy(), bins=30, color="#4472c4")
-        ax.axvline(0, color="k", lw=0.8)
-        ax.set_xlabel("reward margin (chosen − rejected)")
-        ax.set_ylabel("pairs")
-        ax.set_title(f"accuracy {self.accuracy:.1%} over {len(margins)} pairs")
-        fig.tight_layout()
-        return fig
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Histogram of the margins (the first objective's), with the line at 0 and the accuracy.
+
+        Hover shows each bin's range and its whole number of pairs.
+
+        Args:
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
+
+        Returns:
+            The figure (not shown).
+        """
+        several = self.margins.ndim > 1
+        margins = self.margins[:, 0] if several else self.margins
+        n, accuracy = len(margins), float((margins > 0).float().mean())
+        title = f"accuracy {100 * accuracy:.3g}% over {n} pair{'s' * (n != 1)}"
+        fig = histogram(
+            margins,
+            xaxis="reward margin (chosen − rejected)",
+            yaxis="pairs",
+            title=f"{self.objective_names[0]}: {title}" if several else title,
+        )
+        if max(fig.data[0].y, default=0) <= 10:  # whole-number ticks, each once
+            fig.update_yaxes(dtick=1)
+        return render(fig, backend, ax)
 
 
 def score_pairs(
@@ -133,14 +147,13 @@ def score_pairs(
     `model`: the `HookedRewardModel` (with its tokenizer);
     `batch_size`: pairs per forward pass; `progress`: show a progress bar.
     """
-    from tqdm.auto import tqdm
-
     from .distributed import world
+    from .progress import progress_bar
 
     rank, size = world()  # under torchrun rank 0's bar counts rank 0's pairs (no total)
     total = len(pairs) if isinstance(pairs, Sized) and size == 1 else None
     desc = "scoring" if size == 1 else f"scoring (rank 0 of {size})"
-    bar = tqdm(total=total, disable=not progress or rank != 0, desc=desc, unit="pair")
+    bar = progress_bar(total=total, show=progress and rank == 0, desc=desc, unit="pair")
 
     def run(ids: Tensor, mask: Tensor, n: int) -> tuple[Tensor, Tensor]:
         with torch.no_grad():

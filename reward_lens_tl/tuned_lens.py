@@ -36,14 +36,14 @@ from torch import Tensor
 
 from reward_lens_tl.errors import InvalidArgumentError
 
-from .lens import Resolution, RewardLensResult, lens_sites
+from .lens import SITE_AXIS, Resolution, RewardLensResult, lens_sites
 from .pairs import pair_batches
+from .plotting import Backend, line, render
 from .readout import Objective, gather_positions, run_readout
-from .results import Result, new_axes
+from .results import Result
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from .model import HookedRewardModel
 
@@ -81,26 +81,29 @@ class TunedLensReport(Result):
             }
         )
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Held-out MSE per site, tuned against plain lens.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Held-out MSE per site (log scale), tuned against plain lens.
+
+        Hover shows the lens, the site and the exact MSE.
 
         Args:
-            ax: Axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax)
-        x = range(len(self.labels))
-        ax.plot(x, self.heldout_mse, marker="o", label="tuned lens")
-        ax.plot(x, self.lens_heldout_mse, marker="s", label="plain lens")
-        ax.set_yscale("log")
-        ax.set_xticks(list(x), self.labels, rotation=90, fontsize=7)
-        ax.set_ylabel("held-out MSE vs final reward")
-        ax.set_title(f"{self.n_train} train / {self.n_heldout} held-out examples")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        fig = line(
+            {"tuned lens": list(self.heldout_mse), "plain lens": list(self.lens_heldout_mse)},
+            x=list(self.labels),
+            xaxis=SITE_AXIS,
+            yaxis="held-out MSE vs the final reward",
+            title=f"tuned vs plain lens: held-out MSE ({self.n_train} train, "
+            f"{self.n_heldout} held-out examples)",
+            log_y=True,
+        )
+        fig.update_yaxes(exponentformat="power")  # 10⁻⁶, not 1µ
+        return render(fig, backend, ax)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from reward_lens_tl.errors import RewardLensError, UnknownHookError
 from reward_lens_tl.lens import pair_lens, reward_lens
 from reward_lens_tl.padding import real_columns
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
+from tests.figures import check_figure
 
 FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt2", "qwen3", "armorm"]
 
@@ -116,6 +117,13 @@ def test_crystallization_definition():
     result = PairLensResult(chosen, rejected)
     assert result.crystallization(0.5) == ["2_pre", "2_pre"]
     assert result.crystallization(0.1) == ["1_pre", "1_pre"]
+    # a faint line per pair (no legend entry) and the mean in bold
+    fig = check_figure(result.plot(), static=result.plot(backend="matplotlib"), x_labels=labels)
+    assert [t.name for t in fig.data] == ["pair 0", "pair 1", "mean margin"]
+    assert [t.showlegend for t in fig.data] == [False, False, None]
+    assert fig.data[2].line.width > fig.data[0].line.width
+    torch.testing.assert_close(torch.tensor(fig.data[0].y), result.margins[:, 0].double())
+    torch.testing.assert_close(torch.tensor(fig.data[2].y), result.margins.mean(1).double())
 
 
 def test_explicit_positions_and_errors():
@@ -184,7 +192,14 @@ def test_results_plot_and_frames():
     ids, mask = random_batch(2, [8, 5], seed=6)
     attr = direct_attribution(model, ids, mask)
     lens = reward_lens(model, ids, mask)
-    assert attr.plot().axes and lens.plot().axes
+    bars = check_figure(attr.plot(k=5), static=attr.plot(k=5, backend="matplotlib"))
+    top = attr.top_k(5)
+    assert list(bars.layout.yaxis.ticktext) == [label for label, _ in top]
+    torch.testing.assert_close(bars.data[0].x.tolist(), [v for _, v in top])
+    lines = check_figure(lens.plot(), static=lens.plot(backend="matplotlib"), x_labels=lens.labels)
+    assert [t.name for t in lines.data] == ["example 0", "example 1"]  # one line per example
+    torch.testing.assert_close(torch.tensor(lines.data[1].y), lens.values[:, 1].double())
+    assert lines.layout.shapes[0].y0 == 0  # the zero line
     assert len(lens.to_dataframe()) == len(lens.labels) * 2
     assert attr.head_matrix().shape == (model.cfg.n_layers, model.cfg.n_heads, 2)
 
@@ -199,6 +214,9 @@ def test_tuned_lens_fit_save_load(tmp_path):
     assert rep.n_train + rep.n_heldout == 512 and rep.n_heldout == 128
     assert rep.heldout_mse[-1] <= 1e-8 and rep.heldout_r2[-1] >= 0.999999
     assert rep.readable_site(0.999) is not None
+    fig = check_figure(rep.plot(), static=rep.plot(backend="matplotlib"), x_labels=rep.labels)
+    assert [t.name for t in fig.data] == ["tuned lens", "plain lens"]
+    assert list(fig.data[0].y) == list(rep.heldout_mse) and fig.layout.yaxis.type == "log"
     # with n >> d_model, the cross-validated translators beat the plain lens on held-out data
     assert all(t < p for t, p in zip(rep.heldout_mse[:-1], rep.lens_heldout_mse[:-1], strict=True))
     tuned.save(tmp_path / "lens")

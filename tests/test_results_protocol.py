@@ -2,6 +2,7 @@
 entries sorted by the value they show, and escaped HTML."""
 
 import importlib
+import inspect
 import pkgutil
 
 import matplotlib
@@ -13,6 +14,7 @@ import reward_lens_tl
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.results import Result, TopK
 from reward_lens_tl.zoo import zoo_path
+from tests.figures import check_figure
 
 matplotlib.use("Agg")
 
@@ -37,6 +39,22 @@ def test_every_result_class_implements_the_protocol():
     for cls in classes:
         assert cls.to_dataframe is not Result.to_dataframe, cls
         assert callable(cls.plot) and callable(cls.top_k) and callable(cls._repr_html_), cls
+
+
+def test_every_plot_takes_a_keyword_only_backend():
+    """`plot` and every `plot_*` of every result: `backend=` after the others, by keyword only."""
+    missing = []
+    for cls in _all_result_classes():
+        for name in dir(cls):
+            if name != "plot" and not name.startswith("plot_"):
+                continue
+            method = getattr(cls, name)
+            if not callable(method):
+                continue
+            parameter = inspect.signature(method).parameters.get("backend")
+            if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+                missing.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
+    assert not missing, missing
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +82,7 @@ def test_top_k_sorts_by_the_value_it_shows(model):
     patched = activation_patching(model, chosen, rejected, site="resid_pre", alignment="end")
     for result in (attr, reward_lens(model, ids), star, patched):
         _check_sorted(result.top_k(5))
-        assert isinstance(result.plot(), plt.Figure)
+        check_figure(result.plot(), static=result.plot(backend="matplotlib"))
         plt.close("all")
     shown = dict(star.top_k(100))
     effects = dict(zip(star.labels(), star.effects().tolist(), strict=True))
@@ -73,6 +91,23 @@ def test_top_k_sorts_by_the_value_it_shows(model):
     top_attr = dict(attr.top_k(3))
     for label, value in top_attr.items():
         assert abs(value - float(attr[label][0])) < 1e-6
+
+
+def test_patch_figure_shows_the_values_with_the_tokens_on_its_columns(model):
+    from reward_lens_tl.patching import activation_patching
+
+    clean = model.encode("explain how to bake bread", "great question the oven and the flour")
+    corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+    result = activation_patching(model, clean, corrupted, site="resid_pre", alignment="end")
+    fig = check_figure(
+        result.plot(),
+        static=result.plot(backend="matplotlib"),
+        x_labels=["bomb→flour"],
+        diverging=True,
+    )
+    torch.testing.assert_close(
+        torch.tensor(fig.data[0].z, dtype=torch.float32), result.values.float().cpu()
+    )
 
 
 def test_html_is_escaped(model):

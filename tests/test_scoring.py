@@ -72,3 +72,19 @@ def test_bad_batch_size_and_empty_pair_set(zoo_scalar):
         score_pairs(zoo_scalar, [])
     with pytest.raises(InvalidArgumentError, match="on_error"):
         score_pairs(zoo_scalar, _long_and_short_pairs()[1:2], on_error="ignore")
+
+
+def test_margin_histogram_counts_pairs_and_titles_the_accuracy():
+    from reward_lens_tl.scoring import PairScores
+    from tests.figures import check_figure
+
+    chosen = torch.tensor([1.0, 2.0, 0.5, 3.0, 1.5, 2.5, 0.2, -1.0])
+    scores = PairScores(chosen, torch.zeros(8), (None,) * 8)
+    fig = check_figure(scores.plot(), static=scores.plot(backend="matplotlib"))
+    assert fig.layout.title.text == "accuracy 87.5% over 8 pairs"
+    counts = fig.data[0].y
+    assert sum(counts) == 8 and all(isinstance(c, int) for c in counts)
+    assert fig.layout.yaxis.tickformat == "d" and fig.layout.yaxis.title.text == "pairs"
+    both = torch.stack([chosen, -chosen], 1)
+    several = PairScores(both, torch.zeros(8, 2), (None,) * 8, ("helpful", "harmless"))
+    assert several.plot().layout.title.text == "helpful: accuracy 87.5% over 8 pairs"

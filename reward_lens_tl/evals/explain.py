@@ -25,7 +25,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,12 +37,12 @@ from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
 from reward_lens_tl.padding import token_columns
 from reward_lens_tl.pairs import encoded_pair
+from reward_lens_tl.plotting import BLUE, RED, Backend, bar, render, side_by_side
 from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
 from reward_lens_tl.results import Result, TopK, ranked, split_pair
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 __all__ = ["PARTS", "FailureExplanation", "TokenDriver", "explain_failures"]
 
@@ -267,39 +267,49 @@ class FailureExplanation(Result):
         sites = [s for s in self.crystallization if s is not None]
         return max(sorted(set(sites)), key=sites.count) if sites else None
 
-    def plot(self, ax: Axes | None = None, k: int = 12) -> Figure:
+    def plot(self, ax: Axes | None = None, k: int = 12, *, backend: Backend | None = None) -> Any:
         """Two panels: the `k` wrong-way components and the failures' lens margins per site.
 
-        The first panel compares failures with successes. `plot(12)` (`k` by position) still
-        works, with a `FutureWarning`: pass `k=` by keyword.
+        The first panel puts each component's mean margin contribution over the failures
+        (red) beside that over the successes (blue); the second is `PairLensResult.plot` of
+        the failures. Hover shows each bar's and line's exact value. `plot(12)` (`k` by
+        position) still works, with a `FutureWarning`: pass `k=` by keyword.
 
         Args:
-            ax: ignored: the figure has two panels.
-            k: how many components.
+            ax: Not usable: the figure has two panels (pass `backend="matplotlib"`).
+            k: How many components.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        import matplotlib.pyplot as plt
-
         ax, k = old_first_parameter("FailureExplanation", "k", ax, int, k)
-
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.25 * k + 2))
-        top = self.components().head(k)[::-1]
-        y = range(len(top))
-        left.barh([i + 0.2 for i in y], top["failures"], height=0.4, color="#c00000",
-                  label="failures")  # fmt: skip
-        left.barh([i - 0.2 for i in y], top["successes"], height=0.4, color="#4472c4",
-                  label="successes")  # fmt: skip
-        left.set_yticks(list(y), top["component"])
-        left.axvline(0, color="k", lw=0.5)
-        left.set_xlabel("mean contribution to the margin")
-        left.legend(fontsize=7)
-        left.set_title(f"{len(self.comparisons)} failures: wrong-way components")
-        self.lens.plot(ax=right)
-        right.set_title("lens margin of the failures")
-        fig.tight_layout()
-        return fig
+        top = self.components().head(k)
+        n = len(self.comparisons)
+        left = bar(
+            top["component"].tolist(),
+            top["failures"].to_numpy(),
+            xaxis="mean contribution to the margin",
+            title=f"wrong-way components: {n} failure{'s' * (n != 1)} (red) vs successes (blue)",
+            colors=RED,
+        )
+        successes = bar(top["component"].tolist(), top["successes"].to_numpy(), colors=BLUE)
+        for shift, (trace, name) in enumerate(
+            ((left.data[0], "failures"), (successes.data[0], "successes"))
+        ):  # failures just above each component's tick, successes just below
+            trace.update(
+                y=[i - 0.2 + 0.4 * shift for i in range(len(top))],
+                width=0.4,
+                name=name,
+                showlegend=True,
+                hovertemplate=f"%{{customdata}} ({name})<br>mean contribution: %{{x:.5g}}"
+                "<extra></extra>",
+            )
+        left.add_trace(successes.data[0])
+        left.update_layout(showlegend=True)
+        right = self.lens.figure(title="lens margin of the failures per site")
+        fig = side_by_side([left, right], title="why the failures fail")
+        return render(fig, backend, ax)
 
     def report(self, k: int = 5) -> list[str]:
         """Markdown lines: headline, wrong-way components and tokens.

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,11 +63,11 @@ from reward_lens_tl.evals.rewardbench2 import (
     ties_score,
 )
 from reward_lens_tl.evals.scores import ScoreRecord, check_benchmark
-from reward_lens_tl.results import Result, TopK, new_axes, ranked
+from reward_lens_tl.plotting import Backend, bar, render
+from reward_lens_tl.results import Result, TopK, ranked
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 __all__ = [
     "REWARDBENCH_EXAMPLE_COUNTS",
@@ -201,23 +201,39 @@ class Metrics(Result):
         frame = frame.nlargest(k, "value") if largest else frame.nsmallest(k, "value")
         return ranked(zip(frame["figure"], frame["value"], strict=True))
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Horizontal bars with their bootstrap intervals.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Horizontal bars of the figures (percent) with their bootstrap intervals.
+
+        Hover shows each figure's exact value, its interval and the items behind it.
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(6, 0.3 * len(self.names) + 1))
-        v = np.array(self.values)
-        err = np.array([v - np.array(self.low), np.array(self.high) - v])
-        ax.barh(list(self.names)[::-1], v[::-1], xerr=err[:, ::-1], color="#4472c4")
-        ax.set_xlabel(f"% ({self.confidence:.0%} bootstrap interval)")
-        ax.set_title(self.benchmark)
-        fig.tight_layout()
-        return fig
+        v = np.array(self.values, dtype=float)
+        low, high = np.array(self.low, dtype=float), np.array(self.high, dtype=float)
+        level = f"{100 * self.confidence:.3g}%"
+        fig = bar(
+            list(self.names),
+            v,
+            error=(v - low, high - v),
+            xaxis=f"value (%), with its {level} bootstrap interval",
+            title=f"{self.benchmark}: {max(self.n, default=0)} items",
+            value_name="value (%)",
+        )
+        fig.data[0].update(
+            customdata=[
+                [name, lo, hi, n]
+                for name, lo, hi, n in zip(self.names, low, high, self.n, strict=True)
+            ],
+            hovertemplate=f"%{{customdata[0]}}<br>value: %{{x:.4g}}%<br>{level} interval: "
+            "[%{customdata[1]:.4g}, %{customdata[2]:.4g}]<br>items: %{customdata[3]}"
+            "<extra></extra>",
+        )
+        return render(fig, backend, ax)
 
 
 # --------------------------------------------------------------------------------------------

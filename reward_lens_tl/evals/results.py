@@ -29,11 +29,11 @@ from reward_lens_tl.evals.comparisons import Comparison, comparisons, item_texts
 from reward_lens_tl.evals.explain import FailureExplanation, explain_failures
 from reward_lens_tl.evals.metrics import Metrics, metrics_for
 from reward_lens_tl.evals.scores import ScoreSet
+from reward_lens_tl.plotting import Backend
 from reward_lens_tl.results import Result, TopK, axes, ranked
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 # ``Comparison`` and ``comparisons`` live in :mod:`.comparisons` (below ``explain``); they are
 # re-exported here, where they were first defined.
@@ -160,16 +160,17 @@ class EvalResult(Result):
         """
         return _margins_top(self.to_dataframe(), k, largest)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """The benchmark's figures with their bootstrap intervals.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """The benchmark's figures with their bootstrap intervals (`Metrics.plot`).
 
         Args:
-            ax: the axes to draw on (default: new ones).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        return self.metrics().plot(ax)
+        return self.metrics().plot(ax, backend=backend)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -39,8 +39,9 @@ from ..contrast import encode_example
 from ..inputs import EncodedConversation
 from ..loading import checked_keywords, pasted_docs
 from ..pairs import encoded_pair
+from ..plotting import Backend, render, scatter, side_by_side
 from ..readout import Objective
-from ..results import Result, TopK, new_axes, top_entries
+from ..results import Result, TopK, top_entries
 from ..stats import bootstrap_ci, spearman
 from .activation import activation_patching
 from .alignment import AlignmentKind, PatchInput
@@ -62,7 +63,6 @@ from .results import PatchResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ..model import HookedRewardModel
 
@@ -215,26 +215,36 @@ class AgreementReport(Result):
 
         return pd.DataFrame([row.__dict__ for row in self.rows])
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Scatter of each estimate's effects against the patched effects; returns the figure.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Each estimate's effects against the patched effects, with the line y = x.
+
+        One colour per estimate (its Spearman ρ in the legend); hover shows the cell and
+        both exact effects. Points on the line are estimated exactly.
 
         Args:
-            ax: the matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(4.5, 4))
         ref = self.reference.effects()
-        for est, row in zip(self.estimates, self.rows, strict=True):
-            ax.scatter(ref, est.effects(), s=12, label=f"{row.estimate} (ρ={row.spearman:.2f})")
-        lo, hi = float(ref.min()), float(ref.max())
-        ax.plot([lo, hi], [lo, hi], color="k", lw=0.5)
-        ax.set_xlabel(f"activation patching ({self.reference.metric_name})")
-        ax.set_ylabel("estimate")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        cells = list(self.reference.labels())
+        series = {
+            f"{row.estimate} (ρ = {row.spearman:.3g})": (ref, est.effects())
+            for est, row in zip(self.estimates, self.rows, strict=True)
+        }
+        fig = scatter(
+            series,
+            xaxis=f"activation patching effect ({self.reference.metric_name})",
+            yaxis="estimated effect",
+            title=f"estimates vs activation patching: {self.reference.site}, {len(cells)} cells",
+            labels={name: cells for name in series},
+            diagonal=True,
+            width=700,
+        )
+        fig.update_layout(showlegend=True)
+        return render(fig, backend, ax)
 
 
 #: The first-order estimates `atp_agreement` can run: AtP, AtP with the QK fix, AtP*.
@@ -529,37 +539,54 @@ class MethodComparison(Result):
         mean = frame[frame["method"] == method].groupby("component", sort=False)["effect"].mean()
         return top_entries(mean.index.tolist(), mean.tolist(), k, f"mean {method} effect")
 
-    def plot(self, ax: Axes | None = None, reference: str = "patching") -> Figure:
-        """Scatter of every other method's effects against `reference`'s, all pairs pooled.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        reference: str = "patching",
+        *,
+        backend: Backend | None = None,
+    ) -> Any:
+        """Every other method's effects against `reference`'s, all pairs pooled, with y = x.
 
-        There is one panel per method. `plot("atp")` (the reference by position) still works,
-        with a `FutureWarning`: pass `reference=` by keyword.
+        There is one panel per method, titled with its mean Spearman ρ over pairs; hover
+        shows the pair, the component and both exact effects. `plot("atp")` (the reference
+        by position) still works, with a `FutureWarning`: pass `reference=` by keyword.
 
         Args:
-            ax: ignored (the figure has one panel per method).
-            reference: the method on the x axis.
+            ax: Matplotlib axes; only when there is one other method (one panel).
+            reference: The method on the x axis.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        import matplotlib.pyplot as plt
-
         ax, reference = old_first_parameter("MethodComparison", "reference", ax, str, reference)
 
         others = [m for m in self.methods if m != reference]
-        fig, axes = plt.subplots(1, len(others), figsize=(3.6 * len(others), 3.4), squeeze=False)
         x = torch.cat(self.values[reference])
-        for ax, method in zip(axes[0], others, strict=True):
-            y = torch.cat(self.values[method])
+        cells = [f"pair {i} {label}" for i, labels in enumerate(self.labels) for label in labels]
+        panels = []
+        for method in others:
             m = self.method_pairs.index(_ordered(self.methods, method, reference))
-            ax.scatter(x, y, s=8, alpha=0.6)
-            ax.set_xlabel(f"{reference} effect")
-            ax.set_ylabel(f"{method}")
-            ax.set_title(f"mean ρ = {float(np.nanmean(self.rho[:, m].numpy())):.2f}", fontsize=9)
-            ax.axhline(0, color="k", lw=0.3)
-            ax.axvline(0, color="k", lw=0.3)
-        fig.tight_layout()
-        return fig
+            panel = scatter(
+                {method: (x, torch.cat(self.values[method]))},
+                xaxis=f"{reference} effect",
+                yaxis=f"{method} effect",
+                title=f"{method}: mean ρ = {float(np.nanmean(self.rho[:, m].numpy())):.3g}",
+                labels={method: cells},
+                diagonal=True,
+            )
+            panel.add_hline(y=0, line=dict(color="#bbbbbb", width=1))
+            panel.add_vline(x=0, line=dict(color="#bbbbbb", width=1))
+            panels.append(panel)
+        n = len(self.labels)
+        title = f"effects per component vs {reference}, {n} pair{'s' * (n != 1)} pooled"
+        if len(panels) == 1:
+            panels[0].update_layout(title_text=f"{panels[0].layout.title.text} ({title})")
+            fig = panels[0]
+        else:
+            fig = side_by_side(panels, title=title)
+        return render(fig, backend, ax)
 
 
 def _ordered(methods, a, b):

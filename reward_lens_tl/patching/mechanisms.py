@@ -47,8 +47,9 @@ from .._deprecation import old_first_parameter
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
 from ..loading import checked_keywords
+from ..plotting import Backend, bar, imshow, render
 from ..readout import Objective
-from ..results import Result, TopK, new_axes, top_entries
+from ..results import Result, TopK, top_entries
 from .activation import activation_patching, chunk_memory_bytes
 from .alignment import as_run
 from .compare import Estimate, atp_agreement
@@ -58,7 +59,6 @@ from .plan import FwdHooks, MeanOver, Metric, Mode, Reference, RewardReader, mar
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ..model import HookedRewardModel
 
@@ -168,15 +168,19 @@ class Localization(Result):
                 return r["site"]
         return None
 
-    def plot(self, ax: Axes | None = None, kind: str = "planted") -> Figure:
-        """Share of pairs whose top unit is `kind` (rows: features, columns: sites).
+    def plot(
+        self, ax: Axes | None = None, kind: str = "planted", *, backend: Backend | None = None
+    ) -> Any:
+        """Heat map of the share of pairs whose top unit is `kind` (features × sites).
 
-        `plot("reward")` (the kind by position) still works, with a `FutureWarning`:
-        pass `kind=` by keyword.
+        The scale runs from 0 to 1, each cell carries its share, and hover shows it as a
+        percent. `plot("reward")` (the kind by position) still works, with a
+        `FutureWarning`: pass `kind=` by keyword.
 
         Args:
-            ax: the matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
             kind: `"planted"`, `"reward"`, `"neutral"` or `"other"`.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure (not shown).
@@ -185,25 +189,22 @@ class Localization(Result):
         _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
         df = df[list(dict.fromkeys(r["site"] for r in self.rows))]
-        fig, ax = new_axes(ax, figsize=(1.5 + 1.1 * df.shape[1], 1.2 + 0.45 * df.shape[0]))
-        im = ax.imshow(df.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(df.shape[1]), df.columns, rotation=45, ha="right")
-        ax.set_yticks(range(df.shape[0]), df.index)
-        cells = itertools.product(*map(range, df.shape))
-        for (i, j), v in zip(cells, df.to_numpy().ravel(), strict=True):
-            ax.text(
-                j,
-                i,
-                f"{v:.2f}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="k" if v > 0.5 else "w",
-            )
-        ax.set_title(f"share of pairs whose top patched unit is the {kind} token(s)")
-        fig.colorbar(im, ax=ax)
-        fig.tight_layout()
-        return fig
+        fig = imshow(
+            df.to_numpy(dtype=float),
+            x=list(df.columns),
+            y=list(df.index),
+            xaxis="site",
+            yaxis="feature",
+            title=f"share of pairs whose top patched unit is the {kind} token(s)",
+            value_name="share of pairs",
+            midpoint=None,
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            text=True,
+        )
+        fig.data[0].hovertemplate = fig.data[0].hovertemplate.replace("%{z:.5g}", "%{z:.1%}")
+        return render(fig, backend, ax)
 
 
 def _check_kind(kind: str) -> None:
@@ -503,22 +504,30 @@ class HeadSets(Result):
         frame["size"] = frame["size"].astype("Int64")  # pairs without a set: <NA>
         return frame
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart of how often each set is the minimal one.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Bars of how often each head set is the minimal one (the 8 most common).
+
+        Hover shows the set and its exact number of pairs.
 
         Args:
-            ax: the matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure (not shown).
         """
         counts = Counter(" ".join(m) if m else "none" for m in self.minimal).most_common(8)
-        fig, ax = new_axes(ax, figsize=(6, 0.8 + 0.35 * len(counts)))
-        ax.barh([c for c, _ in counts][::-1], [n for _, n in counts][::-1])
-        ax.set_xlabel(f"pairs (of {len(self.minimal)})")
-        ax.set_title(f"{self.feature}: smallest head set restoring ≥{self.threshold:.0%}")
-        fig.tight_layout()
-        return fig
+        fig = bar(
+            [c for c, _ in counts],
+            [n for _, n in counts],
+            xaxis=f"pairs (of {len(self.minimal)})",
+            yaxis="minimal head set",
+            title=f"{self.feature}: smallest head set restoring ≥ {100 * self.threshold:.3g}%",
+            value_name="pairs",
+        )
+        if max((n for _, n in counts), default=0) <= 10:  # whole-number ticks
+            fig.update_xaxes(dtick=1)
+        return render(fig, backend, ax)
 
 
 def minimal_head_sets(
@@ -890,16 +899,19 @@ class CausalGroundTruth(Result):
 
         return pd.DataFrame(list(self.atp))
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Where the effect sits: share of pairs whose top unit is the planted span.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Where the effect sits: the share of pairs whose top unit is the planted span.
+
+        This is `Localization.plot(kind="planted")` of `localization`.
 
         Args:
-            ax: the matplotlib axes to draw on (a new figure when `None`).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
             The figure (not shown).
         """
-        return self.localization.plot(ax=ax, kind="planted")
+        return self.localization.plot(ax=ax, kind="planted", backend=backend)
 
 
 def causal_ground_truth(

@@ -24,6 +24,7 @@ from tests.data.test_data import (  # the shared-data location and marker, one d
     SHARED,
     real_data,
 )
+from tests.figures import check_figure
 
 
 def rb(i, c, r, subset="s"):
@@ -84,6 +85,22 @@ def test_bootstrap_is_seeded_and_brackets_the_value():
         assert lo <= a[name] <= hi and hi > lo
     c = rewardmath_metrics(recs, seed=4)
     assert c.low != a.low or c.high != a.high
+
+
+def test_metrics_figure_shows_each_value_with_its_interval():
+    recs = [ScoreRecord("rewardmath", i, (float(i % 3),), (1.0, 0.5)) for i in range(60)]
+    m = rewardmath_metrics(recs, seed=3)
+    fig = check_figure(m.plot(), static=m.plot(backend="matplotlib"))
+    bars = fig.data[0]
+    assert list(fig.layout.yaxis.ticktext) == list(m.names)
+    assert bars.x.tolist() == pytest.approx(list(m.values))
+    assert (bars.x - bars.error_x.arrayminus).tolist() == pytest.approx(list(m.low))
+    assert (bars.x + bars.error_x.array).tolist() == pytest.approx(list(m.high))
+    assert "interval" in bars.hovertemplate and fig.layout.title.text == "rewardmath: 60 items"
+    # an EvalResult draws its metrics
+    plain = results.EvalResult("rewardbench", scores.ScoreSet([rb(0, 1.0, 0.0), rb(1, 0.0, 1.0)]))
+    fig = check_figure(plain.plot(), static=plain.plot(backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == list(plain.metrics().names)
 
 
 def test_metric_input_errors():
@@ -299,15 +316,23 @@ def test_explanation_plot_takes_ax_first_and_k_by_position_warns(zoo_model):
 
     items = [RankedItem("how bake bread", "soup", ("great question the soup", "rain"), id=0)]
     ex = score_items(zoo_model, items, progress=False).failures().explain(zoo_model, reference=None)
-    wanted = ex.components().head(3)["component"].tolist()[::-1]  # drawn bottom to top
-    fig = ex.plot(k=3)
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == wanted
-    plt.close(fig)
+    top = ex.components().head(3)
+    fig = check_figure(ex.plot(k=3), static=ex.plot(k=3, backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == top["component"].tolist()  # most wrong-way on top
+    failures, successes = (t for t in fig.data if t.xaxis == "x")
+    assert (failures.name, successes.name) == ("failures", "successes")
+    assert failures.x.tolist() == pytest.approx(top["failures"].tolist())
+    lens = [t for t in fig.data if t.xaxis == "x2"]
+    assert lens[-1].name == "mean margin" and list(lens[-1].y) == pytest.approx(
+        ex.lens.margins.mean(1).tolist()
+    )
     _WARNED.discard("FailureExplanation.plot(k) by position")  # it warns once per process
     with pytest.warns(FutureWarning, match=r"plot\(k\) by position"):
         fig = ex.plot(3)
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == wanted
-    plt.close(fig)
+    assert list(fig.layout.yaxis.ticktext) == top["component"].tolist()
+    static = ex.plot(k=3, backend="matplotlib")
+    assert [t.get_text() for t in static.axes[0].get_yticklabels()] == top["component"].tolist()
+    plt.close(static)
 
 
 def test_explain_needs_texts_and_failures(zoo_model):

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
-import matplotlib.pyplot as plt
 import pytest
 
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, NoExampleAxisError
@@ -20,8 +18,7 @@ from reward_lens_tl.evals import (
     processbench_from_predictions,
     processbench_from_scores,
 )
-
-matplotlib.use("Agg")
+from tests.figures import check_figure
 
 # sample: (step scores, label, subset); threshold 0.5; the PRM's prediction in the comment
 SAMPLES = [
@@ -72,8 +69,9 @@ def test_prm_threshold_predictions_and_figures():
     assert frame["subset"].tolist() == ["gsm8k", "math"]
     assert frame["f1"].tolist() == pytest.approx([400 / 7, 0.0])
     assert result.top_k(1) == [("gsm8k", pytest.approx(400 / 7))]
-    assert isinstance(result.plot(), plt.Figure)
-    plt.close("all")
+    fig = check_figure(result.plot(), static=result.plot(backend="matplotlib"))
+    assert list(fig.layout.yaxis.ticktext) == ["gsm8k", "math"]  # the F1 bars, largest first
+    assert fig.data[0].x.tolist() == pytest.approx([400 / 7, 0.0])
 
 
 def test_the_threshold_is_strict():

@@ -21,6 +21,7 @@ from reward_lens_tl.patching import (
     compare_methods,
 )
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
+from tests.figures import check_figure
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -489,15 +490,26 @@ def test_results_and_comparison_over_pairs(llama):
     frame = comparison.to_dataframe()
     assert set(frame.method) == {"direct", "atp", "atp*", "patching"}
     assert len(frame) == 4 * 3 * llama.cfg.n_layers * (llama.cfg.n_heads + 1)
-    assert isinstance(comparison.plot(), plt.Figure)
+    fig = check_figure(comparison.plot(), static=comparison.plot(backend="matplotlib"))
+    panels = [t for t in fig.data if t.type == "scatter"]
+    assert [t.name for t in panels] == ["direct", "atp", "atp*"]  # one panel per other method
+    assert [t.xaxis for t in panels] == ["x", "x2", "x3"]
+    assert panels[1].y.tolist() == pytest.approx(torch.cat(comparison.values["atp"]).tolist())
+    assert panels[0].x.tolist() == pytest.approx(torch.cat(comparison.values["patching"]).tolist())
     ids = compare_methods(
         llama, [pair(lengths=[10, 8])], components="resid", methods=("atp", "patching")
     )
     assert ids.labels[0][-1] == "L1 end-0"
+    _, ax = plt.subplots()
+    assert ids.plot(ax=ax) is ax.figure  # one other method: one panel, on the axes given
     result = activation_patching(llama, *pair(), site="z", by_position=True)
     df = result.to_dataframe()
     assert {"layer", "pos", "target_pos", "source_pos", "head", "value", "reward"} <= set(df)
-    assert len(result.top_k(3)) == 3 and isinstance(result.plot(), plt.Figure)
+    assert len(result.top_k(3)) == 3
+    fig = check_figure(result.plot(), static=result.plot(backend="matplotlib"), diverging=True)
+    matrix, rows, _ = result.matrix()
+    torch.testing.assert_close(torch.tensor(fig.data[0].z, dtype=matrix.dtype), matrix)
+    assert list(fig.layout.yaxis.ticktext) == rows
     plt.close("all")
 
 

@@ -1,15 +1,18 @@
 """Activation patching against the zoo's planted ground truth (50 contrast pairs per feature,
 each with two score-neutral filler swaps), and patching a chosen span of positions."""
 
+from collections import Counter
+
 import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.contrast import encode_contrast
 from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.patching import PatchingError, activation_patching
+from reward_lens_tl.patching import PatchingError, activation_patching, atp_agreement
 from reward_lens_tl.patching import mechanisms as gt
 from reward_lens_tl.testing import random_batch, tiny_reward_model
+from tests.figures import check_figure
 
 N = 50
 
@@ -153,6 +156,38 @@ def test_smallest_head_set_for_the_lookup_is_found_consistently(zoo, pairs):
     assert len(found.to_dataframe()) == N
 
 
+def test_figures_show_shares_counts_and_estimates(zoo, pairs, table):
+    """The localisation heat map: shares on a fixed 0-1 scale, written in each cell and as a
+    percent on hover; the head-set bars count pairs; the agreement scatter has the line y = x."""
+    model, _ = zoo
+    fig = check_figure(table.plot(), static=table.plot(backend="matplotlib"))
+    heat = fig.data[0]
+    assert (heat.zmin, heat.zmax, heat.zmid) == (0, 1, None) and heat.texttemplate
+    assert "%{z:.1%}" in heat.hovertemplate
+    frame = table.to_dataframe()
+    sites = list(dict.fromkeys(frame.site))
+    assert list(fig.layout.xaxis.ticktext) == sites
+    features = list(fig.layout.yaxis.ticktext)
+    expected = frame.pivot(index="feature", columns="site", values="top1_reward")
+    shown = table.plot(kind="reward").data[0].z
+    assert shown.tolist() == expected.loc[features, sites].to_numpy().tolist()
+    found = gt.minimal_head_sets(model, pairs["sycophancy"][:4], max_size=1)
+    sets = check_figure(found.plot(), static=found.plot(backend="matplotlib"))
+    counts = Counter(" ".join(m) if m else "none" for m in found.minimal)
+    assert dict(zip(sets.layout.yaxis.ticktext, sets.data[0].x.tolist(), strict=True)) == counts
+    truth = gt.CausalGroundTruth(table, found, atp=())
+    assert truth.plot().data[0].z.tolist() == heat.z.tolist()
+    check_figure(truth.plot(), static=truth.plot(backend="matplotlib"))
+    clean, corrupted = encode_contrast(pairs["harmful"][0])
+    report = atp_agreement(model, clean, corrupted, site="z", alignment="exact")
+    fig = check_figure(report.plot(), static=report.plot(backend="matplotlib"))
+    assert [t.name.split(" ")[0] for t in fig.data] == ["atp", "atp*"]
+    assert fig.data[0].x.tolist() == pytest.approx(report.reference.effects().tolist())
+    assert fig.data[1].y.tolist() == pytest.approx(report.estimates[1].effects().tolist())
+    assert list(fig.data[0].customdata) == list(report.reference.labels())
+    assert fig.layout.shapes[0].x0 == fig.layout.shapes[0].y0  # the line y = x
+
+
 def test_candidate_heads_and_search_size(zoo, pairs):
     """An integer picks the heads with the largest single-head effect; a search that would
     explode is refused with advice instead of hanging."""
@@ -261,7 +296,7 @@ def test_table_lookups_are_unambiguous(table):
 
 
 def test_compare_methods_takes_contrast_pairs_and_reports_top1_rank(zoo, pairs):
-    from reward_lens_tl.patching import atp_agreement, compare_methods
+    from reward_lens_tl.patching import compare_methods
 
     model, _ = zoo
     direct = compare_methods(model, pairs["sycophancy"][:3], methods=("direct", "patching"))

@@ -6,6 +6,7 @@ import torch
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.patching import MultiSitePatchResult, PatchingError, activation_patching
 from reward_lens_tl.testing import random_batch, tiny_reward_model
+from tests.figures import check_figure
 
 SITES = ("attn_out", "mlp_out", "heads", "resid_post")
 
@@ -54,7 +55,12 @@ def test_labels_frame_and_top_k(model, pair):
     effects = both.flat() - both["attn_out"].baseline
     assert top[0] == (both.labels()[effects.abs().argmax()], float(effects[effects.abs().argmax()]))
     assert abs(top[0][1]) >= abs(top[1][1])
-    assert len(both.plot().axes) >= 2
+    fig = check_figure(both.plot(), static=both.plot(backend="matplotlib"), diverging=True)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert [t.xaxis for t in heat] == ["x", "x2"]  # one panel per site
+    for trace, site in zip(heat, both.sites, strict=True):
+        matrix = both[site].matrix()[0]
+        torch.testing.assert_close(torch.tensor(trace.z, dtype=matrix.dtype), matrix)
 
 
 def test_bad_site_lists(model, pair):
