@@ -14,11 +14,36 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+# Warnings our dependencies raise while we import or build on them, which say nothing to our
+# users (they cannot act on them), silenced by message and by the module they are attributed
+# to, so nothing else is hidden:
+# - sae_lens imports `transformer_lens.utils` (deprecated in favour of `.utilities`);
+# - TransformerLens 3 deprecates `HookedTransformer`, which every model here is built on (through
+#   sae_lens's `HookedSAETransformer`), on each load;
+# - `tqdm.auto` (imported by sae_lens and transformers) in Jupyter without ipywidgets: our own
+#   bars fall back to tqdm's text bar silently (`reward_lens_tl.progress`).
+warnings.filterwarnings(
+    "ignore",
+    message=r"The 'utils' module has been deprecated\. Please use 'transformer_lens\.utilities'",
+    category=DeprecationWarning,
+    module=r"(sae_lens|importlib|reward_lens_tl)(\.|$)",
+)
+warnings.filterwarnings(
+    "ignore",
+    message=r"HookedTransformer is deprecated and will be removed in 4\.0",
+    category=DeprecationWarning,
+    module=r"sae_lens\.analysis\.hooked_sae_transformer$",
+)
+warnings.filterwarnings(
+    "ignore", message=r"IProgress not found\. Please update jupyter and ipywidgets", module="tqdm"
+)
 
 _EXPORTS = {
     "HookedRewardModel": "model",

@@ -9,8 +9,9 @@ the view shows instead the reward the head would read at every position and its 
 the previous token (where in the sequence the reward moves).
 
 In Jupyter the result renders itself as coloured tokens (blue raises the reward, red lowers
-it) with the value and the top components on hover; `to_dataframe()`, `plot()` and
-`top_k()` work as for every result.
+it) with the value and the top components on hover; `plot()` draws the same as bars over
+the tokens (interactive, with the same hover), and `to_dataframe()` and `top_k()` work as
+for every result.
 
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
@@ -24,7 +25,7 @@ Examples:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -33,15 +34,14 @@ from torch import Tensor
 from reward_lens_tl.errors import InvalidArgumentError
 
 from .attribution import direct_attribution
-from .html import token_html
 from .inputs import EncodedConversation
 from .padding import reading_position_known
+from .plotting import SIGNED, Backend, bar, render, shown_token
 from .readout import Objective
-from .results import Result, TopK, new_axes, top_entries
+from .results import Result, TopK, top_entries
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from .model import HookedRewardModel
 
@@ -130,48 +130,79 @@ class TokenAttribution(Result):
         """
         return top_entries(self.labels(), self.values.tolist(), k, self.mode)
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Bar chart over positions; returns the figure.
+    def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
+        """Bars over the positions, the tokens on the x axis, red below 0 and blue above.
+
+        Hover shows the position and token, its exact value and its hover line (the
+        components that contribute most through it); the response is shaded.
 
         Args:
-            ax: The matplotlib axes to draw on (`None`: a new figure).
+            ax: Matplotlib axes to draw the static form on.
+            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
 
         Returns:
-            The figure.
+            The figure (not shown).
         """
-        fig, ax = new_axes(ax, figsize=(max(6, 0.3 * len(self.tokens)), 3))
-        vals = self.values.tolist()
-        ax.bar(range(len(vals)), vals, color=["#4472c4" if v >= 0 else "#c00000" for v in vals])
-        ax.set_xticks(range(len(vals)), self.tokens, rotation=90, fontsize=7)
-        ax.axhline(0, color="k", lw=0.5)
-        ax.set_ylabel("contribution to the reward" if self.mode == "attribution" else "Δ reward")
-        ax.set_title(f"reward {self.reward:+.3f}", fontsize=9)
-        fig.tight_layout()
-        return fig
+        attribution = self.mode == "attribution"
+        name = "contribution to the reward" if attribution else "Δ reward read"
+        n = len(self.tokens)
+        fig = bar(
+            [shown_token(t) for t in self.tokens],
+            self.values,
+            xaxis="token",
+            yaxis=name if attribution else "Δ reward read (from the previous position)",
+            title=f"{'reward by token' if attribution else 'reward read along the sequence'}: "
+            f"reward {self.reward:+.3g}",
+            colors=SIGNED,
+            horizontal=False,
+            width=int(min(1400, max(720, 120 + 18 * n))),
+        )
+        where = [
+            f"{i}: {shown_token(t)}" + (" (reward read here)" if i == self.reward_position else "")
+            for i, t in enumerate(self.tokens)
+        ]
+        fig.data[0].update(
+            customdata=[
+                [w, h.replace("\n", "<br>")] for w, h in zip(where, self.hovers, strict=True)
+            ],
+            hovertemplate=f"%{{customdata[0]}}<br>{name}: %{{y:.5g}}<br>%{{customdata[1]}}"
+            "<extra></extra>",
+        )
+        if self.response_start is not None and self.response_start < n:
+            fig.add_vrect(
+                x0=self.response_start - 0.5,
+                x1=n - 0.5,
+                fillcolor="rgba(112,173,71,0.12)",
+                line_width=0,
+                layer="below",
+                annotation_text="response",
+                annotation_position="top left",
+            )
+        return render(fig, backend, ax)
 
-    def to_html(self, max_rows: int = 0) -> str:
-        """The view as an HTML table.
+    def to_html(self, max_rows: int = 0, *, include_script: bool = True) -> str:
+        """The view as HTML: coloured tokens (circuitsvis), then each token's components.
+
+        Blue tokens raise the reward, red ones lower it (a scale symmetric around 0), the value
+        on hover; the token the reward is read at is marked `⟦…⟧`. The components that
+        contribute most through each token follow in a table (`reward_lens_tl.views`).
 
         Args:
-            max_rows: Show at most this many rows (0: all).
+            max_rows: List at most this many tokens in the table, those of the largest |value|
+                (0: all).
+            include_script: Include circuitsvis's script (1.3 MB). On a page with several views,
+                pass `False` and put `reward_lens_tl.views.script_tag()` on the page once.
 
         Returns:
-            The HTML.
+            The HTML (no network access, now or when it is opened).
         """
-        what = (
-            "direct contribution of each token (heads split by source token; the reward "
-            "token also holds its embedding, MLPs and biases)"
-            if self.mode == "attribution"
-            else "change of the reward read at each position from the previous one"
-        )
-        return token_html(
-            self.tokens,
-            self.values.tolist(),
-            self.hovers,
-            title=f"{self.title}: reward {self.reward:+.4f}",
-            caption=what,
-            marks={self.reward_position: "reward"},
-        )
+        from .views import attribution_view
+
+        return attribution_view(self, max_rows).html(include_script=include_script)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: `to_html()` with its script (offline: circuitsvis is never asked)."""
+        return self.to_html(include_script=True)
 
 
 def token_attribution(

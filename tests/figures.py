@@ -4,6 +4,8 @@ matplotlib form drawn from it."""
 
 from __future__ import annotations
 
+import html
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -39,7 +41,7 @@ def check_figure(fig, *, static=None, x_labels=None, diverging=None):
         if diverging:
             assert trace.zmid == 0 and trace.zmin == -trace.zmax, (trace.zmin, trace.zmax)
     if x_labels is not None:
-        ticks = [str(t) for t in (layout.xaxis.ticktext or ())]
+        ticks = [html.unescape(str(t)) for t in (layout.xaxis.ticktext or ())]
         for label in x_labels:
             assert any(label in t for t in ticks), (label, ticks[:20])
     fig.to_json()  # serialisable, as Jupyter needs

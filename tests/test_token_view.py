@@ -5,8 +5,10 @@ import torch
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.html import grid_html, token_html
+from reward_lens_tl.plotting import shown_token
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.token_view import TokenAttribution, token_attribution
+from tests.figures import check_figure
 
 
 @pytest.fixture
@@ -28,6 +30,23 @@ def test_tokens_sum_to_the_reward_and_find_planted_words(model):
     assert any(
         label.endswith(":great") or label.endswith(":question") for label in top_positive[:4]
     )
+
+
+def test_figure_has_a_bar_per_token_with_its_value_and_hover_line(model):
+    view = token_attribution(model, ("explain how to bake bread", "the bomb"))
+    fig = check_figure(
+        view.plot(), static=view.plot(backend="matplotlib"), x_labels=["bomb", "<eos>"]
+    )
+    assert list(fig.layout.xaxis.ticktext) == [shown_token(t) for t in view.tokens]
+    bars = fig.data[0]
+    torch.testing.assert_close(torch.tensor(bars.y, dtype=torch.float32), view.values)
+    assert [c[1] for c in bars.customdata] == [h.replace("\n", "<br>") for h in view.hovers]
+    assert "%{customdata[1]}" in bars.hovertemplate and "%{y" in bars.hovertemplate
+    bomb = view.tokens.index("bomb")
+    assert bars.marker.color[bomb] != bars.marker.color[0]  # negative red, positive blue
+    assert f"{view.reward:+.3g}" in fig.layout.title.text
+    position = token_attribution(model, ("explain how to bake bread", "the bomb"), mode="position")
+    check_figure(position.plot(), static=position.plot(backend="matplotlib"))
 
 
 def test_tiny_model_completeness_and_position_mode():

@@ -52,6 +52,7 @@ from reward_lens_tl.evals.scores import (
 )
 from reward_lens_tl.inputs import pad_batch
 from reward_lens_tl.pairs import check_on_error
+from reward_lens_tl.progress import progress_bar
 from reward_lens_tl.provenance import (
     check_finite,
     check_output_file,
@@ -316,8 +317,6 @@ def score_items(
         >>> read_scores(out).ids(), read_scores(out).producer["model"]["name"]
         ([0, 1], 'scalar')
     """
-    from tqdm.auto import tqdm
-
     items = list(items)
     if not items:
         raise EmptyInputError("score_items got no items")
@@ -336,20 +335,21 @@ def score_items(
 
         todo = [(i, it) for i, (it, k) in enumerate(zip(items, keys, strict=True)) if k not in done]
         scored, skipped = dict(done), []
-        bar = tqdm(
+        bar = progress_bar(
             total=len(items),
             initial=len(items) - len(todo),
-            disable=not (progress and is_main_process()),
+            show=progress and is_main_process(),
             desc=benchmark,
+            unit="item",
         )
-        for finished in map_in_rounds(_chunks(todo, batch_size), score):
-            new = [record for _, (records, _) in finished for record in records]
-            skipped += [skip for _, (_, skips) in finished for skip in skips]
-            if writer is not None:
-                writer.write_all(new)
-            scored |= {r.id: r for r in new}
-            bar.update(sum(len(records) + len(skips) for _, (records, skips) in finished))
-        bar.close()
+        with bar:
+            for finished in map_in_rounds(_chunks(todo, batch_size), score):
+                new = [record for _, (records, _) in finished for record in records]
+                skipped += [skip for _, (_, skips) in finished for skip in skips]
+                if writer is not None:
+                    writer.write_all(new)
+                scored |= {r.id: r for r in new}
+                bar.update(sum(len(records) + len(skips) for _, (records, skips) in finished))
     return _result(benchmark, items, keys, scored, skipped, out)
 
 

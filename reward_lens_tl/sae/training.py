@@ -34,8 +34,8 @@ from sae_lens.saes.sae import SAEMetadata
 from sae_lens.training import sae_trainer as _sae_trainer
 from sae_lens.training.sae_trainer import SAETrainer
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from ..progress import progress_bar
 from .activations import check_hook, shuffled_batches
 from .errors import EmptyActivationsError, SAESiteError
 
@@ -169,10 +169,11 @@ def _threads(n: int | None):
 
 
 def _quiet_trainer(progress: bool):
-    """Silence the tqdm bar sae_lens's trainer always opens, unless `progress`."""
-    if progress:
-        return contextlib.nullcontext()
-    return mock.patch.object(_sae_trainer, "tqdm", partial(tqdm, disable=True))
+    """Our bar (`progress_bar`) for the one sae_lens's trainer opens, silent unless `progress`.
+
+    sae_lens opens a `tqdm.auto` bar; ours is shown only where someone watches it.
+    """
+    return mock.patch.object(_sae_trainer, "tqdm", partial(progress_bar, show=progress))
 
 
 def train_topk_sae(

@@ -37,6 +37,7 @@ import torch
 
 from ..errors import InvalidArgumentError
 from ..inputs import Prompt
+from ..progress import progress_bar
 from ..provenance import (
     ResumableLog,
     check_finite,
@@ -144,11 +145,12 @@ def token_sweep(
         log = ResumableLog(resume, header, mismatch=ResumeMismatchError, what="a different sweep")
     with log or nullcontext():
         done = _load_chunks(log, cands, chunk_size) if log is not None else {}
-        for k, start in enumerate(_progress(starts, show)):
-            if start not in done:
-                done[start] = _score_chunk(scorer, cands, start, chunk_size, suffix, log)
-            if on_chunk is not None:
-                on_chunk(k + 1, len(starts))
+        with progress_bar(starts, desc="token sweep", unit="chunk", show=show) as bar:
+            for k, start in enumerate(bar):
+                if start not in done:
+                    done[start] = _score_chunk(scorer, cands, start, chunk_size, suffix, log)
+                if on_chunk is not None:
+                    on_chunk(k + 1, len(starts))
     scores = torch.cat([done[s].float() for s in starts])
     return SweepResult(
         prompt=prompt,
@@ -223,14 +225,6 @@ def _as_candidates(model, prompt, candidates) -> CandidateSet:
     if isinstance(candidates, str):
         raise InvalidArgumentError("candidates is a list of words, not one string")
     return word_candidates(model, prompt, list(candidates))
-
-
-def _progress(items, show: bool):
-    if not show:
-        return items
-    from tqdm import tqdm
-
-    return tqdm(items, desc="token sweep", unit="chunk")
 
 
 def _header(model, prefix, suffix, cands: CandidateSet, column, method, chunk_size) -> dict:
