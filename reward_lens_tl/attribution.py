@@ -35,10 +35,9 @@ from torch import Tensor
 from .components import Component
 from .errors import InvalidArgumentError, RewardLensError, UsageError
 from .pairs import OnError, SkippedPair, pair_index_columns
-from .plotting import Backend, render
+from .plotting import SIGNED, Backend, render
 from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
 from .results import (
-    SIGNED,
     MarginResult,
     Result,
     TopK,

@@ -75,7 +75,7 @@ from .errors import (
 )
 from .html import escape
 from .indices import check_indices
-from .plotting import SIGNED, Backend, bar, render
+from .plotting import Backend, bar, render
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -388,9 +388,7 @@ class MarginResult(Result):
         """
         return self.margin.top_k(k)
 
-    def plot(
-        self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None
-    ) -> Any:
+    def plot(self, ax: Axes | None = None, k: int = 15, *, backend: Backend | None = None) -> Any:
         """The margin's figure, of its top `k` entries.
 
         Args:
@@ -705,7 +703,7 @@ def bar_chart(
     Args:
         items: The `(label, value)` bars.
         xlabel: The x axis label (the value's name on hover).
-        colors: One colour, a list, or `SIGNED`.
+        colors: One colour, a list, or `plotting.SIGNED`.
         title: The figure's title.
 
     Returns:
@@ -739,13 +737,3 @@ def signed_color(value: float) -> str:
         '#c00000'
     """
     return "#c00000" if value < 0 else "#4472c4"
-
-
-
-def new_axes(ax=None, figsize=(6, 3.5)):  # TEMPORARY: removed once every plot is plotly
-    """Deprecated scaffolding."""
-    import matplotlib.pyplot as plt
-
-    if ax is not None:
-        return ax.figure, ax
-    return plt.subplots(figsize=figsize)
