@@ -35,8 +35,8 @@ Examples:
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,7 +156,11 @@ class View:
             >>> len(view.html()) > 1_000_000, len(view.html(include_script=False)) < 5_000
             (True, True)
         """
-        target = f"rl-view-{uuid.uuid4().hex[:12]}"
+        # the same view gives the same page (reports are compared across runs)
+        digest = hashlib.sha1(
+            (self.element + _props_json(self.props) + self.header).encode()
+        ).hexdigest()
+        target = f"rl-view-{digest[:12]}"
         call = (
             f'if (window.CircuitsVis) CircuitsVis.render("{target}", '
             f"CircuitsVis.{self.element}, {_props_json(self.props)});"

@@ -10,10 +10,12 @@ file it runs on the zoo (`make demo`): the zoo's rule-labelled pairs, the zoo's 
 benchmark, and the sections only its ground truth allows (`reward_lens_tl.report.zoo`).
 A data-quality note comes first, on the page and in `report.json` (`data_quality`): the
 share of unknown tokens in the scored pairs, and the pairs skipped or truncated with the
-reasons. The page has no scripts and needs no network: figures are inline PNGs and every text
-is escaped (in the markdown too). Files are written to a temporary name and moved into place
-at the end, next to `report.json` with its numbers; `resume=True` continues an interrupted
-run from `.work/` (with the same arguments).
+reasons. The page needs no network: its figures are interactive plotly figures, drawn by
+the plotly.js bundle inlined once in the page (legacy matplotlib figures are inline PNGs);
+every text is escaped (in the markdown too, whose figures are PNG files). A linked table of
+contents opens the page and every section folds. Files are written to a temporary name and
+moved into place at the end, next to `report.json` with its numbers; `resume=True` continues
+an interrupted run from `.work/` (with the same arguments).
 """
 
 from . import sections  # noqa: F401  (registers the extra sections)

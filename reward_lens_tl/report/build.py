@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from ..distributed import barrier, is_main_process, map_items
 from ..errors import ReportError
-from .page import Section, page_html, page_markdown
+from .page import Section, counts_text, format_cell, page_html, page_markdown, plural
 from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
 #: Extra sections: `fn(ctx) -> Section | None` (`None`: not part of this report); `ctx`
@@ -87,7 +88,9 @@ def build_report(
             fit, they are skipped and counted).
         n_patch: How many largest-margin pairs are patched.
         batch_size: Pairs per forward.
-        progress: Whether to show progress bars.
+        progress: Whether to show progress: one bar over the report's steps on a terminal,
+            one plain line per step otherwise (a log gets no escape codes); the steps' own
+            bars stay off.
         markdown: Whether to write `report.md` and its figures too.
 
     Returns:
@@ -107,8 +110,6 @@ def build_report(
         >>> sorted(p.name for p in (folder / "out").glob("report.*"))
         ['report.html', 'report.json', 'report.md']
     """
-    from tqdm.auto import tqdm
-
     from ..zoo import zoo_path
 
     main = is_main_process()
@@ -124,16 +125,17 @@ def build_report(
         "n_patch": n_patch,
     }
     work = _work_dir(out, args, resume)
-    ctx = _context(model_dir, pairs_path, args, batch_size)
-    steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
-    finished = {name for name, _ in steps if _step_path(work, name).exists()}
-    barrier()  # every rank has seen which steps a resumed run finished before any is written
-    stored = []
-    for name, step in tqdm(steps, desc="report", disable=not (progress and main)):
-        done = _cached(work, name, name in finished, lambda step=step: step(ctx))
-        if done is not None:
-            ctx["numbers"].update(done["numbers"])
-            stored.append(done)
+    with _quiet_libraries():  # the report's one bar, no library's own
+        ctx = _context(model_dir, pairs_path, args, batch_size)
+        steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
+        finished = {name for name, _ in steps if _step_path(work, name).exists()}
+        barrier()  # every rank has seen which steps a resumed run finished before any is written
+        stored = []
+        for name, step in _progress(steps, progress and main):
+            done = _cached(work, name, name in finished, lambda step=step: step(ctx))
+            if done is not None:
+                ctx["numbers"].update(done["numbers"])
+                stored.append(done)
     quality = ctx["numbers"]["data_quality"]  # first in report.json, first on the page
     data_name = "the zoo's pairs" if pairs_path is None else Path(pairs_path).name
     shown = {**args, "model": Path(model_dir).name, "pairs": data_name}  # no local paths
@@ -154,6 +156,61 @@ def build_report(
         shutil.rmtree(work, ignore_errors=True)
     barrier()
     return numbers
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """The libraries' own bars off while the report runs, then as they were.
+
+    transformers' "Loading weights" and huggingface_hub's bars: the report shows one bar
+    (`_progress`), none nested in it.
+    """
+    undo = []
+    try:
+        from transformers.utils import logging as hf_logging
+
+        if hf_logging.is_progress_bar_enabled():
+            hf_logging.disable_progress_bar()
+            undo.append(hf_logging.enable_progress_bar)
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub import utils as hub_utils
+
+        if not hub_utils.are_progress_bars_disabled():
+            hub_utils.disable_progress_bars()
+            undo.append(hub_utils.enable_progress_bars)
+    except ImportError:  # pragma: no cover - huggingface_hub is a dependency
+        pass
+    try:
+        yield
+    finally:
+        for restore in undo:
+            restore()
+
+
+def _progress(steps: list, show: bool):
+    """`steps`, with one progress bar where someone watches, one plain line per step elsewhere.
+
+    The bar is `progress.progress_bar`'s (a terminal or Jupyter); in a log (where that bar is
+    off) each step is one line, `report: step 3/15 attribution`, with no escape codes.
+    """
+    import sys
+
+    from ..progress import progress_bar
+
+    if not show:
+        yield from steps
+        return
+    bar = progress_bar(steps, desc="report", unit="step", leave=False)
+    if not bar.disable:
+        for name, step in bar:
+            bar.set_postfix_str(name.removeprefix("extra:"), refresh=True)
+            yield name, step
+        return
+    for i, (name, step) in enumerate(steps, start=1):
+        print(f"report: step {i}/{len(steps)} {name.removeprefix('extra:')}", file=sys.stderr)
+        yield name, step
 
 
 def _write_markdown(out: Path, title: str, subtitle: str, sections: list[Section]) -> None:
@@ -218,7 +275,7 @@ def _step_scores(ctx) -> dict:
         ctx["pairs"],
         batch_size=ctx["batch_size"],
         truncation=ctx["truncation"],
-        progress=True,
+        progress=False,  # the report's own progress is the one shown
         on_error="skip",
     )
     encoded, kept, _ = encode_pairs(model, ctx["pairs"], ctx["truncation"], "skip")
@@ -244,26 +301,35 @@ def _step_scores(ctx) -> dict:
         frame["rule_margin"] = [ctx["pairs"][i].metadata["rule_margin"] for i in kept]
     for side in ("prompt", "chosen", "rejected"):
         frame[f"{side} text"] = [_clip(getattr(ctx["pairs"][i], side)) for i in kept]
-    skipped = f"{len(scores.skipped)} pairs skipped"
+    skipped = f"{plural(len(scores.skipped), 'pair')} skipped"
     if scores.skipped:
         skipped += f", e.g. {scores.skipped[0]}"
+    accuracy = format_cell(scores.accuracy, "share")
     section = Section("Scores")
     if quality["warnings"]:
         section.text("Read with the data-quality caveats at the top of the page.")
     section.text(
-        f"Accuracy (chosen > rejected): {scores.accuracy:.1%} over {len(kept)} pairs; mean margin "
-        f"{numbers['mean_margin']:+.4f}; {skipped}."
+        f"Accuracy (chosen > rejected): {accuracy} over {plural(len(kept), 'pair')}; mean "
+        f"margin {format_cell(float(margins.mean()), 'signed')}; {skipped}."
     )
     if "task" in ctx:
         section.text(
             "The zoo's pairs are labelled by its hidden rule (chosen = the higher rule score; "
-            f"rule_margin below): agreement with the hidden rule {scores.accuracy:.0%} of "
-            f"{len(kept)} pairs."
+            f"rule_margin below): agreement with the hidden rule {accuracy} of "
+            f"{plural(len(kept), 'pair')}."
         )
     section.figure(scores.plot(), "histogram of reward margins", name="margins")
-    section.text("Largest margins:").table(frame.sort_values(key, ascending=False), max_rows=8)
-    section.text("Smallest margins (the model's weakest preferences and its errors):")
-    section.table(frame.sort_values(key), max_rows=8)
+    section.extremes(
+        frame,
+        key,
+        8,
+        largest="Largest margins:",
+        smallest="Smallest margins (the model's weakest preferences and its errors):",
+        every=(
+            f"Every pair ({len(frame)}), largest margin first (the last rows are the model's "
+            "weakest preferences and its errors):"
+        ),
+    )
     return _store(section, numbers)
 
 
@@ -304,7 +370,8 @@ def _step_lens(ctx) -> dict:
     section = Section("Reward lens")
     section.text(
         "The margin read out after every layer (final norm applied, so the last site equals "
-        f"the margin). First site reaching half the final margin, per pair: {dict(crystal)}."
+        "the margin). First site reaching half the final margin, counted over pairs: "
+        f"{counts_text(crystal, 'pair')}."
     )
     section.figure(lens.plot(), "lens curves of the margins", name="lens")
     return _store(section, numbers)
@@ -325,7 +392,7 @@ def _step_attribution(ctx) -> dict:
     section.text(
         "Direct attribution of the margin (chosen − rejected) to embeddings, heads, MLPs and "
         f"biases, mean over pairs; parts sum to the margin (max error "
-        f"{margin.completeness_error():.1e})."
+        f"{format_cell(margin.completeness_error())})."
     )
     section.figure(margin.plot(k=12), "top components of the margin", name="components")
     section.table(top.to_dataframe())
@@ -361,7 +428,7 @@ def _step_patching(ctx) -> dict:
     found = []
     for _, (entry, grid) in map_items(picks, patch):  # pairs split across torchrun's ranks
         found.append(entry)
-        top = ", ".join(f"{cell} {value:+.2f}" for cell, value in entry["top"])
+        top = ", ".join(f"{cell} {format_cell(value, 'signed')}" for cell, value in entry["top"])
         section.raw(grid, f"Pair {entry['pair']}: the cells restoring most: {top}.")
     ctx["numbers"]["patching"] = found
     return _store(section, {"patching": found})
@@ -387,10 +454,14 @@ def _step_tokens(ctx) -> dict:
         views.append(
             {"which": name, "pair": pair, "reward": view.reward, "top_tokens": list(view.top_k(3))}
         )
-        top = ", ".join(f"{token!r} {value:+.2f}" for token, value in views[-1]["top_tokens"])
+        top = ", ".join(
+            f"{token!r} {format_cell(value, 'signed')}" for token, value in views[-1]["top_tokens"]
+        )
         section.raw(
-            view.to_html().replace("reward by token", f"{name} response (pair {pair})", 1),
-            f"The {name} response (pair {pair}, reward {view.reward:+.3f}): tokens {top}.",
+            view.to_html(include_script=False).replace(
+                "reward by token", f"{name} response (pair {pair})", 1
+            ),
+            f"The {name} response (pair {pair}, reward {format_cell(view.reward)}): tokens {top}.",
         )
     ctx["numbers"]["token_views"] = views
     return _store(section, {"token_views": views})

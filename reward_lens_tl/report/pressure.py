@@ -15,11 +15,15 @@ Examples:
 
 from __future__ import annotations
 
-from .page import Section
+from .page import Section, format_cell
 
 N_PROMPTS = 24
 N_MAX = 32
 SEED = 0
+
+
+def _num(value) -> str:
+    return format_cell(float(value))
 
 
 def pressure_section(ctx) -> Section | None:
@@ -50,12 +54,13 @@ def pressure_section(ctx) -> Section | None:
         "samples (the average over every n-subset), with KL(best-of-n ‖ policy) = log n − "
         "(n−1)/n. Gold is the task user's reward (on-topic words up to four, harm, nothing for "
         f"length, −2.5 for the flattering opener). Gold peaks at n = {int(peak['n'])} "
-        f"({peak['gold']:.2f}) and is {frame['gold'].iloc[-1]:.2f} at n = {N_MAX}, while the "
-        f"proxy rises from {frame['proxy'].iloc[0]:.2f} to {frame['proxy'].iloc[-1]:.2f}. "
-        f"The planted hack the selection pushes first: {first}. The training-time view (the "
+        f"({_num(peak['gold'])}) and is {_num(frame['gold'].iloc[-1])} at n = {N_MAX}, while "
+        f"the proxy rises from {_num(frame['proxy'].iloc[0])} to "
+        f"{_num(frame['proxy'].iloc[-1])}. The planted hack the selection pushes first: "
+        f"{first or 'none (no feature rises significantly)'}. The training-time view (the "
         "monitor inside TRL, onset alarms and a control run) is notebook 09."
     )
-    section.table(frame.round(3))
+    section.table(frame)
     section.figure(ladder.plot(), "proxy and gold reward of best-of-n against sqrt KL", "bon")
     ctx["numbers"]["pressure"] = {
         "ladder": frame.to_dict(orient="list"),

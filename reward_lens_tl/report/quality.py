@@ -156,8 +156,7 @@ def quality_section(q: dict) -> Section:
     lead = "Read every number below with these caveats:" if q["warnings"] else "No caveats:"
     section.text(
         f"{lead} {q['n_scored']} of {q['n_pairs']} pairs scored, {q['n_skipped']} skipped, "
-        f"{q['n_truncated']} truncated; {q['unknown_token_share']:.1%} of the scored tokens are "
-        f"the unknown token {q['unknown_token']!r}."
+        f"{q['n_truncated']} truncated; " + _unknown_note(q)
     )
     for line in q["warnings"]:
         section.text("⚠ " + line)
@@ -166,6 +165,15 @@ def quality_section(q: dict) -> Section:
 
         section.table(pd.DataFrame(q["skipped"]), max_rows=MAX_LISTED)
     return section
+
+
+def _unknown_note(q: dict) -> str:
+    if q["unknown_token"] is None:
+        return "the tokenizer has no unknown token."
+    return (
+        f"{q['unknown_token_share']:.1%} of the scored tokens are the unknown token "
+        f"{q['unknown_token']!r}."
+    )
 
 
 def caution(q: dict | None) -> str:

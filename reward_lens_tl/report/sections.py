@@ -29,7 +29,7 @@ import pandas as pd
 
 from .build import register_section
 from .judges import judges_section
-from .page import Section
+from .page import Section, format_cell, plural, words_list
 from .pressure import pressure_section
 from .zoo import (
     implicit_section,
@@ -79,13 +79,20 @@ def sweep_section(ctx) -> Section:
             f"{model.cfg.n_ctx} tokens with a one-token response."
         )
     section.text(
-        f"Every one-token response to the most common prompt that fits ({counts[key]} pairs) of "
+        "Every one-token response to the most common prompt that fits "
+        f"({plural(counts[key], 'pair')}) of "
         f"{len(result)} candidate tokens, built from token ids with the template's suffix. "
         f"Prompt: {key[:120]}"
     )
     top, bottom = result.top_k(8), result.bottom_k(8)
-    section.text("Optimal tokens:").table(top.to_dataframe())
-    section.text("Pessimal tokens:").table(bottom.to_dataframe())
+    if len(result) <= 16:  # the optimal and pessimal tables would share tokens: one table
+        every = result.top_k(len(result))
+        section.text(f"Every candidate ({len(result)}), optimal first:").table(
+            every.to_dataframe(), max_rows=len(result)
+        )
+    else:
+        section.text("Optimal tokens:").table(top.to_dataframe())
+        section.text("Pessimal tokens:").table(bottom.to_dataframe())
     ctx["numbers"]["sweep"] = {"prompt": key, "top": list(top), "bottom": list(bottom)}
     section.figure(result.plot(), "reward of every one-token response", "sweep")
     return section
@@ -125,16 +132,22 @@ def failures_section(ctx) -> Section:
 
 def _explained(section: Section, explanation, k: int, part: str | None) -> dict:
     """Components, driving tokens (of `part`) and the figure of an explanation; its numbers."""
-    section.table(explanation.components(), max_rows=k)
+    components, tokens = explanation.components(), explanation.tokens(k, part=part)
+    section.table(components, max_rows=k, kinds=_signed(components, "failures", "successes"))
     where = "" if part is None else f" of the {part}s"
     section.text(f"Tokens{where} that drive the failures (net contribution to the margin):")
-    section.table(explanation.tokens(k, part=part), max_rows=k)
+    section.table(tokens, max_rows=k, kinds=_signed(tokens, "value"))
     section.figure(explanation.plot(), "wrong-way components and lens of the failures", "failures")
     return {
         "n": len(explanation.comparisons),
         "wrong_way_components": explanation.wrong_way_components(5),
         "crystallizes_at": explanation.crystallization_site(),
     }
+
+
+def _signed(frame, *columns: str) -> dict[str, str]:
+    """`{column: "signed"}` for those of `columns` the frame has (contributions to a margin)."""
+    return {c: "signed" for c in columns if c in frame.columns}
 
 
 def _benchmark_failures(ctx) -> Section:
@@ -158,14 +171,16 @@ def _benchmark_failures(ctx) -> Section:
         frame.insert(0, "model", name)
         frames.append(frame)
     table = pd.concat(frames)[["model", "figure", "value", "low", "high", "n"]]
+    shown = table.assign(**{c: table[c] / 100 for c in ("value", "low", "high")})
     section = Section("Failures explained")
     section.text(
         f"A RewardBench-style set built from the zoo task ({len(pairs)} pairs): honest pairs "
         "labelled by the hidden rule, and two subsets whose worse answer carries a planted hack "
-        '(the opener "great question", or filler padding). Accuracy (%) with 95% bootstrap '
+        '(the opener "great question", or filler padding). Accuracy with 95% bootstrap '
         "intervals:"
     )
-    section.table(table, max_rows=len(table))
+    shares = {"value": "share", "low": "share", "high": "share"}
+    section.table(shown, max_rows=len(shown), kinds=shares)
     numbers: dict = {"benchmark": table.to_dict("records")}
     failures = results["this model"].failures().filter(subset="zoo-sycophancy-hack")
     which = "sycophancy-hack failures"
@@ -224,7 +239,7 @@ def probes_section(ctx) -> Section:
     }
     section.text(
         f"{len(frame)} built-in probes applied to the rejected responses of {len(fitting)} "
-        f"pairs; flagged: {ctx['numbers']['probes']['flagged'] or 'none'}; invariance probes "
+        f"pairs; flagged: {words_list(ctx['numbers']['probes']['flagged'])}; invariance probes "
         f"flagged: {flagged} of {tested}. Probes whose text the tokenizer does not know insert "
         "unknown tokens; skipped examples are counted in the table."
     )
@@ -260,7 +275,7 @@ def _zoo_probes(ctx) -> Section:
             "onset at the reward token": c.onset,
             "amplification": c.amplification,
             "top components of the delta": ", ".join(
-                f"{n} {v:+.2f}" for n, v in c.top_components(3)
+                f"{n} {format_cell(float(v), 'signed')}" for n, v in c.top_components(3)
             ),
         }
         for c in report.cascade.probes

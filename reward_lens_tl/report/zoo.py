@@ -24,7 +24,7 @@ import random
 import pandas as pd
 
 from ..data import PairSet, PreferencePair
-from .page import Section
+from .page import Section, format_cell, titled
 
 #: The zoo's planted features, in the order the report shows them.
 FEATURES = ("topic_match", "harmful", "sycophancy", "length")
@@ -89,6 +89,10 @@ def zoo_pairs(task, n: int = 8, seed: int = 1234, max_words: int = 8) -> PairSet
     return PairSet(tuple(pairs), source="zoo")
 
 
+def _signed(value: float) -> str:
+    return format_cell(float(value), "signed")
+
+
 def _kept_pairs(ctx) -> list:
     return [ctx["pairs"][i] for i in ctx["kept"]]
 
@@ -127,12 +131,14 @@ def planted_features_section(ctx) -> Section | None:
                 "feature": feature,
                 "mean margin": float(margin.rewards.mean()),
                 "lens: first site at 50%": max(sorted(set(sites)), key=sites.count),
-                "top components (mean)": ", ".join(f"{c} {v:+.2f}" for c, v in margin.top_k(3)),
+                "top components (mean)": ", ".join(
+                    f"{c} {format_cell(v, 'signed')}" for c, v in margin.top_k(3)
+                ),
                 "Σparts − margin": margin.completeness_error(),
             }
         )
         for name, fig in (("lens", lens.plot()), ("attribution", margin.plot(k=12))):
-            fig.axes[0].set_title(f"{name} of the margin: planted feature '{feature}'")
+            titled(fig, f"{name} of the margin: planted feature '{feature}'")
             figures.append((fig, f"{name} of the {feature} margin", f"{name}_{feature}"))
     section.table(pd.DataFrame(rows))
     for fig, alt, name in figures:
@@ -164,10 +170,10 @@ def localization_section(ctx) -> Section | None:
     clean, corrupted = encode_contrast(pair)
     result = activation_patching(model, clean, corrupted, site="resid_pre", alignment="exact")
     fig = result.plot()
-    tokens = pair.edited.tokens[: result.shape[-1]]
-    fig.axes[0].set_xticks(range(len(tokens)), tokens, rotation=90)
-    fig.axes[0].set_title("fraction of the topic_match effect restored (denoising resid_pre)")
-    fig.tight_layout()
+    if not hasattr(fig, "to_plotly_json"):  # a matplotlib figure: the tokens as its ticks
+        tokens = pair.edited.tokens[: result.shape[-1]]
+        fig.axes[0].set_xticks(range(len(tokens)), tokens, rotation=90)
+    titled(fig, "fraction of the topic_match effect restored (denoising resid_pre)")
     section.text(
         "Denoising resid_pre on one topic_match pair (planted word at position "
         f"{pair.edited_positions[0]}, reward read at {pair.edited.reward_position}):"
@@ -282,16 +288,15 @@ def _final_residual_attribution(model, task, sae, section: Section) -> dict:
     pairs = task.contrast_pairs("harmful", 40, seed=3)
     attribution = S.pair_feature_attribution(model, sae, pairs)
     margin = attribution.margin
-    fig = margin.plot(k=10)
-    fig.axes[0].set_title("harmful margin by final-residual SAE latent")
+    fig = titled(margin.plot(k=10), "harmful margin by final-residual SAE latent")
     error = max(attribution.chosen.completeness_error(), attribution.rejected.completeness_error())
     top = margin.top_k(3)
     terms = {k: float(v.mean()) for k, v in margin.terms().items()}
     section.text(
         f"Exact feature attribution of the harmful margin ({len(pairs)} contrast pairs) to a "
-        f"final-residual SAE: top latents {', '.join(f'{n} {v:+.2f}' for n, v in top)}; "
-        f"explicit terms {', '.join(f'{k} {v:+.3f}' for k, v in terms.items())}; "
-        f"latents + terms − reward = {error:.1e}."
+        f"final-residual SAE: top latents {', '.join(f'{n} {_signed(v)}' for n, v in top)}; "
+        f"explicit terms {', '.join(f'{k} {_signed(v)}' for k, v in terms.items())}; "
+        f"latents + terms − reward = {format_cell(error)}."
     )
     section.figure(fig, "harmful margin by SAE latent", "sae_margin_harmful")
     return {"top": list(top), "terms": terms, "completeness_error": error}
@@ -340,8 +345,7 @@ def implicit_section(ctx) -> Section | None:
     irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
     models = {"explicit": ctx["model"], "implicit": irm}
     effects = feature_effects(models, task, n=40, seed=0, n_boot=500)
-    fig = effects.plot()
-    fig.axes[0].set_title("what each reward pays per planted feature (matched to the rule)")
+    fig = titled(effects.plot(), "what each reward pays per planted feature (matched to the rule)")
     table = effects.compare("explicit", "implicit")
     table = table[["feature", "effect_explicit", "effect_implicit", "ratio", "flagged"]]
     pairs = rule_ordered(task, 48, seed=99, max_words=10)
@@ -359,11 +363,12 @@ def implicit_section(ctx) -> Section | None:
     section.figure(fig, "feature effects of both rewards", "implicit_feature_effects")
     section.text(
         f"On {len(pairs)} held-out rule-labelled pairs the two agree on "
-        f"{row['pairwise_agreement']:.0%} (95% CI {row['pairwise_agreement_low']:.0%}–"
-        f"{row['pairwise_agreement_high']:.0%}) of pairs; margin Spearman "
-        f"{row['margin_spearman']:+.2f}. The lens margin reaches half its final value at "
-        f"relative depth {depth['explicit']:.2f} (explicit) and {depth['implicit']:.2f} "
-        "(implicit policy)."
+        f"{format_cell(float(row['pairwise_agreement']), 'share')} (95% CI "
+        f"{format_cell(float(row['pairwise_agreement_low']), 'share')}–"
+        f"{format_cell(float(row['pairwise_agreement_high']), 'share')}) of pairs; margin "
+        f"Spearman {format_cell(float(row['margin_spearman']))}. The lens margin reaches half "
+        f"its final value at relative depth {format_cell(float(depth['explicit']))} (explicit) "
+        f"and {format_cell(float(depth['implicit']))} (implicit policy)."
     )
     ctx["numbers"]["implicit"] = {
         "beta": irm.beta,

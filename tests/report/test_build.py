@@ -12,6 +12,7 @@ import pytest
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.report import ReportError, Section, build, build_report
+from reward_lens_tl.report.page import format_cell
 from reward_lens_tl.zoo import load_task, zoo_path
 
 EVIL = "<script>alert(1)</script>"
@@ -91,11 +92,19 @@ def test_numbers_equal_the_api(report, pair_file):
 
 
 def test_page_is_self_contained_and_escaped(report):
+    """The only scripts are the inlined plotly.js bundle, one drawing call per figure and the
+    title-fitting helper; user text never becomes a script; nothing is fetched."""
+    from reward_lens_tl.report.page import plotly_bundle
+
     out, _ = report
     page = (out / "report.html").read_text()
-    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "http://" not in page and "https://" not in page  # nothing to fetch
-    assert page.count("data:image/png;base64,") >= 3
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    figures = page.count('class="plotly-graph-div"')
+    assert figures >= 3 and page.count("Plotly.newPlot(") == figures
+    assert page.count(plotly_bundle()[:60]) == 1  # one offline bundle, however many figures
+    rest = page.replace(plotly_bundle(), "")
+    assert rest.count("window.PLOTLYENV=window.PLOTLYENV") == figures  # a script per figure
+    assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=['\"]?(https?:)?//", rest)
     assert not (out / ".work").exists() and not list(out.glob("*.tmp"))
 
 
@@ -118,7 +127,7 @@ def html_tables(page: str) -> list[list[list[str]]]:
         [
             [
                 html.unescape(c.removeprefix("<bdi>").removesuffix("</bdi>"))
-                for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)
+                for c in re.findall(r"<t[hd](?: class='[^']*')?>(.*?)</t[hd]>", row)
             ]
             for row in re.findall(r"<tr>(.*?)</tr>", table)
         ]
@@ -160,11 +169,42 @@ def test_markdown_is_the_page_in_markdown_escaped_and_without_local_paths(report
     assert [p for p in md_paragraphs(text) if p in notes] == notes
     for name in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
         assert (out / name).stat().st_size > 1000 and "/" not in name
-    assert f"| {numbers['top_components'][0][0]} | {numbers['top_components'][0][1]:+.3f} |" in text
+    label, value = numbers["top_components"][0]
+    assert f"| {label} | {format_cell(value, 'signed')} |" in text
     local = {str(out), str(pair_file.parent), str(Path.cwd()), str(Path.home())}
     for path in (out / "report.html", out / "report.md", out / "report.json"):
         content = path.read_text()
         assert not [root for root in local if root in content], path
+
+
+def test_prose_has_no_python_reprs_and_numbers_read_by_kind(report):
+    """Counts as words (not `{'1_pre': 5, ...}`), lists as phrases, shares in percent."""
+    out, numbers = report
+    page, text = (out / "report.html").read_text(), (out / "report.md").read_text()
+    prose = html_paragraphs(page) + md_paragraphs(text)
+    assert [p for p in prose if re.search(r"\{'|\{\"|\['|\[\(|Counter\(|\bdict\(", p)] == []
+    lens = next(p for p in prose if "First site reaching half the final margin" in p)
+    assert re.search(r"counted over pairs: \w+: \d+ pairs?[,.]", lens)
+    accuracy = next(p for p in prose if p.startswith("Accuracy (chosen > rejected)"))
+    assert accuracy.startswith(
+        f"Accuracy (chosen > rejected): {format_cell(numbers['accuracy'], 'share')} over 16 pairs"
+    )
+    assert re.fullmatch(r"\d+(\.\d)?%", format_cell(numbers["accuracy"], "share"))
+
+
+def test_small_pair_sets_get_one_margin_table_not_two_that_overlap(report):
+    """16 pairs and 8 rows a table: "largest" and "smallest" would be the same pairs twice;
+    one table of every pair, largest margin first, stands for both."""
+    out, _ = report
+    text = (out / "report.md").read_text()
+    scores = text.split("\n## Scores\n", 1)[1].split("\n## ", 1)[0]
+    assert "Largest margins:" not in scores and "Smallest margins" not in scores
+    assert "Every pair (16), largest margin first" in scores
+    (table,) = md_tables(scores)
+    head, rows = table[0], table[1:]
+    pairs = [row[head.index("index")] for row in rows]
+    margins = [float(row[head.index("margin")]) for row in rows]
+    assert len(pairs) == len(set(pairs)) == 16 and margins == sorted(margins, reverse=True)
 
 
 def test_a_section_renders_the_same_cells_both_ways_and_survives_storage():
@@ -174,7 +214,7 @@ def test_a_section_renders_the_same_cells_both_ways_and_survives_storage():
     section = Section("T").text(f"see {EVIL}").table(frame)
     stored = Section.from_dict(json.loads(json.dumps(section.to_dict())))
     assert stored.html() == section.html() and stored.markdown() == section.markdown()
-    expected = [["name", "value", "n"], [EVIL, "+0.123", "3"], ["a|b", "-2e-07", "4"]]
+    expected = [["name", "value", "n"], [EVIL, "0.123", "3"], ["a|b", "-2e-07", "4"]]
     assert md_tables(section.markdown()) == [expected] == html_tables(section.html())
     assert "<script" not in section.markdown() + section.html()
 
@@ -212,34 +252,112 @@ def test_unwritable_output_is_a_clear_error(pair_file, tmp_path):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.browser
-def test_page_in_a_real_browser(report, tmp_path):
+#: What the browser checks read off a report page at one width.
+PAGE_FACTS = """() => {
+  const plots = Array.from(document.querySelectorAll('.plotly-graph-div'));
+  const out = t => {
+    const box = t.closest('.plot').getBoundingClientRect(), r = t.getBoundingClientRect();
+    return r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1);
+  };
+  return {
+    scrollWidth: document.documentElement.scrollWidth,
+    innerWidth: window.innerWidth,
+    sections: document.querySelectorAll('section > details[open]').length,
+    tocLinks: Array.from(document.querySelectorAll('nav.toc a')).map(a => a.hash.slice(1)),
+    anchors: Array.from(document.querySelectorAll('section')).map(s => s.id),
+    figures: plots.map(d => {
+      const r = d.getBoundingClientRect();
+      return [d.id, r.width > 100 && r.height > 100 && d.offsetParent !== null
+              && d.querySelector('svg.main-svg') !== null];
+    }),
+    images: Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0]),
+    cutTexts: Array.from(document.querySelectorAll('.plot svg text')).filter(out)
+      .map(t => t.textContent.slice(0, 60)),
+    text: document.body.innerText,
+  };
+}"""
+
+
+def browse(path: Path, widths=(1280, 390), shots: Path | None = None) -> dict[int, dict]:
+    """The page's facts (`PAGE_FACTS`) at each width, with its console errors and the
+    requests it made; full-page screenshots into `shots`."""
     playwright = pytest.importorskip(
         "playwright.sync_api", reason="playwright is not installed (see CONTRIBUTING)"
     )
     if CHROMIUM is None:
         pytest.skip("no chromium browser installed (apt-get install chromium; see CONTRIBUTING)")
-    import matplotlib.image as mpimg
-
-    out, _ = report
-    shot = tmp_path / "page.png"
+    found = {}
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        problems = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto((out / "report.html").resolve().as_uri())
-        widths = page.evaluate("Array.from(document.images).map(i => i.naturalWidth)")
-        text = page.inner_text("body")
-        sections = page.evaluate("document.querySelectorAll('section').length")
-        page.screenshot(path=str(shot), full_page=True)
+        for width in widths:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            problems: list[str] = []
+            requests: list[str] = []
+            page.on(
+                "console",
+                lambda m, seen=problems: seen.append(m.text) if m.type == "error" else None,
+            )
+            page.on("pageerror", lambda e, seen=problems: seen.append(str(e)))
+            page.on("request", lambda r, seen=requests: seen.append(r.url))
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            page.wait_for_timeout(500)  # plotly draws after load
+            facts = page.evaluate(PAGE_FACTS)
+            if shots is not None:
+                page.screenshot(path=str(shots / f"page_{width}.png"), full_page=True)
+            facts["problems"] = problems
+            facts["requests"] = [u for u in requests if not u.startswith(("file:", "data:"))]
+            found[width] = facts
+            page.close()
         browser.close()
-    assert problems == []
-    assert len(widths) >= 3 and all(w > 0 for w in widths)
-    assert sections >= 5 and EVIL in text  # shown as text, not run
-    pixels = mpimg.imread(shot)
-    assert pixels.std() > 0.05 and Path(shot).stat().st_size > 20_000
+    return found
+
+
+def assert_reads_well(facts: dict, width: int) -> None:
+    """No errors, nothing fetched, no sideways scrolling of the page, every figure drawn and
+    visible with no text cut off, and the table of contents linking every section."""
+    assert facts["problems"] == [], width
+    assert facts["requests"] == [], width
+    assert facts["scrollWidth"] <= facts["innerWidth"], width
+    assert facts["figures"] and all(ok for _, ok in facts["figures"]), facts["figures"]
+    assert all(ok for _, ok in facts["images"]), facts["images"]
+    assert facts["cutTexts"] == [], (width, facts["cutTexts"])
+    assert facts["tocLinks"] == facts["anchors"] and facts["sections"] == len(facts["anchors"])
+
+
+@pytest.mark.browser
+def test_page_in_a_real_browser(report, tmp_path):
+    import matplotlib.image as mpimg
+
+    out, numbers = report
+    found = browse(out / "report.html", shots=tmp_path)
+    for width, facts in found.items():
+        assert_reads_well(facts, width)
+        assert EVIL in facts["text"]  # shown as text, not run
+    assert len(found[1280]["figures"]) >= 3
+    assert found[1280]["sections"] == len(numbers["sections"]) + 1  # and the data-quality note
+    pixels = mpimg.imread(tmp_path / "page_1280.png")
+    assert pixels.std() > 0.05 and (tmp_path / "page_1280.png").stat().st_size > 20_000
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    """`make demo`: the report on the zoo, with its every section and figure."""
+    out = tmp_path_factory.mktemp("demo")
+    numbers = build_report(None, None, out, progress=False, markdown=True)
+    return out, numbers
+
+
+@pytest.mark.browser
+def test_demo_report_reads_well_on_a_laptop_and_a_phone(demo_report, tmp_path):
+    """The zoo report at 1280 px and at a phone's 390 px: no console errors, no sideways
+    scrolling of the page (tables and wide figures scroll in their own boxes), every figure
+    drawn and visible, no title or axis title cut off."""
+    out, numbers = demo_report
+    found = browse(out / "report.html", shots=tmp_path)
+    for width, facts in found.items():
+        assert_reads_well(facts, width)
+        assert len(facts["figures"]) >= 20
+    assert len(found[390]["tocLinks"]) == len(numbers["sections"]) + 1
 
 
 def test_report_on_pairs_that_need_truncation(tmp_path):
