@@ -3,8 +3,9 @@
 One entry per idiom a TL user writes routinely: the code, and either what it gives on a reward
 model (`right`: the number equals an independent computation from the plain HF model, in
 `tests/test_habits.py`) or the typed error it raises and what to use instead
-(`refused`). The README's table is rendered from this list (`markdown_table`) and a test
-checks that the two agree and that every entry has a test, so the table cannot drift.
+(`refused`). The habits table of the docs page "Coming from TransformerLens" is rendered from
+this list at build time (`markdown_table`, `docs/hooks.py`), and a test checks that every entry
+has a test, so the table cannot drift.
 
 Examples:
     >>> len(HABITS) >= 60, {h.verdict for h in HABITS} == {"right", "refused"}
@@ -29,7 +30,7 @@ class Habit:
     detail: str
 
     def row(self, number: int) -> str:
-        """This habit's row of the README table.
+        """This habit's row of the habits table.
 
         Args:
             number: The row's number.
@@ -482,7 +483,7 @@ HABITS: tuple[Habit, ...] = (
 
 
 def markdown_table() -> str:
-    """The README's "what changes" table, one row per `HABITS` entry."""
+    """The "what changes" table of the docs, one row per `HABITS` entry."""
     head = ["| # | TL idiom | on a reward model |", "|---|---|---|"]
     return "\n".join(head + [h.row(i) for i, h in enumerate(HABITS, 1)])
 
@@ -490,28 +491,3 @@ def markdown_table() -> str:
 def by_key() -> dict[str, Habit]:
     """Every habit, by its key."""
     return {h.key: h for h in HABITS}
-
-
-def update_readme(path) -> bool:
-    """Rewrite the habits table in the README at `path`; returns whether it changed.
-
-    The table lies between `<!-- habits:start -->` and `<!-- habits:end -->`
-    (`python -m reward_lens_tl.habits`).
-    """
-    import re
-    from pathlib import Path
-
-    path = Path(path)
-    text = path.read_text()
-    table = f"<!-- habits:start -->\n{markdown_table()}\n<!-- habits:end -->"
-    new = re.sub(
-        r"<!-- habits:start -->\n.*?\n<!-- habits:end -->", lambda _: table, text, flags=re.S
-    )
-    path.write_text(new)
-    return new != text
-
-
-if __name__ == "__main__":
-    from pathlib import Path
-
-    print(update_readme(Path(__file__).resolve().parents[1] / "README.md"))

@@ -11,7 +11,6 @@ hooks where the cell intervenes. Every idiom of :data:`reward_lens_tl.habits.HAB
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 
@@ -677,10 +676,11 @@ def test_every_habit_in_the_catalogue_is_tested():
     assert set(keys) == COVERED | START_ANCHORED
 
 
-def test_readme_table_is_the_catalogue():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    match = re.search(r"<!-- habits:start -->\n(.*?)\n<!-- habits:end -->", readme, re.S)
-    assert match, "README.md lost its habits table markers"
-    assert match.group(1).strip() == markdown_table().strip(), (
-        "README's table is stale: run python -m reward_lens_tl.habits"
-    )
+def test_the_docs_render_the_catalogue_and_the_readme_links_to_it():
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "coming-from-transformerlens.md").read_text()
+    assert "<!-- habits -->" in page, "the docs page lost the marker its table is rendered at"
+    readme = (root / "README.md").read_text()
+    assert "docs/coming-from-transformerlens.md" in readme and "habits table" in readme
+    table = markdown_table().splitlines()
+    assert len(table) == len(HABITS) + 2 and all(h.key for h in HABITS)
