@@ -185,10 +185,16 @@ class PatchPlan:
         return self.source
 
     def position_tokens(self, model: HookedRewardModel) -> tuple[str, ...]:
-        """The token at each aligned position, for figures: `"a"` where both runs read `a`,
-        `"a→b"` where the patched run reads `a` and the run patched in reads `b`.
+        """The token at each aligned position, for figures.
 
-        Empty when the model has no tokenizer.
+        `"a"` where both runs read `a`, `"a→b"` where the patched run reads `a` and the run
+        patched in reads `b`; empty when the model has no tokenizer.
+
+        Args:
+            model: The model whose tokenizer decodes the ids.
+
+        Returns:
+            One label per aligned position.
         """
         tokenizer = getattr(model, "tokenizer", None)
         if tokenizer is None:

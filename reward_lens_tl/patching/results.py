@@ -252,7 +252,9 @@ class PatchResult(Result):
         """
         m, rows, cols = self.matrix()
         if self.grid.by_position and len(self.position_tokens) == len(cols):
-            cols = [f"{c} · {shown_token(t)}" for c, t in zip(cols, self.position_tokens, strict=True)]
+            cols = [
+                f"{c} · {shown_token(t)}" for c, t in zip(cols, self.position_tokens, strict=True)
+            ]
         what = "effect estimate" if self.method != "activation" else self.metric_name
         return imshow(
             m,
