@@ -192,7 +192,8 @@ def _padded_like(lens, width: int):
     left padded: the columns cut hold padding only, whose values are 0)."""
     cut = lens.token_values.shape[-1] - width
     assert bool((lens.token_values[..., :cut] == 0).all())
-    return dataclasses.replace(lens, token_values=lens.token_values[..., cut:])
+    tokens = tuple(row[cut:] for row in lens.tokens)
+    return dataclasses.replace(lens, token_values=lens.token_values[..., cut:], tokens=tokens)
 
 
 def test_sae_results(zoo_scalar, examples, contrast):

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidArgumentError
 from ..html import escape
 
 CSS = """
@@ -404,7 +405,8 @@ class Section:
             This section.
 
         Raises:
-            ValueError: For a kind that is not one of `KINDS`, or a column the frame lacks.
+            InvalidArgumentError: For a kind that is not one of `KINDS`, or a column the frame
+                lacks.
         """
         head = frame.head(max_rows)
         columns = [str(c) for c in head.columns]
@@ -413,7 +415,9 @@ class Section:
             f"{c}={k}" for c, k in given.items() if k not in KINDS
         )
         if wrong:
-            raise ValueError(f"table kinds: {', '.join(wrong)} (kinds: {', '.join(KINDS)})")
+            raise InvalidArgumentError(
+                f"table kinds: {', '.join(wrong)} (kinds: {', '.join(KINDS)})"
+            )
         rows = [[_plain(v) for v in row] for row in head.itertuples(index=False)]
         self.parts.append(
             {
@@ -511,15 +515,19 @@ class Section:
         self.parts.append({"kind": "raw", "html": trusted_html, "text": text})
         return self
 
-    def html(self, _ids: set[str] | None = None) -> str:
+    def html(self, ids: set[str] | None = None) -> str:
         """The section as HTML: a folding block (`<details open>`) under its anchor.
 
         A plotly figure needs the plotly.js bundle on the page (`page_html` inlines it).
 
+        Args:
+            ids: The figure ids already on the page (this section's are added, so each stays
+                unique); `None` for a section alone.
+
         Returns:
             The HTML.
         """
-        ids = set() if _ids is None else _ids
+        ids = set() if ids is None else ids
         anchor = escape(anchor_id(self.title), quote=True)
         blocks, run = [], []  # small figures side by side, two to a row on a wide page
         for part in [*self.parts, None]:

@@ -2,6 +2,7 @@
 attribution, the lens end point, the feature fit and typed errors."""
 
 import dataclasses
+import html
 import types
 
 import pytest
@@ -241,7 +242,7 @@ def test_lens_reaches_the_implicit_reward(irm, examples, reference):
     fig = check_figure(
         lens.plot(example=1),
         static=lens.plot(example=1, backend="matplotlib"),
-        x_labels=[shown_token(t) for t in tokens],
+        x_labels=[html.unescape(shown_token(t)) for t in tokens],
         diverging=True,
     )
     assert fig.data[0].z.tolist() == lens.token_values[:, 1].tolist()
