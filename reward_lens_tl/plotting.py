@@ -262,7 +262,7 @@ def line(
     yaxis: str = "",
     title: str = "",
     bands: Mapping[str, tuple[Any, Any]] | None = None,
-    markers: bool = True,
+    markers: bool | None = None,
     log_y: bool = False,
     zero_line: bool = False,
     width: int = 720,
@@ -278,7 +278,7 @@ def line(
         yaxis: The y axis title (also the value's name on hover).
         title: The figure title.
         bands: `{name: (low, high)}` shaded around the series of that name.
-        markers: Mark each point.
+        markers: Mark each point (default: when there are at most 60).
         log_y: A logarithmic y axis.
         zero_line: Draw y = 0.
         width: The width in pixels.
@@ -323,7 +323,7 @@ def line(
                 x=xs,
                 y=ys,
                 name=str(name),
-                mode="lines+markers" if markers else "lines",
+                mode="lines+markers" if (n <= 60 if markers is None else markers) else "lines",
                 line=dict(color=color, width=2),
                 marker=dict(size=6),
                 customdata=labels,
@@ -611,7 +611,40 @@ def side_by_side(figures: Sequence[go.Figure], *, title: str = "", width: int | 
         margin=dict(l=10, r=10, t=70 if title else 40, b=10),
         showlegend=any(f.layout.showlegend for f in figures),
     )
+    _panel_legends(fig, figures)
     return fig
+
+
+def _panel_legends(fig: go.Figure, figures: Sequence[go.Figure]) -> None:
+    """One legend per panel (one shared legend would mix up the panels' colours).
+
+    The last panel's sits beside the figure, the others inside their panel's top-left corner.
+    """
+    shown = [i for i, f in enumerate(figures, start=1) if f.layout.showlegend]
+    for col in shown[:-1]:
+        domain = fig.layout[f"xaxis{'' if col == 1 else col}"].domain
+        fig.update_layout(
+            {
+                f"legend{col + 1}": dict(
+                    x=domain[0] + 0.01,
+                    y=0.99,
+                    xanchor="left",
+                    yanchor="top",
+                    bgcolor="rgba(255,255,255,0.75)",
+                    font=dict(size=10),
+                )
+            }
+        )
+        axis = "x" if col == 1 else f"x{col}"
+        for trace in fig.data:
+            if (trace.xaxis or "x") == axis:
+                trace.legend = f"legend{col + 1}"  # "legend" (= "legend1") is the last panel's
+    for col in range(1, len(figures) + 1):
+        if col not in shown:
+            axis = "x" if col == 1 else f"x{col}"
+            for trace in fig.data:
+                if (trace.xaxis or "x") == axis:
+                    trace.showlegend = False
 
 
 def shown_token(token: str, limit: int = 24) -> str:
