@@ -1,16 +1,12 @@
-"""Small self-contained HTML views (no scripts, no network), every text escaped.
+"""Small self-contained HTML pieces (no scripts, no network), every text escaped.
 
-`token_html` colours tokens by a signed value (blue positive, red negative) with the
-value and details on hover, the way CircuitsVis token views look in a TransformerLens notebook;
-`grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with
-its largest cells outlined. Both return a string for `_repr_html_` or a report page.
-
-CircuitsVis itself was considered and not used: its views embed ~1.3 MB of JavaScript each and
-it probes the internet (`urlopen("http://google.com")`) on every render, which a report that
-must open offline, and a machine without network, should not do.
+`grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with its
+largest cells outlined, for a result's `_repr_html_` or a report page; `escape` and
+`clean_text` make any text safe to show. Coloured tokens and attention patterns are
+CircuitsVis views (`reward_lens_tl.views`).
 
 Examples:
-    >>> page = token_html(["<b>", "ok"], [1.0, -0.5], ["bold?", "fine"])
+    >>> page = grid_html([[1.0, -0.5]], ["L0"], ["<b>", "ok"])
     >>> "<b>" in page, "&lt;b&gt;" in page
     (False, True)
 """
@@ -79,63 +75,6 @@ def escape(text: object, quote: bool = True) -> str:
         '&lt;b&gt;⟨U+202E⟩&lt;/b&gt;'
     """
     return html.escape(clean_text(text), quote=quote)
-
-
-def show_token(token: str) -> str:
-    """A token as visible, escaped text (newlines and tabs made visible).
-
-    Args:
-        token: The token.
-
-    Returns:
-        The escaped text.
-    """
-    shown = token.replace("\n", "↵").replace("\t", "⇥")
-    return escape(shown if shown.strip() else shown.replace(" ", "·") or "∅")
-
-
-def token_html(
-    tokens: Sequence[str],
-    values: Sequence[float],
-    hovers: Sequence[str] | None = None,
-    *,
-    title: str | None = None,
-    caption: str | None = None,
-    marks: dict[int, str] | None = None,
-) -> str:
-    """Tokens coloured by `values` (scaled to the largest |value|).
-
-    Args:
-        tokens: The tokens.
-        values: One signed value per token.
-        hovers: Shown as tooltips, one per token.
-        title: A title above the view.
-        caption: A caption below the view.
-        marks: A small label above chosen positions (e.g. the reward token), by position.
-
-    Returns:
-        The HTML.
-    """
-    values = [float(v) for v in values]
-    scale = max((abs(v) for v in values if v == v), default=0.0)
-    spans = []
-    for i, (tok, v) in enumerate(zip(tokens, values, strict=True)):
-        tip = f"pos {i}: {v:+.4f}" + (f"\n{hovers[i]}" if hovers else "")
-        mark = (marks or {}).get(i)
-        border = "border-bottom: 2px solid #000;" if mark else ""
-        label = f'<sup style="font-size:9px;color:#555">{escape(mark)}</sup>' if mark else ""
-        spans.append(
-            f'<span title="{escape(tip, quote=True)}" style="background:{_colour(v, scale)};'
-            f'padding:1px 2px;margin:0 1px;border-radius:3px;{border}">{show_token(tok)}</span>'
-            f"{label}"
-        )
-    head = f"<div><strong>{escape(title)}</strong></div>" if title else ""
-    foot = f'<div style="color:#555;font-size:11px">{escape(caption)}</div>' if caption else ""
-    legend = (
-        '<div style="font-size:11px;color:#555">colour: blue raises, red lowers the value '
-        f"(full colour = {scale:.3g}); hover a token for details</div>"
-    )
-    return f'<div style="{STYLE}">{head}<div>{"".join(spans)}</div>{legend}{foot}</div>'
 
 
 def grid_html(

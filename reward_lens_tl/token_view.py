@@ -8,8 +8,9 @@ blocks' output biases) is assigned to that position. So the per-token values sum
 the view shows instead the reward the head would read at every position and its change from
 the previous token (where in the sequence the reward moves).
 
-In Jupyter the result renders itself as coloured tokens (blue raises the reward, red lowers
-it) with the value and the top components on hover; `plot()` draws the same as bars over
+In Jupyter the result renders itself as coloured tokens (CircuitsVis; blue raises the reward,
+red lowers it, the value on hover) above a table of each token's top components; `plot()`
+draws the same as bars over
 the tokens (interactive, with the same hover), and `to_dataframe()` and `top_k()` work as
 for every result.
 
