@@ -82,7 +82,7 @@ def _one_line_errors(fn):
                 raise
             from ..cli import print_error  # closes a progress bar first; shortens local paths
 
-            print_error(f"sweep: {err}")
+            print_error(f"{getattr(args, 'command', None) or 'sweep'}: {err}")
             return 2
 
     return wrapped

@@ -463,7 +463,7 @@ def test_bad_input_gives_typed_errors(zoo_scalar, tmp_path, capsys):
     assert issubclass(ScoreFileError, (RewardLensError, ValueError))
     assert main(["sweep-stats", str(tmp_path / "absent.csv")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("reward-lens: error: sweep:") and err.count("\n") == 1
+    assert err.startswith("reward-lens: error: sweep-stats:") and err.count("\n") == 1
     assert "does not exist" in err
 
 
