@@ -57,7 +57,7 @@ def test_backends_and_files_are_checked(tmp_path):
         plotting.save(fig, tmp_path / "figure.gif")
     plotting.save(fig, tmp_path / "figure.html")
     text = (tmp_path / "figure.html").read_text()
-    assert "<script src=\"http" not in text and "Plotly.newPlot" in text
+    assert '<script src="http' not in text and "Plotly.newPlot" in text
     previous = plotting.get_backend()
     plotting.set_backend("matplotlib")
     try:
