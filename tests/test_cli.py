@@ -182,9 +182,12 @@ def test_markdown_and_html_render_the_same_sections(zoo_report):
     tables = md_tables(report)
     assert len(tables) >= 15 and tables == html_tables(page)
     paragraphs, notes = md_paragraphs(report), html_paragraphs(page)
-    views = [p for p in paragraphs if p not in notes]  # the patching grids and token views
-    assert [p for p in paragraphs if p in notes] == notes and len(views) == 5
-    assert all(p.startswith(("Pair ", "The most", "The least")) for p in views)
+    views = [p for p in paragraphs if p not in notes]  # the token views' stand-ins
+    assert [p for p in paragraphs if p in notes] == notes and len(views) == 2
+    assert all(p.startswith(("The most", "The least")) for p in views)
+    # the patching grids are figures (tokens on the columns), their top cells said in both
+    assert sum(p.startswith("Pair ") and "restoring most" in p for p in notes) == 3
+    assert page.count("patching grid of pair") == 3
     harmful = next(r for r in numbers["planted_features"] if r["feature"] == "harmful")
     assert f"| harmful | {format_cell(harmful['mean margin'], 'signed')} |" in report
 

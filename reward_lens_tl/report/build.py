@@ -400,7 +400,8 @@ def _step_attribution(ctx) -> dict:
 
 
 def _step_patching(ctx) -> dict:
-    from ..html import grid_html
+    import plotly.io
+
     from ..patching import activation_patching
 
     _needs_scores(ctx)
@@ -419,17 +420,22 @@ def _step_patching(ctx) -> dict:
         result = activation_patching(
             ctx["model"], chosen, rejected, site="resid_pre", alignment="end"
         )
-        m, rows, cols = result.matrix()
         pair = ctx["numbers"]["pair_ids"][i]
-        return {"pair": pair, "top": list(result.top_k(3))}, grid_html(
-            m.tolist(), rows, cols, title=f"pair {pair}"
-        )
+        fig = result.plot(backend="plotly")
+        fig.update_layout(title=f"pair {pair}: fraction of the margin restored per cell")
+        # the figure travels as JSON (map_items gathers the pairs from torchrun's ranks)
+        return {"pair": pair, "top": list(result.top_k(3))}, fig.to_json()
 
     found = []
-    for _, (entry, grid) in map_items(picks, patch):  # pairs split across torchrun's ranks
+    for _, (entry, figure) in map_items(picks, patch):  # pairs split across torchrun's ranks
         found.append(entry)
         top = ", ".join(f"{cell} {format_cell(value, 'signed')}" for cell, value in entry["top"])
-        section.raw(grid, f"Pair {entry['pair']}: the cells restoring most: {top}.")
+        section.figure(
+            plotly.io.from_json(figure),
+            f"patching grid of pair {entry['pair']}: layers by aligned positions and tokens",
+            f"patching_pair_{entry['pair']}",
+        )
+        section.text(f"Pair {entry['pair']}: the cells restoring most: {top}.")
     ctx["numbers"]["patching"] = found
     return _store(section, {"patching": found})
 
