@@ -10,7 +10,6 @@ Examples:
 """
 
 from .cascade import CascadeResult, ProbeCascade
-from .distortion import DistortionResult, DistortionRow, distortion_index
 from .errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .outside import DeltaSummary, summarize_deltas
 from .probe import (
@@ -39,8 +38,6 @@ __all__ = [
     "CascadeResult",
     "Conversation",
     "DeltaSummary",
-    "DistortionResult",
-    "DistortionRow",
     "Probe",
     "ProbeCascade",
     "ProbeError",
@@ -52,7 +49,6 @@ __all__ = [
     "TooFewExamplesError",
     "builtin_probes",
     "confident_tone",
-    "distortion_index",
     "emoji",
     "filler_swap",
     "flattery",
