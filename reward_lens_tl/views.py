@@ -220,6 +220,18 @@ def _html_text(token: str) -> str:
     return text.replace("<", "<" + _WORD_JOINER).replace("&", "&" + _WORD_JOINER)
 
 
+def _spaced(tokens: Sequence[str]) -> list[str]:
+    """Tokens as they read, so words stay apart.
+
+    Byte-level markers become spaces (`Ġ`, `▁`) and line breaks (`Ċ`); when no token holds a
+    space (a word-level tokenizer), each gets one after it.
+    """
+    shown = [t.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\n") for t in tokens]
+    if not any(ch.isspace() for t in shown for ch in t):
+        shown = [t + " " for t in shown]
+    return shown
+
+
 def tokens_view(
     tokens: Sequence[str],
     values: Sequence[float] | Tensor,
@@ -231,7 +243,9 @@ def tokens_view(
 ) -> View:
     """Tokens coloured by a signed value, the value on hover (`circuitsvis.tokens.colored_tokens`).
 
-    Blue for positive values, red for negative ones, on a scale symmetric around 0.
+    Blue for positive values, red for negative ones, on a scale symmetric around 0. Tokens
+    read as text: byte-level markers become spaces, and word-level tokens (no token holds a
+    space) get one after each.
 
     Args:
         tokens: The tokens' text.
@@ -250,7 +264,9 @@ def tokens_view(
     Examples:
         >>> view = tokens_view(["the", "bomb"], [0.5, -2.0], mark=1)
         >>> view.props["tokens"], view.props["minValue"], view.props["maxValue"]
-        (['the', '⟦bomb⟧'], -2.0, 2.0)
+        (['the ', '⟦bomb⟧ '], -2.0, 2.0)
+        >>> tokens_view(["Ġthe", "Ġbo", "mb"], [0.0, 1.0, 1.0]).props["tokens"]
+        [' the', ' bo', 'mb']
     """
     values = torch.as_tensor(values, dtype=torch.float32).detach().cpu().reshape(-1)
     if len(tokens) != len(values):
@@ -259,7 +275,11 @@ def tokens_view(
         finite = values[values.isfinite()]
         scale = float(finite.abs().max()) if len(finite) else 0.0
     scale = scale if scale > 0 else 1.0  # all zero: white tokens, not a division by 0
-    shown = [READING_MARK.format(t) if i == mark else t for i, t in enumerate(tokens)]
+    spaced = _spaced(tokens)
+    shown = [
+        READING_MARK.format(t.rstrip(" ")) + t[len(t.rstrip(" ")) :] if i == mark else t
+        for i, t in enumerate(spaced)
+    ]
     props = {
         "tokens": [_html_text(t) for t in shown],
         "values": values,
@@ -302,7 +322,7 @@ def attribution_view(result: TokenAttribution, max_rows: int = 0) -> View:
         >>> result = token_attribution(model, ("explain how to bake bread", "the bomb"))
         >>> view = attribution_view(result, max_rows=3)
         >>> view.props["tokens"][result.reward_position], view.footer.count("<tr>")
-        ('⟦<\u2060eos>⟧', 4)
+        ('⟦<\u2060eos>⟧ ', 4)
     """
     attribution = result.mode == "attribution"
     caption = (

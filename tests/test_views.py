@@ -112,8 +112,11 @@ def test_token_attribution_props_are_its_values(model):
     shown = rendered_props(result.to_html(include_script=False), "ColoredTokens")
     assert shown["values"] == result.values.tolist()
     plain = [t.replace("\u2060", "") for t in shown["tokens"]]  # word joiners keep `<` text
-    assert plain[result.reward_position] == "⟦<eos>⟧"
-    assert plain[: result.reward_position] == list(result.tokens[: result.reward_position])
+    # the zoo's word-level tokens hold no space: each is shown with one after it
+    assert plain[result.reward_position] == "⟦<eos>⟧ "
+    assert plain[: result.reward_position] == [
+        t + " " for t in result.tokens[: result.reward_position]
+    ]
     # blue raises the reward: the most positive value gets the positive colour's end of the scale
     assert max(shown["values"]) > 0 and shown["maxValue"] > 0
     html = result.to_html(include_script=False)
