@@ -66,6 +66,10 @@ SIGNED = "signed"
 
 BLUE, RED, GREY = "#4472c4", "#c00000", "#888888"
 PALETTE = ("#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00b0f0", "#ffc000", "#7f7f7f")
+#: The file suffixes `save` writes as a static image (`.html` keeps the figure interactive).
+STATIC_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+#: The plotly config of every figure on a page: resizes with its box, no plotly logo.
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 _FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12)
 _state: dict[str, str] = {"backend": os.environ.get("REWARD_LENS_BACKEND", "plotly")}
 
@@ -689,11 +693,11 @@ def save(fig: go.Figure, path: str | os.PathLike[str], dpi: int = 120) -> None:
     """
     import matplotlib.pyplot as plt
 
-    suffix = os.fspath(path).rsplit(".", 1)[-1].lower() if "." in os.fspath(path) else ""
-    if suffix == "html":
-        fig.write_html(path, include_plotlyjs=True, config={"displaylogo": False})
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix == ".html":
+        fig.write_html(path, include_plotlyjs=True, config=PLOTLY_CONFIG)
         return
-    if suffix not in ("png", "svg", "pdf", "jpg", "jpeg"):
+    if suffix not in STATIC_SUFFIXES:
         raise InvalidArgumentError(
             f"cannot write a figure to {os.fspath(path)!r}: name a .html (interactive) or "
             ".png, .svg, .pdf or .jpg (static) file"
@@ -703,7 +707,7 @@ def save(fig: go.Figure, path: str | os.PathLike[str], dpi: int = 120) -> None:
     plt.close(static)
 
 
-def figure_html(fig: go.Figure) -> str:
+def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
     """`fig` as an HTML fragment for a page that loads plotly.js once (the report, the docs).
 
     The fragment holds no copy of plotly.js and fetches nothing: it draws the figure as soon as
@@ -711,6 +715,8 @@ def figure_html(fig: go.Figure) -> str:
 
     Args:
         fig: The plotly figure.
+        div_id: The figure's element id (default: a random one); a fixed id gives the same
+            page on every build.
 
     Returns:
         The HTML fragment.
@@ -724,8 +730,9 @@ def figure_html(fig: go.Figure) -> str:
         full_html=False,
         include_plotlyjs=False,
         include_mathjax=False,
-        config={"displaylogo": False, "responsive": True},
+        config=PLOTLY_CONFIG,
         default_width="100%",
+        div_id=div_id,
     )
     start = html.index("<script>") + len("<script>")
     end = html.rindex("</script>")

@@ -43,6 +43,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..html import escape
+from ..plotting import figure_html
 
 CSS = """
 *, *::before, *::after { box-sizing: border-box; }
@@ -752,9 +753,6 @@ def _part_png(part: dict) -> bytes:
 
 
 #: `config` of every plotly figure on the page.
-PLOTLY_CONFIG = {"responsive": True, "displaylogo": False}
-
-
 def _plain_title(text: str | None) -> str:
     """A plotly title's text without its HTML-like markup (`<br>` becomes a space)."""
     import html
@@ -815,7 +813,7 @@ def _plotly_html(part: dict, div_id: str) -> str:
             if "<br>" in note.text:
                 fig.update_layout(margin=dict(t=max(fig.layout.margin.t or 0, 56)))
     fig.update_layout(width=None, autosize=True)
-    body = fig.to_html(full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG, div_id=div_id)
+    body = figure_html(fig, div_id=div_id)
     caption = f"<figcaption>{escape(title)}</figcaption>" if title else ""
     limit = f" style='max-width:{int(width)}px'" if width else ""
     plot = f"<div class='plot'>{body}</div>"

@@ -10,10 +10,9 @@ import math
 from pathlib import Path
 
 from ..errors import InvalidArgumentError, RewardLensError
-from ..plotting import save
+from ..plotting import STATIC_SUFFIXES, save
 
 #: What `--plot` may end in: `.html` (interactive) or a static image format.
-STATIC_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
 
 def add_arguments(sub) -> None:
