@@ -44,16 +44,12 @@ from __future__ import annotations
 
 import copy
 import difflib
-import functools
-import inspect
 import os
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -72,6 +68,7 @@ from .errors import (
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
+from .signatures import P, R, checked_keywords, pasted_docs
 from .streaming import CheckpointSource, ModelSource, WholeModelWarning
 from .weights import check_finite as check_finite_tensor
 
@@ -191,47 +188,6 @@ verify: Check the conversion against HF's own forward on random tokens and raise
     whole converted model."""
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def pasted_docs(**blocks: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator pasting shared text into a docstring.
-
-    Each `{name}` becomes `blocks[name]`, indented as the placeholder is. Several entry points
-    that take the same parameters document them from one text.
-
-    Args:
-        **blocks: Placeholder name → the text pasted there.
-
-    Returns:
-        The decorator (it returns the function itself, its `__doc__` filled in).
-
-    Examples:
-        >>> shared = "- ``x``: a number;"
-        >>> @pasted_docs(params=shared)
-        ... def f(x):
-        ...     '''Add one.
-        ...
-        ...     {params}
-        ...     '''
-        >>> f.__doc__.splitlines()[-2].strip()
-        '- ``x``: a number;'
-    """
-
-    def paste(fn: Callable[P, R]) -> Callable[P, R]:
-        doc = fn.__doc__ or ""
-        for name, text in blocks.items():
-            placeholder = "{" + name + "}"
-            found = re.search(r"\n( *)" + re.escape(placeholder), doc)
-            indent = found.group(1) if found else ""
-            doc = doc.replace(placeholder, text.replace("\n", "\n" + indent))
-        fn.__doc__ = doc
-        return fn
-
-    return paste
-
-
 def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
     """Paste the shared option texts into `fn`'s docstring.
 
@@ -247,72 +203,9 @@ def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
     return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC, verify=VERIFY_DOC)(fn)
 
 
-def checked_keywords(
-    unknown: Callable[[str, Sequence[str]], Exception] | None = None,
-) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function so that a keyword it does not take raises a typed error.
-
-    The error is `unknown(name, parameters)` (default: an `UnknownKeywordError`, a `TypeError`,
-    naming the closest parameter) instead of Python's bare `TypeError`. The signature seen by
-    `inspect` and by type checkers is the function's own.
-
-    Args:
-        unknown: Builds the error for a keyword the function does not take.
-
-    Returns:
-        The decorator.
-
-    Examples:
-        >>> @checked_keywords()
-        ... def f(x, *, site="z"):
-        ...     return site
-        >>> try:
-        ...     f(1, sites="k")
-        ... except TypeError as err:
-        ...     print(type(err).__name__, "|", err)
-        UnknownKeywordError | f() got an unknown keyword 'sites'. Did you mean 'site'? ...
-    """
-
-    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        params = inspect.signature(fn).parameters
-        names = tuple(n for n, p in params.items() if p.kind in kinds and n not in ("self", "cls"))
-        accepted = frozenset(names)
-        error = unknown or partial(unknown_parameter, fn.__qualname__)
-
-        @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for name in kwargs:
-                if name not in accepted:
-                    raise error(name, names)
-            return fn(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 #: `checked_keywords` for the loading entry points: an unknown keyword gets
 #: `unknown_keyword`'s error (download keywords explained, closest options named).
 checked_options = checked_keywords(lambda name, names: unknown_keyword(name))
-
-
-def unknown_parameter(function: str, name: str, names: Sequence[str]) -> UnknownKeywordError:
-    """The error for a keyword that `function` does not take, with the closest ones named.
-
-    Args:
-        function: The function's name.
-        name: The keyword given.
-        names: The function's parameters.
-
-    Returns:
-        The error (not raised).
-    """
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return UnknownKeywordError(
-        f"{function}() got an unknown keyword {name!r}.{hint} Parameters: {', '.join(names)}."
-    )
 
 
 @checked_options

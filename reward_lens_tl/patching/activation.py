@@ -63,8 +63,8 @@ from transformer_lens.cache.key_value_cache import (
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
 from ..fast_attention import RotatedPrefixEntry, hooked, prepend
-from ..loading import checked_keywords, pasted_docs
 from ..readout import Objective
+from ..signatures import checked_keywords, pasted_docs
 from .alignment import AlignmentKind, PatchInput
 from .errors import PatchingError
 from .grids import HEAD_SITES, Site, canonical_site

@@ -53,8 +53,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..loading import checked_keywords, pasted_docs
 from ..readout import Objective
+from ..signatures import checked_keywords, pasted_docs
 from .activation import default_metric, run_source
 from .alignment import AlignmentKind, PatchInput
 from .errors import PatchingError, UnsupportedModelError

@@ -37,11 +37,11 @@ from .._deprecation import old_first_parameter
 from ..attribution import direct_attribution
 from ..contrast import encode_example
 from ..inputs import EncodedConversation
-from ..loading import checked_keywords, pasted_docs
 from ..pairs import encoded_pair
 from ..plotting import Backend, render, scatter, side_by_side
 from ..readout import Objective
 from ..results import Result, TopK, top_entries
+from ..signatures import checked_keywords, pasted_docs
 from ..stats import bootstrap_ci, spearman
 from .activation import activation_patching
 from .alignment import AlignmentKind, PatchInput

@@ -46,10 +46,10 @@ from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
 from .._deprecation import old_first_parameter
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..inputs import pad_batch
-from ..loading import checked_keywords
 from ..plotting import Backend, bar, imshow, render
 from ..readout import Objective
 from ..results import Result, TopK, top_entries
+from ..signatures import checked_keywords
 from .activation import activation_patching, chunk_memory_bytes
 from .alignment import as_run
 from .compare import Estimate, atp_agreement
