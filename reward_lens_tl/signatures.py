@@ -122,6 +122,10 @@ def unknown_parameter(function: str, name: str, names: Sequence[str]) -> Unknown
 
     Returns:
         The error (not raised).
+
+    Examples:
+        >>> print(unknown_parameter("f", "sites", ["site", "layers"]))
+        f() got an unknown keyword 'sites'. Did you mean 'site'? Parameters: site, layers.
     """
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
