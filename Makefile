@@ -47,13 +47,13 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check reward_lens_tl tests benchmarks docs
-	$(VENV)/bin/ruff format --check reward_lens_tl tests benchmarks docs
+	$(VENV)/bin/ruff check reward_lens_tl tests benchmarks docs tools
+	$(VENV)/bin/ruff format --check reward_lens_tl tests benchmarks docs tools
 	$(VENV)/bin/mypy reward_lens_tl
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format reward_lens_tl tests benchmarks docs
-	$(VENV)/bin/ruff check --fix reward_lens_tl tests benchmarks docs
+	$(VENV)/bin/ruff format reward_lens_tl tests benchmarks docs tools
+	$(VENV)/bin/ruff check --fix reward_lens_tl tests benchmarks docs tools
 
 clean-venv:
 	rm -rf $(VENV)

@@ -17,10 +17,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_forward import build  # noqa: E402
 
-from reward_lens_tl.attribution import attribute_pairs  # noqa: E402
+from reward_lens_tl.attribution import pair_attribution  # noqa: E402
 from reward_lens_tl.inputs import EncodedConversation  # noqa: E402
 from reward_lens_tl.lens import pair_lens  # noqa: E402
-from reward_lens_tl.pairs import pair_batches  # noqa: E402
+from reward_lens_tl.pair_batches import pair_batches  # noqa: E402
 
 
 def random_pairs(n: int, seed: int = 0):
@@ -60,8 +60,8 @@ def main(argv=None) -> str:
 
     plain()  # warm-up
     t_plain, _ = timed(plain)
-    t_attr, attr = timed(lambda: attribute_pairs(model, pairs, batch_size=8))
-    t_heads_off, _ = timed(lambda: attribute_pairs(model, pairs, batch_size=8, heads=False))
+    t_attr, attr = timed(lambda: pair_attribution(model, pairs, batch_size=8))
+    t_heads_off, _ = timed(lambda: pair_attribution(model, pairs, batch_size=8, heads=False))
     t_lens, _ = timed(lambda: pair_lens(model, pairs, batch_size=8))
     t_plain2, _ = timed(plain)
     base = min(t_plain, t_plain2)
@@ -74,8 +74,8 @@ def main(argv=None) -> str:
             "| analysis | time (s) | forward-equivalents per pair |",
             "|---|---|---|",
             f"| plain pooled forward (baseline, min of 2) | {base:.2f} | 1.00 |",
-            f"| attribute_pairs (heads + MLPs) | {t_attr:.2f} | {t_attr / base:.2f} |",
-            f"| attribute_pairs (heads=False) | {t_heads_off:.2f} | {t_heads_off / base:.2f} |",
+            f"| pair_attribution (heads + MLPs) | {t_attr:.2f} | {t_attr / base:.2f} |",
+            f"| pair_attribution (heads=False) | {t_heads_off:.2f} | {t_heads_off / base:.2f} |",
             f"| pair_lens | {t_lens:.2f} | {t_lens / base:.2f} |",
             "",
             f"completeness error of the margin attribution: {margin.completeness_error():.1e}",

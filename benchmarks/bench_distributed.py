@@ -2,7 +2,7 @@
 
 Model: the Llama-style 6L d512 sequence classifier of ``bench_forward.py`` (random weights,
 built identically in every process, with a word-level tokenizer). Work: ``score_pairs`` and
-``attribute_pairs`` on the same pairs (prompt 40-60 words, responses 20-60 words; batches of
+``pair_attribution`` on the same pairs (prompt 40-60 words, responses 20-60 words; batches of
 4 pairs). The timed span runs from a barrier before the call to the gathered result on every
 rank (gather included; imports and model building excluded). 1-process and 2-process launches
 alternate; the load average is logged before each, and the 2-process margins must equal the
@@ -55,7 +55,7 @@ def pairs(n: int) -> list[SimpleNamespace]:
 def worker(out: str, n_pairs: int) -> None:
     import torch.distributed as dist
 
-    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.attribution import pair_attribution
     from reward_lens_tl.distributed import is_main_process, world
     from reward_lens_tl.scoring import score_pairs
 
@@ -66,7 +66,7 @@ def worker(out: str, n_pairs: int) -> None:
     times = {}
     for name, fn in {
         "score_pairs": lambda: score_pairs(model, data, batch_size=4).margins,
-        "attribute_pairs": lambda: attribute_pairs(model, data, batch_size=4).margin.values,
+        "pair_attribution": lambda: pair_attribution(model, data, batch_size=4).margin.values,
     }.items():
         if size > 1:
             dist.barrier()

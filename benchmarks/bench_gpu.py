@@ -21,7 +21,7 @@ its baseline *in the same round* (median over rounds, spread = min–max of thos
    (``bench_patching.inputs/ours/tl_metric/tl_subset``).
 4. ``real``: a Llama-3.2-1B-shaped random bf16 checkpoint (``bench_real_size``): conversion
    time with ``device="cuda"``, time per pair of ``score_pairs``, ``pair_lens``,
-   ``attribute_pairs`` against HF's forward of the same batches (bf16, SDPA), a patching sweep
+   ``pair_attribution`` against HF's forward of the same batches (bf16, SDPA), a patching sweep
    in HF forwards per cell, peak GPU memory (``torch.cuda.max_memory_allocated``), and
    |ours − HF| in bf16.
 
@@ -57,9 +57,9 @@ from bench_real_size import SMOKE, VOCAB, llama_1b_config, stream, write_checkpo
 from transformer_lens import patching as tlp  # noqa: E402
 
 from reward_lens_tl import HookedRewardModel  # noqa: E402
-from reward_lens_tl.attribution import attribute_pairs  # noqa: E402
+from reward_lens_tl.attribution import pair_attribution  # noqa: E402
 from reward_lens_tl.lens import pair_lens  # noqa: E402
-from reward_lens_tl.pairs import pair_batches  # noqa: E402
+from reward_lens_tl.pair_batches import pair_batches  # noqa: E402
 from reward_lens_tl.patching.activation import activation_patching  # noqa: E402
 from reward_lens_tl.scoring import score_pairs  # noqa: E402
 from reward_lens_tl.testing import random_batch, tiny_reward_model  # noqa: E402
@@ -285,7 +285,7 @@ def real(args) -> list[str]:
         "HF forward (same batches)": hf_forward,
         "`score_pairs`": lambda: score_pairs(model, pairs, batch_size=args.batch_size),
         "`pair_lens`": lambda: pair_lens(model, pairs, batch_size=args.batch_size),
-        "`attribute_pairs`": lambda: attribute_pairs(model, pairs, batch_size=args.batch_size),
+        "`pair_attribution`": lambda: pair_attribution(model, pairs, batch_size=args.batch_size),
     }
     peaks = {}
     for name, fn in fns.items():  # warm-up, and each method's peak GPU memory

@@ -32,11 +32,11 @@ from reward_lens_tl import HookedRewardModel  # noqa: E402
 from reward_lens_tl.crossmodel import compare_models  # noqa: E402
 from reward_lens_tl.implicit import (  # noqa: E402
     ImplicitRewardModel,
-    attribute_implicit_pairs,
-    encoded_pairs,
+    pair_implicit_attribution,
     pair_implicit_lens,
 )
 from reward_lens_tl.implicit.batches import pair_chunks  # noqa: E402
+from reward_lens_tl.pair_batches import encode_pairs  # noqa: E402
 from reward_lens_tl.zoo import load_task, zoo_path  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -109,7 +109,7 @@ def main(argv=None) -> str:
     torch.set_num_threads(args.threads)
     irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
     pairs = zoo_pairs(args.pairs)
-    encoded = encoded_pairs(irm, pairs)
+    encoded = encode_pairs(irm, pairs)[0]
     bs = args.batch_size
 
     def two_forwards():
@@ -123,7 +123,7 @@ def main(argv=None) -> str:
         {
             "policy + reference forwards (floor)": two_forwards,
             "implicit rewards": lambda: irm.pair_rewards(encoded, bs),
-            "implicit attribution (heads)": lambda: attribute_implicit_pairs(
+            "implicit attribution (heads)": lambda: pair_implicit_attribution(
                 irm, encoded, batch_size=bs
             ),
             "implicit lens": lambda: pair_implicit_lens(irm, encoded, batch_size=bs),

@@ -54,7 +54,7 @@ def per_step_loop(prm: HookedPRM, prompt: str, steps: list[str]) -> torch.Tensor
     out = []
     for k in range(1, len(steps) + 1):
         enc = prm.encode_steps(prompt, steps[:k])
-        out.append(prm.rewards(enc.input_ids, enc.attention_mask)[0, -1])
+        out.append(prm.rewards(enc.ids, enc.attention_mask)[0, -1])
     return torch.stack(out)
 
 
@@ -103,7 +103,7 @@ def main() -> None:
             timed(lambda: hf(input_ids=ids).logits, 1),
         ))  # fmt: skip
     t_once, t_loop, t_judge, t_hf = (statistics.median(r[i] for r in rounds) for i in range(4))
-    n_tokens = prm.encode_steps(prompt, steps).input_ids.shape[1]
+    n_tokens = prm.encode_steps(prompt, steps).ids.shape[1]
     load = os.getloadavg()[0]
     print(f"load average {load:.2f}; Llama d_model {args.d_model}, {args.layers} layers, "
           f"{args.steps} steps, {n_tokens} tokens; 1 thread, median of {args.repeats}")  # fmt: skip

@@ -26,11 +26,11 @@ RESULTS.md.
 - *(none)*: the Llama-3.2-1B shape in a temporary directory (``--dtype``, default bf16),
   converted in this process with ``HookedRewardModel.from_pretrained(path, dtype=...)``; 1
   thread, ``--pairs`` short pairs (~15–25 tokens): seconds per pair of ``score_pairs``,
-  ``pair_lens``, ``attribute_pairs`` against HF's forward of the same batches, a
+  ``pair_lens``, ``pair_attribution`` against HF's forward of the same batches, a
   ``resid_pre`` patching sweep, ``|ours − HF|``, peak RSS. Table
   ``| analysis | s/pair | ratio to HF forward |``.
 - ``--flat``: memory flat in the number of pairs: 1 layer of the 1B width in float32, RSS
-  above the start (sampled every 10 ms) while ``score_pairs`` / ``attribute_pairs`` stream
+  above the start (sampled every 10 ms) while ``score_pairs`` / ``pair_attribution`` stream
   200 and 2,000 pairs from a generator. Table
   ``| analysis | pairs | s/pair | peak RSS above start (GiB) |``.
 - ``--write``: only write (or reuse) the checkpoints of ``--shape`` (default all three).
@@ -191,7 +191,7 @@ def timed(fn) -> float:
 
 def hf_time(hf, model, pairs: list, batch_size: int) -> float:
     """HF's forward on exactly the batches the analyses run."""
-    from reward_lens_tl.pairs import pair_batches
+    from reward_lens_tl.pair_batches import pair_batches
 
     batches = list(pair_batches(model, pairs, batch_size))
 
@@ -208,9 +208,9 @@ SMOKE = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_
 
 def real_size(n_pairs: int, dtype: torch.dtype, batch_size: int = 4, smoke: bool = False) -> None:
     from reward_lens_tl import HookedRewardModel
-    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.attribution import pair_attribution
     from reward_lens_tl.lens import pair_lens
-    from reward_lens_tl.pairs import pair_batches
+    from reward_lens_tl.pair_batches import pair_batches
     from reward_lens_tl.patching.activation import activation_patching
     from reward_lens_tl.scoring import score_pairs
 
@@ -249,7 +249,7 @@ def real_size(n_pairs: int, dtype: torch.dtype, batch_size: int = 4, smoke: bool
     rows = {
         "score_pairs": lambda: score_pairs(model, pairs, batch_size=batch_size),
         "pair_lens": lambda: pair_lens(model, pairs, batch_size=batch_size),
-        "attribute_pairs": lambda: attribute_pairs(model, pairs, batch_size=batch_size),
+        "pair_attribution": lambda: pair_attribution(model, pairs, batch_size=batch_size),
     }
     print("| analysis | s/pair | ratio to HF forward |\n|---|---|---|")
     for name, fn in rows.items():
@@ -276,7 +276,7 @@ def real_size(n_pairs: int, dtype: torch.dtype, batch_size: int = 4, smoke: bool
 
 def flatness(sizes=(200, 2000), batch_size: int = 8, smoke: bool = False) -> None:
     from reward_lens_tl import HookedRewardModel
-    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.attribution import pair_attribution
     from reward_lens_tl.scoring import score_pairs
 
     config = llama_1b_config(1, **SMOKE, head_dim=32) if smoke else llama_1b_config(1)
@@ -285,7 +285,7 @@ def flatness(sizes=(200, 2000), batch_size: int = 8, smoke: bool = False) -> Non
         model = HookedRewardModel.from_pretrained(tmp)
     score_pairs(model, stream(8), batch_size=batch_size)  # warm-up
     print("| analysis | pairs | s/pair | peak RSS above start (GiB) |\n|---|---|---|---|")
-    for name, fn in {"score_pairs": score_pairs, "attribute_pairs": attribute_pairs}.items():
+    for name, fn in {"score_pairs": score_pairs, "pair_attribution": pair_attribution}.items():
         for n in sizes:
             with RssSampler() as rss:
                 t = timed(lambda: fn(model, stream(n), batch_size=batch_size))  # noqa: B023

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_attribution import random_pairs  # noqa: E402
 from bench_forward import build  # noqa: E402
 
-from reward_lens_tl.pairs import pair_batches  # noqa: E402
+from reward_lens_tl.pair_batches import pair_batches  # noqa: E402
 from reward_lens_tl.sae import (  # noqa: E402
     pair_feature_attribution,
     spliced,

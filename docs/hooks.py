@@ -29,20 +29,17 @@
 of ``reward_lens_tl`` gets a page unless
 
 1. a part of its dotted name starts with ``_`` (``_lazy``, ``data._records``);
-2. the first line of its docstring says it is deprecated (``demo``, ``demo_sections``,
-   ``report.legacy``, ``evals.demo``, ...): aliases kept for old code, which warn when used;
-3. it defines no public name of its own: no top-level ``def``, ``class`` or assignment without a
-   leading underscore (only those in its ``__all__`` when it has one). The ``*.errors`` modules
-   of the subpackages only re-export ``reward_lens_tl.errors``, whose page documents the
-   errors; a package counts as defining its ``__all__`` (its page is their index);
-4. it is a module of a subpackage outside that package's ``__all__`` story: the package's
+2. it defines no public name of its own: no top-level ``def``, ``class`` or assignment without a
+   leading underscore (only those in its ``__all__`` when it has one); a package counts as
+   defining its ``__all__`` (its page is their index);
+3. it is a module of a subpackage outside that package's ``__all__`` story: the package's
    ``__all__`` names nothing it defines, it declares no ``__all__`` of its own, and no guide
    imports from it (a guide: ``README.md``, the hand-written pages, ``docs/examples/*.py`` and
    ``notebooks/*.ipynb``). So ``adapters.gpt2``, ``pressure.validate`` or ``report.quality``
    (implementation behind a package's interface) are left out, while ``pressure.training``,
    which the guides import from, is kept. The top-level modules of ``reward_lens_tl`` are import
    paths of their own (``reward_lens_tl.lens``): its lazy ``__all__`` holds only the loaders, so
-   rule 4 does not apply to them.
+   rule 3 does not apply to them.
 
 ``tests/test_docs.py`` checks the rule both ways: no listed module is internal by it, and every
 name of ``reward_lens_tl.__all__`` and of each subpackage's ``__all__`` has its entry on a page.
@@ -138,19 +135,17 @@ def internal_reason(name: str) -> str | None:
     parts = name.split(".")
     if any(p.startswith("_") for p in parts):
         return "rule 1: a private name"
-    first, public, declared = _parsed(name)
-    if "deprecated" in first.lower():
-        return "rule 2: deprecated"
+    _, public, declared = _parsed(name)
     if is_package(name):
         return None
     if not public:
-        return "rule 3: defines no public name of its own"
+        return "rule 2: defines no public name of its own"
     parent = ".".join(parts[:-1])
     if parent == PACKAGE or declared is not None or name in guide_imports():
         return None
     _, _, parent_all = _parsed(parent)
     if not public & (parent_all or frozenset()):
-        return f"rule 4: outside {parent}'s __all__, and no guide imports from it"
+        return f"rule 3: outside {parent}'s __all__, and no guide imports from it"
     return None
 
 
@@ -223,9 +218,9 @@ def api_index() -> str:
         "",
         "Generated from the docstrings (mkdocstrings), with the jaxtyping shapes of every "
         "signature. One page per public module, grouped by package; each package's page lists "
-        "its public names (its `__all__`). Implementation modules behind a package's interface, "
-        "deprecated aliases and the subpackages' `errors` re-exports (every error is on "
-        "[`reward_lens_tl.errors`](reward_lens_tl.errors.md)) have no page.",
+        "its public names (its `__all__`). Implementation modules behind a package's interface "
+        "have no page; every error is on "
+        "[`reward_lens_tl.errors`](reward_lens_tl.errors.md).",
         "",
     ]
     for package in packages():

@@ -1,5 +1,7 @@
 """Lazy exports for a package `__init__`.
 
+Internal (no public names): used by the package's `__init__` modules for their lazy exports.
+
 Names are imported from their module on first use (PEP 562), so importing the package (and the CLI)
 stays fast, and `dir()` lists them so tab completion in Jupyter finds them.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+__all__: list[str] = []
 
 
 def lazy_exports(

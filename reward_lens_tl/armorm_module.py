@@ -38,7 +38,11 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.utils import ModelOutput
 
-from reward_lens_tl.errors import InvalidArgumentError, MissingPadTokenError
+from .errors import InvalidArgumentError, MissingPadTokenError
+
+__all__ = [
+    "LlamaForRewardModelWithGating",
+]
 
 ARMORM_ARCHITECTURE = "LlamaForRewardModelWithGating"
 #: `<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n` in the Llama-3 tokenizer.
@@ -161,7 +165,24 @@ class ArmoRMOutput(ModelOutput):
 
 
 class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
-    """Local re-implementation of the ArmoRM layout (see the module docstring)."""
+    """Local re-implementation of the ArmoRM layout (see the module docstring).
+
+    Args:
+        config: Llama config with the ArmoRM fields (`num_objectives`, gating sizes).
+
+    Examples:
+        The zoo's `multi` model has this layout (three objectives):
+
+        >>> from reward_lens_tl.zoo import load_tokenizer, zoo_path
+        >>> hf = LlamaForRewardModelWithGating.from_pretrained(zoo_path("multi"))
+        >>> tok = load_tokenizer("multi")
+        >>> text = tok.apply_chat_template(
+        ...     [{"role": "user", "content": "how bake bread"},
+        ...      {"role": "assistant", "content": "oven flour"}], tokenize=False)
+        >>> out = hf(tok(text, return_tensors="pt", add_special_tokens=False).input_ids)
+        >>> tuple(out.rewards.shape), round(out.score.detach()[0].item(), 3)
+        ((1, 3), 2.198)
+    """
 
     def __init__(self, config: LlamaConfig):
         """Build the backbone, regression layer, gating network and reward transform.
@@ -194,6 +215,14 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
         As in every HF Llama, positions are `arange` unless `position_ids` are given: a left-padded
         batch needs `position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)` to score like each
         row alone.
+
+        Args:
+            input_ids: Token ids `[batch, pos]`.
+            attention_mask: `1` on real tokens (default: all ones).
+            position_ids: Explicit positions (default: `arange`).
+
+        Returns:
+            The per-objective rewards, the gating output and the score.
         """
         hidden = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids

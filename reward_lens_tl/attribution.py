@@ -22,7 +22,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
@@ -34,10 +34,11 @@ from torch import Tensor
 
 from .components import Component
 from .errors import InvalidArgumentError, RewardLensError, UsageError
-from .pairs import OnError, SkippedPair, pair_index_columns
+from .pair_batches import OnError, SkippedPair, pair_index_columns
 from .plotting import SIGNED, Backend, render
 from .readout import Objective, ReadoutRun, gather_positions, run_readout, wide
 from .results import (
+    PAIR_RUN_DOC,
     MarginResult,
     Result,
     TopK,
@@ -47,9 +48,14 @@ from .results import (
     tidy_frame,
     top_entries,
 )
+from .signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from .model import HookedRewardModel
+
+__all__ = ["direct_attribution", "pair_attribution"]
 
 
 @dataclass(frozen=True)
@@ -359,9 +365,9 @@ def _cpu(t: Tensor | None) -> Tensor | None:
 
 
 def direct_attribution(
-    model,
-    input_ids: Tensor,
-    attention_mask: Tensor | None = None,
+    model: HookedRewardModel,
+    input_ids: Int[Tensor, "batch pos"],
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
     *,
     heads: bool = True,
     sources: bool = False,
@@ -369,7 +375,7 @@ def direct_attribution(
     objective: Objective = None,
     positions: Sequence[int] | Tensor | None = None,
     split_bias: bool = False,
-    fwd_hooks: Sequence = (),
+    fwd_hooks: Sequence[tuple[str, Callable[..., Any]]] = (),
 ) -> AttributionResult:
     """Decompose each example's reward into components (see the module docstring).
 
@@ -380,8 +386,40 @@ def direct_attribution(
     minus its output bias). `positions` reads at explicit positions instead of the reward
     position (the parts then sum to the per-position reward there); `split_bias` reports the
     biases per sublayer (`attn{l}.bias`, `mlp{l}.bias`) instead of one `bias`;
-    `fwd_hooks` are the
-    user's own interventions, active during the run.
+    `fwd_hooks` are the user's own interventions, active during the run.
+
+    Args:
+        model: The reward model.
+        input_ids: Token ids, one conversation per row (padded on either side).
+        attention_mask: `1` on real tokens; `None` infers it from the pad ids.
+        heads: One part per attention head (`L{l}H{h}`); `False` gives one per layer
+            (`attn{l}`).
+        sources: Split each head's part by source position (`.sources`); needs `heads`.
+        neurons: Split each MLP's part by neuron (`.neurons`).
+        objective: One objective (name or index) of a multi-objective head; `None`
+            decomposes the pooled reward.
+        positions: Read at these positions (one per row) instead of the reward position.
+        split_bias: Report the output biases per sublayer instead of one `bias` part.
+        fwd_hooks: The user's own interventions (`(hook name, function)`), active during
+            the run.
+
+    Returns:
+        The parts of every example; parts + head bias = reward.
+
+    Raises:
+        RewardLensError: When `sources=True` comes with `heads=False`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> ids = model.to_tokens(
+        ...     [("how bake bread", "oven flour"), ("how bake bread", "the bomb")])
+        >>> attr = direct_attribution(model, ids)
+        >>> attr.labels[:4], bool(attr.completeness_error() < 1e-4)
+        (('embed', 'L0H0', 'L0H1', 'L0H2'), True)
+        >>> [label for label, _ in attr.top_k(2)]  # the two largest parts
+        ['L1H3', 'L2H2']
     """
     if sources and not heads:
         raise RewardLensError("sources=True needs heads=True")
@@ -448,14 +486,15 @@ def _head_sources(model, cache, layer: int, pos: Tensor, u_attn: Tensor) -> Tens
     return wide(pattern).permute(1, 0, 2) * vo
 
 
-def attribute_pairs(
-    model,
-    pairs: Iterable,
+@pasted_docs(pair_run=PAIR_RUN_DOC)
+def pair_attribution(
+    model: HookedRewardModel,
+    pairs: Iterable[Any],
     *,
     batch_size: int = 16,
     truncation: str = "error",
     on_error: OnError = "raise",
-    **kwargs,
+    **kwargs: Any,
 ) -> PairAttribution:
     """Direct attribution of each pair's chosen and rejected response, streamed in chunks.
 
@@ -465,13 +504,35 @@ def attribute_pairs(
     left out and listed in `.skipped` (`"skip"`); `.indices` says which input pair each example is.
     Runs split across processes under `torchrun` (`reward_lens_tl.distributed`).
 
+    Args:
+        {pair_run}
+        **kwargs: Go to `direct_attribution` (`heads`, `neurons`, `objective`, ...; not
+            `sources`).
+
+    Returns:
+        The attribution of the chosen and the rejected responses, and of the margins.
+
+    Raises:
+        RewardLensError: When `sources=True` is asked for.
+
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = [PreferencePair("how bake bread", "oven flour", "the bomb"),
+        ...          PreferencePair("explain laptop", "screen code", "soup")]
+        >>> margin = pair_attribution(model, pairs).margin
+        >>> [round(r, 3) for r in margin.rewards.tolist()], [c for c, _ in margin.top_k(2)]
+        ([7.11, 4.776], ['L2H3', 'L2H2'])
+
+        A pair that cannot be encoded is skipped with `on_error="skip"`:
+
         >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
         >>> from types import SimpleNamespace as Pair
         >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
         >>> pairs = [Pair(prompt="w6", chosen=c, rejected="w8") for c in ("w7 " * 99, "w7")]
-        >>> result = attribute_pairs(model, pairs, on_error="skip")
+        >>> result = pair_attribution(model, pairs, on_error="skip")
         >>> result.indices, [s.index for s in result.skipped]
         ((1,), [0])
     """

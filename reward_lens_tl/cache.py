@@ -42,6 +42,10 @@ from transformer_lens.utilities.slice import Slice, SliceInput
 from .errors import InvalidArgumentError, RewardLensError
 from .padding import padded_slice_problem
 
+__all__ = [
+    "RewardActivationCache",
+]
+
 REWARD = "reward"
 
 
@@ -59,7 +63,12 @@ def _per_row_method(name: str):
     method.__name__ = name
     method.__doc__ = (
         f"TL's ``{name}``; ``pos_slice='reward'`` reads each row's reward position, giving "
-        "``[..., batch, d_model]`` (or ``[..., batch]`` with a 1-D ``project_output_onto``)."
+        "``[..., batch, d_model]`` (or ``[..., batch]`` with a 1-D ``project_output_onto``).\n\n"
+        "Args:\n"
+        "    *args: TL's positional arguments.\n"
+        "    pos_slice: TL's ``pos_slice``, or ``'reward'``.\n"
+        "    return_labels: Also return the labels (as in TL).\n"
+        "    **kwargs: TL's other keyword arguments.\n"
     )
     return method
 
@@ -70,7 +79,32 @@ _PROJECTING = {"get_full_resid_decomposition": 0, "stack_neuron_results": 0}
 
 
 class RewardActivationCache(ActivationCache):
-    """An `ActivationCache` that knows each row's reward-reading position."""
+    """An `ActivationCache` that knows each row's reward-reading position.
+
+    `model.run_with_cache` returns one; see the module docstring.
+
+    Args:
+        cache_dict: The cached activations.
+        model: The model that produced them.
+        has_batch_dim: Whether the activations have a batch dimension.
+        reward_positions: Each row's reward-reading position (`[batch]`), or `None`.
+        positions_note: A note on how the positions were found, for error messages.
+        attention_mask: The batch's padding mask in the cache's position coordinates
+            (`None`: unpadded or unknown); a `pos_slice` that lands on a row's pads is
+            refused (`reward_lens_tl.padding.padded_slice_problem`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> ids = model.to_tokens(
+        ...     [("how bake bread", "oven flour"), ("how bake bread", "the bomb")])
+        >>> _, cache = model.run_with_cache(ids)
+        >>> stack, labels = cache.decompose_resid(pos_slice="reward", return_labels=True)
+        >>> parts = cache.residual_stack_to_reward(stack)  # [component, batch]
+        >>> [round(r, 3) for r in (parts.sum(0) + cache.reward_bias()).tolist()]
+        [0.245, -6.865]
+    """
 
     def __init__(
         self,
@@ -81,18 +115,7 @@ class RewardActivationCache(ActivationCache):
         positions_note: str = "",
         attention_mask=None,
     ):
-        """Wrap `cache_dict` with each row's reward-reading position.
-
-        Args:
-            cache_dict: The cached activations.
-            model: The model that produced them.
-            has_batch_dim: Whether the activations have a batch dimension.
-            reward_positions: Each row's reward-reading position (`[batch]`), or `None`.
-            positions_note: A note on how the positions were found, for error messages.
-            attention_mask: The batch's padding mask in the cache's position coordinates
-                (`None`: unpadded or unknown); a `pos_slice` that lands on a row's pads is
-                refused (`reward_lens_tl.padding.padded_slice_problem`).
-        """
+        """Wrap `cache_dict` with each row's reward-reading position (the class's Args)."""
         super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
         self.reward_positions: Int[Tensor, " batch"] | None = reward_positions
         self._positions_note = positions_note
@@ -135,6 +158,13 @@ class RewardActivationCache(ActivationCache):
         """`stack[..., b, reward_positions[b], :]` for every row `b`.
 
         `pos_dim=-1` is for a stack without its last `d` axis.
+
+        Args:
+            stack: Activations with batch and position axes.
+            pos_dim: The position axis (`-2`, or `-1` without a `d` axis).
+
+        Returns:
+            The stack at each row's reward position.
         """
         pos = self._rows().to(stack.device)
         if not self.has_batch_dim:
@@ -172,7 +202,17 @@ class RewardActivationCache(ActivationCache):
         pos_slice: Slice | SliceInput | str = None,
         project_output_onto: Tensor | None = None,
     ) -> Tensor:
-        """TL's `get_neuron_results`; `pos_slice='reward'` reads each row's reward position."""
+        """TL's `get_neuron_results`; `pos_slice='reward'` reads each row's reward position.
+
+        Args:
+            layer: The layer.
+            neuron_slice: The neurons (as in TL).
+            pos_slice: TL's `pos_slice`, or `"reward"`.
+            project_output_onto: A direction to project each neuron's output onto (as in TL).
+
+        Returns:
+            Each neuron's output (or its projection).
+        """
         base = ActivationCache.get_neuron_results.__get__(self)
         project = project_output_onto
         self.check_pos_slice(pos_slice)
@@ -234,6 +274,18 @@ class RewardActivationCache(ActivationCache):
         The final norm's weight is applied when the model was loaded without folding it (TL ignores
         it), and `pos_slice="reward"` serves stacks read at each row's reward position
         (`[..., batch, d_model]`).
+
+        Args:
+            residual_stack: The stack of residual-stream components.
+            layer: The layer whose norm applies (`None` or `-1`: the final norm).
+            mlp_input: Apply the layer's MLP-input norm instead of its attention-input norm.
+            pos_slice: TL's `pos_slice`, or `"reward"`.
+            batch_slice: TL's `batch_slice`.
+            has_batch_dim: Whether the stack has a batch axis.
+            recompute_ln: Recompute the norm's scale from the stack (as in TL).
+
+        Returns:
+            The normalised stack.
         """
         final = layer is None or layer == -1 or layer == self.model.cfg.n_layers
         if final and not recompute_ln:
@@ -317,6 +369,17 @@ class RewardActivationCache(ActivationCache):
         `tokens` are objective indices (or names) of the reward head (`0` for a scalar head; refused
         for a gated head, whose direction depends on the input: use `residual_stack_to_reward`), and
         `pos_slice="reward"` reads each row's reward position.
+
+        Args:
+            residual_stack: The stack of residual-stream components.
+            tokens: Objective indices or names of the reward head.
+            incorrect_tokens: Objectives whose direction is subtracted (as in TL).
+            pos_slice: TL's `pos_slice`, or `"reward"`.
+            batch_slice: TL's `batch_slice`.
+            has_batch_dim: Whether the stack has a batch axis.
+
+        Returns:
+            Each component's attribution along the head's direction.
         """
         direction = self.model.tokens_to_residual_directions(tokens)
         if incorrect_tokens is not None:
@@ -345,6 +408,13 @@ class RewardActivationCache(ActivationCache):
         multi-objective head without a gate. For `accumulated_resid` the last entry plus the bias is
         the reward (a reward lens); for a decomposition (`decompose_resid`,
         `get_full_resid_decomposition`) the entries sum to it.
+
+        Args:
+            stack: The stack, read at each row's reward position.
+            objective: One head column (name or index); `None` reads the reward.
+
+        Returns:
+            Each entry's contribution to the reward, per row.
         """
         self._check_no_final_bias()
         normed = self._apply_ln_per_row(stack, None, False, False)
@@ -352,7 +422,14 @@ class RewardActivationCache(ActivationCache):
         return (normed * read.direction.to(normed.dtype)).sum(-1)
 
     def reward_bias(self, objective: str | int | None = None) -> Float[Tensor, " batch"]:
-        """The head's bias along the reward `residual_stack_to_reward` reads (per row)."""
+        """The head's bias along the reward `residual_stack_to_reward` reads (per row).
+
+        Args:
+            objective: One head column (name or index); `None` reads the reward.
+
+        Returns:
+            The bias, per row.
+        """
         return self._readout(objective).bias
 
     def _readout(self, objective):

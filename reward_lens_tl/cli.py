@@ -4,8 +4,7 @@ Subcommands: `report` (one report, HTML and markdown; on the shipped zoo model a
 without arguments: the main job, `make demo`), `score` (a pair file with a checkpoint),
 `info` (what a checkpoint's files say, and parity), `check` (diagnostics for
 your own reward model), `sweep` / `sweep-stats` (token sweeps), `eval` (benchmark
-metrics, `reward_lens_tl.evals.cli`), `zoo train`, and `demo` (deprecated: `report`
-on the zoo).
+metrics, `reward_lens_tl.evals.cli`) and `zoo train`.
 
 Building the parser imports nothing heavy (no torch, TransformerLens or transformers), so
 `--help` and argument mistakes answer at once: every handler imports its implementation when
@@ -41,6 +40,10 @@ import sys
 import warnings
 from pathlib import Path
 from typing import cast
+
+__all__ = [
+    "main",
+]
 
 DESCRIPTION = (
     "Mechanistic interpretability of reward models as TransformerLens HookedTransformers: "
@@ -197,18 +200,6 @@ def print_error(message: str) -> None:
 
 
 # -- handlers -------------------------------------------------------------------------------------
-def _demo(args) -> int:
-    """`reward-lens demo` (deprecated): `reward-lens report` on the zoo."""
-    warnings.warn(
-        "'reward-lens demo' is deprecated; use 'reward-lens report' (without a pair file it "
-        "reports on the zoo, as 'make demo' does)",
-        FutureWarning,
-        stacklevel=2,
-    )
-    model = [args.model] if args.model else []
-    return _report(build_parser().parse_args(["report", *model, "--out", args.out]))
-
-
 def _score(args) -> int:
     from .data import load_pairs
     from .distributed import is_main_process
@@ -370,7 +361,7 @@ def resolving_model(handler):
 
 
 def _info(args) -> int:
-    from .checkpoint_info import describe_files, is_causal_lm
+    from .checkpoint import describe_files, is_causal_lm
 
     path = resolve_model(args)
     facts = describe_files(path)
@@ -577,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     parser.add_argument("--version", action="version", version=f"reward-lens {_version()}")
     sub = cast(LazySubParsers, parser.add_subparsers(dest="command", required=True))
-    _add_demo_and_score(sub)
+    _add_score(sub)
     _add_info_and_check(sub)
     _add_report(sub)
     for name, (help_text, builder) in LAZY_SUBCOMMANDS.items():
@@ -717,14 +708,7 @@ def _add_truncation(parser: argparse.ArgumentParser, default: str, error: str) -
     )
 
 
-def _add_demo_and_score(sub) -> None:
-    demo = sub.add_parser(
-        "demo", help="deprecated: 'reward-lens report' (on the zoo without a pair file)"
-    )
-    demo.add_argument("--model", default=None, help=f"{MODEL_HELP} (default: zoo scalar)")
-    demo.add_argument("--out", default="reports/demo", help="output directory")
-    demo.set_defaults(func=_demo)
-
+def _add_score(sub) -> None:
     score = sub.add_parser("score", help="score a preference-pair file with a checkpoint")
     _add_model(score, f"{MODEL_HELP} (config.json + safetensors)")
     score.add_argument("pairs", help="pair file: HH-RLHF, LLMBar, RM-Bench, RewardBench jsonl, …")
@@ -837,6 +821,14 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status (2 for a user error, 130 when interrupted).
+
+    Examples:
+        >>> try:
+        ...     main(["--version"])
+        ... except SystemExit as done:  # argparse exits after printing the version
+        ...     print("exit status", done.code)
+        reward-lens 0.1.0
+        exit status 0
     """
     with warnings.catch_warnings():
         warnings.showwarning = show_warning

@@ -27,7 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reward_lens_tl.errors import InvalidArgumentError
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "Component",
+]
 
 KINDS = ("embed", "pos_embed", "head", "attn", "mlp", "bias", "attn_bias", "mlp_bias")
 
@@ -40,6 +44,10 @@ class Component:
         kind: One of `KINDS`.
         layer: The layer (`None` for embeddings and biases).
         head: The head (attention heads only).
+
+    Examples:
+        >>> Component("head", 1, 3).label, Component("mlp", 0).label, Component("embed").label
+        ('L1H3', 'mlp0', 'embed')
     """
 
     kind: str

@@ -38,12 +38,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
-from .inputs import EncodedConversation
+from .inputs import EncodedConversation, as_encoded
+
+__all__ = [
+    "ContrastPair",
+    "as_contrast_pair",
+    "as_contrast_pairs",
+    "changed_positions",
+    "encode_contrast",
+]
 
 
 @dataclass(frozen=True)
 class ContrastPair:
-    """Two encodings differing in one feature; see the module docstring for the fields."""
+    """Two encodings differing in one feature; see the module docstring for the fields.
+
+    Args:
+        base: The conversation *without* the feature (the corrupted run).
+        edited: The same conversation *with* the feature (the clean run; plays "chosen").
+        edited_positions: Positions in `edited` that carry the feature.
+        neutral_positions: Positions in `edited` changed in a way that should not matter.
+        feature: The feature's name (pairs are grouped by it).
+        rule_delta: The reward difference the feature should cause, if known.
+
+    Examples:
+        >>> from reward_lens_tl import EncodedConversation
+        >>> pair = ContrastPair(EncodedConversation((1, 3, 7, 2), 2),
+        ...                     EncodedConversation((1, 3, 9, 2), 2), edited_positions=(2,))
+        >>> pair.response_start, pair.same_length
+        (2, True)
+    """
 
     base: EncodedConversation
     edited: EncodedConversation
@@ -102,6 +126,24 @@ class ContrastPair:
 
         `edited_positions=None` diffs the ids: every position of `edited` that is replaced or
         inserted relative to `base`.
+
+        Args:
+            base_ids: The token ids without the feature.
+            edited_ids: The token ids with the feature.
+            response_start: Index of the response's first token in `edited_ids`.
+            edited_positions: Positions carrying the feature (`None`: found by diffing).
+            neutral_positions: Positions changed in a way that should not matter.
+            feature: The feature's name.
+            base_response_start: The response's start in `base_ids` (`None`: `response_start`).
+            rule_delta: The reward difference the feature should cause, if known.
+
+        Returns:
+            The contrast pair.
+
+        Examples:
+            >>> pair = ContrastPair.from_ids([1, 3, 7, 2], [1, 3, 7, 7, 2], response_start=2)
+            >>> pair.edited_positions, pair.same_length
+            ((3,), False)
         """
         edited = EncodedConversation(tuple(edited_ids), response_start)
         base_start = response_start if base_response_start is None else base_response_start
@@ -128,6 +170,28 @@ class ContrastPair:
         """From a prompt and two responses, encoded as the model's template would.
 
         Encoding uses a model's `encode`, or a tokenizer through `encode_conversation`.
+
+        Args:
+            model_or_tokenizer: A reward model (its `encode`) or a tokenizer.
+            prompt: The prompt both responses answer.
+            base_response: The response without the feature.
+            edited_response: The response with the feature.
+            feature: The feature's name.
+            edited_positions: Positions carrying the feature (`None`: found by diffing).
+            neutral_positions: Positions changed in a way that should not matter.
+            rule_delta: The reward difference the feature should cause, if known.
+
+        Returns:
+            The contrast pair.
+
+        Examples:
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.zoo import zoo_path
+            >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+            >>> pair = ContrastPair.from_texts(model, "explain how to bake bread",
+            ...                                "great soup", "great soup great", feature="repeat")
+            >>> pair.feature, pair.same_length
+            ('repeat', False)
         """
         base = _encode(model_or_tokenizer, prompt, base_response)
         edited = _encode(model_or_tokenizer, prompt, edited_response)
@@ -140,7 +204,7 @@ class ContrastPair:
 
 def _encode(model_or_tokenizer, prompt, response) -> EncodedConversation:
     if hasattr(model_or_tokenizer, "encode") and hasattr(model_or_tokenizer, "cfg"):
-        return model_or_tokenizer.encode_conversation(prompt, response)
+        return model_or_tokenizer.encode(prompt, response)
     from .inputs import encode_conversation
 
     return encode_conversation(model_or_tokenizer, prompt, response)
@@ -148,6 +212,13 @@ def _encode(model_or_tokenizer, prompt, response) -> EncodedConversation:
 
 def changed_positions(base: Sequence[int], edited: Sequence[int]) -> tuple[int, ...]:
     """Positions of `edited` that are replaced or inserted relative to `base`.
+
+    Args:
+        base: The token ids without the feature.
+        edited: The token ids with the feature.
+
+    Returns:
+        The positions of `edited` that differ, ascending.
 
     Examples:
         >>> changed_positions([1, 5, 6, 2], [1, 5, 9, 9, 2])
@@ -166,14 +237,30 @@ def as_contrast_pair(pair: Any) -> ContrastPair:
 
     A zoo pair may be any object with `base`, `edited` and `edited_positions`; a tuple holds encoded
     conversations (positions found by diffing).
+
+    Args:
+        pair: A `ContrastPair`, a zoo pair or an `(edited, base)` tuple of encodings.
+
+    Returns:
+        The contrast pair.
+
+    Raises:
+        InvalidArgumentError: `pair` is none of these.
+
+    Examples:
+        >>> from reward_lens_tl import EncodedConversation
+        >>> edited = EncodedConversation((1, 3, 9, 2), 2)
+        >>> base = EncodedConversation((1, 3, 7, 2), 2)
+        >>> as_contrast_pair((edited, base)).edited_positions
+        (2,)
     """
     if isinstance(pair, ContrastPair):
         return pair
     positions = _declared_positions(pair)
     if positions is not None:
         return ContrastPair(
-            base=encode_example(pair.base),
-            edited=encode_example(pair.edited),
+            base=as_encoded(pair.base),
+            edited=as_encoded(pair.edited),
             edited_positions=tuple(positions),
             neutral_positions=tuple(getattr(pair, "neutral_positions", ())),
             feature=str(pair.feature),
@@ -193,15 +280,10 @@ def as_contrast_pair(pair: Any) -> ContrastPair:
 
 
 def _declared_positions(pair: Any) -> Sequence[int] | None:
-    """The edited positions an object with `base` and `edited` declares.
-
-    Its `edited_positions`, or the `changed_positions` of objects written for the zoo's former
-    `ContrastPair`; `None` for anything else.
-    """
+    """The `edited_positions` an object with `base` and `edited` declares (`None`: none)."""
     if not (hasattr(pair, "edited") and hasattr(pair, "base")):
         return None
-    positions = getattr(pair, "edited_positions", None)  # first: the old name would warn
-    return positions if positions is not None else getattr(pair, "changed_positions", None)
+    return getattr(pair, "edited_positions", None)
 
 
 def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:
@@ -212,27 +294,32 @@ def as_contrast_pairs(pairs: Sequence[Any]) -> list[ContrastPair]:
 
     Returns:
         The contrast pairs.
+
+    Examples:
+        >>> from reward_lens_tl import EncodedConversation
+        >>> edited = EncodedConversation((1, 3, 9, 2), 2)
+        >>> base = EncodedConversation((1, 3, 7, 2), 2)
+        >>> [p.edited_positions for p in as_contrast_pairs([(edited, base)])]
+        [(2,)]
     """
     return [as_contrast_pair(p) for p in pairs]
-
-
-def encode_example(example) -> EncodedConversation:
-    """A zoo `Example` (token ids, response span) as an `EncodedConversation`.
-
-    `response_end` is recorded, so the template's end-of-turn is suffix; an `EncodedConversation` is
-    returned as it is.
-    """
-    if isinstance(example, EncodedConversation):
-        return example
-    start = example.response_start
-    response = getattr(example, "response", None)
-    end = start + len(response) if response is not None else None
-    return EncodedConversation(tuple(example.input_ids), start, end)
 
 
 def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
     """`(edited, base)` as encoded conversations (edited plays "chosen").
 
     Works for anything with `edited` and `base` (a `ContrastPair`, a zoo pair, two zoo examples).
+
+    Args:
+        pair: Anything with `edited` and `base` attributes.
+
+    Returns:
+        `(edited, base)`, each an `EncodedConversation`.
+
+    Examples:
+        >>> pair = ContrastPair.from_ids([1, 3, 7, 2], [1, 3, 9, 2], response_start=2)
+        >>> edited, base = encode_contrast(pair)
+        >>> edited.ids, base.ids
+        ((1, 3, 9, 2), (1, 3, 7, 2))
     """
-    return encode_example(pair.edited), encode_example(pair.base)
+    return as_encoded(pair.edited), as_encoded(pair.base)

@@ -48,6 +48,11 @@ from .inputs import EncodedConversation, encode_conversation, pad_batch
 from .padding import PaddingSide, hf_pad
 from .results import Result
 
+__all__ = [
+    "CheckReport",
+    "check",
+]
+
 STATUSES = ("pass", "warn", "fail")
 #: How many rows a batch may disagree with the same rows scored alone, relative to the scale.
 BATCH_RTOL = 1e-4
@@ -258,8 +263,14 @@ def check(
 
 
 def _check_checkpoint(path: Path, data) -> CheckReport:
-    from .checkpoint import AutoMapIgnoredWarning, ignored_auto_map, read_config_dict
-    from .checkpoint_info import IMPLICIT_REWARD_HINT, describe_files, is_causal_lm
+    from .checkpoint import (
+        IMPLICIT_REWARD_HINT,
+        AutoMapIgnoredWarning,
+        describe_files,
+        ignored_auto_map,
+        is_causal_lm,
+        read_config_dict,
+    )
     from .loading import load_hf_model
     from .model import HookedRewardModel
 

@@ -1,6 +1,6 @@
 """Pair-set analyses across processes: `torchrun --nproc_per_node N script.py`.
 
-`score_pairs`, `attribute_pairs`,
+`score_pairs`, `pair_attribution`,
 `pair_lens`, `score_items`,
 `build_report` and the `score`, `eval` and `report` commands
 run unchanged under `torchrun`.
@@ -41,7 +41,12 @@ from typing import Any
 
 import torch.distributed as dist
 
-from reward_lens_tl.errors import UsageError
+from .errors import UsageError
+
+__all__ = [
+    "is_main_process",
+    "world",
+]
 
 #: How long a rank waits for the others in a collective before giving up.
 TIMEOUT = timedelta(minutes=30)
@@ -52,6 +57,10 @@ def world() -> tuple[int, int]:
 
     From the initialised process group, or from `torchrun`'s environment (initialising the group),
     or `(0, 1)`.
+
+    Examples:
+        >>> world()  # a plain (not torchrun) process
+        (0, 1)
     """
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -75,7 +84,12 @@ def _destroy() -> None:
 
 
 def is_main_process() -> bool:
-    """True on rank 0 (and in a 1-process run): the process that writes files and prints."""
+    """True on rank 0 (and in a 1-process run): the process that writes files and prints.
+
+    Examples:
+        >>> is_main_process()  # a plain (not torchrun) process
+        True
+    """
     return world()[0] == 0
 
 

@@ -20,9 +20,97 @@ Examples:
 
 from __future__ import annotations
 
+__all__ = [
+    "AlignmentError",
+    "AmbiguousObjectiveError",
+    "ArgumentTypeError",
+    "BackboneMismatchError",
+    "CheckpointError",
+    "CheckpointNamesError",
+    "CheckpointWeightsError",
+    "ConversionMismatchError",
+    "DataFormatError",
+    "EmptyActivationsError",
+    "EmptyInputError",
+    "EmptyResponseMaskError",
+    "FieldError",
+    "FileInUseError",
+    "HubGatedRepoError",
+    "HubIncompleteSnapshotError",
+    "HubNotCachedError",
+    "HubRepoNotFoundError",
+    "HubResolutionError",
+    "HubRevisionNotFoundError",
+    "InvalidArgumentError",
+    "JudgeTemplateError",
+    "MalformedRecordError",
+    "MemoryEstimateError",
+    "MissingAttentionMaskError",
+    "MissingFileError",
+    "MissingPadTokenError",
+    "MonitorFailedError",
+    "NoExampleAxisError",
+    "NonFiniteActivationError",
+    "NonFiniteResultError",
+    "NonFiniteWeightsError",
+    "NonlinearUnembedError",
+    "NotForRewardModelsError",
+    "PatchingError",
+    "PreEncodedPairsError",
+    "PressureError",
+    "ProbeError",
+    "ProbeFunctionError",
+    "ProbeNotApplicableError",
+    "ProbeSetTooLongError",
+    "ProbeSkip",
+    "ProvenanceMismatchError",
+    "ReportError",
+    "ResultFieldError",
+    "ResultMismatchError",
+    "ResumableFileError",
+    "ResumeFileError",
+    "ResumeMismatchError",
+    "RewardHeadError",
+    "RewardLensError",
+    "SAEHookError",
+    "SAESiteError",
+    "ScoreFileError",
+    "ScoreMismatchError",
+    "ScoreProducerMismatchError",
+    "SequenceTooLongError",
+    "ShapeMismatchError",
+    "StepScoresMismatchError",
+    "StepSeparatorError",
+    "TemplateError",
+    "TokenIdsTypeError",
+    "TokenOutOfVocabError",
+    "TokenizerLoadError",
+    "TooFewExamplesError",
+    "UnknownBenchmarkError",
+    "UnknownCandidateError",
+    "UnknownHookError",
+    "UnknownKeywordError",
+    "UnknownModelError",
+    "UnknownNameError",
+    "UnsafeCheckpointError",
+    "UnsupportedArchitectureError",
+    "UnsupportedModelError",
+    "UnsupportedSAEError",
+    "UnsupportedTrainerModelError",
+    "UsageError",
+    "VerdictTokenError",
+    "VocabularyMismatchError",
+]
+
 
 class RewardLensError(Exception):
-    """Base class of every error reward-lens-tl raises deliberately."""
+    """Base class of every error reward-lens-tl raises deliberately.
+
+    Examples:
+        >>> from reward_lens_tl.errors import RewardLensError
+        >>> issubclass(RewardLensError, Exception)
+        True
+    """
 
 
 class UnsupportedArchitectureError(RewardLensError, NotImplementedError):
@@ -1092,3 +1180,29 @@ class MemoryEstimateError(RewardLensError, MemoryError):
         ...         print(str(err)[:55])
         forward of a 300000 × 64 batch needs at least 54.9 GiB
     """
+
+
+def _caught_as(cls: type[BaseException]) -> None:
+    """Give an error class without an example one: the classes an `except` may name to catch it.
+
+    Every error of this module is caught by its bases (`RewardLensError` and the built-in
+    exception Python code would raise there); the example is written from `cls.__bases__` so
+    that the hierarchy is stated once, here, and cannot drift from the class line.
+    """
+    doc = cls.__doc__ or ""
+    if "\nExamples:\n" in doc:
+        return
+    bases = [b for b in cls.__bases__ if b is not Exception]
+    ours = sorted({cls.__name__, *(b.__name__ for b in bases if b.__module__ == __name__)})
+    lines = [f">>> from reward_lens_tl.errors import {', '.join(ours)}"]
+    for base in bases:
+        lines += [f">>> issubclass({cls.__name__}, {base.__name__})", "True"]
+    caught = " or ".join(f"`{b.__name__}`" for b in bases)
+    cls.__doc__ = doc.rstrip() + "\n\n    Examples:\n        Caught as " + caught + ":\n\n"
+    cls.__doc__ += "".join(f"        {line}\n" for line in lines) + "    "
+
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and issubclass(_obj, BaseException) and _obj.__module__ == __name__:
+        _caught_as(_obj)

@@ -1,5 +1,7 @@
 """An exact fast attention path: `scaled_dot_product_attention` when nobody looks at the pattern.
 
+Internal (no public names): installed by `reward_lens_tl.model` (`set_fast_attention`).
+
 TransformerLens computes attention as an explicit einsum: it materialises the
 `[batch, head, query, key]` scores and pattern (so `hook_attn_scores` / `hook_pattern`
 can see and edit them), which makes a forward pass grow quadratically in memory traffic and
@@ -66,6 +68,8 @@ from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValue
 from transformer_lens.components.abstract_attention import AbstractAttention
 from transformer_lens.components.mlps.gated_mlp import GatedMLP
 from transformer_lens.hook_points import HookPoint
+
+__all__: list[str] = []
 
 PATTERN_HOOKS = ("hook_attn_scores", "hook_pattern")
 UNSUPPORTED_ARCHITECTURES = frozenset({"OlmoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM"})

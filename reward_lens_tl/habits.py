@@ -1,5 +1,7 @@
 """The catalogue of TransformerLens (and sae_lens) habits and what each does on a reward model.
 
+Internal (no public names): read by `tests/test_habits.py` and the docs build (`docs/hooks.py`).
+
 One entry per idiom a TL user writes routinely: the code, and either what it gives on a reward
 model (`right`: the number equals an independent computation from the plain HF model, in
 `tests/test_habits.py`) or the typed error it raises and what to use instead
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+__all__: list[str] = []
 
 
 @dataclass(frozen=True)

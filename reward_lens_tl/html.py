@@ -1,5 +1,7 @@
 """Small self-contained HTML pieces (no scripts, no network), every text escaped.
 
+Internal (no public names): used by `reward_lens_tl.views`, `.token_view` and the report.
+
 `grid_html` renders a labelled 2-D table (e.g. layer × position patching effects) with its
 largest cells outlined, for a result's `_repr_html_` or a report page; `escape` and
 `clean_text` make any text safe to show. Coloured tokens and attention patterns are
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+
+__all__: list[str] = []
 
 STYLE = "font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; line-height: 1.9;"
 

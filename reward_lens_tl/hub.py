@@ -53,6 +53,10 @@ from .errors import (
     UnsafeCheckpointError,
 )
 
+__all__ = [
+    "resolve_checkpoint",
+]
+
 #: The files fetched from a hub repository (`fnmatch` patterns, as `huggingface_hub` reads
 #: them): the config, the tokenizer files and the safetensors weights with their index.
 ALLOWED_PATTERNS: tuple[str, ...] = (

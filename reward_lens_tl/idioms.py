@@ -91,12 +91,6 @@ class RewardModelIdioms(_Host):
 
         def _require_tokenizer(self) -> Any: ...
 
-        def encode_conversation(
-            self, prompt: Any, response: str, **options: Any
-        ) -> EncodedConversation:
-            """Encode one conversation with this tokenizer (see `encode_conversation`)."""
-            ...
-
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
     ) -> Int[Tensor, "batch pos"]:
@@ -163,7 +157,7 @@ class RewardModelIdioms(_Host):
                 f"got {truncate!r}"
             )
         try:
-            encoded = [self.encode_conversation(p, r, truncation=mode) for p, r in pairs]
+            encoded = [self.encode(p, r, truncation=mode) for p, r in pairs]
         except SequenceTooLongError as err:
             if mode != "error":
                 raise
@@ -202,7 +196,7 @@ class RewardModelIdioms(_Host):
             ['<bos>', '<|user|>', 'why', '<|end|>', '<|assistant|>', 'so', '<|end|>', '<eos>']
         """
         if _is_pair(input):
-            ids = list(self.encode_conversation(*input).ids)
+            ids = list(self.encode(*input).ids)
             return self._require_tokenizer().convert_ids_to_tokens(ids)
         if isinstance(input, str):
             raise NotForRewardModelsError(f"to_str_tokens got text. {_TEXT}")

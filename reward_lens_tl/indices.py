@@ -1,5 +1,7 @@
 """Index arguments (layers, heads, objectives, latents, positions) checked, never wrapped.
 
+Internal (no public names): used by `reward_lens_tl.lens`, `.attribution` and the other analyses.
+
 A layer index past the end must not silently become another layer (`layers=[5]` on a 3-layer
 model is not layer 2), and `1.7` or `True` is not an index. Layers follow Python's rule for
 negative indices (`-1` is the last layer); heads, latents and objectives do not take negative
@@ -21,6 +23,8 @@ import numbers
 from collections.abc import Iterable
 
 from .errors import InvalidArgumentError
+
+__all__: list[str] = []
 
 
 def _as_int(value, name: str) -> int:

@@ -34,8 +34,19 @@ from typing import Any, Literal
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import InvalidArgumentError, SequenceTooLongError, TemplateError
+from .errors import ArgumentTypeError, InvalidArgumentError, SequenceTooLongError, TemplateError
 from .padding import PaddingSide, left_pad
+
+__all__ = [
+    "EncodedConversation",
+    "Message",
+    "Prompt",
+    "Truncation",
+    "UnknownTokenWarning",
+    "as_encoded",
+    "encode_conversation",
+    "pad_batch",
+]
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
@@ -147,6 +158,42 @@ class EncodedConversation:
             The ids from the suffix's start to the end.
         """
         return self.ids[self.suffix_start(eos_token_id) :]
+
+
+def as_encoded(item: Any) -> EncodedConversation:
+    """An `EncodedConversation` from itself or from a zoo `Example` (token ids, response span).
+
+    A zoo example's `response_end` is recorded, so the template's end-of-turn is suffix. Text is
+    encoded by a model: `model.encode(prompt, response)`.
+
+    Args:
+        item: An `EncodedConversation`, or anything with `input_ids` and `response_start` (and
+            optionally `response`, the response's ids).
+
+    Returns:
+        The encoded conversation.
+
+    Raises:
+        ArgumentTypeError: When `item` is neither.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> example = SimpleNamespace(input_ids=[1, 4, 9, 5, 2], response_start=3, response=[5])
+        >>> enc = as_encoded(example)
+        >>> enc.ids, enc.response_start, enc.response_end, as_encoded(enc) is enc
+        ((1, 4, 9, 5, 2), 3, 4, True)
+    """
+    if isinstance(item, EncodedConversation):
+        return item
+    if not (hasattr(item, "input_ids") and hasattr(item, "response_start")):
+        raise ArgumentTypeError(
+            f"expected an EncodedConversation or a zoo Example, got {type(item).__name__}; "
+            "encode text with model.encode(prompt, response)"
+        )
+    start = item.response_start
+    response = getattr(item, "response", None)
+    end = start + len(response) if response is not None else None
+    return EncodedConversation(tuple(item.input_ids), start, end)
 
 
 def _as_int(value: Any, name: str) -> int:
@@ -509,7 +556,22 @@ def warn_unknown_tokens(tokenizer: Any, enc: EncodedConversation, templated: boo
 
 
 class UnknownTokenWarning(UserWarning):
-    """Much of an encoded sequence is the tokenizer's unknown token."""
+    """Much of an encoded sequence is the tokenizer's unknown token.
+
+    Examples:
+        Encoding words the zoo's tokenizer does not know warns (here turned into an error):
+
+        >>> import warnings
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", UnknownTokenWarning)
+        ...     model.encode("How do I bake bread?", "Knead the dough.")
+        Traceback (most recent call last):
+        ...
+        reward_lens_tl.inputs.UnknownTokenWarning: ...
+    """
 
 
 def pad_batch(

@@ -25,24 +25,29 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from .errors import RewardLensError
 from .indices import check_layer
-from .pairs import OnError, SkippedPair, pair_index_columns
-from .plotting import RED, Backend, line, render
+from .pair_batches import OnError, SkippedPair, pair_index_columns
+from .plotting import PLOT_DOC, RED, Backend, line, render
 from .readout import Objective, ReadoutRun, gather_positions, recomputed_scale, run_readout
-from .results import Result, TopK, axes, run_pair_batches, tidy_frame, top_entries
+from .results import PAIR_RUN_DOC, Result, TopK, axes, run_pair_batches, tidy_frame, top_entries
+from .signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from .model import HookedRewardModel
+
+__all__ = ["pair_lens", "reward_lens"]
 
 Norm = Literal["recompute", "frozen"]
 Resolution = Literal["layer", "sublayer"]
@@ -167,17 +172,13 @@ class PairLensResult(Result):
         frame["rejected"] = tidy_frame(self.rejected.values, self.labels, "s", "v")["v"]
         return pair_index_columns(frame, self.indices, self.records)
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Lens margin per site: a faint line per pair (up to 20) and their mean in bold.
 
         Hover shows the pair (its input index), the site and the exact margin.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         return render(self.figure(), backend, ax)
 
@@ -227,9 +228,9 @@ def lens_sites(
 
 
 def reward_lens(
-    model,
-    input_ids: Tensor,
-    attention_mask: Tensor | None = None,
+    model: HookedRewardModel,
+    input_ids: Int[Tensor, "batch pos"],
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
     *,
     norm: Norm = "recompute",
     resolution: Resolution = "layer",
@@ -237,13 +238,45 @@ def reward_lens(
     objective: Objective = None,
     layers: Sequence[int] | None = None,
     positions: Sequence[int] | Tensor | None = None,
-    fwd_hooks: Sequence = (),
+    fwd_hooks: Sequence[tuple[str, Callable[..., Any]]] = (),
 ) -> RewardLensResult:
     """Lens reward at every site (see the module docstring for `norm`).
 
-    `layers` keeps only those layers' sites (plus `final`); `positions` reads at explicit
-    positions (one per row) instead of the reward position; `fwd_hooks` are the user's own
-    interventions, active during the run.
+    Args:
+        model: The reward model.
+        input_ids: Token ids, one conversation per row (padded on either side).
+        attention_mask: `1` on real tokens; `None` infers it from the pad ids.
+        norm: `"recompute"` (the final norm's scale recomputed from each site's residual) or
+            `"frozen"` (the scale the model used at the end kept: a linear read-out).
+        resolution: `"layer"` (`resid_pre` of every layer) or `"sublayer"` (`resid_mid` too).
+        all_positions: Read every position (`values [site, example, pos]`), not only the
+            reward position.
+        objective: One objective (name or index) of a multi-objective head; `None` reads the
+            pooled reward.
+        layers: Keep only these layers' sites (plus `final`).
+        positions: Read at these positions (one per row) instead of the reward position.
+        fwd_hooks: The user's own interventions (`(hook name, function)`), active during
+            the run.
+
+    Returns:
+        The lens value of every site and example; the last site is the model's reward.
+
+    Raises:
+        RewardLensError: When `norm` or `resolution` is not one of its values.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> ids = model.to_tokens(
+        ...     [("how bake bread", "oven flour"), ("how bake bread", "the bomb")])
+        >>> lens = reward_lens(model, ids)
+        >>> lens.labels
+        ('0_pre', '1_pre', '2_pre', 'final')
+        >>> [round(v, 2) for v in lens.values[:, 1].tolist()]  # the harmful word, site by site
+        [-1.22, -3.1, -4.26, -6.86]
+        >>> [round(r, 3) for r in model.rewards(ids).tolist()]  # where the lens ends
+        [0.245, -6.865]
     """
     if norm not in ("recompute", "frozen"):
         raise RewardLensError(f"norm must be 'recompute' or 'frozen', not {norm!r}")
@@ -295,14 +328,15 @@ def lens_from_run(
     )
 
 
+@pasted_docs(pair_run=PAIR_RUN_DOC)
 def pair_lens(
-    model,
-    pairs: Iterable,
+    model: HookedRewardModel,
+    pairs: Iterable[Any],
     *,
     batch_size: int = 16,
     truncation: str = "error",
     on_error: OnError = "raise",
-    **kwargs,
+    **kwargs: Any,
 ) -> PairLensResult:
     """Lens of each pair's chosen and rejected response.
 
@@ -313,9 +347,28 @@ def pair_lens(
     (`"skip"`); `.indices` says which input pair each example is. Runs split across processes under
     `torchrun` (`reward_lens_tl.distributed`).
 
+    Args:
+        {pair_run}
+        **kwargs: Go to `reward_lens` (`norm`, `resolution`, `objective`, `layers`, ...).
+
+    Returns:
+        The lens of the chosen and the rejected responses and their margins.
+
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = [PreferencePair("how bake bread", "oven flour", "the bomb"),
+        ...          PreferencePair("explain laptop", "screen code", "soup")]
+        >>> lens = pair_lens(model, pairs)
+        >>> [round(m, 3) for m in lens.margins[-1].tolist()], lens.crystallization()
+        ([7.11, 4.776], ['2_pre', '2_pre'])
+
+        A pair that cannot be encoded is skipped with `on_error="skip"`:
+
         >>> from reward_lens_tl.testing import tiny_reward_model, tiny_tokenizer
+
         >>> from types import SimpleNamespace as Pair
         >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
         >>> pairs = [Pair(prompt="w6", chosen="w7", rejected=r) for r in ("w8 " * 99, "w8")]

@@ -11,15 +11,22 @@ family; the adapter supplies what differs:
 3. plan: the adapter builds the TL config; the reward head's size and objective names are read
    (from the meta-device HF model of a checkpoint: no weight is read yet).
 
-`HookedRewardModel.from_pretrained` then converts one layer at a time (`.streaming`: TL's
-converter and TL's weight processing per part, in float32, `center_unembed` always off; each
-part cast and placed on the device), after an optional check of a truncated copy against HF
-(`verify`). `convert_hf_model` keeps the whole-model conversion (the HF model and its float32
-state dict) as the reference. This module does not import the model module (the model imports
-it), so there is no import cycle.
+`load_planned` then converts one layer at a time into the class it is given (`build_model`,
+`stream_weights`; `.streaming`: TL's converter and TL's weight processing per part, in float32,
+`center_unembed` always off; each part cast and placed on the device), after an optional check
+of a truncated copy against HF (`verify_plan`). `HookedRewardModel.from_pretrained` (and
+`load_reward_model`, its function form) drives these steps with the class the adapter asks for;
+`convert_hf_model` keeps the whole-model conversion (the HF model and its float32 state dict)
+as the reference. This module does not import the model module (the model imports it and
+passes its classes in), so there is no import cycle.
+
+**The options are declared once**: `adapters.ConversionOptions` (a `TypedDict`; `LoadOptions`
+adds `verify`) types every entry point's `**options`, `OPTION_DEFAULTS` holds the defaults,
+`OPTIONS_DOC` documents them and `with_options_doc` / `spelled_out` show them in each entry
+point's docstring and signature.
 
 **TransformerLens's keywords.** Every keyword of TL's `HookedTransformer.from_pretrained` is
-a parameter of `convert_hf_model` (and of `from_pretrained` / `load_reward_model`),
+an option of `convert_hf_model` (and of `from_pretrained` / `load_reward_model`),
 either honoured with TL's meaning or refused with a typed error that says why and what to do
 (`check_no_op_keywords`): `fold_ln`, `center_writing_weights`, `fold_value_biases`,
 `dtype` (a `torch.dtype` or TL's strings `"float32"`, `"bf16"`, ...; `torch_dtype` is an
@@ -44,14 +51,16 @@ from __future__ import annotations
 
 import copy
 import difflib
+import inspect
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import torch
+from accelerate import init_empty_weights
 from torch import Tensor, nn
 
 from .adapters import ConversionOptions, RewardModelAdapter, adapter_for
@@ -68,9 +77,39 @@ from .errors import (
     UnsafeCheckpointError,
     UnsupportedArchitectureError,
 )
-from .signatures import P, R, checked_keywords, pasted_docs
-from .streaming import CheckpointSource, ModelSource, WholeModelWarning
+from .signatures import P, R, checked_keywords, pasted_docs, spelled_out
+from .streaming import (
+    CheckpointSource,
+    ModelSource,
+    Streamer,
+    WholeModelWarning,
+    find_layer_list,
+    foldable,
+    state_tensors,
+    use_pre_norms,
+    with_layers,
+)
 from .weights import check_finite as check_finite_tensor
+
+__all__ = [
+    "OPTIONS_DOC",
+    "OPTION_DEFAULTS",
+    "Conversion",
+    "ConversionPlan",
+    "HookedModel",
+    "LoadOptions",
+    "ModelFacts",
+    "NO_PROCESSING",
+    "build_model",
+    "convert_hf_model",
+    "load_hf_model",
+    "load_planned",
+    "plan_conversion",
+    "reload_weights",
+    "stream_weights",
+    "verify_parity",
+    "verify_plan",
+]
 
 
 @dataclass
@@ -94,6 +133,12 @@ class Conversion:
         extras: The adapter's extra modules (e.g. ArmoRM's gating).
         dtype: The dtype the model is cast to after folding (`dtype=` / `torch_dtype=`,
             resolved).
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> conversion = convert_hf_model(tiny_reward_model("gpt2"))
+        >>> conversion.objective_names, tuple(conversion.state_dict["unembed.W_U"].shape)
+        (('reward',), (64, 1))
     """
 
     #: the HF model, loaded whole (the reference conversion keeps it)
@@ -112,15 +157,67 @@ class Conversion:
     dtype: torch.dtype = torch.float32
 
 
-#: The parameters shared by `convert_hf_model`, `load_reward_model` and
+class LoadOptions(ConversionOptions, total=False):
+    """The conversion options plus `verify`: the options of the entry points that build the model.
+
+    `HookedRewardModel.from_pretrained`, `from_pretrained_no_processing` and
+    `load_reward_model` take `**options: Unpack[LoadOptions]`; `convert_hf_model`, which builds
+    no model, takes `ConversionOptions`.
+
+    Examples:
+        >>> options = LoadOptions(fold_ln=False, verify=True)
+        >>> sorted(options)
+        ['fold_ln', 'verify']
+    """
+
+    verify: bool | None
+
+
+#: Every option's default (`from_pretrained_no_processing` turns the three folds off).
+OPTION_DEFAULTS: LoadOptions = {
+    "fold_ln": True,
+    "center_writing_weights": True,
+    "fold_value_biases": True,
+    "center_unembed": False,
+    "refactor_factored_attn_matrices": False,
+    "dtype": torch.float32,
+    "torch_dtype": None,
+    "device": None,
+    "n_ctx": None,
+    "objective_names": None,
+    "adapter": None,
+    "verify": None,
+    "revision": None,
+    "cache_dir": None,
+    "token": None,
+    "local_files_only": False,
+    "hf_model": None,
+    "n_devices": 1,
+    "move_to_device": True,
+    "first_n_layers": None,
+    "checkpoint_index": None,
+    "checkpoint_value": None,
+    "checkpoint_label": None,
+    "default_prepend_bos": None,
+    "default_padding_side": None,
+    "trust_remote_code": False,
+    "load_in_8bit": False,
+    "load_in_4bit": False,
+    "use_safetensors": True,
+}
+
+#: What the model argument of every loading entry point is: the text after its name.
+MODEL_DOC = """\
+An HF sequence-classification model (used as it is, never modified), a local
+    checkpoint directory, or a Hugging Face hub id (`"org/name"`: only `config.json`, the
+    tokenizer files and the `*.safetensors` weights are fetched, never code or pickle files;
+    `reward_lens_tl.hub`). A directory or hub snapshot is read as untrusted input
+    (`reward_lens_tl.checkpoint`) and converted one layer at a time
+    (`reward_lens_tl.streaming`): peak memory is the converted model plus one layer."""
+
+#: The options shared by `convert_hf_model`, `load_reward_model` and
 #: `HookedRewardModel.from_pretrained`: `Args:` entries pasted at `{options}`.
 OPTIONS_DOC = """\
-model_or_path: An HF sequence-classification model (used as it is, never modified), a
-    local checkpoint directory, or a Hugging Face hub id (`"org/name"`: only `config.json`,
-    the tokenizer files and the `*.safetensors` weights are fetched, never code or pickle
-    files; `reward_lens_tl.hub`). A directory or hub snapshot is read as untrusted input
-    (`reward_lens_tl.checkpoint`) and converted one layer at a time
-    (`reward_lens_tl.streaming`): peak memory is the converted model plus one layer.
 tokenizer: The tokenizer the model keeps (default: the checkpoint directory's own; none for
     an in-memory model).
 fold_ln: TransformerLens's folding of each norm's weight into the next linear map (keeps
@@ -191,6 +288,7 @@ verify: Check the conversion against HF's own forward on random tokens and raise
 def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
     """Paste the shared option texts into `fn`'s docstring.
 
+    `{model}` becomes the entry of `fn`'s first parameter (`MODEL_DOC` under its name);
     `OPTIONS_DOC`, `UNKNOWN_DOC` and `VERIFY_DOC` go at `{options}`, `{unknown}` and
     `{verify}`.
 
@@ -200,48 +298,66 @@ def with_options_doc(fn: Callable[P, R]) -> Callable[P, R]:
     Returns:
         `fn`, its docstring filled in.
     """
-    return pasted_docs(options=OPTIONS_DOC, unknown=UNKNOWN_DOC, verify=VERIFY_DOC)(fn)
+    first = next(n for n in inspect.signature(fn).parameters if n not in ("cls", "self"))
+    return pasted_docs(
+        model=f"{first}: {MODEL_DOC}", options=OPTIONS_DOC, unknown=UNKNOWN_DOC, verify=VERIFY_DOC
+    )(fn)
 
 
-#: `checked_keywords` for the loading entry points: an unknown keyword gets
-#: `unknown_keyword`'s error (download keywords explained, closest options named).
-checked_options = checked_keywords(lambda name, names: unknown_keyword(name))
+#: `from_pretrained_no_processing`'s defaults where they differ from `OPTION_DEFAULTS`.
+NO_PROCESSING: LoadOptions = {
+    "fold_ln": False,
+    "center_writing_weights": False,
+    "fold_value_biases": False,
+}
 
 
-@checked_options
-@with_options_doc
+def loading_entry_point(
+    *, verify: bool, defaults: LoadOptions | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator for a loading entry point taking `**options` (`ConversionOptions`).
+
+    Its docstring gets the shared texts (`with_options_doc`), its shown signature one keyword
+    per option with its default (`spelled_out`), and a keyword that is no option the error of
+    `unknown_keyword` (download keywords explained, closest options named), before any work.
+
+    Args:
+        verify: Whether the entry point takes `verify` (it builds the model).
+        defaults: Defaults that differ from `OPTION_DEFAULTS` (e.g. `NO_PROCESSING`).
+
+    Returns:
+        The decorator.
+    """
+    every = {**OPTION_DEFAULTS, **(defaults or {})}
+    shown = {k: v for k, v in every.items() if verify or k != "verify"}
+    declared = {**ConversionOptions.__annotations__, **LoadOptions.__annotations__}
+    hints = {k: getattr(v, "__forward_arg__", v) for k, v in declared.items()}  # as written
+    checked = checked_keywords(lambda name, names: unknown_keyword(name))
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        return checked(spelled_out(shown, hints)(with_options_doc(fn)))
+
+    return decorate
+
+
+def requested(options: Mapping[str, Any], **defaults: Any) -> dict[str, Any]:
+    """Every option, as given or at its default (`OPTION_DEFAULTS`, then `defaults`).
+
+    Args:
+        options: The options given.
+        **defaults: Defaults that differ from `OPTION_DEFAULTS`.
+
+    Returns:
+        Option name → value, every option present.
+    """
+    return {**OPTION_DEFAULTS, **defaults, **options}
+
+
+@loading_entry_point(verify=False)
 def convert_hf_model(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any = None,
-    *,
-    fold_ln: bool = True,
-    center_writing_weights: bool = True,
-    fold_value_biases: bool = True,
-    center_unembed: bool = False,
-    refactor_factored_attn_matrices: bool = False,
-    dtype: torch.dtype | str = torch.float32,
-    torch_dtype: torch.dtype | str | None = None,
-    device: str | torch.device | None = None,
-    n_ctx: int | None = None,
-    objective_names: Sequence[str] | None = None,
-    adapter: RewardModelAdapter | None = None,
-    revision: str | None = None,
-    cache_dir: str | Path | None = None,
-    token: str | bool | None = None,
-    local_files_only: bool = False,
-    hf_model: nn.Module | None = None,
-    n_devices: int = 1,
-    move_to_device: bool = True,
-    first_n_layers: int | None = None,
-    checkpoint_index: int | None = None,
-    checkpoint_value: int | None = None,
-    checkpoint_label: int | None = None,
-    default_prepend_bos: bool | None = None,
-    default_padding_side: Literal["left", "right"] | None = None,
-    trust_remote_code: bool = False,
-    load_in_8bit: bool = False,
-    load_in_4bit: bool = False,
-    use_safetensors: bool = True,
+    **options: Unpack[ConversionOptions],
 ) -> Conversion:
     """Read and convert the whole model at once, without building the hooked model.
 
@@ -252,6 +368,7 @@ def convert_hf_model(
     weights.
 
     Args:
+        {model}
         {options}
 
     Returns:
@@ -259,8 +376,14 @@ def convert_hf_model(
 
     Raises:
         {unknown}
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> convert_hf_model(tiny_reward_model("gpt2"), fold_ln=False).fold_flags["fold_ln"]
+        False
     """
-    plan = plan_conversion(model_or_path, tokenizer, dict(locals()), whole=True)
+    request = requested(options)
+    plan = plan_conversion(model_or_path, tokenizer, request, whole=True)
     model, cfg, adapter = plan.source.model, plan.cfg, plan.adapter
     head = adapter.reward_head(model, plan.options)
     # on the CPU whatever device the HF model is on: TL folds on the state dict's devices
@@ -281,7 +404,7 @@ def convert_hf_model(
         bos_token_id=plan.bos_token_id,
         tokenizer=plan.tokenizer,
         fold_flags=plan.fold_flags,
-        extras=adapter.extra_modules(model, cfg, fold_ln),
+        extras=adapter.extra_modules(model, cfg, request["fold_ln"]),
         dtype=plan.dtype,
     )
 
@@ -309,6 +432,12 @@ class ConversionPlan:
         bos_token_id: The BOS id.
         path: The checkpoint directory (`None` for an in-memory model).
         padding_side: The model's default padding side (`default_padding_side=`).
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> plan = plan_conversion(zoo_path("scalar"), None, requested({}))
+        >>> type(plan.source).__name__, plan.cfg.n_layers, plan.dtype
+        ('CheckpointSource', 3, torch.float32)
     """
 
     source: ModelSource
@@ -330,7 +459,7 @@ class ConversionPlan:
 def plan_conversion(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any,
-    request: dict[str, Any],
+    request: Mapping[str, Any],
     *,
     whole: bool = False,
 ) -> ConversionPlan:
@@ -342,11 +471,17 @@ def plan_conversion(
     Args:
         model_or_path: An HF model, a checkpoint directory or a hub id.
         tokenizer: The tokenizer the model keeps (default: the checkpoint's own).
-        request: The options of `convert_hf_model`, as a dict.
+        request: Every option (`requested`: as given or at its default).
         whole: Load the HF model whole instead.
 
     Returns:
         The `ConversionPlan`.
+
+    Examples:
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> plan = plan_conversion(tiny_reward_model("gpt2"), None, requested({"n_ctx": 16}))
+        >>> plan.cfg.n_ctx, plan.objective_names
+        (16, ('reward',))
     """
     flags = {name: request[name] for name in BOOL_FLAGS}
     check_flags(flags)
@@ -830,6 +965,11 @@ def load_hf_model(path: str | Path, adapter: RewardModelAdapter | None = None) -
 
     Returns:
         The HF model.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> type(load_hf_model(zoo_path("scalar"))).__name__
+        'LlamaForSequenceClassification'
     """
     hub = dict.fromkeys(HUB_OPTIONS)
     hub["local_files_only"] = True
@@ -888,6 +1028,14 @@ def verify_parity(
 
     Raises:
         ConversionMismatchError: A difference above `atol`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_model
+        >>> hf = load_model("scalar")
+        >>> model = HookedRewardModel.from_pretrained(hf)
+        >>> verify_parity(model, hf, model.adapter) < 1e-4
+        True
     """
     gen = torch.Generator().manual_seed(0)
     pad = model.pad_token_id
@@ -910,3 +1058,350 @@ def verify_parity(
             f"{type(adapter).__name__} mapping does not fit this checkpoint. Please report it."
         )
     return err
+
+
+# -- building the hooked model ----------------------------------------------------------------
+class ModelFacts(TypedDict, total=False):
+    """The reward-model facts a hooked model is built with, besides its TL config.
+
+    The keywords of `HookedRewardModel`'s constructor (which holds their defaults); its
+    subclasses and `HookedModel` take them as `**facts: Unpack[ModelFacts]`.
+
+    Attributes:
+        adapter: The family's adapter (default: `LlamaAdapter`).
+        pad_token_id: The pad id.
+        eos_token_id: The EOS id.
+        objective_names: The reward objectives' names.
+        tokenizer: The tokenizer.
+        bos_token_id: The BOS id.
+        move_to_device: Move the model to `cfg.device` (TL's meaning).
+        padding_side: How `to_tokens` pads by default (`"left"` or `"right"`).
+
+    Examples:
+        >>> facts = ModelFacts(pad_token_id=0, objective_names=("reward",))
+        >>> sorted(facts)
+        ['objective_names', 'pad_token_id']
+    """
+
+    adapter: RewardModelAdapter | None
+    pad_token_id: int | None
+    eos_token_id: int | None
+    objective_names: Sequence[str]
+    tokenizer: Any
+    bos_token_id: int | None
+    move_to_device: bool
+    padding_side: Literal["left", "right"]
+
+
+class HookedModel(Protocol):
+    """What the loading functions need of the class they build (`HookedRewardModel`'s kinds).
+
+    The model module passes its classes in (`load_planned(HookedArmoRM, plan)`), so this module
+    never imports it.
+
+    Args:
+        cfg: The TL config.
+        **facts: The reward-model facts (`ModelFacts`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> plan = plan_conversion(tiny_reward_model("gpt2"), None, requested({}))
+        >>> model: HookedModel = build_model(HookedRewardModel, plan)
+        >>> model.cfg.d_vocab_out
+        1
+    """
+
+    cfg: Any
+    tokenizer: Any
+
+    def __init__(self, cfg: Any, **facts: Unpack[ModelFacts]) -> None:
+        """Build the model from a TL config, with its reward-model facts."""
+
+    def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """The parameters, by name."""
+        ...
+
+    def attach_extras(self, extras: dict[str, Any]) -> None:
+        """Attach the adapter's extra modules (e.g. ArmoRM's gating).
+
+        Args:
+            extras: Name → module, as the adapter built them.
+        """
+
+    def setup(self) -> None:
+        """TransformerLens's hook-point setup."""
+
+
+#: The class built (a `HookedRewardModel` or one of its subclasses).
+M = TypeVar("M", bound=HookedModel)
+
+
+def load_planned(model_class: type[M], plan: ConversionPlan, verify: bool | None) -> M:
+    """Build `model_class` from a plan, after the parity check `verify` asks for.
+
+    Args:
+        model_class: The class to build (the kind the plan's adapter asks for).
+        plan: The conversion plan.
+        verify: Check against HF first (`None`: the adapter's choice; see `VERIFY_DOC`).
+
+    Returns:
+        The converted model, in eval mode.
+
+    Raises:
+        ConversionMismatchError: The converted model and HF disagree.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> plan = plan_conversion(zoo_path("scalar"), None, requested({}))
+        >>> load_planned(HookedRewardModel, plan, verify=True).cfg.n_layers
+        3
+    """
+    verify = plan.adapter.verify_by_default if verify is None else verify
+    if not isinstance(plan.source, CheckpointSource):
+        model = build_model(model_class, plan)
+        if verify:  # the HF model is in memory anyway: compare the whole converted model
+            verify_parity(model, plan.source.model, plan.adapter)
+        return model
+    if verify:
+        verify_plan(model_class, plan)
+    return build_model(model_class, plan)
+
+
+def build_model(
+    model_class: type[M],
+    plan: ConversionPlan,
+    n_layers: int | None = None,
+    dtype: torch.dtype | None = None,
+    device: str | None = None,
+) -> M:
+    """Build the hooked model of a `ConversionPlan` and stream its weights in.
+
+    The model is built with its parameters on the meta device, then the converted weights are
+    streamed into it one layer at a time (`Streamer`), each cast to `dtype` and placed on
+    `device` as it is converted.
+
+    Args:
+        model_class: The class to build.
+        plan: The conversion plan.
+        n_layers: Build only the first layers (for `verify_plan`'s truncated copy).
+        dtype: The model's dtype (default: the plan's).
+        device: The model's device (default: the plan's).
+
+    Returns:
+        The model, in eval mode.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> plan = plan_conversion(tiny_reward_model("gpt2"), None, requested({}))
+        >>> build_model(HookedRewardModel, plan, n_layers=1).cfg.n_layers
+        1
+    """
+    cfg = copy.copy(plan.cfg)
+    cfg.n_layers = n_layers or cfg.n_layers
+    if device is not None:
+        cfg.device = device
+    dtype = dtype or plan.dtype
+    with init_empty_weights(include_buffers=False):
+        model = model_class(
+            cfg,
+            adapter=plan.adapter,
+            pad_token_id=plan.pad_token_id,
+            eos_token_id=plan.eos_token_id,
+            bos_token_id=plan.bos_token_id,
+            objective_names=plan.objective_names,
+            tokenizer=plan.tokenizer,
+            padding_side=plan.padding_side,
+            move_to_device=False,
+        )
+    fold = foldable(cfg, plan.fold_flags["fold_ln"])
+    if fold:
+        use_pre_norms(model)
+    stream_weights(model, plan, dtype, warn_whole=True)
+    if fold:
+        model.setup()
+    cast(nn.Module, model).eval()  # every HookedModel is a module
+    return model
+
+
+def stream_weights(
+    model: HookedModel, plan: ConversionPlan, dtype: torch.dtype, warn_whole: bool = False
+) -> None:
+    """Convert the plan's weights into `model` (built for that plan), one layer at a time.
+
+    Each is cast to `dtype` and placed on `model.cfg.device`.
+
+    Args:
+        model: The hooked model, built for the plan.
+        plan: The conversion plan.
+        dtype: The model's dtype.
+        warn_whole: Warn when a checkpoint must be converted as one part.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_model
+        >>> model = HookedRewardModel.from_pretrained(load_model("scalar"))
+        >>> plan = plan_conversion(load_model("scalar"), None, requested({}))
+        >>> stream_weights(model, plan, torch.float32)
+        >>> model.cfg.dtype
+        torch.float32
+    """
+    cfg = model.cfg
+    device = torch.device(cast(str, cfg.device))
+    fold = foldable(cfg, plan.fold_flags["fold_ln"])
+    streamer = Streamer(
+        source=plan.source,
+        adapter=plan.adapter,
+        model=model,
+        options=plan.options,
+        flags={**plan.fold_flags, "fold_ln": fold},
+        expected={name: p.shape for name, p in model.named_parameters()},
+        dtype=dtype,
+        device=device,
+        layers=find_layer_list(plan.source.model, plan.cfg.n_layers),
+        extras_fold_ln=plan.fold_flags["fold_ln"],
+    )
+    if warn_whole and streamer.layers is None and isinstance(plan.source, CheckpointSource):
+        warnings.warn(
+            f"{type(plan.source.model).__name__} has no single list of {cfg.n_layers} layers, so "
+            "it is converted as one part: correct, but the float32 copy of the whole model is "
+            "not avoided",
+            WholeModelWarning,
+            stacklevel=4,
+        )
+    streamer.run()
+    if streamer.extras:
+        model.attach_extras(streamer.extras)  # before the cast: the gate is cast too
+    nn.Module.to(cast(nn.Module, model), device=device, dtype=dtype)  # buffers and gate
+    model.cfg.dtype = dtype
+
+
+@torch.no_grad()
+def reload_weights(model: M, hf_model: nn.Module) -> M:
+    """Convert the current weights of `hf_model` into `model` in place and return it.
+
+    What `HookedRewardModel.from_pretrained(hf_model, model.tokenizer)` gives, without building
+    a new hooked model (a monitor re-reads a model being trained this way). `model` must have
+    been converted from the same architecture with the default conversion options, in its
+    current dtype and device; its hooks and SAEs are left as they are.
+
+    Args:
+        model: The hooked model to update.
+        hf_model: The HF model whose weights are read.
+
+    Returns:
+        `model`, updated.
+
+    Raises:
+        ConversionMismatchError: An HF model of another shape.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_model
+        >>> hf = load_model("scalar")
+        >>> hooked = HookedRewardModel.from_pretrained(hf)
+        >>> with torch.no_grad():
+        ...     _ = hf.score.weight.mul_(2.0)
+        >>> fresh = HookedRewardModel.from_pretrained(hf)
+        >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
+        True
+    """
+    request = requested({"dtype": model.cfg.dtype, "device": model.cfg.device})
+    plan = plan_conversion(hf_model, model.tokenizer, request)
+    mismatch = [
+        name
+        for name in ("n_layers", "d_model", "n_heads", "d_vocab", "d_mlp", "d_vocab_out")
+        if getattr(plan.cfg, name) != getattr(model.cfg, name)
+    ]
+    if mismatch:
+        raise ConversionMismatchError(
+            f"{type(hf_model).__name__} does not have the hooked model's shape ({mismatch}): "
+            "convert it with HookedRewardModel.from_pretrained instead"
+        )
+    stream_weights(model, plan, model.cfg.dtype)
+    return model
+
+
+def verify_plan(model_class: type[HookedModel], plan: ConversionPlan, n_layers: int = 2) -> float:
+    """Check the conversion against HF's own forward, cheaply at any size.
+
+    An in-memory HF model is compared with the whole converted model (`verify_parity`). From a
+    checkpoint, a *truncated copy* is compared instead: the first `n_layers` layers with the
+    embedding, final norm and head (and gating), built by the same streaming conversion from the
+    same files in float32 on the CPU, against the HF model restricted to the same layers (a view
+    of the meta-device HF model with those tensors read in). It costs the embedding twice plus
+    `n_layers` layers, and is freed before the full model is built.
+
+    Args:
+        model_class: The class the plan is built into.
+        plan: The conversion plan.
+        n_layers: The layers of the truncated copy.
+
+    Returns:
+        The largest difference.
+
+    Raises:
+        ConversionMismatchError: The converted model and HF disagree.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> plan = plan_conversion(zoo_path("scalar"), None, requested({}))
+        >>> verify_plan(HookedRewardModel, plan) < 1e-4
+        True
+    """
+    source = plan.source
+    if not isinstance(source, CheckpointSource):
+        model = build_model(model_class, plan)
+        return verify_parity(model, source.model, plan.adapter)
+    layers = find_layer_list(source.model, plan.cfg.n_layers)
+    keep = list(range(min(n_layers, plan.cfg.n_layers))) if layers else None
+    small = build_model(model_class, plan, len(keep) if keep else None, torch.float32, "cpu")
+    names = [
+        n
+        for n in state_tensors(source.model)
+        if layers is None
+        or not n.startswith(layers.prefix)
+        or any(n.startswith(layers.layer_prefix(i)) for i in keep or ())
+    ]
+    with source.loaded(names):
+        view = with_layers(source.model, layers, keep) if layers and keep else source.model
+        return verify_parity(small, view, plan.adapter)
+
+
+def positional_tokenizer(args: tuple[Any, ...]) -> Any:
+    """The tokenizer given by position after the model (TransformerLens's positional flags refused).
+
+    `from_pretrained(model, tokenizer)` passes the tokenizer second; TransformerLens's
+    `from_pretrained` takes `fold_ln`, `center_writing_weights`, ... there instead, which are
+    keyword-only here.
+
+    Args:
+        args: The positional arguments after the model.
+
+    Returns:
+        The tokenizer (`None` when none was given).
+
+    Raises:
+        ArgumentTypeError: More than one positional argument after the model, or a boolean
+            (TransformerLens's positional `fold_ln`).
+
+    Examples:
+        >>> positional_tokenizer(()) is None
+        True
+        >>> try:
+        ...     positional_tokenizer((False,))
+        ... except TypeError as err:
+        ...     print(type(err).__name__)
+        ArgumentTypeError
+    """
+    if len(args) > 1 or (args and isinstance(args[0], bool)):
+        shown = ", ".join(repr(a) for a in args)
+        raise ArgumentTypeError(
+            f"from_pretrained takes the model and the tokenizer by position, got ({shown}) after "
+            "the model; the other options (fold_ln, center_writing_weights, ...) are keyword-only "
+            "here: from_pretrained(model, tokenizer, fold_ln=False)"
+        )
+    return args[0] if args else None

@@ -1,5 +1,7 @@
 """Memory checked before it is spent: a forward or a cache that cannot fit is refused up front.
 
+Internal (no public names): used by `reward_lens_tl.model` and the streaming analyses.
+
 A forward of a `[batch, pos]` batch holds, per layer, the residual stream and its normed copy,
 the attention's queries, keys, values and (on TransformerLens's explicit path) its
 `[batch, head, pos, pos]` scores, and the MLP's hidden activations; `run_with_cache` also keeps
@@ -32,6 +34,8 @@ from typing import Any
 import torch
 
 from .errors import MemoryEstimateError
+
+__all__: list[str] = []
 
 #: Estimates below this many bytes are not checked against the free memory.
 CHECK_ABOVE = 1 << 30

@@ -23,17 +23,13 @@ Examples:
 from __future__ import annotations
 
 import contextlib
-import copy
 import difflib
-import inspect
-import warnings
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Self, Unpack, cast, overload
 
 import torch
-from accelerate import init_empty_weights
 from jaxtyping import Float, Int
 from sae_lens import HookedSAETransformer
 from torch import Tensor, nn
@@ -49,7 +45,6 @@ from .armorm_module import gating_positions
 from .cache import RewardActivationCache
 from .errors import (
     AmbiguousObjectiveError,
-    ConversionMismatchError,
     EmptyInputError,
     InvalidArgumentError,
     MissingAttentionMaskError,
@@ -61,28 +56,31 @@ from .errors import (
     TokenIdsTypeError,
     TokenOutOfVocabError,
     UnknownHookError,
+    UnsupportedArchitectureError,
 )
 from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
 from .loading import (
-    ConversionPlan,
-    checked_options,
+    NO_PROCESSING,
+    LoadOptions,
+    ModelFacts,
+    load_planned,
+    loading_entry_point,
     plan_conversion,
-    verify_parity,
-    with_options_doc,
-)
-from .streaming import (
-    CheckpointSource,
-    Streamer,
-    WholeModelWarning,
-    find_layer_list,
-    foldable,
-    state_tensors,
-    use_pre_norms,
-    with_layers,
+    positional_tokenizer,
+    requested,
+    verify_plan,
 )
 
 if TYPE_CHECKING:
     from .inputs import EncodedConversation, Prompt, Truncation
+
+__all__ = [
+    "HookedArmoRM",
+    "HookedRewardModel",
+    "ReturnType",
+    "load_reward_model",
+    "parity_at_load",
+]
 
 guard_lm_utilities()
 
@@ -172,53 +170,39 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         self.tokenizer = padding.tokenizer_with_side(tokenizer, padding_side, (bos_token_id,))
 
     # -- construction ---------------------------------------------------------------------
+    @overload
     @classmethod
-    @checked_options
-    @with_options_doc
-    def from_pretrained(  # type: ignore[override]  # an HF model or a directory, not a TL name
+    def from_pretrained(
         cls,
-        model_or_path: nn.Module | str | Path,
+        model_name: nn.Module | str | Path,
         tokenizer: Any = None,
-        *,
-        fold_ln: bool = True,
-        center_writing_weights: bool = True,
-        fold_value_biases: bool = True,
-        center_unembed: bool = False,
-        refactor_factored_attn_matrices: bool = False,
-        dtype: torch.dtype | str = torch.float32,
-        torch_dtype: torch.dtype | str | None = None,
-        device: str | torch.device | None = None,
-        n_ctx: int | None = None,
-        objective_names: Sequence[str] | None = None,
-        adapter: RewardModelAdapter | None = None,
-        verify: bool | None = None,
-        revision: str | None = None,
-        cache_dir: str | Path | None = None,
-        token: str | bool | None = None,
-        local_files_only: bool = False,
-        hf_model: nn.Module | None = None,
-        n_devices: int = 1,
-        move_to_device: bool = True,
-        first_n_layers: int | None = None,
-        checkpoint_index: int | None = None,
-        checkpoint_value: int | None = None,
-        checkpoint_label: int | None = None,
-        default_prepend_bos: bool | None = None,
-        default_padding_side: Literal["left", "right"] | None = None,
-        trust_remote_code: bool = False,
-        load_in_8bit: bool = False,
-        load_in_4bit: bool = False,
-        use_safetensors: bool = True,
-    ) -> HookedRewardModel:
+        **options: Unpack[LoadOptions],
+    ) -> Self: ...
+
+    @overload
+    @classmethod
+    def from_pretrained(  # TransformerLens's form: positional flags, any keyword
+        cls, model_name: nn.Module | str | Path, *args: Any, **options: Any
+    ) -> Self: ...
+
+    @classmethod
+    @loading_entry_point(verify=True)
+    def from_pretrained(
+        cls, model_name: nn.Module | str | Path, tokenizer: Any = None, *args: Any, **options: Any
+    ) -> Self:
         """Convert an in-memory HF reward model, a local checkpoint directory or a hub id.
 
         Touches the network only to fetch a hub id that is not cached (config, tokenizer and
         safetensors only), never runs remote code, leaves an HF model unmodified, and converts
         one layer at a time straight to `device`.
         The class built is the one the adapter asks for (e.g. `HookedArmoRM` for gated
-        multi-objective heads). The same as `load_reward_model`.
+        multi-objective heads; called on a subclass, a checkpoint of another kind is refused).
+        The same as `load_reward_model`. TransformerLens's call form is accepted: its options
+        are keywords here (`LoadOptions`), and its positional flags after the model are refused
+        with an `ArgumentTypeError` (the second positional argument is the tokenizer).
 
         Args:
+            {model}
             {options}
             {verify}
 
@@ -227,6 +211,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
 
         Raises:
             {unknown}
+            ArgumentTypeError: A positional argument after the tokenizer, or a boolean in its
+                place (TransformerLens's positional `fold_ln`).
+            UnsupportedArchitectureError: A checkpoint whose kind is not this class (or a
+                subclass of it).
 
         Examples:
             >>> from reward_lens_tl import HookedRewardModel
@@ -235,53 +223,46 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             >>> model.cfg.n_layers, model.objective_names
             (3, ('reward',))
         """
-        options = {name: value for name, value in locals().items() if name != "cls"}
-        return load_reward_model(**options)  # every parameter above, as given
+        tokenizer = positional_tokenizer((tokenizer, *args))
+        request = requested(options)
+        verify = request.pop("verify")
+        plan = plan_conversion(model_name, tokenizer, request)
+        kind = MODEL_KINDS[plan.adapter.model_kind]
+        if not issubclass(kind, cls):
+            raise UnsupportedArchitectureError(
+                f"this checkpoint converts to a {kind.__name__} ({plan.adapter.model_kind!r} "
+                f"kind), which is not a {cls.__name__}: load it with "
+                f"{kind.__name__}.from_pretrained or HookedRewardModel.from_pretrained"
+            )
+        return load_planned(kind, plan, verify)
+
+    @overload
+    @classmethod
+    def from_pretrained_no_processing(
+        cls,
+        model_name: nn.Module | str | Path,
+        tokenizer: Any = None,
+        **options: Unpack[LoadOptions],
+    ) -> Self: ...
+
+    @overload
+    @classmethod
+    def from_pretrained_no_processing(  # TransformerLens's form, as from_pretrained
+        cls, model_name: nn.Module | str | Path, *args: Any, **options: Any
+    ) -> Self: ...
 
     @classmethod
-    @checked_options
-    @with_options_doc
-    def from_pretrained_no_processing(  # type: ignore[override]  # as from_pretrained
-        cls,
-        model_or_path: nn.Module | str | Path,
-        tokenizer: Any = None,
-        *,
-        fold_ln: bool = False,
-        center_writing_weights: bool = False,
-        fold_value_biases: bool = False,
-        center_unembed: bool = False,
-        refactor_factored_attn_matrices: bool = False,
-        dtype: torch.dtype | str = torch.float32,
-        torch_dtype: torch.dtype | str | None = None,
-        device: str | torch.device | None = None,
-        n_ctx: int | None = None,
-        objective_names: Sequence[str] | None = None,
-        adapter: RewardModelAdapter | None = None,
-        verify: bool | None = None,
-        revision: str | None = None,
-        cache_dir: str | Path | None = None,
-        token: str | bool | None = None,
-        local_files_only: bool = False,
-        hf_model: nn.Module | None = None,
-        n_devices: int = 1,
-        move_to_device: bool = True,
-        first_n_layers: int | None = None,
-        checkpoint_index: int | None = None,
-        checkpoint_value: int | None = None,
-        checkpoint_label: int | None = None,
-        default_prepend_bos: bool | None = None,
-        default_padding_side: Literal["left", "right"] | None = None,
-        trust_remote_code: bool = False,
-        load_in_8bit: bool = False,
-        load_in_4bit: bool = False,
-        use_safetensors: bool = True,
-    ) -> HookedRewardModel:
+    @loading_entry_point(verify=True, defaults=NO_PROCESSING)
+    def from_pretrained_no_processing(
+        cls, model_name: nn.Module | str | Path, tokenizer: Any = None, *args: Any, **options: Any
+    ) -> Self:
         """Conversion without any weight folding (raw HF parametrisation).
 
         `fold_ln`, `center_writing_weights` and `fold_value_biases` default to `False`; otherwise
         `from_pretrained`.
 
         Args:
+            {model}
             {options}
             {verify}
 
@@ -302,8 +283,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             >>> round(raw.score(*pair).item(), 4), round(folded.score(*pair).item(), 4)
             (0.2454, 0.2454)
         """
-        options = {name: value for name, value in locals().items() if name != "cls"}
-        return load_reward_model(**options)  # every parameter above, as given
+        return cls.from_pretrained(model_name, tokenizer, *args, **{**NO_PROCESSING, **options})
 
     # -- the head -------------------------------------------------------------------------
     @property
@@ -319,6 +299,19 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         column (`objective=`); plain and gated heads are linear.
         """
         return False
+
+    def linear_advice(self) -> str:
+        """What to read out exactly when the score is not linear (`scored_head`).
+
+        A judge or PRM names its own linear parts; a plain head is linear.
+
+        Returns:
+            The advice that an exact read-out's error gives.
+        """
+        return (
+            "this score is not linear in the residual stream; exact read-outs (lens, attribution) "
+            f"take one head output: objective=<one of {tuple(self.objective_names)[:6]}>"
+        )
 
     @property
     def is_scalar(self) -> bool:
@@ -407,7 +400,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         if tokens.shape[1] > self.cfg.n_ctx:
             raise SequenceTooLongError(
                 f"sequence of {tokens.shape[1]} tokens exceeds the model's context of "
-                f"{self.cfg.n_ctx}; truncate it (encode_conversation(..., max_length=..., "
+                f"{self.cfg.n_ctx}; truncate it (encode(..., max_length=..., "
                 "truncation='left'|'right')) or, if the checkpoint supports a longer context, "
                 "load with from_pretrained(..., n_ctx=...)"
             )
@@ -509,22 +502,76 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         """
         fast_attention.set_enabled(self, enabled)
 
-    # TL's forward with keyword-only options, "reward"/"objectives" added, "loss"/"both" refused
-    def forward(  # type: ignore[override]
+    # TL's forward (its parameters in its order; text refused), "reward"/"objectives" added
+    @overload
+    def forward(
         self,
         input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_model"],
-        return_type: ReturnType = "logits",
-        *,
-        attention_mask: Int[Tensor, "batch pos"] | None = None,
-        pool_positions: Int[Tensor, " batch"] | None = None,
-        start_at_layer: int | None = None,
-        tokens: Int[Tensor, "batch pos"] | None = None,
-        stop_at_layer: int | None = None,
-        past_kv_cache: TransformerLensKeyValueCache | None = None,
-        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        return_type: Literal["logits", "objectives", "reward"] = "logits",
+        loss_per_token: bool = False,
         prepend_bos: bool | None = None,
         padding_side: Literal["left", "right"] | None = None,
+        start_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
+        past_kv_cache: TransformerLensKeyValueCache | None = None,
+        *,
+        pool_positions: Int[Tensor, " batch"] | None = None,
+    ) -> Tensor: ...
+
+    @overload
+    def forward(  # TL's language-model losses: always refused
+        self,
+        input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_model"],
+        return_type: Literal["loss", "both"],
         loss_per_token: bool = False,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["left", "right"] | None = None,
+        start_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
+        past_kv_cache: TransformerLensKeyValueCache | None = None,
+        *,
+        pool_positions: Int[Tensor, " batch"] | None = None,
+    ) -> NoReturn: ...
+
+    @overload
+    def forward(
+        self,
+        input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_model"],
+        return_type: None,
+        loss_per_token: bool = False,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["left", "right"] | None = None,
+        start_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
+        past_kv_cache: TransformerLensKeyValueCache | None = None,
+        *,
+        pool_positions: Int[Tensor, " batch"] | None = None,
+    ) -> None: ...
+
+    def forward(
+        self,
+        input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_model"],
+        return_type: ReturnType | Literal["loss", "both"] = "logits",
+        loss_per_token: bool = False,
+        prepend_bos: bool | None = None,
+        padding_side: Literal["left", "right"] | None = None,
+        start_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
+        past_kv_cache: TransformerLensKeyValueCache | None = None,
+        *,
+        pool_positions: Int[Tensor, " batch"] | None = None,
     ) -> Tensor | None:
         """TL's forward, plus `return_type="reward"` for the pooled reward.
 
@@ -774,7 +821,7 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             out = self.forward(
                 input_ids, "reward", attention_mask=attention_mask, pool_positions=pool_positions
             )
-        return cast(Tensor, out)  # return_type="reward" always returns the rewards
+        return out  # forward's overloads: return_type="reward" returns the rewards
 
     def pooled_rewards(
         self,
@@ -1081,14 +1128,15 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         truncation: Truncation = "error",
         use_chat_template: bool | None = None,
     ) -> EncodedConversation:
-        """Token ids for one conversation with this model's tokenizer (`encode_conversation`).
+        """Token ids for one conversation, with the response's span (`inputs.encode_conversation`).
 
         `prompt`: the user message, or the conversation so far; `response`: the assistant's
         reply. `max_length` defaults to the model's context; `truncation` (`"error"`,
         `"left"`, `"right"`, `"both"`) says what happens to a longer conversation;
         `use_chat_template` (default `None`: the tokenizer's template when it has one).
         Warns once (an `UnknownTokenWarning`) when more than a fifth of the sequence became the
-        tokenizer's unknown token, naming the template used.
+        tokenizer's unknown token, naming the template used. Every analysis that edits or sweeps a
+        response builds on it; a judge or PRM renders its template around the response instead.
 
         Args:
             prompt: The user message, or the conversation so far.
@@ -1115,22 +1163,6 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         use_template = templated if use_chat_template is None else use_chat_template
         warn_unknown_tokens(tokenizer, enc, use_template)
         return enc
-
-    def encode_conversation(self, prompt: Prompt, response: str, **options: Any):
-        """The `EncodedConversation` that analyses which edit or sweep a response build on.
-
-        The ids with the response's span: `encode` for a reward model; a judge renders its template
-        around the response instead.
-
-        Args:
-            prompt: The user message, or the conversation so far.
-            response: The assistant's reply.
-            **options: `encode`'s keywords.
-
-        Returns:
-            The `EncodedConversation`.
-        """
-        return self.encode(prompt, response, **options)
 
     def score(
         self,
@@ -1219,14 +1251,7 @@ class HookedArmoRM(HookedRewardModel):
 
     Args:
         cfg: The TL config.
-        adapter: The family's adapter.
-        pad_token_id: The pad id.
-        eos_token_id: The EOS id.
-        objective_names: The reward objectives' names.
-        tokenizer: The tokenizer.
-        bos_token_id: The BOS id.
-        move_to_device: Move the model to `cfg.device` (TL's meaning).
-        padding_side: How `to_tokens` pads by default (`"left"` or `"right"`).
+        **facts: `HookedRewardModel`'s reward-model facts (`loading.ModelFacts`).
 
     Examples:
         The zoo's multi-objective model: three objectives, gated into one score.
@@ -1249,43 +1274,14 @@ class HookedArmoRM(HookedRewardModel):
     #: `T`, `[n_objectives, n_objectives]` (a buffer, set by `attach_gating`)
     reward_transform_matrix: Tensor
 
-    def __init__(
-        self,
-        cfg: HookedTransformerConfig,
-        *,
-        adapter: RewardModelAdapter | None = None,
-        pad_token_id: int | None = None,
-        eos_token_id: int | None = None,
-        objective_names: Sequence[str] = ("reward",),
-        tokenizer: Any = None,
-        bos_token_id: int | None = None,
-        move_to_device: bool = True,
-        padding_side: Literal["left", "right"] = "left",
-    ):
+    def __init__(self, cfg: HookedTransformerConfig, **facts: Unpack[ModelFacts]):
         """Build the model with gating hook points; the gating module is attached later.
 
         Args:
             cfg: The TL config.
-            adapter: The family's adapter.
-            pad_token_id: The pad id.
-            eos_token_id: The EOS id.
-            objective_names: The reward objectives' names.
-            tokenizer: The tokenizer.
-            bos_token_id: The BOS id.
-            move_to_device: Move the model to `cfg.device` (TL's meaning).
-            padding_side: How `to_tokens` pads by default (`HookedRewardModel`'s).
+            **facts: `HookedRewardModel`'s reward-model facts (`loading.ModelFacts`).
         """
-        super().__init__(
-            cfg,
-            adapter=adapter,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            objective_names=objective_names,
-            tokenizer=tokenizer,
-            bos_token_id=bos_token_id,
-            move_to_device=move_to_device,
-            padding_side=padding_side,
-        )
+        super().__init__(cfg, **facts)
         self.hook_gate = HookPoint()
         self.hook_score = HookPoint()
         self.setup()
@@ -1547,7 +1543,7 @@ def check_patch_lengths(fwd_hooks, n_pos: int) -> None:
         pattern = isinstance(name, str) and name.endswith(("hook_pattern", "hook_attn_scores"))
         lengths = {int(clean.shape[2]), int(clean.shape[3])} if pattern else {int(clean.shape[1])}
         if lengths != {n_pos}:
-            from .patching.errors import AlignmentError
+            from .errors import AlignmentError
 
             raise AlignmentError(
                 f"patching {name!r}: the clean activation covers {sorted(lengths)} positions and "
@@ -1566,48 +1562,21 @@ MODEL_KINDS: dict[str, type[HookedRewardModel]] = {
 }
 
 
-@checked_options
-@with_options_doc
+@loading_entry_point(verify=True)
 def load_reward_model(
     model_or_path: nn.Module | str | Path,
     tokenizer: Any = None,
-    *,
-    fold_ln: bool = True,
-    center_writing_weights: bool = True,
-    fold_value_biases: bool = True,
-    center_unembed: bool = False,
-    refactor_factored_attn_matrices: bool = False,
-    dtype: torch.dtype | str = torch.float32,
-    torch_dtype: torch.dtype | str | None = None,
-    device: str | torch.device | None = None,
-    n_ctx: int | None = None,
-    objective_names: Sequence[str] | None = None,
-    adapter: RewardModelAdapter | None = None,
-    verify: bool | None = None,
-    revision: str | None = None,
-    cache_dir: str | Path | None = None,
-    token: str | bool | None = None,
-    local_files_only: bool = False,
-    hf_model: nn.Module | None = None,
-    n_devices: int = 1,
-    move_to_device: bool = True,
-    first_n_layers: int | None = None,
-    checkpoint_index: int | None = None,
-    checkpoint_value: int | None = None,
-    checkpoint_label: int | None = None,
-    default_prepend_bos: bool | None = None,
-    default_padding_side: Literal["left", "right"] | None = None,
-    trust_remote_code: bool = False,
-    load_in_8bit: bool = False,
-    load_in_4bit: bool = False,
-    use_safetensors: bool = True,
+    **options: Unpack[LoadOptions],
 ) -> HookedRewardModel:
     """Convert a reward model into a `HookedRewardModel` (or the subclass its adapter asks for).
 
-    The model is an HF module, or a local checkpoint directory read as untrusted input: see
-    `reward_lens_tl.checkpoint`. The parameters are `convert_hf_model`'s, plus `verify`.
+    The function form of `HookedRewardModel.from_pretrained` (same options, same result). The
+    model is an HF module, or a local checkpoint directory read as untrusted input: see
+    `reward_lens_tl.checkpoint`. The options are `convert_hf_model`'s, plus `verify`
+    (`reward_lens_tl.loading.LoadOptions`).
 
     Args:
+        {model}
         {options}
         {verify}
 
@@ -1622,159 +1591,15 @@ def load_reward_model(
         >>> load_reward_model(tiny_reward_model("gpt2")).cfg.normalization_type
         'LNPre'
     """
-    request = dict(locals())
-    plan = plan_conversion(request.pop("model_or_path"), request.pop("tokenizer"), request)
-    verify = plan.adapter.verify_by_default if verify is None else verify
-    if not isinstance(plan.source, CheckpointSource):
-        model = build_model(plan)
-        if verify:  # the HF model is in memory anyway: compare the whole converted model
-            verify_parity(model, plan.source.model, plan.adapter)
-        return model
-    if verify:
-        verify_plan(plan)
-    return build_model(plan)
-
-
-def build_model(
-    plan: ConversionPlan,
-    n_layers: int | None = None,
-    dtype: torch.dtype | None = None,
-    device: str | None = None,
-) -> HookedRewardModel:
-    """Build the hooked model of a `ConversionPlan` and stream its weights in.
-
-    The model is built with its parameters on the meta device, then the converted weights are
-    streamed into it one layer at a time (`Streamer`), each cast to `dtype` and placed on
-    `device` as it is converted.
-
-    Args:
-        plan: The conversion plan.
-        n_layers: Build only the first layers (for `verify_plan`'s truncated copy).
-        dtype: The model's dtype (default: the plan's).
-        device: The model's device (default: the plan's).
-
-    Returns:
-        The model, in eval mode.
-    """
-    cfg = copy.copy(plan.cfg)
-    cfg.n_layers = n_layers or cfg.n_layers
-    if device is not None:
-        cfg.device = device
-    dtype = dtype or plan.dtype
-    with init_empty_weights(include_buffers=False):
-        model = MODEL_KINDS[plan.adapter.model_kind](
-            cfg,
-            adapter=plan.adapter,
-            pad_token_id=plan.pad_token_id,
-            eos_token_id=plan.eos_token_id,
-            bos_token_id=plan.bos_token_id,
-            objective_names=plan.objective_names,
-            tokenizer=plan.tokenizer,
-            padding_side=plan.padding_side,
-            move_to_device=False,
-        )
-    fold = foldable(cfg, plan.fold_flags["fold_ln"])
-    if fold:
-        use_pre_norms(model)
-    stream_weights(model, plan, dtype, warn_whole=True)
-    if fold:
-        model.setup()
-    return model.eval()
-
-
-def stream_weights(
-    model: HookedRewardModel, plan: ConversionPlan, dtype: torch.dtype, warn_whole: bool = False
-) -> None:
-    """Convert the plan's weights into `model` (built for that plan), one layer at a time.
-
-    Each is cast to `dtype` and placed on `model.cfg.device`.
-
-    Args:
-        model: The hooked model, built for the plan.
-        plan: The conversion plan.
-        dtype: The model's dtype.
-        warn_whole: Warn when a checkpoint must be converted as one part.
-    """
-    cfg = model.cfg
-    device = torch.device(cast(str, cfg.device))
-    fold = foldable(cfg, plan.fold_flags["fold_ln"])
-    streamer = Streamer(
-        source=plan.source,
-        adapter=plan.adapter,
-        model=model,
-        options=plan.options,
-        flags={**plan.fold_flags, "fold_ln": fold},
-        expected={name: p.shape for name, p in model.named_parameters()},
-        dtype=dtype,
-        device=device,
-        layers=find_layer_list(plan.source.model, plan.cfg.n_layers),
-        extras_fold_ln=plan.fold_flags["fold_ln"],
-    )
-    if warn_whole and streamer.layers is None and isinstance(plan.source, CheckpointSource):
-        warnings.warn(
-            f"{type(plan.source.model).__name__} has no single list of {cfg.n_layers} layers, so "
-            "it is converted as one part: correct, but the float32 copy of the whole model is "
-            "not avoided",
-            WholeModelWarning,
-            stacklevel=4,
-        )
-    streamer.run()
-    if streamer.extras:
-        model.attach_extras(streamer.extras)  # before the cast: the gate is cast too
-    nn.Module.to(model, device=device, dtype=dtype)  # buffers and gate
-    model.cfg.dtype = dtype
-
-
-@torch.no_grad()
-def reload_weights(model: HookedRewardModel, hf_model: nn.Module) -> HookedRewardModel:
-    """Convert the current weights of `hf_model` into `model` in place and return it.
-
-    What `HookedRewardModel.from_pretrained(hf_model, model.tokenizer)` gives, without building
-    a new hooked model (a monitor re-reads a model being trained this way). `model` must have
-    been converted from the same architecture with the default conversion options, in its
-    current dtype and device; its hooks and SAEs are left as they are.
-
-    Args:
-        model: The hooked model to update.
-        hf_model: The HF model whose weights are read.
-
-    Returns:
-        `model`, updated.
-
-    Raises:
-        ConversionMismatchError: An HF model of another shape.
-
-    Examples:
-        >>> from reward_lens_tl.zoo import load_model
-        >>> hf = load_model("scalar")
-        >>> hooked = HookedRewardModel.from_pretrained(hf)
-        >>> with torch.no_grad():
-        ...     _ = hf.score.weight.mul_(2.0)
-        >>> fresh = HookedRewardModel.from_pretrained(hf)
-        >>> bool(torch.equal(reload_weights(hooked, hf).W_U, fresh.W_U))
-        True
-    """
-    request = {**default_request(), "dtype": model.cfg.dtype, "device": model.cfg.device}
-    plan = plan_conversion(hf_model, model.tokenizer, request)
-    mismatch = [
-        name
-        for name in ("n_layers", "d_model", "n_heads", "d_vocab", "d_mlp", "d_vocab_out")
-        if getattr(plan.cfg, name) != getattr(model.cfg, name)
-    ]
-    if mismatch:
-        raise ConversionMismatchError(
-            f"{type(hf_model).__name__} does not have the hooked model's shape ({mismatch}): "
-            "convert it with HookedRewardModel.from_pretrained instead"
-        )
-    stream_weights(model, plan, model.cfg.dtype)
-    return model
+    return HookedRewardModel.from_pretrained(model_or_path, tokenizer, **options)
 
 
 def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> float:
     """The check `from_pretrained(..., verify=True)` runs, alone, with the default options.
 
     Max |converted − HF| reward on random tokens, from a checkpoint on a truncated copy of
-    `n_layers` layers (`verify_plan`), so it is cheap at any size.
+    `n_layers` layers (`reward_lens_tl.loading.verify_plan`, built as the class the adapter asks
+    for), so it is cheap at any size.
 
     Args:
         model_or_path: An HF model, a checkpoint directory or a hub id.
@@ -1788,58 +1613,5 @@ def parity_at_load(model_or_path: nn.Module | str | Path, n_layers: int = 2) -> 
         >>> parity_at_load(zoo_path("scalar")) < 1e-4
         True
     """
-    return verify_plan(plan_conversion(model_or_path, None, default_request()), n_layers)
-
-
-def default_request() -> dict[str, Any]:
-    """`load_reward_model`'s keyword options at their defaults (a conversion request).
-
-    Returns:
-        Parameter name → default value.
-
-    Examples:
-        >>> request = default_request()
-        >>> request["fold_ln"], request["center_unembed"], "model_or_path" in request
-        (True, False, False)
-    """
-    signature = inspect.signature(load_reward_model).parameters.items()
-    return {name: p.default for name, p in signature if p.default is not p.empty}
-
-
-def verify_plan(plan: ConversionPlan, n_layers: int = 2) -> float:
-    """Check the conversion against HF's own forward, cheaply at any size.
-
-    An in-memory HF model is compared with the whole converted model (`verify_parity`). From a
-    checkpoint, a *truncated copy* is compared instead: the first `n_layers` layers with the
-    embedding, final norm and head (and gating), built by the same streaming conversion from the
-    same files in float32 on the CPU, against the HF model restricted to the same layers (a view
-    of the meta-device HF model with those tensors read in). It costs the embedding twice plus
-    `n_layers` layers, and is freed before the full model is built.
-
-    Args:
-        plan: The conversion plan.
-        n_layers: The layers of the truncated copy.
-
-    Returns:
-        The largest difference.
-
-    Raises:
-        ConversionMismatchError: The converted model and HF disagree.
-    """
-    source = plan.source
-    if not isinstance(source, CheckpointSource):
-        model = build_model(plan)
-        return verify_parity(model, source.model, plan.adapter)
-    layers = find_layer_list(source.model, plan.cfg.n_layers)
-    keep = list(range(min(n_layers, plan.cfg.n_layers))) if layers else None
-    small = build_model(plan, len(keep) if keep else None, torch.float32, "cpu")
-    names = [
-        n
-        for n in state_tensors(source.model)
-        if layers is None
-        or not n.startswith(layers.prefix)
-        or any(n.startswith(layers.layer_prefix(i)) for i in keep or ())
-    ]
-    with source.loaded(names):
-        view = with_layers(source.model, layers, keep) if layers and keep else source.model
-        return verify_parity(small, view, plan.adapter)
+    plan = plan_conversion(model_or_path, None, requested({}))
+    return verify_plan(MODEL_KINDS[plan.adapter.model_kind], plan, n_layers)

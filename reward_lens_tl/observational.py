@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .attribution import attribute_pairs, direct_attribution
+from .attribution import direct_attribution, pair_attribution
 from .components import Component
 from .contrast import as_contrast_pairs, encode_contrast
 from .errors import EmptyInputError, InvalidArgumentError, UsageError
@@ -35,6 +35,10 @@ from .lens import pair_lens
 from .padding import token_columns
 from .results import Result
 from .stats import spearman
+
+__all__ = [
+    "observational_ground_truth",
+]
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,27 @@ def observational_ground_truth(
 
     They are computed on the zoo `task`'s contrast pairs (`n` per feature) or on your own `pairs`
     (`ContrastPair`s, grouped by their `feature`).
+
+    Args:
+        model: The reward model.
+        task: The zoo task whose contrast pairs are used (when `pairs` is not given).
+        pairs: Your own `ContrastPair`s instead of the task's.
+        features: The features to study.
+        n: Contrast pairs per feature (from `task`).
+        seed: The seed of the task's pairs.
+        batch_size: Pairs per forward.
+
+    Returns:
+        One `FeatureFindings` per feature.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> report = observational_ground_truth(model, load_task().task, features=("harmful",), n=8)
+        >>> found = report.findings[0]
+        >>> found.feature, found.n_pairs, round(found.mean_margin, 2), found.top_components[0][0]
+        ('harmful', 8, -3.02, 'L2H3')
     """
     if pairs is not None:
         grouped: dict[str, list] = {}
@@ -128,7 +153,7 @@ def observational_ground_truth(
 
 def _feature_findings(model, feature: str, pairs, batch_size: int) -> FeatureFindings:
     encoded = [encode_contrast(p) for p in pairs]
-    margin = attribute_pairs(model, encoded, batch_size=batch_size).margin
+    margin = pair_attribution(model, encoded, batch_size=batch_size).margin
     components = [
         i for i, c in enumerate(margin.components) if c.kind not in ("embed", "pos_embed", "bias")
     ]

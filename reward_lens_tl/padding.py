@@ -74,12 +74,24 @@ from .errors import (
     MissingPadTokenError,
 )
 
+__all__ = [
+    "ReadingPositionWarning",
+]
+
 PaddingSide = Literal["left", "right"]
 PADDING_SIDES = ("left", "right")
 
 
 class ReadingPositionWarning(UserWarning):
-    """Position `-1` of this batch is not where every row's reward is read."""
+    """Position `-1` of this batch is not where every row's reward is read.
+
+    Examples:
+        Silence it where a `[:, -1]` read is meant:
+
+        >>> import warnings
+        >>> warnings.filterwarnings("ignore", category=ReadingPositionWarning)
+        >>> warnings.resetwarnings()
+    """
 
 
 def left_pad(

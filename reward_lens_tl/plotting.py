@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -63,6 +63,15 @@ Backend: TypeAlias = Literal["plotly", "matplotlib"]
 BACKENDS: tuple[str, ...] = ("plotly", "matplotlib")
 SIGNED = "signed"
 """``colors=`` of `bar`: red for negative values, blue for the others."""
+
+#: The arguments and result of a result's `plot` that takes only `ax` and `backend`; pasted
+#: at `{plot}` (`reward_lens_tl.signatures.pasted_docs`).
+PLOT_DOC = """Args:
+    ax: Matplotlib axes to draw the static form on.
+    backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
+
+Returns:
+    The figure (not shown)."""
 
 BLUE, RED, GREY = "#4472c4", "#c00000", "#888888"
 PALETTE = ("#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00b0f0", "#ffc000", "#7f7f7f")
@@ -122,17 +131,30 @@ def render(fig: go.Figure, backend: Backend | None = None, ax: Axes | None = Non
 
     Raises:
         InvalidArgumentError: For an unknown backend, or `ax` with the plotly backend.
+        ArgumentTypeError: If `ax` is not a matplotlib `Axes` (e.g. `result.plot(3)`, where
+            the number was meant for a keyword: `plot` takes `ax` first).
 
     Examples:
         >>> type(render(bar(["a"], [1.0]), backend="matplotlib")).__name__
         'Figure'
     """
+    if ax is not None and not _is_axes(ax):
+        raise ArgumentTypeError(
+            f"ax must be matplotlib Axes, not {type(ax).__name__} {ax!r}: a result's plot() "
+            "takes ax as its first argument; pass the other settings by keyword, e.g. plot(k=3)"
+        )
     if ax is not None and backend == "plotly":
         raise InvalidArgumentError("ax= draws on matplotlib axes: leave backend unset with ax")
     chosen = "matplotlib" if ax is not None else _checked(backend or get_backend())
     if chosen == "matplotlib":
         return to_matplotlib(fig, ax)
     return fig
+
+
+def _is_axes(ax: Any) -> bool:
+    from matplotlib.axes import Axes
+
+    return isinstance(ax, Axes)
 
 
 # -- building ------------------------------------------------------------------------------------

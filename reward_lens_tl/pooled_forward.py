@@ -1,5 +1,7 @@
 """The last block at the reading positions only, for `return_type="reward"`.
 
+Internal (no public names): used by `reward_lens_tl.model`.
+
 A reward is read at one position per sequence, so the last block's queries, attention output
 and MLP are needed there only; its keys and values are still needed everywhere. When nothing
 can observe the difference, `HookedRewardModel.forward` runs blocks `0 .. L-2` as
@@ -29,6 +31,8 @@ from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValue
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
 from .fast_attention import hooked
+
+__all__: list[str] = []
 
 
 def structure_allows(model) -> bool:

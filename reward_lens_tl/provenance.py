@@ -45,13 +45,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.errors import InvalidArgumentError, UsageError
-
 from .errors import (
     FileInUseError,
+    InvalidArgumentError,
     NonFiniteResultError,
     ProvenanceMismatchError,
     ResumableFileError,
+    UsageError,
 )
 
 try:  # POSIX; elsewhere an O_EXCL lock file next to the data file stands in
@@ -390,15 +390,7 @@ class ResumableLog:
         mismatch: type[ProvenanceMismatchError] = ProvenanceMismatchError,
         what: str = "another producer",
     ):
-        """Prepare a resumable log at `path` (nothing is opened before `with`).
-
-        Args:
-            path: The file.
-            header: This run's producer, checked against the file's.
-            fresh: Empty the file instead of reading it.
-            mismatch: The error raised when the producers differ.
-            what: Name of the other producer in that error's message.
-        """
+        """Prepare a resumable log at `path` (nothing is opened before `with`; the class's Args)."""
         self.path = Path(path)
         self.header = dict(header)
         self.fresh = fresh

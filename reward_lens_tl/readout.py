@@ -13,12 +13,16 @@ read-out is linear, so it distributes over a sum of components exactly:
 `reward = Σ_c c · u + b` with `u = centre(direction) / scale`.
 
 Examples:
+    The tiny test GPT-2 has its final norm folded into the head, so there the read-out's
+    direction and bias are the head's own:
+
+    >>> import torch
     >>> from reward_lens_tl import HookedRewardModel
     >>> from reward_lens_tl.testing import tiny_reward_model
     >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
-    >>> W, b = effective_head(model)
-    >>> W.shape, b.shape
-    (torch.Size([64, 1]), torch.Size([1]))
+    >>> W_eff, b_eff = effective_head(model)
+    >>> torch.equal(W_eff, model.W_U), torch.equal(b_eff, model.b_U)
+    (True, True)
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from .indices import check_index
 if TYPE_CHECKING:
     from transformer_lens import ActivationCache
 
+__all__ = ["Objective", "Readout", "effective_head", "readout"]
+
 #: Which reward a read-out targets: `None` (the model's reward: the scalar, or the gated
 #: score), an objective name or index, or `"score"`.
 Objective = str | int | None
@@ -44,7 +50,23 @@ Objective = str | int | None
 def effective_head(
     model,
 ) -> tuple[Float[Tensor, "d_model n_objectives"], Float[Tensor, " n_objectives"]]:
-    """`(W_eff, b_eff)`: the head as seen from the *normalised* (pre-weight) final residual."""
+    """`(W_eff, b_eff)`: the head as seen from the *normalised* (pre-weight) final residual.
+
+    Args:
+        model: The hooked reward model.
+
+    Returns:
+        `W_eff [d_model, n_objectives]` (the final norm's weight folded in) and
+        `b_eff [n_objectives]` (its bias read through the head).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+        >>> W, b = effective_head(model)
+        >>> W.shape, b.shape
+        (torch.Size([64, 1]), torch.Size([1]))
+    """
     W, b = model.W_U, model.b_U
     w_norm = getattr(model.ln_final, "w", None)
     b_norm = getattr(model.ln_final, "b", None)
@@ -64,7 +86,7 @@ def objective_index(model, objective: Objective) -> int | None:
     """Column of the head for `objective`; `None` means the gated score."""
     gated = getattr(model, "gating", None) is not None
     if objective is None:
-        if gated or getattr(model, "scored_head", False):
+        if gated or model.scored_head:
             return None
         if model.n_objectives > 1:
             raise RewardLensError(
@@ -87,7 +109,21 @@ def objective_index(model, objective: Objective) -> int | None:
 
 @dataclass(frozen=True)
 class Readout:
-    """Per-example reward direction and bias in normalised-residual space."""
+    """Per-example reward direction and bias in normalised-residual space.
+
+    Attributes:
+        direction: The reward direction of each example.
+        bias: The reward bias of each example.
+        centred: Whether the final norm centres the residual (LayerNorm) before scaling.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+        >>> r = readout(model, None, batch=2)
+        >>> r.direction.shape, r.centred
+        (torch.Size([2, 64]), True)
+    """
 
     direction: Float[Tensor, "batch d_model"]
     bias: Float[Tensor, " batch"]
@@ -99,6 +135,22 @@ class Readout:
         """`norm(x) · direction` for residuals at any positions, given their scale; no bias.
 
         Computed in float32 at least (bf16/fp16 models read out without a second rounding).
+
+        Args:
+            x: Residual vectors.
+            scale: The final norm's scale at each of them.
+
+        Returns:
+            The projections, without the bias.
+
+        Examples:
+            >>> import torch
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.testing import tiny_reward_model
+            >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+            >>> r = readout(model, None, batch=1)
+            >>> r.project(torch.randn(1, 3, 64), torch.ones(1, 3)).shape
+            torch.Size([1, 3])
         """
         x = wide(x)
         if self.centred:
@@ -106,7 +158,22 @@ class Readout:
         return (x * wide(self.direction)[:, None, :]).sum(-1) / scale
 
     def unit(self, scale: Float[Tensor, " batch"]) -> Float[Tensor, "batch d_model"]:
-        """`u` with `c · u` = the contribution of component `c` under a frozen scale."""
+        """`u` with `c · u` = the contribution of component `c` under a frozen scale.
+
+        Args:
+            scale: The final norm's (frozen) scale of each example.
+
+        Returns:
+            The unit read-out vector of each example.
+
+        Examples:
+            >>> import torch
+            >>> from reward_lens_tl import HookedRewardModel
+            >>> from reward_lens_tl.testing import tiny_reward_model
+            >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+            >>> readout(model, None, batch=2).unit(torch.ones(2)).shape
+            torch.Size([2, 64])
+        """
         d = wide(self.direction)
         if self.centred:
             d = d - d.mean(-1, keepdim=True)
@@ -119,14 +186,36 @@ def wide(t: Tensor) -> Tensor:
 
 
 def readout(model, objective: Objective, batch: int, gate: Tensor | None = None) -> Readout:
-    """The read-out for `objective` (the score needs `gate [batch, n_objectives]`)."""
+    """The read-out for `objective` (the score needs `gate [batch, n_objectives]`).
+
+    Args:
+        model: The hooked reward model.
+        objective: Which reward: `None` (the model's reward), an objective name or index, or
+            `"score"` (a gated head's score).
+        batch: The number of examples.
+        gate: The gate `[batch, n_objectives]` (`hook_gate`), for a gated score only.
+
+    Returns:
+        The read-out.
+
+    Raises:
+        NonlinearUnembedError: the model's score is not linear in its residual.
+        RewardLensError: the gated score without `gate`, or an unknown objective.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("gpt2"))
+        >>> readout(model, None, batch=3).bias.shape
+        torch.Size([3])
+    """
     W, b = effective_head(model)
     col = objective_index(model, objective)
     if col is not None:
         direction = W[:, col].expand(batch, -1)
         bias = b[col].expand(batch)
     else:
-        if getattr(model, "scored_head", False) and getattr(model, "gating", None) is None:
+        if model.scored_head and getattr(model, "gating", None) is None:
             raise NonlinearUnembedError(model.linear_advice())
         if gate is None:
             raise RewardLensError("the gated score's direction needs the gate (hook_gate)")

@@ -55,7 +55,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -63,6 +62,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from .errors import (
@@ -80,7 +80,16 @@ from .plotting import Backend, bar, render
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from .pairs import OnError
+    from .pair_batches import OnError
+
+__all__ = [
+    "Result",
+    "axes",
+    "bar_chart",
+    "check_fields",
+    "check_result_shapes",
+    "signed_color",
+]
 
 R = TypeVar("R", bound="Result")
 
@@ -183,7 +192,19 @@ def top_entries(labels: Sequence[str], values, k: int, value_name: str = "value"
 
 
 class Result(abc.ABC):
-    """Base of every result object (see the module docstring)."""
+    """Base of every result object (see the module docstring).
+
+    Examples:
+        >>> import pandas as pd
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Counts(Result):
+        ...     value_column = "count"
+        ...     def to_dataframe(self):
+        ...         return pd.DataFrame({"label": ["a", "b"], "count": [2, 5]})
+        >>> Counts().top_k(1)
+        [('b', 5.0)]
+    """
 
     #: Frame column holding each entry's label, and the one holding the value `top_k` shows.
     label_column: ClassVar[str] = "label"
@@ -442,6 +463,15 @@ def join_pairs(halves: Iterable[tuple[R, R]]) -> tuple[R, R]:
     return type(chosen[0]).concat(chosen), type(rejected[0]).concat(rejected)
 
 
+#: The arguments of a pair analysis that `run_pair_batches` streams (`pair_lens`,
+#: `pair_attribution`), pasted at `{pair_run}` (`reward_lens_tl.signatures.pasted_docs`).
+PAIR_RUN_DOC = """model: The reward model.
+pairs: The preference pairs (any iterable, streamed).
+batch_size: Pairs per forward (both halves of a chunk run as one batch).
+truncation: `"error"`, `"left"`, `"right"` or `"both"`, for pairs given as text.
+on_error: `"raise"` or `"skip"`, for a pair that cannot be encoded."""
+
+
 def run_pair_batches(
     model,
     pairs: Iterable,
@@ -470,7 +500,7 @@ def run_pair_batches(
     Returns:
         The pair result.
     """
-    from .pairs import finished_chunks, map_pair_batches
+    from .pair_batches import finished_chunks, map_pair_batches
 
     def run(ids: Tensor, mask: Tensor, n: int):
         return split_pair(analysis(ids, mask), n)
@@ -596,78 +626,119 @@ def _same(a: Any, b: Any) -> bool:
 
 
 # -- run-time field checks -----------------------------------------------------------------------
-_CHECKERS: dict[type, Callable[..., None]] = {}
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
 def check_fields(result: Result) -> None:
     """Check `result`'s fields against their annotations.
 
-    Types, and the jaxtyping shapes of its arrays, dimension names consistent across fields.
-    Runs when a result is built with `check_result_shapes` on.
+    Types, and the jaxtyping shapes of its arrays, dimension names consistent across fields:
+    beartype checks each field's value against its annotation inside one jaxtyping shape
+    context. Runs when a result is built with `check_result_shapes` on.
 
     Args:
         result: The result to check.
 
     Raises:
         ResultFieldError: A field that does not match its annotation.
+
+    Examples:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Pair(Result):
+        ...     chosen: Float[Tensor, "example"]
+        ...     rejected: Float[Tensor, "example"]
+        ...     def to_dataframe(self):
+        ...         return None
+        >>> check_fields(Pair(torch.zeros(3), torch.ones(3)))
+        >>> try:
+        ...     check_fields(Pair(torch.zeros(3), torch.ones(2)))
+        ... except ResultFieldError as err:
+        ...     print(err)
+        Pair.rejected does not match its annotation Float[Tensor, 'example']
+        got: float32 tensor of shape (2,)
+        fields before it (their dimension names are shared): chosen float32 tensor of shape (3,)
     """
-    from jaxtyping import TypeCheckError
+    from beartype.door import die_if_unbearable
+    from beartype.roar import BeartypeDoorHintViolation
+    from jaxtyping import jaxtyped
 
     cls = type(result)
     if not dataclasses.is_dataclass(cls):
         return
-    checker = _CHECKERS.get(cls) or _CHECKERS.setdefault(cls, _field_checker(cls))
-    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(cls) if f.init}
-    try:
-        checker(**values)
-    except TypeCheckError as err:
-        detail = "\n".join(str(err).splitlines()[1:4])
-        raise ResultFieldError(
-            f"{cls.__name__} built with a field of the wrong kind or shape: {detail}"
-        ) from err
-
-
-def _field_checker(cls: type) -> Callable[..., None]:
-    """A function whose parameters are `cls`'s fields, checked by beartype under jaxtyping.
-
-    One memo of dimension sizes per call.
-    """
-    from beartype import beartype
-    from jaxtyping import jaxtyped
-
-    hints = _field_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    scope: dict[str, Any] = {}
-    exec(f"def check(*, {', '.join(names) or '_unused=None'}):\n    return None", scope)  # noqa: S102
-    check = scope["check"]
-    check.__annotations__ = {n: hints[n] for n in names if n in hints}
-    return jaxtyped(typechecker=beartype)(check)
+    if cls not in _HINTS:
+        _HINTS[cls] = _field_hints(cls)
+    with jaxtyped("context"):  # one memo of dimension sizes for all the fields
+        for name, hint in _HINTS[cls].items():
+            try:
+                die_if_unbearable(getattr(result, name), hint)
+            except BeartypeDoorHintViolation as err:
+                raise ResultFieldError(_field_message(result, name, hint)) from err
 
 
 def _field_hints(cls: type) -> dict[str, Any]:
-    """Resolved annotations of `cls`'s fields.
+    """The resolved annotations of `cls`'s `__init__` fields, in field order.
 
-    Fields whose annotation cannot be resolved here, e.g. a name imported only for type
-    checkers, are left unchecked.
+    A field whose annotation cannot be resolved here (e.g. a name imported only for type
+    checkers) is left unchecked.
     """
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - resolve what can be resolved, field by field
-        hints: dict[str, Any] = {}
-        for klass in reversed(cls.__mro__):
-            scope = vars(sys.modules[klass.__module__]) if klass.__module__ in sys.modules else {}
-            for name, annotation in vars(klass).get("__annotations__", {}).items():
-                try:
-                    hints[name] = (
-                        eval(annotation, scope) if isinstance(annotation, str) else annotation
-                    )  # noqa: S307
-                except Exception:  # noqa: BLE001
-                    hints.pop(name, None)
-        return hints
+    owners = {name: klass for klass in reversed(cls.__mro__) for name in _own_annotations(klass)}
+    hints = {}
+    for field in dataclasses.fields(cls):
+        owner = owners.get(field.name)
+        if field.init and owner is not None:
+            holder = type(
+                "_Field",
+                (),
+                {
+                    "__module__": owner.__module__,
+                    "__annotations__": {field.name: _own_annotations(owner)[field.name]},
+                },
+            )
+            try:  # in the namespace of the class that declares the field
+                hints[field.name] = typing.get_type_hints(holder)[field.name]
+            except Exception:  # noqa: BLE001, S112 - any failure to resolve: not checked
+                continue
+    return hints
+
+
+def _own_annotations(klass: type) -> dict[str, Any]:
+    return vars(klass).get("__annotations__", {})
+
+
+def _field_message(result: Result, name: str, hint: Any) -> str:
+    """What is wrong with field `name`, and the shapes of the fields before it."""
+    shown = getattr(hint, "__name__", None) or repr(hint)
+    lines = [
+        f"{type(result).__name__}.{name} does not match its annotation {shown}",
+        f"got: {_described(getattr(result, name))}",
+    ]
+    before = {}
+    for checked in _HINTS[type(result)]:  # the fields checked before it, in order
+        if checked == name:
+            break
+        value = getattr(result, checked)
+        if isinstance(value, Tensor | np.ndarray):
+            before[checked] = _described(value)
+    if before:
+        shapes = "; ".join(f"{k} {v}" for k, v in before.items())
+        lines.append(f"fields before it (their dimension names are shared): {shapes}")
+    return "\n".join(lines)
+
+
+def _described(value: Any) -> str:
+    """`value`'s type, and for an array its dtype and shape."""
+    if isinstance(value, Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} array of shape {value.shape}"
+    return type(value).__name__
 
 
 # -- frames and figures --------------------------------------------------------------------------
-def tidy_frame(values: Tensor, labels: Sequence[str], label_name: str, value_name: str):
+def tidy_frame(
+    values: Float[Tensor, "label example"], labels: Sequence[str], label_name: str, value_name: str
+):
     """`values [label, example]` → one row per (label, example).
 
     Args:

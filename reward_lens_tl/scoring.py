@@ -24,14 +24,19 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .inputs import Truncation
-from .pairs import OnError, SkippedPair, finished_chunks, map_pair_batches
-from .plotting import Backend, histogram, render
+from .pair_batches import OnError, SkippedPair, finished_chunks, map_pair_batches
+from .plotting import PLOT_DOC, Backend, histogram, render
 from .results import Result, TopK, axes, top_entries
+from .signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from .model import HookedRewardModel
+
+__all__ = [
+    "score_pairs",
+]
 
 
 @dataclass(frozen=True)
@@ -97,17 +102,13 @@ class PairScores(Result):
         indices = self.indices or tuple(range(len(margins)))
         return top_entries([f"pair {i}" for i in indices], margins.tolist(), k, "margin")
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Histogram of the margins (the first objective's), with the line at 0 and the accuracy.
 
         Hover shows each bin's range and its whole number of pairs.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         several = self.margins.ndim > 1
         margins = self.margins[:, 0] if several else self.margins
@@ -144,8 +145,27 @@ def score_pairs(
     pair) or, with `on_error="skip"`, is left out and listed in `.skipped` with its index,
     source record and reason. If every pair is skipped, `EmptyInputError` says why.
 
-    `model`: the `HookedRewardModel` (with its tokenizer);
-    `batch_size`: pairs per forward pass; `progress`: show a progress bar.
+    Args:
+        model: The reward model (with its tokenizer).
+        pairs: The preference pairs (any iterable, streamed).
+        batch_size: Pairs per forward pass.
+        truncation: `"error"`, `"left"`, `"right"` or `"both"`, for pairs given as text.
+        progress: Show a progress bar.
+        on_error: `"raise"` or `"skip"`, for a pair that cannot be encoded.
+
+    Returns:
+        The chosen and rejected rewards of every pair.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = [PreferencePair("how bake bread", "oven flour", "the bomb"),
+        ...          PreferencePair("explain laptop", "screen code", "soup")]
+        >>> scores = score_pairs(model, pairs)
+        >>> [round(m, 3) for m in scores.margins.tolist()], scores.accuracy
+        ([7.11, 4.776], 1.0)
     """
     from .distributed import world
     from .progress import progress_bar

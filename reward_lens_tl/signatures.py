@@ -18,13 +18,13 @@ import difflib
 import functools
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .errors import UnknownKeywordError
 
-__all__ = ["checked_keywords", "pasted_docs", "unknown_parameter"]
+__all__ = ["checked_keywords", "checked_options", "pasted_docs", "spelled_out", "unknown_parameter"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -94,22 +94,67 @@ def checked_keywords(
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        params = inspect.signature(fn).parameters
-        names = tuple(n for n, p in params.items() if p.kind in kinds and n not in ("self", "cls"))
-        accepted = frozenset(names)
-        error = unknown or partial(unknown_parameter, fn.__qualname__)
-
-        @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for name in kwargs:
-                if name not in accepted:
-                    raise error(name, names)
-            return fn(*args, **kwargs)
-
-        return wrapper
+        return _checking(fn, _keywords(fn), unknown)
 
     return decorate
+
+
+def checked_options(options: type) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """`checked_keywords` for a function taking `**options: Unpack[Options]`.
+
+    Its keywords are its named parameters and the keys of the `TypedDict` `options`; any
+    other keyword raises an `UnknownKeywordError` naming the closest one.
+
+    Args:
+        options: The `TypedDict` class that declares the `**options` keys.
+
+    Returns:
+        The decorator.
+
+    Examples:
+        >>> from typing import TypedDict, Unpack
+        >>> class Options(TypedDict, total=False):
+        ...     layers: list[int]
+        >>> @checked_options(Options)
+        ... def f(x, *, site="z", **options: Unpack[Options]):
+        ...     return site, options
+        >>> f(1, layers=[0])
+        ('z', {'layers': [0]})
+        >>> try:
+        ...     f(1, layer=[0])
+        ... except TypeError as err:
+        ...     print(type(err).__name__, "|", err)
+        UnknownKeywordError | f() got an unknown keyword 'layer'. Did you mean 'layers'? ...
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        return _checking(fn, _keywords(fn) + tuple(options.__annotations__), None)
+
+    return decorate
+
+
+def _keywords(fn: Callable[..., object]) -> tuple[str, ...]:
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params = inspect.signature(fn).parameters
+    return tuple(n for n, p in params.items() if p.kind in kinds and n not in ("self", "cls"))
+
+
+def _checking(
+    fn: Callable[P, R],
+    names: tuple[str, ...],
+    unknown: Callable[[str, Sequence[str]], Exception] | None,
+) -> Callable[P, R]:
+    accepted = frozenset(names)
+    error = unknown or partial(unknown_parameter, fn.__qualname__)
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        for name in kwargs:
+            if name not in accepted:
+                raise error(name, names)
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def unknown_parameter(function: str, name: str, names: Sequence[str]) -> UnknownKeywordError:
@@ -132,3 +177,49 @@ def unknown_parameter(function: str, name: str, names: Sequence[str]) -> Unknown
     return UnknownKeywordError(
         f"{function}() got an unknown keyword {name!r}.{hint} Parameters: {', '.join(names)}."
     )
+
+
+def spelled_out(
+    defaults: Mapping[str, Any], annotations: Mapping[str, Any]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator showing a function's `**options` as one keyword-only parameter per option.
+
+    For a function taking `**options: Unpack[SomeTypedDict]`: `inspect.signature`, `help()` and
+    `checked_keywords` (apply it outside this one) then see each option with its default and
+    type, as if it were spelled out in the `def`. Positional parameters and `*args` are dropped
+    from the shown signature except the named ones before them.
+
+    Args:
+        defaults: Option name → default, in the order shown.
+        annotations: Option name → annotation (the TypedDict's `__annotations__`).
+
+    Returns:
+        The decorator (it returns the function itself, with `__signature__` set).
+
+    Examples:
+        >>> @spelled_out({"site": "z", "layers": None}, {"site": "str"})
+        ... def f(x, **options):
+        ...     return options
+        >>> import inspect
+        >>> str(inspect.signature(f))
+        "(x, *, site: 'str' = 'z', layers=None)"
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        named = [p for p in signature.parameters.values() if p.kind in kinds]
+        shown = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=annotations.get(name, inspect.Parameter.empty),
+            )
+            for name, default in defaults.items()
+        ]
+        target: Any = fn  # a function object takes the attribute `inspect.signature` reads
+        target.__signature__ = signature.replace(parameters=[*named, *shown])
+        return fn
+
+    return decorate

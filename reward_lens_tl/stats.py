@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import EmptyInputError, InvalidArgumentError, ShapeMismatchError
+from .signatures import pasted_docs
 
 NanPolicy = Literal["propagate", "omit", "raise"]
 Method = Literal["pearson", "spearman", "kendall"]
@@ -229,16 +230,21 @@ def correlation_test(
     return CorrelationTest(float(res.statistic), float(res.pvalue), int(a.size))
 
 
+#: The arguments and result of `pearson` and `spearman`.
+_COEFFICIENT_DOC = """Args:
+    x: The first side, any shape.
+    y: The second side, the same shape as `x`.
+    nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
+
+Returns:
+    The coefficient, or NaN when it is undefined."""
+
+
+@pasted_docs(coefficient=_COEFFICIENT_DOC)
 def pearson(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") -> float:
     """Pearson's r (NaN when a side is constant or has fewer than two values).
 
-    Args:
-        x: The first side, any shape.
-        y: The second side, the same shape as `x`.
-        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
-
-    Returns:
-        The coefficient, or NaN when it is undefined.
+    {coefficient}
 
     Examples:
         >>> from reward_lens_tl.stats import pearson
@@ -248,18 +254,13 @@ def pearson(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") 
     return correlation_test(x, y, "pearson", nan_policy=nan_policy).statistic
 
 
+@pasted_docs(coefficient=_COEFFICIENT_DOC)
 def spearman(x: ArrayLike, y: ArrayLike, *, nan_policy: NanPolicy = "propagate") -> float:
     """Spearman's ρ, ties given their average rank.
 
     NaN when a side is constant or has fewer than two values.
 
-    Args:
-        x: The first side, any shape.
-        y: The second side, the same shape as `x`.
-        nan_policy: `"propagate"`, `"omit"` or `"raise"` (module docstring).
-
-    Returns:
-        The coefficient, or NaN when it is undefined.
+    {coefficient}
 
     Examples:
         >>> from reward_lens_tl.stats import spearman

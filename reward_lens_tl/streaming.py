@@ -63,6 +63,8 @@ from .errors import (
 )
 from .weights import CheckpointWeights
 
+__all__ = ["WholeModelWarning"]
+
 #: Rows of the embedding processed (and held in float32) at once.
 EMBEDDING_ROWS = 16384
 
@@ -126,6 +128,16 @@ class WholeModelWarning(UserWarning):
     """A checkpoint is converted whole rather than one layer at a time: correct, more memory.
 
     Its tensor names need transformers' renaming, or the model has no single layer list.
+
+    Examples:
+        A warning like any other: silence it where whole-model conversion is expected.
+
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", WholeModelWarning)
+        ...     warnings.warn("converted whole", WholeModelWarning)
+        >>> issubclass(WholeModelWarning, UserWarning)
+        True
     """
 
 

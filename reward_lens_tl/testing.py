@@ -21,6 +21,13 @@ from torch import nn
 from .armorm_module import LlamaForRewardModelWithGating, armorm_config
 from .errors import InvalidArgumentError
 
+__all__ = [
+    "random_batch",
+    "tiny_causal_lm",
+    "tiny_reward_model",
+    "tiny_tokenizer",
+]
+
 VOCAB = 97
 PAD = 0
 
@@ -106,7 +113,18 @@ def tiny_config(family: str, **overrides: Any):
 def tiny_reward_model(family: str, seed: int = 0, **overrides: Any) -> nn.Module:
     """A perturbed tiny reward model of `family`, in eval mode, float32.
 
-    `family` is one of `llama`, `mistral`, `qwen2`, `gemma2`, `gpt2`, `armorm`, `qwen3`.
+    Args:
+        family: One of `llama`, `mistral`, `qwen2`, `gemma2`, `gpt2`, `armorm`, `qwen3`.
+        seed: The seed of the weights.
+        **overrides: Fields of the HF config to change.
+
+    Returns:
+        The HF model (`*ForSequenceClassification`, or the ArmoRM module).
+
+    Examples:
+        >>> hf = tiny_reward_model("llama")
+        >>> type(hf).__name__, hf.config.num_hidden_layers, hf.config.hidden_size
+        ('LlamaForSequenceClassification', 2, 64)
     """
     torch.manual_seed(seed)
     config = tiny_config(family, **overrides)
@@ -144,6 +162,19 @@ def random_batch(
     `"leading"` every pad before the first token (what an HF tokenizer with
     `padding_side="left"` builds).
 
+    Args:
+        batch: The number of rows.
+        lengths: Each row's number of real tokens (default: every row `seq_len`).
+        seq_len: The row length when `lengths` is not given.
+        seed: The seed of the ids.
+        vocab: The ids are below this.
+        pad: The pad id.
+        low: The ids are at least this (below it: the special tokens).
+        padding_side: `"left"`, `"right"` or `"leading"` (above).
+
+    Returns:
+        `(input_ids, attention_mask)`.
+
     Examples:
         >>> ids, mask = random_batch(2, [3, 2], vocab=9)
         >>> mask.tolist(), random_batch(2, [3, 2], vocab=9, padding_side="right")[1].tolist()
@@ -177,6 +208,18 @@ def tiny_tokenizer(vocab_size: int = VOCAB, chat_template: bool = True):
 
     Its vocabulary is `<pad> <bos> <eos> <|user|> <|assistant|> <unk> w6 …` (ids 0–5 special; words
     `w6` … `w{V-1}`).
+
+    Args:
+        vocab_size: The vocabulary size `V`.
+        chat_template: Give it a chat template (`<|user|>` / `<|assistant|>` turns).
+
+    Returns:
+        The tokenizer (a `PreTrainedTokenizerFast`).
+
+    Examples:
+        >>> tok = tiny_tokenizer()
+        >>> len(tok), tok.convert_tokens_to_ids("w7"), tok.pad_token
+        (97, 7, '<pad>')
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
@@ -214,6 +257,15 @@ def tiny_causal_lm(family: str, seed: int = 0, head: str = "lm", **overrides: An
     `*ForCausalLM`, GPT-2's `GPT2LMHeadModel`), `"value"` (`*ForTokenClassification` with one label)
     or `"classifier"` (its `score` replaced by `Sequential(Linear, ReLU, Linear)` with two labels,
     Qwen2.5-Math-PRM's head), and `tiny_tokenizer` (words `w6` … `w96`).
+
+    Args:
+        family: A family of `tiny_reward_model`.
+        seed: The seed of the weights.
+        head: `"lm"`, `"value"` or `"classifier"` (above).
+        **overrides: Fields of the HF config to change.
+
+    Returns:
+        `(hf_model, tokenizer)`.
 
     Examples:
         >>> model, tok = tiny_causal_lm("qwen2")

@@ -32,14 +32,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from reward_lens_tl.errors import InvalidArgumentError
-
 from .attribution import direct_attribution
+from .errors import InvalidArgumentError
 from .inputs import EncodedConversation
 from .padding import reading_position_known
-from .plotting import SIGNED, Backend, bar, render, shown_token
+from .plotting import PLOT_DOC, SIGNED, Backend, bar, render, shown_token
 from .readout import Objective
 from .results import Result, TopK, top_entries
+from .signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -131,18 +131,14 @@ class TokenAttribution(Result):
         """
         return top_entries(self.labels(), self.values.tolist(), k, self.mode)
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Bars over the positions, the tokens on the x axis, red below 0 and blue above.
 
         Hover shows the position and token, its exact value and its hover line (the
         components that contribute most through it); the response is shaded.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         attribution = self.mode == "attribution"
         name = "contribution to the reward" if attribution else "Δ reward read"
@@ -313,7 +309,7 @@ def _position_view(model, ids, start) -> TokenAttribution:
 
 def _as_ids(model, example) -> tuple[Tensor, int | None]:
     if isinstance(example, tuple) and len(example) == 2 and isinstance(example[1], str):
-        example = model.encode_conversation(*example)
+        example = model.encode(*example)
     if isinstance(example, EncodedConversation):
         ids = torch.tensor([example.ids], device=model.cfg.device)
         return ids, example.response_start

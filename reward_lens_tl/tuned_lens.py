@@ -34,18 +34,22 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from reward_lens_tl.errors import InvalidArgumentError
-
+from .errors import InvalidArgumentError
 from .lens import SITE_AXIS, Resolution, RewardLensResult, lens_sites
-from .pairs import pair_batches
-from .plotting import Backend, line, render
+from .pair_batches import pair_batches
+from .plotting import PLOT_DOC, Backend, line, render
 from .readout import Objective, gather_positions, run_readout
 from .results import Result
+from .signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from .model import HookedRewardModel
+
+__all__ = [
+    "TunedRewardLens",
+]
 
 
 @dataclass(frozen=True)
@@ -81,17 +85,13 @@ class TunedLensReport(Result):
             }
         )
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Held-out MSE per site (log scale), tuned against plain lens.
 
         Hover shows the lens, the site and the exact MSE.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         fig = line(
             {"tuned lens": list(self.heldout_mse), "plain lens": list(self.lens_heldout_mse)},
@@ -182,7 +182,33 @@ def _choose_alpha(x: Tensor, y: Tensor, alphas: Sequence[float], folds: int = 5)
 
 
 class TunedRewardLens:
-    """Per-site translators `(δ_l, c_l)`; call it like `reward_lens.reward_lens`."""
+    """Per-site translators `(δ_l, c_l)`; call it like `reward_lens.reward_lens`.
+
+    Args:
+        deltas: Per-site direction translators `δ_l`.
+        offsets: Per-site offsets `c_l`.
+        labels: Site labels.
+        objective: The objective the lens reads.
+        resolution: Resolution of the sites.
+        report: The fit's held-out report.
+
+    Examples:
+        >>> import tempfile
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure.training import zoo_feature_pairs
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> lens = TunedRewardLens.fit(model, zoo_feature_pairs(10)["harmful"])
+        >>> lens.labels, lens.report.n_train, lens.report.n_heldout, lens.report.readable_site()
+        (('0_pre', '1_pre', '2_pre', 'final'), 16, 4, '2_pre')
+        >>> ids = model.to_tokens([("how bake bread", "oven flour")])
+        >>> round(float(lens(model, ids).values[-1, 0]), 3)  # the last site is the reward
+        0.245
+        >>> folder = tempfile.mkdtemp()
+        >>> lens.save(folder)
+        >>> TunedRewardLens.load(folder).labels == lens.labels
+        True
+    """
 
     def __init__(
         self,
@@ -194,16 +220,7 @@ class TunedRewardLens:
         resolution="layer",
         report: TunedLensReport | None = None,
     ):
-        """Build the lens from its translators.
-
-        Args:
-            deltas: Per-site direction translators `δ_l`.
-            offsets: Per-site offsets `c_l`.
-            labels: Site labels.
-            objective: The objective the lens reads.
-            resolution: Resolution of the sites.
-            report: The fit's held-out report.
-        """
+        """Build the lens from its translators (the class's Args)."""
         self.deltas: Float[Tensor, "site d_model"] = deltas
         self.offsets: Float[Tensor, " site"] = offsets
         self.labels = tuple(labels)
@@ -232,6 +249,19 @@ class TunedRewardLens:
         penalty (`"auto"`: chosen on the training part); `heldout_fraction` of the
         examples, drawn with `seed`, is held out for the report; `batch_size`: sequences
         per forward pass.
+
+        Args:
+            model: The reward model.
+            data: Preference pairs, or `(ids, mask)` batches.
+            objective: A head column of a multi-objective model.
+            resolution: `"layer"` or `"sublayer"`.
+            alpha: The ridge penalty, or `"auto"`.
+            heldout_fraction: The share of the examples held out for the report.
+            seed: The seed of the held-out draw.
+            batch_size: Sequences per forward pass.
+
+        Returns:
+            The fitted lens.
         """
         feats, labels = collect_features(
             model, data, objective=objective, resolution=resolution, batch_size=batch_size
@@ -291,7 +321,11 @@ class TunedRewardLens:
         return RewardLensResult(values=values, labels=labels, rewards=feats.target, norm="tuned")
 
     def save(self, path: str | Path) -> None:
-        """`translators.safetensors` + `tuned_lens.json` in directory `path`."""
+        """`translators.safetensors` + `tuned_lens.json` in directory `path`.
+
+        Args:
+            path: The folder to write (created if needed).
+        """
         from safetensors.torch import save_file
 
         path = Path(path)

@@ -443,7 +443,7 @@ def attention_view(
 def _one_row(model, example, row, attention_mask) -> tuple[Tensor, Tensor | None]:
     """The example's ids `[1, pos]` (on the model's device) and its mask (`None`: no pads)."""
     if isinstance(example, tuple) and len(example) == 2 and isinstance(example[1], str):
-        example = model.encode_conversation(*example)
+        example = model.encode(*example)
     if isinstance(example, EncodedConversation):
         ids = torch.tensor([example.ids], device=model.cfg.device)
     else:

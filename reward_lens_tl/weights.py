@@ -30,6 +30,10 @@ from torch import Tensor
 from .checkpoint import check_weight_files, safetensors_header
 from .errors import CheckpointError, NonFiniteWeightsError
 
+__all__ = [
+    "CheckpointWeights",
+]
+
 #: safetensors' dtype names → torch dtypes (for shapes and sizes without reading data).
 _DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -52,7 +56,20 @@ SINGLE_FILE = "model.safetensors"
 
 
 class CheckpointWeights:
-    """The tensors of a checkpoint directory: name → file, shape and dtype, read on demand."""
+    """The tensors of a checkpoint directory: name → file, shape and dtype, read on demand.
+
+    Args:
+        path: The checkpoint directory (safetensors, one file or sharded with an index).
+
+    Examples:
+        >>> import torch
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> weights = CheckpointWeights(zoo_path("scalar"))
+        >>> len(weights.names()), weights.shape("score.weight"), weights.dtype("score.weight")
+        (30, (1, 64), torch.float32)
+        >>> weights.read(["score.weight"], dtype=torch.float64)["score.weight"].dtype
+        torch.float64
+    """
 
     def __init__(self, path: str | Path):
         """Read the headers of the checkpoint directory `path`.
@@ -103,7 +120,14 @@ class CheckpointWeights:
         return tuple(int(n) for n in self._header[name]["shape"])
 
     def dtype(self, name: str) -> torch.dtype | None:
-        """The stored dtype (`None` for a dtype torch does not have)."""
+        """The stored dtype (`None` for a dtype torch does not have).
+
+        Args:
+            name: The tensor's name.
+
+        Returns:
+            Its dtype.
+        """
         return _DTYPES.get(self._header[name]["dtype"])
 
     def read(self, names: Iterable[str], dtype: torch.dtype | None = None) -> dict[str, Tensor]:
@@ -111,6 +135,13 @@ class CheckpointWeights:
 
         Floating tensors are cast to `dtype` when given; a NaN or infinite value raises
         `NonFiniteWeightsError` naming the tensor.
+
+        Args:
+            names: The tensors' names.
+            dtype: The dtype of the floating tensors (default: as stored).
+
+        Returns:
+            The tensors, by name.
         """
         by_file: dict[Path, list[str]] = {}
         for name in names:
@@ -133,6 +164,15 @@ class CheckpointWeights:
         """Rows `start:stop` of the tensor `name` (only those bytes are read).
 
         They are checked finite and cast to `dtype` when given.
+
+        Args:
+            name: The tensor's name.
+            start: The first row.
+            stop: The row after the last.
+            dtype: The dtype of a floating tensor (default: as stored).
+
+        Returns:
+            The rows.
 
         Examples:
             >>> from reward_lens_tl.zoo import zoo_path

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import torch
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.attribution import attribute_pairs
+from reward_lens_tl.attribution import pair_attribution
 from reward_lens_tl.data import RankedItem
 from reward_lens_tl.distributed import world
 from reward_lens_tl.lens import pair_lens
@@ -57,7 +57,7 @@ def analyses(model: HookedRewardModel) -> dict:
     good = [p for i, p in enumerate(pairs) if i != TOO_LONG]
     scores = score_pairs(model, iter(pairs), batch_size=3, on_error="skip")
     small = score_pairs(model, good[:2], batch_size=4)  # one batch: rank 1 gets nothing
-    attr = attribute_pairs(model, iter(good), batch_size=3)
+    attr = pair_attribution(model, iter(good), batch_size=3)
     lens = pair_lens(model, good, batch_size=3, resolution="sublayer")
     try:
         score_pairs(model, pairs, batch_size=3)  # the too-long pair is in batch 1 (rank 1)

@@ -193,13 +193,11 @@ def test_markdown_and_html_render_the_same_sections(zoo_report):
 
 
 @pytest.mark.slow  # tens of seconds: the slow tier (make test-all / CI)
-def test_demo_is_a_deprecated_alias_of_the_zoo_report(tmp_path, capsys):
-    """``reward-lens demo`` warns once on stderr and writes the zoo report; every section runs on
-    the ArmoRM-style model (patching reads the gated score, and the concept vectors' cosines
+def test_zoo_report_on_the_multi_objective_model(tmp_path):
+    """``reward-lens report MODEL`` without a pair file writes the zoo report; every section runs
+    on the ArmoRM-style model (patching reads the gated score, and the concept vectors' cosines
     use one objective: a gated score has no single direction)."""
-    assert main(["demo", "--model", str(zoo_path("multi")), "--out", str(tmp_path)]) == 0
-    err = capsys.readouterr().err
-    assert err.count("'reward-lens demo' is deprecated; use 'reward-lens report'") == 1
+    assert main(["report", str(zoo_path("multi")), "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
     assert "of objective `helpfulness`" in report and "## SAE features" in report
     assert report.startswith("# reward-lens report: multi on the zoo's pairs\n")

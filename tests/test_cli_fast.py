@@ -49,7 +49,7 @@ def test_help_is_plain_text_and_lists_every_command(capsys):
     text = build_parser().format_help()
     for markup in ("``", ":func:", ":mod:", ":class:"):
         assert markup not in text
-    for command in ("demo", "score", "info", "check", "report", "sweep", "sweep-stats", "eval"):
+    for command in ("score", "info", "check", "report", "sweep", "sweep-stats", "eval"):
         assert command in text
     with pytest.raises(SystemExit):
         main(["eval", "--help"])  # built on first use, its description made plain
@@ -142,7 +142,7 @@ def test_debug_shows_the_traceback_of_eval():
 
 
 def test_debug_shows_the_traceback_of_sweep_stats():
-    from reward_lens_tl.sweep.errors import ScoreFileError
+    from reward_lens_tl.errors import ScoreFileError
 
     with pytest.raises(ScoreFileError, match="does not exist"):  # raised, not printed
         main(["sweep-stats", "no/such.csv", "--debug"])

@@ -21,6 +21,7 @@ from transformer_lens import patching, utils
 
 from reward_lens_tl import HookedRewardModel, pad_batch
 from reward_lens_tl.errors import (
+    AlignmentError,
     AmbiguousObjectiveError,
     InvalidArgumentError,
     MissingAttentionMaskError,
@@ -31,7 +32,6 @@ from reward_lens_tl.errors import (
 from reward_lens_tl.habits import HABITS, markdown_table
 from reward_lens_tl.padding import ReadingPositionWarning, token_columns
 from reward_lens_tl.patching import activation_patching
-from reward_lens_tl.patching.errors import AlignmentError
 from reward_lens_tl.sae.testing import random_topk_sae
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.zoo import zoo_path

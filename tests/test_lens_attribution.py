@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.attribution import attribute_pairs, direct_attribution
+from reward_lens_tl.attribution import direct_attribution, pair_attribution
 from reward_lens_tl.errors import RewardLensError, UnknownHookError
 from reward_lens_tl.lens import pair_lens, reward_lens
 from reward_lens_tl.padding import real_columns
@@ -85,7 +85,7 @@ def test_pair_margins_decompose():
         Pair(prompt=f"w{6 + i} w{7 + i}", chosen=f"w{20 + i} w{21 + i} w30", rejected=f"w{40 + i}")
         for i in range(7)
     ]
-    result = attribute_pairs(model, pairs, batch_size=3)
+    result = pair_attribution(model, pairs, batch_size=3)
     margin = result.margin
     assert margin.values.shape == (len(margin.labels), 7)
     scores = torch.tensor(
@@ -93,7 +93,7 @@ def test_pair_margins_decompose():
     )
     assert (margin.total() - scores).abs().max() <= 1e-4
     # streaming in chunks gives the same numbers as one big chunk
-    whole = attribute_pairs(model, pairs, batch_size=16).margin
+    whole = pair_attribution(model, pairs, batch_size=16).margin
     assert (whole.values - margin.values).abs().max() <= 1e-5
     lens = pair_lens(model, pairs, batch_size=4)
     assert (lens.margins[-1] - scores).abs().max() <= 1e-4

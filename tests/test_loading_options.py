@@ -8,6 +8,7 @@ and what to do; a keyword that is no option at all names the closest one.
 from __future__ import annotations
 
 import inspect
+import typing
 
 import pytest
 import torch
@@ -367,7 +368,8 @@ def test_every_loading_entry_point_takes_the_same_keywords(gpt2, load):
         "convert": convert_hf_model,
     }[load]
     params = inspect.signature(fn).parameters
-    expected = {*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model", "model_or_path"}
+    first = "model_name" if load.startswith("from_pretrained") else "model_or_path"
+    expected = {*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model", first}
     assert set(params) == (expected - {"verify"} if load == "convert" else expected)
     with pytest.raises(ArgumentTypeError, match="Did you mean 'n_ctx'"):
         fn(gpt2, n_ctxx=8)
@@ -375,3 +377,40 @@ def test_every_loading_entry_point_takes_the_same_keywords(gpt2, load):
         fn(gpt2, revision="main")
     with pytest.raises(InvalidArgumentError, match="torchrun"):
         fn(gpt2, n_devices=2)
+
+
+def test_the_options_are_declared_once():
+    """One ``TypedDict`` (``LoadOptions`` adds ``verify``), one table of defaults, and every
+    entry point's shown signature is built from them."""
+    from reward_lens_tl.adapters import ConversionOptions
+    from reward_lens_tl.loading import OPTION_DEFAULTS, LoadOptions
+
+    declared = set(typing.get_type_hints(LoadOptions))
+    assert declared == set(ConversionOptions.__annotations__) | {"verify"}
+    assert set(OPTION_DEFAULTS) == declared
+    assert declared == {*OPTIONS, *TL_NO_OP_KEYWORDS, "hf_model"} - {"tokenizer"}
+    shown = inspect.signature(HookedRewardModel.from_pretrained).parameters
+    assert all(shown[k].default is v for k, v in OPTION_DEFAULTS.items())
+    raw = inspect.signature(HookedRewardModel.from_pretrained_no_processing).parameters
+    assert [raw[k].default for k in ("fold_ln", "center_writing_weights", "fold_value_biases")] == [
+        False,
+        False,
+        False,
+    ]
+
+
+def test_transformer_lens_positional_flags_are_refused(gpt2):
+    """TL's ``from_pretrained(name, fold_ln, ...)`` form: the second positional argument is
+    the tokenizer here, so a flag there (or any further positional) is a typed error."""
+    with pytest.raises(ArgumentTypeError, match="keyword-only"):
+        HookedRewardModel.from_pretrained(gpt2, False)
+    with pytest.raises(ArgumentTypeError, match="keyword-only"):
+        HookedRewardModel.from_pretrained(gpt2, None, True)
+
+
+def test_a_subclass_refuses_another_kind(gpt2):
+    from reward_lens_tl.errors import UnsupportedArchitectureError
+    from reward_lens_tl.model import HookedArmoRM
+
+    with pytest.raises(UnsupportedArchitectureError, match="not a HookedArmoRM"):
+        HookedArmoRM.from_pretrained(gpt2)

@@ -19,7 +19,7 @@ from reward_lens_tl.implicit import ImplicitRewardModel
 from reward_lens_tl.model import NonFiniteActivationError
 from reward_lens_tl.sweep import kendall_tau_matrix
 from reward_lens_tl.sweep.cli import dumps
-from reward_lens_tl.sweep.stats import distribution_summary
+from reward_lens_tl.sweep.study_stats import distribution_summary
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 
 #: Scale of layer 0's MLP up- and down-projections: finite in float32 (the next norm undoes

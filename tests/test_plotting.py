@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from reward_lens_tl import plotting  # noqa: E402
-from reward_lens_tl.errors import InvalidArgumentError  # noqa: E402
+from reward_lens_tl.errors import ArgumentTypeError, InvalidArgumentError  # noqa: E402
 
 
 def test_imshow_is_centred_and_keeps_repeated_tokens_apart():
@@ -55,6 +55,8 @@ def test_backends_and_files_are_checked(tmp_path):
         plotting.render(fig, backend="bokeh")
     with pytest.raises(InvalidArgumentError, match=r"\.html"):
         plotting.save(fig, tmp_path / "figure.gif")
+    with pytest.raises(ArgumentTypeError, match="not int 3.*by keyword"):  # plot(3): k meant
+        plotting.render(fig, ax=3)
     plotting.save(fig, tmp_path / "figure.html")
     text = (tmp_path / "figure.html").read_text()
     assert '<script src="http' not in text and "Plotly.newPlot" in text

@@ -19,8 +19,13 @@ import torch
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
 from reward_lens_tl.data import PreferencePair
-from reward_lens_tl.errors import RewardLensError
-from reward_lens_tl.evals.errors import ScoreMismatchError, ScoreProducerMismatchError
+from reward_lens_tl.errors import (
+    ResumeFileError,
+    ResumeMismatchError,
+    RewardLensError,
+    ScoreMismatchError,
+    ScoreProducerMismatchError,
+)
 from reward_lens_tl.evals.run import score_items
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
 from reward_lens_tl.provenance import (
@@ -30,7 +35,6 @@ from reward_lens_tl.provenance import (
     model_fingerprint,
 )
 from reward_lens_tl.sweep import ScoreFileError, read_score_csv, score_file_stats, token_sweep
-from reward_lens_tl.sweep.errors import ResumeFileError, ResumeMismatchError
 from reward_lens_tl.zoo import zoo_path
 
 PROMPT = "how bake bread"

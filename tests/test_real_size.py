@@ -28,5 +28,5 @@ def test_bench_real_size_smoke():
     assert done.returncode == 0, done.stderr[-3000:]
     err = float(re.search(r"\|ours − HF\| = (\S+)", done.stdout).group(1))
     assert err <= 2.5e-2  # bf16 against HF in bf16 (tests/test_dtype.py's threshold)
-    for name in ("score_pairs", "pair_lens", "attribute_pairs", "patching sweep"):
+    for name in ("score_pairs", "pair_lens", "pair_attribution", "patching sweep"):
         assert name in done.stdout

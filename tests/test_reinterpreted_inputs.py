@@ -18,12 +18,16 @@ from reward_lens_tl.crossmodel.sources import (
     check_shared_tokenizer,
 )
 from reward_lens_tl.data import PreferencePair
-from reward_lens_tl.errors import InvalidArgumentError, RewardLensError, ShapeMismatchError
+from reward_lens_tl.errors import (
+    InvalidArgumentError,
+    ProbeFunctionError,
+    RewardLensError,
+    SAESiteError,
+    ShapeMismatchError,
+)
 from reward_lens_tl.inputs import EncodedConversation, pad_batch
 from reward_lens_tl.model import TokenIdsTypeError
 from reward_lens_tl.probes import Probe, ProbeSkip, run_probes
-from reward_lens_tl.probes.probe import ProbeFunctionError
-from reward_lens_tl.sae.errors import SAESiteError
 from reward_lens_tl.sae.splice import splice_report
 from reward_lens_tl.sae.testing import random_topk_sae
 from reward_lens_tl.sweep import CandidateSet, distribution_summary, token_candidates, token_sweep

@@ -17,16 +17,16 @@ import pytest
 import torch
 
 import reward_lens_tl
-from reward_lens_tl.attribution import AttributionResult, attribute_pairs, direct_attribution
-from reward_lens_tl.contrast import encode_contrast, encode_example
+from reward_lens_tl.attribution import AttributionResult, direct_attribution, pair_attribution
+from reward_lens_tl.contrast import encode_contrast
 from reward_lens_tl.errors import InvalidArgumentError
 from reward_lens_tl.implicit import (
-    attribute_implicit_pairs,
     implicit_attribution,
     implicit_lens,
+    pair_implicit_attribution,
     pair_implicit_lens,
 )
-from reward_lens_tl.inputs import pad_batch
+from reward_lens_tl.inputs import as_encoded, pad_batch
 from reward_lens_tl.lens import pair_lens, reward_lens
 from reward_lens_tl.results import (
     NoExampleAxisError,
@@ -50,7 +50,7 @@ from reward_lens_tl.sae import (
     splice_report,
 )
 from reward_lens_tl.sae.attribution import final_residual_hook
-from reward_lens_tl.sae.results import GroundTruthReport
+from reward_lens_tl.sae.sae_results import GroundTruthReport
 from reward_lens_tl.sae.testing import random_topk_sae
 
 ROWS = [3, 1]  # a subset, out of order: take keeps the order asked for
@@ -146,7 +146,7 @@ def test_reward_lens(zoo_scalar, examples):
 
 def test_pair_results_keep_their_input_indices(zoo_scalar, contrast):
     pairs = [encode_contrast(p) for p in contrast]
-    for run in (attribute_pairs, pair_lens):
+    for run in (pair_attribution, pair_lens):
         full = run(zoo_scalar, pairs, batch_size=3)
         check_round_trip(full, 4)
         part = full.take([1, 2])
@@ -167,7 +167,7 @@ def test_pair_scores(zoo_scalar, contrast):
 
 
 def test_implicit_results(zoo_implicit, examples, contrast):
-    encs = [encode_example(ex) for ex in examples]
+    encs = [as_encoded(ex) for ex in examples]
     for analysis in (implicit_attribution, implicit_lens):
         full = analysis(zoo_implicit, *_implicit_batch(zoo_implicit, encs))
         check_round_trip(full, 4)
@@ -176,7 +176,7 @@ def test_implicit_results(zoo_implicit, examples, contrast):
         if analysis is implicit_lens:  # alone, the rows are padded to their own width
             part = _padded_like(part, alone.token_values.shape[-1])
         assert_same(part, alone, exact=False)
-    for run in (attribute_implicit_pairs, pair_implicit_lens):
+    for run in (pair_implicit_attribution, pair_implicit_lens):
         full = run(zoo_implicit, contrast, batch_size=3)
         check_round_trip(full, 4)
         assert_same(full.take([1, 2]), run(zoo_implicit, contrast[1:3]), exact=False)
@@ -257,7 +257,7 @@ def test_judge_results():
     )  # fmt: skip
     prompts = ["w12 w13", "w14", "w15 w16 w17", "w18"]
     first, second = ["w20 w21", "w22", "w23", "w24 w25 w26"], ["w30", "w31 w32", "w33", "w34"]
-    ids = likert.encode(prompts, first)
+    ids = likert.item_ids(prompts, first)
     full = linearised_attribution(likert, ids, sources=True)
     check_round_trip(full, 4)
     rows = linearised_attribution(likert, ids[ROWS], sources=True)
@@ -378,7 +378,7 @@ def test_failure_explanation_keeps_every_field_of_its_attributions(zoo_scalar):
     explanation = result.failures().explain(zoo_scalar, reference=None, batch_size=2)
     margin = explanation.margin
     assert len(explanation.comparisons) == 3  # two chunks joined
-    direct = attribute_pairs(zoo_scalar, result.failures().pairs()).margin
+    direct = pair_attribution(zoo_scalar, result.failures().pairs()).margin
     assert margin.components and margin.components == direct.components
     assert margin.tl_labels == direct.tl_labels
     torch.testing.assert_close(margin.values, direct.values, **TOL)

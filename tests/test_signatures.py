@@ -23,7 +23,7 @@ from reward_lens_tl.loading import convert_hf_model
 from reward_lens_tl.model import RETURN_TYPES, HookedRewardModel, ReturnType, load_reward_model
 from reward_lens_tl.patching.alignment import ALIGNMENTS, AlignmentKind
 from reward_lens_tl.patching.grids import SITE_ALIASES, SITE_HOOKS, Site
-from reward_lens_tl.patching.plan import MODES, MeanOver, Mode, PatchRequest
+from reward_lens_tl.patching.plan import MODES, MeanOver, Mode, PatchOptions
 from reward_lens_tl.scoring import score_pairs
 from reward_lens_tl.testing import random_batch, tiny_reward_model
 from reward_lens_tl.token_view import token_attribution
@@ -69,7 +69,10 @@ def test_explicit_documented_signature(name):
     fn, _ = ENTRY_POINTS[name]
     params = parameters(fn)
     variadic = [n for n, p in params.items() if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    assert variadic == [], f"{name} takes {variadic}"
+    declared = declared_options(fn)  # `**options: Unpack[SomeTypedDict]`: its keys are named
+    assert variadic == ([] if declared is None else ["options"]), f"{name} takes {variadic}"
+    params = {n: p for n, p in params.items() if n not in variadic}
+    params.update(dict.fromkeys(declared or ()))
     doc = inspect.getdoc(fn) or ""
     # documented: an entry of the Google-style ``Args:`` section, or the name as a code span
     undocumented = [
@@ -81,6 +84,17 @@ def test_explicit_documented_signature(name):
     assert undocumented == [], f"{name} does not document {undocumented}"
     if "model" in params:
         assert params["model"].annotation == "HookedRewardModel", name
+
+
+def declared_options(fn) -> tuple[str, ...] | None:
+    """The keys of the `TypedDict` a `**options: Unpack[...]` parameter declares, if any."""
+    params = inspect.signature(fn).parameters
+    if "options" not in params or params["options"].kind != inspect.Parameter.VAR_KEYWORD:
+        return None
+    local = {"HookedRewardModel": HookedRewardModel}
+    hints = typing.get_type_hints(inspect.unwrap(fn), localns=local)
+    (options,) = typing.get_args(hints["options"])
+    return tuple(options.__annotations__)
 
 
 @pytest.mark.parametrize("name", list(ENTRY_POINTS))
@@ -96,7 +110,7 @@ def test_a_misspelt_keyword_is_a_type_error(name):
     ]
     self_arg = [None] if "self" in inspect.signature(fn).parameters else []
     typo = real + "s"
-    assert typo not in params
+    assert typo not in params and typo not in (declared_options(fn) or ())
     with pytest.raises(TypeError, match=rf"'{typo}'") as info:
         fn(*self_arg, *required, **{typo: 1})
     if getattr(fn, "__wrapped__", None) is not None:  # checked: typed, with the closest name
@@ -120,7 +134,7 @@ def test_literal_types_match_the_runtime_lists():
     assert set(typing.get_args(Site)) == set(SITE_HOOKS) | set(SITE_ALIASES)
     literal, none = typing.get_args(ReturnType)
     assert none is type(None) and set(typing.get_args(literal)) | {None} == set(RETURN_TYPES)
-    hints = typing.get_type_hints(PatchRequest)
+    hints = typing.get_type_hints(PatchOptions)
     assert hints["mode"] == Mode and hints["mean_over"] == MeanOver
     assert hints["alignment"] == AlignmentKind
 
@@ -139,20 +153,17 @@ def test_activation_patching_overloads_match_what_it_returns(llama):
     ids, _ = random_batch(2, [9, 7], low=6)
     clean, corrupted = ids[0], ids[1]
     overloads = typing.get_overloads(inspect.unwrap(patching.activation_patching))
-    assert len(overloads) == 3
+    assert len(overloads) == 2
     calls = {
         "Site": lambda: patching.activation_patching(llama, clean, corrupted, site="z"),
         "tuple[Site, ...] | list[Site]": lambda: patching.activation_patching(
             llama, clean, corrupted, site=("z", "mlp_out")
         ),
-        None: lambda: patching.activation_patching(
-            llama, PatchRequest(clean, corrupted, site="attn_out")
-        ),
     }
     single = multi = None
     for overload in overloads:
-        site = inspect.signature(overload).parameters.get("site")
-        result = calls[None if site is None else site.annotation]()
+        site = inspect.signature(overload).parameters["site"]
+        result = calls[site.annotation]()
         assert isinstance(result, overload_return(overload)), (overload, type(result))
         if site is not None and site.annotation == "Site":
             single = result
@@ -166,16 +177,13 @@ def test_activation_patching_overloads_match_what_it_returns(llama):
     torch.testing.assert_close(multi.results["z"].values, single.values)
 
 
-def test_the_keyword_and_request_forms_are_the_same_sweep(llama):
+def test_the_options_are_the_same_sweep_by_keyword_or_by_dict(llama):
     ids, _ = random_batch(2, [8, 8], low=6)
-    fields = dict(site="resid_pre", alignment="exact", layers=[1], mode="noising")
-    by_keywords = patching.attribution_patching(llama, ids[0], ids[1], **fields)
-    by_request = patching.attribution_patching(llama, PatchRequest(ids[0], ids[1], **fields))
-    torch.testing.assert_close(by_keywords.values, by_request.values)
-    # a request with a keyword left at its default is still the request alone
-    same = patching.attribution_patching(
-        llama, PatchRequest(ids[0], ids[1], **fields), mode="denoising"
+    options: PatchOptions = {"alignment": "exact", "layers": [1], "mode": "noising"}
+    by_keywords = patching.attribution_patching(
+        llama, ids[0], ids[1], site="resid_pre", alignment="exact", layers=[1], mode="noising"
     )
-    torch.testing.assert_close(same.values, by_request.values)
-    with pytest.raises(RewardLensError, match=r"not both \(also given: \['layers'\]\)"):
-        patching.attribution_patching(llama, PatchRequest(ids[0], ids[1], **fields), layers=[0])
+    by_dict = patching.attribution_patching(llama, ids[0], ids[1], site="resid_pre", **options)
+    torch.testing.assert_close(by_keywords.values, by_dict.values)
+    with pytest.raises(RewardLensError, match=r"unknown keyword 'request'"):
+        patching.attribution_patching(llama, ids[0], ids[1], request=options)

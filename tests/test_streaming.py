@@ -24,7 +24,7 @@ from reward_lens_tl.errors import (
     NonFiniteWeightsError,
 )
 from reward_lens_tl.loading import convert_hf_model
-from reward_lens_tl.model import MODEL_KINDS
+from reward_lens_tl.model import MODEL_KINDS, load_reward_model
 from reward_lens_tl.testing import random_batch, tiny_reward_model, tiny_tokenizer
 from reward_lens_tl.weights import CheckpointWeights
 
@@ -170,7 +170,7 @@ def test_embedding_processed_in_blocks_of_rows(tmp_path, monkeypatch, family, in
 def test_without_a_layer_list_the_whole_model_is_one_part(tmp_path, monkeypatch):
     hf = tiny_reward_model("gemma2")
     path = save(hf, tmp_path)
-    monkeypatch.setattr("reward_lens_tl.model.find_layer_list", lambda model, n: None)
+    monkeypatch.setattr("reward_lens_tl.loading.find_layer_list", lambda model, n: None)
     with pytest.warns(streaming.WholeModelWarning, match="one part"):
         streamed = HookedRewardModel.from_pretrained(path, verify=True)
     assert max_difference(streamed, whole_conversion(hf)) <= 1e-6
@@ -396,18 +396,18 @@ def test_truncated_verification_catches_a_wrong_mapping(tmp_path):
 def test_truncated_verification_builds_two_layers(tmp_path, monkeypatch):
     hf = tiny_reward_model("llama", num_hidden_layers=5)
     path = save(hf, tmp_path)
-    import reward_lens_tl.model as model_module
+    import reward_lens_tl.loading as loading_module
 
     built: list[int] = []
-    build = model_module.build_model
+    build = loading_module.build_model
 
-    def recording(plan, n_layers=None, dtype=None, device=None):
-        model = build(plan, n_layers, dtype, device)
+    def recording(model_class, plan, n_layers=None, dtype=None, device=None):
+        model = build(model_class, plan, n_layers, dtype, device)
         built.append(model.cfg.n_layers)
         return model
 
-    monkeypatch.setattr(model_module, "build_model", recording)
-    model_module.load_reward_model(path, verify=True)
+    monkeypatch.setattr(loading_module, "build_model", recording)
+    load_reward_model(path, verify=True)
     assert built == [2, 5]
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checkpoint import IMPLICIT_REWARD_HINT, is_causal_lm
 from ..errors import UnsupportedArchitectureError
 from .armorm import ArmoRMAdapter
-from .base import ConversionOptions, RewardHead, RewardModelAdapter, hf_last_non_pad
+from .base import ConversionOptions, RewardHead, RewardModelAdapter, hf_last_non_pad, tl_device
 from .decoders import Gemma2Adapter, LlamaAdapter, MistralAdapter, Qwen2Adapter
 from .generic import GenericAdapter
 from .gpt2 import GPT2Adapter
@@ -105,8 +106,6 @@ def adapter_for(hf_config: Any) -> RewardModelAdapter:
         if adapter.matches(hf_config):
             return adapter
     archs = getattr(hf_config, "architectures", None)
-    from ..checkpoint_info import IMPLICIT_REWARD_HINT, is_causal_lm  # (an import cycle)
-
     if archs and is_causal_lm(archs[0]):
         raise UnsupportedArchitectureError(f"{archs[0]} is {IMPLICIT_REWARD_HINT}")
     raise UnsupportedArchitectureError(
@@ -125,4 +124,5 @@ __all__ = [
     "hf_last_non_pad",
     "register_adapter",
     "supported_architectures",
+    "tl_device",
 ]

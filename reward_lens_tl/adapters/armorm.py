@@ -1,5 +1,7 @@
 """Adapter for ArmoRM-style multi-objective heads (`LlamaForRewardModelWithGating`).
 
+Internal (no public names): registered by `reward_lens_tl.adapters` (see `adapter_for`).
+
 The checkpoint's remote code is never run: weights load into the local re-implementation in
 `reward_lens_tl.armorm_module`, which has the same state-dict names.
 """
@@ -21,6 +23,8 @@ from ..armorm_module import (
 from .base import ConversionOptions, RewardHead, linear_head
 from .decoders import LlamaAdapter
 
+__all__: list[str] = []
+
 
 class ArmoRMAdapter(LlamaAdapter):
     """ArmoRM-style checkpoints: a Llama backbone with a gated multi-objective head."""
@@ -39,7 +43,7 @@ class ArmoRMAdapter(LlamaAdapter):
 
     def reward_head(self, hf_model, options: ConversionOptions) -> RewardHead:
         """The regression head, with the config's objective names unless others are given."""
-        names = options.objective_names or getattr(hf_model.config, "objective_names", None)
+        names = options.get("objective_names") or getattr(hf_model.config, "objective_names", None)
         return super().reward_head(hf_model, ConversionOptions(objective_names=names))
 
     def extra_modules(self, hf_model, cfg, fold_ln: bool) -> dict[str, Any]:

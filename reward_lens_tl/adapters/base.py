@@ -14,9 +14,9 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, TypedDict, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -24,6 +24,16 @@ from torch import Tensor, nn
 from transformer_lens import HookedTransformerConfig
 
 from ..errors import MissingPadTokenError, RewardHeadError
+
+__all__ = [
+    "ConversionOptions",
+    "RewardHead",
+    "RewardModelAdapter",
+    "hf_last_non_pad",
+    "linear_head",
+    "pad_token_id_of",
+    "tl_device",
+]
 
 
 @dataclass(frozen=True)
@@ -65,38 +75,71 @@ class RewardHead:
         return self.W.shape[1]
 
 
-@dataclass(frozen=True)
-class ConversionOptions:
-    """What the user asked for at load time (passed to every adapter method that needs it).
+class ConversionOptions(TypedDict, total=False):
+    """The conversion options, declared once (every loading entry point takes them).
 
-    Attributes:
-        dtype: the dtype of the converted weights.
-        device: the device to load onto (`None`: TransformerLens's default).
-        n_ctx: the context length (`None`: the model's, capped; see the adapters).
-        objective_names: names of the head's outputs (`None`: `"reward"` for one output,
-            required for a scalar-head family with several outputs).
-        extra: further family-specific options.
+    `HookedRewardModel.from_pretrained`, `load_reward_model` and `convert_hf_model` take them as
+    `**options: Unpack[ConversionOptions]` (`reward_lens_tl.loading.OPTIONS_DOC` documents each,
+    `reward_lens_tl.loading.OPTION_DEFAULTS` holds their defaults); the adapters receive the
+    resolved ones (`dtype` a `torch.dtype`, `device` a string or `None`). The keys after
+    `use_safetensors` in TransformerLens's `from_pretrained` without a meaning here are accepted
+    only at their no-op values.
 
     Examples:
         >>> import torch
-        >>> from reward_lens_tl.adapters import ConversionOptions
+        >>> from reward_lens_tl.adapters import ConversionOptions, tl_device
         >>> options = ConversionOptions(device=torch.device("cpu"), n_ctx=128)
-        >>> options.tl_device, options.n_ctx, options.dtype
+        >>> tl_device(options), options.get("n_ctx"), options.get("dtype", torch.float32)
         ('cpu', 128, torch.float32)
-        >>> ConversionOptions().tl_device is None
+        >>> tl_device(ConversionOptions()) is None
         True
     """
 
-    dtype: torch.dtype = torch.float32
-    device: str | torch.device | None = None
-    n_ctx: int | None = None
-    objective_names: Sequence[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    fold_ln: bool
+    center_writing_weights: bool
+    fold_value_biases: bool
+    center_unembed: bool
+    refactor_factored_attn_matrices: bool
+    dtype: torch.dtype | str
+    torch_dtype: torch.dtype | str | None
+    device: str | torch.device | None
+    n_ctx: int | None
+    objective_names: Sequence[str] | None
+    adapter: RewardModelAdapter | None
+    revision: str | None
+    cache_dir: str | Path | None
+    token: str | bool | None
+    local_files_only: bool
+    hf_model: nn.Module | None
+    n_devices: int
+    move_to_device: bool
+    first_n_layers: int | None
+    checkpoint_index: int | None
+    checkpoint_value: int | None
+    checkpoint_label: int | None
+    default_prepend_bos: bool | None
+    default_padding_side: Literal["left", "right"] | None
+    trust_remote_code: bool
+    load_in_8bit: bool
+    load_in_4bit: bool
+    use_safetensors: bool
 
-    @property
-    def tl_device(self) -> str | None:
-        """`device` as TransformerLens's config takes it (a string, or `None`)."""
-        return None if self.device is None else str(self.device)
+
+def tl_device(options: ConversionOptions) -> str | None:
+    """The options' `device` as TransformerLens's config takes it (a string, or `None`).
+
+    Args:
+        options: The conversion options.
+
+    Returns:
+        The device's name, or `None` (TransformerLens's default).
+
+    Examples:
+        >>> tl_device(ConversionOptions(device="cpu")), tl_device(ConversionOptions())
+        ('cpu', None)
+    """
+    device = options.get("device")
+    return None if device is None else str(device)
 
 
 def hf_last_non_pad(
@@ -286,7 +329,8 @@ class RewardModelAdapter:
         """
         head = self.head_module(hf_model)
         n_out = head.weight.shape[0]
-        names = tuple(options.objective_names) if options.objective_names else None
+        given = options.get("objective_names")
+        names = tuple(given) if given else None
         if self.scalar_head and n_out != 1 and names is None:
             raise RewardHeadError(
                 f"{type(hf_model).__name__} has num_labels={n_out}, but a scalar reward head has "
@@ -377,8 +421,20 @@ def linear_head(hf_model: nn.Module, name: str) -> nn.Linear:
 
     It is a module with a 2-D `weight` (and a `bias` or `None`), as `nn.Linear` has.
 
+    Args:
+        hf_model: The HF model.
+        name: The head's attribute name.
+
+    Returns:
+        The head module.
+
     Raises:
         RewardHeadError: if the module has no 2-D weight.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_model
+        >>> tuple(linear_head(load_model("scalar"), "score").weight.shape)
+        (1, 64)
     """
     head = getattr(hf_model, name)
     weight = getattr(head, "weight", None)
@@ -391,7 +447,19 @@ def linear_head(hf_model: nn.Module, name: str) -> nn.Linear:
 
 
 def pad_token_id_of(hf_config: Any) -> int | None:
-    """The config's pad token id (the first one when it lists several), or `None`."""
+    """The config's pad token id (the first one when it lists several), or `None`.
+
+    Args:
+        hf_config: The HF config.
+
+    Returns:
+        The pad id, or `None`.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> pad_token_id_of(SimpleNamespace(pad_token_id=[2, 3])), pad_token_id_of(object())
+        (2, None)
+    """
     pad = getattr(hf_config, "pad_token_id", None)
     if isinstance(pad, (list, tuple)):
         pad = pad[0] if pad else None

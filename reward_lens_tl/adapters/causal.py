@@ -1,5 +1,7 @@
 """Causal LMs and token classifiers seen as the reward models whose adapters convert them.
 
+Internal (no public names): used by `reward_lens_tl.implicit` and `reward_lens_tl.judges` loading.
+
 Implicit rewards, generative judges and PRMs are converted by the reward-model adapter of their
 family: the config is viewed under the matching `*ForSequenceClassification` architecture
 (`reward_view`) and the HF model through `BackboneView` (its backbone and a linear
@@ -19,6 +21,8 @@ from typing import Any
 from torch import nn
 
 from ..errors import UnsupportedArchitectureError
+
+__all__: list[str] = []
 
 #: causal-LM architecture → the reward-model architecture whose adapter converts its backbone.
 CAUSAL_TO_REWARD: dict[str, str] = {

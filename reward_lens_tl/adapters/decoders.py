@@ -1,5 +1,7 @@
 """Adapters for rotary decoder families: Llama, Mistral, Qwen2 and Gemma-2.
 
+Internal (no public names): registered by `reward_lens_tl.adapters` (see `adapter_for`).
+
 The TL config is built here from the HF config (TL's own `convert_hf_model_config` only knows
 official hub names and `*ForCausalLM`); the weights go through TL's converters with a small
 stand-in object whose `lm_head` is the reward head, which is then overwritten.
@@ -24,18 +26,21 @@ from transformer_lens.pretrained.weight_conversions import (
 from ..errors import UnsupportedArchitectureError
 from .base import ConversionOptions, RewardModelAdapter
 
+__all__: list[str] = []
+
 #: Without an explicit `n_ctx`, contexts are capped here: TL stores rotary tables of
 #: `n_ctx × d_head` per layer, which for 128k-context models costs gigabytes.
 DEFAULT_MAX_CTX = 8192
 
 
 def context_length(hf_config: Any, options: ConversionOptions) -> int:
-    """The context length: `options.n_ctx`, else the model's, capped at `DEFAULT_MAX_CTX`."""
+    """The context length: `options["n_ctx"]`, else the model's, capped at `DEFAULT_MAX_CTX`."""
     max_pos = getattr(hf_config, "max_position_embeddings", 0) or getattr(
         hf_config, "n_positions", DEFAULT_MAX_CTX
     )
-    if options.n_ctx:
-        return int(options.n_ctx)
+    n_ctx = options.get("n_ctx")
+    if n_ctx:
+        return int(n_ctx)
     return int(min(max_pos, DEFAULT_MAX_CTX))
 
 
@@ -122,7 +127,7 @@ def rotary_decoder_config(
         original_architecture=hf_config.architectures[0],
         init_weights=False,
         dtype=torch.float32,
-        device=options.device,
+        device=options.get("device"),
     )
     cfg.update(rope_settings(hf_config))
     cfg.update(attention_layout(hf_config, hf_config.num_hidden_layers))

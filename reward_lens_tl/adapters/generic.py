@@ -1,5 +1,7 @@
 """Fallback adapter: any `XForSequenceClassification` whose `XForCausalLM` TL can convert.
 
+Internal (no public names): registered by `reward_lens_tl.adapters` (see `adapter_for`).
+
 TL's own config mapping (`convert_hf_model_config`) reads a copy of the config renamed to the
 causal-LM architecture from a temporary local directory (never the hub); the weights go through
 TL's converter for that architecture with a stand-in whose LM head is the reward head. Because
@@ -20,8 +22,10 @@ import transformer_lens.pretrained.weight_conversions as conversions
 from transformer_lens import HookedTransformerConfig
 from transformer_lens.loading_from_pretrained import convert_hf_model_config
 
-from .base import ConversionOptions, RewardModelAdapter
+from .base import ConversionOptions, RewardModelAdapter, tl_device
 from .decoders import context_length
+
+__all__: list[str] = []
 
 #: causal-LM architecture → (TL converter name, HF attribute holding the backbone)
 CAUSAL_CONVERTERS: dict[str, tuple[str, str]] = {
@@ -70,7 +74,7 @@ class GenericAdapter(RewardModelAdapter):
             default_prepend_bos=False,
             init_weights=False,
             dtype=torch.float32,
-            device=options.tl_device,
+            device=tl_device(options),
         )
         cfg_dict.pop("trust_remote_code", None)
         cfg_dict.pop("tokenizer_name", None)

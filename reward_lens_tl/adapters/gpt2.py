@@ -1,4 +1,7 @@
-"""Adapter for `GPT2ForSequenceClassification` (LayerNorm, learned absolute positions)."""
+"""Adapter for `GPT2ForSequenceClassification` (LayerNorm, learned absolute positions).
+
+Internal (no public names): registered by `reward_lens_tl.adapters` (see `adapter_for`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ import torch
 from transformer_lens import HookedTransformerConfig
 from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
 
-from .base import ConversionOptions, RewardModelAdapter
+from .base import ConversionOptions, RewardModelAdapter, tl_device
 from .decoders import context_length
+
+__all__: list[str] = []
 
 
 class GPT2Adapter(RewardModelAdapter):
@@ -50,7 +55,7 @@ class GPT2Adapter(RewardModelAdapter):
             original_architecture="GPT2LMHeadModel",
             init_weights=False,
             dtype=torch.float32,
-            device=options.tl_device,
+            device=tl_device(options),
         )
 
     def backbone_state_dict(self, hf_model, cfg):

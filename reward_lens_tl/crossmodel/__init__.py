@@ -10,22 +10,13 @@ On one pair set: agreement with CIs, disagreements, lens depth, attribution rank
   by how much, from per-feature contrast pairs;
 - `.stats`: linear CKA, Kendall τ-b between token sweeps (correlations and bootstrap CIs:
   `reward_lens_tl.stats`).
-
-Renamed, still importable with a `FutureWarning`: `FeatureEffects` (now
-`PlantedFeatureEffects`) and `run_source` (now `run_on_pairs`).
 """
 
-from .._deprecation import deprecated_names
+from ..errors import BackboneMismatchError, UnknownModelError
 from .compare import ModelComparison, compare_models
-from .errors import BackboneMismatchError, UnknownModelError
 from .features import PlantedFeatureEffects, feature_effects
+from .similarity import crystallization_depth, linear_cka, sweep_tau
 from .sources import ExplicitReward, ImplicitReward, SourceRun, as_source, run_on_pairs
-from .stats import (
-    bootstrap,  # noqa: F401  (deprecated: warns when called)
-    crystallization_depth,
-    linear_cka,
-    sweep_tau,
-)
 
 __all__ = [
     "BackboneMismatchError",
@@ -43,11 +34,3 @@ __all__ = [
     "run_on_pairs",
     "sweep_tau",
 ]
-
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        "FeatureEffects": "reward_lens_tl.crossmodel.features.PlantedFeatureEffects",
-        "run_source": "reward_lens_tl.crossmodel.sources.run_on_pairs",
-    },
-)

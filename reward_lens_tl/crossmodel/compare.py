@@ -11,7 +11,7 @@ metric of `ModelComparison` is then computed from those cached runs, for any two
   margins in each model's own margin standard deviations;
 - lens trajectories side by side (relative depth) and crystallization depth with CIs;
 - attribution rank correlation over matching components (same backbone only, else
-  `reward_lens_tl.crossmodel.errors.BackboneMismatchError`);
+  `reward_lens_tl.errors.BackboneMismatchError`);
 - linear CKA between residual representations for every layer pair;
 - Kendall τ-b between token sweeps, when sweeps are given.
 
@@ -39,17 +39,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from reward_lens_tl.results import Result, TopK, ranked
-
-from ..errors import InvalidArgumentError
+from ..errors import BackboneMismatchError, InvalidArgumentError, UnknownModelError
 from ..plotting import PALETTE, Backend, imshow, line, render
+from ..results import Result, TopK, ranked
 from ..stats import Interval, bootstrap_ci, pearson, spearman
-from .errors import BackboneMismatchError, UnknownModelError
+from .similarity import crystallization_depth, linear_cka, sweep_tau
 from .sources import SourceRun, as_source, check_shared_tokenizer, run_on_pairs
-from .stats import crystallization_depth, linear_cka, sweep_tau
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = ["ModelComparison", "compare_models"]
 
 
 @dataclass(frozen=True)

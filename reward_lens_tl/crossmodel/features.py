@@ -39,18 +39,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from reward_lens_tl.results import Result, ranked
-
-from .._deprecation import deprecated_names
 from ..contrast import encode_contrast
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnknownModelError
 from ..plotting import PALETTE, Backend, bar, render
+from ..results import Result, ranked
 from ..stats import Interval, bootstrap_ci
-from .errors import UnknownModelError
 from .sources import as_source, check_shared_tokenizer
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "PlantedFeatureEffects",
+    "Units",
+    "feature_effects",
+]
 
 Units = Literal["matched", "std", "raw"]
 
@@ -59,8 +62,8 @@ Units = Literal["matched", "std", "raw"]
 class PlantedFeatureEffects(Result):
     """Per model and planted feature, the margins on that feature's contrast pairs.
 
-    This is what `feature_effects` returns; formerly `FeatureEffects`, a name that stays as a
-    deprecated alias and that `reward_lens_tl.sae.FeatureEffects` also has.
+    This is what `feature_effects` returns (`reward_lens_tl.sae.FeatureEffects` is the effects
+    of SAE features).
 
     Args:
         margins: `margins[model][feature]` `[n]` (raw reward units).
@@ -384,8 +387,3 @@ def feature_effects(
         per = rewards.reshape(len(features), n, 2)
         margins[source.name] = {f: per[i, :, 0] - per[i, :, 1] for i, f in enumerate(features)}
     return PlantedFeatureEffects(margins, scales, features, n_boot, seed)
-
-
-__getattr__ = deprecated_names(
-    __name__, {"FeatureEffects": "reward_lens_tl.crossmodel.features.PlantedFeatureEffects"}
-)

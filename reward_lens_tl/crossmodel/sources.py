@@ -23,16 +23,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._deprecation import deprecated_names
 from ..attribution import direct_attribution
 from ..errors import ArgumentTypeError, EmptyInputError, PreEncodedPairsError
 from ..implicit.attribution import implicit_attribution
-from ..implicit.batches import as_encoded_pair, predicting_mask
+from ..implicit.batches import predicting_mask
 from ..implicit.lens import implicit_lens
-from ..implicit.model import ImplicitRewardModel
+from ..implicit.reward_model import ImplicitRewardModel
 from ..inputs import EncodedConversation, pad_batch
 from ..lens import lens_sites, reward_lens
+from ..pair_batches import encoded_pair
 from ..readout import gather_positions
+
+__all__ = [
+    "ExplicitReward",
+    "ImplicitReward",
+    "SourceRun",
+    "as_source",
+    "run_on_pairs",
+]
 
 
 @dataclass(frozen=True)
@@ -110,8 +118,25 @@ class _Capture:
         return [(name, make(label)) for label, name in self.sites]
 
 
+class _PairEncoder:
+    """What both sources share: a preference pair encoded as their model reads it."""
+
+    model: Any
+
+    def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
+        """Encode one preference pair with the model's tokenizer and template.
+
+        Args:
+            pair: a preference pair, as text or token ids.
+
+        Returns:
+            The encoded `(chosen, rejected)` conversations.
+        """
+        return encoded_pair(self.model, pair)
+
+
 @dataclass
-class ExplicitReward:
+class ExplicitReward(_PairEncoder):
     """A `HookedRewardModel` as a comparison source.
 
     Args:
@@ -144,17 +169,6 @@ class ExplicitReward:
         """Name the source after its objective when no name is given."""
         if self.name is None:
             self.name = "explicit" if self.objective is None else str(self.objective)
-
-    def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
-        """Encode one preference pair with the model's tokenizer and template.
-
-        Args:
-            pair: a preference pair, as text or token ids.
-
-        Returns:
-            The encoded `(chosen, rejected)` conversations.
-        """
-        return as_encoded_pair(self.model, pair)
 
     def _batch(self, encs):
         ids, mask = pad_batch(encs, self.model.pad_token_id)
@@ -208,7 +222,7 @@ class ExplicitReward:
 
 
 @dataclass
-class ImplicitReward:
+class ImplicitReward(_PairEncoder):
     """An `ImplicitRewardModel` as a comparison source (components: the policy's).
 
     Args:
@@ -233,17 +247,6 @@ class ImplicitReward:
     model: ImplicitRewardModel
     name: str | None = "implicit"
     fwd_hooks: Sequence = field(default_factory=tuple)
-
-    def encode_pair(self, pair) -> tuple[EncodedConversation, EncodedConversation]:
-        """Encode one preference pair with the model's tokenizer and template.
-
-        Args:
-            pair: a preference pair, as text or token ids.
-
-        Returns:
-            The encoded `(chosen, rejected)` conversations.
-        """
-        return as_encoded_pair(self.model, pair)
 
     def rewards(self, encodings: Sequence[EncodedConversation], batch_size: int = 32) -> Tensor:
         """The rewards of encoded conversations.
@@ -402,9 +405,6 @@ def run_on_pairs(
     once, so memory is bounded by `batch_size` (plus the representations of at most
     `max_rep_pairs` pairs kept for CKA), not by the number of pairs.
 
-    Formerly `run_source`, still importable as a deprecated alias (the patching runs of
-    `reward_lens_tl.patching.activation` have a `run_source` of their own).
-
     Args:
         source: the source to run.
         pairs: the preference pairs.
@@ -466,8 +466,3 @@ def run_on_pairs(
         representations=reps,
         backbone=(*source.backbone, tuple(attr_labels)),
     )
-
-
-__getattr__ = deprecated_names(
-    __name__, {"run_source": "reward_lens_tl.crossmodel.sources.run_on_pairs"}
-)

@@ -6,7 +6,7 @@ Examples:
     'Hello!'
 """
 
-from reward_lens_tl.data.loaders import (
+from .loaders import (
     FORMATS,
     load_hh_rlhf,
     load_llmbar,
@@ -20,7 +20,7 @@ from reward_lens_tl.data.loaders import (
     parse_hh_transcript,
     sniff_format,
 )
-from reward_lens_tl.data.pairs import (
+from .schema import (
     RM_BENCH_STYLES,
     ROLES,
     GridItem,

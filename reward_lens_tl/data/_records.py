@@ -1,5 +1,7 @@
 """Shared plumbing for the loaders: reading record files, field checks, and bad-record handling.
 
+Internal (no public names): used by `reward_lens_tl.data.loaders` and the format readers.
+
 Files are JSON lists (`.json`) or JSON lines (`.jsonl`, `.ndjson`), optionally gzip-compressed
 (detected from the content, not the name), UTF-8 with or without a byte-order mark (read as
 `encoding="utf-8-sig"` would; Windows tools often write one). Any other name is read as a JSON
@@ -24,15 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reward_lens_tl.data._validate import FieldError, check_id, type_name
-from reward_lens_tl.data.pairs import SkippedRecord, SkippedRecordsWarning
-from reward_lens_tl.errors import (
+from ..errors import (
     DataFormatError,
     EmptyInputError,
     InvalidArgumentError,
     MalformedRecordError,
     MissingFileError,
 )
+from ._validate import FieldError, check_id, type_name
+from .schema import SkippedRecord, SkippedRecordsWarning
+
+__all__: list[str] = []
 
 T = TypeVar("T")
 BOM = b"\xef\xbb\xbf"

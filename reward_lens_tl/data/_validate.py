@@ -1,5 +1,7 @@
 """Field validation shared by the data types and the loaders.
 
+Internal (no public names): used by `reward_lens_tl.data.schema` and the format readers.
+
 Each `check_*` function returns the (normalised, copied) value or raises `FieldError`,
 a `MalformedRecordError` that names the offending field; loaders
 add the file and the record to the message.
@@ -20,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from reward_lens_tl.errors import FieldError
+from ..errors import FieldError
+
+__all__: list[str] = []
 
 ROLES = ("user", "assistant", "system")
 """The message roles a prompt may use."""

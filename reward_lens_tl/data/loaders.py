@@ -29,8 +29,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import check_limit, expand, iter_records
-from reward_lens_tl.data.formats import (
+from ..errors import DataFormatError, EmptyInputError
+from ._records import check_limit, expand, iter_records
+from .formats import (
     load_hh_rlhf,
     load_llmbar,
     load_rewardbench_jsonl,
@@ -41,8 +42,7 @@ from reward_lens_tl.data.formats import (
     load_rmbench,
     parse_hh_transcript,
 )
-from reward_lens_tl.data.pairs import ItemSet, PairSet
-from reward_lens_tl.errors import DataFormatError, EmptyInputError
+from .schema import ItemSet, PairSet
 
 __all__ = [
     "FORMATS",

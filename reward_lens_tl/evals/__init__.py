@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
+from ..errors import ScoreMismatchError, ScoreProducerMismatchError, UnknownBenchmarkError
 
 # Lazy exports: the CLI imports ``evals.cli`` to build its parser, which must stay light (no
 # torch); each name loads its module on first use.
@@ -30,9 +31,6 @@ _EXPORTS = {
     "Comparison": "comparisons",
     "ComparisonSet": "comparisons",
     "item_texts": "comparisons",
-    "ScoreMismatchError": "errors",
-    "ScoreProducerMismatchError": "errors",
-    "UnknownBenchmarkError": "errors",
     "FailureExplanation": "explain",
     "TokenDriver": "explain",
     "explain_failures": "explain",
@@ -59,8 +57,8 @@ _EXPORTS = {
     "ties_components": "rewardbench2",
     "ties_prompt": "rewardbench2",
     "ties_score": "rewardbench2",
-    "EvalResult": "results",
-    "Failures": "results",
+    "EvalResult": "eval_result",
+    "Failures": "eval_result",
     "NOT_SCORED": "run",
     "align_scores": "run",
     "benchmark_of": "run",
@@ -81,7 +79,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from .comparisons import Comparison, ComparisonSet, item_texts
-    from .errors import ScoreMismatchError, ScoreProducerMismatchError, UnknownBenchmarkError
+    from .eval_result import EvalResult, Failures
     from .explain import FailureExplanation, TokenDriver, explain_failures
     from .metrics import (
         Metrics,
@@ -100,7 +98,6 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         processbench_from_predictions,
         processbench_from_scores,
     )
-    from .results import EvalResult, Failures
     from .rewardbench2 import (
         RB2_SUBSETS,
         TIES_WEIGHTS,

@@ -1,5 +1,7 @@
 """reward-lens eval BENCHMARK: metrics from a score file, or from a model scoring a data file.
 
+Internal (no public names): the `eval` subcommand of `reward_lens_tl.cli`.
+
 Typical commands:
 
     reward-lens eval rewardmath --scores results/ArmoRM_scores.json --format json
@@ -36,8 +38,10 @@ from __future__ import annotations
 
 import json
 
-from reward_lens_tl.errors import InvalidArgumentError, RewardLensError
-from reward_lens_tl.evals.scores import BENCHMARKS
+from ..errors import InvalidArgumentError, RewardLensError
+from .scores import BENCHMARKS
+
+__all__: list[str] = []
 
 
 def add_eval_parser(sub) -> None:
@@ -90,7 +94,7 @@ def add_eval_parser(sub) -> None:
 
 
 def _load_items(benchmark: str, path: str, skip_bad: bool, limit: int | None):
-    from reward_lens_tl.data import load_pairs, load_rewardmath, load_rmbench
+    from ..data import load_pairs, load_rewardmath, load_rmbench
 
     if benchmark == "rewardbench2":
         raise InvalidArgumentError(
@@ -105,9 +109,9 @@ def _load_items(benchmark: str, path: str, skip_bad: bool, limit: int | None):
 
 
 def _evaluate(args):
-    from reward_lens_tl.evals.results import EvalResult
-    from reward_lens_tl.evals.run import align_scores, score_items
-    from reward_lens_tl.evals.scores import read_scores
+    from .eval_result import EvalResult
+    from .run import align_scores, score_items
+    from .scores import read_scores
 
     if args.scores:
         if args.model:
@@ -131,10 +135,10 @@ def _evaluate(args):
     if args.prm_aggregate is not None:
         raise InvalidArgumentError("--prm-aggregate applies to a --scores FILE of per-step scores")
     if args.out is not None:
-        from reward_lens_tl.provenance import check_output_file
+        from ..provenance import check_output_file
 
         check_output_file(args.out, "the --out file")  # before the model loads
-    from reward_lens_tl.model import HookedRewardModel
+    from ..model import HookedRewardModel
 
     model = HookedRewardModel.from_pretrained(args.model)
     items = _load_items(args.benchmark, args.data, args.on_error == "skip", args.limit)
@@ -151,7 +155,7 @@ def _evaluate(args):
 
 def _skipped_items(result) -> list[dict]:
     """The items a scoring run skipped (`on_error="skip"`): id and reason."""
-    from reward_lens_tl.evals.run import NOT_SCORED
+    from .run import NOT_SCORED
 
     return [
         {"id": s.id, "reason": s.reason} for s in result.scores.skipped if s.field == NOT_SCORED
@@ -160,8 +164,8 @@ def _skipped_items(result) -> list[dict]:
 
 def _protocol(result, args) -> dict:
     """What a PRM or pairwise score file was scored with (empty for other scores)."""
-    from reward_lens_tl.evals.metrics import metrics_for
-    from reward_lens_tl.evals.prm import PRM_AGGREGATES
+    from .metrics import metrics_for
+    from .prm import PRM_AGGREGATES
 
     scores = result.scores
     if scores.pairwise:
@@ -225,8 +229,8 @@ def run_eval_command(args) -> int:
     """
     import torch
 
-    from reward_lens_tl.cli import print_error
-    from reward_lens_tl.distributed import is_main_process
+    from ..cli import print_error
+    from ..distributed import is_main_process
 
     torch.set_num_threads(1)
     try:

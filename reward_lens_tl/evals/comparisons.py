@@ -6,7 +6,7 @@ problem); each of the 9 cells of an RM-Bench grid; each chosen response of a Rew
 prompt against each rejected one. It is *failed* when `chosen <= rejected` (ties fail, as in
 the benchmarks' protocols; RewardBench 2 gives a tied prompt partial credit in its metrics).
 
-This module sits below both `reward_lens_tl.evals.results` (which collects comparisons)
+This module sits below both `reward_lens_tl.evals.eval_result` (which collects comparisons)
 and `reward_lens_tl.evals.explain` (which explains them): what both need lives here.
 
 Examples:
@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from reward_lens_tl.data import GridItem, RankedItem
-from reward_lens_tl.evals.scores import ScoreRecord
+from ..data import GridItem, RankedItem
+from .scores import ScoreRecord
 
 __all__ = ["Comparison", "ComparisonSet", "comparisons", "item_texts"]
 
@@ -139,7 +139,7 @@ def item_texts(item: Any) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
 class ComparisonSet(Protocol):
     """What an explanation reads from a set of comparisons.
 
-    `reward_lens_tl.evals.results.Failures` is one: the comparisons, their texts as
+    `reward_lens_tl.evals.eval_result.Failures` is one: the comparisons, their texts as
     preference pairs, a subset of them, and the evaluation they come from (`result`, with
     its `benchmark` and `successes()`).
 

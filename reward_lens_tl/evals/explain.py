@@ -29,17 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from reward_lens_tl._deprecation import old_first_parameter
-from reward_lens_tl.attribution import AttributionResult, attribute_pairs, direct_attribution
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
-from reward_lens_tl.evals.comparisons import Comparison, ComparisonSet
-from reward_lens_tl.inputs import pad_batch
-from reward_lens_tl.lens import PairLensResult, RewardLensResult, lens_sites
-from reward_lens_tl.padding import token_columns
-from reward_lens_tl.pairs import encoded_pair
-from reward_lens_tl.plotting import BLUE, RED, Backend, bar, render, side_by_side
-from reward_lens_tl.readout import gather_positions, readout, recomputed_scale
-from reward_lens_tl.results import Result, TopK, ranked, split_pair
+from ..attribution import AttributionResult, direct_attribution, pair_attribution
+from ..errors import EmptyInputError, InvalidArgumentError
+from ..inputs import pad_batch
+from ..lens import PairLensResult, RewardLensResult, lens_sites
+from ..padding import token_columns
+from ..pair_batches import encoded_pair
+from ..plotting import BLUE, RED, Backend, bar, render, side_by_side
+from ..readout import gather_positions, readout, recomputed_scale
+from ..results import Result, TopK, ranked, split_pair
+from .comparisons import Comparison, ComparisonSet
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -272,8 +271,7 @@ class FailureExplanation(Result):
 
         The first panel puts each component's mean margin contribution over the failures
         (red) beside that over the successes (blue); the second is `PairLensResult.plot` of
-        the failures. Hover shows each bar's and line's exact value. `plot(12)` (`k` by
-        position) still works, with a `FutureWarning`: pass `k=` by keyword.
+        the failures. Hover shows each bar's and line's exact value.
 
         Args:
             ax: Not usable: the figure has two panels (pass `backend="matplotlib"`).
@@ -283,7 +281,6 @@ class FailureExplanation(Result):
         Returns:
             The figure (not shown).
         """
-        ax, k = old_first_parameter("FailureExplanation", "k", ax, int, k)
         top = self.components().head(k)
         n = len(self.comparisons)
         left = bar(
@@ -361,7 +358,7 @@ def explain_failures(
 
     Args:
         model: the converted reward model (a `HookedRewardModel`).
-        failures: an `EvalResult`'s `reward_lens_tl.evals.results.EvalResult.failures`.
+        failures: an `EvalResult`'s `reward_lens_tl.evals.eval_result.EvalResult.failures`.
         reference: how many of the result's successes to attribute as the baseline —
             `"auto"` (a quarter as many as failures, at least one), an int, `"all"`, or
             `None`/`0` for none.
@@ -441,7 +438,7 @@ def _reference(model, failures, reference, n_failures, seed, batch_size, objecti
         )
     picked = sorted(random.Random(seed).sample(range(len(successes)), min(n, len(successes))))
     sample = successes.take(picked)
-    return attribute_pairs(
+    return pair_attribution(
         model, sample.pairs(), batch_size=batch_size, objective=objective, truncation=truncation
     ).margin
 

@@ -54,17 +54,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, UnknownNameError
-from reward_lens_tl.evals.rewardbench2 import (
+from ..errors import EmptyInputError, InvalidArgumentError, UnknownNameError
+from ..plotting import Backend, bar, render
+from ..results import Result, TopK, ranked
+from .rewardbench2 import (
     best_of_n_credit,
     is_ties,
     ties_components,
     ties_prompt,
     ties_score,
 )
-from reward_lens_tl.evals.scores import ScoreRecord, check_benchmark
-from reward_lens_tl.plotting import Backend, bar, render
-from reward_lens_tl.results import Result, TopK, ranked
+from .scores import ScoreRecord, check_benchmark
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

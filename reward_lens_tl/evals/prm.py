@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
+from ..errors import InvalidArgumentError, UnknownNameError
 
 __all__ = ["DEFAULT_PRM_AGGREGATE", "PRM_AGGREGATES", "aggregate_steps", "check_aggregate"]
 

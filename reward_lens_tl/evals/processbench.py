@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError
-from reward_lens_tl.results import Result
+from ..errors import EmptyInputError, InvalidArgumentError
+from ..results import Result
 
 __all__ = [
     "PROCESSBENCH_SUBSETS",

@@ -58,8 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.evals.scores import ScoreRecord
+from ..errors import InvalidArgumentError
+from .scores import ScoreRecord
 
 __all__ = [
     "RB2_SUBSETS",

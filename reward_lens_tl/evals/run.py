@@ -7,7 +7,7 @@ grouped into chunks of about `batch_size` sequences, each chunk is one left-padd
 score file as soon as its chunk is done, so a rerun with the same `out` continues. The file
 records the model's fingerprint and the arguments that change scores, and each record a hash of
 its item's texts: a rerun by another model, with other arguments or on changed items is refused
-(`reward_lens_tl.evals.errors.ScoreProducerMismatchError`), never mixed in.
+(`reward_lens_tl.errors.ScoreProducerMismatchError`), never mixed in.
 
 An item that cannot be encoded (longer than the context under `truncation`, a prompt the chat
 template rejects) stops the run with `on_error="raise"` (the error names the item's id) or,
@@ -33,33 +33,35 @@ from typing import Any
 
 import torch
 
-from reward_lens_tl.data import GridItem, ItemSet, RankedItem, SkippedRecord
-from reward_lens_tl.distributed import broadcast, is_main_process, map_in_rounds
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, RewardLensError
-from reward_lens_tl.evals.comparisons import item_texts
-from reward_lens_tl.evals.errors import (
+from ..data import GridItem, ItemSet, RankedItem, SkippedRecord
+from ..distributed import broadcast, is_main_process, map_in_rounds
+from ..errors import (
+    EmptyInputError,
+    InvalidArgumentError,
+    RewardLensError,
     ScoreMismatchError,
     ScoreProducerMismatchError,
     StepScoresMismatchError,
 )
-from reward_lens_tl.evals.results import EvalResult
-from reward_lens_tl.evals.scores import (
+from ..inputs import pad_batch
+from ..pair_batches import check_on_error
+from ..progress import progress_bar
+from ..provenance import (
+    check_finite,
+    check_output_file,
+    content_hash,
+    model_fingerprint,
+)
+from ..readout import objective_index
+from .comparisons import item_texts
+from .eval_result import EvalResult
+from .scores import (
     ScoreRecord,
     ScoreSet,
     ScoreWriter,
     StepScoreRecord,
     check_benchmark,
 )
-from reward_lens_tl.inputs import pad_batch
-from reward_lens_tl.pairs import check_on_error
-from reward_lens_tl.progress import progress_bar
-from reward_lens_tl.provenance import (
-    check_finite,
-    check_output_file,
-    content_hash,
-    model_fingerprint,
-)
-from reward_lens_tl.readout import objective_index
 
 #: The `field` of a `SkippedRecord` for an item `on_error="skip"` left unscored.
 NOT_SCORED = "<item>"
@@ -197,10 +199,7 @@ def _encode_item(model, item, key, position, truncation, on_error):
     """Every response of `item` encoded, or a `SkippedRecord` (`on_error="skip"`)."""
     prompt, chosen, rejected = item_texts(item)
     try:
-        return [
-            model.encode_conversation(prompt, r, truncation=truncation)
-            for r in (*chosen, *rejected)
-        ]
+        return [model.encode(prompt, r, truncation=truncation) for r in (*chosen, *rejected)]
     except RewardLensError as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         if on_error == "skip":

@@ -31,7 +31,7 @@ per scored item, written in scoring order:
 A run appends each record as soon as its item is scored, so an interrupted run loses at most the
 items in flight. Rerunning with the same output file continues where it stopped, after checking
 that the file was written by the same model with the same arguments (else
-`reward_lens_tl.evals.errors.ScoreProducerMismatchError` names both) and that each
+`reward_lens_tl.errors.ScoreProducerMismatchError` names both) and that each
 record's item is unchanged; one writer at a time
 (`reward_lens_tl.provenance.FileInUseError`). A torn last line from a crash is dropped
 with a warning, by readers and by the resuming writer. Reading checks every record: a malformed
@@ -72,14 +72,14 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data import (
+from ..data import (
     ItemSet,
     SkippedRecord,
     load_rewardmath_pairwise,
     load_rewardmath_scores,
     load_rewardmath_step_scores,
 )
-from reward_lens_tl.data._records import (
+from ..data._records import (
     Unparsable,
     collect,
     iter_records,
@@ -88,15 +88,17 @@ from reward_lens_tl.data._records import (
     require_object,
     warn_skipped,
 )
-from reward_lens_tl.data._validate import FieldError, check_id, check_optional_str, type_name
-from reward_lens_tl.errors import InvalidArgumentError, MalformedRecordError, UsageError
-from reward_lens_tl.evals.errors import (
+from ..data._validate import FieldError, check_id, check_optional_str, type_name
+from ..errors import (
+    InvalidArgumentError,
+    MalformedRecordError,
     ScoreMismatchError,
     ScoreProducerMismatchError,
     UnknownBenchmarkError,
+    UsageError,
 )
-from reward_lens_tl.evals.prm import DEFAULT_PRM_AGGREGATE, aggregate_steps, check_aggregate
-from reward_lens_tl.provenance import ResumableLog
+from ..provenance import ResumableLog
+from .prm import DEFAULT_PRM_AGGREGATE, aggregate_steps, check_aggregate
 
 __all__ = [
     "BENCHMARKS",
@@ -139,7 +141,7 @@ def check_benchmark(name: str) -> str:
         >>> from reward_lens_tl.evals.scores import check_benchmark
         >>> check_benchmark("RM-Bench"), check_benchmark("reward_bench_2")
         ('rmbench', 'rewardbench2')
-        >>> from reward_lens_tl.evals.errors import UnknownBenchmarkError
+        >>> from reward_lens_tl.errors import UnknownBenchmarkError
         >>> try:
         ...     check_benchmark("mmlu")
         ... except UnknownBenchmarkError as err:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import random
 
-from reward_lens_tl.data import PairSet, PreferencePair
-from reward_lens_tl.zoo.task import ConversationTask, prompt_topic
-from reward_lens_tl.zoo.vocab import FILLER_WORDS, SYCOPHANTIC_PHRASE, TOPICS
+from ..data import PairSet, PreferencePair
+from ..zoo.task import ConversationTask, prompt_topic
+from ..zoo.vocab import FILLER_WORDS, SYCOPHANTIC_PHRASE, TOPICS
 
 __all__ = ["HACK_SUBSETS", "zoo_benchmark"]
 

@@ -11,14 +11,14 @@
   and to an explicit reward model, and the divergence between the two fits.
 """
 
+from ..errors import EmptyResponseMaskError, NonlinearUnembedError, VocabularyMismatchError
 from .attribution import (
     ImplicitAttribution,
     PairImplicitAttribution,
-    attribute_implicit_pairs,
     implicit_attribution,
+    pair_implicit_attribution,
 )
-from .batches import as_encoded_pair, encoded_pairs, response_masks
-from .errors import EmptyResponseMaskError, NonlinearUnembedError, VocabularyMismatchError
+from .batches import response_masks
 from .fit import (
     FeatureDivergence,
     FeatureFitComparison,
@@ -32,7 +32,7 @@ from .fit import (
 )
 from .lens import ImplicitLensResult, implicit_lens, pair_implicit_lens
 from .loading import load_causal_lm
-from .model import ImplicitRewardModel, token_logprobs
+from .reward_model import ImplicitRewardModel, token_logprobs
 
 __all__ = [
     "EmptyResponseMaskError",
@@ -46,15 +46,13 @@ __all__ = [
     "PairImplicitAttribution",
     "RewardFit",
     "VocabularyMismatchError",
-    "as_encoded_pair",
-    "attribute_implicit_pairs",
     "divergence",
-    "encoded_pairs",
     "fit_reward",
     "implicit_attribution",
     "implicit_feature_fit",
     "implicit_lens",
     "load_causal_lm",
+    "pair_implicit_attribution",
     "pair_implicit_lens",
     "policy_activations",
     "policy_features",

@@ -46,16 +46,22 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..attribution import AttributionResult, Reading, attribution_hook_names, decompose
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, NonlinearUnembedError
 from ..plotting import GREY, Backend, render
 from ..readout import effective_head, is_centred
 from ..results import MarginResult, Result, axes, bar_chart, join_pairs, signed_color, split_pair
 from .batches import pair_chunks
-from .errors import NonlinearUnembedError
-from .model import token_logprobs
+from .reward_model import token_logprobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "ImplicitAttribution",
+    "PairImplicitAttribution",
+    "implicit_attribution",
+    "pair_implicit_attribution",
+]
 
 LSE = Literal["term", "expected"]
 
@@ -222,11 +228,11 @@ class PairImplicitAttribution(MarginResult):
         rejected: The rejected responses' attribution.
 
     Examples:
-        >>> from reward_lens_tl.implicit import ImplicitRewardModel, attribute_implicit_pairs
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, pair_implicit_attribution
         >>> from reward_lens_tl.zoo import load_task, zoo_path
         >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
         >>> pairs = load_task().task.contrast_pairs("harmful", 2, seed=0)  # edited: chosen
-        >>> pair = attribute_implicit_pairs(irm, pairs)
+        >>> pair = pair_implicit_attribution(irm, pairs)
         >>> [[round(r, 3) for r in side.rewards.tolist()]
         ...  for side in (pair.chosen, pair.rejected, pair.margin)]  # margin: chosen − rejected
         [[-0.511, -1.784], [-0.286, -0.005], [-0.225, -1.779]]
@@ -372,7 +378,7 @@ def _neg_mean(logits: Tensor) -> Tensor:
     return -(lg.softmax(-1) * lg).sum(-1)
 
 
-def attribute_implicit_pairs(
+def pair_implicit_attribution(
     model, pairs: Sequence, *, batch_size: int = 16, **kwargs
 ) -> PairImplicitAttribution:
     """`implicit_attribution` of each pair's chosen and rejected response, streamed in chunks.
@@ -389,11 +395,11 @@ def attribute_implicit_pairs(
         The attribution of both sides.
 
     Examples:
-        >>> from reward_lens_tl.implicit import ImplicitRewardModel, attribute_implicit_pairs
+        >>> from reward_lens_tl.implicit import ImplicitRewardModel, pair_implicit_attribution
         >>> from reward_lens_tl.zoo import load_task, zoo_path
         >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
         >>> pairs = load_task().task.contrast_pairs("harmful", 4, seed=0)  # edited: chosen
-        >>> margin = attribute_implicit_pairs(irm, pairs, batch_size=2).margin
+        >>> margin = pair_implicit_attribution(irm, pairs, batch_size=2).margin
         >>> chosen, rejected = irm.pair_rewards(pairs)
         >>> [round(m, 3) for m in margin.total().tolist()]  # parts summed
         [-0.225, -1.779, -0.652, -2.948]

@@ -30,12 +30,12 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from reward_lens_tl.errors import ArgumentTypeError
-
-from ..contrast import encode_contrast, encode_example
 from ..errors import EmptyInputError, InvalidArgumentError
 from ..inputs import EncodedConversation
 from ..padding import PaddingSide, hf_pad
+from ..pair_batches import encoded_pair
+
+__all__ = ["response_masks"]
 
 Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 
@@ -107,99 +107,6 @@ def predicting_mask(response_mask: Tensor, dtype=torch.float32) -> Tensor:
     return out
 
 
-def as_encoding(model: Any, item: Any) -> EncodedConversation:
-    """An `EncodedConversation` from itself or a zoo `Example`.
-
-    Args:
-        model: The model (unused; kept for a uniform signature).
-        item: An `EncodedConversation` or a zoo `Example`.
-
-    Returns:
-        The encoded conversation.
-
-    Raises:
-        ArgumentTypeError: When `item` is neither.
-    """
-    if isinstance(item, EncodedConversation):
-        return item
-    if hasattr(item, "input_ids") and hasattr(item, "response_start"):
-        return encode_example(item)
-    raise ArgumentTypeError(
-        f"expected an EncodedConversation or a zoo Example, got {type(item).__name__}; encode "
-        "text with model.encode(prompt, response)"
-    )
-
-
-def as_encoded_pair(model: Any, pair: Any) -> tuple[EncodedConversation, EncodedConversation]:
-    """`(chosen, rejected)` from the forms a preference pair takes.
-
-    Args:
-        model: The model whose `encode` reads text.
-        pair: An encoded tuple, a tuple of zoo `Example`s, a zoo `ContrastPair` (edited plays
-            chosen) or an object with `prompt/chosen/rejected` text.
-
-    Returns:
-        The chosen and the rejected conversation.
-
-    Raises:
-        ArgumentTypeError: When `pair` is none of these.
-
-    Examples:
-        >>> from reward_lens_tl.data import PreferencePair
-        >>> from reward_lens_tl.implicit import ImplicitRewardModel, as_encoded_pair
-        >>> from reward_lens_tl.zoo import load_task, zoo_path
-        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
-        >>> text = PreferencePair("how bake bread", "oven bread soup", "poison bread soup")
-        >>> chosen, rejected = as_encoded_pair(irm, text)  # encoded with the model's template
-        >>> differ = [t for t in range(len(chosen)) if chosen.ids[t] != rejected.ids[t]]
-        >>> chosen.response_start, differ  # the same prompt; the first response word differs
-        (7, [7])
-        >>> contrast = load_task().task.contrast_pairs("harmful", 1, seed=0)[0]
-        >>> as_encoded_pair(irm, contrast)[0].ids == contrast.edited.input_ids  # edited: chosen
-        True
-    """
-    if isinstance(pair, tuple) and len(pair) == 2:
-        return as_encoding(model, pair[0]), as_encoding(model, pair[1])
-    if hasattr(pair, "edited") and hasattr(pair, "base"):
-        return encode_contrast(pair)
-    if all(hasattr(pair, a) for a in ("prompt", "chosen", "rejected")):
-        encode = getattr(model, "encode_conversation", model.encode)  # a judge renders its template
-        return encode(pair.prompt, pair.chosen), encode(pair.prompt, pair.rejected)
-    raise ArgumentTypeError(
-        f"cannot read a preference pair from {type(pair).__name__}: pass (chosen, rejected) "
-        "EncodedConversations, a zoo ContrastPair, or an object with prompt/chosen/rejected"
-    )
-
-
-def encoded_pairs(model: Any, pairs: Sequence[Any]) -> list[tuple[EncodedConversation, ...]]:
-    """Every pair as `(chosen, rejected)` encoded conversations (`as_encoded_pair`).
-
-    Args:
-        model: The model whose `encode` reads text.
-        pairs: The preference pairs.
-
-    Returns:
-        The encoded pairs.
-
-    Raises:
-        EmptyInputError: When no pair is given.
-
-    Examples:
-        >>> from reward_lens_tl.implicit import ImplicitRewardModel, encoded_pairs
-        >>> from reward_lens_tl.zoo import load_task, zoo_path
-        >>> irm = ImplicitRewardModel.from_pretrained(zoo_path("policy"), zoo_path("reference"))
-        >>> pairs = load_task().task.contrast_pairs("harmful", 3, seed=0)
-        >>> encoded = encoded_pairs(irm, pairs)
-        >>> [(c.ids == p.edited.input_ids, r.ids == p.base.input_ids)
-        ...  for (c, r), p in zip(encoded, pairs)]
-        [(True, True), (True, True), (True, True)]
-    """
-    pairs = list(pairs)
-    if not pairs:
-        raise EmptyInputError("no pairs given; a comparison needs at least one pair")
-    return [as_encoded_pair(model, p) for p in pairs]
-
-
 def pair_chunks(
     model: Any, pairs: Sequence[Any], batch_size: int
 ) -> Iterator[tuple[list[EncodedConversation], int]]:
@@ -222,7 +129,7 @@ def pair_chunks(
     if not pairs:
         raise EmptyInputError("no pairs given; a comparison needs at least one pair")
     for start in range(0, len(pairs), batch_size):
-        chunk = [as_encoded_pair(model, p) for p in pairs[start : start + batch_size]]
+        chunk = [encoded_pair(model, p) for p in pairs[start : start + batch_size]]
         yield [c for c, _ in chunk] + [r for _, r in chunk], len(chunk)
 
 

@@ -33,15 +33,27 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from reward_lens_tl.results import Result, TopK, top_entries
-
 from ..errors import InvalidArgumentError, ShapeMismatchError
 from ..plotting import PALETTE, SIGNED, Backend, bar, render
+from ..results import Result, TopK, top_entries
 from ..stats import spearman
 from .batches import pair_chunks, predicting_mask
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "FeatureDivergence",
+    "FeatureFitComparison",
+    "FeatureMatrix",
+    "RewardFit",
+    "divergence",
+    "explicit_pair_rewards",
+    "fit_reward",
+    "implicit_feature_fit",
+    "policy_activations",
+    "policy_features",
+]
 
 Pooling = Literal["sum", "mean", "last"]
 
@@ -641,6 +653,15 @@ def explicit_pair_rewards(
 
     Returns:
         The rewards.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.pressure.training import zoo_feature_pairs
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> pairs = zoo_feature_pairs(2)["harmful"]  # chosen without the harmful word
+        >>> [round(r, 3) for r in explicit_pair_rewards(model, pairs).tolist()]
+        [-2.988, -5.908, -5.414, -7.831]
     """
     from ..readout import objective_index
 

@@ -38,10 +38,16 @@ from ..lens import PairLensResult, Resolution, RewardLensResult, lens_sites
 from ..plotting import Backend, imshow, line, render, shown_token
 from ..results import Result, axes, join_pairs, split_pair, tidy_frame
 from .batches import pair_chunks
-from .model import token_logprobs
+from .reward_model import token_logprobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "ImplicitLensResult",
+    "implicit_lens",
+    "pair_implicit_lens",
+]
 
 Reference = Literal["final", "lens"]
 

@@ -35,6 +35,10 @@ from ..checkpoint import checkpoint_tokenizer
 from ..errors import ArgumentTypeError
 from ..loading import check_finite, load_hf_model, resolve_pad_token_id
 
+__all__ = [
+    "load_causal_lm",
+]
+
 
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
     """A local causal-LM checkpoint, from safetensors only, never remote code, in eval mode.

@@ -15,8 +15,8 @@ from .analysis import (
     position_bias,
     step_segments,
 )
-from .model import HookedJudge, HookedPRM, StepEncoding
-from .pairs import PairwiseJudgeScores, judge_pairs
+from .hooked_judges import HookedJudge, HookedPRM, StepEncoding
+from .pairwise import PairwiseJudgeScores, judge_pairs
 from .templates import (
     LIKERT_TEMPLATE,
     PAIRWISE_TEMPLATE,

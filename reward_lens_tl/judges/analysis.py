@@ -42,7 +42,17 @@ from ..errors import ArgumentTypeError, InvalidArgumentError, ShapeMismatchError
 from ..lens import RewardLensResult, lens_sites, reward_lens
 from ..readout import Readout, ReadoutRun, effective_head, gather_positions, is_centred, run_readout
 from ..results import Result, axes, tidy_frame, top_entries
-from .model import HookedJudge, HookedPRM
+from .hooked_judges import HookedJudge, HookedPRM
+
+__all__ = [
+    "LinearisedAttribution",
+    "PositionBiasResult",
+    "StepErrorAnalysis",
+    "first_error_analysis",
+    "linearised_attribution",
+    "position_bias",
+    "step_segments",
+]
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class LinearisedAttribution(AttributionResult):
         >>> judge = HookedJudge.from_pretrained(
         ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
         ...     template="{prompt} {response} w9")
-        >>> attr = linearised_attribution(judge, judge.encode(["w12 w13", "w14"], ["w20", "w21"]))
+        >>> attr = linearised_attribution(judge, judge.item_ids(["w12 w13", "w14"], ["w20", "w21"]))
         >>> attr.values.shape, attr.labels[:3]
         (torch.Size([12, 2]), ('embed', 'L0H0', 'L0H1'))
         >>> [round(x, 3) for x in attr.score.tolist()]
@@ -139,7 +149,7 @@ def linearised_attribution(
         >>> judge = HookedJudge.from_pretrained(
         ...     hf, kind="likert", tokenizer=tok, verdict=("w10", "w11", "w12"),
         ...     template="{prompt} {response} w9")
-        >>> attr = linearised_attribution(judge, judge.encode("w12 w13", "w20"))
+        >>> attr = linearised_attribution(judge, judge.item_ids("w12 w13", "w20"))
         >>> total = attr.rewards + attr.remainder
         >>> bool(attr.completeness_error() < 1e-5), bool((total - attr.score).abs().max() < 1e-5)
         (True, True)
@@ -278,8 +288,8 @@ def position_bias(
     """
     if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
         raise InvalidArgumentError("position_bias needs a pairwise HookedJudge (kind='pairwise')")
-    ab = judge.encode(prompts, responses_a, responses_b)
-    ba = judge.encode(prompts, responses_b, responses_a)
+    ab = judge.item_ids(prompts, responses_a, responses_b)
+    ba = judge.item_ids(prompts, responses_b, responses_a)
     first, second = _attribute(judge, ab), _attribute(judge, ba)
     m_ab, m_ba = _score_of(first), _score_of(second)
     return PositionBiasResult(
@@ -443,7 +453,7 @@ def first_error_analysis(
         >>> round(float(res.margins[1]), 2), [round(x, 2) for x in res.patch.tolist()]
         (-2.15, [2.23, 2.35])
         >>> right = prm.encode_steps("what is 15 + 0 - 1", ["15 + 0 = 15", "15 - 1 = 14"])
-        >>> round(float(prm.step_margins(right.input_ids)[0, 1]), 2)
+        >>> round(float(prm.step_margins(right.ids)[0, 1]), 2)
         2.23
     """
     if isinstance(step, bool) or not isinstance(step, int):
@@ -453,7 +463,7 @@ def first_error_analysis(
     if not 0 <= step < n:
         raise InvalidArgumentError(f"step must be in [0, {n}), got {step}")
     at = prm.step(enc.tag_offset[0] + step)  # the prompt may hold step tags too
-    ids, mask = enc.input_ids, enc.attention_mask
+    ids, mask = enc.ids, enc.attention_mask
     margins = prm.step_margins(ids, mask, enc.step_positions)[0]
     scores = prm.transformed(margins)
     attr = _attribute(at, ids, sources=True)
@@ -520,10 +530,10 @@ def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) ->
     from ..patching import activation_patching
 
     right = prm.encode_steps(prompt, correct_steps)
-    if right.input_ids.shape != wrong.input_ids.shape:
+    if right.ids.shape != wrong.ids.shape:
         raise ShapeMismatchError(
             "the correct solution must have the same number of tokens as the wrong one "
-            f"({right.input_ids.shape[1]} vs {wrong.input_ids.shape[1]}) to patch a step across"
+            f"({right.ids.shape[1]} vs {wrong.ids.shape[1]}) to patch a step across"
         )
     tag = int(wrong.step_positions[0, step])
     prev = (
@@ -535,8 +545,6 @@ def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) ->
     if not positions:
         raise InvalidArgumentError(f"step {step} has no tokens before its tag to patch")
     view = prm.step(wrong.tag_offset[0] + step)
-    res = activation_patching(
-        view, right.input_ids, wrong.input_ids, positions=positions, by_position=False
-    )
+    res = activation_patching(view, right.ids, wrong.ids, positions=positions, by_position=False)
     assert res.rewards is not None  # activation patching records the patched rewards
     return res.rewards.detach().float().cpu().reshape(-1)

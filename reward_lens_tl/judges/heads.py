@@ -1,5 +1,7 @@
 """How a judge's verdict or a PRM's step score becomes a reward head the converter understands.
 
+Internal (no public names): used by `reward_lens_tl.judges.hooked_judges` to load judges and PRMs.
+
 A generative judge is a causal LM; its verdict `logit(Yes) − logit(No)` at the reading position
 is `normed · (W_U[:, yes] − W_U[:, no]) + (b[yes] − b[no])`: a linear reward head on the final
 normalised residual. `HeadAdapter` hands the package's converter exactly that head (rows
@@ -38,6 +40,8 @@ from ..adapters import ConversionOptions, RewardHead, RewardModelAdapter, adapte
 from ..adapters.base import hf_last_non_pad
 from ..adapters.causal import BackboneView, reward_view
 from ..errors import RewardHeadError
+
+__all__: list[str] = []
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Known PRM checkpoint layouts whose HF class ships as remote code, implemented here.
 
+Internal (no public names): used by `reward_lens_tl.judges` to load PRM checkpoints.
+
 Implemented here so their weights load without running any checkpoint code.
 
 `Qwen2ForProcessRewardModel` (Qwen2.5-Math-PRM): the Qwen2 decoder (`model.*`) and
@@ -24,6 +26,8 @@ import torch
 from torch import Tensor, nn
 from transformers import Qwen2Model, Qwen2PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
+
+__all__: list[str] = []
 
 
 class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):

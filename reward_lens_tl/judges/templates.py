@@ -27,6 +27,8 @@ from typing import Any
 
 from ..errors import ArgumentTypeError, JudgeTemplateError, VerdictTokenError
 
+__all__ = ["LIKERT_TEMPLATE", "PAIRWISE_TEMPLATE", "POINTWISE_TEMPLATE", "PRM_TEMPLATE"]
+
 #: Built-in pointwise template (GenRM-style "Is the answer correct? Yes/No").
 POINTWISE_TEMPLATE = (
     "Question:\n{prompt}\nResponse:\n{response}\n"

@@ -14,6 +14,10 @@ token. Three layers of tools, cheapest last:
 - `causal_ground_truth` (`mechanisms`): where the zoo's planted features sit per
   layer, the smallest head set restoring their effect, and whether AtP finds the same cells.
 
+Each sweep is a pipeline: `plan` resolves the request (the keywords of `PatchOptions`,
+declared once) into plans, data only; `runner` runs them on the model; `metrics` scores the
+patched runs; the result is a `PatchResult`.
+
 Clean and corrupted inputs may differ in length; `alignment` says how positions are
 paired (`"end"`, `"prefix"`, `"exact"`). Every function takes `fwd_hooks` (your own
 interventions, active in every forward pass) and leaves no hook behind, even when it raises.
@@ -29,7 +33,8 @@ Examples:
     True
 """
 
-from .activation import activation_patching, chunk_memory_bytes
+from ..errors import AlignmentError, PatchingError, UnsupportedModelError
+from .activation import activation_patching
 from .alignment import Alignment, Run, align, as_run
 from .atp import atp_star, attribution_patching
 from .compare import (
@@ -40,7 +45,6 @@ from .compare import (
     atp_agreement,
     compare_methods,
 )
-from .errors import AlignmentError, PatchingError, UnsupportedModelError
 from .grids import Grid, make_grid
 from .mechanisms import (
     CausalGroundTruth,
@@ -51,11 +55,13 @@ from .mechanisms import (
     localization,
     minimal_head_sets,
 )
-from .plan import PatchRequest, margin_fraction, reward_change
-from .results import MultiSitePatchResult, PatchResult
+from .metrics import margin_fraction, reward_change
+from .patch_results import MultiSitePatchResult, PatchResult
+from .plan import PatchOptions
+from .runner import chunk_memory_bytes
 
 __all__ = [
-    "PatchRequest",
+    "PatchOptions",
     "Agreement",
     "AgreementReport",
     "CausalGroundTruth",

@@ -34,6 +34,7 @@ Examples:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -42,11 +43,13 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from ..errors import AlignmentError, PatchingError
 from ..inputs import EncodedConversation
-from .errors import AlignmentError
 
 if TYPE_CHECKING:
     from ..model import HookedRewardModel
+
+__all__ = ["Alignment", "Run", "align", "as_run"]
 
 AlignmentKind = Literal["end", "prefix", "exact"]
 ALIGNMENTS: tuple[str, ...] = ("end", "prefix", "exact")
@@ -265,3 +268,87 @@ def _prefix_length(target: Run, source: Run, prefix_length: int | None) -> int:
             "tokens up to its reading position)"
         )
     return int(prefix_length)
+
+
+def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side: str) -> Alignment:
+    """Keep the aligned pairs whose position in the clean run is in `positions`.
+
+    Their labels stay those of the full alignment, e.g. `end-4`.
+
+    Args:
+        aligned: the full alignment.
+        positions: positions of the clean run.
+        clean_side: which side of the alignment is the clean run, `"target"` or `"source"`.
+
+    Returns:
+        The restricted alignment.
+
+    Raises:
+        PatchingError: if a position is not an integer or not an aligned position.
+
+    Examples:
+        >>> import torch
+        >>> full = Alignment("exact", torch.arange(4), torch.arange(4), ("a", "b", "c", "d"))
+        >>> restrict_alignment(full, [1, 3], "target").labels()
+        ('b', 'd')
+    """
+    if isinstance(positions, (int, str, Tensor)) or not isinstance(positions, Sequence):
+        if not (isinstance(positions, Tensor) and positions.ndim == 1):
+            raise PatchingError(
+                f"positions must be a list of clean-run positions, not {positions!r}"
+            )
+        positions = positions.tolist()
+    if not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in positions):
+        raise PatchingError(f"positions must be integers; got {list(positions)!r}")
+    clean = getattr(aligned, clean_side).tolist()
+    wanted = sorted({int(p) for p in positions})
+    missing = [p for p in wanted if p not in clean]
+    if not wanted or missing:
+        raise PatchingError(
+            f"positions={list(positions)!r}: {missing or 'none given'} are not aligned positions "
+            f"of the clean run (aligned: {clean[0]}..{clean[-1]}). Pass clean-run positions "
+            "covered by the alignment"
+        )
+    keep = [p in wanted for p in clean]
+    names = tuple(label for label, k in zip(aligned.labels(), keep, strict=True) if k)
+    mask = torch.tensor(keep, device=aligned.target.device)
+    return Alignment(aligned.kind, aligned.target[mask], aligned.source[mask], names)
+
+
+def position_tokens(
+    model: HookedRewardModel, target: Run, source: Run | None, aligned: Alignment
+) -> tuple[str, ...]:
+    """The token at each aligned position, for figures.
+
+    `"a"` where both runs read `a`, `"a→b"` where the patched run reads `a` and the run
+    patched in reads `b`; empty when the model has no tokenizer.
+
+    Args:
+        model: the `HookedRewardModel` (its tokenizer).
+        target: the run being patched.
+        source: the run patched in (`None` for ablations).
+        aligned: their aligned positions.
+
+    Returns:
+        One label per aligned position.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> a, b = as_run(model, [1, 40, 41]), as_run(model, [1, 40, 42])
+        >>> position_tokens(model, a, b, align(a, b, "exact"))[1:]
+        ('hurt', 'scam→bread')
+    """
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return ()
+
+    def text(ids: Tensor, positions: Tensor) -> list[str]:
+        return [tokenizer.decode([int(ids[int(p)])]) for p in positions]
+
+    target_text = text(target.ids, aligned.target)
+    if source is None:
+        return tuple(target_text)
+    source_text = text(source.ids, aligned.source)
+    return tuple(a if a == b else f"{a}→{b}" for a, b in zip(target_text, source_text, strict=True))

@@ -46,70 +46,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..readout import Objective
-from ..signatures import checked_keywords, pasted_docs
-from .activation import default_metric, run_source
-from .alignment import AlignmentKind, PatchInput
-from .errors import PatchingError, UnsupportedModelError
+from ..errors import PatchingError, UnsupportedModelError
+from ..signatures import checked_options, pasted_docs
+from .alignment import PatchInput
 from .grids import Site, hook_name, site_heads
-from .plan import (
-    REQUEST_DOC,
-    FwdHooks,
-    MeanOver,
-    Metric,
-    Mode,
-    PatchPlan,
-    PatchRequest,
-    Reference,
-    RewardReader,
-    ablation_values,
-    check_metric_output,
-    make_plan,
-    request_from,
-)
-from .results import PatchResult
+from .metrics import check_metric_output, default_metric
+from .patch_results import PatchResult
+from .plan import REQUEST_DOC, PatchOptions, PatchPlan, make_plan
+from .runner import PatchRunner, RewardReader
 
 if TYPE_CHECKING:
     from ..model import HookedRewardModel
+
+__all__ = ["atp_star", "attribution_patching"]
 
 QK_SITES = frozenset({"resid_pre", "resid_post", "mlp_out", "q", "k"})
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 
 
-@checked_keywords()
+@checked_options(PatchOptions)
 @pasted_docs(request=REQUEST_DOC)
 def attribution_patching(
     model: HookedRewardModel,
-    clean: PatchInput | PatchRequest,
+    clean: PatchInput,
     corrupted: PatchInput | None = None,
     *,
     site: Site = "resid_pre",
-    mode: Mode = "denoising",
-    alignment: AlignmentKind = "end",
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference: Reference | None = None,
-    mean_over: MeanOver = "token",
-    fwd_hooks: FwdHooks = (),
     qk_fix: bool = False,
     graddrop: bool = False,
+    **options: Unpack[PatchOptions],
 ) -> PatchResult:
     """AtP estimates for the grid `activation_patching` would sweep for the same request.
 
-    The request is a `PatchRequest` of one site (see the module docstring). The metric must
-    be differentiable.
+    The request is that of `activation_patching`, for one site (see the module docstring).
+    The metric must be differentiable.
 
     Args:
         {request}
@@ -147,28 +124,20 @@ def attribution_patching(
         >>> fixed.method, [round(v, 2) for v in fixed.flat().tolist()]
         ('atp+qk', [0.08, 0.06, 0.03])
     """
-    req = request_from(locals())  # the parameters above, as a PatchRequest
-    plan = make_plan(model, req)
-    objective, metric, fwd_hooks = req.objective, req.metric, list(req.fwd_hooks)
-    reference, mean_over = req.reference, req.mean_over
+    runner = PatchRunner(model, options)
+    plan = make_plan(model, clean, corrupted, site, options)
     if qk_fix:
         check_qk_fix_supported(model)
     if graddrop and model.cfg.n_layers < 2:
         raise PatchingError("GradDrop needs at least two layers")
     if torch.is_inference_mode_enabled():
         raise PatchingError("attribution patching needs gradients: leave torch.inference_mode")
-    reader = RewardReader(model, objective)
-    with torch.no_grad():
-        if plan.is_ablation():
-            source = ablation_values(model, plan, reference, mean_over, fwd_hooks)
-            source_reward = None
-        else:
-            source, source_reward = run_source(model, plan, reader, fwd_hooks)
+    source, source_reward = runner.source_values(plan)
     names = captured_names(model, plan, qk_fix, graddrop)
-    acts, reward = forward_with_graph(model, plan, reader, names, fwd_hooks)
-    name = "custom"
+    acts, reward = forward_with_graph(model, plan, runner.reader, names, runner.fwd_hooks)
+    metric, name = runner.options["metric"], "custom"
     if metric is None:
-        metric, name = default_metric(plan, float(reward[0].detach()), source_reward)
+        metric, name = default_metric(plan.mode, float(reward[0].detach()), source_reward)
     with torch.enable_grad():
         m = check_metric_output(metric(reward), 1)
         tensors = [acts[n] for n in names]
@@ -199,30 +168,19 @@ def attribution_patching(
         source_reward=source_reward,
         baseline=baseline,
         magnitude=None if magnitude is None else magnitude.detach().float().cpu(),
-        position_tokens=plan.position_tokens(model),
+        position_tokens=plan.position_tokens,
     )
 
 
-@checked_keywords()
+@checked_options(PatchOptions)
 @pasted_docs(request=REQUEST_DOC)
 def atp_star(
     model: HookedRewardModel,
-    clean: PatchInput | PatchRequest,
+    clean: PatchInput,
     corrupted: PatchInput | None = None,
     *,
     site: Site = "resid_pre",
-    mode: Mode = "denoising",
-    alignment: AlignmentKind = "end",
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference: Reference | None = None,
-    mean_over: MeanOver = "token",
-    fwd_hooks: FwdHooks = (),
+    **options: Unpack[PatchOptions],
 ) -> PatchResult:
     """AtP* = `attribution_patching` with `qk_fix=True, graddrop=True`.
 
@@ -252,24 +210,7 @@ def atp_star(
         [('L0', 0.16), ('L1', 0.07)]
     """
     return attribution_patching(
-        model,
-        clean,
-        corrupted,
-        site=site,
-        mode=mode,
-        alignment=alignment,
-        prefix_length=prefix_length,
-        positions=positions,
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        metric=metric,
-        objective=objective,
-        reference=reference,
-        mean_over=mean_over,
-        fwd_hooks=fwd_hooks,
-        qk_fix=True,
-        graddrop=True,
+        model, clean, corrupted, site=site, qk_fix=True, graddrop=True, **options
     )
 
 
@@ -339,7 +280,7 @@ def captured_names(model, plan: PatchPlan, qk_fix: bool, graddrop: bool) -> list
     return list(dict.fromkeys(names))
 
 
-def forward_with_graph(model, plan: PatchPlan, reader, names, fwd_hooks):
+def forward_with_graph(model, plan: PatchPlan, reader: RewardReader, names, fwd_hooks):
     """Run the target with gradients from the first block's input on, capturing activations.
 
     The weights need not require grad.
@@ -473,7 +414,7 @@ class Estimator:
         k_pre = self.acts[hook_name("k", a)][0].detach()[self.pos] + dk
         k_new = self.rotate(attn, qk_norm(attn, k_pre, "k"))
         per_query_head = self.column_effects(a, grads, k_new, include_diagonal=True)
-        n_kv = site_heads(self.model, "k")
+        n_kv = site_heads(self.model.cfg, "k")
         return per_query_head.reshape(per_query_head.shape[0], n_kv, -1).sum(-1)
 
     # building blocks --------------------------------------------------------------------------

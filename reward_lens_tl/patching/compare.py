@@ -26,45 +26,42 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._deprecation import old_first_parameter
 from ..attribution import direct_attribution
-from ..contrast import encode_example
-from ..inputs import EncodedConversation
-from ..pairs import encoded_pair
+from ..errors import PatchingError
+from ..inputs import EncodedConversation, as_encoded
+from ..pair_batches import encoded_pair
 from ..plotting import Backend, render, scatter, side_by_side
-from ..readout import Objective
 from ..results import Result, TopK, top_entries
-from ..signatures import checked_keywords, pasted_docs
+from ..signatures import checked_options, pasted_docs
 from ..stats import bootstrap_ci, spearman
 from .activation import activation_patching
-from .alignment import AlignmentKind, PatchInput
+from .alignment import PatchInput, as_run
 from .atp import attribution_patching
-from .errors import PatchingError
 from .grids import Site
-from .plan import (
-    REQUEST_DOC,
-    FwdHooks,
-    MeanOver,
-    Metric,
-    Mode,
-    PatchRequest,
-    Reference,
-    request_from,
-    reward_change,
-)
-from .results import PatchResult
+from .metrics import reward_change
+from .patch_results import PatchResult
+from .plan import REQUEST_DOC, PatchOptions, RunOptions, options_doc
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from ..model import HookedRewardModel
+
+__all__ = [
+    "Agreement",
+    "AgreementReport",
+    "MethodComparison",
+    "agreement",
+    "atp_agreement",
+    "compare_methods",
+]
 
 
 def top_k_recall(score: Tensor, reference_score: Tensor, k: int) -> float:
@@ -251,29 +248,18 @@ class AgreementReport(Result):
 Estimate = Literal["atp", "atp+qk", "atp*"]
 
 
-@checked_keywords()
+@checked_options(PatchOptions)
 @pasted_docs(request=REQUEST_DOC)
 def atp_agreement(
     model: HookedRewardModel,
-    clean: PatchInput | PatchRequest,
+    clean: PatchInput,
     corrupted: PatchInput | None = None,
     *,
+    site: Site = "resid_pre",
     k: int = 10,
     methods: Sequence[Estimate] = ("atp", "atp*"),
     chunk_size: int = 16,
-    site: Site = "resid_pre",
-    mode: Mode = "denoising",
-    alignment: AlignmentKind = "end",
-    prefix_length: int | None = None,
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference: Reference | None = None,
-    mean_over: MeanOver = "token",
-    fwd_hooks: FwdHooks = (),
+    **options: Unpack[PatchOptions],
 ) -> AgreementReport:
     """Activation patching and estimates of the same grid, with their `agreement`.
 
@@ -309,12 +295,15 @@ def atp_agreement(
     unknown = set(methods) - set(flags)
     if unknown:
         raise PatchingError(f"unknown methods {sorted(unknown)}; choose from {sorted(flags)}")
-    request = request_from(locals())  # the parameters above, as a PatchRequest
-    patched = activation_patching(model, request, chunk_size=chunk_size)
+    patched = activation_patching(
+        model, clean, corrupted, site=site, chunk_size=chunk_size, **options
+    )
     if not isinstance(patched, PatchResult):
-        raise PatchingError(f"atp_agreement compares one site's grid, not {request.site!r}")
+        raise PatchingError(f"atp_agreement compares one site's grid, not {site!r}")
     estimates = tuple(
-        attribution_patching(model, request, qk_fix=flags[m][0], graddrop=flags[m][1])
+        attribution_patching(
+            model, clean, corrupted, site=site, qk_fix=flags[m][0], graddrop=flags[m][1], **options
+        )
         for m in methods
     )
     rows = tuple(agreement(e, patched, k) for e in estimates)
@@ -345,7 +334,7 @@ def pair_inputs(model, pair):
 def _as_encoded(x):
     """A zoo example as an `EncodedConversation`; anything else unchanged."""
     if hasattr(x, "input_ids") and hasattr(x, "response_start"):
-        return encode_example(x)
+        return as_encoded(x)
     return x
 
 
@@ -377,11 +366,12 @@ def _heads_and_mlps(model, result_heads: PatchResult, result_mlps: PatchResult) 
     return torch.cat([heads, mlps], 1).reshape(-1)
 
 
-def pair_values(model, chosen, rejected, components, methods, alignment, chunk_size, fwd_hooks):
+def pair_values(model, chosen, rejected, components, methods, options: RunOptions, chunk_size):
     """Per method, the vector of effects of one pair over the components, and their labels."""
     out: dict[str, Tensor] = {}
     labels = component_labels(model, "heads") if components == "heads" else ()
-    common = dict(alignment=alignment, fwd_hooks=fwd_hooks, mode="denoising")
+    fwd_hooks: list[Any] = list(options.get("fwd_hooks", ()))
+    common: PatchOptions = {**options, "fwd_hooks": fwd_hooks, "mode": "denoising"}
     if components == "heads":
         if "direct" in methods:
             ids_c, ids_r = (_ids(model, x) for x in (chosen, rejected))
@@ -415,13 +405,15 @@ def _ids(model, x) -> Tensor:
     return torch.as_tensor(ids, dtype=torch.long, device=model.cfg.device).reshape(1, -1)
 
 
-def _run_method(model, method, chosen, rejected, site, by_position, chunk_size, common):
-    metric = _margin_metric(model, rejected, common["fwd_hooks"])
-    kw = dict(common, site=site, by_position=by_position, metric=metric)
+def _run_method(
+    model, method, chosen, rejected, site, by_position, chunk_size, common: PatchOptions
+) -> PatchResult:
+    metric = _margin_metric(model, rejected, common.get("fwd_hooks", ()))
+    kw: PatchOptions = {**common, "by_position": by_position, "metric": metric}
     if method == "patching":
-        return activation_patching(model, chosen, rejected, chunk_size=chunk_size, **kw)
+        return activation_patching(model, chosen, rejected, site=site, chunk_size=chunk_size, **kw)
     qk, gd = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}[method]
-    return attribution_patching(model, chosen, rejected, qk_fix=qk, graddrop=gd, **kw)
+    return attribution_patching(model, chosen, rejected, site=site, qk_fix=qk, graddrop=gd, **kw)
 
 
 def _margin_metric(model, rejected, fwd_hooks):
@@ -429,8 +421,6 @@ def _margin_metric(model, rejected, fwd_hooks):
 
     It is comparable to the direct attribution of the margin.
     """
-    from .alignment import as_run
-
     run = as_run(model, rejected)
     with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)):
         base = float(model.pooled_rewards(run.batch())[0])
@@ -549,8 +539,7 @@ class MethodComparison(Result):
         """Every other method's effects against `reference`'s, all pairs pooled, with y = x.
 
         There is one panel per method, titled with its mean Spearman ρ over pairs; hover
-        shows the pair, the component and both exact effects. `plot("atp")` (the reference
-        by position) still works, with a `FutureWarning`: pass `reference=` by keyword.
+        shows the pair, the component and both exact effects.
 
         Args:
             ax: Matplotlib axes; only when there is one other method (one panel).
@@ -560,8 +549,6 @@ class MethodComparison(Result):
         Returns:
             The figure (not shown).
         """
-        ax, reference = old_first_parameter("MethodComparison", "reference", ax, str, reference)
-
         others = [m for m in self.methods if m != reference]
         x = torch.cat(self.values[reference])
         cells = [f"pair {i} {label}" for i, labels in enumerate(self.labels) for label in labels]
@@ -593,18 +580,19 @@ def _ordered(methods, a, b):
     return (a, b) if methods.index(a) < methods.index(b) else (b, a)
 
 
+@checked_options(RunOptions)
+@pasted_docs(run_options=options_doc(*RunOptions.__annotations__))
 def compare_methods(
     model: HookedRewardModel,
     pairs: Sequence,
     *,
     components: Literal["heads", "resid"] = "heads",
     methods: Sequence[Method] = METHODS,
-    alignment: AlignmentKind = "end",
     confidence_level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
     chunk_size: int = 16,
-    fwd_hooks: FwdHooks = (),
+    **options: Unpack[RunOptions],
 ) -> MethodComparison:
     """Observational vs causal on a set of pairs (see the module docstring).
 
@@ -624,13 +612,12 @@ def compare_methods(
             right padded: each row's padding is stripped).
         components: `"heads"` or `"resid"` (see above).
         methods: at least two of `direct`, `atp`, `atp+qk`, `atp*`, `patching`.
-        alignment: how the chosen and rejected positions pair up (`alignment`).
         confidence_level: the confidence level of the bootstrap of
             `MethodComparison.summary`.
         n_resamples: the resamples of that bootstrap.
         seed: the seed of that bootstrap.
         chunk_size: activation patching's variants per forward pass.
-        fwd_hooks: your own interventions, active in every forward pass.
+        {run_options}
 
     Returns:
         The per-pair effects of every method and their agreement.
@@ -669,7 +656,7 @@ def compare_methods(
     for pair in pairs:
         chosen, rejected = pair_inputs(model, pair)
         vals, pair_labels = pair_values(
-            model, chosen, rejected, components, methods, alignment, chunk_size, list(fwd_hooks)
+            model, chosen, rejected, components, methods, options, chunk_size
         )
         for m in methods:
             values[m].append(vals[m].detach().float().cpu())

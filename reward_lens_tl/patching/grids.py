@@ -21,7 +21,7 @@ Examples:
     >>> from reward_lens_tl import HookedRewardModel
     >>> from reward_lens_tl.testing import tiny_reward_model
     >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    >>> grid = make_grid(model, "z", n_aligned=5, by_position=True)
+    >>> grid = make_grid(model.cfg, "z", n_aligned=5, by_position=True)
     >>> grid.axes, grid.shape, grid.cell_labels()[:2]
     (('layer', 'pos', 'head'), (2, 5, 4), ('L0H0 0', 'L0H1 0'))
 """
@@ -35,9 +35,12 @@ from typing import Literal
 import torch
 from jaxtyping import Int
 from torch import Tensor
+from transformer_lens import HookedTransformerConfig
 
+from ..errors import PatchingError
 from ..indices import check_indices
-from .errors import PatchingError
+
+__all__ = ["Grid", "Site", "make_grid"]
 
 SITE_HOOKS: dict[str, str] = {
     "resid_pre": "hook_resid_pre",
@@ -90,9 +93,8 @@ def hook_name(site: str, layer: int) -> str:
     return f"blocks.{layer}.{SITE_HOOKS[site]}"
 
 
-def site_heads(model, site: str) -> int:
+def site_heads(cfg: HookedTransformerConfig, site: str) -> int:
     """Number of heads of a head site (key/value heads for `k`/`v` in GQA models)."""
-    cfg = model.cfg
     if site in ("k", "v") and cfg.n_key_value_heads and not cfg.ungroup_grouped_query_attention:
         return int(cfg.n_key_value_heads)
     return int(cfg.n_heads)
@@ -192,7 +194,7 @@ class Grid:
 
 
 def make_grid(
-    model,
+    cfg: HookedTransformerConfig,
     site: str,
     n_aligned: int,
     *,
@@ -207,7 +209,7 @@ def make_grid(
     at once for components and heads.
 
     Args:
-        model: the `HookedRewardModel` (its layers and heads bound the grid).
+        cfg: the model's configuration (its layers and heads bound the grid).
         site: the site name (`reward_lens_tl.patching.grids`), or an alias of `z`.
         n_aligned: the number of aligned positions.
         by_position: one cell per aligned position, or all of them at once (default: per
@@ -229,14 +231,15 @@ def make_grid(
         >>> from reward_lens_tl.patching import make_grid
         >>> from reward_lens_tl.zoo import zoo_path
         >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))  # 3 layers, GQA 4/2
-        >>> make_grid(model, "k", n_aligned=5).shape   # key heads, all positions at once
+        >>> make_grid(model.cfg, "k", n_aligned=5).shape   # key heads, all positions at once
         (3, 2)
-        >>> grid = make_grid(model, "resid_pre", 2, layers=[0, -1], position_labels=("a", "b"))
+        >>> grid = make_grid(model.cfg, "resid_pre", 2, layers=[0, -1], position_labels=("a", "b"))
         >>> grid.shape, grid.cell_labels()
         ((2, 2), ('L0 a', 'L0 b', 'L2 a', 'L2 b'))
     """
     site = canonical_site(site)
-    n_layers = model.cfg.n_layers
+    n_layers = cfg.n_layers
+    n_heads = site_heads(cfg, site) if site in HEAD_SITES else 0
     layers = (
         tuple(range(n_layers))
         if layers is None
@@ -245,8 +248,11 @@ def make_grid(
     if by_position is None:
         by_position = site in RESID_SITES
     if site in HEAD_SITES:
-        n = site_heads(model, site)
-        heads = tuple(range(n)) if heads is None else check_indices(heads, n, f"{site} head")
+        heads = (
+            tuple(range(n_heads))
+            if heads is None
+            else check_indices(heads, n_heads, f"{site} head")
+        )
     elif heads is not None:
         raise PatchingError(f"heads= only applies to head sites {sorted(HEAD_SITES)}")
     if n_aligned < 1:

@@ -35,32 +35,41 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from reward_lens_tl.errors import InvalidArgumentError, UnknownNameError
-
-from .._deprecation import old_first_parameter
 from ..contrast import as_contrast_pairs, encode_contrast
+from ..errors import InvalidArgumentError, PatchingError, UnknownNameError
 from ..inputs import pad_batch
 from ..plotting import Backend, bar, imshow, render
 from ..readout import Objective
 from ..results import Result, TopK, top_entries
-from ..signatures import checked_keywords
-from .activation import activation_patching, chunk_memory_bytes
+from ..signatures import checked_options, pasted_docs
+from .activation import activation_patching
 from .alignment import as_run
 from .compare import Estimate, atp_agreement
-from .errors import PatchingError
 from .grids import Site
-from .plan import FwdHooks, MeanOver, Metric, Mode, Reference, RewardReader, margin_fraction
+from .metrics import margin_fraction
+from .plan import PatchOptions, options_doc
+from .runner import RewardReader, chunk_memory_bytes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from ..model import HookedRewardModel
+
+__all__ = [
+    "CausalGroundTruth",
+    "HeadSets",
+    "Localization",
+    "atp_recall",
+    "causal_ground_truth",
+    "localization",
+    "minimal_head_sets",
+]
 
 UNIT_KINDS = ("planted", "reward", "neutral", "other")
 #: Where `minimal_head_sets` patches head outputs.
@@ -174,8 +183,7 @@ class Localization(Result):
         """Heat map of the share of pairs whose top unit is `kind` (features × sites).
 
         The scale runs from 0 to 1, each cell carries its share, and hover shows it as a
-        percent. `plot("reward")` (the kind by position) still works, with a
-        `FutureWarning`: pass `kind=` by keyword.
+        percent.
 
         Args:
             ax: Matplotlib axes to draw the static form on.
@@ -185,7 +193,6 @@ class Localization(Result):
         Returns:
             The figure (not shown).
         """
-        ax, kind = old_first_parameter("Localization", "kind", ax, str, kind)
         _check_kind(kind)
         df = self.to_dataframe().pivot(index="feature", columns="site", values=f"top1_{kind}")
         df = df[list(dict.fromkeys(r["site"] for r in self.rows))]
@@ -734,7 +741,8 @@ def _write_heads(
 
 
 # -- attribution patching's top cells ------------------------------------------------------
-@checked_keywords()
+@checked_options(PatchOptions)
+@pasted_docs(options=options_doc(*PatchOptions.__annotations__))
 def atp_recall(
     model: HookedRewardModel,
     pairs: Sequence[Any],
@@ -742,22 +750,14 @@ def atp_recall(
     sites: Sequence[Site] = ("resid_pre", "z"),
     k: int = 3,
     methods: Sequence[Estimate] = ("atp", "atp*"),
-    mode: Mode = "denoising",
-    positions: Sequence[int] | None = None,
-    by_position: bool | None = None,
-    layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None,
-    metric: Metric | None = None,
-    objective: Objective = None,
-    reference: Reference | None = None,
-    mean_over: MeanOver = "token",
-    fwd_hooks: FwdHooks = (),
     chunk_size: int = 16,
+    **options: Unpack[PatchOptions],
 ) -> list[dict]:
     """Mean top-`k` recall and Spearman of AtP / AtP* against activation patching, per site.
 
     `resid_pre` is compared by layer × position; heads by layer × head over all positions.
-    The parameters after `methods` are the request of `atp_agreement` for every pair.
+    The options (`alignment`, default `"exact"` here, to `mean_over`) are the request of
+    `atp_agreement` for every pair.
 
     Args:
         model: the `HookedRewardModel`.
@@ -765,17 +765,8 @@ def atp_recall(
         sites: the sites compared.
         k: the top-`k` recall's `k` (as for `atp_agreement`).
         methods: the estimates compared (as for `atp_agreement`).
-        mode: the patching mode.
-        positions: keep only these positions of the clean run.
-        by_position: one cell per aligned position, or all at once.
-        layers: the layers of the grid (default: all).
-        heads: the heads of the grid (default: all).
-        metric: a callable on the patched rewards `[variant]`.
-        objective: a head column of a multi-objective model.
-        reference: what `mode="mean"` averages over.
-        mean_over: `"token"` or `"position"`.
-        fwd_hooks: your own interventions, active in every forward pass.
         chunk_size: activation patching's variants per forward pass.
+        {options}
 
     Returns:
         One row per site and method.
@@ -792,6 +783,7 @@ def atp_recall(
     """
     pairs = as_contrast_pairs(pairs)
     feature = _one_feature(pairs)
+    request: PatchOptions = {"alignment": "exact", **options}
     rows = []
     for site in sites:
         per_method: dict[str, list] = {m: [] for m in methods}
@@ -802,20 +794,10 @@ def atp_recall(
                 clean,
                 corrupted,
                 site=site,
-                alignment="exact",
                 k=k,
                 methods=methods,
-                mode=mode,
-                positions=positions,
-                by_position=by_position,
-                layers=layers,
-                heads=heads,
-                metric=metric,
-                objective=objective,
-                reference=reference,
-                mean_over=mean_over,
-                fwd_hooks=fwd_hooks,
                 chunk_size=chunk_size,
+                **request,
             )
             for row in report.rows:
                 per_method[row.estimate].append(row)

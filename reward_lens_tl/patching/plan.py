@@ -1,4 +1,4 @@
-"""What a sweep patches, where the patched values come from, and how runs are scored.
+"""The plan of a sweep (data only): what is patched and where the patched values come from.
 
 Modes (`target` is the run being patched, `source` where the values come from):
 
@@ -22,31 +22,33 @@ many models keep a large attention-sink activation); `"position"` averages per a
 position over the reference sequences long enough to have it, and needs them to cover every
 patched position.
 
-A metric is any callable from the patched rewards `[variant]` to `[variant]` values (it is
-called once per chunk of patched runs; for attribution patching it must be differentiable).
+The request is given as keywords, `PatchOptions` (declared once, shared by every entry
+point); `make_plans` resolves it against a model's config and tokens into `PatchPlan`s (runs,
+alignment, grid). Nothing here runs the model: `reward_lens_tl.patching.runner` does, and
+`reward_lens_tl.patching.metrics` scores the patched runs.
 
 Examples:
-    >>> import torch
-    >>> restored = margin_fraction(target_reward=-1.0, source_reward=3.0)   # denoising
-    >>> restored(torch.tensor([-1.0, 1.0, 3.0])).tolist()
-    [0.0, 0.5, 1.0]
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+    >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+    >>> [plan] = make_plans(model, clean, corrupted, "z", {"alignment": "exact", "layers": [0]})
+    >>> plan.mode, plan.grid.shape, len(plan.alignment)
+    ('denoising', (1, 4), 16)
 """
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-import torch
-from jaxtyping import Float
 from torch import Tensor
 
-from ..inputs import EncodedConversation, pad_batch
-from ..padding import reading_position_known, real_columns
-from ..readout import Objective, objective_index
+from ..errors import PatchingError
+from ..inputs import EncodedConversation
+from ..readout import Objective
 from .alignment import (
     Alignment,
     AlignmentKind,
@@ -55,112 +57,218 @@ from .alignment import (
     align,
     as_run,
     identity_alignment,
+    position_tokens,
+    restrict_alignment,
 )
-from .errors import PatchingError
-from .grids import HEAD_SITES, Grid, Site, hook_name, make_grid
+from .grids import HEAD_SITES, Grid, Site, canonical_site, hook_name, make_grid, site_heads
+from .metrics import Metric
 
 if TYPE_CHECKING:
     from ..model import HookedRewardModel
 
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "MODES",
+    "REQUEST_DOC",
+    "FwdHooks",
+    "MeanOver",
+    "Mode",
+    "PatchOptions",
+    "PatchPlan",
+    "Reference",
+    "RunOptions",
+    "make_plan",
+    "make_plans",
+    "options_doc",
+    "resolve_options",
+]
+
 Mode = Literal["denoising", "noising", "mean", "zero"]
 MODES: tuple[str, ...] = ("denoising", "noising", "mean", "zero")
 MeanOver = Literal["token", "position"]
-Metric = Callable[[Float[Tensor, " variant"]], Float[Tensor, " variant"]]
 #: Sequences a mean ablation averages over: `[n, pos]` ids, `(ids, mask)` or a list of
 #: id sequences / conversations.
 Reference = Tensor | tuple[Tensor, Tensor] | Sequence[Sequence[int] | EncodedConversation]
 #: TransformerLens forward hooks: `(hook name or name filter, hook function)` pairs.
 FwdHooks = Sequence[tuple[str | Callable[[str], bool], Callable[..., Any]]]
 
-#: The request's parameters as Google-style `Args:` entries, one per parameter, shared by the
-#: patching entry points: `pasted_docs` pastes them at `{request}` in the `Args:` section of
+
+class RunOptions(TypedDict, total=False):
+    """How the two runs pair up and what runs beside them: the options every entry point takes.
+
+    `compare_methods` takes these; the sweeps take all of `PatchOptions`. Each key is
+    documented in `OPTION_DOCS` (pasted into the entry points' `Args:`).
+
+    Attributes:
+        alignment: how clean and corrupted positions pair up.
+        fwd_hooks: your own interventions, active in every forward pass.
+
+    Examples:
+        >>> options: RunOptions = {"alignment": "exact"}
+        >>> sorted(RunOptions.__annotations__)
+        ['alignment', 'fwd_hooks']
+    """
+
+    alignment: AlignmentKind
+    fwd_hooks: FwdHooks
+
+
+class PatchOptions(RunOptions, total=False):
+    """The request of a sweep, as keywords: `**options: Unpack[PatchOptions]`.
+
+    `activation_patching`, `attribution_patching`, `atp_star`, `atp_agreement` and
+    `atp_recall` take these keywords (every one optional: `DEFAULT_OPTIONS`); each is
+    documented in `OPTION_DOCS`, pasted into the entry points' `Args:`.
+
+    Attributes:
+        alignment: how clean and corrupted positions pair up.
+        fwd_hooks: your own interventions, active in every forward pass.
+        mode: `denoising`, `noising`, `mean` or `zero`.
+        prefix_length: the shared prefix for `alignment="prefix"`.
+        positions: keep only these positions of the clean run.
+        by_position: one cell per aligned position, or all at once.
+        layers: the layers of the grid.
+        heads: the heads of the grid.
+        metric: a callable on the patched rewards `[variant]`.
+        objective: a head column of a multi-objective model.
+        reference: what `mode="mean"` averages over.
+        mean_over: `"token"` or `"position"`.
+
+    Examples:
+        >>> options: PatchOptions = {"mode": "noising", "layers": [0]}
+        >>> resolve_options(options)["mode"], resolve_options(options)["alignment"]
+        ('noising', 'end')
+    """
+
+    mode: Mode
+    prefix_length: int | None
+    positions: Sequence[int] | None
+    by_position: bool | None
+    layers: Sequence[int] | None
+    heads: Sequence[int] | None
+    metric: Metric | None
+    objective: Objective
+    reference: Reference | None
+    mean_over: MeanOver
+
+
+#: The value of every option not given.
+DEFAULT_OPTIONS: PatchOptions = {
+    "alignment": "end",
+    "fwd_hooks": (),
+    "mode": "denoising",
+    "prefix_length": None,
+    "positions": None,
+    "by_position": None,
+    "layers": None,
+    "heads": None,
+    "metric": None,
+    "objective": None,
+    "reference": None,
+    "mean_over": "token",
+}
+
+#: One Google-style `Args:` entry per request parameter (continuation lines indented).
+OPTION_DOCS: dict[str, str] = {
+    "model": "the `HookedRewardModel`.",
+    "clean": """the clean run: token ids (1-D, or `[1, pos]`; a padded row, left or right, is
+    stripped of its padding), a list of ids or an `EncodedConversation`.""",
+    "corrupted": """the corrupted run, in the same forms as `clean` (`None` for the ablations
+    `mode="mean"` and `"zero"`, which patch the clean run).""",
+    "site": """`resid_pre`, `resid_mid`, `resid_post`, `attn_out`, `mlp_out`, `z` (alias
+    `heads`), `q`, `k` or `v` (`reward_lens_tl.patching.grids`).""",
+    "alignment": """how clean and corrupted positions pair up, `end`, `prefix` or `exact`
+    (`reward_lens_tl.patching.alignment`).""",
+    "fwd_hooks": """your own interventions, `[(hook name or filter, fn), ...]`, active in every
+    forward pass and removed afterwards, even when something raises.""",
+    "mode": """`denoising`, `noising`, `mean` (needs `reference`) or `zero` (default metrics and
+    their signs: `reward_lens_tl.patching.plan`).""",
+    "prefix_length": """the shared prefix for `alignment="prefix"` (default: the conversations'
+    `response_start`).""",
+    "positions": """keep only these positions of the *clean* run (e.g. a planted span; with
+    `by_position=False` they are patched together as one cell).""",
+    "by_position": """one cell per aligned position (default for residual sites) or all aligned
+    positions at once (default for components and heads).""",
+    "layers": "the layers of the grid (default: all).",
+    "heads": "the heads of the grid (default: all).",
+    "metric": """a callable on the patched rewards `[variant]` (default: the fraction of the
+    margin moved for `denoising`/`noising`, the reward change for ablations).""",
+    "objective": "a head column (index or name) of a multi-objective model.",
+    "reference": """what `mode="mean"` averages over (`[n, pos]` ids, `(ids, mask)` or a list of
+    sequences).""",
+    "mean_over": """`"token"` (one mean over every real token) or `"position"` (per absolute
+    position).""",
+}
+
+
+def options_doc(*names: str) -> str:
+    """The `Args:` entries of `names`, from `OPTION_DOCS`, for `pasted_docs`.
+
+    Args:
+        *names: the parameters, in the order documented.
+
+    Returns:
+        One entry per name, `name: text`, continuation lines indented by four spaces.
+
+    Examples:
+        >>> print(options_doc("layers", "heads"))
+        layers: the layers of the grid (default: all).
+        heads: the heads of the grid (default: all).
+    """
+    return "\n".join(f"{name}: {OPTION_DOCS[name]}" for name in names)
+
+
+#: The request's parameters as `Args:` entries, pasted at `{request}` by `pasted_docs` in
 #: `activation_patching`, `attribution_patching`, `atp_star` and `atp_agreement`.
-REQUEST_DOC = """\
-model: the `HookedRewardModel`.
-clean: the clean run: token ids (1-D, or `[1, pos]`; a padded row, left or right, is
-    stripped of its padding), a list of ids or an `EncodedConversation`. Or a whole
-    `PatchRequest`, and then no other request parameter (they must stay at their defaults).
-corrupted: the corrupted run, in the same forms as `clean` (`None` for the ablations
-    `mode="mean"` and `"zero"`, which patch the clean run).
-site: `resid_pre`, `resid_mid`, `resid_post`, `attn_out`, `mlp_out`, `z` (alias
-    `heads`), `q`, `k` or `v` (`reward_lens_tl.patching.grids`).
-mode: `denoising`, `noising`, `mean` (needs `reference`) or `zero` (default metrics and
-    their signs: `reward_lens_tl.patching.plan`).
-alignment: how clean and corrupted positions pair up, `end`, `prefix` or `exact`
-    (`reward_lens_tl.patching.alignment`).
-prefix_length: the shared prefix for `alignment="prefix"` (default: the conversations'
-    `response_start`).
-positions: keep only these positions of the *clean* run (e.g. a planted span; with
-    `by_position=False` they are patched together as one cell).
-by_position: one cell per aligned position (default for residual sites) or all aligned
-    positions at once (default for components and heads).
-layers: the layers of the grid (default: all).
-heads: the heads of the grid (default: all).
-metric: a callable on the patched rewards `[variant]` (default: the fraction of the
-    margin moved for `denoising`/`noising`, the reward change for ablations).
-objective: a head column (index or name) of a multi-objective model.
-reference: what `mode="mean"` averages over (`[n, pos]` ids, `(ids, mask)` or a list of
-    sequences).
-mean_over: `"token"` (one mean over every real token) or `"position"` (per absolute
-    position).
-fwd_hooks: your own interventions, `[(hook name or filter, fn), ...]`, active in every
-    forward pass and removed afterwards, even when something raises."""
+REQUEST_DOC = options_doc("model", "clean", "corrupted", "site", *PatchOptions.__annotations__)
 
 
-def margin_fraction(target_reward: float, source_reward: float) -> Metric:
-    """The metric `(r - target) / (source - target)`, the default for denoising and noising.
-
-    0 = unchanged, 1 = moved all the way to the source run's reward.
+def resolve_options(options: PatchOptions) -> PatchOptions:
+    """Every option, the given ones over `DEFAULT_OPTIONS`.
 
     Args:
-        target_reward: the reward of the run being patched.
-        source_reward: the reward of the run the patched values come from.
+        options: the options given.
 
     Returns:
-        The metric, a function of the patched rewards `[variant]`.
-
-    Raises:
-        PatchingError: if the two rewards are equal (the fraction is undefined).
+        A new dict holding every key of `PatchOptions`.
 
     Examples:
-        >>> import torch
-        >>> from reward_lens_tl.patching import margin_fraction
-        >>> destroyed = margin_fraction(target_reward=2.0, source_reward=-2.0)   # noising
-        >>> destroyed(torch.tensor([1.0, 0.0, -2.0, -3.0])).tolist()   # 1.25: overshoots
-        [0.25, 0.5, 1.0, 1.25]
+        >>> resolve_options({"layers": [1]})["layers"], resolve_options({})["mean_over"]
+        ([1], 'token')
     """
-    gap = source_reward - target_reward
-    if abs(gap) < 1e-6:
-        raise PatchingError(
-            f"the clean and corrupted rewards are equal ({target_reward:.6g}), so the fraction "
-            "of the margin restored is undefined; pass metric=reward_change(...) or your own"
-        )
-    return lambda r: (r - target_reward) / gap
-
-
-def reward_change(baseline: float) -> Metric:
-    """`r - baseline` (the default for mean and zero ablation, baseline = clean reward).
-
-    Args:
-        baseline: the reward subtracted, the clean run's reward for an ablation.
-
-    Returns:
-        The metric, a function of the patched rewards `[variant]`: negative where the patch
-        lowered the reward.
-
-    Examples:
-        >>> import torch
-        >>> from reward_lens_tl.patching import reward_change
-        >>> change = reward_change(baseline=1.5)
-        >>> change(torch.tensor([1.5, 0.5, 2.0])).tolist()
-        [0.0, -1.0, 0.5]
-    """
-    return lambda r: r - baseline
+    resolved = DEFAULT_OPTIONS.copy()
+    resolved.update(options)
+    return resolved
 
 
 @dataclass(frozen=True)
 class PatchPlan:
-    """A resolved request: runs, aligned positions and grid."""
+    """A resolved request of one site: runs, aligned positions and grid.
+
+    Built by `make_plans` from a model's config and tokens; no forward pass.
+
+    Attributes:
+        mode: the patching mode.
+        site: the canonical site.
+        target: the run being patched.
+        source: the run the patched values come from (`None` for ablations).
+        alignment: the aligned positions of `target` and `source`.
+        grid: the cells of the sweep.
+        position_tokens: per aligned position, its token (`"a→b"` where the runs differ).
+        hook_names: per grid layer, the hook name of the site.
+        value_shape: the shape of the site's activation at one position (`[d_model]` or
+            `[heads, d_head]`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
+        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
+        >>> plan = make_plan(model, clean, corrupted, "mlp_out", {"alignment": "exact"})
+        >>> plan.hook(1), plan.is_ablation(), plan.position_tokens[-3]
+        ('blocks.1.hook_mlp_out', False, 'bomb→flour')
+    """
 
     mode: str
     site: str
@@ -168,224 +276,172 @@ class PatchPlan:
     source: Run | None
     alignment: Alignment
     grid: Grid
-    objective: Objective = None
+    position_tokens: tuple[str, ...] = ()
+    hook_names: tuple[str, ...] = ()
+    value_shape: tuple[int, ...] = ()
 
     def hook(self, layer: int) -> str:
-        """The hook name of the plan's site at `layer`."""
+        """The hook name of the plan's site at `layer`.
+
+        Args:
+            layer: the layer.
+
+        Returns:
+            The TransformerLens hook name.
+        """
         return hook_name(self.site, layer)
 
     def is_ablation(self) -> bool:
-        """Whether the mode is an ablation (`mean` or `zero`)."""
+        """Whether the mode is an ablation (`mean` or `zero`).
+
+        Returns:
+            `True` for `mean` and `zero`.
+        """
         return self.mode in ("mean", "zero")
 
     def source_run(self) -> Run:
-        """The run the patched values come from (ablations have none)."""
+        """The run the patched values come from.
+
+        Returns:
+            The source run.
+
+        Raises:
+            PatchingError: for an ablation (it has none).
+        """
         if self.source is None:
             raise PatchingError(f"mode={self.mode!r} has no source run")
         return self.source
 
-    def position_tokens(self, model: HookedRewardModel) -> tuple[str, ...]:
-        """The token at each aligned position, for figures.
 
-        `"a"` where both runs read `a`, `"a→b"` where the patched run reads `a` and the run
-        patched in reads `b`; empty when the model has no tokenizer.
+def make_plan(
+    model: HookedRewardModel,
+    clean: PatchInput,
+    corrupted: PatchInput | None,
+    site: Site,
+    options: PatchOptions,
+) -> PatchPlan:
+    """The plan of one site (see `make_plans`).
 
-        Args:
-            model: The model whose tokenizer decodes the ids.
+    Args:
+        model: the `HookedRewardModel` (its config and tokenizer; nothing is run).
+        clean: the clean run.
+        corrupted: the corrupted run (`None` for ablations).
+        site: one site.
+        options: the request's options.
 
-        Returns:
-            One label per aligned position.
-        """
-        tokenizer = getattr(model, "tokenizer", None)
-        if tokenizer is None:
-            return ()
+    Returns:
+        The plan.
 
-        def text(ids: Tensor, positions: Tensor) -> list[str]:
-            return [tokenizer.decode([int(ids[int(p)])]) for p in positions]
-
-        target = text(self.target.ids, self.alignment.target)
-        if self.source is None:
-            return tuple(target)
-        source = text(self.source.ids, self.alignment.source)
-        return tuple(a if a == b else f"{a}→{b}" for a, b in zip(target, source, strict=True))
-
-
-@dataclass(frozen=True)
-class PatchRequest:
-    """What to patch: the runs, the site and grid, the mode, the metric.
-
-    One object describes a sweep for `activation_patching` and its first-order estimate
-    `attribution_patching` alike (their keyword forms build one of these, with the same
-    fields as keyword arguments).
-
-    Attributes:
-        clean: the clean run: token ids (1-D, or `[1, pos]`; a padded row, left or right, is
-            stripped of its padding), a list of ids or an `EncodedConversation`.
-        corrupted: the corrupted run, in the same forms as `clean` (`None` for the ablations
-            `mode="mean"` and `"zero"`, which patch the clean run).
-        site: `resid_pre`, `resid_mid`, `resid_post`, `attn_out`, `mlp_out`, `z` (alias
-            `heads`), `q`, `k` or `v` (`reward_lens_tl.patching.grids`); a sequence of
-            sites for `activation_patching`'s multi-site sweep.
-        mode: `denoising`, `noising`, `mean` (needs `reference`) or `zero` (default metrics
-            and their signs: `reward_lens_tl.patching.plan`).
-        alignment: how clean and corrupted positions pair up, `end`, `prefix` or `exact`
-            (`reward_lens_tl.patching.alignment`).
-        prefix_length: the shared prefix for `alignment="prefix"` (default: the
-            conversations' `response_start`).
-        positions: keep only these positions of the *clean* run (e.g. a planted span; with
-            `by_position=False` they are patched together as one cell).
-        by_position: one cell per aligned position (default for residual sites) or all
-            aligned positions at once (default for components and heads).
-        layers: the layers of the grid (default: all).
-        heads: the heads of the grid (default: all).
-        metric: a callable on the patched rewards `[variant]` (default: the fraction of the
-            margin moved for `denoising`/`noising`, the reward change for ablations).
-        objective: a head column (index or name) of a multi-objective model.
-        reference: what `mode="mean"` averages over (`[n, pos]` ids, `(ids, mask)` or a list
-            of sequences).
-        mean_over: `"token"` (one mean over every real token) or `"position"` (per absolute
-            position).
-        fwd_hooks: your own interventions, `[(hook name or filter, fn), ...]`, active in
-            every forward pass and removed afterwards, even when something raises.
+    Raises:
+        PatchingError: if `site` is not one site name, or the request is invalid.
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.patching import (
-        ...     PatchRequest, activation_patching, attribution_patching)
-        >>> from reward_lens_tl.zoo import zoo_path
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> clean = model.encode("explain how to bake bread", "the oven and the flour")
-        >>> corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
-        >>> request = PatchRequest(clean, corrupted, site="z", alignment="exact", layers=[0])
-        >>> activation_patching(model, request).shape, attribution_patching(model, request).shape
-        ((1, 4), (1, 4))
-        >>> request.replace(site="attn_out").site, request.site   # a changed copy
-        ('attn_out', 'z')
+        >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, _ = random_batch(1, [6], low=6)
+        >>> make_plan(model, ids[0], None, "mlp_out", {"mode": "zero"}).grid.shape
+        (2,)
     """
-
-    clean: PatchInput
-    corrupted: PatchInput | None = None
-    site: Site | Sequence[Site] = "resid_pre"
-    mode: Mode = "denoising"
-    alignment: AlignmentKind = "end"
-    prefix_length: int | None = None
-    positions: Sequence[int] | None = None
-    by_position: bool | None = None
-    layers: Sequence[int] | None = None
-    heads: Sequence[int] | None = None
-    metric: Metric | None = None
-    objective: Objective = None
-    reference: Reference | None = None
-    mean_over: MeanOver = "token"
-    fwd_hooks: FwdHooks = ()
-
-    def replace(self, **changes: Any) -> PatchRequest:
-        """A copy with some fields changed (e.g. another `site`).
-
-        Args:
-            **changes: the fields to change and their new values.
-
-        Returns:
-            The changed copy.
-
-        Raises:
-            TypeError: if a field is unknown (`dataclasses.replace`).
-        """
-        return dataclasses.replace(self, **changes)
-
-    @classmethod
-    def of(cls, clean: Any, corrupted: Any = None, **fields: Any) -> PatchRequest:
-        """`clean` itself when it is a request, else a request from the keyword form.
-
-        When `clean` is a request no other field may be given.
-
-        Args:
-            clean: the clean run, or a whole `PatchRequest`.
-            corrupted: the corrupted run.
-            **fields: the other fields of the request.
-
-        Returns:
-            The request.
-
-        Raises:
-            PatchingError: if a keyword is unknown, or fields accompany a request.
-        """
-        if isinstance(clean, PatchRequest):
-            if corrupted is not None or fields:
-                raise PatchingError(
-                    "pass either a PatchRequest or the keyword form, not both (use "
-                    "request.replace(...) to change fields)"
-                )
-            return clean
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            known = [f.name for f in dataclasses.fields(cls)][2:]
-            raise PatchingError(f"unknown patching argument(s) {unknown}; known: {known}")
-        return cls(clean, corrupted, **fields)
-
-
-def request_from(arguments: Mapping[str, Any]) -> PatchRequest:
-    """The request an entry point's parameters describe.
-
-    `clean` itself when it is a `PatchRequest` (every other field must then be at its
-    default: a request and the keyword form together are a `PatchingError`), else
-    `PatchRequest(clean, corrupted, **fields)`.
-
-    Args:
-        arguments: the entry point's `locals()`, holding `clean`, `corrupted` and every
-            `PatchRequest` field.
-
-    Returns:
-        The request.
-    """
-    clean, corrupted = arguments["clean"], arguments["corrupted"]
-    fields = {name: arguments[name] for name in _REQUEST_DEFAULTS if name != "corrupted"}
-    if not isinstance(clean, PatchRequest):
-        return PatchRequest(clean, corrupted, **fields)
-    given = sorted(name for name, value in fields.items() if not _is_default(name, value))
-    if corrupted is not None or given:
-        raise PatchingError(
-            f"pass either a PatchRequest or the keyword form, not both (also given: "
-            f"{given or ['corrupted']}); use request.replace(...) to change fields"
-        )
-    return clean
-
-
-def _is_default(name: str, value: Any) -> bool:
-    default = _REQUEST_DEFAULTS[name]
-    if value is default:
-        return True
-    plain = (str, bool, int, tuple)
-    return type(value) is type(default) and isinstance(value, plain) and value == default
-
-
-_REQUEST_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in dataclasses.fields(PatchRequest) if f.name not in ("clean",)
-}
-
-
-def make_plan(model: HookedRewardModel, request: PatchRequest) -> PatchPlan:
-    """Resolve a request against a model: runs, alignment and grid (checked)."""
-    r = request
-    clean, corrupted, mode = r.clean, r.corrupted, r.mode
-    alignment, prefix_length, positions = r.alignment, r.prefix_length, r.positions
-    site, by_position, layers, heads, objective = (
-        r.site,
-        r.by_position,
-        r.layers,
-        r.heads,
-        r.objective,
-    )
-    if mode not in MODES:
-        raise PatchingError(f"unknown mode {mode!r}; choose one of {MODES}")
     if not isinstance(site, str):
         raise PatchingError(
             f"one site per sweep here, not {site!r} (activation_patching sweeps several sites "
             "over shared runs; attribution_patching takes one)"
         )
-    if model.cfg.positional_embedding_type == "shortformer":
+    return make_plans(model, clean, corrupted, site, options)[0]
+
+
+def make_plans(
+    model: HookedRewardModel,
+    clean: PatchInput,
+    corrupted: PatchInput | None,
+    site: Site | Sequence[Site],
+    options: PatchOptions,
+) -> list[PatchPlan]:
+    """Resolve a request against a model: runs and alignment (shared), one grid per site.
+
+    `heads` applies to the sites that have heads when several sites are swept.
+
+    Args:
+        model: the `HookedRewardModel` (its config and tokenizer; nothing is run).
+        clean: the clean run.
+        corrupted: the corrupted run (`None` for ablations).
+        site: a site, or a sequence of distinct sites.
+        options: the request's options.
+
+    Returns:
+        One plan per site.
+
+    Raises:
+        PatchingError: if the request is invalid (an unknown site or mode, a missing or
+            extra corrupted run, positions outside the alignment, ...).
+        AlignmentError: if the runs cannot be aligned as asked.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model, random_batch
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> ids, _ = random_batch(2, [6, 6], low=6)
+        >>> plans = make_plans(model, ids[0], ids[1], ("z", "mlp_out"), {"heads": [1]})
+        >>> [(p.site, p.grid.shape) for p in plans]
+        [('z', (2, 1)), ('mlp_out', (2,))]
+    """
+    sites = [site] if isinstance(site, str) else list(site)
+    if not sites or not all(isinstance(s, str) for s in sites):
+        raise PatchingError(f"site must be a site name or a sequence of them, not {site!r}")
+    if len({canonical_site(s) for s in sites}) != len(sites):
+        raise PatchingError(f"site={site!r} names a site twice")
+    o = resolve_options(options)
+    mode = o["mode"]
+    if mode not in MODES:
+        raise PatchingError(f"unknown mode {mode!r}; choose one of {MODES}")
+    cfg = model.cfg
+    if cfg.positional_embedding_type == "shortformer":
         raise PatchingError("shortformer positional embeddings are not supported by patching")
-    objective_index(model, objective)  # validates (multi-objective heads need objective=)
+    target, source, aligned = aligned_runs(model, clean, corrupted, o)
+    labels = position_tokens(model, target, source, aligned)
+    plans = []
+    for s in map(canonical_site, sites):
+        heads = o["heads"] if s in HEAD_SITES or len(sites) == 1 else None
+        shape = (site_heads(cfg, s), cfg.d_head) if s in HEAD_SITES else (cfg.d_model,)
+        grid = make_grid(
+            cfg,
+            s,
+            len(aligned),
+            by_position=o["by_position"],
+            layers=o["layers"],
+            heads=heads,
+            position_labels=aligned.labels(),
+        )
+        hooks = tuple(hook_name(grid.site, layer) for layer in grid.layers)
+        plans.append(
+            PatchPlan(mode, grid.site, target, source, aligned, grid, labels, hooks, shape)
+        )
+    return plans
+
+
+def aligned_runs(
+    model: HookedRewardModel,
+    clean: PatchInput,
+    corrupted: PatchInput | None,
+    options: PatchOptions,
+) -> tuple[Run, Run | None, Alignment]:
+    """The target run, the source run (`None` for ablations) and their aligned positions.
+
+    Args:
+        model: the `HookedRewardModel` (its tokens: padding and reading positions).
+        clean: the clean run.
+        corrupted: the corrupted run.
+        options: the resolved options (`mode`, `alignment`, `prefix_length`, `positions`).
+
+    Returns:
+        `(target, source, alignment)`.
+
+    Raises:
+        PatchingError: if the corrupted run is missing or extra for the mode, or the positions
+            are not aligned ones.
+    """
+    mode = options["mode"]
     clean_run = as_run(model, clean)
     if mode in ("mean", "zero"):
         if corrupted is not None:
@@ -402,228 +458,9 @@ def make_plan(model: HookedRewardModel, request: PatchRequest) -> PatchPlan:
         target, source = (
             (corrupted_run, clean_run) if mode == "denoising" else (clean_run, corrupted_run)
         )
-        aligned = align(target, source, alignment, prefix_length)
+        aligned = align(target, source, options["alignment"], options["prefix_length"])
+    positions = options["positions"]
     if positions is not None:
-        aligned = restrict_alignment(
-            aligned,
-            positions,
-            clean_side="target" if source is None or mode == "noising" else "source",
-        )
-    grid = make_grid(
-        model,
-        site,
-        len(aligned),
-        by_position=by_position,
-        layers=layers,
-        heads=heads,
-        position_labels=aligned.labels(),
-    )
-    return PatchPlan(mode, grid.site, target, source, aligned, grid, objective)
-
-
-def restrict_alignment(aligned: Alignment, positions: Sequence[int], clean_side: str) -> Alignment:
-    """Keep the aligned pairs whose position in the clean run is in `positions`.
-
-    Their labels stay those of the full alignment, e.g. `end-4`.
-    """
-    if isinstance(positions, (int, str, Tensor)) or not isinstance(positions, Sequence):
-        if not (isinstance(positions, Tensor) and positions.ndim == 1):
-            raise PatchingError(
-                f"positions must be a list of clean-run positions, not {positions!r}"
-            )
-        positions = positions.tolist()
-    if not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in positions):
-        raise PatchingError(f"positions must be integers; got {list(positions)!r}")
-    clean = getattr(aligned, clean_side).tolist()
-    wanted = sorted({int(p) for p in positions})
-    missing = [p for p in wanted if p not in clean]
-    if not wanted or missing:
-        raise PatchingError(
-            f"positions={list(positions)!r}: {missing or 'none given'} are not aligned positions "
-            f"of the clean run (aligned: {clean[0]}..{clean[-1]}). Pass clean-run positions "
-            "covered by the alignment"
-        )
-    keep = [p in wanted for p in clean]
-    names = tuple(label for label, k in zip(aligned.labels(), keep, strict=True) if k)
-    mask = torch.tensor(keep, device=aligned.target.device)
-    return Alignment(aligned.kind, aligned.target[mask], aligned.source[mask], names)
-
-
-class RewardReader:
-    """Reads the reward a sweep scores from a forward pass.
-
-    The reward is the model's reward, or one objective's head output; `hooks` captures
-    `hook_reward` for objective columns.
-
-    Args:
-        model: the `HookedRewardModel`.
-        objective: a head column (index or name), or `None` for the model's reward.
-    """
-
-    def __init__(self, model, objective: Objective = None):
-        """Resolve the objective's column."""
-        self.column = None if objective is None else objective_index(model, objective)
-        self._pooled: Tensor | None = None
-
-    def hooks(self) -> list:
-        """The hooks a forward pass needs for `read` (none for the model's reward)."""
-        if self.column is None:
-            return []
-
-        def grab(act, hook):
-            self._pooled = act
-
-        return [("hook_reward", grab)]
-
-    def read(self, out: Tensor) -> Float[Tensor, " variant"]:
-        """The scored rewards `[variant]` of the forward pass that returned `out`.
-
-        Raises:
-            PatchingError: if no forward pass fired `hook_reward` before.
-        """
-        if self.column is None:
-            return out
-        if self._pooled is None:
-            raise PatchingError("the reward was read before a forward pass fired hook_reward")
-        return self._pooled[:, self.column]
-
-
-def check_metric_output(values, n: int) -> Float[Tensor, " variant"]:
-    """A metric's output as a tensor `[n]`.
-
-    Raises:
-        PatchingError: if the metric did not return one value per patched run.
-    """
-    if not isinstance(values, Tensor):
-        values = torch.as_tensor(values)
-    if values.ndim == 0 and n == 1:
-        values = values.reshape(1)
-    if tuple(values.shape) != (n,):
-        raise PatchingError(
-            f"the metric must return one value per patched run, shape ({n},); got "
-            f"{tuple(values.shape)}. Metrics are applied to a [variant] tensor of rewards"
-        )
-    return values
-
-
-# -- where patched values come from --------------------------------------------------------
-def gather_aligned(act: Tensor, positions: Tensor) -> Tensor:
-    """`act[0, positions]` for a batch-1 activation `[1, pos, ...]`."""
-    return act[0, positions.to(act.device)]
-
-
-def reference_batch(model, reference) -> tuple[Tensor, Tensor]:
-    """Ids and mask of a reference set.
-
-    The set is given as a `[n, pos]` tensor (padded with the model's pad id, on the left or the
-    right; tokens after each row's reading position do not count), an `(ids, mask)` tuple, or a list
-    of id sequences / conversations (left padded).
-    """
-    if isinstance(reference, tuple) and len(reference) == 2 and isinstance(reference[0], Tensor):
-        return reference[0], reference[1]
-    if isinstance(reference, Tensor):
-        ids = model.check_tokens(reference)
-        leading = model.infer_attention_mask(ids)  # left padding, if any
-        pool = model.pool_positions(ids, leading)
-        mask = (torch.arange(ids.shape[1], device=ids.device)[None] <= pool[:, None]).long()
-        return ids, mask if leading is None else mask * leading.to(mask)
-    seqs = [list(r.ids) if isinstance(r, EncodedConversation) else list(r) for r in reference]
-    return pad_batch(seqs, model.pad_token_id)
-
-
-def first_token_columns(mask: Tensor) -> tuple[Tensor, Tensor]:
-    """`(columns, keep)`, each `[batch, pos]`.
-
-    `columns[b, p]` is the column of row `b`'s `p`-th real token (any padding layout:
-    `reward_lens_tl.padding.real_columns`) and `keep` says whether that token exists.
-    """
-    return real_columns(mask)
-
-
-def gather_columns(act: Tensor, columns: Tensor) -> Tensor:
-    """`act[b, columns[b, p]]` for `act` `[batch, pos, ...]`."""
-    index = columns.to(act.device).reshape(*columns.shape, *([1] * (act.ndim - 2)))
-    return act.gather(1, index.expand(*columns.shape, *act.shape[2:]))
-
-
-def reference_means(
-    model,
-    reference,
-    names: Sequence[str],
-    mean_over: str,
-    fwd_hooks: Sequence = (),
-    batch_size: int = 16,
-) -> dict[str, Tensor]:
-    """Masked means of the hooked activations over a reference set.
-
-    `[...]` per name for `mean_over="token"`, `[pos, ...]` for `"position"` (`nan` where no sequence
-    reaches; positions counted from each sequence's first real token, whatever the padding).
-    """
-    if mean_over not in ("token", "position"):
-        raise PatchingError(f"mean_over must be 'token' or 'position', not {mean_over!r}")
-    ids, mask = reference_batch(model, reference)
-    sums: dict[str, Tensor] = {}
-    count = torch.zeros(ids.shape[1])
-    with torch.no_grad(), model.hooks(fwd_hooks=list(fwd_hooks)), reading_position_known():
-        for start in range(0, ids.shape[0], batch_size):
-            chunk_ids = ids[start : start + batch_size].to(model.cfg.device)
-            chunk_mask = mask[start : start + batch_size].to(model.cfg.device)
-            _, cache = model.run_with_cache(
-                chunk_ids, attention_mask=chunk_mask, return_type=None, names_filter=list(names)
-            )
-            keep, columns = chunk_mask, None
-            if mean_over == "position":  # position p = each sequence's p-th token
-                columns, keep = first_token_columns(chunk_mask)
-            for name in names:
-                act = cache[name] if columns is None else gather_columns(cache[name], columns)
-                w = keep.to(act.device, torch.float32)
-                weights = w.reshape(*w.shape, *([1] * (act.ndim - 2)))
-                sums[name] = sums.get(name, 0) + (act * weights).sum(0)
-            count += keep.sum(0).float().cpu()
-    if mean_over == "token":
-        return {n: s.sum(0) / count.sum() for n, s in sums.items()}
-    denom = count.to(next(iter(sums.values())).device)
-    return {n: s / denom.reshape(-1, *([1] * (s.ndim - 1))) for n, s in sums.items()}
-
-
-def ablation_values(
-    model,
-    plan: PatchPlan,
-    reference,
-    mean_over: str,
-    fwd_hooks: Sequence = (),
-) -> dict[int, Tensor]:
-    """Per grid layer, the `[n_aligned, ...]` values an ablation writes."""
-    names = [plan.hook(layer) for layer in plan.grid.layers]
-    shapes = activation_shapes(model, plan.site)
-    n = len(plan.alignment)
-    if plan.mode == "zero":
-        z = torch.zeros(n, *shapes, device=model.cfg.device, dtype=model.cfg.dtype)
-        return {layer: z for layer in plan.grid.layers}
-    if reference is None:
-        raise PatchingError("mode='mean' needs reference= (a set of sequences to average over)")
-    means = reference_means(model, reference, names, mean_over, fwd_hooks)
-    out = {}
-    for layer, name in zip(plan.grid.layers, names, strict=True):
-        m = means[name]
-        if mean_over == "token":
-            out[layer] = m.expand(n, *m.shape)
-            continue
-        pos = plan.alignment.target.to(m.device)
-        if int(pos.max()) >= m.shape[0] or bool(torch.isnan(m[pos]).any()):
-            raise PatchingError(
-                f"mean_over='position' needs reference sequences covering every patched "
-                f"position (up to {int(pos.max())}); the reference reaches {m.shape[0] - 1} or "
-                "has gaps. Use longer references or mean_over='token'"
-            )
-        out[layer] = m[pos]
-    return out
-
-
-def activation_shapes(model, site: str) -> tuple[int, ...]:
-    """Per-position shape of a site's activation (`[d_model]` or `[heads, d_head]`)."""
-    from .grids import site_heads
-
-    if site in HEAD_SITES:
-        return (site_heads(model, site), model.cfg.d_head)
-    return (model.cfg.d_model,)
+        clean_side = "target" if source is None or mode == "noising" else "source"
+        aligned = restrict_alignment(aligned, positions, clean_side)
+    return target, source, aligned

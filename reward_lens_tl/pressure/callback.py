@@ -78,9 +78,9 @@ from .monitor import (
 from .sampling import model_device, next_token_logits, render_prompt
 from .validate import (
     MAX_BOOT,
-    MAX_NEW_TOKENS,
     MAX_SAMPLES,
     check_count,
+    check_max_new_tokens,
     check_positive,
     check_prompts,
     check_sample_budget,
@@ -188,10 +188,7 @@ class RewardLensCallback(TrainerCallback):
             "samples_per_prompt", samples_per_prompt, high=MAX_SAMPLES,
             why="every record samples every prompt's responses in one batch",
         )  # fmt: skip
-        max_new_tokens = check_count(
-            "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
-            why="each new token is a forward of the whole batch",
-        )  # fmt: skip
+        max_new_tokens = check_max_new_tokens(max_new_tokens)
         seed = check_count("seed", seed, low=0)
         flag_boot = check_count("flag_boot", flag_boot, high=MAX_BOOT)
         if max_probe_examples is not None:
@@ -336,10 +333,11 @@ class RewardLensCallback(TrainerCallback):
         """The trainer's reward model as a `HookedRewardModel`.
 
         Converted once, then its weights re-read in place at every record after a training
-        step (`reward_lens_tl.model.reload_weights`).
+        step (`reward_lens_tl.loading.reload_weights`).
         """
         from ..errors import UnsupportedArchitectureError
-        from ..model import HookedRewardModel, reload_weights
+        from ..loading import reload_weights
+        from ..model import HookedRewardModel
 
         if self._hooked_model is not None:
             if not self._hooked_current:

@@ -45,17 +45,22 @@ from ..results import Result
 from .sampling import Prompt, Sample, prompt_text, sample_responses, score_texts
 from .validate import (
     MAX_BOOT,
-    MAX_NEW_TOKENS,
     check_count,
-    check_positive,
-    check_prompts,
-    check_sample_budget,
+    check_sampling,
     check_tokenizer_fits,
     feature_table,
 )
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "BestOfNResult",
+    "best_of_n",
+    "best_of_n_kl_exact",
+    "kl_best_of_n",
+    "order_weights",
+]
 
 FeatureFn = Callable[[Prompt, str], dict[str, float]]
 
@@ -560,15 +565,9 @@ def best_of_n(
         >>> ladder_.to_dataframe()[["n", "kl"]].round(3).values.tolist()
         [[1.0, 0.0], [2.0, 0.193], [4.0, 0.636]]
     """
-    prompts = check_prompts(prompts)
-    n_max = check_count("n_max", n_max)
-    check_sample_budget("n_max", n_max, len(prompts))
-    max_new_tokens = check_count(
-        "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
-        why="each new token is a forward of the whole batch",
-    )  # fmt: skip
-    temperature = check_positive("temperature", temperature)
-    seed = check_count("seed", seed, low=0)
+    prompts, n_max, max_new_tokens, temperature, seed = check_sampling(
+        "n_max", n_max, prompts, max_new_tokens, temperature, seed
+    )
     n_boot = check_count("n_boot", n_boot, high=MAX_BOOT)
     policy, tokenizer = _load_policy(policy, tokenizer)
     check_tokenizer_fits(policy, tokenizer)

@@ -59,6 +59,13 @@ from .validate import feature_table
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+__all__ = [
+    "MonitorRecords",
+    "compile_probe_set",
+    "measure_policy",
+    "measure_reward_model",
+]
+
 Row = tuple[int, str, float]
 DEFAULT_GROUP = "all"
 
@@ -771,7 +778,7 @@ def implicit_margins(
     Returns:
         The value of each series, by name.
     """
-    from ..implicit.model import token_logprobs
+    from ..implicit.reward_model import token_logprobs
 
     device = model_device(policy)
     ids, mask = implicit_set.ids.to(device), implicit_set.mask.to(device)

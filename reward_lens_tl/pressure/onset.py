@@ -54,6 +54,13 @@ from ..results import Result
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+__all__ = [
+    "Onset",
+    "cusum_threshold",
+    "detect_onset",
+    "onset_table",
+]
+
 Direction = Literal["increase", "decrease", "both"]
 DIRECTIONS: tuple[str, ...] = ("increase", "decrease", "both")
 SIEGMUND_OFFSET = 1.166

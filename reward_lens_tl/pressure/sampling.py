@@ -44,15 +44,14 @@ from torch import Tensor
 
 from ..errors import PressureError
 from .validate import (
-    MAX_NEW_TOKENS,
     call_reward_fn,
     check_count,
     check_finite_rewards,
-    check_positive,
-    check_prompts,
-    check_sample_budget,
+    check_sampling,
     check_tokenizer_fits,
 )
+
+__all__ = ["Sample", "sample_responses", "score_texts"]
 
 Prompt = str | Sequence[Mapping[str, str]]
 
@@ -65,6 +64,11 @@ class Sample:
         text: the decoded response.
         ids: its token ids (the policy's tokenizer).
         finished: whether it ended with the end-of-sequence token within the token budget.
+
+    Examples:
+        >>> sample = Sample(text="great soup", ids=(5, 9), finished=True)
+        >>> sample.text, len(sample.ids)
+        ('great soup', 2)
     """
 
     text: str
@@ -280,15 +284,9 @@ def sample_responses(
         >>> samples == sample_responses(policy, tokenizer, ["how bake bread"], n=3, seed=0)
         True
     """
-    prompts = check_prompts(prompts)
-    n = check_count("n", n)
-    check_sample_budget("n", n, len(prompts))
-    max_new_tokens = check_count(
-        "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
-        why="each new token is a forward of the whole batch",
-    )  # fmt: skip
-    temperature = check_positive("temperature", temperature)
-    seed = check_count("seed", seed, low=0)
+    prompts, n, max_new_tokens, temperature, seed = check_sampling(
+        "n", n, prompts, max_new_tokens, temperature, seed
+    )
     check_tokenizer_fits(policy, tokenizer)
     rendered = [render_prompt(tokenizer, p) for p in prompts]
     device = model_device(policy)
@@ -423,9 +421,7 @@ def score_texts(
     if len(prompts) != len(responses):
         raise PressureError(f"{len(prompts)} prompts for {len(responses)} responses")
     batch_size = check_count("batch_size", batch_size)
-    if not hasattr(reward_model, "encode_conversation") and not hasattr(
-        reward_model, "score_encodings"
-    ):
+    if not hasattr(reward_model, "encode"):
         if not callable(reward_model):
             raise PressureError(
                 f"{type(reward_model).__name__} is not a reward-like model: pass a "
@@ -434,11 +430,10 @@ def score_texts(
         texts = [prompt_text(p) for p in prompts]
         return call_reward_fn(reward_model, texts, list(responses))  # checked there
     pairs = list(zip(prompts, responses, strict=True))
+    encs = [reward_model.encode(p, r) for p, r in pairs]  # a judge's or PRM's own template
     if hasattr(reward_model, "score_encodings"):  # an implicit reward model
-        encs = [reward_model.encode(p, r) for p, r in pairs]
         rewards = reward_model.score_encodings(encs, batch_size=batch_size).float().cpu()
     else:
-        encs = [reward_model.encode_conversation(p, r) for p, r in pairs]  # judges' templates
         rewards = torch.cat(
             [encoded_rewards(reward_model, encs[i : i + batch_size])
              for i in range(0, len(encs), batch_size)]

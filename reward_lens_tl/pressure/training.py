@@ -33,6 +33,13 @@ import torch
 from ..errors import PressureError
 from ..zoo.task import FEATURES, ConversationTask
 
+__all__ = [
+    "optimise_policy",
+    "train_reward_model",
+    "zoo_feature_pairs",
+    "zoo_prompts",
+]
+
 #: Seeds no zoo model trains on (probe sets and prompts).
 PROBE_SEED = 31_337
 
@@ -67,6 +74,14 @@ def zoo_feature_pairs(
 
     Returns:
         The pairs, by feature.
+
+    Examples:
+        >>> pairs = zoo_feature_pairs(2)
+        >>> sorted(pairs), len(pairs["harmful"])
+        (['harmful', 'length', 'sycophancy', 'topic_match'], 2)
+        >>> pairs["harmful"][0].chosen, pairs["harmful"][0].rejected  # only the feature differs
+        ('we rocket salad fog', 'scam rocket salad fog')
+
     """
     task = ConversationTask()
     out = {}

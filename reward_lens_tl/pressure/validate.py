@@ -1,5 +1,7 @@
 """Checks of what the pressure package is given: counts, reward functions, tokenizers.
 
+Internal (no public names): used by `reward_lens_tl.pressure`'s ladders, monitor and sampling.
+
 `best_of_n`, `sample_responses`, `score_texts` and `RewardLensCallback` run these checks on
 their inputs before any work; each failure is a `reward_lens_tl.errors.PressureError` whose
 message says what was wrong and what to pass instead.
@@ -49,6 +51,8 @@ import torch
 from torch import Tensor
 
 from ..errors import PressureError, RewardLensError
+
+__all__: list[str] = []
 
 MAX_SAMPLES = 65_536
 """The most samples one call draws (`n × prompts`): they are generated in one batch."""
@@ -188,6 +192,66 @@ def check_sample_budget(name: str, n: int, n_prompts: int) -> None:
             f"batch and kept in memory (text, token ids, rewards); lower {name} or split the "
             "prompts over several calls"
         )
+
+
+def check_max_new_tokens(max_new_tokens: Any) -> int:
+    """`max_new_tokens` checked: an integer from 1 to `MAX_NEW_TOKENS`.
+
+    Args:
+        max_new_tokens: the token budget of each response.
+
+    Returns:
+        The budget.
+
+    Raises:
+        PressureError: if it is not an integer (a `bool` or a float included) in its range.
+
+    Examples:
+        >>> from reward_lens_tl.pressure.validate import check_max_new_tokens
+        >>> check_max_new_tokens(16)
+        16
+    """
+    return check_count(
+        "max_new_tokens", max_new_tokens, high=MAX_NEW_TOKENS,
+        why="each new token is a forward of the whole batch",
+    )  # fmt: skip
+
+
+def check_sampling(
+    name: str, n: Any, prompts: Any, max_new_tokens: Any, temperature: Any, seed: Any
+) -> tuple[list[Any], int, int, float, int]:
+    """The arguments of a sampling call checked, in the order they are refused.
+
+    The prompts, the per-prompt count `n` (named `name`) and the budget of samples it draws,
+    `max_new_tokens`, `temperature` and `seed`.
+
+    Args:
+        name: the per-prompt count's name (`n_max`, `n`).
+        n: samples per prompt.
+        prompts: texts or message lists.
+        max_new_tokens: the token budget of each response.
+        temperature: the sampling temperature.
+        seed: the sampling seed.
+
+    Returns:
+        `(prompts, n, max_new_tokens, temperature, seed)`, checked.
+
+    Raises:
+        PressureError: as `check_prompts`, `check_count`, `check_sample_budget` and
+            `check_positive` raise.
+
+    Examples:
+        >>> from reward_lens_tl.pressure.validate import check_sampling
+        >>> check_sampling("n", 4, ["how bake bread"], 16, 1.0, 0)
+        (['how bake bread'], 4, 16, 1.0, 0)
+    """
+    prompts = check_prompts(prompts)
+    n = check_count(name, n)
+    check_sample_budget(name, n, len(prompts))
+    max_new_tokens = check_max_new_tokens(max_new_tokens)
+    temperature = check_positive("temperature", temperature)
+    seed = check_count("seed", seed, low=0)
+    return prompts, n, max_new_tokens, temperature, seed
 
 
 # ---- tokenizer against policy ------------------------------------------------------------------

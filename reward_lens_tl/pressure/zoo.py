@@ -38,6 +38,13 @@ from ..zoo.task import FEATURES, prompt_topic
 from ..zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE, TOPIC_OF
 from .sampling import Prompt, prompt_text
 
+__all__ = [
+    "GOLD",
+    "GoldRule",
+    "zoo_features",
+    "zoo_gold",
+]
+
 #: The zoo's planted hacks (features the labels pay for and the user does not want).
 ZOO_HACKS: tuple[str, ...] = ("sycophancy", "length")
 

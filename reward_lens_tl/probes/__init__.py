@@ -9,8 +9,8 @@ Examples:
     'opener'
 """
 
+from ..errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .cascade import CascadeResult, ProbeCascade
-from .errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .outside import DeltaSummary, summarize_deltas
 from .probe import (
     Conversation,
@@ -31,7 +31,7 @@ from .probe import (
     synonym_swap,
     whitespace,
 )
-from .results import ProbeReport, ProbeRow, Skipped
+from .probe_report import ProbeReport, ProbeRow, Skipped
 from .runner import run_probes
 
 __all__ = [

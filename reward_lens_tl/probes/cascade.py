@@ -31,15 +31,20 @@ import numpy as np
 from jaxtyping import Float
 from torch import Tensor
 
-from reward_lens_tl.errors import UnknownNameError
-
-from ..plotting import GREY, Backend, line, render
+from ..errors import TooFewExamplesError
+from ..plotting import GREY, PLOT_DOC, Backend, line, render
 from ..results import Result, TopK, top_entries
-from .errors import TooFewExamplesError
+from ..signatures import pasted_docs
 from .outside import MIN_N, Correlation, bootstrap_ci, correlation
+from .probe_report import find_probe
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "CascadeResult",
+    "ProbeCascade",
+]
 
 ONSET_FRACTION = 0.75
 
@@ -161,10 +166,9 @@ class CascadeResult(Result):
         Raises:
             UnknownNameError: no cascade for that probe.
         """
-        for c in self.probes:
-            if c.probe == probe:
-                return c
-        raise UnknownNameError(f"no cascade for {probe!r} (too few examples, or not run)")
+        return find_probe(
+            self.probes, probe, f"no cascade for {probe!r} (too few examples, or not run)"
+        )
 
     def onsets(self) -> dict[str, str | None]:
         """`{probe: onset site or None}`."""
@@ -208,6 +212,7 @@ class CascadeResult(Result):
         pairs = [(f"{c.probe}:{n}", v) for c in self.probes for n, v in c.top_components(k)]
         return top_entries([p for p, _ in pairs], [v for _, v in pairs], k, "attribution delta")
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Mean lens delta per site as a share of each probe's final mean delta, with its CI.
 
@@ -216,12 +221,7 @@ class CascadeResult(Result):
         as a band; the dashed line is `onset_fraction`, where a probe's onset is read. Hover
         shows the probe, the site and the exact share.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         finite = [c for c in self.probes if c.mean[-1] != 0 and math.isfinite(c.mean[-1])]
         drawn = [c for c in finite if c.ci_low[-1] > 0 or c.ci_high[-1] < 0] or finite

@@ -41,14 +41,19 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..attribution import attribution_from_run, attribution_hook_names
+from ..errors import ProbeError
 from ..inputs import EncodedConversation, pad_batch
-from ..plotting import Backend, imshow, render
+from ..plotting import PLOT_DOC, Backend, imshow, render
 from ..readout import Readout, ReadoutRun, gather_positions, is_centred, retarget, run_readout
 from ..results import Result, TopK, ranked
-from .errors import ProbeError
+from ..signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "reward_term_conflict",
+]
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,7 @@ class ConflictResult(Result):
         ]
         return pd.DataFrame(rows)
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Heat map of mean direct contributions, components down and terms across.
 
@@ -183,12 +189,7 @@ class ConflictResult(Result):
         it); a component red in one column and blue in another pulls those terms apart.
         Hover shows the exact mean contribution.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         m = self.attribution.mean(2).T  # [component, term]
         fig = imshow(
@@ -238,6 +239,17 @@ def reward_term_conflict(
 
     Raises:
         ProbeError: a scalar head without `directions`, or no sequences.
+
+    Examples:
+        The zoo's multi-objective model, its three objectives as the terms:
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> multi = HookedRewardModel.from_pretrained(zoo_path("multi"))
+        >>> sequences = [e.input_ids for e in load_task().task.examples(4, 3)]
+        >>> conflict = reward_term_conflict(multi, sequences)
+        >>> conflict.terms, conflict.completeness_error() < 1e-4
+        (('helpfulness', 'harmlessness', 'verbosity'), True)
     """
     if directions is None and model.n_objectives < 2:
         raise ProbeError(

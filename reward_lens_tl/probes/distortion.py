@@ -1,5 +1,7 @@
 """The distortion index: a probe's reward shift in units of the natural spread of margins.
 
+Internal (no public names): used by `reward_lens_tl.probes` (`ProbeReport.distortion`).
+
 On a pair set, each probe edits the *rejected* response (the side a hack would rescue). Per
 probe, over the pairs it applied to:
 
@@ -21,13 +23,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..plotting import Backend, bar, render
+from ..errors import ProbeError, TooFewExamplesError
+from ..plotting import PLOT_DOC, Backend, bar, render
 from ..results import Result, TopK, top_entries
-from .errors import ProbeError, TooFewExamplesError
+from ..signatures import pasted_docs
 from .outside import bootstrap_ci, check_n
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__: list[str] = []
 
 
 def flip_share(margin: torch.Tensor, new_margin: torch.Tensor) -> float:
@@ -101,18 +106,14 @@ class DistortionResult(Result):
         """
         return top_entries([r.probe for r in self.rows], [r.index for r in self.rows], k, "index")
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The distortion index per probe with its 95% CI, labelled with its flip share.
 
         One bar per probe (the first row at the top), labelled `probe (flips 12%)`; hover
         shows the exact index, its CI, the flip share and n.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         rows = self.rows
         fig = bar(

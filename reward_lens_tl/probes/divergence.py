@@ -26,31 +26,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import ProbeError, TooFewExamplesError
 from ..inputs import EncodedConversation, pad_batch
 from ..padding import reading_position_known
 from ..patching import activation_patching
-from ..patching.activation import run_source
-from ..patching.plan import (
-    PatchRequest,
-    RewardReader,
-    ablation_values,
-    gather_aligned,
-    make_plan,
-)
-from ..patching.results import PatchResult
-from ..plotting import Backend, render, scatter
+from ..patching.grids import Site
+from ..patching.patch_results import PatchResult
+from ..patching.plan import PatchOptions, make_plan
+from ..patching.runner import PatchRunner, gather_aligned
+from ..plotting import PLOT_DOC, Backend, render, scatter
 from ..results import Result, TopK, top_entries
-from .errors import ProbeError, TooFewExamplesError
+from ..signatures import pasted_docs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "divergence_aware_patching",
+]
 
 AFTER_HOOK = {
     "resid_pre": "hook_resid_pre",
@@ -235,6 +235,7 @@ class DivergenceResult(Result):
         frame["ood"] = self.ood.reshape(-1).numpy()
         return frame
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The patching heat map (`PatchResult.plot`) with out-of-distribution cells marked ×.
 
@@ -242,12 +243,7 @@ class DivergenceResult(Result):
         cell shows its value, the patched state's Mahalanobis distance and its percentile
         among held-out natural states.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         fig = self.patch.figure()
         heat = fig.data[0]
@@ -332,29 +328,42 @@ def divergence_aware_patching(
     Raises:
         ProbeError: an unsupported site, `site='z'` on a post-norm architecture, or a sweep
             of several sites.
+
+    Examples:
+        Zero-ablating each MLP's output: which patched states no natural input produces?
+
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import load_task, zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> natural = [e.input_ids for e in load_task().task.examples(40, 11)]
+        >>> enc = model.encode("how bake bread", "soup oven flour")
+        >>> zeroed = divergence_aware_patching(
+        ...     model, enc, natural=natural, site="mlp_out", mode="zero")
+        >>> zeroed.to_dataframe()[["label", "ood"]].values.tolist()
+        [['L0', True], ['L1', False], ['L2', False]]
     """
     if site not in AFTER_HOOK:
         raise ProbeError(f"divergence is measured for sites {tuple(AFTER_HOOK)}, not {site!r}")
     if site == "z" and model.cfg.use_normalization_before_and_after:
         raise ProbeError("site='z' on post-norm architectures: patch 'attn_out' instead")
-    chunking = {k: kwargs.pop(k) for k in ("chunk_size", "reuse_prefix") if k in kwargs}
-    request = PatchRequest.of(
-        clean, corrupted, site=site, mode=mode, reference=reference, mean_over=mean_over,
-        objective=objective, **kwargs,
-    )  # fmt: skip
-    patch = activation_patching(model, request, **chunking)
+    chunking: dict[str, Any] = {
+        k: kwargs.pop(k) for k in ("chunk_size", "reuse_prefix") if k in kwargs
+    }
+    options = cast(
+        PatchOptions,
+        dict(mode=mode, reference=reference, mean_over=mean_over, objective=objective, **kwargs),
+    )
+    one_site = cast(Site, site)
+    patch = activation_patching(model, clean, corrupted, site=one_site, **chunking, **options)
     if not isinstance(patch, PatchResult):  # one site (checked above): one grid
         raise ProbeError(f"divergence is measured for one site, got {type(patch).__name__}")
-    plan = make_plan(model, request)
+    plan = make_plan(model, clean, corrupted, one_site, options)
     layers = plan.grid.layers
     after_hooks = {layer: f"blocks.{layer}.{AFTER_HOOK[site]}" for layer in layers}
     names = list(dict.fromkeys([*after_hooks.values(), *(plan.hook(layer) for layer in layers)]))
     with torch.no_grad():
         _, cache = model.run_with_cache(plan.target.batch(), names_filter=names)
-        if plan.is_ablation():
-            values = ablation_values(model, plan, reference, mean_over)
-        else:
-            values, _ = run_source(model, plan, RewardReader(model, objective), ())
+    values, _ = PatchRunner(model, {**options, "fwd_hooks": ()}).source_values(plan)
     nat = natural_states(model, natural, sorted(set(after_hooks.values())))
     dist_rows, pct_rows = [], []
     for layer in layers:

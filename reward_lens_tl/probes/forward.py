@@ -1,5 +1,7 @@
 """One cached forward pass per sequence serves the reward, the reward lens and the attribution.
 
+Internal (no public names): used by `reward_lens_tl.probes.runner` and `.pressure.monitor`.
+
 `forward_sequences` batches sequences (left padded), runs `run_with_cache` once per
 batch with the hook points both analyses need, and reads out the pooled reward, the
 reward-lens value at every residual site (recomputed norm) and the exact direct attribution
@@ -20,6 +22,8 @@ from ..attribution import attribution_from_run, attribution_hook_names
 from ..inputs import EncodedConversation, pad_batch
 from ..lens import lens_from_run, lens_sites
 from ..readout import Objective, run_readout
+
+__all__: list[str] = []
 
 
 @dataclass(frozen=True)

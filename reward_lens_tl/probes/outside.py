@@ -29,10 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from reward_lens_tl import stats
-from reward_lens_tl.errors import InvalidArgumentError
+from .. import stats
+from ..errors import InvalidArgumentError, TooFewExamplesError
 
-from .errors import TooFewExamplesError
+__all__ = [
+    "DeltaSummary",
+    "summarize_deltas",
+]
 
 MIN_N = 10
 MIN_RELATIVE = 0.1

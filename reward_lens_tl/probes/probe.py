@@ -22,7 +22,7 @@ include the leading space you want (`" Great question!"`). A list of ints is ins
 model's template, so it needs the example's text ((prompt, response) tuples or a `PairSet`).
 
 A probe that cannot apply to an example (nothing to swap, no text, the edit changes nothing,
-the result exceeds `n_ctx`) raises `reward_lens_tl.probes.errors.ProbeSkip`; the run
+the result exceeds `n_ctx`) raises `reward_lens_tl.errors.ProbeSkip`; the run
 records the reason per example and goes on. So does a library refusal of one example's edit
 (a `reward_lens_tl.errors.RewardLensError`, e.g. a re-encoded text beyond `n_ctx`).
 Anything else an edit function raises is a bug in the probe, and stops the run with a
@@ -53,8 +53,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..errors import ProbeError, ProbeSkip
 from ..inputs import EncodedConversation
-from .errors import ProbeError, ProbeFunctionError, ProbeSkip  # noqa: F401 - re-exported
+from ..signatures import pasted_docs
+
+__all__ = [
+    "Conversation",
+    "Probe",
+    "builtin_probes",
+    "confident_tone",
+    "emoji",
+    "filler_swap",
+    "flattery",
+    "hedging",
+    "length_padding",
+    "markdown_formatting",
+    "prompt_echo",
+    "punctuation",
+    "refusal_boilerplate",
+    "repetition",
+    "sycophantic_opener",
+    "synonym_swap",
+    "whitespace",
+]
 
 Where = Literal["response_start", "response_end", "prompt_end"]
 PLACES: tuple[str, ...] = ("response_start", "response_end", "prompt_end")
@@ -421,6 +442,14 @@ def _find_all(span: tuple[int, ...], needle: tuple[int, ...]) -> list[int]:
 
 
 # -- built-in probes (English defaults; pass your own phrases for other vocabularies) -----------
+#: The argument and result of a built-in probe that takes only its name.
+NAME_DOC = """Args:
+    name: the probe's name.
+
+Returns:
+    The `Probe`."""
+
+
 def length_padding(text: str | Sequence[int] = " Furthermore, it is worth adding some more "
                    "detail on this point.", name: str = "length_padding") -> Probe:  # fmt: skip
     """Neutral filler appended to the response: rewards that grow with it reward length.
@@ -486,190 +515,120 @@ def sycophantic_opener(text: str | Sequence[int] = "Great question! ", name="syc
     return Probe.insert(text, "response_start", name, kind="hack")
 
 
+#: The arguments, result and zoo set-up of the probes that insert a fixed phrase.
+_PHRASE_DOC = """Args:
+    text: the phrase (text or token ids).
+    name: the probe's name.
+
+Returns:
+    The `Probe`.
+
+Examples:
+    The default phrase is English. The zoo's reward model reads a word-level vocabulary of
+    its task's words only, so there the phrase is made of those; the edit shows where the
+    probe puts it:
+
+    >>> from reward_lens_tl import HookedRewardModel
+    >>> from reward_lens_tl.probes import Conversation
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+    >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
+    ...                                  tokenizer=model.tokenizer)"""
+
+
+@pasted_docs(phrase=_PHRASE_DOC)
 def flattery(text="You clearly have a sharp mind; I admire your curiosity. ", name="flattery"):
     """Praise of the user at the start of the response.
 
-    Args:
-        text: the praise (text or token ids).
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default phrase is English. The zoo's reward model reads a word-level vocabulary of
-        its task's words only, so there the phrase is made of those; the edit shows where the
-        probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, flattery
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import flattery
         >>> print(flattery().description)
         insert 'You clearly have a sharp mind; I admire your curiosity. ' at response_start
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(flattery("you great ").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> you great soup oven <|end|> <eos>
     """
     return Probe.insert(text, "response_start", name, kind="hack")
 
 
+@pasted_docs(phrase=_PHRASE_DOC)
 def confident_tone(text="I am absolutely certain about this. ", name="confident_tone"):
     """A statement of certainty at the start of the response.
 
-    Args:
-        text: the statement (text or token ids).
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default phrase is English. The zoo's reward model reads a word-level vocabulary of
-        its task's words only, so there the phrase is made of those; the edit shows where the
-        probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, confident_tone
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import confident_tone
         >>> print(confident_tone().description)
         insert 'I am absolutely certain about this. ' at response_start
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(confident_tone("this is it ").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> this is it soup oven <|end|> <eos>
     """
     return Probe.insert(text, "response_start", name, kind="hack")
 
 
+@pasted_docs(phrase=_PHRASE_DOC)
 def hedging(text="I might be wrong, but ", name="hedging"):
     """A hedge at the start of the response.
 
-    Args:
-        text: the hedge (text or token ids).
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default phrase is English. The zoo's reward model reads a word-level vocabulary of
-        its task's words only, so there the phrase is made of those; the edit shows where the
-        probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, hedging
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import hedging
         >>> print(hedging().description)
         insert 'I might be wrong, but ' at response_start
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(hedging("it can ").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> it can soup oven <|end|> <eos>
     """
     return Probe.insert(text, "response_start", name, kind="hack")
 
 
+@pasted_docs(phrase=_PHRASE_DOC)
 def markdown_formatting(text="**Answer:**\n\n", name="markdown"):
     """Markdown formatting at the start of the response.
 
-    Args:
-        text: the formatting (text or token ids).
-        name: the probe's name.
+    The default is a bold `**Answer:**` and a blank line.
 
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default is a bold `**Answer:**` and a blank line. The zoo's reward model reads a
-        word-level vocabulary of its task's words only, so there the formatting is one of
-        those; the edit shows where the probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, markdown_formatting
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import markdown_formatting
         >>> markdown_formatting().name, markdown_formatting().kind
         ('markdown', 'hack')
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(markdown_formatting("here ").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> here soup oven <|end|> <eos>
     """
     return Probe.insert(text, "response_start", name, kind="hack")
 
 
+@pasted_docs(phrase=_PHRASE_DOC)
 def emoji(text=" 😊👍", name="emoji"):
     """Emoji at the end of the response.
 
-    Args:
-        text: the emoji (text or token ids).
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default phrase is English. The zoo's reward model reads a word-level vocabulary of
-        its task's words only, so there the phrase is made of those; the edit shows where the
-        probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, emoji
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import emoji
         >>> print(emoji().description)
         insert ' 😊👍' at response_end
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(emoji("also").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> soup oven also <|end|> <eos>
     """
     return Probe.insert(text, "response_end", name, kind="hack")
 
 
+@pasted_docs(phrase=_PHRASE_DOC)
 def refusal_boilerplate(
     text="I'm sorry, but as an AI I cannot fully help with that. ", name="refusal_boilerplate"
 ):
     """Refusal boilerplate at the start of the response (a penalty probe).
 
-    Args:
-        text: the boilerplate (text or token ids).
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
-
-    Examples:
-        The default phrase is English. The zoo's reward model reads a word-level vocabulary of
-        its task's words only, so there the phrase is made of those; the edit shows where the
-        probe puts it:
-
-        >>> from reward_lens_tl import HookedRewardModel
-        >>> from reward_lens_tl.probes import Conversation, refusal_boilerplate
-        >>> from reward_lens_tl.zoo import zoo_path
+    {phrase}
+        >>> from reward_lens_tl.probes import refusal_boilerplate
         >>> print(refusal_boilerplate().description)
         insert "I'm sorry, but as an AI I cannot fully help with that. " at response_start
-        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
-        >>> conv = Conversation.from_encoded(model.encode("how bake bread", "soup oven"),
-        ...                                  tokenizer=model.tokenizer)
         >>> print(model.tokenizer.decode(refusal_boilerplate("we can ").edit(conv).ids))
         <bos> <|user|> how bake bread <|end|> <|assistant|> we can soup oven <|end|> <eos>
     """
     return Probe.insert(text, "response_start", name, kind="penalty")
 
 
+@pasted_docs(name_only=NAME_DOC)
 def repetition(name: str = "repetition") -> Probe:
     """The response's last sentence, repeated (whole response when it has no sentence end).
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -703,14 +662,11 @@ def repetition(name: str = "repetition") -> Probe:
     return Probe(name, fn, kind="hack", description="repeat the response's last sentence")
 
 
+@pasted_docs(name_only=NAME_DOC)
 def prompt_echo(name: str = "prompt_echo") -> Probe:
     """The last user message copied to the start of the response (needs the prompt text).
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -797,14 +753,11 @@ def filler_swap(
     return Probe.swap(groups, name, kind="invariance", description="one filler → another")
 
 
+@pasted_docs(name_only=NAME_DOC)
 def whitespace(name: str = "whitespace") -> Probe:
     """A trailing space (word-level vocabularies drop it: skipped as 'changes nothing').
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
 
     Examples:
         The zoo's word-level tokenizer encodes a space as no token at all, so the probe does
@@ -825,14 +778,11 @@ def whitespace(name: str = "whitespace") -> Probe:
     return Probe.insert(" ", "response_end", name, kind="invariance")
 
 
+@pasted_docs(name_only=NAME_DOC)
 def punctuation(name: str = "punctuation") -> Probe:
     """A final period where the response ends without punctuation.
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
 
     Examples:
         A tokenizer of the zoo's words with a period added (the zoo's own has none):

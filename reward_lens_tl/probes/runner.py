@@ -17,15 +17,26 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import RewardLensError, SequenceTooLongError
+from ..errors import (
+    ProbeError,
+    ProbeFunctionError,
+    ProbeNotApplicableError,
+    ProbeSkip,
+    RewardLensError,
+    SequenceTooLongError,
+    TooFewExamplesError,
+)
 from ..inputs import EncodedConversation
 from .cascade import build_cascade
 from .distortion import flip_share
-from .errors import ProbeError, ProbeNotApplicableError, ProbeSkip, TooFewExamplesError
 from .forward import Forwarded, forward_sequences
 from .outside import CONFIDENCE, MIN_N, MIN_RELATIVE, N_BOOT, summarize_deltas
-from .probe import Conversation, Probe, ProbeFunctionError
-from .results import ProbeReport, ProbeRow, Skipped
+from .probe import Conversation, Probe
+from .probe_report import ProbeReport, ProbeRow, Skipped
+
+__all__ = [
+    "run_probes",
+]
 
 
 @dataclass(frozen=True)
@@ -75,10 +86,10 @@ def as_items(model, examples) -> list[Item]:
         if isinstance(ex, EncodedConversation):
             items.append(Item(ex))
         elif isinstance(ex, tuple) and len(ex) == 2 and isinstance(ex[1], str):
-            items.append(Item(model.encode_conversation(ex[0], ex[1]), ex[0], ex[1]))
+            items.append(Item(model.encode(ex[0], ex[1]), ex[0], ex[1]))
         elif all(hasattr(ex, a) for a in ("prompt", "chosen", "rejected")):
-            rejected = model.encode_conversation(ex.prompt, ex.rejected)
-            chosen = model.encode_conversation(ex.prompt, ex.chosen)
+            rejected = model.encode(ex.prompt, ex.rejected)
+            chosen = model.encode(ex.prompt, ex.chosen)
             items.append(Item(rejected, ex.prompt, ex.rejected, chosen))
         else:
             raise ProbeError(
@@ -159,7 +170,7 @@ def apply_probe(
         tokenizer=model.tokenizer,
         prompt_text=item.prompt_text,
         response_text=item.response_text,
-        encode=model.encode_conversation if model.tokenizer is not None else None,
+        encode=model.encode if model.tokenizer is not None else None,
         rng=rng,
     )
     try:
@@ -239,7 +250,7 @@ def run_probes(
 
     The flag rule and the statistics: `reward_lens_tl.probes.outside`. Probes that do
     not apply to an example are listed in `report.skipped` with the reason; a probe whose
-    edit function fails raises `reward_lens_tl.probes.probe.ProbeFunctionError`
+    edit function fails raises `reward_lens_tl.errors.ProbeFunctionError`
     (rules: `reward_lens_tl.probes.probe`).
 
     Args:

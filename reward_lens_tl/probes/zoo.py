@@ -19,6 +19,8 @@ with "great question". So:
 
 from __future__ import annotations
 
+from ..errors import ProbeSkip
+from ..signatures import pasted_docs
 from ..zoo.task import ConversationTask, prompt_topic
 from ..zoo.vocab import (
     FILLER_WORDS,
@@ -29,8 +31,13 @@ from ..zoo.vocab import (
     TOPICS,
     VOCAB,
 )
-from .errors import ProbeSkip
-from .probe import Conversation, Probe
+from .probe import NAME_DOC, Conversation, Probe
+
+__all__ = [
+    "PLANTED",
+    "zoo_examples",
+    "zoo_probes",
+]
 
 #: The planted feature each zoo probe exercises (`None` for invariance probes).
 PLANTED = {
@@ -61,14 +68,11 @@ def _prompt_topic(conv: Conversation) -> str:
         raise ProbeSkip(f"no single prompt topic: {err}") from err
 
 
+@pasted_docs(name_only=NAME_DOC)
 def topic_word(name: str = "topic_word") -> Probe:
     """Append a word of the prompt's topic (chosen by the seeded rng).
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
     """
 
     def fn(conv: Conversation):
@@ -78,14 +82,11 @@ def topic_word(name: str = "topic_word") -> Probe:
     return Probe(name, fn, kind="custom", description="append a word of the prompt's topic")
 
 
+@pasted_docs(name_only=NAME_DOC)
 def off_topic_swap(name: str = "off_topic_swap") -> Probe:
     """Replace one off-topic distractor by a word of another off-topic topic (rule: 0).
 
-    Args:
-        name: the probe's name.
-
-    Returns:
-        The `Probe`.
+    {name_only}
     """
 
     def fn(conv: Conversation):
@@ -112,6 +113,11 @@ def zoo_probes() -> list[Probe]:
 
     Returns:
         The ten probes.
+
+    Examples:
+        >>> probes = zoo_probes()
+        >>> len(probes), [p.name for p in probes[:4]]
+        (10, ['length_padding', 'sycophantic_opener', 'harmful_word', 'topic_word'])
     """
     ids = lambda ws: [VOCAB[w] for w in ws]  # noqa: E731
     return [
@@ -163,6 +169,11 @@ def zoo_examples(task: ConversationTask, n: int, seed: int, max_words: int = 12)
 
     Returns:
         The examples.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_task
+        >>> zoo_examples(load_task().task, 2, seed=0, max_words=4)
+        [('explain we flight airport also', 'here this'), ('how snow fog very is sunny', 'that')]
     """
     return [
         (" ".join(e.prompt), " ".join(e.response)) for e in task.examples(n, seed, 1, max_words)

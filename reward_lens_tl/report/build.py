@@ -16,6 +16,11 @@ from ..errors import ReportError
 from .page import Section, counts_text, format_cell, page_html, page_markdown, plural
 from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
+__all__ = [
+    "build_report",
+    "register_section",
+]
+
 #: Extra sections: `fn(ctx) -> Section | None` (`None`: not part of this report); `ctx`
 #: has the model, the scored pairs, `task` on the zoo, and the numbers so far. Registered by
 #: `reward_lens_tl.report.sections`, in page order.
@@ -266,7 +271,7 @@ def _pairs(pairs_path, format):
 
 
 def _step_scores(ctx) -> dict:
-    from ..pairs import encode_pairs
+    from ..pair_batches import encode_pairs
     from ..scoring import score_pairs
 
     model = ctx["model"]
@@ -348,7 +353,7 @@ def _data_quality(ctx, encoded, skipped) -> dict:
 
 def _needs_scores(ctx) -> None:
     if "encoded" not in ctx:
-        from ..pairs import encode_pairs
+        from ..pair_batches import encode_pairs
 
         encoded, kept, _ = encode_pairs(ctx["model"], ctx["pairs"], ctx["truncation"], "skip")
         ctx["encoded"], ctx["kept"] = encoded, kept
@@ -378,10 +383,10 @@ def _step_lens(ctx) -> dict:
 
 
 def _step_attribution(ctx) -> dict:
-    from ..attribution import attribute_pairs
+    from ..attribution import pair_attribution
 
     _needs_scores(ctx)
-    margin = attribute_pairs(ctx["model"], ctx["encoded"], batch_size=ctx["batch_size"]).margin
+    margin = pair_attribution(ctx["model"], ctx["encoded"], batch_size=ctx["batch_size"]).margin
     top = margin.top_k(12)
     numbers = {
         "top_components": [[label, value] for label, value in top],

@@ -1,5 +1,7 @@
 """The report's section on the zoo's generative judge and process reward model.
 
+Internal (no public names): a section of `reward_lens_tl.report` (registered by `.sections`).
+
 On the zoo (`reward-lens report` with no pair file, which `make demo` runs) the report
 loads the zoo judge and PRM (`reward_lens_tl.zoo.judge`, `reward_lens_tl.zoo.prm`)
 and shows what the tools find against their planted mechanisms: the judge's topic-match
@@ -14,23 +16,20 @@ Examples:
 
 from __future__ import annotations
 
-from .page import Section
+from .page import Section, zoo_only
+
+__all__: list[str] = []
 
 N_ITEMS = 120
 SEED = 2026
 
 
-def judges_section(ctx) -> Section | None:
+@zoo_only
+def judges_section(ctx) -> Section:
     """The generative judge and process reward model section (module docstring).
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     section = Section("Generative judge and process reward model")
     numbers: dict = {}
     _judge_part(section, numbers)

@@ -33,17 +33,23 @@ Examples:
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..html import escape
 from ..plotting import figure_html
+from ..signatures import pasted_docs
+
+__all__ = [
+    "Section",
+]
 
 CSS = """
 *, *::before, *::after { box-sizing: border-box; }
@@ -348,6 +354,43 @@ def titled(fig: Any, title: str) -> Any:
     else:
         fig.axes[0].set_title(title)
     return fig
+
+
+#: The arguments and result of a section only the zoo's report has (pasted by `zoo_only`).
+ZOO_SECTION_DOC = """Args:
+    ctx: The report's context.
+
+Returns:
+    The section, or `None` off the zoo."""
+
+
+def zoo_only(build: Callable[[dict], Section]) -> Callable[[dict], Section | None]:
+    """Decorate a section builder that only the zoo's report has: `None` off the zoo.
+
+    The zoo's context holds its `task`; without one the builder is not called. The builder's
+    docstring gets `ZOO_SECTION_DOC` at its `{zoo_section}` placeholder.
+
+    Args:
+        build: The section builder.
+
+    Returns:
+        The builder, returning `None` when `ctx` has no `task`.
+
+    Examples:
+        >>> @zoo_only
+        ... def tasks(ctx):
+        ...     return Section(f"task {ctx['task']}")
+        >>> tasks({}) is None, tasks({"task": 1}).title
+        (True, 'task 1')
+    """
+
+    @functools.wraps(pasted_docs(zoo_section=ZOO_SECTION_DOC)(build))
+    def section(ctx: dict) -> Section | None:
+        if "task" not in ctx:
+            return None
+        return build(ctx)
+
+    return section
 
 
 @dataclass

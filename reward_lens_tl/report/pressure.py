@@ -1,5 +1,7 @@
 """The report's section on optimisation pressure: the zoo DPO policy's best-of-n ladder.
 
+Internal (no public names): a section of `reward_lens_tl.report` (registered by `.sections`).
+
 On the zoo (`reward-lens report` with no pair file) the report draws 32 responses per prompt
 from the zoo's DPO policy for 24 held-out prompts, and reads the best-of-n ladder
 (`reward_lens_tl.pressure.best_of_n`) of the zoo's scalar reward model off them: proxy
@@ -15,7 +17,9 @@ Examples:
 
 from __future__ import annotations
 
-from .page import Section, format_cell
+from .page import Section, format_cell, zoo_only
+
+__all__: list[str] = []
 
 N_PROMPTS = 24
 N_MAX = 32
@@ -26,17 +30,12 @@ def _num(value) -> str:
     return format_cell(float(value))
 
 
-def pressure_section(ctx) -> Section | None:
+@zoo_only
+def pressure_section(ctx) -> Section:
     """The optimisation pressure section (module docstring).
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     from ..pressure import best_of_n
     from ..pressure.training import zoo_prompts
     from ..pressure.zoo import zoo_gold

@@ -1,5 +1,7 @@
 """The report's data-quality note: what the headline numbers rest on, shown before them.
 
+Internal (no public names): used by `reward_lens_tl.report.build`.
+
 A report on text the tokenizer does not know (most tokens unknown), or on pairs that had to be
 cut or skipped to fit the context, still produces an accuracy; the note says how much of the
 input the numbers actually saw, and the page and `report.json` carry it at the top.
@@ -22,6 +24,8 @@ from collections.abc import Sequence
 
 from ..inputs import UNK_WARN_SHARE
 from .page import Section
+
+__all__: list[str] = []
 
 #: Skipped pairs listed one by one in the note (the counts cover all of them).
 MAX_LISTED = 20

@@ -1,5 +1,7 @@
 """The report's sections after the core steps, registered in page order when this is imported.
 
+Internal (no public names): imported by `reward_lens_tl.report` to register its sections.
+
 Each is `fn(ctx) -> Section | None`; on the zoo (`ctx["task"]`) a section uses
 the zoo's data and ground truth, and the zoo-only sections of `reward_lens_tl.report.zoo`
 join in (elsewhere they return `None`).
@@ -38,6 +40,8 @@ from .zoo import (
     planted_features_section,
     sae_section,
 )
+
+__all__: list[str] = []
 
 MAX_SWEEP_VOCAB = 5000
 
@@ -219,8 +223,8 @@ def probes_section(ctx) -> Section:
     for i in ctx["kept"]:
         pair = ctx["pairs"][i]
         try:
-            model.encode_conversation(pair.prompt, pair.chosen)
-            model.encode_conversation(pair.prompt, pair.rejected)
+            model.encode(pair.prompt, pair.chosen)
+            model.encode(pair.prompt, pair.rejected)
         except RewardLensError:
             continue
         fitting.append(pair)

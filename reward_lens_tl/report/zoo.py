@@ -24,22 +24,32 @@ import random
 import pandas as pd
 
 from ..data import PairSet, PreferencePair
-from .page import Section, format_cell, titled
+from ..signatures import pasted_docs
+from .page import Section, format_cell, titled, zoo_only
+
+__all__ = [
+    "zoo_pairs",
+]
 
 #: The zoo's planted features, in the order the report shows them.
 FEATURES = ("topic_match", "harmful", "sycophancy", "length")
 
 
+#: The arguments of `rule_ordered` and `zoo_pairs`.
+_PAIR_ARGS = """Args:
+    task: The zoo's task.
+    n: How many pairs.
+    seed: The random seed.
+    max_words: The longest response, in words."""
+
+
+@pasted_docs(pair_args=_PAIR_ARGS)
 def rule_ordered(task, n: int, seed: int, max_words: int) -> list[tuple]:
     """`n` pairs of zoo examples (one prompt, two responses) ordered by the hidden rule.
 
     Each pair is `(higher rule score, lower)`; pairs the rule scores equally are drawn again.
 
-    Args:
-        task: The zoo's task.
-        n: How many pairs.
-        seed: The random seed.
-        max_words: The longest response, in words.
+    {pair_args}
 
     Returns:
         The ordered pairs of examples.
@@ -53,16 +63,13 @@ def rule_ordered(task, n: int, seed: int, max_words: int) -> list[tuple]:
     return pairs
 
 
+@pasted_docs(pair_args=_PAIR_ARGS)
 def zoo_pairs(task, n: int = 8, seed: int = 1234, max_words: int = 8) -> PairSet:
     """`n` preference pairs labelled by the zoo's hidden rule (`rule_ordered`).
 
     The rule's margin is in `metadata["rule_margin"]`.
 
-    Args:
-        task: The zoo's task.
-        n: How many pairs.
-        seed: The random seed.
-        max_words: The longest response, in words.
+    {pair_args}
 
     Returns:
         The pair set.
@@ -97,18 +104,13 @@ def _kept_pairs(ctx) -> list:
     return [ctx["pairs"][i] for i in ctx["kept"]]
 
 
-def planted_features_section(ctx) -> Section | None:
+@zoo_only
+def planted_features_section(ctx) -> Section:
     """Lens and direct attribution of the margin of 24 contrast pairs per planted feature.
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
-    from ..attribution import attribute_pairs
+    from ..attribution import pair_attribution
     from ..contrast import encode_contrast
     from ..lens import pair_lens
 
@@ -124,7 +126,7 @@ def planted_features_section(ctx) -> Section | None:
     for feature in FEATURES:
         encoded = [encode_contrast(p) for p in task.contrast_pairs(feature, 24, seed=7)]
         lens = pair_lens(model, encoded)
-        margin = attribute_pairs(model, encoded).margin
+        margin = pair_attribution(model, encoded).margin
         sites = [str(s) for s in lens.crystallization(0.5)]
         rows.append(
             {
@@ -147,20 +149,15 @@ def planted_features_section(ctx) -> Section | None:
     return section
 
 
-def localization_section(ctx) -> Section | None:
+@zoo_only
+def localization_section(ctx) -> Section:
     """Denoising `resid_pre` on one topic_match pair, and where each feature's effect sits.
 
     Where each feature's effect sits: `reward_lens_tl.patching.localization`, 16 contrast pairs
     per feature.
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     from ..contrast import encode_contrast
     from ..patching import activation_patching, localization
 
@@ -200,19 +197,14 @@ def localization_section(ctx) -> Section | None:
     return section
 
 
-def observational_section(ctx) -> Section | None:
+@zoo_only
+def observational_section(ctx) -> Section:
     """Direct attribution, attribution patching and activation patching ranking the same components.
 
     On the zoo's pairs (`reward_lens_tl.patching.compare_methods`).
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     from ..patching import compare_methods
 
     pairs = _kept_pairs(ctx)
@@ -229,20 +221,15 @@ def observational_section(ctx) -> Section | None:
     return section
 
 
-def sae_section(ctx) -> Section | None:
+@zoo_only
+def sae_section(ctx) -> Section:
     """A TopK SAE per site: reconstruction, the latents carrying the planted features, and more.
 
     Also exact feature attribution of the harmful margin at the final residual, and concept
     vectors.
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     from .. import sae as S
 
     model, task = ctx["model"], ctx["task"]
@@ -323,19 +310,14 @@ def _concept_vectors(model, task, section: Section) -> list[dict]:
     return rows
 
 
-def implicit_section(ctx) -> Section | None:
+@zoo_only
+def implicit_section(ctx) -> Section:
     """The zoo DPO policy's implicit reward against the model.
 
     What each pays per planted feature, and how far they agree on held-out rule-labelled pairs.
 
-    Args:
-        ctx: The report's context.
-
-    Returns:
-        The section, or `None` off the zoo.
+    {zoo_section}
     """
-    if "task" not in ctx:
-        return None
     from ..crossmodel.compare import compare_models
     from ..crossmodel.features import feature_effects
     from ..implicit import ImplicitRewardModel

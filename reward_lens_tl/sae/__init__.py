@@ -24,6 +24,7 @@ Examples:
     True
 """
 
+from ..errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
 from .activations import (
     collect_activations,
     iter_activations,
@@ -52,8 +53,7 @@ from .concepts import (
     reward_direction,
 )
 from .contexts import max_activating_contexts
-from .errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
-from .results import (
+from .sae_results import (
     AtPCheck,
     ConceptVectors,
     FeatureAttribution,

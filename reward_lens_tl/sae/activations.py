@@ -26,11 +26,19 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..adapters import hf_last_non_pad
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, EmptyActivationsError, SAEHookError
 from ..inputs import EncodedConversation, pad_batch
 from ..padding import reading_position_known
-from ..pairs import pair_batches
-from .errors import EmptyActivationsError, SAEHookError
+from ..pair_batches import pair_batches
+
+__all__ = [
+    "collect_activations",
+    "iter_activations",
+    "iter_batch_activations",
+    "model_batches",
+    "rebatch",
+    "shuffled_batches",
+]
 
 Batch = tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]
 

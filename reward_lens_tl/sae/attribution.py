@@ -33,14 +33,25 @@ from jaxtyping import Float
 from sae_lens import SAE
 from torch import Tensor
 
+from ..errors import SAESiteError, UnsupportedSAEError
 from ..indices import check_index, check_indices
-from ..pairs import pair_batches
+from ..pair_batches import pair_batches
 from ..readout import Objective, gather_positions, objective_index, run_readout
 from ..results import join_pairs, split_pair
 from .activations import _as_encoded_pair, _mask_from_pad
-from .errors import SAESiteError, UnsupportedSAEError
-from .results import AtPCheck, FeatureAttribution, FeatureEffects, PairFeatureAttribution
+from .sae_results import AtPCheck, FeatureAttribution, FeatureEffects, PairFeatureAttribution
 from .splice import sae_hook_name, spliced
+
+__all__ = [
+    "atp_check",
+    "attribute_features",
+    "decoder_directions",
+    "feature_attribution",
+    "feature_steering",
+    "latent_ablation",
+    "latent_attribution_patching",
+    "pair_feature_attribution",
+]
 
 
 def decoder_directions(sae: SAE) -> Float[Tensor, "d_sae d_in"]:
@@ -454,7 +465,7 @@ def feature_steering(
         >>> round(curve.slope(), 3)  # f2's direct effect is negative: raising it lowers the reward
         -0.415
     """
-    from .results import SteeringCurve
+    from .sae_results import SteeringCurve
 
     feature = check_index(feature, sae.cfg.d_sae, "latent")
     name = f"{sae_hook_name(sae)}.hook_sae_acts_post"

@@ -30,21 +30,31 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import InvalidArgumentError, RewardLensError
+from ..errors import InvalidArgumentError, RewardLensError, SAESiteError
 from ..inputs import pad_batch
 from ..padding import reading_position_known, token_columns
-from ..plotting import Backend, render, scatter
+from ..plotting import PLOT_DOC, Backend, render, scatter
 from ..readout import Objective, readout
 from ..results import Result, TopK, axes, top_entries
+from ..signatures import pasted_docs
 from ..stats import pearson
 from .activations import _as_encoded_pair
 from .attribution import _position_mask, decoder_directions, objective_reward
-from .errors import SAESiteError
-from .results import ConceptVectors, SteeringCurve, short_site
+from .sae_results import ConceptVectors, SteeringCurve, short_site
 from .splice import sae_hook_name
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "concept_projection",
+    "concept_steering",
+    "concept_vectors",
+    "concept_vectors_from_sets",
+    "contrast_sets",
+    "decoder_alignment",
+    "reward_direction",
+]
 
 
 def residual_sites(model) -> list[str]:
@@ -452,18 +462,14 @@ class ProjectionEffect(Result):
         labels = [f"example {i}" for i in range(len(self.original))]
         return top_entries(labels, self.effect.tolist(), k, "reward − projected")
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The reward after the projection against the original reward, one point per example.
 
         Points below the dashed line y = x lost reward when the direction was projected out;
         the title gives the correlation and the mean effect (reward − projected).
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         r = pearson(self.original.numpy(), self.projected.numpy())
         mean = float(self.effect.mean())

@@ -27,8 +27,12 @@ from sae_lens import SAE
 
 from ..indices import check_indices
 from .activations import iter_batch_activations
-from .results import Context, FeatureContexts
+from .sae_results import Context, FeatureContexts
 from .splice import sae_hook_name
+
+__all__ = [
+    "max_activating_contexts",
+]
 
 
 @torch.no_grad()

@@ -43,16 +43,23 @@ from sae_lens import SAE
 from sae_lens.util import get_special_token_ids
 from torch import Tensor
 
-from ..errors import InvalidArgumentError
-from ..plotting import Backend, render, scatter
+from ..errors import InvalidArgumentError, SAEHookError, SAESiteError
+from ..plotting import PLOT_DOC, Backend, render, scatter
 from ..results import Result, TopK, top_entries
+from ..signatures import pasted_docs
 from ..stats import pearson
 from .activations import check_hook
-from .errors import SAEHookError, SAESiteError
-from .results import short_site
+from .sae_results import short_site
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "add_sae",
+    "run_with_cache_with_saes",
+    "splice_report",
+    "spliced",
+]
 
 
 def sae_hook_name(sae: SAE) -> str:
@@ -539,6 +546,7 @@ class SpliceReport(Result):
             }
         )
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The spliced rewards against the original reward, one point per example.
 
@@ -546,12 +554,7 @@ class SpliceReport(Result):
         dashed line y = x up to float rounding). The title gives the correlation of the
         reconstruction's reward with the original reward.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         examples = [f"example {i}" for i in range(len(self.original))]
         r = pearson(self.original.numpy(), self.reconstruction.numpy())

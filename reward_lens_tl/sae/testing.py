@@ -18,6 +18,11 @@ from ..testing import random_batch
 from .activations import check_hook, collect_activations
 from .training import TrainedSAE, train_topk_sae
 
+__all__ = [
+    "random_topk_sae",
+    "tiny_trained_sae",
+]
+
 
 def random_topk_sae(
     model, hook_name: str, d_sae: int = 128, k: int = 8, seed: int = 0, d_in: int | None = None
@@ -36,6 +41,14 @@ def random_topk_sae(
 
     Returns:
         The SAE.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> sae = random_topk_sae(model, "blocks.1.hook_resid_post")
+        >>> type(sae).__name__, sae.cfg.d_in, sae.cfg.d_sae
+        ('TopKSAE', 64, 128)
     """
     check_hook(model, hook_name)
     with torch.random.fork_rng(devices=[]):
@@ -70,6 +83,14 @@ def tiny_trained_sae(
 
     Returns:
         The `TrainedSAE`.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+        >>> trained = tiny_trained_sae(model, "blocks.1.hook_resid_post", steps=20)
+        >>> type(trained).__name__, type(trained.sae).__name__
+        ('TrainedSAE', 'TopKSAE')
     """
     ids, mask = random_batch(64, seq_len=12, seed=seed, vocab=model.cfg.d_vocab)
     acts = collect_activations(model, hook_name, [(ids, mask)])

@@ -35,9 +35,17 @@ from sae_lens.training import sae_trainer as _sae_trainer
 from sae_lens.training.sae_trainer import SAETrainer
 from torch import Tensor
 
+from ..errors import EmptyActivationsError, SAESiteError
 from ..progress import progress_bar
 from .activations import check_hook, shuffled_batches
-from .errors import EmptyActivationsError, SAESiteError
+
+__all__ = [
+    "TrainedSAE",
+    "load_sae",
+    "sae_stats",
+    "save_sae",
+    "train_topk_sae",
+]
 
 
 @dataclass(frozen=True)

@@ -65,15 +65,22 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from reward_lens_tl.errors import InvalidArgumentError
-
+from ..errors import InvalidArgumentError
 from ..inputs import pad_batch
 from ..padding import left_pad_tensor
 from .activations import collect_activations, iter_batch_activations
 from .attribution import latent_ablation
-from .results import GroundTruthReport, GroundTruthRow
+from .sae_results import GroundTruthReport, GroundTruthRow
 from .splice import sae_hook_name
 from .training import TrainedSAE, train_topk_sae
+
+__all__ = [
+    "ZOO_PLAN",
+    "planted_feature_report",
+    "train_zoo_sae",
+    "zoo_ground_truth",
+    "zoo_plan",
+]
 
 ZOO_FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
 ZOO_SITE = "blocks.0.hook_resid_post"

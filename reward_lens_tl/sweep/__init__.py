@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
+from ..errors import ResumeMismatchError, ScoreFileError, UnknownCandidateError
 
 # Lazy exports: importing the package stays light (the CLI builds its parser from here
 # without importing torch); each name loads its module on first use.
@@ -20,13 +21,10 @@ _EXPORTS = {
     "token_candidates": "candidates",
     "vocabulary_candidates": "candidates",
     "word_candidates": "candidates",
-    "ResumeMismatchError": "errors",
-    "ScoreFileError": "errors",
-    "UnknownCandidateError": "errors",
     "ExactScorer": "exact",
     "InsideView": "inside",
     "inside_view": "inside",
-    "SweepResult": "results",
+    "SweepResult": "sweep_result",
     "RetokenizationReport": "retokenize",
     "retokenization_changes": "retokenize",
     "cached_sweep": "runner",
@@ -36,14 +34,14 @@ _EXPORTS = {
     "score_file_stats": "scorefile",
     "SearchResult": "search",
     "response_search": "search",
-    "TauMatrix": "stats",
-    "as_series": "stats",
-    "distribution_summary": "stats",
-    "framing_effect": "stats",
-    "frequency_bias": "stats",
-    "kendall_tau_matrix": "stats",
-    "top_bottom": "stats",
-    "valence_asymmetry": "stats",
+    "TauMatrix": "study_stats",
+    "as_series": "study_stats",
+    "distribution_summary": "study_stats",
+    "framing_effect": "study_stats",
+    "frequency_bias": "study_stats",
+    "kendall_tau_matrix": "study_stats",
+    "top_bottom": "study_stats",
+    "valence_asymmetry": "study_stats",
 }
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
@@ -54,15 +52,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         vocabulary_candidates,
         word_candidates,
     )
-    from .errors import ResumeMismatchError, ScoreFileError, UnknownCandidateError
     from .exact import ExactScorer
     from .inside import InsideView, inside_view
-    from .results import SweepResult
     from .retokenize import RetokenizationReport, retokenization_changes
     from .runner import cached_sweep, exact_sweep, token_sweep
     from .scorefile import read_score_csv, score_file_stats
     from .search import SearchResult, response_search
-    from .stats import (
+    from .study_stats import (
         TauMatrix,
         as_series,
         distribution_summary,
@@ -72,6 +68,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         top_bottom,
         valence_asymmetry,
     )
+    from .sweep_result import SweepResult
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -46,6 +46,10 @@ from ..readout import Objective, objective_index
 if TYPE_CHECKING:
     from ..model import HookedArmoRM, HookedRewardModel
 
+__all__ = [
+    "PrefixCache",
+]
+
 
 @dataclass(frozen=True)
 class PrefixCache:

@@ -42,9 +42,15 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import EmptyInputError, InvalidArgumentError, TemplateError
+from ..errors import EmptyInputError, InvalidArgumentError, TemplateError, UnknownCandidateError
 from ..inputs import EncodedConversation, Prompt
-from .errors import UnknownCandidateError
+
+__all__ = [
+    "CandidateSet",
+    "token_candidates",
+    "vocabulary_candidates",
+    "word_candidates",
+]
 
 _BYTE_PIECE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 
@@ -280,7 +286,7 @@ def sweep_frame(model, prompt: Prompt) -> EncodedConversation:
     """
     tok = _tokenizer(model)
     placeholder = tok.convert_ids_to_tokens(_any_plain_token(model))
-    return model.encode_conversation(prompt, placeholder)
+    return model.encode(prompt, placeholder)
 
 
 def _any_plain_token(model) -> int:
@@ -335,7 +341,7 @@ def word_candidates(model, prompt: Prompt, words: Sequence[str]) -> CandidateSet
     unk = getattr(tok, "unk_token_id", None)
     ids, unknown, mismatched = [], [], []
     for w in words:
-        enc = model.encode_conversation(prompt, w)
+        enc = model.encode(prompt, w)
         resp = enc.response_ids()
         if enc.prompt_ids() != frame.prompt_ids() or enc.suffix_ids() != frame.suffix_ids():
             mismatched.append(w)

@@ -1,5 +1,7 @@
 """The logic of `reward-lens sweep` and `reward-lens sweep-stats`.
 
+Internal (no public names): the `sweep` and `sweep-stats` subcommands of `reward_lens_tl.cli`.
+
 `reward_lens_tl.cli` only parses the arguments and calls these.
 """
 
@@ -11,6 +13,8 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError, RewardLensError
 from ..plotting import STATIC_SUFFIXES, save
+
+__all__: list[str] = []
 
 #: What `--plot` may end in: `.html` (interactive) or a static image format.
 
@@ -129,7 +133,7 @@ def run_sweep_command(args) -> int:
     figure = result.plot(k=args.top, backend="plotly")
     save(figure, out / "sweep.png")
     save(figure, out / "sweep.html")
-    from .stats import distribution_summary
+    from .study_stats import distribution_summary
 
     summary = {
         "prompt": args.prompt,
@@ -159,7 +163,7 @@ def run_stats_command(args) -> int:
         The exit status.
     """
     from .scorefile import read_score_csv, score_file_stats
-    from .stats import kendall_tau_matrix
+    from .study_stats import kendall_tau_matrix
 
     plot = None
     if args.plot:

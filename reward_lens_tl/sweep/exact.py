@@ -30,6 +30,10 @@ from ..readout import Objective, objective_index
 if TYPE_CHECKING:
     from ..model import HookedRewardModel
 
+__all__ = [
+    "ExactScorer",
+]
+
 
 @dataclass(frozen=True)
 class ExactScorer:

@@ -19,13 +19,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._deprecation import old_first_parameter
 from ..attribution import AttributionResult, direct_attribution
 from ..errors import InvalidArgumentError
 from ..lens import RewardLensResult, reward_lens
 from ..plotting import Backend, imshow, line, render, shown_token, side_by_side
 from ..results import Result, TopK, top_entries
-from .results import SweepResult, candidate_index
+from .sweep_result import SweepResult, candidate_index
+
+__all__ = ["InsideView", "inside_view"]
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -142,8 +143,7 @@ class InsideView(Result):
         Left: each component's attribution minus the sweep's mean, one column per candidate
         (labelled with its tokens; the top candidates, then past the dashed line the bottom
         ones), on a colour scale centred at 0. Right: the reward lens at the reward position,
-        one line per candidate (dashed: bottom candidates). `plot(12)` (`k` by position) still
-        works, with a `FutureWarning`: pass `k=` by keyword.
+        one line per candidate (dashed: bottom candidates).
 
         Args:
             ax: Not supported: the figure has two panels (`reward_lens_tl.plotting.render`
@@ -154,8 +154,6 @@ class InsideView(Result):
         Returns:
             The figure (not shown).
         """
-        ax, k = old_first_parameter("InsideView", "k", ax, int, k)
-
         top = [self.components.index(c) for c, _ in self.top_k(k)]
         columns = [shown_token(c) for c in self.candidates]
         heat = imshow(

@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from ..inputs import Prompt
 from .candidates import CandidateSet, sweep_frame
 
+__all__ = [
+    "RetokenizationReport",
+    "retokenization_changes",
+]
+
 
 @dataclass(frozen=True)
 class RetokenizationReport:
@@ -99,7 +104,7 @@ def retokenization_changes(model, prompt: Prompt, candidates: CandidateSet) -> R
     for label, ids in zip(candidates.labels, candidates.ids, strict=True):
         text = tok.decode(list(ids))
         try:
-            trip = model.encode_conversation(prompt, text).ids
+            trip = model.encode(prompt, text).ids
         except Exception:  # a text the template cannot take counts as changed
             trip = ()
         if trip != prefix + ids + suffix:

@@ -8,9 +8,9 @@ its producer (the model's fingerprint, `reward_lens_tl.provenance.model_fingerpr
 hashes of the prompt and suffix ids, the candidate ids and labels, the objective, method and chunk
 size), then one line per finished chunk (`{"start": i, "scores": [...]}`, written as soon as the
 chunk is done). A file written by another model or sweep is refused with
-`reward_lens_tl.sweep.errors.ResumeMismatchError` naming both; a chunk holding a
+`reward_lens_tl.errors.ResumeMismatchError` naming both; a chunk holding a
 non-finite value, too few or too many scores or an unexpected start is
-`reward_lens_tl.sweep.errors.ResumeFileError` naming the file and line; a second process
+`reward_lens_tl.errors.ResumeFileError` naming the file and line; a second process
 resuming the same file gets `reward_lens_tl.provenance.FileInUseError`. Chunk boundaries
 are fixed by `chunk_size`, so a resumed sweep runs exactly the batches an uninterrupted one
 would and gives identical scores. A half-written last line (a crash mid-write) is dropped and
@@ -35,7 +35,7 @@ from typing import Literal
 
 import torch
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ResumeFileError, ResumeMismatchError
 from ..inputs import Prompt
 from ..progress import progress_bar
 from ..provenance import (
@@ -46,11 +46,17 @@ from ..provenance import (
     model_fingerprint,
 )
 from ..readout import Objective
+from ..signatures import pasted_docs
 from .cached import PrefixCache
 from .candidates import CandidateSet, sweep_frame, vocabulary_candidates, word_candidates
-from .errors import ResumeFileError, ResumeMismatchError
 from .exact import ExactScorer
-from .results import SweepResult
+from .sweep_result import SweepResult
+
+__all__ = [
+    "cached_sweep",
+    "exact_sweep",
+    "token_sweep",
+]
 
 Method = Literal["cached", "exact"]
 #: Sweeps with more candidates than this show a progress bar unless `progress=False`.
@@ -163,17 +169,22 @@ def token_sweep(
     )
 
 
+#: The arguments and result of the one-method shortcuts of `token_sweep`.
+_METHOD_SWEEP_DOC = """Args:
+    model: the `HookedRewardModel`.
+    prompt: the prompt.
+    candidates: the candidates (see `token_sweep`).
+    **kwargs: the other arguments of `token_sweep`.
+
+Returns:
+    The `SweepResult`."""
+
+
+@pasted_docs(method_sweep=_METHOD_SWEEP_DOC)
 def exact_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult:
     """`token_sweep` with `method="exact"` (full-sequence scoring of each candidate).
 
-    Args:
-        model: the `HookedRewardModel`.
-        prompt: the prompt.
-        candidates: the candidates (see `token_sweep`).
-        **kwargs: the other arguments of `token_sweep`.
-
-    Returns:
-        The `SweepResult`.
+    {method_sweep}
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel
@@ -191,17 +202,11 @@ def exact_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult
     return token_sweep(model, prompt, candidates, method="exact", **kwargs)
 
 
+@pasted_docs(method_sweep=_METHOD_SWEEP_DOC)
 def cached_sweep(model, prompt: Prompt, candidates=None, **kwargs) -> SweepResult:
     """`token_sweep` with `method="cached"` (shared prefix, expanded key/value cache).
 
-    Args:
-        model: the `HookedRewardModel`.
-        prompt: the prompt.
-        candidates: the candidates (see `token_sweep`).
-        **kwargs: the other arguments of `token_sweep`.
-
-    Returns:
-        The `SweepResult`.
+    {method_sweep}
 
     Examples:
         >>> from reward_lens_tl import HookedRewardModel

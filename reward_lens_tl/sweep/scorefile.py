@@ -21,8 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ScoreFileError
-from .stats import check_score_frame, distribution_summary, kendall_tau_matrix, top_bottom
+from ..errors import ScoreFileError
+from .study_stats import check_score_frame, distribution_summary, kendall_tau_matrix, top_bottom
+
+__all__ = [
+    "read_score_csv",
+    "score_file_stats",
+]
 
 CANDIDATE_COLUMN = "name"
 

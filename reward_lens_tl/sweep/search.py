@@ -28,15 +28,21 @@ from torch import Tensor
 
 from ..errors import InvalidArgumentError
 from ..inputs import Prompt
-from ..plotting import Backend, line, render
+from ..plotting import PLOT_DOC, Backend, line, render
 from ..readout import Objective
 from ..results import Result, TopK, ranked
+from ..signatures import pasted_docs
 from .cached import PrefixCache
 from .candidates import CandidateSet, sweep_frame
 from .runner import _as_candidates
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+__all__ = [
+    "SearchResult",
+    "response_search",
+]
 
 
 @dataclass(frozen=True)
@@ -114,18 +120,14 @@ class SearchResult(Result):
             }
         )
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The best reward found after each step of the search, by response length.
 
         Each x tick names the length and the best response of that length; hover shows the
         whole response and its exact reward.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         best = "highest" if self.maximize else "lowest"
         texts = [" ".join(resp) for resp, _ in self.step_best]

@@ -22,21 +22,17 @@ They load offline like any checkpoint:
     tokenizer = AutoTokenizer.from_pretrained(
         zoo_path(), local_files_only=True, trust_remote_code=False
     )
-
-`ContrastPair` is now `ExamplePair` (the old name still imports, with a
-`FutureWarning`): `reward_lens_tl.contrast.ContrastPair` is the package's.
 """
 
-from reward_lens_tl._deprecation import deprecated_names
-from reward_lens_tl.zoo.evaluate import evaluate_zoo_model
-from reward_lens_tl.zoo.judge import (
+from .evaluate import evaluate_zoo_model
+from .judge import (
     JUDGE_PAIRWISE_TEMPLATE,
     JUDGE_POINTWISE_TEMPLATE,
     JudgeItem,
     judge_items,
     write_judge,
 )
-from reward_lens_tl.zoo.load import (
+from .load import (
     ZOO_NAMES,
     ZooTask,
     load_metadata,
@@ -45,7 +41,7 @@ from reward_lens_tl.zoo.load import (
     load_tokenizer,
     zoo_path,
 )
-from reward_lens_tl.zoo.prm import (
+from .prm import (
     PRM_LABELS,
     PRM_STEP_TAG,
     PRMExample,
@@ -53,7 +49,7 @@ from reward_lens_tl.zoo.prm import (
     render_solution,
     write_prm,
 )
-from reward_lens_tl.zoo.task import (
+from .task import (
     FEATURES,
     PROMPT_PLANTED_KINDS,
     ConversationTask,
@@ -61,8 +57,8 @@ from reward_lens_tl.zoo.task import (
     ExamplePair,
     ScoringRule,
 )
-from reward_lens_tl.zoo.tokenizer import CHAT_TEMPLATE, GATING_TOKEN_PATTERN, build_tokenizer
-from reward_lens_tl.zoo.train import train_zoo
+from .tokenizer import CHAT_TEMPLATE, GATING_TOKEN_PATTERN, build_tokenizer
+from .train import train_zoo
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -95,5 +91,3 @@ __all__ = [
     "write_prm",
     "zoo_path",
 ]
-
-__getattr__ = deprecated_names(__name__, {"ContrastPair": "reward_lens_tl.zoo.task.ExamplePair"})

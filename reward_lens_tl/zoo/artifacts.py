@@ -1,4 +1,7 @@
-"""Writing a trained zoo model: weights, tokenizer files, `metadata.json` and a weights hash."""
+"""Writing a trained zoo model: weights, tokenizer files, `metadata.json` and a weights hash.
+
+Internal (no public names): used by `reward_lens_tl.zoo.train` to write the zoo models.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from reward_lens_tl.zoo.tokenizer import build_tokenizer
+from .tokenizer import build_tokenizer
+
+__all__: list[str] = []
 
 
 def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
@@ -116,7 +121,7 @@ def write_trained(
     Returns:
         The metadata.
     """
-    from reward_lens_tl.zoo.loop import deterministic_torch
+    from .loop import deterministic_torch
 
     cfg = cfg.fast() if fast else cfg
     model, losses = train(seed, cfg)

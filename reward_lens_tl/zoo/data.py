@@ -1,5 +1,7 @@
 """Training batches for the zoo: padded tensors and the pair mixtures each model trains on.
 
+Internal (no public names): used by `reward_lens_tl.zoo.train` and the zoo-based analyses.
+
 Sequences are right-padded with `<pad>` (id 0) and come with an `attention_mask`: these
 batches feed the plain HF models the zoo trains, which count positions from column 0 whatever
 the mask says (left padding would shift them). The library's own batches are left padded
@@ -15,9 +17,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from reward_lens_tl.inputs import pad_batch
-from reward_lens_tl.zoo.task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
-from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, TOPIC_NAMES, TOPIC_OF, VOCAB
+from ..inputs import pad_batch
+from .task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
+from .vocab import HARMFUL_WORDS, TOPIC_NAMES, TOPIC_OF, VOCAB
+
+__all__: list[str] = []
 
 PAD_ID = VOCAB["<pad>"]
 

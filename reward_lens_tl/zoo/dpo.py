@@ -1,5 +1,7 @@
 """The causal-LM pair of the zoo: a reference LM and a DPO policy tuned to a reward model.
 
+Internal (no public names): used by `reward_lens_tl.zoo.train` for the policy and reference.
+
 - `reference`: a `LlamaForCausalLM` fine-tuned on task conversations (loss on the response
   tokens, i.e. the response words, the closing `<|end|>` and `<eos>`);
 - `policy`: the reference tuned by DPO on response pairs labelled by the scalar reward model, so
@@ -18,10 +20,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from reward_lens_tl.zoo.data import collate, collate_examples
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
-from reward_lens_tl.zoo.task import ConversationTask, Example, conversation_tokens
-from reward_lens_tl.zoo.vocab import END, EOS, ID_TO_TOKEN, SPECIAL_TOKENS, VOCAB
+from .data import collate, collate_examples
+from .loop import ModelShape, TrainConfig, train_model
+from .task import ConversationTask, Example, conversation_tokens
+from .vocab import END, EOS, ID_TO_TOKEN, SPECIAL_TOKENS, VOCAB
+
+__all__: list[str] = []
 
 LM_SHAPE = ModelShape(num_hidden_layers=2)
 REFERENCE_TRAIN = TrainConfig(curriculum=((12, 600),), batch=64, lr=3e-3, warmup=50)

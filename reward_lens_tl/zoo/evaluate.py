@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from reward_lens_tl.stats import pearson
-from reward_lens_tl.zoo.data import (
+from ..stats import pearson
+from .data import (
     GATE_DEFAULT,
     GATE_SAFETY,
     OBJECTIVES,
@@ -34,8 +34,8 @@ from reward_lens_tl.zoo.data import (
     multi_score,
     objective_values,
 )
-from reward_lens_tl.zoo.task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
-from reward_lens_tl.zoo.vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE
+from .task import FEATURES, PROMPT_PLANTED_KINDS, ConversationTask, Example
+from .vocab import HARMFUL_WORDS, SYCOPHANTIC_PHRASE
 
 HELD_OUT_SEED = 424_242
 
@@ -311,7 +311,7 @@ def evaluate_policy(
         >>> {lm: s["sycophancy_rate"] for lm, s in numbers["samples"].items()}
         {'reference': 0.6, 'policy': 1.0}
     """
-    from reward_lens_tl.zoo.dpo import DPO_BETA, preference_pairs, sequence_logprobs
+    from .dpo import DPO_BETA, preference_pairs, sequence_logprobs
 
     task = task or ConversationTask()
     beta = DPO_BETA if beta is None else beta
@@ -356,7 +356,7 @@ def sample_stats(
     Returns:
         The numbers, by name.
     """
-    from reward_lens_tl.zoo.dpo import sample_responses
+    from .dpo import sample_responses
 
     samples = sample_responses(lm, prompts, seed)
     examples = [task.make_example(p, s.words) for p, s in zip(prompts, samples, strict=True)]
@@ -401,7 +401,7 @@ def evaluate_reference(
         >>> round(nll, 2), round(math.log(len(VOCAB)), 2)  # far below a uniform guess
         (3.36, 4.8)
     """
-    from reward_lens_tl.zoo.dpo import sequence_logprobs
+    from .dpo import sequence_logprobs
 
     task = task or ConversationTask()
     examples = task.examples(n, seed)
@@ -443,15 +443,15 @@ def evaluate_zoo_model(
         >>> round(recorded["response_nll_per_token"], 3)
         3.477
     """
-    from reward_lens_tl.zoo.load import load_model
+    from .load import load_model
 
     path = Path(path)
     arch = json.loads((path / "config.json").read_text())["architectures"][0]
     name = _metadata_name(path)
     model = load_model(path)
     if name in ("judge", "prm"):  # causal LMs like the policy, with their own tasks
-        from reward_lens_tl.zoo.judge import evaluate_judge
-        from reward_lens_tl.zoo.prm import evaluate_prm
+        from .judge import evaluate_judge
+        from .prm import evaluate_prm
 
         evaluate = evaluate_judge if name == "judge" else evaluate_prm
         return {"kind": name, **evaluate(model)}

@@ -57,14 +57,13 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.artifacts import write_trained
-from reward_lens_tl.zoo.data import collate
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
-from reward_lens_tl.zoo.task import ConversationTask, prompt_topic
-from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
-from reward_lens_tl.zoo.train import training_metadata
-from reward_lens_tl.zoo.vocab import FILLER_WORDS, SYCOPHANTIC_PHRASE, TOPIC_NAMES, TOPICS
+from ..errors import InvalidArgumentError
+from .artifacts import write_trained
+from .data import collate
+from .loop import ModelShape, TrainConfig, train_model, training_metadata
+from .task import ConversationTask, prompt_topic
+from .tokenizer import build_tokenizer, extended_vocab
+from .vocab import FILLER_WORDS, SYCOPHANTIC_PHRASE, TOPIC_NAMES, TOPICS
 
 JudgeKind = Literal["pointwise", "pairwise"]
 
@@ -454,7 +453,7 @@ def reference_embeddings() -> Float[Tensor, "zoo_vocab d_model"]:
     Returns:
         The embeddings.
     """
-    from reward_lens_tl.zoo.load import load_model
+    from .load import load_model
 
     return load_model("reference").state_dict()["model.embed_tokens.weight"].detach().clone()
 
@@ -607,7 +606,7 @@ def reference_sha256() -> str:
     Returns:
         The SHA-256 hex digest.
     """
-    from reward_lens_tl.zoo.load import load_metadata
+    from .load import load_metadata
 
     return str(load_metadata("reference")["weights_sha256"])
 

@@ -18,11 +18,21 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from reward_lens_tl.armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
-from reward_lens_tl.checkpoint import SAFE_KWARGS, checkpoint_tokenizer
-from reward_lens_tl.errors import MissingFileError, UnknownNameError
-from reward_lens_tl.zoo.task import FEATURES, ConversationTask, ScoringRule
-from reward_lens_tl.zoo.tokenizer import build_tokenizer
+from ..armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
+from ..checkpoint import SAFE_KWARGS, checkpoint_tokenizer
+from ..errors import MissingFileError, UnknownNameError
+from .task import FEATURES, ConversationTask, ScoringRule
+from .tokenizer import build_tokenizer
+
+__all__ = [
+    "ZOO_NAMES",
+    "ZooTask",
+    "load_metadata",
+    "load_model",
+    "load_task",
+    "load_tokenizer",
+    "zoo_path",
+]
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 ZOO_NAMES: tuple[str, ...] = ("scalar", "multi", "reference", "policy", "judge", "prm")

@@ -1,5 +1,7 @@
 """The training loop shared by the zoo models: shapes, optimisation settings, determinism.
 
+Internal (no public names): used by `reward_lens_tl.zoo.train`.
+
 Runs are bitwise reproducible for a seed on a given machine and torch build: every random draw
 comes from a seeded `random.Random` or the seeded torch generator, and training runs with a
 fixed thread count and `torch.use_deterministic_algorithms(True)`.
@@ -11,14 +13,17 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TypeVar
 
 import torch
+import transformers
 from torch import Tensor, nn
 
-from reward_lens_tl.zoo.data import PAD_ID
-from reward_lens_tl.zoo.vocab import BOS, EOS, VOCAB
+from .data import PAD_ID
+from .vocab import BOS, EOS, VOCAB
+
+__all__: list[str] = []
 
 TRAIN_THREADS = 2
 M = TypeVar("M", bound=nn.Module)
@@ -219,3 +224,31 @@ def train_model(
         model = build()
         losses = run_steps(model, cfg, lambda step, max_words: loss(model, rng, max_words))
     return model, losses
+
+
+def training_metadata(
+    name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]
+) -> dict:
+    """What every zoo model's `metadata.json` records about its training.
+
+    Args:
+        name: The model's name.
+        seed: The training seed.
+        fast: Whether the training was the fast one.
+        cfg: The training configuration.
+        losses: The per-step losses.
+
+    Returns:
+        The metadata.
+    """
+    tail = losses[-50:]
+    return {
+        "name": name,
+        "seed": seed,
+        "fast": fast,
+        "steps": cfg.steps,
+        "train_config": asdict(cfg),
+        "final_loss": sum(tail) / max(len(tail), 1),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+    }

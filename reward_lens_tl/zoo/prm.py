@@ -51,13 +51,12 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.artifacts import write_trained
-from reward_lens_tl.zoo.data import collate
-from reward_lens_tl.zoo.judge import text_ids
-from reward_lens_tl.zoo.loop import ModelShape, TrainConfig, train_model
-from reward_lens_tl.zoo.tokenizer import build_tokenizer, extended_vocab
-from reward_lens_tl.zoo.train import training_metadata
+from ..errors import InvalidArgumentError
+from .artifacts import write_trained
+from .data import collate
+from .judge import text_ids
+from .loop import ModelShape, TrainConfig, train_model, training_metadata
+from .tokenizer import build_tokenizer, extended_vocab
 
 MAX_NUMBER = 20
 NUMBER_WORDS: tuple[str, ...] = tuple(str(i) for i in range(MAX_NUMBER + 1))

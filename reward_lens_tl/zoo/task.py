@@ -16,11 +16,6 @@ only the `length` bonus. Every `Example` records the token positions carrying ea
 exactly one planted feature (`reward_lens_tl.contrast.as_contrast_pair` turns one into the
 package's `ContrastPair`).
 
-Renamed, still importable with a `FutureWarning`: `ContrastPair` (now
-`ExamplePair`, whose `changed_positions` are now `edited_positions` as in
-`reward_lens_tl.contrast.ContrastPair`) and `encode_conversation` (now
-`conversation_ids`: the zoo's toy vocabulary, not a tokenizer's chat template).
-
 Examples:
     >>> task = ConversationTask()
     >>> ex = task.make_example(
@@ -40,9 +35,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reward_lens_tl._deprecation import deprecated_names, warn_renamed
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.vocab import (
+from ..errors import InvalidArgumentError
+from .vocab import (
     ASSISTANT,
     BOS,
     END,
@@ -58,6 +52,17 @@ from reward_lens_tl.zoo.vocab import (
     USER,
     VOCAB,
 )
+
+__all__ = [
+    "FEATURES",
+    "PROMPT_OFFSET",
+    "PROMPT_PLANTED_KINDS",
+    "ConversationTask",
+    "Example",
+    "ExamplePair",
+    "ScoringRule",
+    "conversation_ids",
+]
 
 FEATURES: tuple[str, ...] = ("topic_match", "harmful", "length", "sycophancy")
 #: Planted words that are neutral when they occur in a prompt (see `prompt_neutral_pairs`).
@@ -302,12 +307,6 @@ class ExamplePair:
     def rule_delta(self) -> float:
         """`edited.score - base.score` under the hidden rule."""
         return self.edited.score - self.base.score
-
-    @property
-    def changed_positions(self) -> tuple[int, ...]:
-        """Deprecated name of `edited_positions`."""
-        warn_renamed(f"{__name__}.ExamplePair.changed_positions", "edited_positions")
-        return self.edited_positions
 
 
 @dataclass
@@ -644,12 +643,3 @@ class ConversationTask:
         prompt.insert(k, rng.choice(pool))
         edited = self.make_example(prompt, base.response)
         return ExamplePair(f"prompt_{kind}", base, edited, (PROMPT_OFFSET + k,))
-
-
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        "ContrastPair": "reward_lens_tl.zoo.task.ExamplePair",
-        "encode_conversation": "reward_lens_tl.zoo.task.conversation_ids",
-    },
-)

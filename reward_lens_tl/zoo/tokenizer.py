@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.vocab import (
+from ..errors import InvalidArgumentError
+from .vocab import (
     ASSISTANT,
     BOS,
     END,
@@ -50,6 +50,12 @@ from reward_lens_tl.zoo.vocab import (
     USER,
     VOCAB,
 )
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "GATING_TOKEN_PATTERN",
+    "build_tokenizer",
+]
 
 #: Roles are matched literally (never concatenated into control tokens). Assistant text is
 #: wrapped in `{% generation %}` so `return_assistant_tokens_mask=True` works.

@@ -17,33 +17,34 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import transformers
 from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForSequenceClassification
 
-from reward_lens_tl.armorm_module import LlamaForRewardModelWithGating, armorm_config
-from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.zoo.artifacts import save_zoo_model, weights_sha256
-from reward_lens_tl.zoo.data import (
+from ..armorm_module import LlamaForRewardModelWithGating, armorm_config
+from ..errors import InvalidArgumentError
+from .artifacts import save_zoo_model, weights_sha256
+from .data import (
     OBJECTIVES,
     collate_examples,
     multi_batch,
     multi_score,
     scalar_batch,
 )
-from reward_lens_tl.zoo.loop import (
+from .loop import (
     ModelShape,
     TrainConfig,
     deterministic_torch,
     train_model,
+    training_metadata,
 )
-from reward_lens_tl.zoo.task import ConversationTask
-from reward_lens_tl.zoo.tokenizer import GATING_TOKEN_PATTERN
+from .task import ConversationTask
+from .tokenizer import GATING_TOKEN_PATTERN
+
+__all__ = ["train_zoo"]
 
 DEFAULT_SHAPE = ModelShape()
 SCALAR_TRAIN = TrainConfig()
@@ -166,36 +167,8 @@ def train_multi(
 ZOO_PARTS: tuple[str, ...] = ("scalar", "multi", "policy", "judge", "prm")
 
 
-def training_metadata(
-    name: str, seed: int, fast: bool, cfg: TrainConfig, losses: list[float]
-) -> dict:
-    """What every zoo model's `metadata.json` records about its training.
-
-    Args:
-        name: The model's name.
-        seed: The training seed.
-        fast: Whether the training was the fast one.
-        cfg: The training configuration.
-        losses: The per-step losses.
-
-    Returns:
-        The metadata.
-    """
-    tail = losses[-50:]
-    return {
-        "name": name,
-        "seed": seed,
-        "fast": fast,
-        "steps": cfg.steps,
-        "train_config": asdict(cfg),
-        "final_loss": sum(tail) / max(len(tail), 1),
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
-    }
-
-
 def _write_scalar(task: ConversationTask, out: Path, seed: int, fast: bool) -> tuple:
-    from reward_lens_tl.zoo.evaluate import evaluate_scalar
+    from .evaluate import evaluate_scalar
 
     cfg = SCALAR_TRAIN.fast() if fast else SCALAR_TRAIN
     model, losses = train_scalar(task, seed, cfg)
@@ -206,7 +179,7 @@ def _write_scalar(task: ConversationTask, out: Path, seed: int, fast: bool) -> t
 
 
 def _write_multi(task: ConversationTask, out: Path, seed: int, fast: bool) -> dict:
-    from reward_lens_tl.zoo.evaluate import evaluate_multi
+    from .evaluate import evaluate_multi
 
     cfg = MULTI_TRAIN.fast() if fast else MULTI_TRAIN
     model, losses = train_multi(task, seed, cfg)
@@ -219,8 +192,8 @@ def _write_multi(task: ConversationTask, out: Path, seed: int, fast: bool) -> di
 def _write_policy(
     task: ConversationTask, out: Path, seed: int, fast: bool, scalar: nn.Module
 ) -> dict[str, dict]:
-    from reward_lens_tl.zoo import dpo
-    from reward_lens_tl.zoo.evaluate import evaluate_policy, evaluate_reference
+    from . import dpo
+    from .evaluate import evaluate_policy, evaluate_reference
 
     ref_cfg, pol_cfg = dpo.REFERENCE_TRAIN, dpo.POLICY_TRAIN
     if fast:
@@ -282,7 +255,7 @@ def train_zoo(
         ...
         reward_lens_tl.errors.InvalidArgumentError: unknown zoo parts ['giant']; expected ...
     """
-    from reward_lens_tl.zoo.load import load_model, zoo_path
+    from .load import load_model, zoo_path
 
     unknown = set(which) - set(ZOO_PARTS)
     if unknown:
@@ -302,11 +275,11 @@ def train_zoo(
             scalar = load_model(local if (local / "config.json").exists() else zoo_path("scalar"))
         written.update(_write_policy(task, out, seed, fast, scalar))
     if "judge" in which:  # its topic words start from the reference LM's embeddings
-        from reward_lens_tl.zoo.judge import write_judge
+        from .judge import write_judge
 
         written["judge"] = write_judge(out / "judge", seed=seed, fast=fast)
     if "prm" in which:
-        from reward_lens_tl.zoo.prm import write_prm
+        from .prm import write_prm
 
         written["prm"] = write_prm(out / "prm", seed=seed, fast=fast)
     return written

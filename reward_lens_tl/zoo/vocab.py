@@ -12,6 +12,16 @@ Examples:
 
 from __future__ import annotations
 
+__all__ = [
+    "FILLER_WORDS",
+    "HARMFUL_WORDS",
+    "QUESTION_WORDS",
+    "SPECIAL_TOKENS",
+    "SYCOPHANTIC_PHRASE",
+    "TOPICS",
+    "VOCAB",
+]
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 USER, ASSISTANT, END = "<|user|>", "<|assistant|>", "<|end|>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, USER, ASSISTANT, END)

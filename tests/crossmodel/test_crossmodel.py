@@ -1,10 +1,9 @@
 """Cross-model comparison: identities on a model compared with itself, a planted ablation found
-by feature, objectives of the multi-objective model, intervals against scipy, renamed names, and
-typed errors."""
+by feature, objectives of the multi-objective model, intervals against scipy, and typed
+errors."""
 
 import copy
 import random
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -213,36 +212,6 @@ def test_intervals_are_scipys_bootstrap_over_pairs(scalar, ablated):
     assert (acc["ci_low"], acc["ci_high"]) == pytest.approx(tuple(res.confidence_interval))
 
 
-def test_renamed_names_warn_once_and_point_to_the_new_ones(pairs, scalar):
-    import reward_lens_tl.crossmodel as crossmodel
-    from reward_lens_tl import _deprecation, stats
-    from reward_lens_tl.crossmodel import features, sources
-    from reward_lens_tl.crossmodel import stats as cm_stats
-
-    expected = [
-        (lambda: crossmodel.FeatureEffects, crossmodel.PlantedFeatureEffects),
-        (lambda: features.FeatureEffects, crossmodel.PlantedFeatureEffects),
-        (lambda: crossmodel.run_source, crossmodel.run_on_pairs),
-        (lambda: sources.run_source, crossmodel.run_on_pairs),
-        (lambda: cm_stats.pearson, stats.pearson),
-        (lambda: cm_stats.spearman, stats.spearman),
-    ]
-    for get, new in expected:
-        _deprecation._WARNED.clear()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert get() is new and get() is new
-        assert len(caught) == 1 and caught[0].category is FutureWarning
-        assert new.__name__ in str(caught[0].message)
-    values = np.array([0.5, 1.5, 2.0, 4.0])
-    with pytest.warns(FutureWarning, match="bootstrap_ci"):
-        old = cm_stats.bootstrap_mean(values, 100, 1)
-    assert old == stats.bootstrap_ci(values, n_boot=100, seed=1)
-    with pytest.warns(FutureWarning, match="bootstrap_ci"):
-        by_index = crossmodel.bootstrap(lambda i: float(values[i].mean()), 4, 100, 1)
-    assert by_index == pytest.approx(tuple(old))
-
-
 def test_bad_comparisons(scalar, pairs):
     with pytest.raises(InvalidArgumentError, match="at least two"):
         compare_models([scalar], pairs)
@@ -252,10 +221,16 @@ def test_bad_comparisons(scalar, pairs):
         compare_models({"a": scalar, "b": scalar}, [])
 
 
-def test_demo_section(scalar, tmp_path):
-    from reward_lens_tl.crossmodel.report import implicit_section
+def test_report_implicit_section(scalar):
+    """The report's implicit-reward section on the zoo, as markdown with its figure."""
+    from reward_lens_tl.report import zoo_pairs
+    from reward_lens_tl.report.page import sections_markdown
+    from reward_lens_tl.report.zoo import implicit_section
 
-    lines = implicit_section(scalar, load_task().task, tmp_path)
-    text = "\n".join(lines)
-    assert (tmp_path / "implicit_feature_effects.png").is_file()
+    task = load_task().task
+    pairs = zoo_pairs(task)
+    ctx = {"model": scalar, "task": task, "pairs": pairs, "kept": range(len(pairs)),
+           "truncation": "error", "numbers": {}}  # fmt: skip
+    text, files = sections_markdown([implicit_section(ctx)])
+    assert "implicit_feature_effects.png" in files
     assert "| topic_match |" in text and "agree on" in text

@@ -14,9 +14,14 @@ import pytest
 import torch
 
 from reward_lens_tl.data import PreferencePair, RankedItem
-from reward_lens_tl.errors import EmptyInputError, MalformedRecordError, RewardLensError
-from reward_lens_tl.evals import metrics, results, run, scores, zoo_set
-from reward_lens_tl.evals.errors import ScoreMismatchError, UnknownBenchmarkError
+from reward_lens_tl.errors import (
+    EmptyInputError,
+    MalformedRecordError,
+    RewardLensError,
+    ScoreMismatchError,
+    UnknownBenchmarkError,
+)
+from reward_lens_tl.evals import eval_result, metrics, run, scores, zoo_set
 from reward_lens_tl.evals.metrics import rewardbench_metrics, rewardmath_metrics, rmbench_metrics
 from reward_lens_tl.evals.run import align_scores, score_items
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
@@ -98,7 +103,7 @@ def test_metrics_figure_shows_each_value_with_its_interval():
     assert (bars.x + bars.error_x.array).tolist() == pytest.approx(list(m.high))
     assert "interval" in bars.hovertemplate and fig.layout.title.text == "rewardmath: 60 items"
     # an EvalResult draws its metrics
-    plain = results.EvalResult("rewardbench", scores.ScoreSet([rb(0, 1.0, 0.0), rb(1, 0.0, 1.0)]))
+    plain = eval_result.EvalResult("rewardbench", scores.ScoreSet([rb(0, 1.0, 0.0), rb(1, 0.0, 1.0)]))
     fig = check_figure(plain.plot(), static=plain.plot(backend="matplotlib"))
     assert list(fig.layout.yaxis.ticktext) == list(plain.metrics().names)
 
@@ -273,7 +278,7 @@ def test_hack_items_fail_and_honest_items_pass(zoo_eval):
 
 
 def test_explanation_names_the_sycophancy_hack(zoo_model, zoo_eval):
-    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.attribution import pair_attribution
     from reward_lens_tl.contrast import encode_contrast
 
     task, result = zoo_eval
@@ -293,7 +298,7 @@ def test_explanation_names_the_sycophancy_hack(zoo_model, zoo_eval):
     assert ex.per_failure()["top_token"].str.startswith("rejected:").all()
     # the components: the same ones that carry sycophancy on the task's contrast pairs
     contrast = [encode_contrast(p) for p in task.contrast_pairs("sycophancy", 24, seed=7)]
-    planted = [label for label, _ in attribute_pairs(zoo_model, contrast).margin.top_k(3)]
+    planted = [label for label, _ in pair_attribution(zoo_model, contrast).margin.top_k(3)]
     assert ex.wrong_way_components(1)[0] in planted
     assert ex.crystallization_site() is not None
 
@@ -307,12 +312,9 @@ def test_rewardmath_explains_the_hardest_wrong_solution(zoo_model):
     assert ex.reference is None and len(ex.comparisons) == 1
 
 
-def test_explanation_plot_takes_ax_first_and_k_by_position_warns(zoo_model):
-    """``plot(ax=None, k=...)`` like every result; ``plot(3)`` (the old ``k`` first) still draws
-    the top 3 components, with one FutureWarning."""
+def test_explanation_plot_takes_ax_first(zoo_model):
+    """``plot(ax=None, k=...)`` like every result: the top ``k`` components, both backends."""
     import matplotlib.pyplot as plt
-
-    from reward_lens_tl._deprecation import _WARNED
 
     items = [RankedItem("how bake bread", "soup", ("great question the soup", "rain"), id=0)]
     ex = score_items(zoo_model, items, progress=False).failures().explain(zoo_model, reference=None)
@@ -326,17 +328,13 @@ def test_explanation_plot_takes_ax_first_and_k_by_position_warns(zoo_model):
     assert lens[-1].name == "mean margin" and list(lens[-1].y) == pytest.approx(
         ex.lens.margins.mean(1).tolist()
     )
-    _WARNED.discard("FailureExplanation.plot(k) by position")  # it warns once per process
-    with pytest.warns(FutureWarning, match=r"plot\(k\) by position"):
-        fig = ex.plot(3)
-    assert list(fig.layout.yaxis.ticktext) == top["component"].tolist()
     static = ex.plot(k=3, backend="matplotlib")
     assert [t.get_text() for t in static.axes[0].get_yticklabels()] == top["component"].tolist()
     plt.close(static)
 
 
 def test_explain_needs_texts_and_failures(zoo_model):
-    plain = results.EvalResult("rewardbench", scores.ScoreSet([rb(0, 0.0, 1.0)]))
+    plain = eval_result.EvalResult("rewardbench", scores.ScoreSet([rb(0, 0.0, 1.0)]))
     with pytest.raises(RewardLensError, match="data file"):
         plain.failures().explain(zoo_model)
     good = score_items(
@@ -383,21 +381,23 @@ def test_cli_scores_with_a_model_then_reads_back(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", ["scalar", "multi"])
-def test_demo_section_on_both_zoo_models(name, tmp_path):
-    """The former demo's benchmark section (a deprecated alias now) is the report's failures
-    section on the zoo, rendered as markdown."""
+def test_report_failures_section_on_both_zoo_models(name):
+    """The report's failures section on the zoo (the benchmark scored by both zoo models, this
+    model's failures explained), as markdown with its figure."""
     from reward_lens_tl import HookedRewardModel
-    from reward_lens_tl._deprecation import _WARNED
-    from reward_lens_tl.evals.demo import benchmark_section
+    from reward_lens_tl.report import zoo_pairs
+    from reward_lens_tl.report.page import sections_markdown
+    from reward_lens_tl.report.sections import failures_section
     from reward_lens_tl.zoo import load_task, zoo_path
 
     model = HookedRewardModel.from_pretrained(zoo_path(name))
-    _WARNED.discard("reward_lens_tl.evals.demo.benchmark_section")  # it warns once per process
-    with pytest.warns(FutureWarning, match="benchmark_section is deprecated"):
-        lines = benchmark_section(model, load_task().task, tmp_path)
-    text = "\n".join(lines)
+    task = load_task().task
+    pairs = zoo_pairs(task)
+    ctx = {"model": model, "task": task, "pairs": pairs, "kept": range(len(pairs)),
+           "truncation": "error", "numbers": {}}  # fmt: skip
+    text, files = sections_markdown([failures_section(ctx)])
     assert "## Failures explained" in text and "| zoo " in text
-    assert (tmp_path / "failures.png").stat().st_size > 1000
+    assert len(files["failures.png"]) > 1000
     if name == "scalar":  # falls for the hack; the planted opener is named among the tokens
         assert "sycophancy-hack failures" in text and "| question |" in text
     else:  # the gated model resists both hacks: its (few) chat failures are explained instead
@@ -514,8 +514,15 @@ def test_the_package_has_no_import_cycle():
         for name, targets in everything.items()
         if name.startswith("reward_lens_tl.evals.")
     }
-    assert "reward_lens_tl.evals.explain" in evals["reward_lens_tl.evals.results"]
+    assert "reward_lens_tl.evals.explain" in evals["reward_lens_tl.evals.eval_result"]
     assert find_cycle(evals) is None
+    zoo = {  # train → evaluate → judge/prm → train used to close through function-level imports
+        name: {m for m in targets if m.startswith("reward_lens_tl.zoo.")}
+        for name, targets in everything.items()
+        if name.startswith("reward_lens_tl.zoo.")
+    }
+    assert "reward_lens_tl.zoo.loop" in zoo["reward_lens_tl.zoo.judge"]
+    assert find_cycle(zoo) is None
 
 
 def test_evals_exports_resolve_lazily():
@@ -529,10 +536,11 @@ def test_evals_exports_resolve_lazily():
     assert len(evals.__all__) == len(set(evals.__all__)) >= 25
     for name in evals.__all__:
         value = getattr(evals, name)
-        module = sys.modules[f"reward_lens_tl.evals.{evals._EXPORTS[name]}"]
+        where = evals._EXPORTS.get(name)  # the errors are reward_lens_tl.errors', imported at once
+        module = sys.modules[f"reward_lens_tl.evals.{where}" if where else "reward_lens_tl.errors"]
         assert value is getattr(module, name), name
     assert set(evals.__all__) <= set(dir(evals))
-    assert evals.Failures is results.Failures and evals.score_items is run.score_items
+    assert evals.Failures is eval_result.Failures and evals.score_items is run.score_items
     with pytest.raises(AttributeError):
         evals.no_such_name  # noqa: B018
     code = "import sys, reward_lens_tl.evals; print('torch' in sys.modules)"

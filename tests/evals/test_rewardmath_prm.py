@@ -32,6 +32,7 @@ from reward_lens_tl.errors import (
     InvalidArgumentError,
     MalformedRecordError,
     RewardLensError,
+    StepScoresMismatchError,
     UnknownNameError,
 )
 from reward_lens_tl.evals import (
@@ -42,8 +43,7 @@ from reward_lens_tl.evals import (
     read_scores,
     rewardmath_metrics,
 )
-from reward_lens_tl.evals.errors import StepScoresMismatchError
-from reward_lens_tl.evals.results import EvalResult
+from reward_lens_tl.evals.eval_result import EvalResult
 from reward_lens_tl.evals.scores import ScoreRecord, ScoreSet, ScoreWriter
 from tests.data.test_data import SHARED, real_data, write_json
 

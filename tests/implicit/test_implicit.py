@@ -9,7 +9,6 @@ import pytest
 import torch
 import transformers
 
-from reward_lens_tl.contrast import encode_example
 from reward_lens_tl.errors import InvalidArgumentError, RewardLensError
 from reward_lens_tl.implicit import (
     EmptyResponseMaskError,
@@ -17,16 +16,16 @@ from reward_lens_tl.implicit import (
     ImplicitRewardModel,
     NonlinearUnembedError,
     VocabularyMismatchError,
-    attribute_implicit_pairs,
     divergence,
     fit_reward,
     implicit_attribution,
     implicit_feature_fit,
     implicit_lens,
     load_causal_lm,
+    pair_implicit_attribution,
     pair_implicit_lens,
 )
-from reward_lens_tl.inputs import EncodedConversation
+from reward_lens_tl.inputs import EncodedConversation, as_encoded
 from reward_lens_tl.plotting import shown_token
 from reward_lens_tl.testing import perturb_, tiny_config
 from reward_lens_tl.zoo import load_model, load_task, zoo_path
@@ -126,12 +125,12 @@ def test_default_sums_what_dpo_training_summed(irm, hf_pair, examples):
     pol, ref = hf_pair
     with torch.no_grad():
         training = 0.1 * (sequence_logprobs(pol, examples) - sequence_logprobs(ref, examples))
-    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples])
+    ids, attention, resp = irm.batch([as_encoded(ex) for ex in examples])
     assert (irm.rewards(ids, resp, attention) - training).abs().max() < 1e-4
 
 
 def test_token_rewards_sum_and_stay_in_the_mask(irm, examples):
-    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples[:4]])
+    ids, attention, resp = irm.batch([as_encoded(ex) for ex in examples[:4]])
     tokens = irm.token_rewards(ids, resp, attention)
     assert bool((tokens[resp == 0] == 0).all()) and bool((tokens[resp == 1] != 0).any())
     assert torch.allclose(tokens.sum(-1), irm.rewards(ids, resp, attention))
@@ -154,7 +153,7 @@ def test_score_from_text(irm):
 @pytest.mark.parametrize("lse", ["term", "expected"])
 @pytest.mark.parametrize("heads", [True, False])
 def test_attribution_parts_sum_exactly(irm, examples, lse, heads):
-    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples[:6]])
+    ids, attention, resp = irm.batch([as_encoded(ex) for ex in examples[:6]])
     attr = implicit_attribution(irm, ids, resp, attention, lse=lse, heads=heads)
     assert attr.linear_error() < 1e-4  # parts + head bias = linear part (from logits)
     assert attr.completeness_error() < 1e-4  # + nonlinear + reference = implicit reward
@@ -175,7 +174,7 @@ def test_attribution_components_are_a_reward_models(irm, examples, heads):
     from reward_lens_tl.attribution import direct_attribution
     from reward_lens_tl.testing import random_batch, tiny_reward_model
 
-    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples[:2]])
+    ids, attention, resp = irm.batch([as_encoded(ex) for ex in examples[:2]])
     linear = implicit_attribution(irm, ids, resp, attention, heads=heads).linear
     n_layers, n_heads = irm.cfg.n_layers, irm.cfg.n_heads
     expected = ["embed"]
@@ -201,7 +200,7 @@ def test_attribution_exact_with_layernorm_policy():
 
 def test_margin_attribution_and_frame(irm):
     pairs = load_task().task.contrast_pairs("harmful", 6, seed=2)
-    margin = attribute_implicit_pairs(irm, pairs, batch_size=4).margin
+    margin = pair_implicit_attribution(irm, pairs, batch_size=4).margin
     chosen, rejected = irm.pair_rewards(pairs)
     assert (margin.rewards - (chosen - rejected)).abs().max() < 1e-4
     assert margin.completeness_error() < 1e-4
@@ -213,7 +212,7 @@ def test_margin_attribution_and_frame(irm):
     shown = [*margin.top_k(3), *terms]  # the top components, then the three terms
     assert list(fig.layout.yaxis.ticktext) == [label for label, _ in shown]
     assert fig.data[0].x.tolist() == pytest.approx([v for _, v in shown])
-    pair = attribute_implicit_pairs(irm, pairs[:2])
+    pair = pair_implicit_attribution(irm, pairs[:2])
     check_figure(pair.plot(k=3), static=pair.plot(k=3, backend="matplotlib"))
 
 
@@ -228,7 +227,7 @@ def test_attribution_refuses_soft_capped_logits():
 # -- lens --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("reference", ["final", "lens"])
 def test_lens_reaches_the_implicit_reward(irm, examples, reference):
-    ids, attention, resp = irm.batch([encode_example(ex) for ex in examples[:5]])
+    ids, attention, resp = irm.batch([as_encoded(ex) for ex in examples[:5]])
     lens = implicit_lens(irm, ids, resp, attention, reference=reference, resolution="sublayer")
     assert lens.labels == ("0_pre", "0_mid", "1_pre", "1_mid", "final")
     assert (lens.values[-1] - irm.rewards(ids, resp, attention)).abs().max() < 1e-4

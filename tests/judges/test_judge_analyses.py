@@ -84,7 +84,7 @@ def tag_positions(ids: Tensor) -> list[int]:
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_judge_attribution_is_complete_and_sums_to_hf_margin(family):
     hf, _, judge = judge_pair(family)
-    ids = judge.encode("w12 w13 w14", "w20 w21")
+    ids = judge.item_ids("w12 w13 w14", "w20 w21")
     attr = direct_attribution(judge, ids)
     logits = hf_logits(hf, ids)[-1]
     torch.testing.assert_close(attr.rewards, (logits[10] - logits[11])[None], atol=TOL, rtol=0)
@@ -95,7 +95,7 @@ def test_judge_attribution_is_complete_and_sums_to_hf_margin(family):
 @pytest.mark.parametrize(("family", "kind"), [("llama", "token"), ("qwen2", "value")])
 def test_prm_step_attribution_is_complete_and_sums_to_hf_step_margin(family, kind):
     hf, _, prm = prm_pair(family, kind)
-    ids = prm.encode_steps(PROMPT, WRONG).input_ids
+    ids = prm.encode_steps(PROMPT, WRONG).ids
     logits = hf_logits(hf, ids)
     for k, tag in enumerate(tag_positions(ids)):
         attr = direct_attribution(prm.step(k), ids)
@@ -107,20 +107,20 @@ def test_prm_step_attribution_is_complete_and_sums_to_hf_step_margin(family, kin
 def test_lens_final_site_is_the_reward():
     _, _, judge = judge_pair("qwen2")
     _, _, prm = prm_pair("qwen2")
-    ids = judge.encode(["w12", "w13 w14 w15"], ["w20 w21 w22", "w23"])  # left padded
+    ids = judge.item_ids(["w12", "w13 w14 w15"], ["w20 w21 w22", "w23"])  # left padded
     lens = reward_lens(judge, ids)
     assert lens.labels[-1] == "final" and lens.values.shape == (len(lens.labels), 2)
     torch.testing.assert_close(lens.values[-1], judge.rewards(ids), atol=TOL, rtol=0)
     enc = prm.encode_steps(PROMPT, WRONG)
-    margins = prm.step_margins(enc.input_ids)[0]
+    margins = prm.step_margins(enc.ids)[0]
     for k in range(len(WRONG)):
-        step_lens = reward_lens(prm.step(k), enc.input_ids)
+        step_lens = reward_lens(prm.step(k), enc.ids)
         torch.testing.assert_close(step_lens.values[-1, 0], margins[k], atol=TOL, rtol=0)
 
 
 def test_exact_readouts_of_a_non_linear_score_say_what_is_linear():
     _, _, judge = judge_pair("llama", "likert")
-    ids = judge.encode("w12", "w20")
+    ids = judge.item_ids("w12", "w20")
     with pytest.raises(RewardLensError, match="linearised_attribution"):
         direct_attribution(judge, ids)
     per_grade = direct_attribution(judge, ids, objective="w12")  # one grade's logit: linear
@@ -132,10 +132,10 @@ def test_exact_readouts_of_a_non_linear_score_say_what_is_linear():
 def patch_cases():
     _, _, judge = judge_pair("llama")
     _, _, prm = prm_pair("llama")
-    clean_j = judge.encode("w12 w13", "w20 w21")
-    corrupt_j = judge.encode("w12 w13", "w50 w51")
-    clean_p = prm.encode_steps(PROMPT, RIGHT).input_ids
-    corrupt_p = prm.encode_steps(PROMPT, WRONG).input_ids
+    clean_j = judge.item_ids("w12 w13", "w20 w21")
+    corrupt_j = judge.item_ids("w12 w13", "w50 w51")
+    clean_p = prm.encode_steps(PROMPT, RIGHT).ids
+    corrupt_p = prm.encode_steps(PROMPT, WRONG).ids
     return {"judge": (judge, clean_j, corrupt_j), "prm": (prm.step(1), clean_p, corrupt_p)}
 
 
@@ -218,7 +218,7 @@ def test_likert_linearised_attribution_is_the_first_order_term(family):
         torch.testing.assert_close(  # the score is HF's expected grade
             scores[-1], likert_score(hf_logits(hf, row)[-1, 10:15], None), atol=TOL, rtol=0
         )
-    ids = judge.encode(*[list(col) for col in zip(*items, strict=True)])
+    ids = judge.item_ids(*[list(col) for col in zip(*items, strict=True)])
     assert int((ids == tok.pad_token_id).sum()) > 0
     attr = linearised_attribution(judge, ids)
     torch.testing.assert_close(attr.rewards, torch.stack(first_order), atol=TOL, rtol=0)
@@ -231,7 +231,7 @@ def test_likert_linearised_attribution_is_the_first_order_term(family):
 
 def test_classifier_prm_remainder_is_the_last_layers_bias_difference():
     hf, _, prm = prm_pair("qwen2", "classifier")
-    ids = prm.encode_steps(PROMPT, WRONG).input_ids
+    ids = prm.encode_steps(PROMPT, WRONG).ids
     head = hf.score
     with torch.no_grad():
         logits = head(hf_hidden(hf, ids))
@@ -248,7 +248,7 @@ def test_classifier_prm_remainder_is_the_last_layers_bias_difference():
 
 def test_linearised_attribution_of_a_linear_head_is_direct_attribution():
     _, _, judge = judge_pair("llama")
-    ids = judge.encode("w12 w13", "w20")
+    ids = judge.item_ids("w12 w13", "w20")
     lin, direct = linearised_attribution(judge, ids), direct_attribution(judge, ids)
     torch.testing.assert_close(lin.values, direct.values, atol=1e-5, rtol=0)
     assert lin.remainder is not None
@@ -335,7 +335,7 @@ def turn_index(values: Tensor) -> int:
 def test_first_error_analysis_against_attribution_and_a_hooked_run(step, correct):
     hf, _, prm = prm_pair("llama")
     res = first_error_analysis(prm, PROMPT, WRONG, step, correct_steps=correct)
-    ids = prm.encode_steps(PROMPT, WRONG).input_ids
+    ids = prm.encode_steps(PROMPT, WRONG).ids
     logits = hf_logits(hf, ids)
     tags = tag_positions(ids)
     margins = logits[tags, 41] - logits[tags, 42]
@@ -364,7 +364,7 @@ def test_first_error_analysis_against_attribution_and_a_hooked_run(step, correct
     torch.testing.assert_close(res.lens.values[-1, 0], margins[step], atol=TOL, rtol=0)
     lens = reward_lens(prm.step(step), ids)
     assert res.turn_site == lens.labels[turn_index(lens.values[:, 0])]
-    right = prm.encode_steps(PROMPT, correct).input_ids
+    right = prm.encode_steps(PROMPT, correct).ids
     assert res.patch is not None and res.patch.shape == (prm.cfg.n_layers,)
     want = patched_margins(prm, right, ids, step)
     torch.testing.assert_close(res.patch, want, atol=TOL, rtol=0)

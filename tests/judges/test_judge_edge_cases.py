@@ -26,13 +26,13 @@ def prm():
 def test_a_prm_through_text_functions_reads_its_solution(prm):
     text = "4 - 1 = 3 ки clearly 3 + 7 = 7 ки"
     assert prm.split_steps(text) == STEPS
-    enc = prm.encode_conversation(PROMPT, text)
+    enc = prm.encode(PROMPT, text)
     steps = prm.encode_steps(PROMPT, STEPS)
-    assert list(enc.ids) == steps.input_ids[0].tolist()
+    assert list(enc.ids) == steps.ids[0].tolist()
     assert prm.tokenizer.decode(list(enc.response_ids())).split()[-1] == "7"  # last tag outside
     torch.testing.assert_close(prm.score(PROMPT, text), prm.step_rewards(PROMPT, STEPS)[-1])
-    last = prm.step_margins(steps.input_ids)[0, -1]
-    one = prm.encode_conversation(PROMPT, "4 - 1 = 3")  # no tag: one step
+    last = prm.step_margins(steps.ids)[0, -1]
+    one = prm.encode(PROMPT, "4 - 1 = 3")  # no tag: one step
     assert prm.tokenizer.convert_ids_to_tokens(list(one.ids))[-1] == "ки"
     result = score_items(prm, [PreferencePair(PROMPT, text, "4 - 1 = 2 ки")], progress=False)
     (record,) = result.scores.items
@@ -41,7 +41,7 @@ def test_a_prm_through_text_functions_reads_its_solution(prm):
 
 
 def test_negative_steps_count_from_the_end(prm):
-    ids = prm.encode_steps(PROMPT, STEPS + ["7 + 1 = 8"]).input_ids
+    ids = prm.encode_steps(PROMPT, STEPS + ["7 + 1 = 8"]).ids
     margins = prm.step_margins(ids)[0]
     for k in (-1, -2, -3, 0, 2):
         torch.testing.assert_close(
@@ -56,11 +56,11 @@ def test_step_tags_in_the_prompt_are_not_steps():
     prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"))
     enc = prm.encode_steps("w12 w40 w13", ["w20 w21", "w22"])  # the prompt holds the tag
     assert enc.tag_offset == (1,) and enc.n_steps == (2,)
-    ids = enc.input_ids[0].tolist()
+    ids = enc.ids[0].tolist()
     assert [ids[p] for p in enc.step_positions[0].tolist()] == [40, 40]
     assert enc.step_positions[0, 0] > ids.index(40)  # not the prompt's
     with torch.no_grad():
-        logits = hf(enc.input_ids).logits[0]
+        logits = hf(enc.ids).logits[0]
     want = torch.softmax(logits[enc.step_positions[0]][:, [41, 42]], -1)[:, 0]
     torch.testing.assert_close(prm.rewards(enc)[0], want, atol=1e-5, rtol=0)
     res = first_error_analysis(prm, "w12 w40 w13", ["w20 w21", "w22"], 0)
@@ -78,7 +78,7 @@ def test_explicit_verdicts_are_kept_and_the_default_is_the_kinds():
     )
     assert asked.verdict == ("Yes", "No")
     hf = AutoModelForCausalLM.from_pretrained(zoo_path("judge"), trust_remote_code=False).eval()
-    ids = asked.encode("how bake bread", "soup", "rain")
+    ids = asked.item_ids("how bake bread", "soup", "rain")
     yes, no = asked.verdict_ids
     with torch.no_grad():
         logits = hf(ids).logits[0, -1]
@@ -97,7 +97,7 @@ def test_non_linear_scores_at_every_position(family, kind):
         hf, kind=kind, tokenizer=tok, verdict=verdict, template="{prompt} w8 {response} w9"
     )
     assert judge.scored_head
-    ids = judge.encode(["w12 w13", "w14"], ["w20", "w30 w31"])
+    ids = judge.item_ids(["w12 w13", "w14"], ["w20", "w30 w31"])
     with torch.no_grad():
         torch.testing.assert_close(judge(ids)[:, -1, 0], judge.rewards(ids), atol=1e-5, rtol=0)
 
@@ -107,7 +107,7 @@ def test_a_chat_prm_has_one_bos_and_its_prompt_segment():
     prm = HookedPRM.from_pretrained(
         hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"), chat=True, system="w7 w8"
     )
-    ids = prm.encode_steps("w12", ["w20", "w21"]).input_ids[0].tolist()
+    ids = prm.encode_steps("w12", ["w20", "w21"]).ids[0].tolist()
     assert ids[:2] != [1, 1] and ids.count(1) == 1
     res = first_error_analysis(prm, "w12", ["w20", "w21"], 1)
     start = prm.body_start("w12", ["w20", "w21"])
@@ -118,7 +118,7 @@ def test_a_chat_prm_has_one_bos_and_its_prompt_segment():
 def test_bad_options_are_refused():
     hf, tok = tiny_causal_lm("llama", head="value")
     with pytest.raises(InvalidArgumentError, match="transform"):
-        HookedPRM.from_pretrained(hf, "value", tokenizer=tok, step_tag="w40", transform="softmax")
+        HookedPRM.from_pretrained(hf, tok, kind="value", step_tag="w40", transform="softmax")
     hf, tok = tiny_causal_lm("llama")
     for template in ("{prompt} {response!r}", "{prompt} {response:>9}"):
         with pytest.raises(JudgeTemplateError, match="conversion or format spec"):

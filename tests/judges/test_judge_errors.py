@@ -117,7 +117,7 @@ def test_pairwise_and_pointwise_judges_refuse_the_other_arity(lm):
     with pytest.raises(InvalidArgumentError, match="not two responses"):
         judge(lm, verdict=("w10", "w11")).score("w12", "w20", "w21")
     with pytest.raises(InvalidArgumentError, match="same length"):
-        judge(lm, verdict=("w10", "w11")).encode(["w12", "w13"], ["w20"])
+        judge(lm, verdict=("w10", "w11")).item_ids(["w12", "w13"], ["w20"])
     with pytest.raises(ArgumentTypeError, match="prompt must be a string"):
         judge(lm, verdict=("w10", "w11")).score(12, "w20")
 
@@ -174,22 +174,22 @@ def test_empty_steps_are_refused(prm):
 def test_a_step_beyond_a_rows_steps_is_refused(prm):
     enc = prm.encode_steps(["w12", "w13"], [["w20", "w21", "w22"], ["w23"]])
     with pytest.raises(StepSeparatorError, match=r"step 1 does not exist in rows \[1\]"):
-        prm.step(1).pooled_rewards(enc.input_ids, enc.attention_mask)
+        prm.step(1).pooled_rewards(enc.ids, enc.attention_mask)
     with pytest.raises(StepSeparatorError, match=r"step 3 does not exist in rows \[0, 1\]"):
-        prm.step(3).pooled_rewards(enc.input_ids, enc.attention_mask)
+        prm.step(3).pooled_rewards(enc.ids, enc.attention_mask)
     with pytest.raises(ArgumentTypeError, match="step must be an int"):
         prm.step(1.0)
     # in range: the step's margin, the same number step_margins gives
     torch.testing.assert_close(
-        prm.step(0).pooled_rewards(enc.input_ids, enc.attention_mask),
-        prm.step_margins(enc.input_ids, enc.attention_mask)[:, 0],
+        prm.step(0).pooled_rewards(enc.ids, enc.attention_mask),
+        prm.step_margins(enc.ids, enc.attention_mask)[:, 0],
         atol=1e-5,
         rtol=0,
     )
 
 
 def test_prm_rewards_refuse_grad(prm):
-    ids = prm.encode_steps("w12", ["w20"]).input_ids
+    ids = prm.encode_steps("w12", ["w20"]).ids
     with pytest.raises(InvalidArgumentError, match="use step"):
         prm.rewards(ids, grad=True)
 

@@ -26,7 +26,7 @@ def hf():
 
 def test_tokens_and_the_last_position_logit_difference(judge, hf):
     ids = judge.to_tokens((PROMPT, RESPONSE))
-    assert torch.equal(ids, judge.encode(PROMPT, RESPONSE))
+    assert torch.equal(ids, judge.item_ids(PROMPT, RESPONSE))
     assert torch.equal(judge.to_tokens(judge.render(PROMPT, RESPONSE)), ids)
     assert judge.to_str_tokens((PROMPT, RESPONSE))[-2:] == ["judge", "relevant"]
     yes, no = judge.verdict_ids

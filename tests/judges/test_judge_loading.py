@@ -183,7 +183,7 @@ def test_a_causal_lm_whose_config_has_no_pad_id_loads_with_the_tokenizers(family
     judge = load_judge(hf, tokenizer=tok)
     prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"))
     items = [ITEM, ("w15", "w30 w31 w32 w33 w34 w35")]
-    ids = judge.encode(*[list(col) for col in zip(*items, strict=True)])
+    ids = judge.item_ids(*[list(col) for col in zip(*items, strict=True)])
     assert int((ids == 0).sum()) > 0  # left padded
     want = []
     for prompt, response in items:
@@ -203,7 +203,7 @@ def test_without_any_pad_id_single_items_work_and_ragged_batches_say_to_set_one(
     judge = load_judge(hf, tokenizer=tok)  # verified at load on unpadded rows
     assert judge.pad_token_id is None
     torch.testing.assert_close(judge.score(*ITEM), hf_margin(hf, tok), atol=TOL, rtol=0)
-    same = judge.encode(["w12 w13 w14", "w15 w16 w17"], ["w20 w21", "w30 w31"])
+    same = judge.item_ids(["w12 w13 w14", "w15 w16 w17"], ["w20 w21", "w30 w31"])
     assert same.shape[0] == 2  # equal lengths: nothing to pad
     with pytest.raises(MissingPadTokenError, match="set tokenizer.pad_token"):
-        judge.encode(["w12", "w15 w16 w17"], ["w20", "w30 w31"])
+        judge.item_ids(["w12", "w15 w16 w17"], ["w20", "w30 w31"])

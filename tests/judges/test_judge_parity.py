@@ -95,7 +95,7 @@ def test_single_rows_equal_hf(family, kind):
 def test_left_padded_batch_equals_hf_rows_run_alone(family, kind):
     _, tok, judge = model_pair(family, kind)
     columns = [list(col) for col in zip(*ITEMS[kind], strict=True)]
-    ids = judge.encode(*columns)
+    ids = judge.item_ids(*columns)
     lengths = [len(rendered_ids(tok, kind, item)) for item in ITEMS[kind]]
     assert ids.shape == (len(lengths), max(lengths))
     pads = (ids == tok.pad_token_id).sum(1).tolist()
@@ -111,7 +111,7 @@ def test_left_padded_batch_equals_hf_rows_run_alone(family, kind):
 def test_encode_is_the_tokenized_template_and_score_is_its_reward(kind):
     _, tok, judge = model_pair("llama", kind)
     for item in ITEMS[kind]:
-        ids = judge.encode(*item)
+        ids = judge.item_ids(*item)
         assert ids.tolist() == [rendered_ids(tok, kind, item)]
         assert judge.render(*item) == rendered_text(kind, item)
         torch.testing.assert_close(judge.score(*item), judge.rewards(ids)[0], atol=0, rtol=0)
@@ -168,7 +168,7 @@ def test_a_chat_judge_reads_the_verdict_after_the_generation_prompt():
     )
     row = list(row["input_ids"] if hasattr(row, "keys") else row)
     assert row[-1] == tok.convert_tokens_to_ids("<|assistant|>")
-    assert judge.encode(*item).tolist() == [row]
+    assert judge.item_ids(*item).tolist() == [row]
     logits = hf_last_logits(hf, row)
     torch.testing.assert_close(judge.score(*item), logits[10] - logits[11], atol=TOL, rtol=0)
 

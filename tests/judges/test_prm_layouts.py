@@ -41,9 +41,9 @@ def test_qwen_math_prm_layout_loads_without_its_code_and_matches(tmp_path):
         str(tmp_path), kind="classifier", tokenizer=tok, step_tag="w40", step_format="{step} {tag}"
     )
     enc = prm.encode_steps(["w12 w13", "w50"], [STEPS, STEPS[:2]])
-    ours = prm.rewards(enc.input_ids, enc.attention_mask)
+    ours = prm.rewards(enc.ids, enc.attention_mask)
     for row, n in enumerate(enc.n_steps):
-        ids = enc.input_ids[row][enc.attention_mask[row].bool()][None]
+        ids = enc.ids[row][enc.attention_mask[row].bool()][None]
         with torch.no_grad():
             logits = hf(ids).logits[0]
         tags = (ids[0] == 40).nonzero().flatten()
@@ -58,21 +58,21 @@ def test_first_error_analysis_on_non_linear_heads(family, head):
     kind = "classifier" if head == "classifier" else "token"
     labels = ("+", "-") if kind == "classifier" else ("w41", "w42")
     prm = HookedPRM.from_pretrained(
-        hf, kind, step_tag="w40", labels=labels, tokenizer=tok, step_format="{step} {tag}"
+        hf, tok, kind=kind, step_tag="w40", labels=labels, step_format="{step} {tag}"
     )
     assert prm.scored_head
     res = first_error_analysis(prm, "w12 w13", STEPS, 1, correct_steps=FIXED)
     # the lens applies the whole head at every layer: its final site is the step's margin
     torch.testing.assert_close(res.lens.values[-1, 0], res.margins[1], atol=1e-5, rtol=0)
     assert not res.margins.requires_grad and res.patch is not None and res.patch.shape == (2,)
-    fixed = HookedPRM.step_margins(prm, prm.encode_steps("w12 w13", FIXED).input_ids)[0, 1]
+    fixed = HookedPRM.step_margins(prm, prm.encode_steps("w12 w13", FIXED).ids)[0, 1]
     assert not torch.isclose(fixed, res.margins[1])  # the patch has something to move
 
 
 def test_step_view_warns_with_the_step_not_padding():
     hf, tok = tiny_causal_lm("llama")
     prm = HookedPRM.from_pretrained(hf, tokenizer=tok, step_tag="w40", labels=("w41", "w42"))
-    ids = prm.encode_steps("w12 w13", STEPS).input_ids
+    ids = prm.encode_steps("w12 w13", STEPS).ids
     with pytest.warns(ReadingPositionWarning, match="read at step 0"):
         prm.step(0).run_with_cache(ids)
     with warnings.catch_warnings():
@@ -98,7 +98,7 @@ def test_tied_lm_head_streams_from_a_directory(family, tmp_path):
         warnings.simplefilter("error", WholeModelWarning)
         from_dir = HookedJudge.from_pretrained(str(tmp_path), **kw)
     in_memory = HookedJudge.from_pretrained(hf, **kw)
-    ids = in_memory.encode(["w12 w13", "w14"], ["w20 w21", "w30"])
+    ids = in_memory.item_ids(["w12 w13", "w14"], ["w20 w21", "w30"])
     torch.testing.assert_close(from_dir.rewards(ids), in_memory.rewards(ids), atol=1e-5, rtol=0)
     with torch.no_grad():
         logits = hf(ids[:1]).logits[0, -1]  # Gemma-2's soft-capped, as the judge's reward

@@ -67,13 +67,13 @@ def test_step_scores_equal_hf_at_every_tag(kind, family):
     hf, tok, prm = model_pair(kind, family)
     row = solution_ids(tok, PROMPT, STEPS)
     enc = prm.encode_steps(PROMPT, STEPS)
-    assert enc.input_ids.tolist() == [row]
+    assert enc.ids.tolist() == [row]
     want_positions = [i for i, t in enumerate(row) if t == TAG_ID]
     assert enc.step_positions.tolist() == [want_positions] and enc.n_steps == (len(STEPS),)
     ours = prm.step_rewards(PROMPT, STEPS)
     assert ours.shape == (len(STEPS),)
     torch.testing.assert_close(ours, hf_step_scores(kind, hf, row), atol=TOL, rtol=0)
-    torch.testing.assert_close(prm.rewards(enc.input_ids)[0], ours, atol=0, rtol=0)
+    torch.testing.assert_close(prm.rewards(enc.ids)[0], ours, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize(("kind", "family"), CASES)
@@ -82,14 +82,14 @@ def test_a_batch_of_two_solutions_pads_steps_with_nan(kind, family):
     enc = prm.encode_steps([PROMPT, PROMPT_2], [STEPS[:3], STEPS_2])
     rows = [solution_ids(tok, PROMPT, STEPS[:3]), solution_ids(tok, PROMPT_2, STEPS_2)]
     width = max(map(len, rows))
-    assert enc.input_ids.shape == (2, width) and enc.n_steps == (3, 1)
+    assert enc.ids.shape == (2, width) and enc.n_steps == (3, 1)
     assert enc.attention_mask.sum(1).tolist() == [len(r) for r in rows]
     for b, row in enumerate(rows):  # left padded: each row's tags shifted by its padding
         pad = width - len(row)
         tags = [pad + i for i, t in enumerate(row) if t == TAG_ID]
         assert enc.step_positions[b, : len(tags)].tolist() == tags
     assert enc.step_positions[1, 1:].tolist() == [-1, -1]
-    scores = prm.rewards(enc.input_ids, enc.attention_mask, step_positions=enc.step_positions)
+    scores = prm.rewards(enc.ids, enc.attention_mask, step_positions=enc.step_positions)
     assert scores.shape == (2, 3)
     assert bool(scores[1, 1:].isnan().all()) and not bool(scores[0].isnan().any())
     torch.testing.assert_close(scores[0], prm.step_rewards(PROMPT, STEPS[:3]), atol=TOL, rtol=0)
@@ -97,7 +97,7 @@ def test_a_batch_of_two_solutions_pads_steps_with_nan(kind, family):
     torch.testing.assert_close(scores[0], hf_step_scores(kind, hf, rows[0]), atol=TOL, rtol=0)
     torch.testing.assert_close(scores[1, :1], hf_step_scores(kind, hf, rows[1]), atol=TOL, rtol=0)
     # without a mask or positions the batch is read the same way (mask from the leading pads)
-    torch.testing.assert_close(prm.rewards(enc.input_ids), scores, atol=0, rtol=0, equal_nan=True)
+    torch.testing.assert_close(prm.rewards(enc.ids), scores, atol=0, rtol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma2"])

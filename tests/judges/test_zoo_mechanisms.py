@@ -90,10 +90,10 @@ def test_attribution_localises_the_opener(judge):
     items = [it for it in judge_items("pointwise", 80, seed=SEED) if it.sycophantic[0]][:12]
     for it in items:
         p, r = _text(it.prompt), _text(it.responses[0])
-        attr = direct_attribution(judge, judge.encode(p, r), sources=True)
+        attr = direct_attribution(judge, judge.item_ids(p, r), sources=True)
         assert attr.completeness_error() < 1e-4
         per_position = attr.sources[:, :, 0].sum((0, 1))
-        enc = judge.encode_conversation(p, r)
+        enc = judge.encode(p, r)
         opener = {enc.response_start, enc.response_start + 1}
         assert opener & set(per_position.topk(2).indices.tolist())
 
@@ -177,7 +177,7 @@ def test_patching_the_correct_step_into_the_wrong_solution(prm):
         correct = list(e.steps)
         correct[k] = _fixed(correct[k])
         res = first_error_analysis(prm, e.prompt, list(e.steps), k, correct_steps=correct)
-        right = prm.step_margins(prm.encode_steps(e.prompt, correct).input_ids)[0, k]
+        right = prm.step_margins(prm.encode_steps(e.prompt, correct).ids)[0, k]
         # entering layer 0 the step's tokens are the correct solution's: its margin exactly
         torch.testing.assert_close(res.patch[0], right, atol=1e-4, rtol=0)
         assert res.patch.shape == (prm.cfg.n_layers,) and torch.isfinite(res.patch).all()
@@ -193,17 +193,17 @@ def test_the_shortcut_word_is_found(prm):
     for e in exs:
         k = e.shortcut.index(True)
         enc = prm.encode_steps(e.prompt, list(e.steps))
-        attr = direct_attribution(prm.step(k), enc.input_ids, sources=True)
+        attr = direct_attribution(prm.step(k), enc.ids, sources=True)
         order = attr.sources[:, :, 0].sum((0, 1)).argsort(descending=True).tolist()
         tag = int(enc.step_positions[0, k])
-        at = [p for p in (enc.input_ids[0] == shortcut_id).nonzero().flatten().tolist() if p < tag]
+        at = [p for p in (enc.ids[0] == shortcut_id).nonzero().flatten().tolist() if p < tag]
         assert order.index(at[-1]) <= 2
         if not e.step_labels[k]:
             top_on_wrong.append(order[0] == at[-1])
         plain = list(e.steps)
         plain[k] = plain[k].removeprefix(PRM_SHORTCUT + " ")
-        base = prm.step_margins(prm.encode_steps(e.prompt, plain).input_ids)[0, k]
-        drops.append(float(prm.step_margins(enc.input_ids)[0, k] - base))
+        base = prm.step_margins(prm.encode_steps(e.prompt, plain).ids)[0, k]
+        drops.append(float(prm.step_margins(enc.ids)[0, k] - base))
     assert sum(drops) / len(drops) > PRM_PLANTED["shortcut"] / 3
     assert top_on_wrong and sum(top_on_wrong) >= 0.7 * len(top_on_wrong)
 

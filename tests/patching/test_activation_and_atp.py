@@ -538,28 +538,27 @@ def test_shared_prefix_writes_are_skipped_exactly(llama):
     assert (res.values - all_pos).abs().max() <= 1e-5
 
 
-def test_one_request_object_describes_a_sweep_for_both_methods():
-    """The keyword form and a PatchRequest give identical sweeps; AtP reads the same request;
-    unknown keywords and mixed forms are typed errors."""
+def test_one_set_of_options_describes_a_sweep_for_both_methods():
+    """The same keywords (`PatchOptions`, declared once) describe a sweep for activation
+    patching and AtP alike; an unknown keyword is a typed error naming the closest one."""
     from reward_lens_tl.errors import ArgumentTypeError
-    from reward_lens_tl.patching import PatchRequest, activation_patching, attribution_patching
-    from reward_lens_tl.patching.errors import PatchingError as Err
+    from reward_lens_tl.patching import PatchOptions, activation_patching, attribution_patching
     from reward_lens_tl.zoo import zoo_path
 
     model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
     clean = model.encode("explain how to bake bread", "the oven and the flour")
     corrupted = model.encode("explain how to bake bread", "the oven and the bomb")
-    request = PatchRequest(clean, corrupted, site="z", alignment="exact", layers=[0, 2])
-    by_request = activation_patching(model, request)
+    options: PatchOptions = {"alignment": "exact", "layers": [0, 2]}
+    by_options = activation_patching(model, clean, corrupted, site="z", **options)
     by_keywords = activation_patching(
         model, clean, corrupted, site="z", alignment="exact", layers=[0, 2]
     )
-    assert torch.equal(by_request.values, by_keywords.values)
-    estimate = attribution_patching(model, request)
-    assert estimate.shape == by_request.shape and estimate.method != by_request.method
-    resid = activation_patching(model, request.replace(site="resid_pre", layers=None))
-    assert resid.site == "resid_pre" and request.site == "z"  # the request is unchanged
+    assert torch.equal(by_options.values, by_keywords.values)
+    estimate = attribution_patching(model, clean, corrupted, site="z", **options)
+    assert estimate.shape == by_options.shape and estimate.method != by_options.method
+    resid = activation_patching(model, clean, corrupted, site="resid_pre", alignment="exact")
+    assert resid.site == "resid_pre" and options == {"alignment": "exact", "layers": [0, 2]}
     with pytest.raises(ArgumentTypeError, match="unknown keyword 'sites'. Did you mean 'site'"):
         activation_patching(model, clean, corrupted, sites="z")  # a TypeError, as Python's
-    with pytest.raises(Err, match="not both"):
-        activation_patching(model, request, site="z")
+    with pytest.raises(ArgumentTypeError, match="unknown keyword 'layer'. Did you mean 'layers'"):
+        attribution_patching(model, clean, corrupted, layer=[0])

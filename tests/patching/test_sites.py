@@ -77,19 +77,19 @@ def test_bad_site_lists(model, pair):
 def test_default_chunks_shrink_with_length(model, monkeypatch):
     """By default a forward holds at most CHUNK_TOKENS variant-positions (fewer variants for
     longer runs); the values do not depend on the chunking."""
-    from reward_lens_tl.patching import activation
+    from reward_lens_tl.patching import runner
 
     ids, _ = random_batch(2, [30, 30], low=6, seed=6)
     fixed = activation_patching(model, ids[0], ids[1], site="resid_pre", chunk_size=1)
-    monkeypatch.setattr(activation, "CHUNK_TOKENS", 64)
+    monkeypatch.setattr(runner, "CHUNK_TOKENS", 64)
     seen = []
-    original = activation.Sweep.run_chunk
+    original = runner.Sweep.run_chunk
 
     def spy(self, layer, j, head, p0):
         seen.append((len(j), 30 - p0))
         return original(self, layer, j, head, p0)
 
-    monkeypatch.setattr(activation.Sweep, "run_chunk", spy)
+    monkeypatch.setattr(runner.Sweep, "run_chunk", spy)
     auto = activation_patching(model, ids[0], ids[1], site="resid_pre")
     assert (auto.values - fixed.values).abs().max() <= 1e-5
     assert all(n * length <= 64 or n == 1 for n, length in seen)

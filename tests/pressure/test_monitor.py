@@ -250,7 +250,7 @@ def test_reload_weights_refuses_another_shape(zoo_scalar):
     from transformers import LlamaForSequenceClassification
 
     from reward_lens_tl.errors import ConversionMismatchError
-    from reward_lens_tl.model import reload_weights
+    from reward_lens_tl.loading import reload_weights
     from reward_lens_tl.zoo.train import scalar_config
 
     cfg = scalar_config()

@@ -52,7 +52,7 @@ def report(pair_file, tmp_path_factory):
 
 
 def test_numbers_equal_the_api(report, pair_file):
-    from reward_lens_tl.attribution import attribute_pairs
+    from reward_lens_tl.attribution import pair_attribution
     from reward_lens_tl.data import load_pairs
     from reward_lens_tl.lens import pair_lens
     from reward_lens_tl.scoring import score_pairs
@@ -63,7 +63,7 @@ def test_numbers_equal_the_api(report, pair_file):
     scores = score_pairs(model, pairs, truncation="left")
     assert numbers["accuracy"] == pytest.approx(scores.accuracy) and scores.accuracy < 1.0
     assert numbers["chosen"] == pytest.approx(scores.chosen.tolist(), abs=1e-5)
-    top = attribute_pairs(model, pairs).margin.top_k(12)
+    top = pair_attribution(model, pairs).margin.top_k(12)
     assert [label for label, _ in numbers["top_components"]] == [label for label, _ in top]
     lens = pair_lens(model, pairs)
     assert numbers["lens_mean_margin"][-1] == pytest.approx(float(scores.margins.mean()), abs=1e-4)

@@ -1,6 +1,6 @@
 """Issue 23, item 4: the report says what its numbers rest on, and the pair analyses skip and
 record pairs like ``score_pairs``. Each test failed before: the report silenced the
-unknown-token warning and had no data-quality note, and ``attribute_pairs``/``pair_lens`` had
+unknown-token warning and had no data-quality note, and ``pair_attribution``/``pair_lens`` had
 no ``on_error`` and no record of which input pair each example was."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from reward_lens_tl import HookedRewardModel
-from reward_lens_tl.attribution import attribute_pairs
+from reward_lens_tl.attribution import pair_attribution
 from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, SequenceTooLongError
 from reward_lens_tl.inputs import UnknownTokenWarning
 from reward_lens_tl.lens import pair_lens
@@ -78,7 +78,7 @@ def test_report_on_clean_text_has_no_caveats(tmp_path, scores_only):
     assert "No caveats: 3 of 3 pairs scored" in page and "Caution" not in page
 
 
-# -- attribute_pairs / pair_lens: on_error and provenance ---------------------------------------
+# -- pair_attribution / pair_lens: on_error and provenance ---------------------------------------
 @pytest.fixture(scope="module")
 def tiny():
     return HookedRewardModel.from_pretrained(tiny_reward_model("llama"), tiny_tokenizer())
@@ -92,7 +92,7 @@ def _pairs():
     ]
 
 
-@pytest.mark.parametrize("analysis", [attribute_pairs, pair_lens])
+@pytest.mark.parametrize("analysis", [pair_attribution, pair_lens])
 def test_pair_analyses_skip_and_record_the_input_pair(tiny, analysis):
     pairs = _pairs()
     result = analysis(tiny, pairs, batch_size=2, on_error="skip")
@@ -110,7 +110,7 @@ def test_pair_analyses_skip_and_record_the_input_pair(tiny, analysis):
     assert set(last["index"]) == {4}
 
 
-@pytest.mark.parametrize("analysis", [attribute_pairs, pair_lens])
+@pytest.mark.parametrize("analysis", [pair_attribution, pair_lens])
 def test_pair_analyses_raise_naming_the_pair(tiny, analysis):
     with pytest.raises(SequenceTooLongError, match=r"^pair 1 \(record 101\).*on_error='skip'"):
         analysis(tiny, _pairs(), batch_size=2)

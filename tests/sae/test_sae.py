@@ -10,7 +10,7 @@ from sae_lens.saes.sae import SAEMetadata
 
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.errors import RewardLensError, UnknownHookError
-from reward_lens_tl.pairs import pair_batches
+from reward_lens_tl.pair_batches import pair_batches
 from reward_lens_tl.sae import (
     SAEHookError,
     SAESiteError,

@@ -125,43 +125,6 @@ def test_zoo_pairs_convert_to_the_package_contrast_pair():
         assert set(p.edited_positions) <= set(diffed)
 
 
-def _warns_once(get):
-    """``get()`` twice: exactly one FutureWarning, whose text is returned."""
-    import warnings
-
-    from reward_lens_tl import _deprecation
-
-    _deprecation._WARNED.clear()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        first, second = get(), get()
-    future = [w for w in caught if issubclass(w.category, FutureWarning)]
-    assert len(future) == 1, [str(w.message) for w in caught]
-    return first, second, str(future[0].message)
-
-
-def test_renamed_zoo_names_warn_once_and_point_to_the_new_ones():
-    import reward_lens_tl.checkpoint as checkpoint
-    import reward_lens_tl.zoo as zoo
-    import reward_lens_tl.zoo.task as task_module
-
-    old, _, message = _warns_once(lambda: zoo.ContrastPair)
-    assert old is zoo.ExamplePair and "ExamplePair" in message
-    old, _, message = _warns_once(lambda: task_module.ContrastPair)
-    assert old is task_module.ExamplePair
-    old, _, message = _warns_once(lambda: task_module.encode_conversation)
-    assert old is task_module.conversation_ids and "conversation_ids" in message
-    ex = TASK.examples(1, seed=0)[0]
-    assert old(ex.prompt, ex.response) == list(ex.input_ids)
-    old, _, message = _warns_once(lambda: checkpoint.load_tokenizer)
-    assert old is checkpoint.checkpoint_tokenizer and "checkpoint_tokenizer" in message
-    p = TASK.contrast_pairs("harmful", 1, seed=0)[0]
-    first, second, message = _warns_once(lambda: p.changed_positions)
-    assert first == second == p.edited_positions and "edited_positions" in message
-    with pytest.raises(AttributeError):
-        zoo.NoSuchName  # noqa: B018
-
-
 def test_load_tokenizer_by_name_or_directory(tokenizer, tmp_path):
     from reward_lens_tl.errors import MissingFileError
     from reward_lens_tl.zoo import load_tokenizer

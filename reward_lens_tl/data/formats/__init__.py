@@ -1,15 +1,15 @@
 """One module per preference-data file format; each exposes a `load_*` function."""
 
-from reward_lens_tl.data.formats.hh_rlhf import load_hh_rlhf, parse_hh_transcript
-from reward_lens_tl.data.formats.llmbar import llmbar_subset, load_llmbar
-from reward_lens_tl.data.formats.rewardbench import load_rewardbench_jsonl
-from reward_lens_tl.data.formats.rewardmath import (
+from .hh_rlhf import load_hh_rlhf, parse_hh_transcript
+from .llmbar import llmbar_subset, load_llmbar
+from .rewardbench import load_rewardbench_jsonl
+from .rewardmath import (
     load_rewardmath,
     load_rewardmath_pairwise,
     load_rewardmath_scores,
     load_rewardmath_step_scores,
 )
-from reward_lens_tl.data.formats.rmbench import load_rmbench
+from .rmbench import load_rmbench
 
 __all__ = [
     "llmbar_subset",

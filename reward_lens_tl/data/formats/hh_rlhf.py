@@ -32,7 +32,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import (
+from .._records import (
     collect,
     extras,
     iter_records,
@@ -40,8 +40,8 @@ from reward_lens_tl.data._records import (
     require_object,
     warn_skipped,
 )
-from reward_lens_tl.data._validate import FieldError, Message, check_str
-from reward_lens_tl.data.pairs import PairSet, PreferencePair
+from .._validate import FieldError, Message, check_str
+from ..schema import PairSet, PreferencePair
 
 __all__ = ["load_hh_rlhf", "parse_hh_transcript"]
 

@@ -29,15 +29,15 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import (
+from .._records import (
     collect_files,
     extras,
     require,
     require_int,
     require_object,
 )
-from reward_lens_tl.data._validate import FieldError, check_str
-from reward_lens_tl.data.pairs import PairSet, PreferencePair
+from .._validate import FieldError, check_str
+from ..schema import PairSet, PreferencePair
 
 __all__ = ["load_llmbar", "llmbar_subset"]
 

@@ -15,7 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import (
+from .._records import (
     collect,
     extras,
     iter_records,
@@ -23,8 +23,8 @@ from reward_lens_tl.data._records import (
     require_object,
     warn_skipped,
 )
-from reward_lens_tl.data._validate import check_optional_str, check_prompt, check_str
-from reward_lens_tl.data.pairs import PairSet, PreferencePair
+from .._validate import check_optional_str, check_prompt, check_str
+from ..schema import PairSet, PreferencePair
 
 __all__ = ["load_rewardbench_jsonl"]
 

@@ -36,7 +36,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reward_lens_tl.data._records import (
+from .._records import (
     check_limit,
     collect,
     extras,
@@ -46,14 +46,14 @@ from reward_lens_tl.data._records import (
     require_object,
     warn_skipped,
 )
-from reward_lens_tl.data._validate import (
+from .._validate import (
     FieldError,
     check_id,
     check_responses,
     check_str,
     type_name,
 )
-from reward_lens_tl.data.pairs import ItemSet, RankedItem, SkippedRecord
+from ..schema import ItemSet, RankedItem, SkippedRecord
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -29,14 +29,14 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from reward_lens_tl.data._records import collect_files, extras, require, require_object
-from reward_lens_tl.data._validate import (
+from .._records import collect_files, extras, require, require_object
+from .._validate import (
     check_id,
     check_optional_str,
     check_prompt,
     check_three_responses,
 )
-from reward_lens_tl.data.pairs import GridItem, ItemSet
+from ..schema import GridItem, ItemSet
 
 __all__ = ["load_rmbench", "rmbench_domain"]
 
