@@ -8,7 +8,6 @@ own: the package holds no `exec` or `eval` call (tests/test_structure.py).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING

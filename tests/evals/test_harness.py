@@ -103,7 +103,9 @@ def test_metrics_figure_shows_each_value_with_its_interval():
     assert (bars.x + bars.error_x.array).tolist() == pytest.approx(list(m.high))
     assert "interval" in bars.hovertemplate and fig.layout.title.text == "rewardmath: 60 items"
     # an EvalResult draws its metrics
-    plain = eval_result.EvalResult("rewardbench", scores.ScoreSet([rb(0, 1.0, 0.0), rb(1, 0.0, 1.0)]))
+    plain = eval_result.EvalResult(
+        "rewardbench", scores.ScoreSet([rb(0, 1.0, 0.0), rb(1, 0.0, 1.0)])
+    )
     fig = check_figure(plain.plot(), static=plain.plot(backend="matplotlib"))
     assert list(fig.layout.yaxis.ticktext) == list(plain.metrics().names)
 
