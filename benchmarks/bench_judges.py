@@ -93,7 +93,7 @@ def main() -> None:
     n_judge = count_forwards(judge, lambda: judge.score(prompt, response))
     once, loop = prm.step_rewards(prompt, steps), per_step_loop(prm, prompt, steps)
     diff = float((once - loop).abs().max())
-    ids = judge.encode(prompt, response)
+    ids = judge.item_ids(prompt, response)
     rounds = []
     for _ in range(args.repeats):  # interleaved
         rounds.append((

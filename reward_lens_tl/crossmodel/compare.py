@@ -40,8 +40,9 @@ import torch
 from torch import Tensor
 
 from ..errors import BackboneMismatchError, InvalidArgumentError, UnknownModelError
-from ..plotting import PALETTE, Backend, imshow, line, render
+from ..plotting import PALETTE, PLOT_DOC, Backend, imshow, line, render
 from ..results import Result, TopK, ranked
+from ..signatures import pasted_docs
 from ..stats import Interval, bootstrap_ci, pearson, spearman
 from .similarity import crystallization_depth, linear_cka, sweep_tau
 from .sources import SourceRun, as_source, check_shared_tokenizer, run_on_pairs
@@ -427,18 +428,14 @@ class ModelComparison(Result):
         """The `summary` table."""
         return self.summary()
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Pairwise agreement between every two models as a matrix, 0 to 1, values written.
 
         A cell is the share of pairs on which both models prefer the same response (the
         diagonal is 1); hover shows both names and the exact share.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         names = list(self.names)
         matrix = np.eye(len(names))

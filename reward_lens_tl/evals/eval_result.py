@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..data import PreferencePair
 from ..errors import InvalidArgumentError, RewardLensError
-from ..plotting import Backend
+from ..plotting import PLOT_DOC, Backend
 from ..results import Result, TopK, axes, ranked
+from ..signatures import pasted_docs
 from .comparisons import Comparison, comparisons, item_texts
 from .explain import FailureExplanation, explain_failures
 from .metrics import Metrics, metrics_for
@@ -160,15 +161,11 @@ class EvalResult(Result):
         """
         return _margins_top(self.to_dataframe(), k, largest)
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The benchmark's figures with their bootstrap intervals (`Metrics.plot`).
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         return self.metrics().plot(ax, backend=backend)
 

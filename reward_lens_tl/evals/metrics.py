@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import EmptyInputError, InvalidArgumentError, UnknownNameError
-from ..plotting import Backend, bar, render
+from ..plotting import PLOT_DOC, Backend, bar, render
 from ..results import Result, TopK, ranked
+from ..signatures import pasted_docs
 from .rewardbench2 import (
     best_of_n_credit,
     is_ties,
@@ -201,17 +202,13 @@ class Metrics(Result):
         frame = frame.nlargest(k, "value") if largest else frame.nsmallest(k, "value")
         return ranked(zip(frame["figure"], frame["value"], strict=True))
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Horizontal bars of the figures (percent) with their bootstrap intervals.
 
         Hover shows each figure's exact value, its interval and the items behind it.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         v = np.array(self.values, dtype=float)
         low, high = np.array(self.low, dtype=float), np.array(self.high, dtype=float)

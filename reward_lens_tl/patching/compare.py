@@ -37,7 +37,7 @@ from ..attribution import direct_attribution
 from ..errors import PatchingError
 from ..inputs import EncodedConversation, as_encoded
 from ..pair_batches import encoded_pair
-from ..plotting import Backend, render, scatter, side_by_side
+from ..plotting import PLOT_DOC, Backend, render, scatter, side_by_side
 from ..results import Result, TopK, top_entries
 from ..signatures import checked_options, pasted_docs
 from ..stats import bootstrap_ci, spearman
@@ -212,18 +212,14 @@ class AgreementReport(Result):
 
         return pd.DataFrame([row.__dict__ for row in self.rows])
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Each estimate's effects against the patched effects, with the line y = x.
 
         One colour per estimate (its Spearman ρ in the legend); hover shows the cell and
         both exact effects. Points on the line are estimated exactly.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         ref = self.reference.effects()
         cells = list(self.reference.labels())

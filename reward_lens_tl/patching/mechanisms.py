@@ -44,7 +44,7 @@ from torch import Tensor
 from ..contrast import as_contrast_pairs, encode_contrast
 from ..errors import InvalidArgumentError, PatchingError, UnknownNameError
 from ..inputs import pad_batch
-from ..plotting import Backend, bar, imshow, render
+from ..plotting import PLOT_DOC, Backend, bar, imshow, render
 from ..readout import Objective
 from ..results import Result, TopK, top_entries
 from ..signatures import checked_options, pasted_docs
@@ -511,17 +511,13 @@ class HeadSets(Result):
         frame["size"] = frame["size"].astype("Int64")  # pairs without a set: <NA>
         return frame
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Bars of how often each head set is the minimal one (the 8 most common).
 
         Hover shows the set and its exact number of pairs.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         counts = Counter(" ".join(m) if m else "none" for m in self.minimal).most_common(8)
         fig = bar(
@@ -881,17 +877,13 @@ class CausalGroundTruth(Result):
 
         return pd.DataFrame(list(self.atp))
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """Where the effect sits: the share of pairs whose top unit is the planted span.
 
         This is `Localization.plot(kind="planted")` of `localization`.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         return self.localization.plot(ax=ax, kind="planted", backend=backend)
 

@@ -40,8 +40,9 @@ import torch
 from jaxtyping import Float
 
 from ..errors import PressureError
-from ..plotting import Backend, line, render
+from ..plotting import PLOT_DOC, Backend, line, render
 from ..results import Result
+from ..signatures import pasted_docs
 from .sampling import Prompt, Sample, prompt_text, sample_responses, score_texts
 from .validate import (
     MAX_BOOT,
@@ -346,6 +347,7 @@ class BestOfNResult(Result):
             frame = frame[frame["feature"].isin(list(among))]
         return None if frame.empty else str(frame["feature"].iloc[0])
 
+    @pasted_docs(plot=PLOT_DOC)
     def plot(self, ax: Axes | None = None, *, backend: Backend | None = None) -> Any:
         """The over-optimisation curve.
 
@@ -353,12 +355,7 @@ class BestOfNResult(Result):
         standard error over prompts, each rung's `n` written on the proxy line; hover shows
         the rung, `sqrt(KL)` and the exact reward.
 
-        Args:
-            ax: Matplotlib axes to draw the static form on.
-            backend: `"plotly"` or `"matplotlib"` (see `reward_lens_tl.plotting`).
-
-        Returns:
-            The figure (not shown).
+        {plot}
         """
         frame = self.to_dataframe()
         drawn = [col for col in ("proxy", "gold") if frame[col].notna().any()]
