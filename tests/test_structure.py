@@ -8,7 +8,7 @@
 - no two modules of the package share the names a reader would confuse
   (`results.py`, `model.py`, `pairs.py`, `stats.py` exist once each).
 
-The import cycles are checked by tests/evals/test_harness.py; the route of `model` through
+The import cycles are checked by tests/evals/test_init.py; the route of `model` through
 patching by `tools/param_walk.py` (CONTRIBUTING.md, "Patching").
 """
 

@@ -1,5 +1,5 @@
 """Activation patching against the zoo's planted ground truth (50 contrast pairs per feature,
-each with two score-neutral filler swaps), and patching a chosen span of positions."""
+each with two score-neutral filler swaps): localisation, minimal head sets, AtP recall."""
 
 from collections import Counter
 
@@ -9,33 +9,14 @@ import torch
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.contrast import encode_contrast
 from reward_lens_tl.errors import InvalidArgumentError
-from reward_lens_tl.patching import PatchingError, activation_patching, atp_agreement
+from reward_lens_tl.patching import (
+    PatchingError,
+    activation_patching,
+    atp_agreement,
+)
 from reward_lens_tl.patching import mechanisms as gt
-from reward_lens_tl.testing import random_batch, tiny_reward_model
 from tests.figures import check_figure
-
-N = 50
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    from reward_lens_tl.zoo import load_task, zoo_path
-
-    return HookedRewardModel.from_pretrained(zoo_path("scalar")), load_task().task
-
-
-@pytest.fixture(scope="module")
-def pairs(zoo):
-    _, task = zoo
-    return {f: task.contrast_pairs(f, N, 0, filler_swaps=2) for f in gt.SWAP_FEATURES}
+from tests.patching.conftest import N
 
 
 @pytest.fixture(scope="module")
@@ -44,68 +25,6 @@ def table(zoo, pairs):
     return gt.localization(model, [p for f in gt.SWAP_FEATURES for p in pairs[f]])
 
 
-# -- positions= ----------------------------------------------------------------------------------
-def test_positions_patch_a_span_as_one_cell():
-    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    ids, _ = random_batch(2, [9, 9], low=6, seed=3)
-    clean, corrupted = ids[0], ids[1]
-    cells = activation_patching(model, clean, corrupted, site="resid_pre", alignment="exact")
-    some = activation_patching(
-        model, clean, corrupted, site="resid_pre", alignment="exact", positions=[2, 5]
-    )
-    assert some.alignment.target.tolist() == [2, 5]
-    assert torch.allclose(some.values, cells.values[:, [2, 5]], atol=1e-6)
-    span = activation_patching(
-        model,
-        clean,
-        corrupted,
-        site="resid_pre",
-        alignment="exact",
-        positions=[2, 5],
-        by_position=False,
-        metric=lambda r: r,
-    )
-    names = ["blocks.1.hook_resid_pre"]
-    _, cache = model.run_with_cache(clean[None], names_filter=names)
-
-    def write(act, hook):
-        act = act.clone()
-        act[0, [2, 5]] = cache[hook.name][0, [2, 5]]
-        return act
-
-    with torch.no_grad():
-        expected = model.run_with_hooks(
-            corrupted[None], return_type="reward", fwd_hooks=[(names[0], write)]
-        )
-    assert abs(float(span.values[1]) - float(expected[0])) <= 1e-5
-    with pytest.raises(PatchingError, match="not aligned positions"):
-        activation_patching(model, clean, corrupted, alignment="exact", positions=[42])
-
-
-@pytest.mark.parametrize("mode", ["denoising", "noising"])
-def test_positions_under_end_alignment_keep_labels_and_sides(mode):
-    """Clean and corrupted of different lengths: ``positions`` are clean-run positions (the
-    source when denoising, the target when noising), and cells keep the labels of the full
-    alignment."""
-    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
-    ids, _ = random_batch(2, [10, 7], low=6, seed=8)  # left padded
-    clean, corrupted = ids[0], ids[1, -7:]
-    full = activation_patching(model, clean, corrupted, mode=mode, alignment="end")
-    some = activation_patching(
-        model, clean, corrupted, mode=mode, alignment="end", positions=[5, 7]
-    )
-    clean_side = full.alignment.source if mode == "denoising" else full.alignment.target
-    keep = [j for j, p in enumerate(clean_side.tolist()) if p in (5, 7)]
-    assert len(keep) == 2
-    assert some.grid.position_labels == tuple(full.grid.position_labels[j] for j in keep)
-    assert some.labels()[0] == f"L0 {full.grid.position_labels[keep[0]]}" != "L0 end-1"
-    assert torch.allclose(some.values, full.values[:, keep], atol=1e-6)
-    for bad in (5, [5.5], ["5"], [True]):
-        with pytest.raises(PatchingError, match="positions"):
-            activation_patching(model, clean, corrupted, alignment="end", positions=bad)
-
-
-# -- where the effect sits -------------------------------------------------------------------------
 def test_first_layer_localizes_the_planted_tokens(table):
     """Only the planted tokens differ in meaning at the embedding, so at resid_pre 0 the planted
     span is the top unit in every pair, and it alone restores the whole effect (the filler swaps
@@ -293,22 +212,3 @@ def test_table_lookups_are_unambiguous(table):
     with pytest.raises(KeyError, match="harmfull"):
         table.first_site("reward", "harmfull")
     assert table.share("reward", "resid_pre 2", "sycophancy") >= 0.9
-
-
-def test_compare_methods_takes_contrast_pairs_and_reports_top1_rank(zoo, pairs):
-    from reward_lens_tl.patching import compare_methods
-
-    model, _ = zoo
-    direct = compare_methods(model, pairs["sycophancy"][:3], methods=("direct", "patching"))
-    encoded = compare_methods(
-        model, [encode_contrast(p) for p in pairs["sycophancy"][:3]], methods=("direct", "patching")
-    )
-    assert torch.equal(direct.rho, encoded.rho)
-    clean, corrupted = encode_contrast(pairs["harmful"][0])
-    report = atp_agreement(model, clean, corrupted, site="z", alignment="exact", methods=("atp",))
-    row, ref = report.rows[0], report.reference.effects().abs()
-    best = int(ref.argmax())
-    expected = 1 + int(
-        (report.estimates[0].ranking_score() > report.estimates[0].ranking_score()[best]).sum()
-    )
-    assert row.top1_rank == expected

@@ -1,33 +1,53 @@
-"""``reward-lens eval`` with items that do not fit a short-context model (issue 23, item 4): the
-item is named, ``--on-error skip`` skips and lists it, and a failed run leaves no ``--out`` file.
-The real-data test scores HH-RLHF pairs with the 64-token zoo model (skipped without the data)."""
+"""The eval command: scores as JSON, scoring with a model then reading back, items that do not fit
+named in one line and no empty out file."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
-from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
-from reward_lens_tl.data import PreferencePair, RankedItem
-from reward_lens_tl.errors import EmptyInputError, InvalidArgumentError, SequenceTooLongError
-from reward_lens_tl.evals.run import NOT_SCORED, score_items
 from reward_lens_tl.evals.scores import read_scores
 from reward_lens_tl.zoo import zoo_path
 from tests.data.test_data import (  # the shared-data location and marker, one definition
     SHARED,
     real_data,
 )
+from tests.evals.conftest import LONG, PROMPT
 
-PROMPT = "how bake bread"
-LONG = " ".join(["soup oven bread"] * 30)  # 90 words: over the zoo model's 64-token context
+
+@real_data
+def test_cli_rewardmath_scores_json(capsys):
+    from reward_lens_tl.cli import main
+
+    path = SHARED / "rewardmath" / "internlm2_scores.json"
+    assert main(["eval", "rewardmath", "--scores", str(path), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n"] == 483 and round(out["accuracy"], 2) == 37.27 and round(out["mrr"], 2) == 55.17
+    assert out["ci"]["accuracy"][0] < out["accuracy"] < out["ci"]["accuracy"][1]
+
+
+def test_cli_scores_with_a_model_then_reads_back(tmp_path, capsys):
+    from reward_lens_tl.cli import main
+    from reward_lens_tl.zoo import zoo_path
+
+    data = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": "how bake bread", "chosen": "soup oven", "rejected": "great question the",
+             "subset": "zoo", "id": i} for i in range(3)]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "s.jsonl"
+    args = ["eval", "rewardbench", str(zoo_path("scalar")), str(data), "--out", str(out)]
+    assert main([*args, "--format", "json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["n"] == 3 and len(read_scores(out)) == 3
+    assert main(["eval", "rewardbench", "--scores", str(out), "--format", "json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["accuracy"] == first["accuracy"]
+    assert main(["eval", "rewardmath", "--scores", str(out), "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rewardbench scores" in err
+
+
 HH_FILE = SHARED / "hh_rlhf" / "harmless_base_test.jsonl.gz"
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    return HookedRewardModel.from_pretrained(zoo_path("scalar"))
 
 
 def write_pairs(path, long_ids=("too-long",)):
@@ -82,34 +102,6 @@ def test_cli_on_error_skip_scores_the_rest_and_lists_the_item(tmp_path, capsys):
     assert main(eval_args(data, out, "--on-error", "skip")) == 0  # resumes, lists it again
     table = capsys.readouterr().out
     assert "3 items; 1 skipped" in table and "skipped item 'too-long'" in table
-
-
-def test_score_items_policy(zoo):
-    items = [PreferencePair(PROMPT, "soup oven", "bomb", subset="zoo", metadata={"id": i})
-             for i in range(3)]  # fmt: skip
-    items.insert(2, PreferencePair(PROMPT, LONG, "bomb", metadata={"id": "long"}))
-    with pytest.raises(SequenceTooLongError, match=r"item 'long' \(position 2\)"):
-        score_items(zoo, items, progress=False)
-    result = score_items(zoo, items, progress=False, on_error="skip")
-    assert result.scores.ids() == [0, 1, 2] and len(result.items) == 3
-    (skip,) = result.scores.skipped
-    assert (skip.index, skip.id, skip.field) == (2, "long", NOT_SCORED)
-    assert result.summary(n_boot=0)["skipped"] == 1
-    fitted = score_items(zoo, items, progress=False, truncation="right")
-    assert fitted.scores.ids() == [0, 1, "long", 2]
-    with pytest.raises(InvalidArgumentError, match="on_error"):
-        score_items(zoo, items, progress=False, on_error="ignore")
-
-
-def test_rewardmath_item_with_one_long_solution_is_skipped_whole(zoo):
-    items = [
-        RankedItem(PROMPT, "soup", ("bomb", LONG), id=0),
-        RankedItem(PROMPT, "soup", ("bomb", "rain"), id=1),
-    ]
-    result = score_items(zoo, items, progress=False, on_error="skip")
-    assert result.scores.ids() == [1] and result.scores.skipped[0].id == 0
-    with pytest.raises(EmptyInputError, match="all 1 items were skipped"):
-        score_items(zoo, items[:1], progress=False, on_error="skip")
 
 
 @real_data

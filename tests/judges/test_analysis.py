@@ -1,13 +1,6 @@
-"""The package's analyses on judges and PRM steps, against plain HF / plain torch / plain TL.
-
-Identities checked: attribution completeness and its total against HF's verdict margin; the
-lens's final site against the reward; activation patching of every position against the
-source run; AtP against a gradient taken here with a plain TL hook; the linearised attribution
-of non-linear scores (Likert, soft-capped, classifier PRM) against a first-order term computed
-here with autograd from HF's hidden states; position bias against HF's margins in both orders;
-a PRM step's head sources against the head rows of its direct attribution; and the step
-patching of ``first_error_analysis`` against a run patched here with a TL hook.
-"""
+"""Judge and PRM analyses against HF: attribution complete and summing to HF's verdict / step
+margin, lens, patching, linearised attribution of non-linear scores, position bias, step
+segments, first-error analysis (also on non-linear heads)."""
 
 from __future__ import annotations
 
@@ -31,17 +24,34 @@ from reward_lens_tl.lens import reward_lens
 from reward_lens_tl.padding import reading_position_known
 from reward_lens_tl.patching import activation_patching, attribution_patching
 from reward_lens_tl.testing import tiny_causal_lm
+from tests.judges.conftest import STEPS
 
 TOL = 1e-4
+
+
 TEMPLATE = "{prompt} w8 {response} w9"
+
+
 PAIR_TEMPLATE = "{prompt} w8 {response_a} w7 {response_b} w9"
+
+
 TAG, LABELS, TAG_ID = "w40", ("w41", "w42"), 40
+
+
 PROMPT = "w12 w13"
+
+
 #: A wrong solution and the same with step 1 corrected (same token counts, to patch across).
 WRONG = ["w20 w21", "w22 w23", "w24", "w25 w26"]
+
+
 RIGHT = ["w20 w21", "w30 w31", "w24", "w25 w26"]
+
+
 #: The same with step 0 corrected instead.
 RIGHT_0 = ["w35 w36", "w22 w23", "w24", "w25 w26"]
+
+
 PROMPT_TOKENS = 3  # <bos> w12 w13
 
 
@@ -377,3 +387,23 @@ def test_first_error_analysis_refuses_bad_steps_and_lengths():
         first_error_analysis(prm, PROMPT, WRONG, 4)
     with pytest.raises(RewardLensError, match="same number of tokens"):
         first_error_analysis(prm, PROMPT, WRONG, 1, correct_steps=["w20 w21", "w30", "w24", "w25"])
+
+
+FIXED = ["w20 w21", "w27", "w23 w24"]
+
+
+@pytest.mark.parametrize("family,head", [("qwen2", "classifier"), ("gemma2", "lm")])
+def test_first_error_analysis_on_non_linear_heads(family, head):
+    hf, tok = tiny_causal_lm(family, head=head)
+    kind = "classifier" if head == "classifier" else "token"
+    labels = ("+", "-") if kind == "classifier" else ("w41", "w42")
+    prm = HookedPRM.from_pretrained(
+        hf, tok, kind=kind, step_tag="w40", labels=labels, step_format="{step} {tag}"
+    )
+    assert prm.scored_head
+    res = first_error_analysis(prm, "w12 w13", STEPS, 1, correct_steps=FIXED)
+    # the lens applies the whole head at every layer: its final site is the step's margin
+    torch.testing.assert_close(res.lens.values[-1, 0], res.margins[1], atol=1e-5, rtol=0)
+    assert not res.margins.requires_grad and res.patch is not None and res.patch.shape == (2,)
+    fixed = HookedPRM.step_margins(prm, prm.encode_steps("w12 w13", FIXED).ids)[0, 1]
+    assert not torch.isclose(fixed, res.margins[1])  # the patch has something to move

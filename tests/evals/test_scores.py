@@ -1,8 +1,5 @@
-"""Output and resume paths (issue 37, item 5): a score file (`score_items(out=)`,
-`reward-lens eval --out`) or a sweep's `resume=` file that cannot be a file is refused with a
-typed error naming the path, before the model runs; a file another writer holds is refused the
-same way (`FileInUseError`), and a record a killed writer left half-written is recomputed.
-"""
+"""Score files: round trip and resume, malformed records named by file, record and field, output
+paths that cannot be a file, one writer at a time and a torn record recomputed."""
 
 from __future__ import annotations
 
@@ -17,14 +14,56 @@ import pytest
 from reward_lens_tl import HookedRewardModel
 from reward_lens_tl.cli import main
 from reward_lens_tl.data import PreferencePair
-from reward_lens_tl.errors import FileInUseError, InvalidArgumentError
+from reward_lens_tl.errors import (
+    FileInUseError,
+    InvalidArgumentError,
+    MalformedRecordError,
+)
 from reward_lens_tl.evals import run
 from reward_lens_tl.evals.run import score_items
-from reward_lens_tl.evals.scores import ScoreWriter, read_scores
+from reward_lens_tl.evals.scores import ScoreRecord, ScoreWriter, read_scores
 from reward_lens_tl.sweep import runner, token_sweep
 from reward_lens_tl.zoo import zoo_path
 
+
+def test_score_file_round_trip_and_resume(tmp_path):
+    path = tmp_path / "s.jsonl"
+    recs = [ScoreRecord("rewardmath", i, (1.0 * i,), (0.5, 2.0)) for i in range(3)]
+    with ScoreWriter(path, "rewardmath") as out:
+        out.write_all(recs[:2])
+    with open(path, "a") as f:
+        f.write('{"benchmark": "rewardmath", "id": 2, "cho')  # a crash mid-line
+    with pytest.warns(UserWarning, match="torn last line"):
+        writer = ScoreWriter(path, "rewardmath")
+    assert sorted(writer.done) == [0, 1]
+    with writer:
+        writer.write(recs[2])
+    assert list(read_scores(path)) == recs
+
+
+def test_malformed_records_name_file_record_field(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    good = ScoreRecord("rewardmath", 0, (1.0,), (0.5,)).to_json()
+    lines = [good, {**good, "id": 1, "chosen": []}, {**good, "id": 2, "rejected": [1, "x"]},
+             {**good, "id": 0}, {**good, "id": 3}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    with pytest.raises(MalformedRecordError) as err:
+        read_scores(path)
+    assert str(path) in str(err.value) and "record 1" in str(err.value)
+    assert "'chosen'" in str(err.value) and "correct solution" in str(err.value)
+    with pytest.warns(UserWarning, match="skipped 3"):
+        kept = read_scores(path, skip_bad=True)
+    assert kept.ids() == [0, 3]
+    assert [(s.index, s.field) for s in kept.skipped] == [
+        (1, "chosen"),
+        (2, "rejected[1]"),
+        (3, "id"),
+    ]
+
+
 PROMPT = "how bake bread"
+
+
 WORDS = ["soup", "oven", "bread", "bomb"]
 
 
