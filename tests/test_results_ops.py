@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -58,7 +59,8 @@ TOL = dict(rtol=1e-5, atol=1e-5)  # the same rows in another batch: float roundi
 
 
 def _all_result_classes() -> list[type]:
-    """Every subclass of ``Result`` in the package (every module imported first)."""
+    """Every subclass of ``Result`` the package defines (every module imported first; classes
+    a docstring example defines while it runs live elsewhere and are left out)."""
     for info in pkgutil.walk_packages(reward_lens_tl.__path__, "reward_lens_tl."):
         if ".zoo.models" not in info.name and not info.name.endswith("__main__"):
             importlib.import_module(info.name)
@@ -68,7 +70,16 @@ def _all_result_classes() -> list[type]:
             if sub not in seen:
                 seen.add(sub)
                 todo.append(sub)
-    return sorted(seen, key=lambda c: c.__qualname__)
+    return sorted((c for c in seen if _defined_in_package(c)), key=lambda c: c.__qualname__)
+
+
+def _defined_in_package(cls: type) -> bool:
+    """Whether ``cls`` is reachable by its qualified name in its module (a doctest's class runs
+    with a copy of the module's globals: it carries the module's name but is not in it)."""
+    obj: object = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
 
 
 # -- comparing two results field by field -------------------------------------------------------
