@@ -70,23 +70,13 @@ def unpacked_options(func: Any) -> list[griffe.Parameter] | None:
     options = getattr(inspect.getmodule(runtime), found.group(1), None) if found else None
     if options is None or not typing.is_typeddict(options):
         return None
-    try:
-        hints = typing.get_type_hints(options)
-    except NameError:  # a name imported for type checking only: show the annotation as written
-        hints = {
-            k: v
-            for base in reversed(options.__mro__)
-            for k, v in vars(base).get("__annotations__", {}).items()
-        }
-    return [
+    return [  # the annotations as written (a TypedDict keeps them as forward references)
         griffe.Parameter(
             name,
-            annotation=annotation
-            if isinstance(annotation, str)
-            else inspect.formatannotation(annotation),
+            annotation=getattr(annotation, "__forward_arg__", None) or str(annotation),
             kind=griffe.ParameterKind.keyword_only,
         )
-        for name, annotation in hints.items()
+        for name, annotation in options.__annotations__.items()
         if name not in func.parameters
     ]
 
