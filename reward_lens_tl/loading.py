@@ -340,17 +340,16 @@ def loading_entry_point(
     return decorate
 
 
-def requested(options: Mapping[str, Any], **defaults: Any) -> dict[str, Any]:
-    """Every option, as given or at its default (`OPTION_DEFAULTS`, then `defaults`).
+def requested(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option, as given or at its default (`OPTION_DEFAULTS`).
 
     Args:
         options: The options given.
-        **defaults: Defaults that differ from `OPTION_DEFAULTS`.
 
     Returns:
         Option name → value, every option present.
     """
-    return {**OPTION_DEFAULTS, **defaults, **options}
+    return {**OPTION_DEFAULTS, **options}
 
 
 @loading_entry_point(verify=False)

@@ -44,7 +44,7 @@ from ..errors import (
     StepSeparatorError,
 )
 from ..inputs import EncodedConversation, Prompt, Truncation
-from ..loading import LoadOptions, positional_tokenizer
+from ..loading import HUB_OPTIONS, LoadOptions, positional_tokenizer
 from ..model import MODEL_KINDS, HookedRewardModel, load_reward_model
 from ..padding import left_pad
 from .heads import HeadAdapter, HeadSpec, classifier_layers
@@ -308,9 +308,6 @@ def _pair_spec(ids: list[int], names: tuple[str, ...], capped: bool) -> tuple[He
     return HeadSpec("lm_head", (f"{names[0]}-{names[1]}",), tuple(ids), diff), "linear"
 
 
-_HUB_OPTIONS = ("revision", "cache_dir", "token", "local_files_only")
-
-
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`(hub options, conversion options)`: a judge's or PRM's `**options`, `verify` on.
 
@@ -321,8 +318,8 @@ def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
             "a judge's or PRM's head is read from its verdict, labels or head module: "
             "adapter= is not an option here"
         )
-    hub = {k: options[k] for k in _HUB_OPTIONS if k in options}
-    load = {k: v for k, v in options.items() if k not in _HUB_OPTIONS}
+    hub = {k: options[k] for k in HUB_OPTIONS if k in options}
+    load = {k: v for k, v in options.items() if k not in HUB_OPTIONS}
     load["verify"] = True if load.get("verify") is None else load["verify"]
     return hub, load
 

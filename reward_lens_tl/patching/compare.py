@@ -367,7 +367,14 @@ def pair_values(model, chosen, rejected, components, methods, options: RunOption
     out: dict[str, Tensor] = {}
     labels = component_labels(model, "heads") if components == "heads" else ()
     fwd_hooks: list[Any] = list(options.get("fwd_hooks", ()))
+    if components != "heads" and "direct" in methods:
+        raise PatchingError(
+            "direct attribution has no per-position residual counterpart; use "
+            "components='heads' or drop 'direct' from methods"
+        )
     common: PatchOptions = {**options, "fwd_hooks": fwd_hooks, "mode": "denoising"}
+    if any(method != "direct" for method in methods):  # one baseline forward for every method
+        common["metric"] = _margin_metric(model, rejected, fwd_hooks)
     if components == "heads":
         if "direct" in methods:
             ids_c, ids_r = (_ids(model, x) for x in (chosen, rejected))
@@ -386,11 +393,6 @@ def pair_values(model, chosen, rejected, components, methods, options: RunOption
             out[method] = _heads_and_mlps(model, *parts)
     else:  # resid
         for method in methods:
-            if method == "direct":
-                raise PatchingError(
-                    "direct attribution has no per-position residual counterpart; use "
-                    "components='heads' or drop 'direct' from methods"
-                )
             r = _run_method(model, method, chosen, rejected, "resid_pre", True, chunk_size, common)
             out[method], labels = r.effects(), r.labels()
     return out, labels
@@ -404,8 +406,7 @@ def _ids(model, x) -> Tensor:
 def _run_method(
     model, method, chosen, rejected, site, by_position, chunk_size, common: PatchOptions
 ) -> PatchResult:
-    metric = _margin_metric(model, rejected, common.get("fwd_hooks", ()))
-    kw: PatchOptions = {**common, "by_position": by_position, "metric": metric}
+    kw: PatchOptions = {**common, "by_position": by_position}
     if method == "patching":
         return activation_patching(model, chosen, rejected, site=site, chunk_size=chunk_size, **kw)
     qk, gd = {"atp": (False, False), "atp+qk": (True, False), "atp*": (True, True)}[method]
