@@ -353,7 +353,8 @@ class PatchRunner:
             for plan, names_ in zip(plans, site_names, strict=True)
         ]
         if source is None:
-            return targets, [self.ablation_values(plan) for plan in plans], None
+            means = self.shared_means(plans)
+            return targets, [self.ablation_values(plan, means) for plan in plans], None
         if not together:
             return (targets, *self.sources(plans))
         sources = [
@@ -401,11 +402,29 @@ class PatchRunner:
         return values[0], reward
 
     # -- ablations --------------------------------------------------------------------------
-    def ablation_values(self, plan: PatchPlan) -> dict[int, Tensor]:
+    def shared_means(self, plans: Sequence[PatchPlan]) -> dict[str, Tensor] | None:
+        """The reference means of every plan's hooks from one pass over the reference set.
+
+        Args:
+            plans: plans of one request (one mode).
+
+        Returns:
+            Hook name → mean, or `None` when the plans are not mean ablations with a reference.
+        """
+        reference = self.options["reference"]
+        if not plans or plans[0].mode != "mean" or reference is None:
+            return None
+        names = list(dict.fromkeys(name for plan in plans for name in plan.hook_names))
+        return self.reference_means(reference, names, self.options["mean_over"])
+
+    def ablation_values(
+        self, plan: PatchPlan, means: dict[str, Tensor] | None = None
+    ) -> dict[int, Tensor]:
         """Per grid layer, the `[n_aligned, ...]` values an ablation writes.
 
         Args:
             plan: a `mean` or `zero` plan.
+            means: reference means computed already (`shared_means`), else computed here.
 
         Returns:
             Zeros, or the means over the options' `reference`.
@@ -423,7 +442,8 @@ class PatchRunner:
         if reference is None:
             raise PatchingError("mode='mean' needs reference= (a set of sequences to average over)")
         names = plan.hook_names
-        means = self.reference_means(reference, names, mean_over)
+        if means is None:
+            means = self.reference_means(reference, names, mean_over)
         out = {}
         for layer, name in zip(plan.grid.layers, names, strict=True):
             m = means[name]
