@@ -91,7 +91,7 @@ class HeadAdapter(RewardModelAdapter):
         model_kind: The kind of model loaded (`"judge"` or `"prm"`).
     """
 
-    verify_by_default = False
+    verify_by_default = True  # a judge's or PRM's head is checked against HF unless verify=False
 
     def __init__(self, spec: HeadSpec, model_kind: str) -> None:
         """Keep the head spec and the model kind."""

@@ -309,7 +309,7 @@ def _pair_spec(ids: list[int], names: tuple[str, ...], capped: bool) -> tuple[He
 
 
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`(hub options, conversion options)`: a judge's or PRM's `**options`, `verify` on.
+    """`(hub options, conversion options)`: a judge's or PRM's `**options` (`verify` defaults on).
 
     The head is the judge's or PRM's own, so `adapter` is refused.
     """
@@ -320,7 +320,6 @@ def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
         )
     hub = {k: options[k] for k in HUB_OPTIONS if k in options}
     load = {k: v for k, v in options.items() if k not in HUB_OPTIONS}
-    load["verify"] = True if load.get("verify") is None else load["verify"]
     return hub, load
 
 
