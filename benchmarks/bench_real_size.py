@@ -36,20 +36,22 @@ RESULTS.md.
 - ``--write``: only write (or reuse) the checkpoints of ``--shape`` (default all three).
   Table ``| shape | directory | parameters | size | seconds | reused |``.
 - ``--memory`` (default shape ``1b``): every load in a FRESH process (this script with the
-  hidden ``--child JOB``), interleaved ``hf, ours, hf, ours, …`` (``--repeats`` rounds, default
+  hidden ``--child JOB``), interleaved ``hf_load, hf, ours, …`` (``--repeats`` rounds, default
   1; the minimum is reported); each child's peak RSS is its own ``ru_maxrss`` (KiB) from
   ``os.wait4`` in the parent; the 1-minute load average is read before each child. Jobs:
-  ``hf`` = ``AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.bfloat16,
-  local_files_only=True)`` then one read of every weight (chunked, so memory-mapped pages
-  count and no float copy is made); ``ours`` = ``HookedRewardModel.from_pretrained(path,
-  dtype=torch.bfloat16, device=--device)`` then the same read; ``--no-processing`` adds
-  ``tl_no_processing`` (``HookedRewardModel.from_pretrained_no_processing``). Seconds: HF's
-  load + read, our conversion. Table (one row per shape; with ``--no-processing`` a column
-  ``TL no processing: peak RSS, s`` before ``ours / HF``)::
+  ``hf_load`` = ``AutoModelForSequenceClassification.from_pretrained(path,
+  dtype=torch.bfloat16, local_files_only=True)`` alone (the memory target's baseline); ``hf``
+  = the same, then one read of every weight (chunked, so memory-mapped pages count and no float
+  copy is made; the time target's baseline); ``ours`` = ``HookedRewardModel.from_pretrained(path,
+  dtype=torch.bfloat16, device=--device)``, the library imported before the clock starts (as
+  transformers is for HF); ``--no-processing`` adds ``tl_no_processing``
+  (``HookedRewardModel.from_pretrained_no_processing``). Seconds: HF's load, HF's load + read,
+  our conversion (every weight is read and processed by then). Table (one row per shape; with
+  ``--no-processing`` a column ``TL no processing: peak RSS, s`` after ours)::
 
-    | shape | parameters | bf16 checkpoint | HF load + read: peak RSS, s | ours: peak RSS, s | ours / HF | bytes per parameter, ours (HF) | load average |
-    |---|---|---|---|---|---|---|---|
-    | Llama-3.2-1B (16 layers) | 1.24 B | 2.30 GiB | <x> GiB, <t> s | <x> GiB, <t> s | **<r>×** | <ours> (<hf>) | <min>–<max> |
+    | shape | parameters | bf16 checkpoint | HF load: peak RSS, s | HF load + read: peak RSS, s | ours: peak RSS, s | memory, ours / HF load | time, ours / HF load + read | bytes per parameter, ours (HF load) | load average |
+    |---|---|---|---|---|---|---|---|---|---|
+    | Llama-3.2-1B (16 layers) | 1.24 B | 2.30 GiB | <x> GiB, <t> s | <x> GiB, <t> s | <x> GiB, <t> s | **<r>×** | **<r>×** | <ours> (<hf>) | <min>–<max> |
 
   A child whose RSS passes ``--rss-limit-gib`` (default 90 % of MemAvailable at the start) is
   killed by a watchdog in the parent before the kernel's OOM killer acts; its cell reads
@@ -394,6 +396,12 @@ def load_hf(args):
     ).eval()
 
 
+def job_hf_load(args) -> dict:
+    t0 = time.perf_counter()
+    load_hf(args)
+    return {"seconds": time.perf_counter() - t0}
+
+
 def job_hf(args) -> dict:
     t0 = time.perf_counter()
     model = load_hf(args)
@@ -405,6 +413,8 @@ def job_hf(args) -> dict:
 
 
 def job_ours(args, no_processing: bool = False) -> dict:
+    from reward_lens_tl import HookedRewardModel  # noqa: F401  (before the clock, as HF's)
+
     reset_gpu_peak(args.device)
     t0 = time.perf_counter()
     model = convert_ours(args, no_processing)
@@ -584,6 +594,7 @@ def job_analyses(args) -> dict:
 
 
 JOBS = {
+    "hf_load": job_hf_load,
     "hf": job_hf,
     "ours": job_ours,
     "tl_no_processing": lambda args: job_ours(args, no_processing=True),
@@ -774,16 +785,20 @@ def best_of(runs: list[dict]) -> dict:
 
 
 def memory_mode(args, found: dict[str, Checkpoint]) -> tuple[list[str], dict]:
-    jobs = ["hf", "ours"] + (["tl_no_processing"] if args.no_processing else [])
+    jobs = ["hf_load", "hf", "ours"] + (["tl_no_processing"] if args.no_processing else [])
     header = (
-        "| shape | parameters | bf16 checkpoint | HF load + read: peak RSS, s | ours: peak RSS, s |"
+        "| shape | parameters | bf16 checkpoint | HF load: peak RSS, s | "
+        "HF load + read: peak RSS, s | ours: peak RSS, s |"
     )
-    rule = "|---|---|---|---|---|"
+    rule = "|---|---|---|---|---|---|"
     if args.no_processing:
         header += " TL no processing: peak RSS, s |"
         rule += "---|"
-    header += " ours / HF | bytes per parameter, ours (HF) | load average |"
-    rule += "---|---|---|"
+    header += (
+        " memory, ours / HF load | time, ours / HF load + read | bytes per parameter, ours "
+        "(HF load) | load average |"
+    )
+    rule += "---|---|---|---|"
     lines, data = [header, rule], {}
     for shape, ckpt in found.items():
         print(f"memory, {shape}:", flush=True)
@@ -791,20 +806,24 @@ def memory_mode(args, found: dict[str, Checkpoint]) -> tuple[list[str], dict]:
         best = {job: best_of([r for r in runs if r["job"] == job]) for job in jobs}
         loads = [r["loadavg_1min"] for r in runs]
         n = ckpt.n_params
-        ratio = best["ours"]["peak_rss_gib"] / best["hf"]["peak_rss_gib"]
+        ratio = best["ours"]["peak_rss_gib"] / best["hf_load"]["peak_rss_gib"]
+        stopped = best["ours"]["stopped"] or best["hf"]["stopped"]
+        time_ratio = None if stopped else best["ours"]["seconds"] / best["hf"]["seconds"]
         per_param = {j: best[j]["peak_rss_gib"] * GIB / n for j in jobs}
         more = {j: "> " if best[j]["stopped"] else "" for j in jobs}
         cells = [
             f"{more[j]}{best[j]['peak_rss_gib']:.2f} GiB, "
-            + ("stopped" if best[j]["stopped"] else f"{best[j]['seconds']:.0f} s")
+            + ("stopped" if best[j]["stopped"] else f"{best[j]['seconds']:.1f} s")
             for j in jobs
         ]
         lines.append(
-            f"| {title(ckpt)} | {count(n)} | {size(ckpt.gib)} | {cells[0]} | {cells[1]} | "
-            + "".join(f"{c} | " for c in cells[2:])
-            + ("n/a" if best["hf"]["stopped"] else f"**{more['ours']}{ratio:.2f}×**")
+            f"| {title(ckpt)} | {count(n)} | {size(ckpt.gib)} | "
+            + "".join(f"{c} | " for c in cells)
+            + ("n/a" if best["hf_load"]["stopped"] else f"**{more['ours']}{ratio:.2f}×**")
+            + " | "
+            + ("n/a" if time_ratio is None else f"**{time_ratio:.2f}×**")
             + f" | {more['ours']}"
-            f"{per_param['ours']:.1f} ({per_param['hf']:.1f}) | "
+            f"{per_param['ours']:.1f} ({per_param['hf_load']:.1f}) | "
             f"{min(loads):.1f}–{max(loads):.1f} |"
         )
         data[shape] = {
@@ -813,6 +832,7 @@ def memory_mode(args, found: dict[str, Checkpoint]) -> tuple[list[str], dict]:
             "runs": runs,
             "best": best,
             "ratio_ours_hf": ratio,
+            "time_ratio_ours_hf_load_read": time_ratio,
             "bytes_per_param": per_param,
         }
     return lines, data

@@ -285,6 +285,20 @@ class SDPAAttentionMixin(AbstractAttention):
         rotated = getattr(past_kv_cache_entry, "rotated_keys", None)
         if past_kv_cache_entry is not None:
             offset = past_kv_cache_entry.past_keys.size(1)
+        if self.shares_prefix(past_kv_cache_entry, attention_mask):
+            entry = cast(TransformerLensKeyValueCacheEntry, past_kv_cache_entry)
+            prefix_keys = entry.past_keys
+            if rotary:
+                q = self.hook_rot_q(self.apply_rotary(q, offset, attention_mask))
+                k = self.apply_rotary(k, offset, attention_mask)
+                prefix_keys = (
+                    rotated if rotated is not None else self.apply_rotary(prefix_keys[:1], 0, None)
+                )
+            new_mask = None if attention_mask is None else attention_mask[:, offset:]
+            z = shared_prefix_z(
+                q, prefix_keys[0], entry.past_values[0], k, v, new_mask, 1.0 / self.attn_scale
+            )
+            return self.attention_output(self.hook_z(z))
         if rotary and rotated is not None:  # only the new keys need rotating
             k = prepend(rotated, self.apply_rotary(k, offset, attention_mask))
             v = prepend(past_kv_cache_entry.past_values, v)
@@ -298,6 +312,27 @@ class SDPAAttentionMixin(AbstractAttention):
                 k = self.hook_rot_k(self.apply_rotary(k, 0, attention_mask))
         z = self.hook_z(self.sdpa_z(q, k, v, offset, attention_mask))
         return self.attention_output(z)
+
+    def shares_prefix(self, entry, attention_mask) -> bool:
+        """Whether the cached keys are one prefix shared by every row (`shared_prefix_z`).
+
+        A frozen cache entry whose keys and values are one row expanded along the batch
+        (stride 0: a token sweep's prompt, a patching sweep's unpatched prefix), nothing padded
+        in that prefix, a global (not sliding-window) layer, and, with rotary embeddings, no
+        hook on `hook_rot_k` (which would see the whole key sequence, prefix included).
+        """
+        if entry is None or not entry.frozen or self.attn_type != "global":
+            return False
+        keys, values = entry.past_keys, entry.past_values
+        if keys.shape[1] == 0 or not (
+            (keys.shape[0] == 1 or keys.stride(0) == 0)
+            and (values.shape[0] == 1 or values.stride(0) == 0)
+        ):
+            return False
+        if attention_mask is not None and not bool(attention_mask[:, : keys.shape[1]].all()):
+            return False
+        rotary = self.cfg.positional_embedding_type == "rotary"
+        return not (rotary and hook_points_hooked(self, ("hook_rot_k",)))
 
     def _extend_rotary_embeddings(self, new_size: int) -> None:
         """Grow the rotary tables only when they grow.
@@ -457,6 +492,75 @@ class SDPAAttentionMixin(AbstractAttention):
         w = einops.rearrange(self.W_O, "head d_head d_model -> d_model (head d_head)")
         z = z.to(w.dtype).reshape(z.shape[0], z.shape[1], -1)
         return F.linear(z, w.contiguous(), self.b_O)
+
+
+def shared_prefix_z(
+    q: Float[Tensor, "batch query head d_head"],
+    prefix_keys: Float[Tensor, "prefix kv_head d_head"],
+    prefix_values: Float[Tensor, "prefix kv_head d_head"],
+    keys: Float[Tensor, "batch query kv_head d_head"],
+    values: Float[Tensor, "batch query kv_head d_head"],
+    mask: Tensor | None,
+    scale: float,
+) -> Float[Tensor, "batch query head d_head"]:
+    """Attention output `z` when every row attends to one shared prefix, then to its own keys.
+
+    The prefix's keys and values are one row, never expanded: every query of the batch meets
+    them in one matrix product per key-value head (the shared-prefix decomposition of Hydragen,
+    arXiv:2402.05099), and the rows' own keys (causal, `mask` hiding padded ones) in a small
+    batched product; one softmax over both, in float32. A padded query row gives `z = 0`, as
+    the other paths give it. Equal to attention over the concatenated keys to float rounding
+    (tests/test_fast_attention.py).
+
+    Args:
+        q: The queries (rotated where the model is rotary).
+        prefix_keys: The prefix's keys (rotated).
+        prefix_values: The prefix's values.
+        keys: The rows' own keys (rotated).
+        values: The rows' own values.
+        mask: `[batch, query]` padding mask of the rows' own positions, or `None`.
+        scale: The score scale (`1 / attn_scale`).
+
+    Returns:
+        `z`, as TL's `hook_z` sees it.
+
+    Examples:
+        >>> q, k, v = torch.randn(3, 2, 4, 8), torch.randn(3, 2, 2, 8), torch.randn(3, 2, 2, 8)
+        >>> pk, pv = torch.randn(5, 2, 8), torch.randn(5, 2, 8)
+        >>> z = shared_prefix_z(q, pk, pv, k, v, None, 8**-0.5)
+        >>> full_k = torch.cat([pk.expand(3, -1, -1, -1), k], 1).repeat_interleave(2, 2)
+        >>> full_v = torch.cat([pv.expand(3, -1, -1, -1), v], 1).repeat_interleave(2, 2)
+        >>> causal = torch.ones(2, 7, dtype=torch.bool).tril(5)
+        >>> ref = F.scaled_dot_product_attention(
+        ...     q.transpose(1, 2), full_k.transpose(1, 2), full_v.transpose(1, 2),
+        ...     attn_mask=causal, scale=8**-0.5).transpose(1, 2)
+        >>> bool((z - ref).abs().max() < 1e-5)
+        True
+    """
+    n = max(q.shape[0], keys.shape[0], values.shape[0])  # a hook may broadcast one of them
+    q, keys, values = (t.expand(n, *t.shape[1:]) for t in (q, keys, values))
+    _, s, h, d = q.shape
+    kv, p = prefix_keys.shape[1], prefix_keys.shape[0]
+    g = h // kv
+    dtype = q.dtype
+    qg = q.reshape(n, s, kv, g, d).permute(2, 0, 3, 1, 4).float()  # [kv, n, g, s, d]
+    flat = qg.reshape(kv, n * g * s, d)
+    on_prefix = torch.bmm(flat, prefix_keys.permute(1, 2, 0).float()) * scale  # [kv, ngs, p]
+    on_prefix = on_prefix.reshape(kv, n, g, s, p)
+    own = torch.matmul(qg, keys.permute(2, 0, 3, 1).float()[:, :, None]) * scale  # [kv,n,g,s,s]
+    visible = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        visible = visible & mask.bool()[:, None, None, None, :].permute(1, 0, 2, 3, 4)
+    own = own.masked_fill(~visible, float("-inf"))
+    weights = torch.softmax(torch.cat([on_prefix, own], -1), -1)
+    from_prefix = torch.bmm(
+        weights[..., :p].reshape(kv, n * g * s, p), prefix_values.permute(1, 0, 2).float()
+    ).reshape(kv, n, g, s, d)
+    from_own = torch.matmul(weights[..., p:], values.permute(2, 0, 1, 3).float()[:, :, None])
+    z = (from_prefix + from_own).permute(1, 3, 0, 2, 4).reshape(n, s, h, d)
+    if mask is not None:
+        z = z * mask.to(z.dtype)[:, :, None, None]
+    return z.to(dtype)
 
 
 class StridedGatedMLP(GatedMLP):

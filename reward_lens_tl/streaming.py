@@ -5,7 +5,9 @@ final norm, reward head), then each transformer layer in order. For each part:
 
 1. the part's HF weights are made real: from a checkpoint directory they are read tensor by
    tensor from its safetensors files into an HF model built on the meta device
-   (`CheckpointSource`); an in-memory HF model already has them (`ModelSource`);
+   (`CheckpointSource`; the next layer is read by a second thread while this one converts);
+   an in-memory HF model already has them (`ModelSource`). A weight stored in the dtype the
+   model is converted to is kept in it, any other is read in float32 (`working_copy`);
 2. the adapter's converter (TransformerLens's own weight converter of the family) runs on a view
    of the HF model whose layer list holds only that layer (a shallow copy: the HF model itself is
    never modified), with a config of one layer;
@@ -13,20 +15,24 @@ final norm, reward head), then each transformer layer in order. For each part:
    `center_writing_weights`, `fold_value_biases`, `refactor_factored_attn_matrices`) runs
    on that part in float32 — every step of it is per layer; the embedding is processed in
    blocks of rows and a wide MLP in blocks of hidden units, since TL's steps on those are per
-   row and per unit;
+   row and per unit. Behind an RMS norm (`scales_only`) TL's only step on the MLP is scaling
+   the rows of `W_in`/`W_gate` by the norm and it leaves the embedding alone, so those are
+   done directly (`scaled_rows`: the same float32 products, rounded once) without TL's copies
+   of every tensor;
 4. the result is cast to the requested dtype, placed on the requested device and assigned into
    the hooked model, which was built with its parameters on the meta device (no weights
    allocated twice); the part's float32 copies are then freed.
 
 Peak memory is therefore the converted model plus the transient of one part: one layer's
-attention and its MLP in float32, plus TL's copies of one block (TL's processing copies the
-state dict it is given); measured in benchmarks/RESULTS.md (e.g. 2.5 GiB above the converted
-model at Gemma-2-27B's width). A model without exactly one layer list is converted as one part
-(with a `WholeModelWarning`): correct, but not bounded.
+attention and its MLP as read, the next layer read ahead, plus TL's float32 copies of one
+block (TL's processing copies the state dict it is given); measured in benchmarks/RESULTS.md
+(e.g. 2.5 GiB above the converted model at Gemma-2-27B's width). A model without exactly one
+layer list is converted as one part (with a `WholeModelWarning`): correct, but not bounded.
 
 The result equals converting the whole state dict at once
-(`HookedTransformer.load_and_process_state_dict`) to float32 rounding: every step above is
-TransformerLens's own, on the same numbers.
+(`HookedTransformer.load_and_process_state_dict`) to float32 rounding, and bit for bit for a
+checkpoint stored in the model's dtype behind an RMS norm (tests/test_streaming.py): every step
+above is TransformerLens's own or the same float32 product, on the same numbers.
 
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
@@ -43,6 +49,7 @@ import ctypes
 import ctypes.util
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,14 +84,15 @@ MLP = "blocks.0.mlp."
 MLP_AXES = {"W_in": 1, "W_gate": 1, "b_in": 0, "W_out": 0}
 
 
-def take_mlp(local: dict[str, Tensor]) -> dict[str, Tensor] | None:
+def take_mlp(local: dict[str, Tensor], any_width: bool = False) -> dict[str, Tensor] | None:
     """Move a plain or gated MLP and the norm folded into it out of a layer-0 part.
 
     The MLP is `W_in`, `W_out`, optionally `W_gate`, `b_in`, `b_out`, and its norm `ln2`; it
-    is moved only when it is wider than one block.
+    is moved only when it is wider than one block, or with `any_width`.
 
     Args:
         local: The layer-0 part (the MLP's tensors are removed from it).
+        any_width: Move it whatever its width.
 
     Returns:
         The MLP's tensors, or `None` (nothing moved) for any other MLP (MoE, SoLU's norm, ...).
@@ -92,10 +100,69 @@ def take_mlp(local: dict[str, Tensor]) -> dict[str, Tensor] | None:
     names = {k[len(MLP) :] for k in local if k.startswith(MLP)}
     if not {"W_in", "W_out"} <= names or not names <= {*MLP_AXES, "b_out"}:
         return None
-    if local[MLP + "W_in"].shape[1] <= MLP_COLUMNS:
+    if not any_width and local[MLP + "W_in"].shape[1] <= MLP_COLUMNS:
         return None
     moved = [k for k in local if k.startswith((MLP, "blocks.0.ln2."))]
     return {k: local.pop(k) for k in moved}
+
+
+def scales_only(cfg: Any) -> bool:
+    """Whether TL's processing of this config's MLPs and embedding is at most a scaling.
+
+    True behind an RMS norm, where `fold_ln` multiplies the rows of the weights reading the
+    norm by its scale and no step centres (TL centres only behind a LayerNorm), for a plain
+    sequential (not parallel, not attention-only) block. `Streamer.scale_mlp` and the
+    embedding's direct cast (`Streamer.run_globals_by_rows`) then do the same work without
+    TL's copies of every tensor.
+
+    Args:
+        cfg: The (one-part) TL config.
+
+    Returns:
+        `True` when only scaling happens.
+    """
+    return (
+        cfg.normalization_type in ("RMS", "RMSPre")
+        and not cfg.parallel_attn_mlp
+        and not cfg.attn_only
+        and not getattr(cfg, "num_experts", None)
+    )
+
+
+#: Hidden units scaled at once by `scaled_rows` (a float32 block of a few MB: in cache).
+SCALE_UNITS = 256
+
+
+def scaled_rows(weight: Tensor, rows: Tensor, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """`weight * rows` in `dtype` on `device`, each product in float32 and rounded once.
+
+    What TL's float32 processing followed by a cast gives, without a float32 copy of the
+    weight: the product is taken in blocks of `SCALE_UNITS` hidden units (contiguous in HF's
+    layout, which the result keeps) and written into the result. The weight is only read, so a
+    memory-mapped checkpoint's pages are never copied on write.
+
+    Args:
+        weight: `[d_model, d_mlp]` MLP weight (`W_in` or `W_gate`).
+        rows: `[d_model, 1]` float32 scale.
+        dtype: The result's dtype.
+        device: The result's device.
+
+    Returns:
+        The scaled weight.
+
+    Examples:
+        >>> w = torch.randn(4, 600).bfloat16()
+        >>> rows = torch.rand(4, 1) + 0.5
+        >>> out = scaled_rows(w, rows, torch.bfloat16, torch.device("cpu"))
+        >>> torch.equal(out, (w.float() * rows).bfloat16())
+        True
+    """
+    out = torch.empty_like(weight, dtype=dtype, device=device)
+    rows = rows.to(device)
+    for start in range(0, weight.shape[1], SCALE_UNITS):
+        units = slice(start, start + SCALE_UNITS)
+        out[:, units] = weight[:, units].to(device, torch.float32) * rows
+    return out
 
 
 def mlp_block(key: str, value: Tensor, cols: slice) -> Tensor:
@@ -161,12 +228,28 @@ class ModelSource:
         """
         self.model = hf_model
 
+    def read_ahead(self, names: Sequence[str], keep: torch.dtype | None = None) -> Any:
+        """Nothing to read ahead: the tensors are in memory.
+
+        Args:
+            names: HF state-dict names.
+            keep: Unused.
+
+        Returns:
+            `None`.
+        """
+        return None
+
     @contextmanager
-    def loaded(self, names: Sequence[str]) -> Iterator[None]:
+    def loaded(
+        self, names: Sequence[str], keep: torch.dtype | None = None, ahead: Any = None
+    ) -> Iterator[None]:
         """The HF tensors `names` are real inside the block.
 
         Args:
             names: HF state-dict names.
+            keep: Unused (the tensors are the model's own).
+            ahead: Unused.
 
         Yields:
             Nothing: the tensors are real while the block runs.
@@ -217,23 +300,52 @@ class CheckpointSource(ModelSource):
         self.ties = tied_sources(model, self._meta, self.weights)
         check_tensor_names(path, model, self._meta, self.weights, self.ties)
 
+    def read_ahead(
+        self, names: Sequence[str], keep: torch.dtype | None = None
+    ) -> dict[str, Tensor]:
+        """Read the HF tensors `names` (what `loaded` sets), touching nothing else.
+
+        Safe to call from another thread while a part is converted (`Streamer.run` reads the
+        next layer this way).
+
+        Floating tensors are read in float32, except those stored in `keep` (the dtype the model
+        is converted to: its converter and processing then see what an HF model loaded in that
+        dtype holds, without a float32 copy of every weight).
+
+        Args:
+            names: HF state-dict names (tied tensors are read from the name they are stored under).
+            keep: The dtype read as stored.
+
+        Returns:
+            Name → tensor, tied names included.
+        """
+        stored = [n for n in names if n in self.weights]
+        out = {n: working_copy(t, keep) for n, t in self.weights.read(stored).items()}
+        tied = {n: self.ties[n] for n in names if n in self.ties}
+        for name, tensor in self.weights.read(set(tied.values())).items():
+            tensor = working_copy(tensor, keep)
+            out.update({t: tensor for t, source in tied.items() if source == name})
+        return out
+
     @contextmanager
-    def loaded(self, names: Sequence[str]) -> Iterator[None]:
+    def loaded(
+        self,
+        names: Sequence[str],
+        keep: torch.dtype | None = None,
+        ahead: dict[str, Tensor] | None = None,
+    ) -> Iterator[None]:
         """The HF tensors `names` are read from the files inside the block, and freed after it.
 
         Args:
             names: HF state-dict names (tied tensors are read from the name they are stored under).
+            keep: The dtype read as stored (see `read_ahead`).
+            ahead: `read_ahead(names, keep)`, when it was already read.
 
         Yields:
             Nothing: the tensors are real while the block runs.
         """
-        stored = [n for n in names if n in self.weights]
-        for name, tensor in self.weights.read(stored, torch.float32).items():
+        for name, tensor in (ahead if ahead is not None else self.read_ahead(names, keep)).items():
             set_tensor(self.model, name, tensor)
-        tied = {n: self.ties[n] for n in names if n in self.ties}
-        for name, tensor in self.weights.read(set(tied.values()), torch.float32).items():
-            for target in (t for t, source in tied.items() if source == name):
-                set_tensor(self.model, target, tensor)
         try:
             yield
         finally:
@@ -272,22 +384,41 @@ class CheckpointSource(ModelSource):
         return self.weights.shape(name)[0]
 
     @contextmanager
-    def loaded_rows(self, name: str, start: int, stop: int) -> Iterator[None]:
-        """Inside the block the HF tensor `name` is its rows `start:stop` (float32).
+    def loaded_rows(
+        self, name: str, start: int, stop: int, keep: torch.dtype | None = None
+    ) -> Iterator[None]:
+        """Inside the block the HF tensor `name` is its rows `start:stop` (dtype as `loaded`).
 
         Args:
             name: An HF state-dict name.
             start: The first row.
             stop: The row after the last.
+            keep: The dtype read as stored.
 
         Yields:
             Nothing: the rows are real while the block runs.
         """
-        set_tensor(self.model, name, self.weights.read_rows(name, start, stop, torch.float32))
+        rows = self.weights.read_rows(name, start, stop)
+        set_tensor(self.model, name, working_copy(rows, keep))
         try:
             yield
         finally:
             self.release([name])
+
+
+def working_copy(tensor: Tensor, keep: torch.dtype | None) -> Tensor:
+    """`tensor` in float32, or as it is when it is in `keep` or not floating.
+
+    Args:
+        tensor: A weight.
+        keep: The dtype kept as it is.
+
+    Returns:
+        The weight to convert.
+    """
+    if not tensor.is_floating_point() or tensor.dtype in (keep, torch.float32):
+        return tensor
+    return tensor.float()
 
 
 def state_tensors(model: nn.Module) -> dict[str, Tensor]:
@@ -567,7 +698,9 @@ class Streamer:
 
     # -- converting ----------------------------------------------------------------------------
     def converted(self, layer: int | None) -> dict[str, Tensor]:
-        """TL-format float32 tensors of one part, names as in the whole model.
+        """TL-format tensors of one part, names as in the whole model.
+
+        Float32, or the model's dtype where the HF weight is in it (`working_copy`).
 
         Args:
             layer: The layer, or `None` for the globals.
@@ -602,7 +735,8 @@ class Streamer:
                     f"{type(self.adapter).__name__}'s converter reads weights outside the part "
                     f"it converts ({name}); it cannot be converted layer by layer"
                 )
-            out[name] = value.detach().to("cpu", torch.float32, copy=self.source.copies)
+            work = working_copy(value.detach(), self.dtype)
+            out[name] = work.to("cpu", copy=self.source.copies and work.dtype == value.dtype)
         if layer is None or self.layers is None:
             head = self.adapter.reward_head(view, self.options)
             out["unembed.W_U"] = head.W.to("cpu", torch.float32)
@@ -687,7 +821,8 @@ class Streamer:
 
         A plain or gated MLP is taken out and processed in blocks of `MLP_COLUMNS` hidden units
         (every step of TL's processing of an MLP is per hidden unit, except `b_out`'s centring,
-        which every block repeats identically), so only a block is ever copied.
+        which every block repeats identically), so only a block is ever copied; behind an RMS
+        norm (`scales_only`), where TL only scales its rows, by `scale_mlp`.
 
         Args:
             local: The layer's part, named as layer 0 (emptied).
@@ -696,7 +831,9 @@ class Streamer:
             The processed, cast tensors.
         """
         cfg = one_part_config(self.model.cfg, 1)
-        mlp = None if cfg.parallel_attn_mlp else take_mlp(local)  # (parallel: ln1 feeds both)
+        scaled = scales_only(cfg)
+        # (parallel: ln1 feeds both)
+        mlp = None if cfg.parallel_attn_mlp else take_mlp(local, any_width=scaled)
         try:
             done = process_weights(local, cfg, self.flags)
         except (AssertionError, KeyError, ValueError):  # TL needs the MLP with the rest
@@ -708,7 +845,37 @@ class Streamer:
         local.clear()
         del done
         if mlp is not None:
-            out.update(self.process_mlp(mlp, cfg))
+            out.update(self.scale_mlp(mlp, cfg) if scaled else self.process_mlp(mlp, cfg))
+        return out
+
+    def scale_mlp(self, mlp: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]:
+        """TL's processing of an MLP behind an RMS norm (`scales_only`), without its copies.
+
+        There TL's only step is folding the norm's scale into the rows of `W_in` and `W_gate`
+        (`(1 + w)` where the config says the norm adds one). The same product is taken here by
+        `scaled_rows`, in float32 as TL computes it and rounded once to the model's dtype;
+        every other tensor is only cast.
+        Equal to TL's bit for bit (tests/test_streaming.py).
+
+        Args:
+            mlp: The MLP's tensors and its norm (`take_mlp`; emptied).
+            cfg: The one-layer TL config.
+
+        Returns:
+            The processed, cast tensors (the folded norm's weight left out).
+        """
+        scale = mlp.pop("blocks.0.ln2.w", None) if self.flags["fold_ln"] else None
+        rows = None
+        if scale is not None:
+            offset = getattr(cfg, "rmsnorm_uses_offset", False)
+            rows = (1.0 + scale.float() if offset else scale.float())[:, None]
+        out: dict[str, Tensor] = {}
+        for key in list(mlp):
+            value = mlp.pop(key)
+            if rows is not None and key[len(MLP) :] in ("W_in", "W_gate"):
+                out[key] = scaled_rows(value, rows, self.dtype, self.device)
+            else:
+                out[key] = self.cast(value)
         return out
 
     def process_mlp(self, mlp: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]:
@@ -806,15 +973,24 @@ class Streamer:
         if self.layers is not None:
             indices = [None, *range(self.model.cfg.n_layers)]
         embedding = self.source.embedding_name() if self.layers is not None else None
-        for layer in indices:
-            if layer is None and embedding is not None:
-                self.run_globals_by_rows(embedding)
-                continue
-            with self.source.loaded(self.hf_names(layer)):
-                part = self.converted(layer)
-            self.place(self.process(part, layer))
-            del part
-            release_freed_memory()
+        with ThreadPoolExecutor(max_workers=1) as reader:  # reads layer i + 1 while i converts
+            ahead: Future | None = None
+            for layer in indices:
+                if layer is None and embedding is not None:
+                    self.run_globals_by_rows(embedding)
+                    continue
+                names = self.hf_names(layer)
+                tensors = ahead.result() if ahead is not None else None
+                ahead = None
+                if isinstance(layer, int) and layer + 1 < self.model.cfg.n_layers:
+                    following = self.hf_names(layer + 1)
+                    ahead = reader.submit(self.source.read_ahead, following, self.dtype)
+                with self.source.loaded(names, self.dtype, tensors):
+                    part = self.converted(layer)
+                del tensors
+                self.place(self.process(part, layer))
+                del part
+                release_freed_memory()
         left = [n for n, p in self.model.named_parameters() if p.is_meta]
         if left:
             raise ConversionMismatchError(
@@ -836,14 +1012,15 @@ class Streamer:
         def blocks() -> Iterator[tuple[slice, dict[str, Tensor]]]:
             for start in range(0, n_rows, EMBEDDING_ROWS):
                 rows = slice(start, start + EMBEDDING_ROWS)
-                with self.source.loaded_rows(embedding, rows.start, rows.stop):  # type: ignore[attr-defined]
+                with self.source.loaded_rows(embedding, rows.start, rows.stop, self.dtype):  # type: ignore[attr-defined]
                     part = self.converted(None)
                 yield rows, part
                 del part  # before the next block is read
 
         cfg = one_part_config(self.model.cfg, 0)
-        with self.source.loaded([n for n in self.hf_names(None) if n != embedding]):
-            out = assemble_blocks(blocks(), cfg, self.flags, {"embed.W_E": 0}, n_rows, self.cast)
+        with self.source.loaded([n for n in self.hf_names(None) if n != embedding], self.dtype):
+            axes = {"embed.W_E": 0}
+            out = assemble_blocks(blocks(), cfg, self.flags, axes, n_rows, self.cast)
         self.place(out)
         release_freed_memory()
 
@@ -985,7 +1162,9 @@ def assemble_blocks(
 
     Each block `(where, tensors)` is processed as it comes; a tensor named in `axes` is cast and
     written at `where` along its axis into a tensor whose axis has `size` entries, any other
-    tensor (the same in every block) is taken, cast, from the first block.
+    tensor (the same in every block) is taken, cast, from the first block. Where TL's processing
+    leaves the embedding as it is (`centres_writing` false), its blocks are only cast, and
+    blocks after the first are not processed at all when nothing else is split.
 
     Args:
         blocks: The `(where, tensors)` blocks.
@@ -999,8 +1178,11 @@ def assemble_blocks(
         The processed, cast part.
     """
     out: dict[str, Tensor] = {}
+    direct = set() if centres_writing(cfg, flags) else {"embed.W_E"} & set(axes)
     for where, block in blocks:
-        for key, value in process_weights(block, cfg, flags).items():
+        kept = {key: block.pop(key) for key in direct}
+        done = process_weights(block, cfg, flags) if set(axes) - direct or not out else {}
+        for key, value in {**kept, **done}.items():
             if key in axes:
                 value = cast(value)
                 if key not in out:
@@ -1014,6 +1196,26 @@ def assemble_blocks(
                 out[key] = cast(value)
         del block
     return out
+
+
+def centres_writing(cfg: Any, flags: dict[str, bool]) -> bool:
+    """Whether TL's processing centres the weights writing to the residual stream (`W_E`...).
+
+    TransformerLens centres them only behind a LayerNorm (not with a final RMS norm); it is the
+    only step of its processing that changes the embedding.
+
+    Args:
+        cfg: The TL config.
+        flags: TL's weight-processing flags.
+
+    Returns:
+        `True` when `W_E` is centred.
+    """
+    return (
+        flags["center_writing_weights"]
+        and cfg.normalization_type in ("LN", "LNPre")
+        and not getattr(cfg, "final_rms", False)
+    )
 
 
 def foldable(cfg: Any, fold_ln: bool) -> bool:

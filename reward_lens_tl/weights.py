@@ -150,12 +150,7 @@ class CheckpointWeights:
         for file, group in by_file.items():
             with safe_open(str(file), framework="pt", device="cpu") as handle:
                 for name in group:
-                    tensor = handle.get_tensor(name)
-                    if tensor.is_floating_point():
-                        check_finite(name, tensor)
-                        if dtype is not None and tensor.dtype != dtype:
-                            tensor = tensor.to(dtype)
-                    out[name] = tensor
+                    out[name] = owned(name, handle.get_tensor(name), dtype)
         return out
 
     def read_rows(
@@ -182,12 +177,7 @@ class CheckpointWeights:
             torch.Size([2, 64])
         """
         with safe_open(str(self._where[name]), framework="pt", device="cpu") as handle:
-            tensor = handle.get_slice(name)[start:stop]
-        if tensor.is_floating_point():
-            check_finite(f"{name}[{start}:{stop}]", tensor)
-            if dtype is not None and tensor.dtype != dtype:
-                tensor = tensor.to(dtype)
-        return tensor
+            return owned(f"{name}[{start}:{stop}]", handle.get_slice(name)[start:stop], dtype)
 
 
 def weight_files(path: Path) -> list[Path]:
@@ -232,6 +222,32 @@ def read_weight_map(index: Path) -> dict[str, str]:
             "(*.safetensors); the index is corrupt. Re-download it"
         )
     return weight_map
+
+
+def owned(name: str, tensor: Tensor, dtype: torch.dtype | None) -> Tensor:
+    """A tensor read from a file, checked finite, in `dtype`, in memory of its own.
+
+    safetensors may hand out tensors backed by the file's memory map; a weight kept that way
+    would change or fault if the file were rewritten while the model lives, and writing to it
+    copies each page on first write. So the result never shares the file's memory.
+
+    Args:
+        name: The tensor's name (for the error).
+        tensor: The tensor as read.
+        dtype: The dtype of a floating tensor (default: as stored).
+
+    Returns:
+        The tensor.
+
+    Raises:
+        NonFiniteWeightsError: A NaN or infinite value.
+    """
+    if not tensor.is_floating_point():
+        return tensor.clone()
+    check_finite(name, tensor)
+    if dtype is not None and tensor.dtype != dtype:
+        return tensor.to(dtype)
+    return tensor.clone()
 
 
 def check_finite(name: str, tensor: Tensor) -> None:

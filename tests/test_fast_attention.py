@@ -292,3 +292,74 @@ def test_sweeps_reuse_rotated_prefix_keys_on_both_attention_paths():
         model.reset_hooks()
     torch.testing.assert_close(fast, plain, atol=1e-5, rtol=0)
     torch.testing.assert_close(tl_path, plain, atol=1e-5, rtol=0)
+
+
+def expanded_prefix_cache(model, prefix_ids, n, shared):
+    """A frozen cache of `prefix_ids` for a batch of `n`: one row expanded (stride 0, the
+    shared-prefix path) or the same rows copied (the concatenating path)."""
+    from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
+
+    from reward_lens_tl.fast_attention import RotatedPrefixEntry
+
+    kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
+    with torch.no_grad():
+        model(
+            prefix_ids,
+            attention_mask=torch.ones_like(prefix_ids),
+            past_kv_cache=kv,
+            return_type=None,
+            stop_at_layer=model.cfg.n_layers,
+        )
+
+    def grow(t):
+        t = t.expand(n, *t.shape[1:])
+        return t if shared else t.contiguous()
+
+    entries: list[TransformerLensKeyValueCacheEntry] = []
+    for block, e in zip(model.blocks, kv.entries, strict=True):
+        rotated = None
+        if model.cfg.positional_embedding_type == "rotary":
+            rotated = grow(block.attn.apply_rotary(e.past_keys, 0, None))
+        entries.append(RotatedPrefixEntry(grow(e.past_keys), grow(e.past_values), True, rotated))
+    mask = torch.ones(n, prefix_ids.shape[1], dtype=torch.long)
+    return TransformerLensKeyValueCache(entries, mask, frozen=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shared_prefix_attention_equals_attention_over_the_whole_sequence(family, dtype):
+    """Rows continuing one cached prefix (a token sweep's candidates) attend to it through
+    `shared_prefix_z` — the prefix never expanded — and give what attention over the
+    concatenated keys gives, right-padded continuations included; the full sequences scored
+    from scratch agree too."""
+    from reward_lens_tl import fast_attention
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model(family), dtype=dtype)
+    prefix, _ = random_batch(1, [7], seed=4, low=6)
+    tails, mask = random_batch(3, [4, 2, 3], seed=5, low=6, padding_side="right")
+    calls = []
+    original = fast_attention.shared_prefix_z
+    residual = dict(return_type=None, stop_at_layer=model.cfg.n_layers)  # every family alike
+
+    def counting(*args):
+        calls.append(args[0].shape[0])
+        return original(*args)
+
+    outs = {}
+    for shared in (True, False):
+        cache = expanded_prefix_cache(model, prefix, 3, shared)
+        with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fast_attention, "shared_prefix_z", counting)
+            outs[shared] = model(tails, past_kv_cache=cache, attention_mask=mask, **residual)
+        if shared:
+            global_layers = [b.attn.attn_type == "global" for b in model.blocks]
+            expect = 0 if family in SOFT_CAPPED else sum(global_layers)
+            assert len(calls) == expect  # every global layer, none through TL's soft-capped path
+    real = mask.bool()
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    torch.testing.assert_close(outs[True][real], outs[False][real], atol=tol, rtol=0)
+    full_ids = torch.cat([prefix.expand(3, -1), tails], 1)
+    full_mask = torch.cat([torch.ones(3, 7, dtype=torch.long), mask], 1)
+    with torch.no_grad():
+        whole = model(full_ids, attention_mask=full_mask, **residual)
+    torch.testing.assert_close(outs[True][real], whole[:, 7:][real], atol=tol * 10, rtol=0)

@@ -40,6 +40,7 @@ from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
 from ..errors import EmptyInputError, SequenceTooLongError, UsageError
+from ..fast_attention import RotatedPrefixEntry
 from ..inputs import pad_batch
 from ..readout import Objective, objective_index
 
@@ -94,6 +95,8 @@ class PrefixCache:
     head_outputs: Float[Tensor, "prefix n_objectives"]
     gate: Float[Tensor, " n_objectives"] | None
     column: int | None
+    #: the keys rotated once (rotary models), so a chunk rotates only its own keys
+    rotated_keys: tuple[Tensor, ...] | None = None
 
     @classmethod
     @torch.no_grad()
@@ -130,14 +133,21 @@ class PrefixCache:
             gate_pos = int(model.gate_positions(ids)[0])
             state = normed[:, gate_pos].to(model.reward_transform_matrix.dtype)
             gate = model.gating(state)[0]
+        keys = tuple(e.past_keys for e in kv.entries)
+        rotated = None
+        if model.cfg.positional_embedding_type == "rotary":
+            rotated = tuple(
+                b.attn.apply_rotary(k, 0, None) for b, k in zip(model.blocks, keys, strict=True)
+            )
         return cls(
             model=model,
             prefix_ids=prefix,
-            keys=tuple(e.past_keys for e in kv.entries),
+            keys=keys,
             values=tuple(e.past_values for e in kv.entries),
             head_outputs=model.unembed(normed)[0],
             gate=gate,
             column=column,
+            rotated_keys=rotated,
         )
 
     def expanded(self, n: int) -> TransformerLensKeyValueCache:
@@ -149,11 +159,15 @@ class PrefixCache:
         Returns:
             The frozen key/value cache.
         """
-        entries = [
-            TransformerLensKeyValueCacheEntry(
-                past_keys=k.expand(n, -1, -1, -1), past_values=v.expand(n, -1, -1, -1), frozen=True
+        rotated: Sequence[Tensor | None] = self.rotated_keys or [None] * len(self.keys)
+        entries: list[TransformerLensKeyValueCacheEntry] = [
+            RotatedPrefixEntry(
+                past_keys=k.expand(n, -1, -1, -1),
+                past_values=v.expand(n, -1, -1, -1),
+                frozen=True,
+                rotated_keys=None if rk is None else rk.expand(n, -1, -1, -1),
             )
-            for k, v in zip(self.keys, self.values, strict=True)
+            for k, v, rk in zip(self.keys, self.values, rotated, strict=True)
         ]
         mask = torch.ones(n, len(self.prefix_ids), dtype=torch.long, device=self.keys[0].device)
         return TransformerLensKeyValueCache(entries, mask, frozen=True)
@@ -176,10 +190,7 @@ class PrefixCache:
         n, p = len(continuations), len(self.prefix_ids)
         if n == 0:
             raise EmptyInputError("no continuations to score")
-        # right: pads after the continuation, never between the cached prefix and it
-        new_ids, new_mask = pad_batch(
-            [tuple(c) for c in continuations], model.pad_token_id, padding_side="right"
-        )
+        new_ids, new_mask = continuation_batch(continuations, model.pad_token_id)
         if p + new_ids.shape[1] > model.cfg.n_ctx:
             raise SequenceTooLongError(
                 f"prompt ({p} tokens) plus the longest candidate and suffix "
@@ -230,6 +241,37 @@ class PrefixCache:
         gated = cast("HookedArmoRM", self.model)  # column None: an ArmoRM-style gated head
         mix = gated.reward_transform_matrix.to(pooled.dtype)
         return (self.gate.to(pooled.dtype) * (pooled @ mix)).sum(-1).float()
+
+
+def continuation_batch(
+    continuations: Sequence[Sequence[int]], pad_token_id: int | None
+) -> tuple[Tensor, Tensor]:
+    """`(ids, mask)` of the continuations, right padded.
+
+    Right: pads after the continuation, never between the cached prefix and it. Continuations
+    of one length (single-token candidates and the suffix) become one tensor with no work per
+    candidate.
+
+    Args:
+        continuations: The continuations' token ids.
+        pad_token_id: The pad id.
+
+    Returns:
+        The ids and the attention mask, `[batch, width]`.
+
+    Examples:
+        >>> continuation_batch([(5, 2), (7, 2)], 0)[0].tolist()
+        [[5, 2], [7, 2]]
+        >>> continuation_batch([(5, 2), (7, 8, 2)], 0)[0].tolist()
+        [[5, 2, 0], [7, 8, 2]]
+    """
+    plain = all(type(i) is int for c in continuations for i in c)  # (bools refused below)
+    lengths = {len(c) for c in continuations}
+    if plain and len(lengths) == 1 and 0 not in lengths:
+        ids = torch.tensor(continuations, dtype=torch.long)
+        return ids, torch.ones_like(ids)
+    rows = [tuple(c) for c in continuations]
+    return pad_batch(rows, pad_token_id, padding_side="right")
 
 
 def _final_norm(model, resid: Tensor) -> Tensor:
