@@ -14,17 +14,22 @@ uses `torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
 - `hook_q`, `hook_k`, `hook_v`, `hook_rot_q`, `hook_rot_k`, `hook_z`,
   `hook_result` (with `use_attn_result`) and everything downstream fire with the same
   values (TL's path ≤ 1e-5; HF parity unchanged);
-- TL's own path runs whenever the pattern is needed or SDPA cannot express the attention:
-  anything that could observe or change `hook_attn_scores` or `hook_pattern` (see
-  below), score soft-capping (Gemma-2), ALiBi or relative position biases, attention sinks,
-  log-n scaling, OLMo's QK norm and clipping, non-causal attention, an additive mask, or
-  4-bit weights;
+- when anything could observe or change `hook_attn_scores` or `hook_pattern` (see
+  below; a full `run_with_cache` does), the scores and pattern are materialised by
+  `SDPAAttentionMixin.explicit_z`: TL's steps with no extra copies of that size, the
+  causal triangle written rather than computed at long context;
+- TL's own path runs wherever neither can express the attention: score soft-capping
+  (Gemma-2), ALiBi or relative position biases, attention sinks, log-n scaling, OLMo's QK
+  norm and clipping, non-causal attention, an additive mask, or 4-bit weights;
 - hooks on the attention module itself (forward, pre, with keywords) see the same calls
   and values on both paths, so they keep SDPA;
 - padding (`attention_mask`, left or right), TL's frozen key-value caches (used by batched
   patching), grouped-query attention, `attn_scale` and sliding-window (local) layers are
   handled by the mask given to SDPA. Query rows with no visible key (left padding) give
-  `z = 0`, as TL's NaN-to-zero pattern does.
+  `z = 0`, as TL's NaN-to-zero pattern does;
+- rows that continue one shared, cached prefix (a token sweep's candidates, a patching
+  sweep's unpatched prefix: a frozen cache entry expanded along the batch) attend to it
+  without expanding it (`shared_prefix_z`).
 
 `model.set_fast_attention(False)` switches every layer back to TL's path (e.g. to compare).
 
@@ -236,13 +241,26 @@ class SDPAAttentionMixin(AbstractAttention):
         Returns:
             Whether SDPA is used: causal attention, no pattern hook and a supported config.
         """
+        return self.fast_path_applies(
+            additive_attention_mask, position_bias
+        ) and not hook_points_hooked(self, PATTERN_HOOKS)
+
+    def fast_path_applies(self, additive_attention_mask, position_bias) -> bool:
+        """Whether this call can leave TL's code (SDPA, or `explicit_z` for pattern hooks).
+
+        Args:
+            additive_attention_mask: TL's additive mask (none allowed).
+            position_bias: TL's position bias (none allowed).
+
+        Returns:
+            Causal attention of a supported config, with neither.
+        """
         return (
             self.fast_attention
             and additive_attention_mask is None
             and position_bias is None
             and (self._attention_dir_override or self.cfg.attention_dir) == "causal"
             and config_supports_sdpa(self.cfg)
-            and not hook_points_hooked(self, PATTERN_HOOKS)
         )
 
     def forward(
@@ -269,7 +287,7 @@ class SDPAAttentionMixin(AbstractAttention):
         Returns:
             The attention output.
         """
-        if not self.uses_sdpa(additive_attention_mask, position_bias):
+        if not self.fast_path_applies(additive_attention_mask, position_bias):
             return super().forward(
                 query_input,
                 key_input,
@@ -285,7 +303,8 @@ class SDPAAttentionMixin(AbstractAttention):
         rotated = getattr(past_kv_cache_entry, "rotated_keys", None)
         if past_kv_cache_entry is not None:
             offset = past_kv_cache_entry.past_keys.size(1)
-        if self.shares_prefix(past_kv_cache_entry, attention_mask):
+        pattern_seen = hook_points_hooked(self, PATTERN_HOOKS)
+        if not pattern_seen and self.shares_prefix(past_kv_cache_entry, attention_mask):
             entry = cast(TransformerLensKeyValueCacheEntry, past_kv_cache_entry)
             prefix_keys = entry.past_keys
             if rotary:
@@ -310,8 +329,11 @@ class SDPAAttentionMixin(AbstractAttention):
             if rotary:
                 q = self.hook_rot_q(self.apply_rotary(q, offset, attention_mask))
                 k = self.hook_rot_k(self.apply_rotary(k, 0, attention_mask))
-        z = self.hook_z(self.sdpa_z(q, k, v, offset, attention_mask))
-        return self.attention_output(z)
+        if pattern_seen:
+            z = self.explicit_z(q, k, v, offset, attention_mask)
+        else:
+            z = self.sdpa_z(q, k, v, offset, attention_mask)
+        return self.attention_output(self.hook_z(z))
 
     def shares_prefix(self, entry, attention_mask) -> bool:
         """Whether the cached keys are one prefix shared by every row (`shared_prefix_z`).
@@ -457,6 +479,78 @@ class SDPAAttentionMixin(AbstractAttention):
             z = z.masked_fill(empty, 0.0)
         return z.transpose(1, 2).to(v.dtype)
 
+    def explicit_z(
+        self,
+        q: Float[Tensor, "batch query head d_head"],
+        k: Float[Tensor, "batch key kv_head d_head"],
+        v: Float[Tensor, "batch key kv_head d_head"],
+        offset: int,
+        attention_mask,
+    ) -> Float[Tensor, "batch query head d_head"]:
+        """Attention output `z` with the scores and pattern materialised for their hooks.
+
+        TL's own steps (scores `q·k / attn_scale`, `-inf` where masked, `hook_attn_scores`,
+        softmax, NaN rows to zero, `hook_pattern`, `pattern @ v`), in place where TL allocates
+        a new `[batch, head, query, key]` tensor: a full cache holds the scores and pattern of
+        every layer and nothing else of that size (TL's path makes five more such tensors per
+        layer and three more passes over them). With plain causal attention (no padding, no
+        window) the queries go in `CAUSAL_BLOCKS` blocks, each against the keys it can see
+        only: the masked triangle is written as `-inf` / `0` instead of computed, about half
+        the work at long context. A hook that edits the scores or the pattern (a new tensor,
+        or an in-place change: the tensor's version) gets TL's whole-row softmax or product.
+        Equal to TL's path (tests/test_fast_attention.py).
+
+        Args:
+            q: Queries (rotated).
+            k: Keys, past ones included (rotated).
+            v: Values, past ones included.
+            offset: Position of the first query among the keys.
+            attention_mask: The padding mask, if any.
+
+        Returns:
+            `z`, as TL's `hook_z` sees it.
+        """
+        repeat = q.shape[2] // k.shape[2]
+        if repeat > 1:  # grouped-query attention, as TL expands it
+            k = torch.repeat_interleave(k, dim=2, repeats=repeat)
+            v = torch.repeat_interleave(v, dim=2, repeats=repeat)
+        qh, kh, vh = q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1).to(q.dtype), v.permute(0, 2, 1, 3)
+        n_query, n_key = q.shape[1], k.shape[1]
+        visible = self.visible_keys(n_query, n_key, offset, attention_mask, q.device)
+        blocks = causal_blocks(n_query, offset) if visible is None else None
+        if blocks is None:
+            if visible is None:
+                visible = self.causal_window(n_query, n_key, offset, None, q.device)
+            scores = torch.matmul(qh, kh).div_(self.attn_scale)
+            scores.masked_fill_(~visible, float("-inf"))
+        else:
+            scores = qh.new_empty(*qh.shape[:3], n_key)
+            for rows, seen in blocks:
+                block = torch.matmul(qh[:, :, rows], kh[..., :seen]).div_(self.attn_scale)
+                diagonal = torch.ones(block.shape[-2:], dtype=torch.bool, device=q.device)
+                block.masked_fill_(~diagonal.tril(seen - block.shape[-2]), float("-inf"))
+                scores[:, :, rows, :seen] = block
+                scores[:, :, rows, seen:] = float("-inf")
+        version = scores._version
+        hooked = self.hook_attn_scores(scores)
+        blocks = blocks if hooked is scores and scores._version == version else None
+        if blocks is not None:  # the masked triangle is still -inf: its pattern is zero
+            pattern = torch.zeros_like(scores)
+            for rows, seen in blocks:
+                pattern[:, :, rows, :seen] = torch.softmax(scores[:, :, rows, :seen], dim=-1)
+        else:
+            pattern = torch.softmax(hooked, dim=-1).nan_to_num_(nan=0.0)
+        version = pattern._version
+        seen_pattern = self.hook_pattern(pattern)
+        if blocks is not None and seen_pattern is pattern and pattern._version == version:
+            vh = vh.to(pattern.dtype)
+            z = qh.new_empty(*qh.shape[:3], vh.shape[-1])
+            for rows, seen in blocks:
+                z[:, :, rows] = torch.matmul(pattern[:, :, rows, :seen], vh[:, :, :seen])
+            return z.to(v.dtype).permute(0, 2, 1, 3)
+        seen_pattern = seen_pattern.to(device=v.device, dtype=v.dtype)
+        return torch.matmul(seen_pattern, vh).permute(0, 2, 1, 3)
+
     def calculate_sin_cos_rotary(self, rotary_dim, n_ctx, base=10000, dtype=torch.float32):
         """Rotary tables computed as HF computes them (`position * inv_freq` in float32).
 
@@ -492,6 +586,37 @@ class SDPAAttentionMixin(AbstractAttention):
         w = einops.rearrange(self.W_O, "head d_head d_model -> d_model (head d_head)")
         z = z.to(w.dtype).reshape(z.shape[0], z.shape[1], -1)
         return F.linear(z, w.contiguous(), self.b_O)
+
+
+#: Query blocks of `SDPAAttentionMixin.explicit_z`'s causal path (the masked triangle's share
+#: of the work falls from 1/2 to 1/(2 · blocks)); sequences shorter than `CAUSAL_MIN` go whole.
+CAUSAL_BLOCKS = 8
+CAUSAL_MIN = 256
+
+
+def causal_blocks(n_query: int, offset: int) -> list[tuple[slice, int]] | None:
+    """`(query rows, keys seen)` per block of causal queries, or `None` for one block.
+
+    Args:
+        n_query: The number of queries (the last `n_query` of `offset + n_query` keys).
+        offset: Position of the first query among the keys.
+
+    Returns:
+        The blocks: the rows `rows` see keys `0 .. offset + rows.stop - 1`.
+
+    Examples:
+        >>> [(r.start, r.stop, seen) for r, seen in causal_blocks(1024, 0)][:2]
+        [(0, 128, 128), (128, 256, 256)]
+        >>> causal_blocks(100, 0) is None
+        True
+    """
+    if n_query < CAUSAL_MIN:
+        return None
+    size = -(-n_query // CAUSAL_BLOCKS)
+    return [
+        (slice(start, min(start + size, n_query)), offset + min(start + size, n_query))
+        for start in range(0, n_query, size)
+    ]
 
 
 def shared_prefix_z(

@@ -1,6 +1,7 @@
 """Memory checked before it is spent: a forward or a cache that cannot fit is refused up front.
 
-Internal (no public names): used by `reward_lens_tl.model` and the streaming analyses.
+Used by `reward_lens_tl.model` and the streaming analyses; its one public name is
+`LargeCacheWarning`.
 
 A forward of a `[batch, pos]` batch holds, per layer, the residual stream and its normed copy,
 the attention's queries, keys, values and (on TransformerLens's explicit path) its
@@ -9,7 +10,9 @@ every cached activation until it returns. `forward_bytes` and `cache_bytes` esti
 the shapes and the dtype alone (a lower bound for the forward: one layer's working set, one copy
 of each), `available_bytes` reads what the device has free, and `check_fits` refuses with
 `MemoryEstimateError` when the estimate exceeds it, before any allocation, naming the estimate,
-the memory available and the fix. Estimates below `CHECK_ABOVE` bytes are never checked (no
+the memory available and the fix; a cache that fits but takes more than `WARN_SHARE` of the free
+memory is announced with `LargeCacheWarning` (its size, the attention's share, how to cache
+less). Estimates below `CHECK_ABOVE` bytes are never checked (no
 read of the system's memory on every small forward).
 
 Examples:
@@ -27,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -35,10 +39,27 @@ import torch
 
 from .errors import MemoryEstimateError
 
-__all__: list[str] = []
+__all__ = ["LargeCacheWarning"]
 
 #: Estimates below this many bytes are not checked against the free memory.
 CHECK_ABOVE = 1 << 30
+
+#: A cache that fits but takes more than this share of the free memory is announced.
+WARN_SHARE = 0.25
+
+
+class LargeCacheWarning(UserWarning):
+    """A `run_with_cache` that will fit, but take a large share of the free memory.
+
+    Said before anything is allocated, with the size, the share the attention scores and
+    patterns take (they grow with the square of the length) and how to cache less.
+
+    Examples:
+        >>> import warnings
+        >>> issubclass(LargeCacheWarning, UserWarning)
+        True
+    """
+
 
 _PER_POSITION_D_MODEL = re.compile(
     r"(hook_embed|hook_pos_embed|hook_resid_pre|hook_resid_mid|hook_resid_post|hook_attn_out|"
@@ -218,7 +239,11 @@ def check_fits(model: Any, tokens: torch.Tensor, what: str, cache: int = 0) -> N
     if need < CHECK_ABOVE:
         return
     free = available_bytes(model.cfg.device)
-    if free is None or need <= free:
+    if free is None:
+        return
+    if need <= free:
+        if cache > WARN_SHARE * free:
+            warn_large_cache(model, batch, n_pos, cache, free)
         return
     fix = "run the batch in chunks of rows (e.g. batch_size= where the API has it)"
     if cache:
@@ -228,6 +253,30 @@ def check_fits(model: Any, tokens: torch.Tensor, what: str, cache: int = 0) -> N
         f"(forward working set {_gib(forward)}"
         + (f", cached activations {_gib(cache)}" if cache else "")
         + f"), and {model.cfg.device or 'cpu'} has {_gib(free)} available: {fix}"
+    )
+
+
+def warn_large_cache(model: Any, batch: int, n_pos: int, cache: int, free: int) -> None:
+    """`LargeCacheWarning`: the cache's size, its attention share and how to cache less.
+
+    Args:
+        model: The hooked model.
+        batch: Rows.
+        n_pos: Positions.
+        cache: The cache's bytes (`cache_bytes`).
+        free: The memory available.
+    """
+    attention = cache_bytes(
+        model, batch, n_pos, lambda n: n.endswith(("hook_attn_scores", "hook_pattern"))
+    )
+    warnings.warn(
+        f"run_with_cache of a {batch} × {n_pos} batch will keep {_gib(cache)} of activations "
+        f"({cache / free:.0%} of the {_gib(free)} available), {attention / max(cache, 1):.0%} "
+        "of it attention scores and patterns (they grow with the square of the length). To keep "
+        "less: names_filter= the hooks you read (e.g. lambda n: n.endswith('hook_resid_post')), "
+        "pos_slice= the positions you read (e.g. 'reward'), or rows in smaller batches",
+        LargeCacheWarning,
+        stacklevel=5,  # the caller of run_with_cache
     )
 
 

@@ -120,7 +120,7 @@ def test_pattern_requests_fall_back_with_the_same_numbers(name, sdpa_calls):
         out, cache = model.run_with_cache(
             ids, attention_mask=mask, return_type="reward", names_filter=f"blocks.1.attn.{name}"
         )
-        assert len(sdpa_calls) == 1  # layer 0 fast, layer 1 through TL's path
+        assert len(sdpa_calls) == 1  # layer 0 by SDPA, layer 1 by the explicit path
         assert cache[f"blocks.1.attn.{name}"].shape == (4, 4, 16, 16)
         torch.testing.assert_close(out, plain, atol=1e-5, rtol=0)
 
@@ -363,3 +363,74 @@ def test_shared_prefix_attention_equals_attention_over_the_whole_sequence(family
     with torch.no_grad():
         whole = model(full_ids, attention_mask=full_mask, **residual)
     torch.testing.assert_close(outs[True][real], whole[:, 7:][real], atol=tol * 10, rtol=0)
+
+
+@pytest.mark.parametrize("padding", ["left", "right"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_full_cache_through_the_explicit_path_equals_tls(family, padding, sdpa_calls):
+    """A cache of every hook reads each layer's scores and pattern: they are materialised by
+    `explicit_z` (no extra `[batch, head, query, key]` tensors), and every cached activation
+    equals TL's own path (-inf where masked, padded query rows' patterns zero)."""
+    model = HookedRewardModel.from_pretrained(tiny_reward_model(family))
+    ids, mask = batch_for(family)
+    if padding == "left":
+        ids, mask = left_padded(ids, mask)
+    sdpa_calls.clear()  # (HF's own, verifying the conversion)
+    caches = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        with torch.no_grad():
+            caches.append(model.run_with_cache(ids, attention_mask=mask)[1])
+    assert not sdpa_calls  # every layer's pattern is read
+    fast_cache, tl_cache = caches
+    assert fast_cache.keys() == tl_cache.keys()
+    for name in tl_cache:
+        a, b = fast_cache[name], tl_cache[name]
+        if name.endswith("hook_attn_scores"):
+            assert torch.equal(torch.isinf(a), torch.isinf(b)), name
+            a, b = a.masked_fill(torch.isinf(a), 0), b.masked_fill(torch.isinf(b), 0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("edit", [None, "scores", "pattern", "scores_in_place"])
+def test_long_full_cache_in_causal_blocks_equals_tls(edit, monkeypatch):
+    """Long sequences go through `explicit_z` in blocks of queries (the masked triangle written,
+    not computed); a hook editing the scores or the pattern, by a new tensor or in place,
+    still sees and gets TL's whole rows."""
+    from reward_lens_tl import fast_attention
+
+    monkeypatch.setattr(fast_attention, "CAUSAL_MIN", 16)  # blocks at the tiny model's length
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    ids, _ = random_batch(2, [40, 40], seed=7, low=6)
+    assert len(fast_attention.causal_blocks(40, 0)) == 8  # 5 queries each
+
+    def editing(act, hook):
+        if edit == "scores_in_place":
+            act[:, 1, :, 0] = 0.0  # the first key visible to every query... and past the mask
+            act[:, 1, 3, 20] = 2.0
+            return None
+        act = act.clone()
+        act[:, 1, 3, 20] = 2.0  # above the diagonal: TL's softmax / product sees it
+        return act
+
+    hook_name = {"scores": "hook_attn_scores", "scores_in_place": "hook_attn_scores"}
+    hooks = []
+    if edit is not None:
+        hooks = [(f"blocks.0.attn.{hook_name.get(edit, 'hook_pattern')}", editing)]
+    caches = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            caches.append(model.run_with_cache(ids)[1])
+    fast_cache, tl_cache = caches
+    for name in tl_cache:
+        a, b = fast_cache[name], tl_cache[name]
+        if name.endswith("hook_attn_scores") and edit is None:
+            assert torch.equal(torch.isinf(a), torch.isinf(b)), name
+            a, b = a.masked_fill(torch.isinf(a), 0), b.masked_fill(torch.isinf(b), 0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name, equal_nan=True)
+    if edit is not None:  # the edit took effect
+        plain = model.run_with_cache(ids)[1]
+        assert (
+            plain["blocks.0.hook_attn_out"] - fast_cache["blocks.0.hook_attn_out"]
+        ).abs().max() > 1e-4

@@ -58,3 +58,31 @@ def test_the_estimates_are_below_what_torch_allocates(model):
         t.numel() * t.element_size() for name, t in cache.items() if name.startswith("blocks.0.")
     )
     assert forward_bytes(model.cfg, 3, ids.shape[1]) <= one_layer
+
+
+def test_a_cache_that_fits_but_takes_much_of_the_memory_is_announced_first(model):
+    """`run_with_cache(ids)` of everything at length: it runs, after a `LargeCacheWarning` that
+    names the size, the share of the free memory, the attention's share and the fix; a cache
+    that takes little of the memory is silent, and so is the same call with a filter."""
+    import warnings
+
+    from reward_lens_tl.memory import LargeCacheWarning
+
+    ids = rows(model, 1)
+    need = cache_bytes(model, 1, ids.shape[1])
+    attention = cache_bytes(
+        model, 1, ids.shape[1], lambda n: n.endswith(("hook_attn_scores", "hook_pattern"))
+    )
+    with mock.patch("reward_lens_tl.memory.CHECK_ABOVE", 0):
+        with mock.patch(FREE, return_value=2 * need), pytest.warns(LargeCacheWarning) as seen:
+            _, cache = model.run_with_cache(ids)
+        message = str(seen[0].message)
+        assert f"1 × {ids.shape[1]} batch" in message and "50% of the" in message
+        assert f"{attention / need:.0%} of it attention" in message and "names_filter=" in message
+        assert seen[0].filename == __file__  # said at the caller's line
+        assert len(cache) > 50
+        with mock.patch(FREE, return_value=100 * need), warnings.catch_warnings():
+            warnings.simplefilter("error", LargeCacheWarning)
+            model.run_with_cache(ids)
+            with mock.patch(FREE, return_value=2 * need):
+                model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_resid_post"))
