@@ -43,7 +43,10 @@ test-all: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
+# The standing comparison against the peers (issue 39; writes its table into
+# benchmarks/RESULTS.md; nnsight's row where nnsight is installed), then every other benchmark.
 bench: $(STAMP)
+	$(PY) benchmarks/bench_peers.py --write --loading
 	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)

@@ -31,3 +31,18 @@ def report(title: str, best: dict[str, float], baseline: str) -> str:
     for name, t in best.items():
         lines.append(f"| {name} | {t * 1e3:.1f} | {t / best[baseline]:.3f}× |")
     return "\n".join(lines)
+
+
+def interleaved_median(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1):
+    """Like ``interleaved_min``, but the median of the rounds (and the samples, for a spread)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    median = {name: sorted(s)[len(s) // 2] for name, s in samples.items()}
+    return median, samples

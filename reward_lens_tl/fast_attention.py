@@ -338,19 +338,17 @@ class SDPAAttentionMixin(AbstractAttention):
     def shares_prefix(self, entry, attention_mask) -> bool:
         """Whether the cached keys are one prefix shared by every row (`shared_prefix_z`).
 
-        A frozen cache entry whose keys and values are one row expanded along the batch
-        (stride 0: a token sweep's prompt, a patching sweep's unpatched prefix), nothing padded
-        in that prefix, a global (not sliding-window) layer, and, with rotary embeddings, no
-        hook on `hook_rot_k` (which would see the whole key sequence, prefix included).
+        A frozen cache entry whose keys and values are one row expanded along a batch of
+        several (stride 0: a token sweep's prompt, a patching sweep's unpatched prefix),
+        nothing padded in that prefix, a global (not sliding-window) layer, and, with rotary
+        embeddings, no hook on `hook_rot_k` (which would see the whole key sequence, prefix
+        included).
         """
         if entry is None or not entry.frozen or self.attn_type != "global":
             return False
         keys, values = entry.past_keys, entry.past_values
-        if keys.shape[1] == 0 or not (
-            (keys.shape[0] == 1 or keys.stride(0) == 0)
-            and (values.shape[0] == 1 or values.stride(0) == 0)
-        ):
-            return False
+        if keys.shape[1] == 0 or keys.shape[0] == 1 or keys.stride(0) or values.stride(0):
+            return False  # (one row gains nothing: it keeps the SDPA path's exact numbers)
         if attention_mask is not None and not bool(attention_mask[:, : keys.shape[1]].all()):
             return False
         rotary = self.cfg.positional_embedding_type == "rotary"
@@ -538,8 +536,10 @@ class SDPAAttentionMixin(AbstractAttention):
             pattern = torch.zeros_like(scores)
             for rows, seen in blocks:
                 pattern[:, :, rows, :seen] = torch.softmax(scores[:, :, rows, :seen], dim=-1)
-        else:
-            pattern = torch.softmax(hooked, dim=-1).nan_to_num_(nan=0.0)
+        else:  # (in place only where no graph needs the softmax's own output)
+            pattern = torch.softmax(hooked, dim=-1)
+            keep = torch.is_grad_enabled() and pattern.requires_grad
+            pattern = pattern.nan_to_num(nan=0.0) if keep else pattern.nan_to_num_(nan=0.0)
         version = pattern._version
         seen_pattern = self.hook_pattern(pattern)
         if blocks is not None and seen_pattern is pattern and pattern._version == version:

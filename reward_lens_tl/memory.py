@@ -274,7 +274,13 @@ def warn_large_cache(model: Any, batch: int, n_pos: int, cache: int, free: int) 
         f"({cache / free:.0%} of the {_gib(free)} available), {attention / max(cache, 1):.0%} "
         "of it attention scores and patterns (they grow with the square of the length). To keep "
         "less: names_filter= the hooks you read (e.g. lambda n: n.endswith('hook_resid_post')), "
-        "pos_slice= the positions you read (e.g. 'reward'), or rows in smaller batches",
+        "pos_slice= the positions you read (e.g. 'reward'), or rows in smaller batches"
+        + (
+            "; with gradients enabled the output's autograd graph holds more beside the cache: "
+            "run under torch.no_grad() unless you call backward"
+            if torch.is_grad_enabled()
+            else ""
+        ),
         LargeCacheWarning,
         stacklevel=5,  # the caller of run_with_cache
     )

@@ -896,11 +896,10 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def run_with_cache(self, *model_args, names_filter=None, **kwargs):
         """TL's `run_with_cache`; a name (or list of names) that does not exist is an error.
 
-        Without `incl_bwd`, the forward runs without an autograd graph: TL caches detached
-        tensors, so a graph kept alive by the output would only hold a second copy of most of
-        the activations (+64 % memory for a full cache at 1,024 tokens, benchmarks/RESULTS.md).
-        For gradients, pass `incl_bwd=True` (each row's reward gradient, cached as `*_grad`) or
-        differentiate your own metric of `model(...)` under `model.hooks(...)`.
+        As in TransformerLens, the output keeps its autograd graph while gradients are enabled
+        (`out.sum().backward()` works), and that graph holds what backward needs beside the
+        detached cache; under `torch.no_grad()` (or `torch.set_grad_enabled(False)`, as TL's
+        notebooks start) only the cache is kept (benchmarks/RESULTS.md, `bench_peers.py`).
 
         The cache is a `RewardActivationCache`: it knows each row's reward position
         (`cache.reward_positions`, in the cache's own position coordinates when `pos_slice=` kept
@@ -928,11 +927,8 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         unbatched = kwargs.pop("remove_batch_dim", False)
         if kwargs.get("incl_bwd"):
             out, cache = self._run_with_gradients(model_args, names_filter, kwargs)
-        else:  # no graph: the cache is detached, and a graph on `out` would hold a second copy
-            with torch.no_grad():
-                out, cache = super().run_with_cache(
-                    *model_args, names_filter=names_filter, **kwargs
-                )
+        else:
+            out, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
         if isinstance(cache, RewardActivationCache) or not isinstance(cache, ActivationCache):
             return out, cache
         cache_dict = cache.cache_dict

@@ -434,3 +434,23 @@ def test_long_full_cache_in_causal_blocks_equals_tls(edit, monkeypatch):
         assert (
             plain["blocks.0.hook_attn_out"] - fast_cache["blocks.0.hook_attn_out"]
         ).abs().max() > 1e-4
+
+
+def test_a_full_cache_keeps_tls_autograd_graph_on_its_output():
+    """As in TL, `run_with_cache`'s output can be differentiated while gradients are enabled
+    (the explicit path's in-place steps never touch what backward needs), with TL's gradients."""
+    model = HookedRewardModel.from_pretrained(tiny_reward_model("qwen2"))
+    ids, mask = batch_for("qwen2")
+    grads = []
+    for fast in (True, False):
+        model.set_fast_attention(fast)
+        model.zero_grad()
+        out, cache = model.run_with_cache(ids, attention_mask=mask, return_type="reward")
+        assert "blocks.0.attn.hook_pattern" in cache
+        out.sum().backward()
+        grads.append(model.blocks[0].attn.W_Q.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    assert grads[0].abs().max() > 0
+    with torch.no_grad():
+        out, _ = model.run_with_cache(ids, attention_mask=mask, return_type="reward")
+    assert not out.requires_grad
