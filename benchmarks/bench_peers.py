@@ -279,7 +279,7 @@ def patching_rows(hf, model, lengths, stride, repeats) -> list[dict]:
             )
             nn_err = float((nn_run() - values[:, positions]).abs().max())
             fns["nnsight"] = nn_run
-        best, _ = interleaved_median(fns, max(1, repeats - 2))
+        best, _ = interleaved_median(fns, max(1, repeats - 2), warmup=0)  # (checked: warm)
         tl_whole = best["tl"] * full / len(index)
         if "nnsight" in best:  # timed on the same positions as TL, extrapolated alike
             best["nnsight"] *= full / len(index)
