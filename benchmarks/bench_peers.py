@@ -429,7 +429,7 @@ def table(rows: list[dict], threads: int) -> str:
     lines = [
         f"Measured {date.today()}, CPU, {threads} thread(s), load average {load[0]:.1f} / "
         f"{load[1]:.1f} (1 / 5 min), medians of interleaved rounds "
-        "(`python benchmarks/bench_peers.py --write --loading`).",
+        f"(`python benchmarks/bench_peers.py {' '.join(sys.argv[1:])}`).",
         "",
         "| operation | ours | peer | ours / peer | agreement (max \\|Δ\\|) | note |",
         "|---|---|---|---|---|---|",
