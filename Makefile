@@ -46,7 +46,7 @@ docs: $(STAMP)
 # The standing comparison against the peers (issue 39; writes its table into
 # benchmarks/RESULTS.md; nnsight's row where nnsight is installed), then every other benchmark.
 bench: $(STAMP)
-	$(PY) benchmarks/bench_peers.py --write --loading
+	$(PY) benchmarks/bench_peers.py --write --loading --repeats 3
 	$(PY) benchmarks/run_all.py
 
 lint: $(STAMP)

@@ -31,7 +31,7 @@ Rows:
 
 ``--write`` puts the table into ``benchmarks/RESULTS.md`` between the markers
 ``<!-- bench_peers:start -->`` / ``<!-- bench_peers:end -->`` (with the date, load average and
-threads); ``make bench`` runs this file with ``--write --loading``.
+threads); ``make bench`` runs this file with ``--write --loading --repeats 3``.
 Usage: python benchmarks/bench_peers.py [--threads 1] [--repeats 5] [--write] [--loading]
 """
 
