@@ -34,15 +34,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
 from ..errors import EmptyInputError, SequenceTooLongError, UsageError
-from ..fast_attention import RotatedPrefixEntry, prepend
+from ..fast_attention import RotatedPrefixEntry
 from ..inputs import pad_batch
-from ..pooled_forward import observed, structure_allows
 from ..readout import Objective, objective_index
 
 if TYPE_CHECKING:
@@ -206,18 +205,14 @@ class PrefixCache:
         pos = model.pool_positions(model.check_tokens(full, full_mask), full_mask)
         rows = torch.arange(n, device=device)
         rel = (pos - p).clamp(min=0)
-        pooled_last = structure_allows(model) and not observed(model)
         resid = model(
             new_ids,
             return_type=None,
-            stop_at_layer=model.cfg.n_layers - 1 if pooled_last else model.cfg.n_layers,
+            stop_at_layer=model.cfg.n_layers,
             attention_mask=new_mask,
             past_kv_cache=self.expanded(n),
         )
-        if pooled_last:
-            at_reading = self.last_block_at(resid, rel, new_mask)
-        else:
-            at_reading = resid[rows, rel][:, None]
+        at_reading = resid[rows, rel][:, None]
         pooled = model.unembed(_final_norm(model, at_reading))[:, 0]
         in_prefix = pos < p
         if bool(in_prefix.any()):
@@ -225,52 +220,6 @@ class PrefixCache:
                 in_prefix[:, None], self.head_outputs[pos.clamp(max=p - 1)], pooled
             )
         return self.reduce(pooled)
-
-    def last_block_at(
-        self,
-        resid: Float[Tensor, "batch pos d_model"],
-        rel: Int[Tensor, " batch"],
-        new_mask: Int[Tensor, "batch pos"],
-    ) -> Float[Tensor, "batch 1 d_model"]:
-        """The last block's output at each row's reading position `rel` only.
-
-        As `reward_lens_tl.pooled_forward` runs it for `model.rewards`: the keys and values of
-        every position are projected (the prefix's from its run, the continuation's from
-        `resid`), and the reading position is the one query, appended after them with a mask
-        that keeps the prefix and the continuation's real positions before it, so its rotary
-        position is the one it has in the whole sequence. Used only when nothing observes the
-        last block (`reward_lens_tl.pooled_forward.observed`).
-
-        Args:
-            resid: The last block's input at the continuation's positions.
-            rel: Each row's reading position, counted from the continuation's start.
-            new_mask: The continuation's padding mask.
-
-        Returns:
-            The last block's output at the reading positions.
-        """
-        model, n, s = self.model, resid.shape[0], resid.shape[1]
-        block, p = model.blocks[-1], len(self.prefix_ids)
-        rows = torch.arange(n, device=resid.device)
-        normed = block.ln1(resid)
-        _, keys, values = block.attn.calculate_qkv_matrices(normed[:, :1], normed, normed)
-        rotated = None
-        if self.rotated_keys is not None:
-            own = block.attn.apply_rotary(keys, p, None)
-            rotated = prepend(self.rotated_keys[-1].expand(n, -1, -1, -1), own)
-        entry = RotatedPrefixEntry(
-            prepend(self.keys[-1].expand(n, -1, -1, -1), keys),
-            prepend(self.values[-1].expand(n, -1, -1, -1), values),
-            frozen=True,
-            rotated_keys=rotated,
-        )
-        before = torch.arange(s, device=resid.device)[None, :] < rel[:, None]
-        keep = before & new_mask.bool()
-        mask = torch.cat(
-            [torch.ones(n, p, dtype=torch.long, device=resid.device), keep.long(), keep[:, :1]], 1
-        )
-        mask[:, -1] = 1
-        return block(resid[rows, rel][:, None], past_kv_cache_entry=entry, attention_mask=mask)
 
     def reduce(self, pooled: Float[Tensor, "batch n_objectives"]) -> Float[Tensor, " batch"]:
         """The swept value from the pooled head outputs: one column, or the gated score.
