@@ -69,7 +69,7 @@ def draw(fig: go.Figure, ax: Axes | None = None) -> Figure:
             axis.legend(fontsize=7)
     _shapes(fig, axes_by_name)
     _annotations(fig, axes_by_name)
-    title = fig.layout.title.text
+    title = _plain_breaks(fig.layout.title.text)
     if title:
         if len(axes_by_name) == 1 and not subtitles[0]:
             next(iter(axes_by_name.values())).set_title(title, fontsize=10)
@@ -83,13 +83,18 @@ def _panels(fig: go.Figure) -> list[str]:
     return sorted(names, key=lambda n: int(n[1:] or 1))
 
 
+def _plain_breaks(text: str | None) -> str:
+    """Plotly's `<br>` line breaks as the newlines matplotlib draws."""
+    return (text or "").replace("<br>", "\n")
+
+
 def _subplot_titles(fig: go.Figure, n: int) -> list[str]:
     """Panel titles: make_subplots writes them as paper annotations, left to right."""
     if n == 1:
         return [""]
     notes = [a for a in fig.layout.annotations if a.xref == "paper" and a.yref == "paper"]
     notes.sort(key=lambda a: a.x)
-    titles = [a.text or "" for a in notes][:n]
+    titles = [_plain_breaks(a.text) for a in notes][:n]
     return titles + [""] * (n - len(titles))
 
 
@@ -101,7 +106,7 @@ def _layout_axis(fig: go.Figure, kind: str, panel: str):
 def _axes(ax: Axes, fig: go.Figure, panel: str) -> None:
     for kind in ("x", "y"):
         layout = _layout_axis(fig, kind, panel)
-        title = layout.title.text
+        title = _plain_breaks(layout.title.text)
         if title:
             (ax.set_xlabel if kind == "x" else ax.set_ylabel)(title, fontsize=9)
         if layout.type == "log":

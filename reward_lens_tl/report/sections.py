@@ -30,6 +30,9 @@ from collections import Counter
 import pandas as pd
 
 from .build import register_section
+from .counterfactual import counterfactual_section
+from .difference import difference_section
+from .erasure import erasure_section
 from .judges import judges_section
 from .page import Section, format_cell, plural, words_list
 from .pressure import pressure_section
@@ -304,6 +307,9 @@ register_section("zoo:sae", sae_section)
 register_section("probes", probes_section)
 register_section("failures", failures_section)
 register_section("sweep", sweep_section)
+register_section("zoo:erasure", erasure_section)
+register_section("difference", difference_section)
+register_section("counterfactual", counterfactual_section)
 register_section("zoo:implicit", implicit_section)
 register_section("zoo:judges", judges_section)
 register_section("zoo:pressure", pressure_section)

@@ -10,7 +10,9 @@
 - `contexts`: max-activating contexts;
 - `concepts`: difference-of-means concept vectors, their alignment with the reward
   direction and SAE decoders, and their causal effect;
-- `zoo_features`: which latents recover the zoo's planted features.
+- `zoo_features`: which latents recover the zoo's planted features;
+- `difference`: difference dictionaries, SAEs on chosen − rejected at the final norm's output
+  whose latents split each margin exactly, matched against the zoo's planted directions.
 
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
@@ -53,6 +55,17 @@ from .concepts import (
     reward_direction,
 )
 from .contexts import max_activating_contexts
+from .difference import (
+    DIFFERENCE_SITE,
+    DifferenceDictionary,
+    PlantedMatch,
+    difference_activations,
+    difference_dictionary,
+    planted_match,
+    reading_activations,
+    train_difference_sae,
+    zoo_planted_directions,
+)
 from .sae_results import (
     AtPCheck,
     ConceptVectors,
@@ -74,15 +87,18 @@ from .zoo_features import (
 )
 
 __all__ = [
+    "DIFFERENCE_SITE",
     "ZOO_PLAN",
     "AtPCheck",
     "ConceptVectors",
+    "DifferenceDictionary",
     "EmptyActivationsError",
     "FeatureAttribution",
     "FeatureContexts",
     "FeatureEffects",
     "GroundTruthReport",
     "PairFeatureAttribution",
+    "PlantedMatch",
     "SAEHookError",
     "SAESiteError",
     "SteeringCurve",
@@ -99,6 +115,8 @@ __all__ = [
     "contrast_sets",
     "decoder_alignment",
     "decoder_directions",
+    "difference_activations",
+    "difference_dictionary",
     "feature_attribution",
     "feature_steering",
     "iter_activations",
@@ -110,6 +128,8 @@ __all__ = [
     "model_batches",
     "pair_feature_attribution",
     "planted_feature_report",
+    "planted_match",
+    "reading_activations",
     "rebatch",
     "reward_direction",
     "run_with_cache_with_saes",
@@ -118,8 +138,10 @@ __all__ = [
     "shuffled_batches",
     "splice_report",
     "spliced",
+    "train_difference_sae",
     "train_topk_sae",
     "train_zoo_sae",
     "zoo_ground_truth",
     "zoo_plan",
+    "zoo_planted_directions",
 ]
