@@ -28,8 +28,9 @@ uses `torch.nn.functional.scaled_dot_product_attention` (SDPA) for the
   handled by the mask given to SDPA. Query rows with no visible key (left padding) give
   `z = 0`, as TL's NaN-to-zero pattern does;
 - rows that continue one shared, cached prefix (a token sweep's candidates, a patching
-  sweep's unpatched prefix: a frozen cache entry expanded along the batch) attend to it
-  without expanding it (`shared_prefix_z`).
+  sweep's unpatched prefix: a frozen cache entry expanded along the batch), or each a leading
+  part of it (`reward_lens_tl.unfolding`'s prefixes), attend to it without expanding it
+  (`shared_prefix_z`).
 
 `model.set_fast_attention(False)` switches every layer back to TL's path (e.g. to compare).
 
@@ -314,8 +315,16 @@ class SDPAAttentionMixin(AbstractAttention):
                     rotated if rotated is not None else self.apply_rotary(prefix_keys[:1], 0, None)
                 )
             new_mask = None if attention_mask is None else attention_mask[:, offset:]
+            seen = None if attention_mask is None else attention_mask[:, :offset]
             z = shared_prefix_z(
-                q, prefix_keys[0], entry.past_values[0], k, v, new_mask, 1.0 / self.attn_scale
+                q,
+                prefix_keys[0],
+                entry.past_values[0],
+                k,
+                v,
+                new_mask,
+                1.0 / self.attn_scale,
+                seen,
             )
             return self.attention_output(self.hook_z(z))
         if rotary and rotated is not None:  # only the new keys need rotating
@@ -339,17 +348,19 @@ class SDPAAttentionMixin(AbstractAttention):
         """Whether the cached keys are one prefix shared by every row (`shared_prefix_z`).
 
         A frozen cache entry whose keys and values are one row expanded along a batch of
-        several (stride 0: a token sweep's prompt, a patching sweep's unpatched prefix),
-        nothing padded in that prefix, a global (not sliding-window) layer, and, with rotary
-        embeddings, no hook on `hook_rot_k` (which would see the whole key sequence, prefix
-        included).
+        several (stride 0: a token sweep's prompt, a patching sweep's unpatched prefix, the
+        prefixes of `reward_lens_tl.unfolding`), each row seeing a leading part of that prefix
+        (its cached mask ones then zeros: no pad before a real prefix token, whose position
+        would then differ from the one it was cached at), a global (not sliding-window) layer,
+        and, with rotary embeddings, no hook on `hook_rot_k` (which would see the whole key
+        sequence, prefix included).
         """
         if entry is None or not entry.frozen or self.attn_type != "global":
             return False
         keys, values = entry.past_keys, entry.past_values
         if keys.shape[1] == 0 or keys.shape[0] == 1 or keys.stride(0) or values.stride(0):
             return False  # (one row gains nothing: it keeps the SDPA path's exact numbers)
-        if attention_mask is not None and not bool(attention_mask[:, : keys.shape[1]].all()):
+        if attention_mask is not None and not leading_ones(attention_mask[:, : keys.shape[1]]):
             return False
         rotary = self.cfg.positional_embedding_type == "rotary"
         return not (rotary and hook_points_hooked(self, ("hook_rot_k",)))
@@ -627,6 +638,7 @@ def shared_prefix_z(
     values: Float[Tensor, "batch query kv_head d_head"],
     mask: Tensor | None,
     scale: float,
+    prefix_mask: Tensor | None = None,
 ) -> Float[Tensor, "batch query head d_head"]:
     """Attention output `z` when every row attends to one shared prefix, then to its own keys.
 
@@ -645,6 +657,7 @@ def shared_prefix_z(
         values: The rows' own values.
         mask: `[batch, query]` padding mask of the rows' own positions, or `None`.
         scale: The score scale (`1 / attn_scale`).
+        prefix_mask: `[batch, prefix]`, which prefix keys each row sees (`None`: all).
 
     Returns:
         `z`, as TL's `hook_z` sees it.
@@ -672,6 +685,9 @@ def shared_prefix_z(
     flat = qg.reshape(kv, n * g * s, d)
     on_prefix = torch.bmm(flat, prefix_keys.permute(1, 2, 0).float()) * scale  # [kv, ngs, p]
     on_prefix = on_prefix.reshape(kv, n, g, s, p)
+    if prefix_mask is not None and not bool(prefix_mask.all()):
+        hidden = ~prefix_mask.bool().to(q.device).expand(n, p)[None, :, None, None, :]
+        on_prefix = on_prefix.masked_fill(hidden, float("-inf"))
     own = torch.matmul(qg, keys.permute(2, 0, 3, 1).float()[:, :, None]) * scale  # [kv,n,g,s,s]
     visible = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
     if mask is not None:
@@ -686,6 +702,19 @@ def shared_prefix_z(
     if mask is not None:
         z = z * mask.to(z.dtype)[:, :, None, None]
     return z.to(dtype)
+
+
+def leading_ones(mask: Tensor) -> bool:
+    """Whether each row of a `[batch, key]` mask is ones, then zeros (a prefix of its keys).
+
+    Examples:
+        >>> leading_ones(torch.tensor([[1, 1, 0], [1, 0, 0]])), leading_ones(torch.tensor([[0, 1]]))
+        (True, False)
+    """
+    if mask.shape[1] < 2:
+        return True
+    m = mask.bool()
+    return not bool((m[:, 1:] & ~m[:, :-1]).any())
 
 
 class StridedGatedMLP(GatedMLP):

@@ -454,3 +454,40 @@ def test_a_full_cache_keeps_tls_autograd_graph_on_its_output():
     with torch.no_grad():
         out, _ = model.run_with_cache(ids, attention_mask=mask, return_type="reward")
     assert not out.requires_grad
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shared_prefix_with_a_leading_part_per_row(family):
+    """Rows that each see a leading part of the shared prefix (`reward_lens_tl.unfolding`: row
+    t sees the first p + t cached keys) go through `shared_prefix_z` with the prefix mask and
+    equal each row's own sequence scored from scratch; a pad before a real prefix key does not
+    (its positions would move): TL's path."""
+    from reward_lens_tl import fast_attention
+
+    model = HookedRewardModel.from_pretrained(tiny_reward_model(family))
+    prefix, _ = random_batch(1, [7], seed=4, low=6)
+    tail, _ = random_batch(1, [2], seed=5, low=6)
+    seen = torch.tensor([3, 5, 7])
+    cache = expanded_prefix_cache(model, prefix, 3, True)
+    cache.previous_attention_mask = (torch.arange(7)[None] < seen[:, None]).long()
+    calls = []
+    original = fast_attention.shared_prefix_z
+
+    def counting(*args):
+        calls.append(args[0].shape[0])
+        return original(*args)
+
+    residual = dict(return_type=None, stop_at_layer=model.cfg.n_layers)
+    tails = tail.expand(3, -1)
+    with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_attention, "shared_prefix_z", counting)
+        out = model(tails, past_kv_cache=cache, attention_mask=torch.ones_like(tails), **residual)
+    global_layers = sum(b.attn.attn_type == "global" for b in model.blocks)
+    assert len(calls) == (0 if family in SOFT_CAPPED else global_layers)
+    for row, n in enumerate(seen.tolist()):
+        ids = torch.cat([prefix[:, :n], tail], 1)
+        with torch.no_grad():
+            whole = model(ids, **residual)
+        torch.testing.assert_close(out[row], whole[0, n:], atol=1e-5, rtol=0)
+    assert fast_attention.leading_ones(cache.previous_attention_mask)
+    assert not fast_attention.leading_ones(torch.tensor([[0, 1, 1]]))

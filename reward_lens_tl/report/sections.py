@@ -20,6 +20,15 @@ join in (elsewhere they return `None`).
 - `Token sweep`: every vocabulary token as the whole response to the pair set's most common
   prompt that fits the context (skipped, with a note, for vocabularies above
   `MAX_SWEEP_VOCAB` tokens: run `reward-lens sweep` for those);
+- `Concept erasure: removing the planted harm penalty` (zoo only): LEACE erasure of the
+  planted harmful concept with its probe certificate (`reward_lens_tl.erasure`);
+- `Difference dictionary`: a TopK SAE on chosen − rejected at the final norm's output, each
+  margin split over its latents (pair sets of at least 64 scored pairs; on the zoo, 512
+  rule-labelled pairs and the planted features matched; `reward_lens_tl.sae.difference`);
+- `Counterfactual edits`: the smallest response edit that flips each of the closest pairs
+  (`reward_lens_tl.counterfactual`);
+- `The reward as the response unfolds`: the reward of every prefix of the most separated
+  pair's two responses (`reward_lens_tl.unfolding`);
 - `Implicit reward of the DPO policy vs the explicit reward model` (zoo only).
 """
 
@@ -36,6 +45,7 @@ from .erasure import erasure_section
 from .judges import judges_section
 from .page import Section, format_cell, plural, words_list
 from .pressure import pressure_section
+from .unfolding import unfolding_section
 from .zoo import (
     implicit_section,
     localization_section,
@@ -310,6 +320,7 @@ register_section("sweep", sweep_section)
 register_section("zoo:erasure", erasure_section)
 register_section("difference", difference_section)
 register_section("counterfactual", counterfactual_section)
+register_section("unfolding", unfolding_section)
 register_section("zoo:implicit", implicit_section)
 register_section("zoo:judges", judges_section)
 register_section("zoo:pressure", pressure_section)
