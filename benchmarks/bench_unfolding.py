@@ -22,6 +22,7 @@ Usage: python benchmarks/bench_unfolding.py [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="the zoo cases only")
+    parser.add_argument("--batch-size", type=int, default=256, help="prefixes per batch")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines = [
@@ -95,7 +97,7 @@ def main() -> None:
         _, llama = build_llama()
         cases.append(("Llama 8L d512", llama, llama_case(), 1))  # naive: ~1 min a run
     for name, model, enc, naive_repeats in cases:
-        t = time_case(model, enc, args.repeats, 64, naive_repeats)
+        t = time_case(model, enc, args.repeats, args.batch_size, naive_repeats)
         p, e = enc.response_start, enc.suffix_start(model.eos_token_id)
         shape = f"{p}+{e - p}+{len(enc) - e}"
         lines.append(
@@ -106,7 +108,8 @@ def main() -> None:
             f"{t['naive'] / t['unfolding']:.2f}× | {t['error']:.1e} |"
         )
         print(lines[-1], flush=True)
-    print("\n".join(lines))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print("\n".join(lines) + f"\n\nbatch_size {args.batch_size}; load average {load}")
 
 
 if __name__ == "__main__":

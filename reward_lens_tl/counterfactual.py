@@ -59,7 +59,7 @@ Examples:
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -241,12 +241,14 @@ class CounterfactualEdit(Result):
         frame = self.to_dataframe()
         return top_entries(frame["edit"].tolist(), frame["delta"].tolist(), k, "delta")
 
-    def _shown_before(self) -> list[str]:
+    def _shown_before(self, label: Callable[[str], str] = shown_token) -> list[str]:
+        """The tokens before the edits, an edited one as `[old→new]`, each through `label`.
+
+        `shown_token` for a figure's HTML ticks; `str` for views that escape on their own.
+        """
         edited = {e.position: e for e in self.edits}
         return [
-            f"[{shown_token(t)}→{shown_token(edited[i].new_token or DELETED)}]"
-            if i in edited
-            else shown_token(t)
+            f"[{label(t)}→{label(edited[i].new_token or DELETED)}]" if i in edited else label(t)
             for i, t in enumerate(self.tokens_before)
         ]
 
@@ -326,7 +328,7 @@ class CounterfactualEdit(Result):
         after_new = {p for p in _after_positions(self)}
         after = [f"[{t}]" if i in after_new else t for i, t in enumerate(self.tokens_after)]
         before_view = tokens_view(
-            self._shown_before(),
+            self._shown_before(str),
             self.attribution_before,
             scale=scale,
             title=f"before: reward {self.reward_before:+.4f}",

@@ -652,7 +652,6 @@ class ErasureResult(Result):
             else:
                 fig.add_trace(trace)
         assert fig is not None
-        fig.update_xaxes(tickangle=0)
         fig.update_layout(showlegend=True, barmode="overlay")
         return render(fig, backend, ax)
 

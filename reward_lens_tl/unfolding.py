@@ -278,7 +278,13 @@ class RewardCurve(Result):
                 annotation_text="response",
                 annotation_position="top left",
             )
-        fig.update_layout(showlegend=True, legend=dict(orientation="h", y=-0.3))
+        # the legend in a row between the title and the plot: below it, it would cover the
+        # rotated token labels and the axis title
+        fig.update_layout(
+            showlegend=True,
+            legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+            margin=dict(t=80),
+        )
         return render(fig, backend, ax)
 
 

@@ -138,6 +138,10 @@ def test_inputs_views_and_errors(zoo_scalar, zoo_task):
     )
     assert "<b>bomb</b>" not in html and "CircuitsVis.ColoredTokens" in html
     assert "before: reward" in html and "after: reward" in html
+    # the before view's tokens are text once (an escaped "&lt;bos&gt;" would show as typed)
+    edited_html = from_example.to_html(include_script=False)
+    assert "\\u003c\\u2060bos\\u003e" in edited_html  # "<bos>", as JSON in the page
+    assert "lt;" not in edited_html
     label = from_example.edits[0].label
     assert from_example.top_k(1)[0][0] == label
     fig = from_example.plot()
