@@ -183,8 +183,11 @@ def test_markdown_and_html_render_the_same_sections(zoo_report):
     assert len(tables) >= 15 and tables == html_tables(page)
     paragraphs, notes = md_paragraphs(report), html_paragraphs(page)
     views = [p for p in paragraphs if p not in notes]  # the token views' stand-ins
-    assert [p for p in paragraphs if p in notes] == notes and len(views) == 2
-    assert all(p.startswith(("The most", "The least")) for p in views)
+    assert [p for p in paragraphs if p in notes] == notes
+    tokens = [p for p in views if p.startswith(("The most", "The least"))]
+    edits = [p for p in views if p.startswith("Pair ") and "editing the" in p]  # counterfactuals
+    assert len(tokens) == 2 and len(edits) == len(numbers["counterfactual"]) == 3
+    assert len(views) == len(tokens) + len(edits)
     # the patching grids are figures (tokens on the columns), their top cells said in both
     assert sum(p.startswith("Pair ") and "restoring most" in p for p in notes) == 3
     assert page.count("patching grid of pair") == 3
