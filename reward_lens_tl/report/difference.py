@@ -77,8 +77,7 @@ def difference_section(ctx) -> Section:
     objective, which = _objective(model)
     dictionary = difference_dictionary(model, trained.sae, pairs, objective=objective)
     terms = dictionary.terms()
-    total = float(dictionary.margins.sum())
-    bias_share = float(dictionary.decoder_bias.sum()) / total if total else float("nan")
+    bias_share = dictionary.term_shares()["decoder_bias"]
     source = "512 rule-labelled zoo pairs" if task is not None else f"the {len(pairs)} pairs"
     section.text(
         f"A TopK SAE ({SAE_SETTINGS['d_sae']} latents, k = {SAE_SETTINGS['k']}, "
@@ -87,7 +86,7 @@ def difference_section(ctx) -> Section:
         f"{which} is exactly the difference read along the head, so on the report's "
         f"{len(pairs)} pairs it splits into the latents, the decoder bias (mean "
         f"{format_cell(terms['decoder_bias'], 'signed')}, {format_cell(bias_share, 'share')} "
-        f"of the total margin) and the error (mean {format_cell(terms['error'], 'signed')}); "
+        f"of the separation) and the error (mean {format_cell(terms['error'], 'signed')}); "
         f"latents + bias + error − margin = {format_cell(dictionary.completeness_error())}."
     )
     frame = dictionary.to_dataframe()

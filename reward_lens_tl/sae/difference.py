@@ -376,12 +376,17 @@ class DifferenceDictionary(Result):
         return float((self.total() - self.margins).abs().max())
 
     def shares(self) -> Float[Tensor, " feature"]:
-        """Each latent's share of the total margin, `Σ_pairs values / Σ_pairs margins`.
+        """Each latent's share of the separation, `Σ_pairs sign(m)·values / Σ_pairs |m|`.
 
-        Shares of the latents, the decoder bias and the error sum to 1.
+        Each pair's terms are signed by its margin `m`, so a latent that pushes pairs the
+        way the model decides them has a positive share whichever side the labels call
+        chosen, and the shares stay defined when the margins cancel out over the pair set
+        (a model near chance on its labels). Shares of the latents, the decoder bias and the
+        error sum to 1 (`term_shares` has the last two). On a pair set whose margins are all
+        positive it is the share of the total margin.
 
         Returns:
-            The shares, `[feature]` (NaN when the margins sum to 0).
+            The shares, `[feature]` (NaN when every margin is 0).
 
         Examples:
             >>> import torch
@@ -391,10 +396,30 @@ class DifferenceDictionary(Result):
             >>> dictionary.shares()
             tensor([0.2500, 0.5000])
         """
-        total = self.margins.sum()
-        if float(total) == 0.0:
-            return torch.full((self.values.shape[0],), float("nan"))
-        return self.values.sum(1) / total
+        return self._signed_share(self.values)
+
+    def term_shares(self) -> dict[str, float]:
+        """The decoder bias's and the error's shares of the separation (see `shares`).
+
+        Returns:
+            `{"decoder_bias": ..., "error": ...}`.
+
+        Examples:
+            >>> import torch
+            >>> dictionary = DifferenceDictionary(
+            ...     torch.tensor([[1.0, -1.0]]), torch.ones(1, 2), torch.tensor([2.0, -2.0]),
+            ...     torch.tensor([0.5, -0.5]), torch.tensor([0.5, -0.5]), "hook", None)
+            >>> dictionary.shares(), dictionary.term_shares()  # margins cancel: still defined
+            (tensor([0.5000]), {'decoder_bias': 0.25, 'error': 0.25})
+        """
+        terms = {"decoder_bias": self.decoder_bias, "error": self.error}
+        return {name: float(self._signed_share(t[None])[0]) for name, t in terms.items()}
+
+    def _signed_share(self, parts: Tensor) -> Tensor:
+        separation = self.margins.abs().sum()
+        if float(separation) == 0.0:
+            return torch.full((parts.shape[0],), float("nan"))
+        return (parts * self.margins.sign()).sum(1) / separation
 
     def terms(self) -> dict[str, float]:
         """The mean decoder-bias and error contributions over pairs.
@@ -434,7 +459,7 @@ class DifferenceDictionary(Result):
         return mean.abs().argsort(descending=True, stable=True)[: max(int(k), 0)].tolist()
 
     def to_dataframe(self):
-        """One row per latent: mean contribution, share of the total margin, fraction active.
+        """One row per latent: mean contribution, share of the separation, fraction active.
 
         Returns:
             A pandas DataFrame with columns `feature`, `contribution`, `share`, `active`.
@@ -469,8 +494,8 @@ class DifferenceDictionary(Result):
         """The top `k` latents' mean contribution to the margin, labelled with their share.
 
         Latents are red where they lower the margin, blue where they raise it; the decoder-bias
-        and error terms are grey, below them. Each label carries the latent's share of the total
-        margin; hover shows the exact value.
+        and error terms are grey, below them. Each label carries the latent's share of the
+        separation (`shares`); hover shows the exact value.
 
         Args:
             ax: Matplotlib axes to draw the static form on.
@@ -491,12 +516,13 @@ class DifferenceDictionary(Result):
         shares = self.shares()
         mean = self.values.mean(1)
         top = self.top_features(k)
-        total = float(self.margins.sum())
+        term_shares = self.term_shares()
         labels = [f"{feature_label(i)} ({_percent(float(shares[i]))})" for i in top]
         values = [float(mean[i]) for i in top]
         colors = [signed_color(v) for v in values]
         for name, term in (("decoder bias", self.decoder_bias), ("error", self.error)):
-            labels.append(f"{name} ({_percent(float(term.sum()) / total if total else 0.0)})")
+            share = term_shares["decoder_bias" if name == "decoder bias" else "error"]
+            labels.append(f"{name} ({_percent(share)})")
             values.append(float(term.mean()))
             colors.append(GREY)
         n = self.values.shape[1]

@@ -114,11 +114,15 @@ def test_completeness_against_the_models_own_margins(zoo_scalar, difference_sae,
     torch.testing.assert_close(dictionary.error, (d - recon) @ w, atol=1e-5, rtol=1e-5)
     # trained on ±d, the decoder bias carries next to nothing of the margin
     assert abs(float(dictionary.decoder_bias.sum() / dictionary.margins.sum())) < 0.15
-    # shares of the latents, the bias and the error add up to the whole margin
-    total = float(dictionary.margins.sum())
-    parts = float(dictionary.shares().sum()) + float(
-        (dictionary.decoder_bias.sum() + dictionary.error.sum()) / total
+    # shares of the latents, the bias and the error add up to the whole separation, each
+    # pair's terms signed by its margin (plain torch)
+    sign, separation = dictionary.margins.sign(), dictionary.margins.abs().sum()
+    torch.testing.assert_close(
+        dictionary.shares(), (dictionary.values * sign).sum(1) / separation, atol=1e-6, rtol=0
     )
+    terms = dictionary.term_shares()
+    assert terms["error"] == pytest.approx(float((dictionary.error * sign).sum() / separation))
+    parts = float(dictionary.shares().sum()) + terms["decoder_bias"] + terms["error"]
     assert parts == pytest.approx(1.0, abs=1e-4)
     # nothing the caller passed was changed
     for k, v in sae.state_dict().items():
