@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-notebooks test-other-tiers test-retrain test-all bench lint format docs clean-venv
+.PHONY: demo test test-tl4 test-notebooks test-other-tiers test-retrain test-all bench lint format docs clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,29 @@ OTHER_TIERS := slow or notebooks or torchrun or browser or docs
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not ($(OTHER_TIERS) or retrain)" -q
+
+# The TransformerLens 4 tier (issue 41): a second virtual environment from
+# requirements-tl4.txt (TL 4.3, no sae_lens), the package installed without its dependencies
+# (pyproject.toml pins TL < 4), and only tests/tl4 and the bridge's docstring examples collected:
+# `-c /dev/null` drops pyproject's options (testpaths, --doctest-modules over the whole package)
+# and `--confcutdir tests/tl4` keeps the root and tests/ conftests (which import TL 3.9 and
+# sae_lens) out.
+VENV_TL4 ?= .venv-tl4
+PY_TL4 := $(VENV_TL4)/bin/python
+STAMP_TL4 := $(VENV_TL4)/.installed
+
+$(STAMP_TL4): requirements-tl4.txt pyproject.toml
+	test -x $(PY_TL4) || $(PYTHON) -m venv $(VENV_TL4)
+	$(PY_TL4) -m pip install --quiet torch==2.13.0
+	$(PY_TL4) -m pip install --quiet -r requirements-tl4.txt "pytest>=9,<10"
+	$(PY_TL4) -m pip install --quiet --no-deps -e .
+	touch $(STAMP_TL4)
+
+test-tl4: $(STAMP_TL4)
+	$(PY_TL4) -c "import importlib.metadata as m; print('TransformerLens', m.version('transformer-lens'))"
+	OMP_NUM_THREADS=1 $(PY_TL4) -m pytest tests/tl4 reward_lens_tl/bridge -q -p no:cacheprovider \
+		-c /dev/null --rootdir . --confcutdir tests/tl4 --doctest-modules \
+		-o "doctest_optionflags=ELLIPSIS NORMALIZE_WHITESPACE"
 
 test-notebooks: $(STAMP)
 	$(PY) -m pytest -m notebooks -q
@@ -59,4 +82,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix reward_lens_tl tests benchmarks docs tools
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV_TL4)

@@ -7,8 +7,9 @@ seed. Fixtures for tests (the shared zoo models) are in ``tests/conftest.py``.
 
 Every module of ``reward_lens_tl`` imports with the package's own dependencies (torch's
 ``torch.distributed`` included; the browser test's Playwright is imported by that test only),
-so no module is left out of doctest collection; a module that could not be imported would be
-listed in ``collect_ignore`` below with the reason.
+so no module is left out of doctest collection but the TransformerBridge backend's, whose
+examples need TransformerLens 4 and run in ``make test-tl4``; a module that could not be
+imported is listed in ``collect_ignore`` below with the reason.
 """
 
 import os
@@ -23,8 +24,21 @@ import torch  # noqa: E402
 # (several processes each spinning 2 OpenMP threads on 2 cores were measured 25x slower).
 torch.set_num_threads(1)
 
+
+def _transformer_lens_4() -> bool:
+    """Whether this environment has TransformerLens 4 (the bridge backend's, `make test-tl4`)."""
+    from reward_lens_tl.bridge.versions import transformer_lens_version
+
+    return int(transformer_lens_version().split(".")[0]) >= 4
+
+
 #: Paths (relative to this file) that doctest collection must not import, with the reason.
 collect_ignore: list[str] = []
+if not _transformer_lens_4():
+    # The TransformerBridge backend needs TransformerLens 4: its examples run in `make test-tl4`
+    # (`--doctest-modules reward_lens_tl/bridge` in .venv-tl4); `versions.py` and `families.py`,
+    # which import neither line, run here too.
+    collect_ignore += ["reward_lens_tl/bridge/__init__.py", "reward_lens_tl/bridge/boot.py"]
 
 #: Docstring examples (pytest's doctest item names) that train or generate for longer than the
 #: fast tier affords: they run in the slow tier (`make test-other-tiers`, CI) instead.

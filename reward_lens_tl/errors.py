@@ -25,6 +25,7 @@ __all__ = [
     "AmbiguousObjectiveError",
     "ArgumentTypeError",
     "BackboneMismatchError",
+    "BridgeUnsupportedError",
     "CheckpointError",
     "CheckpointNamesError",
     "CheckpointWeightsError",
@@ -86,6 +87,7 @@ __all__ = [
     "TokenOutOfVocabError",
     "TokenizerLoadError",
     "TooFewExamplesError",
+    "TransformerLensVersionError",
     "UnknownBenchmarkError",
     "UnknownCandidateError",
     "UnknownHookError",
@@ -1179,6 +1181,24 @@ class MemoryEstimateError(RewardLensError, MemoryError):
         ...     except MemoryEstimateError as err:
         ...         print(str(err)[:55])
         forward of a 300000 × 64 batch needs at least 54.9 GiB
+    """
+
+
+# -- the TransformerBridge backend (TransformerLens 4; reward_lens_tl.bridge) --------------------
+class TransformerLensVersionError(RewardLensError, ImportError):
+    """The installed TransformerLens is not the line this part of the package runs on.
+
+    `reward_lens_tl.bridge` needs TransformerLens 4 (the second environment,
+    `requirements-tl4.txt`); `HookedRewardModel` and the SAE tools need TransformerLens 3.9 with
+    sae_lens (the default install). The message names the version found and the install command.
+    """
+
+
+class BridgeUnsupportedError(RewardLensError, NotImplementedError):
+    """Something the TransformerLens 3.9 backend does that the TransformerBridge backend cannot.
+
+    The message says why (e.g. sae_lens does not import under TransformerLens 4, so SAEs cannot
+    be spliced) and which environment does it.
     """
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..checkpoint import IMPLICIT_REWARD_HINT, is_causal_lm
 from ..errors import UnsupportedArchitectureError
+from ..padding import hf_last_non_pad
 from .armorm import ArmoRMAdapter
-from .base import ConversionOptions, RewardHead, RewardModelAdapter, hf_last_non_pad, tl_device
+from .base import ConversionOptions, RewardHead, RewardModelAdapter, tl_device
 from .decoders import Gemma2Adapter, LlamaAdapter, MistralAdapter, Qwen2Adapter
 from .generic import GenericAdapter
 from .gpt2 import GPT2Adapter

@@ -23,13 +23,13 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens import HookedTransformerConfig
 
-from ..errors import MissingPadTokenError, RewardHeadError
+from ..errors import RewardHeadError
+from ..padding import hf_last_non_pad
 
 __all__ = [
     "ConversionOptions",
     "RewardHead",
     "RewardModelAdapter",
-    "hf_last_non_pad",
     "linear_head",
     "pad_token_id_of",
     "tl_device",
@@ -140,46 +140,6 @@ def tl_device(options: ConversionOptions) -> str | None:
     """
     device = options.get("device")
     return None if device is None else str(device)
-
-
-def hf_last_non_pad(
-    input_ids: Int[Tensor, "batch pos"], pad_token_id: int | None
-) -> Int[Tensor, " batch"]:
-    """HF sequence-classification pooling: the rightmost token that is not `pad_token_id`.
-
-    With `pad == eos` a trailing EOS is therefore skipped, exactly as in HF. Without a pad id,
-    HF only accepts a batch of one and reads the last token; so do we.
-
-    Args:
-        input_ids: the token ids (`[batch, pos]`).
-        pad_token_id: the padding id, or `None` (then only a batch of one is accepted).
-
-    Returns:
-        The reading position of each row.
-
-    Raises:
-        MissingPadTokenError: a batch of several rows and no pad id.
-
-    Examples:
-        >>> import torch
-        >>> from reward_lens_tl.adapters import hf_last_non_pad
-        >>> hf_last_non_pad(torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]), 0).tolist()
-        [2, 4]
-        >>> hf_last_non_pad(torch.tensor([[5, 6, 7]]), None).tolist()
-        [2]
-    """
-    batch, pos = input_ids.shape
-    if pad_token_id is None:
-        if batch > 1:
-            raise MissingPadTokenError(
-                "a batch of several sequences needs a pad token id to find each sequence's "
-                "reward position; set tokenizer.pad_token (and model.config.pad_token_id) before "
-                "loading, or score sequences one at a time"
-            )
-        return torch.full((batch,), pos - 1, dtype=torch.long, device=input_ids.device)
-    non_pad = (input_ids != pad_token_id).long()
-    idx = torch.arange(pos, device=input_ids.device)
-    return (idx * non_pad).argmax(-1)
 
 
 class RewardModelAdapter:

@@ -27,6 +27,7 @@ Examples:
 """
 
 from ..errors import EmptyActivationsError, SAEHookError, SAESiteError, UnsupportedSAEError
+from . import requirements  # noqa: F401 - first: the TransformerLens line check
 from .activations import (
     collect_activations,
     iter_activations,

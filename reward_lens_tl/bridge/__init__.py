@@ -1,0 +1,59 @@
+"""Reward models on TransformerLens 4's `TransformerBridge` (the second backend; issue 41).
+
+TransformerLens 4 replaced `HookedTransformer` with `TransformerBridge`, which wraps the HF
+model itself. `boot_reward_bridge` boots a reward model of a supported family (Llama, Mistral,
+Qwen2, Qwen3, Gemma-2, GPT-2) through the bridge with the reward head (`score`) as the unembed,
+so the bridge's logits are the reward at every position and `run_with_cache`, the legacy hook
+names, `start_at_layer` and TransformerLens's `patching` run on rewards; `bridge_rewards` reads
+the reward where HF reads it. The default backend stays `HookedRewardModel` on TransformerLens
+3.9 with sae_lens; this one needs the second environment (`requirements-tl4.txt`, `make
+test-tl4`), and refuses with a typed error where TransformerLens 4 cannot do what 3.9 did.
+
+The names are loaded on first use, so `reward_lens_tl.bridge.versions` (the version checks)
+imports under either TransformerLens line.
+
+Examples:
+    >>> from reward_lens_tl.bridge import boot_reward_bridge, bridge_rewards
+    >>> from reward_lens_tl.zoo import zoo_path
+    >>> bridge = boot_reward_bridge(zoo_path("scalar"))
+    >>> ids = bridge.tokenizer.apply_chat_template(
+    ...     [{"role": "user", "content": "how bake bread"},
+    ...      {"role": "assistant", "content": "soup bomb"}], return_tensors="pt",
+    ...     return_dict=False)
+    >>> round(bridge_rewards(bridge, ids).tolist()[0], 2)
+    -4.84
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    "BRIDGE_ARCHITECTURES": "families",
+    "boot_reward_bridge": "boot",
+    "bridge_rewards": "boot",
+    "reward_positions": "boot",
+    "require_bridge": "versions",
+    "require_sae_lens": "versions",
+    "transformer_lens_version": "versions",
+}
+
+__all__ = [
+    "BRIDGE_ARCHITECTURES",
+    "boot_reward_bridge",
+    "bridge_rewards",
+    "require_bridge",
+    "require_sae_lens",
+    "reward_positions",
+    "transformer_lens_version",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .boot import boot_reward_bridge, bridge_rewards, reward_positions
+    from .families import BRIDGE_ARCHITECTURES
+    from .versions import require_bridge, require_sae_lens, transformer_lens_version
+
+# Lazy exports, listed by dir() so tab completion in Jupyter finds them.
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,0 +1,211 @@
+"""`boot_reward_bridge`: a reward model as a TransformerLens 4 `TransformerBridge`.
+
+The bridge wraps a causal stand-in (`families.causal_stand_in`) whose `lm_head` is the reward
+head, so `bridge(ids, attention_mask=mask)` gives the reward at every position
+(`[batch, pos, n_objectives]`) and `bridge_rewards` reads it where HF's classifier pools (the
+rightmost token that is not the pad id, `reward_lens_tl.padding.hf_last_non_pad`). Weights are
+processed as `HookedRewardModel`'s are (`enable_compatibility_mode` with the final norm folded
+into the head, writing weights centred, value biases folded) but never with `center_unembed`:
+TransformerLens's default centres the one-column head to zero, and every reward becomes 0.0.
+
+Examples:
+    >>> import torch
+    >>> from reward_lens_tl.bridge import boot_reward_bridge, bridge_rewards
+    >>> from reward_lens_tl.zoo import load_model, zoo_path
+    >>> bridge = boot_reward_bridge(zoo_path("scalar"))
+    >>> ids = torch.tensor([[1, 4, 27, 6, 5, 43, 6, 2], [1, 4, 27, 6, 5, 38, 0, 0]])
+    >>> mask = (ids != 0).long()
+    >>> hf = load_model("scalar")
+    >>> expected = hf(input_ids=ids, attention_mask=mask).logits[:, 0]
+    >>> bool((bridge_rewards(bridge, ids, mask) - expected).abs().max() < 1e-5)
+    True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from ..errors import ArgumentTypeError, RewardHeadError
+from ..padding import hf_last_non_pad
+from .families import bridge_architecture, causal_stand_in
+from .versions import require_bridge
+
+__all__ = [
+    "boot_reward_bridge",
+    "bridge_rewards",
+    "reward_positions",
+]
+
+
+def _load_reward_model(path: Path) -> tuple[nn.Module, Any]:
+    """The reward model and tokenizer of a checkpoint directory, read as untrusted input."""
+    import transformers
+
+    from ..checkpoint import checkpoint_dir, checkpoint_tokenizer, load_config, load_weights
+
+    path = checkpoint_dir(path)
+    config = load_config(path)  # remote code refused before transformers sees the config
+    arch = bridge_architecture(config)  # refused before any weight is read
+    model = load_weights(getattr(transformers, arch), path, config, attn_implementation="eager")
+    return model, checkpoint_tokenizer(path)
+
+
+def boot_reward_bridge(
+    path_or_model: str | Path | nn.Module,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+    tokenizer: Any = None,
+    process_weights: bool = True,
+) -> Any:
+    """Boot a reward model through TransformerLens 4's `TransformerBridge`, `score` as unembed.
+
+    A directory is read as untrusted input (`reward_lens_tl.checkpoint`: `config.json` checked
+    and remote code refused before transformers reads it, safetensors only, every tensor
+    accounted for, `trust_remote_code=False`, no network). A model in memory is copied first:
+    the bridge replaces the wrapped model's submodules in place.
+
+    Args:
+        path_or_model: A checkpoint directory, or an HF `*ForSequenceClassification` model.
+        dtype: The parameters' dtype; weights are processed in float32, then cast.
+        device: Where the bridge runs (`None`: the CPU).
+        tokenizer: The tokenizer (`None`: the checkpoint's own; none for a model in memory).
+            TransformerLens reloads it from its `name_or_path` with `add_bos_token=True`.
+        process_weights: Fold the final norm into the reward head, centre the writing weights
+            and fold the value biases (`enable_compatibility_mode`, never `center_unembed`), as
+            `HookedRewardModel` does, with the legacy hook names; `False` keeps the raw HF
+            weights (the residual stream then differs from `HookedRewardModel`'s).
+
+    Returns:
+        The `TransformerBridge`. `bridge(ids, attention_mask=mask)` is the reward at every
+        position (`[batch, pos, n_objectives]`); `bridge_rewards` reads it where HF does.
+
+    Raises:
+        TransformerLensVersionError: TransformerLens 4 is not installed (the message gives the
+            install command).
+        UnsupportedArchitectureError: A family the bridge backend does not boot (ArmoRM's gated
+            head included, with the reason).
+        ArgumentTypeError: `path_or_model` is neither a path nor a model.
+        RewardHeadError: Weight processing zeroed the reward head.
+
+    Examples:
+        >>> from reward_lens_tl.bridge import boot_reward_bridge
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> bridge = boot_reward_bridge(tiny_reward_model("qwen2"))
+        >>> type(bridge).__name__, bridge.cfg.n_layers, tuple(bridge.W_U.shape)
+        ('TransformerBridge', 2, (64, 1))
+        >>> ids = torch.tensor([[1, 7, 8, 9]])
+        >>> tuple(bridge(ids).shape)                    # one reward per position
+        (1, 4, 1)
+    """
+    require_bridge()
+    from transformer_lens.model_bridge.sources import build_bridge_from_module
+
+    reward_model: Any
+    if isinstance(path_or_model, (str, Path)):
+        reward_model, own_tokenizer = _load_reward_model(Path(path_or_model))
+        tokenizer = own_tokenizer if tokenizer is None else tokenizer
+        name = str(path_or_model)
+    elif isinstance(path_or_model, nn.Module) and hasattr(path_or_model, "config"):
+        import copy
+
+        bridge_architecture(path_or_model.config, type(path_or_model).__name__)
+        reward_model = copy.deepcopy(path_or_model).float().eval()
+        reward_model.config._attn_implementation = "eager"  # hooks see the pattern
+        name = str(getattr(path_or_model, "name_or_path", "") or "reward-model")
+    else:
+        raise ArgumentTypeError(
+            "path_or_model must be a checkpoint directory or an HF *ForSequenceClassification "
+            f"model, got {type(path_or_model).__name__}"
+        )
+    stand_in: Any = causal_stand_in(reward_model)
+    if device is not None:
+        stand_in.to(device)
+    bridge = build_bridge_from_module(
+        stand_in,
+        stand_in.config.architectures[0],  # the causal LM's: TL's adapter for it
+        hf_config=stand_in.config,
+        tokenizer=tokenizer,
+        dtype=torch.float32,
+        device=device,
+        model_name=name,
+    )
+    # TransformerLens takes the output width from the vocabulary; the reward head has one
+    # column per objective.
+    bridge.cfg.d_vocab_out = reward_model.score.out_features
+    if process_weights:
+        # center_unembed=False: centring the one-column head zeroes it (every reward 0.0).
+        bridge.enable_compatibility_mode(disable_warnings=True, center_unembed=False)
+        if not bool(bridge.W_U.abs().sum() > 0):  # pragma: no cover - a guard on TL's folding
+            raise RewardHeadError("weight processing zeroed the reward head")
+    if dtype != torch.float32:
+        bridge.to(dtype)
+        bridge.cfg.dtype = dtype
+    return bridge
+
+
+def _pad_token_id(bridge: Any) -> int | None:
+    pad = getattr(bridge.original_model.config, "pad_token_id", None)
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0] if pad else None
+    return pad
+
+
+def reward_positions(bridge: Any, input_ids: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
+    """Where HF's classifier reads each row's reward: the rightmost token that is not the pad id.
+
+    Args:
+        bridge: A bridge from `boot_reward_bridge`.
+        input_ids: The token ids (`[batch, pos]`).
+
+    Returns:
+        One position per row.
+
+    Raises:
+        MissingPadTokenError: Several rows and a model without a pad id.
+
+    Examples:
+        >>> from reward_lens_tl.bridge import boot_reward_bridge, reward_positions
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> bridge = boot_reward_bridge(tiny_reward_model("llama"))   # pad id 0
+        >>> reward_positions(bridge, torch.tensor([[1, 5, 6, 0], [1, 5, 6, 7]])).tolist()
+        [2, 3]
+    """
+    return hf_last_non_pad(input_ids, _pad_token_id(bridge))
+
+
+def bridge_rewards(
+    bridge: Any,
+    input_ids: Int[Tensor, "batch pos"],
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> Float[Tensor, " batch"] | Float[Tensor, "batch n_objectives"]:
+    """The rewards HF's classifier gives: the bridge's output at `reward_positions`.
+
+    Args:
+        bridge: A bridge from `boot_reward_bridge`.
+        input_ids: The token ids (`[batch, pos]`), padded on either side.
+        attention_mask: `[batch, pos]`, nonzero at real tokens (`None`: every position attends,
+            as in HF).
+
+    Returns:
+        `[batch]` for a scalar head, `[batch, n_objectives]` otherwise.
+
+    Examples:
+        >>> from reward_lens_tl.bridge import boot_reward_bridge, bridge_rewards
+        >>> from reward_lens_tl.testing import random_batch, tiny_reward_model
+        >>> hf = tiny_reward_model("gpt2")
+        >>> bridge = boot_reward_bridge(hf)
+        >>> ids, mask = random_batch(2, [7, 5], padding_side="right")
+        >>> expected = hf(input_ids=ids, attention_mask=mask).logits[:, 0]
+        >>> bool((bridge_rewards(bridge, ids, mask) - expected).abs().max() < 1e-5)
+        True
+    """
+    out = bridge(input_ids, attention_mask=attention_mask)
+    rows = torch.arange(input_ids.shape[0], device=out.device)
+    read = out[rows, reward_positions(bridge, input_ids).to(out.device)]
+    return read[:, 0] if read.shape[-1] == 1 else read
