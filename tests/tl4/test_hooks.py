@@ -85,3 +85,35 @@ def test_start_at_layer_resumes_exactly(bridge, run):
         resid = cache[f"blocks.{layer}.hook_resid_pre"]
         resumed = bridge(resid, start_at_layer=layer, attention_mask=MASK)
         assert_close(resumed, out, atol=1e-6, rtol=0)
+
+
+@torch.no_grad()
+def test_run_with_hooks_edits_flow_to_the_reward(bridge, run):
+    """A `run_with_hooks` edit of the final norm's output at the reading token moves the reward
+    by exactly its dot product with the head (the read-out is linear there); a zeroed head
+    leaves every position before the edit untouched and changes the reading position."""
+    out, _ = run
+    rows, pos = torch.arange(2), reward_positions(bridge, IDS)
+    delta = torch.randn(bridge.cfg.d_model, generator=torch.Generator().manual_seed(0))
+
+    def shift(x, hook):
+        x = x.clone()
+        x[rows, pos] += delta
+        return x
+
+    edited = bridge.run_with_hooks(
+        IDS, attention_mask=MASK, fwd_hooks=[("ln_final.hook_normalized", shift)]
+    )
+    moved = edited[rows, pos, 0] - out[rows, pos, 0]
+    assert_close(moved, (delta @ bridge.W_U[:, 0]).expand(2), atol=1e-5, rtol=0)
+
+    def zero_head(z, hook):
+        z = z.clone()
+        z[:, -1, 0] = 0.0  # head 0's output at the last position only
+        return z
+
+    ablated = bridge.run_with_hooks(
+        IDS, attention_mask=MASK, fwd_hooks=[("blocks.2.attn.hook_z", zero_head)]
+    )
+    assert_close(ablated[:, :-1], out[:, :-1], atol=1e-6, rtol=0)  # causal: earlier positions
+    assert not torch.allclose(ablated[0, -1], out[0, -1])
