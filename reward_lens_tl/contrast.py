@@ -37,15 +37,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .inputs import EncodedConversation, as_encoded
 
 __all__ = [
     "ContrastPair",
     "as_contrast_pair",
     "as_contrast_pairs",
+    "as_conversation",
     "changed_positions",
     "encode_contrast",
+    "is_pair",
+    "pair_sides",
 ]
 
 
@@ -323,3 +326,108 @@ def encode_contrast(pair) -> tuple[EncodedConversation, EncodedConversation]:
         ((1, 3, 9, 2), (1, 3, 7, 2))
     """
     return as_encoded(pair.edited), as_encoded(pair.base)
+
+
+def as_conversation(model, item: Any) -> EncodedConversation:
+    """One conversation, encoded: an `EncodedConversation`, a zoo `Example` or `(prompt, response)`.
+
+    Text is encoded with `model.encode` (the model's chat template).
+
+    Args:
+        model: The reward model (its tokenizer encodes text).
+        item: The conversation.
+
+    Returns:
+        The encoded conversation.
+
+    Raises:
+        ArgumentTypeError: `item` is none of these.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> as_conversation(model, ("how bake bread", "the oven")) == model.encode(
+        ...     "how bake bread", "the oven")
+        True
+    """
+    if isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, str) for x in item):
+        return model.encode(*item)
+    if isinstance(item, EncodedConversation) or hasattr(item, "input_ids"):
+        return as_encoded(item)
+    raise ArgumentTypeError(
+        f"expected an EncodedConversation, a zoo Example or (prompt, response) text, got "
+        f"{type(item).__name__}"
+    )
+
+
+def is_pair(example: Any) -> bool:
+    """Whether `example` is a pair `pair_sides` reads (not one conversation).
+
+    Args:
+        example: A pair or one conversation.
+
+    Returns:
+        Whether it is a pair.
+
+    Examples:
+        >>> from reward_lens_tl import EncodedConversation
+        >>> one = EncodedConversation((1, 3, 9, 2), 2)
+        >>> is_pair((one, one)), is_pair(("how bake bread", "the oven")), is_pair(one)
+        (True, False, False)
+    """
+    if hasattr(example, "edited") and hasattr(example, "base"):
+        return True
+    if all(hasattr(example, a) for a in ("prompt", "chosen", "rejected")):
+        return True
+    return (
+        isinstance(example, (tuple, list))
+        and len(example) == 2
+        and not all(isinstance(x, str) for x in example)
+    )
+
+
+def pair_sides(model, example: Any) -> tuple[EncodedConversation, EncodedConversation, str]:
+    """The two sides of a pair, the one that should score higher first, and its group's name.
+
+    - a `ContrastPair` or zoo `ExamplePair`: `(edited, base, feature)` (the edited side plays
+      "chosen", the contrast convention);
+    - a `PreferencePair` (text): `(chosen, rejected, subset or "pairs")`, encoded with the
+      model's chat template;
+    - a `(chosen, rejected)` tuple of conversations (`as_conversation`): `(.., .., "pairs")`.
+
+    Args:
+        model: The reward model (its tokenizer encodes text).
+        example: The pair.
+
+    Returns:
+        `(first, second, group)`.
+
+    Raises:
+        ArgumentTypeError: `example` is not a pair.
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.data import PreferencePair
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> chosen, rejected, group = pair_sides(
+        ...     model, PreferencePair("how bake bread", "the oven", "the bomb", subset="demo"))
+        >>> chosen == model.encode("how bake bread", "the oven"), group
+        (True, 'demo')
+    """
+    if isinstance(example, ContrastPair) or (
+        hasattr(example, "edited") and hasattr(example, "base")
+    ):
+        pair = as_contrast_pair(example)
+        return pair.edited, pair.base, pair.feature
+    if all(hasattr(example, a) for a in ("prompt", "chosen", "rejected")):  # a PreferencePair
+        chosen = model.encode(example.prompt, example.chosen)
+        rejected = model.encode(example.prompt, example.rejected)
+        return chosen, rejected, str(getattr(example, "subset", None) or "pairs")
+    if is_pair(example):
+        return as_conversation(model, example[0]), as_conversation(model, example[1]), "pairs"
+    raise ArgumentTypeError(
+        f"expected a pair (ContrastPair, zoo ExamplePair, PreferencePair or a (chosen, rejected) "
+        f"tuple of conversations), got {type(example).__name__}"
+    )

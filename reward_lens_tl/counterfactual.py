@@ -67,10 +67,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .contrast import ContrastPair, as_contrast_pair
-from .errors import ArgumentTypeError, EmptyInputError, InvalidArgumentError
+from .contrast import as_conversation, is_pair, pair_sides
+from .errors import EmptyInputError, InvalidArgumentError
 from .html import escape
-from .inputs import EncodedConversation, as_encoded, pad_batch
+from .inputs import EncodedConversation, pad_batch
 from .plotting import PLOT_DOC, SIGNED, Backend, bar, render, shown_token, side_by_side
 from .readout import Objective, objective_index
 from .results import Result, TopK, top_entries
@@ -407,35 +407,12 @@ def _tokens(model, ids: Sequence[int]) -> tuple[str, ...]:
     return tuple(model.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
 
 
-def _encoded(model, item) -> EncodedConversation:
-    if isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, str) for x in item):
-        return model.encode(*item)
-    if isinstance(item, EncodedConversation) or hasattr(item, "input_ids"):
-        return as_encoded(item)
-    raise ArgumentTypeError(
-        f"expected an EncodedConversation, a zoo Example or (prompt, response) text, got "
-        f"{type(item).__name__}"
-    )
-
-
 def _sides(model, example) -> tuple[EncodedConversation, EncodedConversation | None]:
     """`(chosen, rejected)` of a pair, or `(response, None)`."""
-    if isinstance(example, ContrastPair) or (
-        hasattr(example, "edited") and hasattr(example, "base")
-    ):
-        pair = as_contrast_pair(example)
-        return pair.edited, pair.base  # the contrast convention: edited plays "chosen"
-    if all(hasattr(example, a) for a in ("prompt", "chosen", "rejected")):  # a PreferencePair
-        return model.encode(example.prompt, example.chosen), model.encode(
-            example.prompt, example.rejected
-        )
-    if (
-        isinstance(example, (tuple, list))
-        and len(example) == 2
-        and not all(isinstance(x, str) for x in example)
-    ):
-        return _encoded(model, example[0]), _encoded(model, example[1])
-    return _encoded(model, example), None
+    if is_pair(example):
+        first, second, _ = pair_sides(model, example)
+        return first, second
+    return as_conversation(model, example), None
 
 
 def _span(model, conversation: EncodedConversation) -> tuple[int, int]:

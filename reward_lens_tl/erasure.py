@@ -60,7 +60,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from .contrast import as_contrast_pair
+from .contrast import as_conversation, is_pair, pair_sides
 from .errors import (
     AmbiguousObjectiveError,
     ArgumentTypeError,
@@ -70,7 +70,7 @@ from .errors import (
     ShapeMismatchError,
     UsageError,
 )
-from .inputs import EncodedConversation, as_encoded, pad_batch
+from .inputs import EncodedConversation, pad_batch
 from .padding import ReadingPositionWarning
 from .plotting import PALETTE, Backend, bar, line, render
 from .results import Result, axes, top_entries
@@ -256,7 +256,7 @@ class ConceptEraser:
 
         Args:
             model: The `HookedRewardModel`.
-            conversations: `EncodedConversation`s or zoo `Example`s.
+            conversations: `EncodedConversation`s, zoo `Example`s or `(prompt, response)` text.
             objective: Read this objective's head output (default: `model.rewards`).
             batch_size: Conversations per forward.
             padding_side: `"left"` or `"right"` (the rewards are the same).
@@ -273,7 +273,7 @@ class ConceptEraser:
             >>> eraser.rewards(model, load_task().task.examples(4, 0)).shape
             torch.Size([4])
         """
-        convs = [as_encoded(c) for c in conversations]
+        convs = [as_conversation(model, c) for c in conversations]
         return _rewards(model, convs, self, objective, batch_size, padding_side)
 
 
@@ -297,9 +297,10 @@ def fit_eraser(
 
     Args:
         model: The `HookedRewardModel`.
-        examples: Contrast pairs (`ContrastPair`, zoo `ExamplePair`; with `labels=None` the base
-            side is labelled 0 and the edited side 1), or conversations (`EncodedConversation`,
-            zoo `Example`) with `labels`.
+        examples: Pairs with `labels=None` (`contrast.pair_sides`: a `ContrastPair` or zoo
+            `ExamplePair`, base 0 and edited 1; a `PreferencePair` or a `(chosen, rejected)`
+            tuple, rejected 0 and chosen 1), or conversations with `labels`
+            (`EncodedConversation`, zoo `Example`, `(prompt, response)` text).
         labels: One number per conversation (two classes, or a count); `None` for pairs.
         hook: The hook point to erase at (an activation `[batch, pos, d]`).
         position: `"reward"` (each row's reading token, `model.pool_positions`),
@@ -331,7 +332,7 @@ def fit_eraser(
     """
     model.check_hook_names([hook])
     _check_position(position)
-    convs, z, name = _labelled(examples, labels)
+    convs, z, name, _ = _labelled(model, examples, labels)
     x, owner = _site_activations(model, convs, hook, position, batch_size, padding_side)
     z_rows = z[owner]
     if z_rows.unique().numel() < 2:
@@ -669,9 +670,10 @@ def concept_erasure(
     batch_size: int = 32,
     padding_side: PaddingSide = "left",
 ) -> ErasureResult:
-    """Each contrast pair's margin before and after erasure, with the probe certificate.
+    """Each pair's margin before and after erasure, with the probe certificate.
 
-    Margins are `r(edited) − r(base)`, the eraser applied to both sides. The certificate: a
+    Margins are `r(edited) − r(base)` (`r(chosen) − r(rejected)` for preference pairs), the
+    eraser applied to both sides. The certificate: a
     fresh logistic-regression probe (`probe_accuracy`) is fitted on half of the held-out
     conversations (split by pair, seeded) and scored on the other half, once on the site's
     activations and once on the same activations erased (`eraser.erase`, what the hook feeds
@@ -681,8 +683,10 @@ def concept_erasure(
     Args:
         model: The `HookedRewardModel`.
         eraser: The eraser (`fit_eraser`, `random_eraser`).
-        pairs: Contrast pairs (`ContrastPair`, zoo `ExamplePair`); grouped by their feature.
-        heldout: Held-out examples for the certificate: contrast pairs (base 0, edited 1) or
+        pairs: Pairs (`contrast.pair_sides`): contrast pairs (margin edited − base, grouped by
+            their feature), `PreferencePair`s (chosen − rejected, grouped by subset) or
+            `(chosen, rejected)` tuples of conversations.
+        heldout: Held-out examples for the certificate: pairs (as in `fit_eraser`) or
             conversations with `heldout_labels` (two classes); `None`: no certificate.
         heldout_labels: One 0/1 label per held-out conversation; `None` for pairs.
         objective: Read this objective's head output (default: `model.rewards`).
@@ -709,17 +713,17 @@ def concept_erasure(
         >>> bool(result.change.abs().mean() < 0.5), math.isnan(result.probe_before)
         (True, True)
     """
-    contrast = [as_contrast_pair(p) for p in pairs]
-    if not contrast:
-        raise EmptyInputError("concept_erasure needs at least one contrast pair")
-    convs = [c for p in contrast for c in (p.edited, p.base)]
+    sides = [pair_sides(model, p) for p in pairs]
+    if not sides:
+        raise EmptyInputError("concept_erasure needs at least one pair")
+    convs = [c for first, second, _ in sides for c in (first, second)]
     before = _rewards(model, convs, None, objective, batch_size, padding_side)
     after = _rewards(model, convs, eraser, objective, batch_size, padding_side)
     probe = (math.nan, math.nan, math.nan, 0)
     if heldout is not None:
         probe = _certificate(model, eraser, heldout, heldout_labels, seed, batch_size, padding_side)
     return ErasureResult(
-        tuple(p.feature for p in contrast),
+        tuple(group for _, _, group in sides),
         (before[0::2] - before[1::2]).float().cpu(),
         (after[0::2] - after[1::2]).float().cpu(),
         eraser.hook,
@@ -864,7 +868,7 @@ def concept_presence(
     )
     model.check_hook_names(sites)
     _check_position(position)
-    convs, z, groups = _probe_data(examples, labels)
+    convs, z, groups = _probe_data(model, examples, labels)
     train, test = _split(groups, seed)
     accuracy = []
     for site in sites:
@@ -884,26 +888,33 @@ def _check_position(position: Any) -> None:
         )
 
 
-def _labelled(examples, labels) -> tuple[list[EncodedConversation], Tensor, str | None]:
-    """Conversations, one label each, and the pairs' feature (if all share one)."""
+def _labelled(
+    model, examples, labels
+) -> tuple[list[EncodedConversation], Tensor, str | None, bool]:
+    """Conversations, one label each, the pairs' group (if all share one), whether paired.
+
+    Without labels the examples are pairs (`contrast.pair_sides`): the side that should score
+    higher (edited, chosen) is labelled 1, the other 0. With labels they are conversations
+    (`contrast.as_conversation`: encodings, zoo examples, `(prompt, response)` text).
+    """
     examples = list(examples)
     if not examples:
-        raise EmptyInputError("no examples: pass contrast pairs or labelled conversations")
+        raise EmptyInputError("no examples: pass pairs, or conversations with labels")
     if labels is None:
-        if not all(hasattr(e, "edited") and hasattr(e, "base") for e in examples):
+        if not all(is_pair(e) for e in examples):
             raise InvalidArgumentError(
-                "without labels, examples must be contrast pairs (base labelled 0, edited 1); "
-                "pass labels= for conversations"
+                "without labels, examples must be pairs (contrast pairs: base 0, edited 1; "
+                "preference pairs: rejected 0, chosen 1); pass labels= for conversations"
             )
-        pairs = [as_contrast_pair(e) for e in examples]
-        convs = [c for p in pairs for c in (p.base, p.edited)]
-        z = torch.tensor([0.0, 1.0] * len(pairs))
-        names = {p.feature for p in pairs}
-        return convs, z, names.pop() if len(names) == 1 else None
-    if any(hasattr(e, "edited") and hasattr(e, "base") for e in examples):
+        sides = [pair_sides(model, e) for e in examples]
+        convs = [c for first, second, _ in sides for c in (second, first)]
+        z = torch.tensor([0.0, 1.0] * len(sides))
+        names = {group for _, _, group in sides}
+        return convs, z, names.pop() if len(names) == 1 else None, True
+    if any(is_pair(e) for e in examples):
         raise InvalidArgumentError(
-            "labels were given with contrast pairs: pairs are labelled base 0 / edited 1 "
-            "already; leave labels out, or pass conversations"
+            "labels were given with pairs: pairs are labelled already (the second side 0, the "
+            "first 1); leave labels out, or pass conversations"
         )
     try:
         z = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)
@@ -915,19 +926,19 @@ def _labelled(examples, labels) -> tuple[list[EncodedConversation], Tensor, str 
         )
     if not bool(torch.isfinite(z).all()):
         raise InvalidArgumentError("labels must be finite numbers")
-    return [as_encoded(e) for e in examples], z, None
+    return [as_conversation(model, e) for e in examples], z, None, False
 
 
-def _probe_data(examples, labels) -> tuple[list[EncodedConversation], Tensor, Tensor]:
+def _probe_data(model, examples, labels) -> tuple[list[EncodedConversation], Tensor, Tensor]:
     """Conversations, 0/1 labels and the split groups (a pair's two sides share one)."""
-    convs, z, _ = _labelled(examples, labels)
+    convs, z, _, paired = _labelled(model, examples, labels)
     values = z.unique()
     if values.numel() != 2:
         raise InvalidArgumentError(
             f"the probe needs exactly two classes, got the label values {values.tolist()[:8]}"
         )
     z = (z == values[1]).long()
-    groups = torch.arange(len(convs)) // 2 if labels is None else torch.arange(len(convs))
+    groups = torch.arange(len(convs)) // 2 if paired else torch.arange(len(convs))
     if int(groups.max()) + 1 < 4:
         raise InvalidArgumentError(
             "the probe needs at least 4 held-out pairs or conversations (two per split)"
@@ -964,7 +975,7 @@ def _chance(z: Tensor, test: Tensor) -> float:
 
 
 def _certificate(model, eraser, heldout, labels, seed, batch_size, padding_side):
-    convs, z, groups = _probe_data(heldout, labels)
+    convs, z, groups = _probe_data(model, heldout, labels)
     train, test = _split(groups, seed)
     x, owner = _site_activations(
         model, convs, eraser.hook, eraser.position, batch_size, padding_side

@@ -302,7 +302,7 @@ def test_bad_input_raises_typed_errors(zoo_scalar, zoo_task):
         fit_eraser(model, ex, labels, hook=SITE, position=999)
     with pytest.raises(InvalidArgumentError, match="position must be"):
         fit_eraser(model, ex, labels, hook=SITE, position="last")
-    with pytest.raises(InvalidArgumentError, match="contrast pairs"):
+    with pytest.raises(InvalidArgumentError, match="must be pairs"):
         fit_eraser(model, ex, hook=SITE)
     with pytest.raises(InvalidArgumentError, match="labels were given"):
         fit_eraser(model, pairs, [0, 1, 0, 1], hook=SITE)
@@ -329,3 +329,44 @@ def test_bad_input_raises_typed_errors(zoo_scalar, zoo_task):
         model.run_with_hooks(
             other, return_type="reward", attention_mask=other_mask, fwd_hooks=hooks
         )
+
+
+def test_text_conversations_and_preference_pairs_equal_their_encodings(zoo_scalar, zoo_task):
+    """`(prompt, response)` text fits the same eraser as its encodings, and preference pairs
+    (text or encoded) give chosen − rejected margins, grouped by subset, that equal
+    `model.rewards` of each side with the hook on."""
+    from reward_lens_tl.data import PreferencePair
+
+    model = zoo_scalar
+    ex = zoo_task.examples(60, seed=4)
+    texts = [(" ".join(e.prompt), " ".join(e.response)) for e in ex]
+    labels = _any_harmful(ex)
+    by_text = fit_eraser(model, texts, labels, hook=SITE)
+    by_ids = fit_eraser(model, [model.encode(*t) for t in texts], labels, hook=SITE)
+    torch.testing.assert_close(by_text.eraser.proj_left, by_ids.eraser.proj_left)
+    torch.testing.assert_close(by_text.eraser.bias, by_ids.eraser.bias)
+    prefs = [
+        PreferencePair(
+            " ".join(p.edited.prompt),
+            " ".join(p.base.response),
+            " ".join(p.edited.response),
+            subset="mine",
+        )
+        for p in zoo_task.contrast_pairs("harmful", 6, seed=9)
+    ]
+    result = concept_erasure(model, by_ids, prefs, n_boot=50)
+    encoded = [
+        (model.encode(p.prompt, p.chosen), model.encode(p.prompt, p.rejected)) for p in prefs
+    ]
+    same = concept_erasure(model, by_ids, encoded, n_boot=50)
+    assert result.features == ("mine",) * 6 and same.features == ("pairs",) * 6
+    torch.testing.assert_close(result.margin_after, same.margin_after)
+    ids, mask = pad_batch([c for pair in encoded for c in pair], model.pad_token_id)
+    with torch.no_grad(), model.hooks(by_ids.fwd_hooks(model, ids, mask)):
+        after = model.rewards(ids, attention_mask=mask)
+    torch.testing.assert_close(result.margin_after, after[0::2] - after[1::2], atol=1e-4, rtol=0)
+    plain = model.rewards(ids, attention_mask=mask)
+    torch.testing.assert_close(result.margin_before, plain[0::2] - plain[1::2], atol=1e-4, rtol=0)
+    # pairs without labels: the first side labelled 1 (chosen), the other 0
+    paired = fit_eraser(model, encoded, hook=SITE)
+    assert paired.n_fit == 12
