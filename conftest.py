@@ -38,7 +38,11 @@ if not _transformer_lens_4():
     # The TransformerBridge backend needs TransformerLens 4: its examples run in `make test-tl4`
     # (`--doctest-modules reward_lens_tl/bridge` in .venv-tl4); `versions.py` and `families.py`,
     # which import neither line, run here too.
-    collect_ignore += ["reward_lens_tl/bridge/__init__.py", "reward_lens_tl/bridge/boot.py"]
+    collect_ignore += [
+        "reward_lens_tl/bridge/__init__.py",
+        "reward_lens_tl/bridge/boot.py",
+        "reward_lens_tl/bridge/reward_model.py",
+    ]
 
 #: Docstring examples (pytest's doctest item names) that train or generate for longer than the
 #: fast tier affords: they run in the slow tier (`make test-other-tiers`, CI) instead.

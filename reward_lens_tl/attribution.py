@@ -270,6 +270,17 @@ def _post_norm_unit(model, cache, layer: int, which: str, reading: Reading) -> T
     return reading.unit * norm.w / scale
 
 
+def _bias_along(bias: Tensor | None, unit: Float[Tensor, "batch read d_model"]) -> Tensor:
+    """An output bias read along `unit` (summed over read positions); a missing bias is 0.
+
+    TransformerLens 3.9 keeps a zero `b_O` for a model without one; TransformerLens 4's bridge
+    has `None` there.
+    """
+    if bias is None:
+        return torch.zeros(unit.shape[0], device=unit.device, dtype=unit.dtype)
+    return (bias * unit).sum((-1, -2))
+
+
 def decompose(
     model,
     cache,
@@ -315,8 +326,8 @@ def decompose(
         block = model.blocks[layer]
         u_attn = _post_norm_unit(model, cache, layer, "ln1_post", reading)
         u_mlp = _post_norm_unit(model, cache, layer, "ln2_post", reading)
-        attn_bias = (block.attn.b_O * u_attn).sum((-1, -2))
-        mlp_bias = (block.mlp.b_out * u_mlp).sum((-1, -2))
+        attn_bias = _bias_along(block.attn.b_O, u_attn)
+        mlp_bias = _bias_along(block.mlp.b_out, u_mlp)
         bias = bias + attn_bias + mlp_bias
         if split_bias:
             add(Component("attn_bias", layer), attn_bias)

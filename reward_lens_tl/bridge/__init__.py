@@ -5,9 +5,12 @@ model itself. `boot_reward_bridge` boots a reward model of a supported family (L
 Qwen2, Qwen3, Gemma-2, GPT-2) through the bridge with the reward head (`score`) as the unembed,
 so the bridge's logits are the reward at every position and `run_with_cache`, the legacy hook
 names, `start_at_layer` and TransformerLens's `patching` run on rewards; `bridge_rewards` reads
-the reward where HF reads it. The default backend stays `HookedRewardModel` on TransformerLens
-3.9 with sae_lens; this one needs the second environment (`requirements-tl4.txt`, `make
-test-tl4`), and refuses with a typed error where TransformerLens 4 cannot do what 3.9 did.
+the reward where HF reads it. `BridgeRewardModel` gives the bridge the surface the package's
+read-out analyses take (`reward_lens_tl.lens`, `reward_lens_tl.attribution`), so they run on it
+unchanged, with the same numbers as on `HookedRewardModel`. The default backend stays
+`HookedRewardModel` on TransformerLens 3.9 with sae_lens; this one needs the second environment
+(`requirements-tl4.txt`, `make test-tl4`), and refuses with a typed error where TransformerLens 4
+cannot do what 3.9 did.
 
 The names are loaded on first use, so `reward_lens_tl.bridge.versions` (the version checks)
 imports under either TransformerLens line.
@@ -32,6 +35,7 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     "BRIDGE_ARCHITECTURES": "families",
+    "BridgeRewardModel": "reward_model",
     "boot_reward_bridge": "boot",
     "bridge_rewards": "boot",
     "reward_positions": "boot",
@@ -42,6 +46,7 @@ _EXPORTS = {
 
 __all__ = [
     "BRIDGE_ARCHITECTURES",
+    "BridgeRewardModel",
     "boot_reward_bridge",
     "bridge_rewards",
     "require_bridge",
@@ -53,6 +58,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from .boot import boot_reward_bridge, bridge_rewards, reward_positions
     from .families import BRIDGE_ARCHITECTURES
+    from .reward_model import BridgeRewardModel
     from .versions import require_bridge, require_sae_lens, transformer_lens_version
 
 # Lazy exports, listed by dir() so tab completion in Jupyter finds them.
