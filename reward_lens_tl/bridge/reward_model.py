@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgumentError,
     ShapeMismatchError,
 )
-from .boot import boot_reward_bridge, reward_positions
+from .boot import _pad_token_id, boot_reward_bridge, reward_positions
 
 __all__ = ["BridgeRewardModel"]
 
@@ -108,6 +108,11 @@ class BridgeRewardModel:
         """
         offset = bool(getattr(self.bridge.cfg, "rmsnorm_uses_offset", False))
         return _AppliedNorm(self.bridge.ln_final, offset)
+
+    @property
+    def pad_token_id(self) -> int | None:
+        """The checkpoint's pad id (where pair batches pad; HF's reading rule skips it)."""
+        return _pad_token_id(self.bridge)
 
     @property
     def n_objectives(self) -> int:

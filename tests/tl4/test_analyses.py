@@ -98,3 +98,40 @@ def test_lens_and_attribution_identities_in_every_family(family):
     head = attr.values[attr.labels.index(f"L{layer}H0")]
     assert_close(head, per_head[0], atol=1e-5, rtol=0)
     assert set(BRIDGE_ARCHITECTURES)  # every family booted here is one the backend lists
+
+
+# `task.contrast_pairs("harmful", 4, seed=1)` as (edited, base) encodings: what TL 3.9 gives for
+# pair_attribution's margins (and head L2H3's part of them), pair_lens (pair 0, both sides) and
+# token_attribution (pair 0's edited side), recorded with `.venv`, TL 3.9.0.
+TL39_MARGINS = [-2.8034377098083496, -2.861356019973755, -3.2162256240844727, -3.066194772720337]
+TL39_L2H3 = [-0.5433523654937744, -0.4454367160797119, -0.6833241581916809, -0.5410135984420776]
+TL39_PAIR_LENS = (
+    [-1.2157624959945679, -3.0513226985931396, -4.3048319816589355, -6.2859086990356445],
+    [-1.2157624959945679, -1.3331021070480347, -2.425173759460449, -3.4824697971343994],
+)
+TL39_TOKENS = [
+    0.022684387862682343, 0.02627476304769516, 0.02487303875386715, 0.04651275649666786,
+    0.04116781800985336, 0.005916377529501915, 0.0075400881469249725, 0.02882823348045349,
+    -0.34020501375198364, -0.6885003447532654, -2.1609249114990234, 0.11059794574975967,
+    0.09180799126625061, -2.4493603706359863, -0.554966926574707, -0.4981541931629181,
+]  # fmt: skip
+
+
+def test_pair_analyses_and_token_views_give_the_default_backends_numbers(zoo):
+    from reward_lens_tl.attribution import pair_attribution
+    from reward_lens_tl.contrast import as_contrast_pair
+    from reward_lens_tl.lens import pair_lens
+    from reward_lens_tl.token_view import token_attribution
+    from reward_lens_tl.zoo import load_task
+
+    pairs = [as_contrast_pair(p) for p in load_task().task.contrast_pairs("harmful", 4, seed=1)]
+    encs = [(p.edited, p.base) for p in pairs]
+    margin = pair_attribution(zoo, encs).margin
+    assert_close(margin.rewards, torch.tensor(TL39_MARGINS), atol=1e-4, rtol=0)
+    l2h3 = margin.values[margin.labels.index("L2H3")]
+    assert_close(l2h3, torch.tensor(TL39_L2H3), atol=1e-4, rtol=0)
+    lens = pair_lens(zoo, encs)
+    assert_close(lens.chosen.values[:, 0], torch.tensor(TL39_PAIR_LENS[0]), atol=1e-4, rtol=0)
+    assert_close(lens.rejected.values[:, 0], torch.tensor(TL39_PAIR_LENS[1]), atol=1e-4, rtol=0)
+    view = token_attribution(zoo, encs[0][0])
+    assert_close(view.values, torch.tensor(TL39_TOKENS), atol=1e-4, rtol=0)
