@@ -75,6 +75,7 @@ from .plotting import PLOT_DOC, SIGNED, Backend, bar, render, shown_token, side_
 from .readout import Objective, objective_index
 from .results import Result, TopK, top_entries
 from .signatures import pasted_docs
+from .token_view import _token_strings
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -252,6 +253,10 @@ class CounterfactualEdit(Result):
             for i, t in enumerate(self.tokens_before)
         ]
 
+    def _goal_short(self) -> str:
+        """The goal in a few words, for a figure's title (it must fit a phone's width)."""
+        return f"target Δ {self.target:+.3g}" if self.target is not None else f"{self.side} side"
+
     def _goal_text(self) -> str:
         if self.target is not None:
             return f"target Δ {self.target:+.3g}"
@@ -300,8 +305,8 @@ class CounterfactualEdit(Result):
         state = "found" if self.found else "not found"
         fig = side_by_side(
             [tokens, rewards],
-            title=f"counterfactual edit ({self._goal_text()}, {state}): reward "
-            f"{self.reward_before:+.3g} → {self.reward_after:+.3g}",
+            title=f"edit {state}: reward {self.reward_before:+.3g} → {self.reward_after:+.3g} "
+            f"({self._goal_short()})",
         )
         return render(fig, backend, ax)
 
@@ -399,12 +404,6 @@ class _Goal:
     def reached(self, reward: Tensor) -> Tensor:
         gap = self.direction * (reward - self.threshold)
         return gap >= 0 if self.target is not None else gap > 0
-
-
-def _tokens(model, ids: Sequence[int]) -> tuple[str, ...]:
-    if model.tokenizer is None:
-        return tuple(str(i) for i in ids)
-    return tuple(model.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
 
 
 def _sides(model, example) -> tuple[EncodedConversation, EncodedConversation | None]:
@@ -540,7 +539,7 @@ def _proposals(model, goal: _Goal, state: _State, cands, column, proposer, n_sub
     if proposer == "attribution":
         from .token_view import token_attribution
 
-        values = token_attribution(model, torch.tensor(current), objective=_objective(column))
+        values = token_attribution(model, torch.tensor(current), objective=column)
         key = -goal.direction * values.values[where].float()
     else:
         key = est.max(1).values.cpu()
@@ -553,10 +552,6 @@ def _proposals(model, goal: _Goal, state: _State, cands, column, proposer, n_sub
         if deletions:
             out.append((free[i], None))
     return out
-
-
-def _objective(column: int | None) -> Objective:
-    return column
 
 
 def _score(cache, goal: _Goal, rows: list[tuple[int, ...]], batch_size: int) -> Tensor:
@@ -587,17 +582,17 @@ def _result(model, goal: _Goal, edits, column, n_scored: int, proposer: str) -> 
     after_conv = EncodedConversation(
         rows[-1], start, None if conv.response_end is None else end - n_del
     )
-    objective = _objective(column)
+    objective = column
     before_view = token_attribution(model, conv, objective=objective)
     after_view = token_attribution(model, after_conv, objective=objective)
-    old_tokens = _tokens(model, conv.ids)
+    old_tokens = _token_strings(model, conv.ids)
     token_edits = tuple(
         TokenEdit(
             p,
             conv.ids[p],
             n,
             old_tokens[p],
-            None if n is None else _tokens(model, [n])[0],
+            None if n is None else _token_strings(model, [n])[0],
         )
         for p, n in edits
     )

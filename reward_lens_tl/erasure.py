@@ -71,7 +71,7 @@ from .errors import (
     UsageError,
 )
 from .inputs import EncodedConversation, pad_batch
-from .padding import ReadingPositionWarning
+from .padding import PaddingSide, ReadingPositionWarning
 from .plotting import PALETTE, Backend, bar, line, render
 from .results import Result, axes, top_entries
 from .stats import N_BOOT, bootstrap_ci
@@ -93,7 +93,6 @@ __all__ = [
 
 #: Where an eraser acts: the reading token, every response token, or one index per row.
 Position = Literal["reward", "response"] | int
-PaddingSide = Literal["left", "right"]
 
 
 # ---- the eraser --------------------------------------------------------------------------------
@@ -1045,7 +1044,7 @@ def _response_mask(model, convs: Sequence[EncodedConversation], mask: Tensor) ->
 
 
 def _batches(model, convs, batch_size: int, padding_side: PaddingSide):
-    """`(start, conversations, ids, mask, response mask)` per batch, on the model's device."""
+    """`(start, conversations, ids, mask)` per batch, on the model's device."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
     device = next(model.parameters()).device

@@ -25,6 +25,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -325,7 +326,7 @@ def _as_ids(model, example) -> tuple[Tensor, int | None]:
     return ids, None
 
 
-def _token_strings(model, ids: Tensor) -> tuple[str, ...]:
+def _token_strings(model, ids: Tensor | Sequence[int]) -> tuple[str, ...]:
     tokenizer = model.tokenizer
     if tokenizer is None:
         return tuple(str(int(i)) for i in ids)

@@ -18,8 +18,9 @@ prefix's keys and values. All `T + 1` prefixes' closing tokens then run as one b
 attention concatenates it): row `t`'s cache mask is one before position `p + t` (`p` the
 prompt's length) and zero after, which TransformerLens turns into both the attention mask and
 the positions (`cumsum` of the mask: the closing tokens sit at `p + t, p + t + 1, …`, for rotary
-and absolute position embeddings alike). The package's shared-prefix attention shortcut sees the
-zeros in the cached mask and steps aside; the masked SDPA path runs. A reading position inside
+and absolute position embeddings alike). The package's shared-prefix attention
+(`fast_attention.shared_prefix_z`) takes a cached mask of ones then zeros per row, so the cached
+keys are read without being copied per row. A reading position inside
 the cached part (a pooling rule that reads before the closing tokens) is served from the cached
 run's final residual. Every prefix reward equals `model.rewards` of that prefix scored on its
 own (≤ 1e-4, tests/test_unfolding.py: the zoo models, tiny Llama, GPT-2 and Gemma-2).
@@ -65,6 +66,8 @@ from .plotting import PLOT_DOC, SIGNED, Backend, bar, line, render, shown_token
 from .readout import Objective, objective_index
 from .results import Result, TopK, top_entries
 from .signatures import pasted_docs
+from .sweep.cached import _final_norm
+from .token_view import _token_strings
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -359,12 +362,12 @@ def reward_unfolding(
     column = objective_index(model, objective)
     if method == "cached" and not _cache_applies(model):
         method = "naive"
-    rows = [ids[: p + t] + suffix for t in range(e - p + 1)]
     step_positions = _step_positions(model, ids, p)
     states: Tensor | None = None
     if method == "cached":
         curve, reading, states = _cached(model, ids, p, e, column, batch_size, step_positions)
     else:
+        rows = [ids[: p + t] + suffix for t in range(e - p + 1)]
         curve, reading = _naive(model, rows, column, batch_size)
     step_rewards = step_margins = None
     if step_positions:
@@ -400,7 +403,10 @@ def reward_unfolding(
     if column is not None and objective is not None and model.n_objectives > 1:
         label = model.objective_names[column]
     return RewardCurve(
-        tokens=(_token_string(model, ids[p - 1]) if p else "∅", *_token_strings(model, ids[p:e])),
+        tokens=(
+            _token_strings(model, ids[p - 1 : p])[0] if p else "∅",
+            *_token_strings(model, ids[p:e]),
+        ),
         prefix_rewards=curve,
         reading_positions=reading,
         reward=float(curve[-1]),
@@ -599,18 +605,3 @@ def _naive(model, rows: list[tuple[int, ...]], column: int | None, batch_size: i
         else:
             values.append(model.objective_rewards(ids, mask)[:, column])
     return torch.cat(values).float().cpu(), torch.cat(readings).cpu()
-
-
-def _final_norm(model, resid: Tensor) -> Tensor:
-    return model.ln_final(resid) if model.cfg.normalization_type is not None else resid
-
-
-def _token_strings(model, ids: Sequence[int]) -> tuple[str, ...]:
-    tokenizer = model.tokenizer
-    if tokenizer is None:
-        return tuple(str(int(i)) for i in ids)
-    return tuple(tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
-
-
-def _token_string(model, token: int) -> str:
-    return _token_strings(model, [token])[0]

@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgumentError,
     ShapeMismatchError,
 )
-from .boot import _pad_token_id, boot_reward_bridge, reward_positions
+from .boot import _pad_token_id, boot_reward_bridge, bridge_rewards, reward_positions
 
 __all__ = ["BridgeRewardModel"]
 
@@ -280,10 +280,7 @@ class BridgeRewardModel:
         """
         tokens = self.check_tokens(input_ids, attention_mask)
         with torch.no_grad():
-            out = self.bridge(tokens, attention_mask=attention_mask)
-        rows = torch.arange(out.shape[0], device=out.device)
-        pooled = out[rows, self.pool_positions(tokens, attention_mask).to(out.device)]
-        return pooled[:, 0] if self.is_scalar else pooled
+            return bridge_rewards(self.bridge, tokens, attention_mask)
 
 
 def _post_norms(bridge: Any) -> bool:
