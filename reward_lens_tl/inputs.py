@@ -44,6 +44,7 @@ __all__ = [
     "Truncation",
     "UnknownTokenWarning",
     "as_encoded",
+    "encode_checked",
     "encode_conversation",
     "pad_batch",
 ]
@@ -553,6 +554,50 @@ def warn_unknown_tokens(tokenizer: Any, enc: EncodedConversation, templated: boo
         UnknownTokenWarning,
         stacklevel=3,
     )
+
+
+def encode_checked(
+    tokenizer: Any,
+    prompt: Prompt,
+    response: str,
+    *,
+    max_length: int,
+    truncation: Truncation = "error",
+    use_chat_template: bool | None = None,
+) -> EncodedConversation:
+    """`encode_conversation`, then `warn_unknown_tokens`: what a reward model's `encode` does.
+
+    Both backends' `encode` (`HookedRewardModel.encode`, `BridgeRewardModel.encode`) are this
+    with the model's tokenizer and context length.
+
+    Args:
+        tokenizer: The model's tokenizer.
+        prompt: The user message, or the conversation so far.
+        response: The assistant's reply.
+        max_length: The longest sequence (the model's context).
+        truncation: `"error"`, `"left"`, `"right"` or `"both"`.
+        use_chat_template: Use the tokenizer's chat template (default: when it has one).
+
+    Returns:
+        The `EncodedConversation`.
+
+    Examples:
+        >>> from reward_lens_tl.zoo import load_tokenizer
+        >>> enc = encode_checked(load_tokenizer(), "hi", "hello", max_length=64)
+        >>> enc.ids[0], len(enc.response_ids()) > 0
+        (1, True)
+    """
+    enc = encode_conversation(
+        tokenizer,
+        prompt,
+        response,
+        max_length=max_length,
+        truncation=truncation,
+        use_chat_template=use_chat_template,
+    )
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    warn_unknown_tokens(tokenizer, enc, templated if use_chat_template is None else use_chat_template)
+    return enc
 
 
 class UnknownTokenWarning(UserWarning):

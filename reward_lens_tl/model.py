@@ -1153,21 +1153,16 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
         Returns:
             The `EncodedConversation`.
         """
-        from .inputs import encode_conversation, warn_unknown_tokens
+        from .inputs import encode_checked
 
-        tokenizer = self._require_tokenizer()
-        enc = encode_conversation(
-            tokenizer,
+        return encode_checked(
+            self._require_tokenizer(),
             prompt,
             response,
             max_length=self.cfg.n_ctx if max_length is None else max_length,
             truncation=truncation,
             use_chat_template=use_chat_template,
         )
-        templated = bool(getattr(tokenizer, "chat_template", None))
-        use_template = templated if use_chat_template is None else use_chat_template
-        warn_unknown_tokens(tokenizer, enc, use_template)
-        return enc
 
     def score(
         self,

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from ..errors import ArgumentTypeError, RewardHeadError
 from ..padding import hf_last_non_pad
 from .families import bridge_architecture, causal_stand_in
+from .residual import route_resid_mid
 from .versions import require_bridge
 
 __all__ = [
@@ -135,6 +136,9 @@ def boot_reward_bridge(
         device=device,
         model_name=name,
     )
+    route_resid_mid(bridge)  # an edit at hook_resid_mid reaches the residual (residual.py)
+    # TransformerLens reloads the tokenizer (`add_bos_token=True`); `encode` uses this one.
+    bridge.reward_tokenizer = tokenizer
     # TransformerLens takes the output width from the vocabulary; the reward head has one
     # column per objective.
     bridge.cfg.d_vocab_out = reward_model.score.out_features
