@@ -41,7 +41,14 @@ if not _transformer_lens_4():
     collect_ignore += [
         "reward_lens_tl/bridge/__init__.py",
         "reward_lens_tl/bridge/boot.py",
+        "reward_lens_tl/bridge/gated.py",
+        "reward_lens_tl/bridge/implicit.py",
+        "reward_lens_tl/bridge/judges.py",
+        "reward_lens_tl/bridge/post_norms.py",
+        "reward_lens_tl/bridge/residual.py",
         "reward_lens_tl/bridge/reward_model.py",
+        "reward_lens_tl/bridge/tl_surface.py",
+        "reward_lens_tl/bridge/verdict_boot.py",
     ]
 
 #: Docstring examples (pytest's doctest item names) that train or generate for longer than the

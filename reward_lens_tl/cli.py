@@ -409,7 +409,8 @@ def _report(args) -> int:
     from .report import build_report
 
     torch.set_num_threads(args.threads)  # the zoo model is tiny: one thread is fastest
-    options = {k: getattr(args, k) for k in ("limit", "seed", "resume", "format", "truncation")}
+    keys = ("limit", "seed", "resume", "format", "truncation", "backend")
+    options = {k: getattr(args, k) for k in keys}
     numbers = build_report(model, args.pairs, args.out, markdown=True, **options)
     if not is_main_process():  # under torchrun rank 0 wrote the page and reports it
         return 0
@@ -778,6 +779,14 @@ def _add_report(sub) -> None:
     report.add_argument("--format", default=None, help="the pair file's format (default: guessed)")
     _add_truncation(report, "left", "skip the pair")
     report.add_argument("--threads", type=positive_int, default=1, help="torch threads")
+    report.add_argument(
+        "--backend",
+        choices=["tl3", "bridge"],
+        default="tl3",
+        help="tl3: HookedRewardModel on TransformerLens 3.9 (default); bridge: TransformerLens 4's "
+        "TransformerBridge (the second environment, requirements-tl4.txt), where the sections "
+        "that need TransformerLens 3.9 (the SAE sections) are noted",
+    )
     report.set_defaults(func=_report)
 
 

@@ -703,9 +703,9 @@ def counterfactual_edits(
             "the edited response has no tokens to edit (only the prompt and the template); "
             "pass a non-empty response"
         )
-    from .sweep.cached import PrefixCache
+    from .sweep.cached import prefix_scorer
 
-    cache = PrefixCache.build(model, goal.conversation.prompt_ids(), objective=objective)
+    cache = prefix_scorer(model, goal.conversation.prompt_ids(), objective=objective)
     beams = [_State((), goal.reward_before)]
     best = beams[0]
     n_scored = 0
@@ -804,9 +804,9 @@ def random_edit_baseline(
         if not choices:
             raise EmptyInputError("no substitute differs from the token to replace")
         edits.append((p, rng.choice(choices)))
-    from .sweep.cached import PrefixCache
+    from .sweep.cached import prefix_scorer
 
-    cache = PrefixCache.build(model, goal.conversation.prompt_ids(), objective=objective)
+    cache = prefix_scorer(model, goal.conversation.prompt_ids(), objective=objective)
     rows = [_apply(goal.conversation, edits[: k + 1]) for k in range(n)]
     scores = _score(cache, goal, rows, 512)
     reached = goal.reached(scores).tolist()

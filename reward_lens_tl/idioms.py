@@ -32,9 +32,11 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from .errors import (
+    AlignmentError,
     AmbiguousObjectiveError,
     InvalidArgumentError,
     NotForRewardModelsError,
+    RewardLensError,
     SequenceTooLongError,
 )
 from .indices import check_index
@@ -90,6 +92,36 @@ class RewardModelIdioms(_Host):
             ...
 
         def _require_tokenizer(self) -> Any: ...
+
+    @property
+    def W_R(self) -> Float[Tensor, "d_model n_objectives"]:
+        """The reward head (alias of `W_U`).
+
+        After `fold_ln` it includes the final norm's weight, so it is the direction read from the
+        *normalised* residual.
+        """
+        return self.W_U
+
+    @property
+    def b_R(self) -> Float[Tensor, " n_objectives"]:
+        """The reward head's bias (alias of `b_U`; zeros for a head without one)."""
+        b: Tensor | None = self.b_U  # None on the bridge for a head without a bias
+        return b if b is not None else self.W_U.new_zeros(self.W_U.shape[1])
+
+    @property
+    def w_r(self) -> Float[Tensor, " d_model"]:
+        """The reward direction of a scalar head, `W_R[:, 0]`.
+
+        Raises:
+            RewardLensError: A head with several objectives.
+        """
+        model: Any = self  # `n_objectives` and `objective_names` come from the model class
+        if not model.is_scalar:
+            raise RewardLensError(
+                f"w_r is defined for scalar heads; this model has {model.n_objectives} "
+                f"objectives {model.objective_names}: use W_R[:, i] or reward_direction(...)"
+            )
+        return self.W_U[:, 0]
 
     def to_tokens(
         self, input, prepend_bos=None, padding_side=None, move_to_device=True, truncate=True
@@ -318,21 +350,31 @@ def guard_lm_utilities() -> None:
     `transformer_lens.utils.lm_cross_entropy_loss` / `lm_accuracy` raise a typed error with a
     pointer instead of raising an index error or returning a meaningless accuracy. Every other input
     goes to TransformerLens's function unchanged; the wrapper is installed once, on import of
-    `reward_lens_tl.model`.
+    `reward_lens_tl.model` (TransformerLens 3) or of `reward_lens_tl.bridge.reward_model`
+    (TransformerLens 4, which has no `transformer_lens.utils`).
     """
-    import importlib
-
-    for module_name in _LM_MODULES:
-        module = importlib.import_module(module_name)
+    for module in _importable(_LM_MODULES):
         for name in LM_UTILITIES:
             fn = getattr(module, name, None)
             if fn is not None and not getattr(fn, "_reward_lens_guard", False):
                 setattr(module, name, _guarded(fn, name))
-    for module_name in _MASK_MODULES:
-        module = importlib.import_module(module_name)
+    for module in _importable(_MASK_MODULES):
         fn = getattr(module, "get_attention_mask", None)
         if fn is not None and not getattr(fn, "_reward_lens_guard", False):
             setattr(module, "get_attention_mask", _layout_aware_mask(fn))  # noqa: B010
+
+
+def _importable(module_names: Sequence[str]) -> list[Any]:
+    """The modules of `module_names` that import (TransformerLens 4 has no `utils` module)."""
+    import importlib
+
+    modules = []
+    for module_name in module_names:
+        try:
+            modules.append(importlib.import_module(module_name))
+        except ImportError:
+            continue
+    return modules
 
 
 #: Where TransformerLens defines or re-exports `get_attention_mask`.
@@ -410,6 +452,38 @@ def _is_pair(x) -> bool:
         and isinstance(x[1], str)
         and (isinstance(x[0], str) or isinstance(x[0], Sequence))
     )
+
+
+def check_patch_lengths(fwd_hooks, n_pos: int) -> None:
+    """Refuse a hook that copies another run's activation of another length.
+
+    Such hooks pass `clean_activation=`, as TransformerLens's `patching.get_act_patch_*` builds
+    them: TL pairs position `p` with `p` (prefix-aligned), which is wrong for a
+    chosen/rejected pair.
+
+    Args:
+        fwd_hooks: `(name, hook)` forward hooks.
+        n_pos: This run's number of positions.
+
+    Raises:
+        AlignmentError: A clean activation of another length.
+    """
+    for name, fn in fwd_hooks:
+        clean = fn.keywords.get("clean_activation") if isinstance(fn, functools.partial) else None
+        if not isinstance(clean, Tensor) or clean.ndim < 2:
+            continue
+        pattern = isinstance(name, str) and name.endswith(("hook_pattern", "hook_attn_scores"))
+        lengths = {int(clean.shape[2]), int(clean.shape[3])} if pattern else {int(clean.shape[1])}
+        if lengths != {n_pos}:
+            raise AlignmentError(
+                f"patching {name!r}: the clean activation covers {sorted(lengths)} positions and "
+                f"this run {n_pos}. TransformerLens's patching pairs position p with p, i.e. "
+                "prefix-aligned, not at the reward token. Encode both in one batch, "
+                "ids = model.to_tokens([(prompt, chosen), (prompt, rejected)]) (left padded: "
+                "end-aligned), and patch ids[:1] into ids[1:]; or use "
+                "reward_lens_tl.patching.activation_patching(model, clean, corrupted, "
+                "alignment='end')"
+            )
 
 
 __all__ = ["RewardModelIdioms"]

@@ -596,7 +596,9 @@ def encode_checked(
         use_chat_template=use_chat_template,
     )
     templated = bool(getattr(tokenizer, "chat_template", None))
-    warn_unknown_tokens(tokenizer, enc, templated if use_chat_template is None else use_chat_template)
+    warn_unknown_tokens(
+        tokenizer, enc, templated if use_chat_template is None else use_chat_template
+    )
     return enc
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections.abc import Iterable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Self, Unpack, cast, overload
 
@@ -58,7 +57,12 @@ from .errors import (
     UnknownHookError,
     UnsupportedArchitectureError,
 )
-from .idioms import RewardModelIdioms, guard_lm_utilities, mark_reward_outputs
+from .idioms import (
+    RewardModelIdioms,
+    check_patch_lengths,
+    guard_lm_utilities,
+    mark_reward_outputs,
+)
 from .loading import (
     NO_PROCESSING,
     LoadOptions,
@@ -317,34 +321,6 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
     def is_scalar(self) -> bool:
         """Whether the head has one objective."""
         return self.n_objectives == 1
-
-    @property
-    def W_R(self) -> Float[Tensor, "d_model n_objectives"]:
-        """The reward head (alias of `W_U`).
-
-        After `fold_ln` it includes the final norm's weight, so it is the direction read from the
-        *normalised* residual.
-        """
-        return self.W_U
-
-    @property
-    def b_R(self) -> Float[Tensor, " n_objectives"]:
-        """The reward head's bias (alias of `b_U`)."""
-        return self.b_U
-
-    @property
-    def w_r(self) -> Float[Tensor, " d_model"]:
-        """The reward direction of a scalar head, `W_R[:, 0]`.
-
-        Raises:
-            RewardLensError: A head with several objectives.
-        """
-        if not self.is_scalar:
-            raise RewardLensError(
-                f"w_r is defined for scalar heads; this model has {self.n_objectives} objectives "
-                f"{self.objective_names}: use W_R[:, i] or reward_direction(...)"
-            )
-        return self.W_U[:, 0]
 
     def final_norm_weight(self) -> Float[Tensor, " d_model"]:
         """The final norm's elementwise weight (ones once `fold_ln` moved it into `W_R`).
@@ -1520,40 +1496,6 @@ def _non_finite_advice(model) -> str:
         "Check the hooks that edit activations and any residual passed with start_at_layer "
         "(checkpoint weights are checked finite when they load)."
     )
-
-
-def check_patch_lengths(fwd_hooks, n_pos: int) -> None:
-    """Refuse a hook that copies another run's activation of another length.
-
-    Such hooks pass `clean_activation=`, as TransformerLens's `patching.get_act_patch_*` builds
-    them: TL pairs position `p` with `p` (prefix-aligned), which is wrong for a
-    chosen/rejected pair.
-
-    Args:
-        fwd_hooks: `(name, hook)` forward hooks.
-        n_pos: This run's number of positions.
-
-    Raises:
-        AlignmentError: A clean activation of another length.
-    """
-    for name, fn in fwd_hooks:
-        clean = fn.keywords.get("clean_activation") if isinstance(fn, partial) else None
-        if not isinstance(clean, Tensor) or clean.ndim < 2:
-            continue
-        pattern = isinstance(name, str) and name.endswith(("hook_pattern", "hook_attn_scores"))
-        lengths = {int(clean.shape[2]), int(clean.shape[3])} if pattern else {int(clean.shape[1])}
-        if lengths != {n_pos}:
-            from .errors import AlignmentError
-
-            raise AlignmentError(
-                f"patching {name!r}: the clean activation covers {sorted(lengths)} positions and "
-                f"this run {n_pos}. TransformerLens's patching pairs position p with p, i.e. "
-                "prefix-aligned, not at the reward token. Encode both in one batch, "
-                "ids = model.to_tokens([(prompt, chosen), (prompt, rejected)]) (left padded: "
-                "end-aligned), and patch ids[:1] into ids[1:]; or use "
-                "reward_lens_tl.patching.activation_patching(model, clean, corrupted, "
-                "alignment='end')"
-            )
 
 
 MODEL_KINDS: dict[str, type[HookedRewardModel]] = {

@@ -23,7 +23,10 @@ and absolute position embeddings alike). The package's shared-prefix attention
 keys are read without being copied per row. A reading position inside
 the cached part (a pooling rule that reads before the closing tokens) is served from the cached
 run's final residual. Every prefix reward equals `model.rewards` of that prefix scored on its
-own (≤ 1e-4, tests/test_unfolding.py: the zoo models, tiny Llama, GPT-2 and Gemma-2).
+own (≤ 1e-4, tests/test_unfolding.py: the zoo models, tiny Llama, GPT-2 and Gemma-2). A model
+without TransformerLens 3.9's key-value cache (`reward_lens_tl.capabilities.PREFIX_CACHE`: the
+TransformerBridge backend) scores every prefix in full instead (`method="naive"`), with the same
+numbers.
 
 A process reward model's closing token is its step tag (`HookedPRM.encode` leaves the last tag
 outside the response), so its curve is the margin of a step closed after each token; the step
@@ -51,16 +54,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
-from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
+from .capabilities import PREFIX_CACHE, supports
 from .errors import (
     ArgumentTypeError,
     ConversionMismatchError,
     EmptyInputError,
     InvalidArgumentError,
 )
-from .fast_attention import RotatedPrefixEntry, hooked
 from .inputs import EncodedConversation, pad_batch
 from .plotting import PLOT_DOC, SIGNED, Backend, bar, line, render, shown_token
 from .readout import Objective, objective_index
@@ -71,6 +72,7 @@ from .token_view import _token_strings
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
     from .model import HookedRewardModel
     from .token_view import TokenAttribution
@@ -318,8 +320,9 @@ def reward_unfolding(
             with a cache; the full reward is checked against the curve's end).
         batch_size: Prefixes per batch of the cached pass (bounds the memory: each row holds
             the conversation's keys and values in attention).
-        method: `"cached"` (one cached pass; used unless a hook is attached to the model or its
-            position embedding is neither absolute nor rotary) or `"naive"` (every prefix scored
+        method: `"cached"` (one cached pass; used unless a hook is attached to the model, its
+            position embedding is neither absolute nor rotary, or it has no TransformerLens 3.9
+            key-value cache, `capabilities.PREFIX_CACHE`) or `"naive"` (every prefix scored
             as a full sequence in padded batches: the reference, for comparison).
 
     Returns:
@@ -451,7 +454,11 @@ def _as_encoded(model, conversation) -> EncodedConversation:
 
 
 def _cache_applies(model) -> bool:
-    """Whether the cached pass is exact here: no hook could see it, known positions."""
+    """Whether the cached pass runs and is exact here: a TL 3.9 cache, no hook, known positions."""
+    if not supports(model, PREFIX_CACHE):  # no TransformerLens 3.9 key-value cache
+        return False
+    from .fast_attention import hooked
+
     return model.cfg.positional_embedding_type in ("standard", "rotary") and not hooked([model])
 
 
@@ -507,6 +514,8 @@ def _cached(
 
 def _prefix_run(model, prefix: tuple[int, ...]):
     """Run `prompt + response` once: its final normed states and its cache per layer."""
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
     x = torch.tensor([prefix], device=model.cfg.device)
     kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
     resid = model(
@@ -526,6 +535,10 @@ def _prefix_run(model, prefix: tuple[int, ...]):
 
 def _suffix_run(model, cached, suffix: tuple[int, ...], p: int, ts: Tensor) -> Tensor:
     """The closing tokens of prefixes `ts` against the cache: final normed states `[B, S, d]`."""
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    from .fast_attention import RotatedPrefixEntry
+
     device = model.cfg.device
     n = ts.shape[0]
     new = torch.tensor([suffix], device=device).expand(n, -1)

@@ -32,12 +32,13 @@ from torch import Tensor, nn
 
 from ..errors import ArgumentTypeError, RewardHeadError
 from ..padding import hf_last_non_pad
-from .families import bridge_architecture, causal_stand_in
+from .families import bridge_architecture, causal_stand_in, reward_model_class
 from .residual import route_resid_mid
 from .versions import require_bridge
 
 __all__ = [
     "boot_reward_bridge",
+    "build_bridge",
     "bridge_rewards",
     "reward_positions",
 ]
@@ -45,14 +46,12 @@ __all__ = [
 
 def _load_reward_model(path: Path) -> tuple[nn.Module, Any]:
     """The reward model and tokenizer of a checkpoint directory, read as untrusted input."""
-    import transformers
-
     from ..checkpoint import checkpoint_dir, checkpoint_tokenizer, load_config, load_weights
 
     path = checkpoint_dir(path)
     config = load_config(path)  # remote code refused before transformers sees the config
     arch = bridge_architecture(config)  # refused before any weight is read
-    model = load_weights(getattr(transformers, arch), path, config, attn_implementation="eager")
+    model = load_weights(reward_model_class(arch), path, config, attn_implementation="eager")
     return model, checkpoint_tokenizer(path)
 
 
@@ -72,7 +71,8 @@ def boot_reward_bridge(
     the bridge replaces the wrapped model's submodules in place.
 
     Args:
-        path_or_model: A checkpoint directory, or an HF `*ForSequenceClassification` model.
+        path_or_model: A checkpoint directory, or an HF `*ForSequenceClassification` model (or
+            an ArmoRM-style `LlamaForRewardModelWithGating`).
         dtype: The parameters' dtype; weights are processed in float32, then cast.
         device: Where the bridge runs (`None`: the CPU).
         tokenizer: The tokenizer (`None`: the checkpoint's own; none for a model in memory).
@@ -89,8 +89,9 @@ def boot_reward_bridge(
     Raises:
         TransformerLensVersionError: TransformerLens 4 is not installed (the message gives the
             install command).
-        UnsupportedArchitectureError: A family the bridge backend does not boot (ArmoRM's gated
-            head included, with the reason).
+        UnsupportedArchitectureError: A family the bridge backend does not boot, with the
+            reason. An ArmoRM-style model boots: the bridge's output is its objectives and the
+            gate is attached as `bridge.reward_gate` (`gated.py`, `BridgeRewardModel` applies it).
         ArgumentTypeError: `path_or_model` is neither a path nor a model.
         RewardHeadError: Weight processing zeroed the reward head.
 
@@ -105,8 +106,6 @@ def boot_reward_bridge(
         (1, 4, 1)
     """
     require_bridge()
-    from transformer_lens.model_bridge.sources import build_bridge_from_module
-
     reward_model: Any
     if isinstance(path_or_model, (str, Path)):
         reward_model, own_tokenizer = _load_reward_model(Path(path_or_model))
@@ -124,54 +123,138 @@ def boot_reward_bridge(
             "path_or_model must be a checkpoint directory or an HF *ForSequenceClassification "
             f"model, got {type(path_or_model).__name__}"
         )
+    from .gated import RewardGate
+
+    gate = RewardGate.of(reward_model)  # ArmoRM's gate, read before processing folds the norm
     stand_in: Any = causal_stand_in(reward_model)
-    if device is not None:
-        stand_in.to(device)
-    bridge = build_bridge_from_module(
+    bridge = build_bridge(
         stand_in,
-        stand_in.config.architectures[0],  # the causal LM's: TL's adapter for it
-        hf_config=stand_in.config,
-        tokenizer=tokenizer,
+        tokenizer,
+        name,
+        dtype=dtype,
+        device=device,
+        process_weights=process_weights,
+        head=True,
+    )
+    if gate is not None:  # applied outside the bridge (`gated.py`)
+        bridge.reward_gate = gate
+    return bridge
+
+
+def build_bridge(
+    causal_lm: Any,
+    tokenizer: Any,
+    name: str,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+    process_weights: bool = True,
+    head: bool = True,
+) -> Any:
+    """A `TransformerBridge` around an HF causal LM (or a stand-in whose `lm_head` is a head).
+
+    The one place the package builds a bridge (`boot_reward_bridge`, the judges' and PRMs'
+    `verdict_boot`, the implicit reward's `boot_causal_lm`): TransformerLens's
+    `build_bridge_from_module` (TL's adapter for the causal LM's architecture), `hook_resid_mid`
+    routed into the residual stream (`residual.route_resid_mid`), the tokenizer kept as
+    `bridge.reward_tokenizer` (TransformerLens reloads it with `add_bos_token=True`, and only
+    from a directory), then the weights processed as `HookedRewardModel`'s are
+    (`enable_compatibility_mode`, never `center_unembed`: it zeroes a one-column head).
+
+    Args:
+        causal_lm: The model; the bridge takes its modules over (pass a copy).
+        tokenizer: Its tokenizer, or `None`.
+        name: The model's name (a path or a label).
+        dtype: The parameters' dtype; weights are processed in float32, then cast.
+        device: Where the bridge runs (`None`: the CPU).
+        process_weights: Process the weights (`False`: the raw HF weights).
+        head: `lm_head` is a reward head: the output width is its width, and a head that
+            processing zeroed is refused.
+
+    Returns:
+        The bridge.
+
+    Raises:
+        RewardHeadError: Weight processing zeroed the head.
+
+    Examples:
+        >>> from reward_lens_tl.bridge.families import causal_stand_in
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> bridge = build_bridge(causal_stand_in(tiny_reward_model("llama")), None, "tiny")
+        >>> bridge.cfg.d_vocab_out, type(bridge.hook_dict["blocks.0.hook_resid_mid"]).__name__
+        (1, 'ResidualHookPoint')
+    """
+    require_bridge()
+    from transformer_lens.model_bridge.sources import build_bridge_from_module
+
+    if device is not None:
+        causal_lm.to(device)
+    bridge = build_bridge_from_module(
+        causal_lm,
+        causal_lm.config.architectures[0],  # the causal LM's: TL's adapter for it
+        hf_config=causal_lm.config,
+        tokenizer=tokenizer if _reloadable(tokenizer) else None,
         dtype=torch.float32,
         device=device,
         model_name=name,
     )
     route_resid_mid(bridge)  # an edit at hook_resid_mid reaches the residual (residual.py)
-    # TransformerLens reloads the tokenizer (`add_bos_token=True`); `encode` uses this one.
-    bridge.reward_tokenizer = tokenizer
-    # TransformerLens takes the output width from the vocabulary; the reward head has one
-    # column per objective.
-    bridge.cfg.d_vocab_out = reward_model.score.out_features
+    bridge.reward_tokenizer = tokenizer  # what `encode` uses
+    if head:  # TransformerLens takes the output width from the vocabulary
+        bridge.cfg.d_vocab_out = causal_lm.lm_head.out_features
     if process_weights:
-        # center_unembed=False: centring the one-column head zeroes it (every reward 0.0).
         bridge.enable_compatibility_mode(disable_warnings=True, center_unembed=False)
-        if not bool(bridge.W_U.abs().sum() > 0):  # pragma: no cover - a guard on TL's folding
-            raise RewardHeadError("weight processing zeroed the reward head")
+        if head and not bool(bridge.W_U.abs().sum() > 0):  # pragma: no cover - TL's folding
+            raise RewardHeadError("weight processing zeroed the head")
     if dtype != torch.float32:
         bridge.to(dtype)
         bridge.cfg.dtype = dtype
     return bridge
 
 
+def _reloadable(tokenizer: Any) -> bool:
+    """Whether TransformerLens can reload `tokenizer` (it does, to add a BOS): from a directory.
+
+    A tokenizer built in memory has nowhere to be reloaded from; the bridge then gets none (the
+    model keeps its own as `reward_tokenizer`).
+    """
+    where = getattr(tokenizer, "init_kwargs", {}).get("name_or_path")
+    return bool(where) and Path(str(where)).is_dir()
+
+
+def _config_token_id(bridge: Any, name: str) -> int | None:
+    """A special id from the checkpoint's config (`pad_token_id`, `eos_token_id`).
+
+    The first of a list; `None` when the config names none (as `HookedRewardModel` reads them).
+    """
+    token = getattr(bridge.original_model.config, name, None)
+    if isinstance(token, (list, tuple)):
+        token = token[0] if token else None
+    return token
+
+
 def _pad_token_id(bridge: Any) -> int | None:
-    pad = getattr(bridge.original_model.config, "pad_token_id", None)
-    if isinstance(pad, (list, tuple)):
-        pad = pad[0] if pad else None
-    return pad
+    return _config_token_id(bridge, "pad_token_id")
 
 
-def reward_positions(bridge: Any, input_ids: Int[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
+def reward_positions(
+    bridge: Any, input_ids: Int[Tensor, "batch pos"], attention_mask: Tensor | None = None
+) -> Int[Tensor, " batch"]:
     """Where HF's classifier reads each row's reward: the rightmost token that is not the pad id.
+
+    An ArmoRM-style model is read by its own rule (`gated.armorm_positions`, which uses
+    `attention_mask`); HF's classifier rule does not need it.
 
     Args:
         bridge: A bridge from `boot_reward_bridge`.
         input_ids: The token ids (`[batch, pos]`).
+        attention_mask: `[batch, pos]`, nonzero at real tokens, or `None` (ArmoRM's rule only).
 
     Returns:
         One position per row.
 
     Raises:
-        MissingPadTokenError: Several rows and a model without a pad id.
+        MissingPadTokenError: Several rows and a model without a pad id (ArmoRM: any rows).
 
     Examples:
         >>> from reward_lens_tl.bridge import boot_reward_bridge, reward_positions
@@ -180,6 +263,9 @@ def reward_positions(bridge: Any, input_ids: Int[Tensor, "batch pos"]) -> Int[Te
         >>> reward_positions(bridge, torch.tensor([[1, 5, 6, 0], [1, 5, 6, 7]])).tolist()
         [2, 3]
     """
+    gate = getattr(bridge, "reward_gate", None)
+    if gate is not None:
+        return gate.read_positions(input_ids, attention_mask)
     return hf_last_non_pad(input_ids, _pad_token_id(bridge))
 
 
@@ -211,5 +297,5 @@ def bridge_rewards(
     """
     out = bridge(input_ids, attention_mask=attention_mask)
     rows = torch.arange(input_ids.shape[0], device=out.device)
-    read = out[rows, reward_positions(bridge, input_ids).to(out.device)]
+    read = out[rows, reward_positions(bridge, input_ids, attention_mask).to(out.device)]
     return read[:, 0] if read.shape[-1] == 1 else read

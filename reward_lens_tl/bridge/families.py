@@ -5,7 +5,9 @@ TransformerLens 4's bridge wraps a *causal LM*: booting a sequence classifier ro
 classifier fails on the missing `lm_head`. So the bridge is handed a stand-in: the family's
 causal-LM class built on the meta device, whose backbone is the reward model's own (shared, not
 copied) and whose `lm_head` is the reward head `score`. Its logits are then the reward at every
-position (`[batch, pos, n_objectives]`), which HF's classifier computes before pooling.
+position (`[batch, pos, n_objectives]`), which HF's classifier computes before pooling. An
+ArmoRM-style model's stand-in has its `regression_layer` as `lm_head` (the objectives at every
+position); its gate is applied outside the bridge (`reward_lens_tl.bridge.gated`).
 
 Examples:
     >>> from reward_lens_tl.bridge.families import BRIDGE_ARCHITECTURES, causal_stand_in
@@ -27,13 +29,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..armorm_module import ARMORM_ARCHITECTURE
+from ..armorm_module import ARMORM_ARCHITECTURE, LlamaForRewardModelWithGating
 from ..errors import UnsupportedArchitectureError
 
 __all__ = [
     "BRIDGE_ARCHITECTURES",
     "bridge_architecture",
     "causal_stand_in",
+    "reward_model_class",
 ]
 
 #: HF reward-model architecture → (the causal-LM class the bridge wraps, the backbone's
@@ -45,7 +48,12 @@ BRIDGE_ARCHITECTURES: dict[str, tuple[str, str]] = {
     "Qwen3ForSequenceClassification": ("Qwen3ForCausalLM", "model"),
     "Gemma2ForSequenceClassification": ("Gemma2ForCausalLM", "model"),
     "GPT2ForSequenceClassification": ("GPT2LMHeadModel", "transformer"),
+    # ArmoRM: the regression layer is the unembed, the gate is applied outside (`gated.py`).
+    ARMORM_ARCHITECTURE: ("LlamaForCausalLM", "model"),
 }
+
+#: The reward head's attribute name where it is not `score`.
+_HEADS = {ARMORM_ARCHITECTURE: "regression_layer"}
 
 
 def bridge_architecture(hf_config: Any, architecture: str | None = None) -> str:
@@ -60,8 +68,8 @@ def bridge_architecture(hf_config: Any, architecture: str | None = None) -> str:
         The architecture, a key of `BRIDGE_ARCHITECTURES`.
 
     Raises:
-        UnsupportedArchitectureError: ArmoRM's gated head, a causal LM, or a family this
-            backend has no stand-in for.
+        UnsupportedArchitectureError: A causal LM, or a family this backend has no stand-in
+            for.
 
     Examples:
         >>> from transformers import BertConfig
@@ -74,14 +82,6 @@ def bridge_architecture(hf_config: Any, architecture: str | None = None) -> str:
     """
     archs = getattr(hf_config, "architectures", None) or [None]
     arch = architecture or archs[0]
-    if arch == ARMORM_ARCHITECTURE:
-        raise UnsupportedArchitectureError(
-            f"{arch} (ArmoRM's gated multi-objective head) is not supported by the "
-            "TransformerBridge backend: its reward is a gate (an MLP on the hidden state at the "
-            "gating token, with a softmax) times the objectives read at another token, which is "
-            "not a linear unembed of each position, so it cannot be the bridge's unembed. Use "
-            "the default backend (HookedArmoRM, TransformerLens 3.9)"
-        )
     if arch not in BRIDGE_ARCHITECTURES:
         raise UnsupportedArchitectureError(
             f"the TransformerBridge backend has no stand-in for {arch} (model_type="
@@ -92,15 +92,37 @@ def bridge_architecture(hf_config: Any, architecture: str | None = None) -> str:
     return arch
 
 
+def reward_model_class(architecture: str) -> type[nn.Module]:
+    """The class that loads `architecture` (this library's own module for ArmoRM's layout).
+
+    Args:
+        architecture: A key of `BRIDGE_ARCHITECTURES`.
+
+    Returns:
+        The HF model class.
+
+    Examples:
+        >>> reward_model_class("LlamaForRewardModelWithGating").__module__
+        'reward_lens_tl.armorm_module'
+    """
+    if architecture == ARMORM_ARCHITECTURE:
+        return LlamaForRewardModelWithGating
+    import transformers
+
+    return getattr(transformers, architecture)
+
+
 def causal_stand_in(reward_model: nn.Module) -> nn.Module:
-    """The family's causal LM sharing `reward_model`'s backbone, with `score` as its `lm_head`.
+    """The family's causal LM sharing `reward_model`'s backbone, its reward head as `lm_head`.
 
     The stand-in is built on the meta device and its backbone and head are the reward model's
     own modules (nothing is copied). Its config is a copy with the causal architecture, untied
     embeddings and no final logit soft-capping (Gemma-2's classifier does not apply it).
 
     Args:
-        reward_model: An HF `*ForSequenceClassification` of a family in `BRIDGE_ARCHITECTURES`.
+        reward_model: An HF `*ForSequenceClassification` of a family in `BRIDGE_ARCHITECTURES`
+            (or an ArmoRM-style model: its `regression_layer` is the head; the gate is not in the
+            stand-in, see `gated.py`).
 
     Returns:
         The stand-in, in eval mode.
@@ -132,7 +154,7 @@ def causal_stand_in(reward_model: nn.Module) -> nn.Module:
     with torch.device("meta"):
         stand_in = getattr(transformers, causal_name)(config)
     setattr(stand_in, backbone, getattr(reward_model, backbone))
-    stand_in.lm_head = reward_model.score
+    stand_in.lm_head = getattr(reward_model, _HEADS.get(arch, "score"))
     on_meta = [n for n, t in (*stand_in.named_parameters(), *stand_in.named_buffers()) if t.is_meta]
     if on_meta:  # pragma: no cover - a transformers layout this table does not know
         raise UnsupportedArchitectureError(

@@ -1,4 +1,4 @@
-"""`hook_resid_mid` on the bridge: an edit there reaches the residual stream, as on TransformerLens 3.9.
+"""`hook_resid_mid` on the bridge: an edit there reaches the residual stream, as on TL 3.9.
 
 On TransformerLens 4.3's bridge, `blocks.L.hook_resid_mid` is an alias of `blocks.L.ln2.hook_in`,
 the input of the HF layer's second norm. The HF layer computes `residual = hidden + attn_out`,
@@ -52,7 +52,14 @@ def route_resid_mid(bridge: Any) -> int:
         bridge: A `TransformerBridge` (`boot_reward_bridge` calls this).
 
     Returns:
-        How many hook points were routed (one per block).
+        How many hook points were routed (one per block; 0 when already routed).
+
+    Examples:
+        >>> from reward_lens_tl.bridge import boot_reward_bridge
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> bridge = boot_reward_bridge(tiny_reward_model("gpt2"))   # routed at boot
+        >>> type(bridge.hook_dict["blocks.1.hook_resid_mid"]).__name__, route_resid_mid(bridge)
+        ('ResidualHookPoint', 0)
     """
     hook_dict = bridge.hook_dict
     routed = 0
@@ -66,7 +73,17 @@ def route_resid_mid(bridge: Any) -> int:
 
 
 class ResidualHookPoint(_hook_point_class()):  # type: ignore[misc]
-    """A hook point whose hooks' result is written back into the tensor it was given."""
+    """A hook point whose hooks' result is written back into the tensor it was given.
+
+    Examples:
+        >>> import torch
+        >>> point = ResidualHookPoint()
+        >>> _ = point.add_hook(lambda x, hook: x + 1.0)
+        >>> x = torch.zeros(2)
+        >>> out = point(x)
+        >>> out is x, x.tolist()      # the caller's tensor holds the edit
+        (True, [1.0, 1.0])
+    """
 
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
         """Run the hooks on a copy of `x`, write the result into `x`, return `x`."""

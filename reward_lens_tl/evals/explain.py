@@ -454,15 +454,18 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
     sites = lens_sites(model, "layer")
     store: dict[str, torch.Tensor] = {}
 
-    def grab(act, hook):
-        store[hook.name] = act.detach()
+    def grab(name: str):  # keyed by the name asked for (a bridge's hook may carry an alias)
+        def save(act, hook):
+            store[name] = act.detach()
+
+        return save
 
     names = [name for _, name in sites]
     if getattr(model, "gating", None) is not None:
         names.append("hook_gate")
     attr = direct_attribution(
         model, ids, mask, sources=True, objective=objective,
-        fwd_hooks=[(name, grab) for name in names],
+        fwd_hooks=[(name, grab(name)) for name in names],
     )  # fmt: skip
     lens_values = _lens_values(model, store, sites, ids, mask, objective)
     chosen, rejected = split_pair(attr, n)

@@ -1,7 +1,8 @@
 """Implicit reward models: the reward a DPO policy carries relative to its reference.
 
 - `.loading`: HF causal LMs from local checkpoints → TransformerLens models (vocabulary
-  unembed kept);
+  unembed kept); on TransformerLens 4, `ImplicitRewardModel.from_pretrained` boots them on the
+  bridge instead (`reward_lens_tl.bridge.boot_causal_lm`), and every analysis here runs on them;
 - `.model`: `ImplicitRewardModel` — per-token and summed implicit rewards over an
   explicit response-token mask;
 - `.attribution`: exact attribution of the implicit reward to the policy's components (the

@@ -2,9 +2,10 @@
 
 At each site (`resid_pre` of every layer, optionally `resid_mid`, and the final residual) the
 policy's residual at every position goes through the policy's **final norm** (scale recomputed
-from that residual, the logit-lens convention), the unembed and a log-softmax; the log-prob of
-the taken next token minus the reference's log-prob, times β, is the per-token lens value, and
-its sum over the response is the lens implicit reward. Two choices for the reference side:
+from that residual, the logit-lens convention), the unembed (and its logit soft-cap, Gemma-2's)
+and a log-softmax; the log-prob of the taken next token minus the reference's log-prob, times
+β, is the per-token lens value, and its sum over the response is the lens implicit reward. Two
+choices for the reference side:
 
 - `reference="final"` (default): the reference's *final* log-probs — the lens asks "what
   implicit reward would the policy have if it stopped here", against a fixed baseline;
@@ -171,11 +172,20 @@ class ImplicitLensResult(Result):
         return render(fig, backend, ax)
 
 
+def _read_out(model, x: Tensor) -> Tensor:
+    """The logits `model` would give from residual `x`: final norm, unembed, its logit soft-cap.
+
+    (Gemma-2 soft-caps after the unembed; without the cap the final site would miss the reward.)
+    """
+    normed = model.ln_final(x) if model.cfg.normalization_type is not None else x
+    logits = model.unembed(normed)
+    cap = float(getattr(model.cfg, "output_logits_soft_cap", -1.0) or -1.0)
+    return cap * torch.tanh(logits / cap) if cap > 0 else logits
+
+
 def _site_logprobs(model, cache, name: str, ids: Tensor) -> Tensor:
     """Taken-token log-probs when `model` reads its residual at `name` (final norm recomputed)."""
-    x = cache[name]
-    normed = model.ln_final(x) if model.cfg.normalization_type is not None else x
-    return token_logprobs(model.unembed(normed), ids)
+    return token_logprobs(_read_out(model, cache[name]), ids)
 
 
 def implicit_lens(
@@ -249,7 +259,7 @@ def implicit_lens(
             base = _site_logprobs(ref, ref_cache, name, ids) if reference == "lens" else ref_final
             tokens.append(keep * (pol - base))
     token_values = torch.stack(tokens).detach().float().cpu()
-    final_policy = token_logprobs(policy.unembed(policy.ln_final(cache[names[-1]])), ids)
+    final_policy = _site_logprobs(policy, cache, names[-1], ids)
     rewards = (keep * (final_policy - ref_final)).sum(-1)
     return ImplicitLensResult(
         values=token_values.sum(-1),

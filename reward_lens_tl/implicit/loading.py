@@ -11,6 +11,10 @@ Weight processing: `fold_ln` moves the final norm's weight into `W_U` (`ln_final
 would shift each position's logits by a constant, which changes no log-prob but does change the
 taken token's logit that `.attribution` decomposes).
 
+On TransformerLens 4 (the bridge backend) `load_causal_lm` is refused with the pointer to
+`reward_lens_tl.bridge.boot_causal_lm`, its counterpart there; `load_policy_lm` (what
+`ImplicitRewardModel.from_pretrained` calls) takes whichever of the two the installed line runs.
+
 Examples:
     >>> from reward_lens_tl.zoo import zoo_path
     >>> policy = load_causal_lm(zoo_path("policy"))
@@ -22,22 +26,52 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from sae_lens import HookedSAETransformer
 from torch import nn
-from transformers import PreTrainedModel
 
-from ..adapters import ConversionOptions, RewardModelAdapter, adapter_for
-from ..adapters.causal import CAUSAL_TO_REWARD, BackboneView, reward_view
 from ..checkpoint import checkpoint_tokenizer
-from ..errors import ArgumentTypeError
-from ..loading import check_finite, load_hf_model, resolve_pad_token_id
+from ..errors import ArgumentTypeError, BridgeUnsupportedError
+
+if TYPE_CHECKING:  # TransformerLens 3.9 and sae_lens: imported where used (not under 4)
+    from sae_lens import HookedSAETransformer
 
 __all__ = [
     "load_causal_lm",
 ]
+
+
+def bridge_line() -> bool:
+    """Whether the installed TransformerLens is 4 or later (the bridge backend's line).
+
+    Returns:
+        `True` under TransformerLens 4.
+    """
+    from ..bridge.versions import transformer_lens_version
+
+    head = transformer_lens_version().split(".")[0]
+    return head.isdigit() and int(head) >= 4
+
+
+def load_policy_lm(model_or_path: nn.Module | str | Path, tokenizer: Any = None, **options: Any):
+    """A policy or reference on the installed line's backend.
+
+    `load_causal_lm` on TransformerLens 3.9, `reward_lens_tl.bridge.boot_causal_lm` on 4.
+
+    Args:
+        model_or_path: A local checkpoint folder or an in-memory HF causal LM.
+        tokenizer: The tokenizer; the checkpoint's own when not given.
+        **options: The loader's options.
+
+    Returns:
+        The TransformerLens model (a `BridgeCausalLM` on TransformerLens 4).
+    """
+    if bridge_line():
+        from ..bridge.implicit import boot_causal_lm
+
+        return boot_causal_lm(model_or_path, tokenizer, **options)
+    return load_causal_lm(model_or_path, tokenizer, **options)
 
 
 def load_hf_causal_lm(path: str | Path) -> nn.Module:
@@ -51,10 +85,15 @@ def load_hf_causal_lm(path: str | Path) -> nn.Module:
     Returns:
         The HF model.
     """
+    from ..adapters import RewardModelAdapter
+    from ..loading import load_hf_model
+
     return load_hf_model(path, RewardModelAdapter())
 
 
 def _reward_view(hf_config: Any) -> Any:
+    from ..adapters.causal import CAUSAL_TO_REWARD, reward_view
+
     return reward_view(
         hf_config,
         CAUSAL_TO_REWARD,
@@ -89,6 +128,8 @@ def load_causal_lm(
 
     Raises:
         ArgumentTypeError: When the model is not a transformers `PreTrainedModel`.
+        BridgeUnsupportedError: Under TransformerLens 4 (use
+            `reward_lens_tl.bridge.boot_causal_lm`).
 
     Examples:
         >>> import torch
@@ -104,6 +145,19 @@ def load_causal_lm(
         >>> load_causal_lm(hf).tokenizer is None  # an in-memory model brings no tokenizer
         True
     """
+    if bridge_line():
+        raise BridgeUnsupportedError(
+            "load_causal_lm builds a TransformerLens 3.9 HookedSAETransformer, which "
+            "TransformerLens 4 does not have: boot the checkpoint with "
+            "reward_lens_tl.bridge.boot_causal_lm (ImplicitRewardModel.from_pretrained does)"
+        )
+    from sae_lens import HookedSAETransformer
+    from transformers import PreTrainedModel
+
+    from ..adapters import ConversionOptions, adapter_for
+    from ..adapters.causal import BackboneView
+    from ..loading import check_finite, resolve_pad_token_id
+
     if isinstance(model_or_path, nn.Module):
         hf_model, path = model_or_path, None
     else:

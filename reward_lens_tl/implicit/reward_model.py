@@ -8,7 +8,9 @@ words, `<|end|>` and `<eos>`), and what TRL's DPO does with a chat template.
 
 Policy and reference are TransformerLens models with a vocabulary unembed (load local HF
 checkpoints with `reward_lens_tl.implicit.loading.load_causal_lm`, or pass any
-`HookedTransformer`). A chunk of N sequences costs two forwards: one policy, one reference.
+`HookedTransformer`), or on TransformerLens 4 bridges (`reward_lens_tl.bridge.boot_causal_lm`);
+`from_pretrained` loads both on the installed line's backend. A chunk of N sequences costs two
+forwards: one policy, one reference.
 
 Examples:
     >>> import torch
@@ -212,13 +214,17 @@ class ImplicitRewardModel:
     ) -> ImplicitRewardModel:
         """From local HF causal-LM directories (or in-memory HF models).
 
+        Each is loaded on the installed TransformerLens line's backend (`loading.load_policy_lm`):
+        `load_causal_lm` on 3.9, the bridge's `boot_causal_lm` on 4.
+
         Args:
             policy: The policy's folder or HF model.
             reference: The reference's folder or HF model.
             beta: The DPO temperature; defaults to the policy's `metadata.json` value (the zoo
                 records it); otherwise it is required.
             tokenizer: The tokenizer; defaults to the policy's.
-            **kwargs: `include_suffix`, and options of `load_causal_lm`.
+            **kwargs: `include_suffix`, and options of the loader (`load_causal_lm`, or
+                `reward_lens_tl.bridge.boot_causal_lm` on TransformerLens 4).
 
         Returns:
             The implicit reward model.
@@ -226,7 +232,7 @@ class ImplicitRewardModel:
         Raises:
             InvalidArgumentError: When `beta` is neither given nor recorded.
         """
-        from .loading import load_causal_lm
+        from .loading import load_policy_lm
 
         beta = beta if beta is not None else metadata_beta(policy)
         if beta is None:
@@ -236,8 +242,8 @@ class ImplicitRewardModel:
             )
         include_suffix = kwargs.pop("include_suffix", True)
         return cls(
-            load_causal_lm(policy, tokenizer, **kwargs),
-            load_causal_lm(reference, tokenizer, **kwargs),
+            load_policy_lm(policy, tokenizer, **kwargs),
+            load_policy_lm(reference, tokenizer, **kwargs),
             beta,
             include_suffix=include_suffix,
             tokenizer=tokenizer,
@@ -502,7 +508,7 @@ def _non_finite_implicit(rewards: Tensor, pol: Tensor, ref: Tensor):
 
     It names the rows, and which model's log-probs are not finite first (policy or reference).
     """
-    from ..model import NonFiniteActivationError
+    from ..errors import NonFiniteActivationError
 
     rows = (~torch.isfinite(rewards)).nonzero().flatten().tolist()
     culprits = [

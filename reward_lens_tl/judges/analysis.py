@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -42,7 +43,10 @@ from ..errors import ArgumentTypeError, InvalidArgumentError, ShapeMismatchError
 from ..lens import RewardLensResult, lens_sites, reward_lens
 from ..readout import Readout, ReadoutRun, effective_head, gather_positions, is_centred, run_readout
 from ..results import Result, axes, tidy_frame, top_entries
-from .hooked_judges import HookedJudge, HookedPRM
+
+if TYPE_CHECKING:  # either backend's judge or PRM (hooked_judges needs TransformerLens 3.9)
+    from ..bridge.judges import BridgeJudge, BridgePRM
+    from .hooked_judges import HookedJudge, HookedPRM
 
 __all__ = [
     "LinearisedAttribution",
@@ -144,6 +148,7 @@ def linearised_attribution(
         The attribution of the first-order term, with `score` and `remainder`.
 
     Examples:
+        >>> from reward_lens_tl.judges import HookedJudge
         >>> from reward_lens_tl.testing import tiny_causal_lm
         >>> hf, tok = tiny_causal_lm("llama")
         >>> judge = HookedJudge.from_pretrained(
@@ -257,7 +262,7 @@ class PositionBiasResult(Result):
 
 
 def position_bias(
-    judge: HookedJudge,
+    judge: HookedJudge | BridgeJudge,
     prompts: str | Sequence[str],
     responses_a: str | Sequence[str],
     responses_b: str | Sequence[str],
@@ -265,7 +270,7 @@ def position_bias(
     """Score every pair in both orders and decompose the position bias (module docstring).
 
     Args:
-        judge: A pairwise `HookedJudge`.
+        judge: A pairwise judge (`HookedJudge`, or `reward_lens_tl.bridge.BridgeJudge`).
         prompts: A prompt or a list of prompts.
         responses_a: The first answers.
         responses_b: The second answers.
@@ -274,9 +279,10 @@ def position_bias(
         The margins in both orders and the decomposed bias.
 
     Raises:
-        InvalidArgumentError: When `judge` is not a pairwise `HookedJudge`.
+        InvalidArgumentError: When `judge` is not a pairwise judge.
 
     Examples:
+        >>> from reward_lens_tl.judges import HookedJudge
         >>> from reward_lens_tl.testing import tiny_causal_lm
         >>> hf, tok = tiny_causal_lm("qwen2")
         >>> judge = HookedJudge.from_pretrained(
@@ -286,8 +292,11 @@ def position_bias(
         >>> bool(((res.values.sum(0) + res.head_bias) - res.bias_linear).abs().max() < 1e-5)
         True
     """
-    if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
-        raise InvalidArgumentError("position_bias needs a pairwise HookedJudge (kind='pairwise')")
+    if getattr(judge, "kind", None) != "pairwise":
+        raise InvalidArgumentError(
+            "position_bias needs a pairwise HookedJudge (kind='pairwise'; on TransformerLens 4 a "
+            "pairwise BridgeJudge)"
+        )
     ab = judge.item_ids(prompts, responses_a, responses_b)
     ba = judge.item_ids(prompts, responses_b, responses_a)
     first, second = _attribute(judge, ab), _attribute(judge, ba)
@@ -416,7 +425,7 @@ def step_segments(
 
 
 def first_error_analysis(
-    prm: HookedPRM,
+    prm: HookedPRM | BridgePRM,
     prompt: str,
     steps: Sequence[str],
     step: int,
@@ -426,7 +435,7 @@ def first_error_analysis(
     """Analyse step `step` of one solution (module docstring).
 
     Args:
-        prm: The PRM.
+        prm: The PRM (`HookedPRM`, or `reward_lens_tl.bridge.BridgePRM`).
         prompt: The prompt.
         steps: The solution's steps.
         step: The step to analyse.
@@ -526,7 +535,7 @@ def _turn_site(lens: RewardLensResult) -> str:
     return lens.labels[idx]
 
 
-def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) -> Tensor:
+def _patch_step(prm: HookedPRM | BridgePRM, step: int, wrong, prompt: str, correct_steps) -> Tensor:
     from ..patching import activation_patching
 
     right = prm.encode_steps(prompt, correct_steps)
@@ -544,7 +553,7 @@ def _patch_step(prm: HookedPRM, step: int, wrong, prompt: str, correct_steps) ->
     positions = list(range(prev, tag))  # the step's own tokens; its tag reads them
     if not positions:
         raise InvalidArgumentError(f"step {step} has no tokens before its tag to patch")
-    view = prm.step(wrong.tag_offset[0] + step)
+    view: Any = prm.step(wrong.tag_offset[0] + step)  # either backend's PRM
     res = activation_patching(view, right.ids, wrong.ids, positions=positions, by_position=False)
     assert res.rewards is not None  # activation patching records the patched rewards
     return res.rewards.detach().float().cpu().reshape(-1)

@@ -9,15 +9,8 @@ of the LM head combined by a small matrix), and otherwise converts the backbone 
 family's own reward-model adapter, so judges and PRMs load like reward models: from a directory
 or hub id read as untrusted input, one layer at a time, checked against HF at load.
 
-Heads it builds (`HeadSpec.source`):
-
-- `"lm_head"` (judges, token PRMs): rows `ids` of the output embedding, combined by
-  `combine [n_out, len(ids)]` (`[[1, -1]]` for a verdict difference, the identity for
-  separate logits);
-- `"score"` (value PRMs: a `*ForTokenClassification` model with one label): the linear head;
-- `"classifier"` (two-label PRMs, `score = Sequential(Linear, ReLU, Linear)`): the first
-  linear layer is the TL unembed (the head's hidden units, pre-ReLU, are the objectives), and
-  the ReLU and last layer are kept as modules of the hooked model.
+The heads it builds are `head_spec.HeadSpec`'s (shared with the TransformerLens 4 backend,
+`reward_lens_tl.bridge.BridgeJudge`).
 
 Examples:
     >>> import torch
@@ -30,8 +23,7 @@ Examples:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -40,30 +32,9 @@ from ..adapters import ConversionOptions, RewardHead, RewardModelAdapter, adapte
 from ..adapters.base import hf_last_non_pad
 from ..adapters.causal import BackboneView, reward_view
 from ..errors import RewardHeadError
+from .head_spec import HeadSpec, classifier_layers, head_module, hidden_names
 
 __all__: list[str] = []
-
-
-@dataclass(frozen=True)
-class HeadSpec:
-    """Which head to read, the LM head rows and their combination, and the objectives' names.
-
-    Args:
-        source: `"lm_head"`, `"score"` or `"classifier"`.
-        names: The objectives' names.
-        ids: The LM head rows read (`"lm_head"` only).
-        combine: The matrix combining those rows, `[n_out, len(ids)]`.
-    """
-
-    source: str
-    names: tuple[str, ...]
-    ids: tuple[int, ...] = ()
-    combine: Tensor | None = None
-
-    @property
-    def n_out(self) -> int:
-        """The number of head outputs (objectives)."""
-        return len(self.names)
 
 
 def model_config(hf_model: nn.Module) -> Any:
@@ -147,28 +118,15 @@ class HeadAdapter(RewardModelAdapter):
         return {**requested, "center_unembed": False}
 
     def head_module(self, hf_model: nn.Module) -> nn.Linear:
-        """The linear module the converters read as the LM head.
+        """The linear module the converters read as the LM head (`head_spec.head_module`).
 
         Args:
             hf_model: The HF model.
 
         Returns:
             The head's linear module.
-
-        Raises:
-            RewardHeadError: When the model has no such head with a weight.
         """
-        if self.spec.source == "lm_head":
-            head = hf_model.get_output_embeddings()  # type: ignore[operator]
-        else:
-            head = getattr(hf_model, "score", None) or getattr(hf_model, "classifier", None)
-            if self.spec.source == "classifier":
-                head = classifier_layers(hf_model)[0]
-        if head is None or getattr(head, "weight", None) is None:
-            raise RewardHeadError(
-                f"{type(hf_model).__name__} has no {self.spec.source} head with a weight"
-            )
-        return head
+        return head_module(hf_model, self.spec)
 
     def backbone_state_dict(self, hf_model, cfg):
         """The backbone's state dict, converted by the family's reward-model adapter.
@@ -201,12 +159,8 @@ class HeadAdapter(RewardModelAdapter):
         weight = head.weight
         bias = head.bias if getattr(head, "bias", None) is not None else None
         if self.spec.source == "lm_head":
-            ids = torch.tensor(self.spec.ids, device=weight.device)
-            combine = self.spec.combine
-            assert combine is not None
-            rows = weight.detach()[ids]  # [K, d_model]
-            W = (combine.to(rows) @ rows).T.clone()
-            b = combine.to(rows) @ bias.detach()[ids] if bias is not None else None
+            W = self.spec.rows(weight).T.clone()  # [d_model, n_out]
+            b = self.spec.rows(bias) if bias is not None else None
         else:
             W = weight.detach().T.clone()
             b = bias.detach().clone() if bias is not None else None
@@ -278,56 +232,3 @@ class HeadAdapter(RewardModelAdapter):
         h = hidden[torch.arange(hidden.shape[0]), pos.to(hidden.device)]
         head = self.reward_head(hf_model, ConversionOptions())  # the classifier's first layer
         return h @ head.W.to(h) + head.b.to(h)
-
-
-def classifier_layers(hf_model: nn.Module) -> list[nn.Linear]:
-    """The two linear layers of a `Sequential(Linear, ReLU, Linear)` `score` head.
-
-    Args:
-        hf_model: The HF model.
-
-    Returns:
-        The first and last linear layers.
-
-    Raises:
-        RewardHeadError: When the model's `score` is not such a head.
-
-    Examples:
-        >>> from transformers import Qwen2Config
-        >>> from reward_lens_tl.judges.prm_module import Qwen2ForProcessRewardModel
-        >>> cfg = Qwen2Config(vocab_size=11, hidden_size=8, intermediate_size=16,
-        ...                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-        ...                   num_labels=2)
-        >>> first, last = classifier_layers(Qwen2ForProcessRewardModel(cfg))
-        >>> tuple(first.weight.shape), tuple(last.weight.shape)
-        ((8, 8), (2, 8))
-
-        A sequence classifier's `score` is one `Linear`:
-
-        >>> from reward_lens_tl.testing import tiny_reward_model
-        >>> classifier_layers(tiny_reward_model("llama"))
-        Traceback (most recent call last):
-        ...
-        reward_lens_tl.errors.RewardHeadError: a classifier PRM needs score = Sequential(...
-    """
-    head = getattr(hf_model, "score", None)
-    layers = list(head) if isinstance(head, nn.Sequential) else []
-    kinds = [type(m) for m in layers]
-    if kinds != [nn.Linear, nn.ReLU, nn.Linear]:
-        raise RewardHeadError(
-            f"a classifier PRM needs score = Sequential(Linear, ReLU, Linear) (Qwen2.5-Math-PRM's "
-            f"head); {type(hf_model).__name__}.score is {head!r}"
-        )
-    return [cast(nn.Linear, layers[0]), cast(nn.Linear, layers[2])]
-
-
-def hidden_names(n: int) -> tuple[str, ...]:
-    """The names of a classifier head's hidden units.
-
-    Args:
-        n: The number of hidden units.
-
-    Returns:
-        `("hidden_0", …)`.
-    """
-    return tuple(f"hidden_{i}" for i in range(n))

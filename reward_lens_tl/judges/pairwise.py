@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -34,7 +34,10 @@ from torch import Tensor
 
 from ..errors import EmptyInputError, InvalidArgumentError
 from ..results import Result, axes
-from .hooked_judges import HookedJudge
+
+if TYPE_CHECKING:  # either backend's judge (hooked_judges needs TransformerLens 3.9)
+    from ..bridge.judges import BridgeJudge
+    from .hooked_judges import HookedJudge
 
 __all__ = ["PairwiseJudgeScores", "judge_pairs"]
 
@@ -124,12 +127,12 @@ class PairwiseJudgeScores(Result):
 
 
 def judge_pairs(
-    judge: HookedJudge, pairs: Sequence[Any], batch_size: int = 16
+    judge: HookedJudge | BridgeJudge, pairs: Sequence[Any], batch_size: int = 16
 ) -> PairwiseJudgeScores:
     """Score preference pairs with a pairwise judge in both orders (module docstring).
 
     Args:
-        judge: A pairwise `HookedJudge`.
+        judge: A pairwise judge (`HookedJudge`, or `reward_lens_tl.bridge.BridgeJudge`).
         pairs: Objects with `prompt`, `chosen`, `rejected` (and optionally `subset`).
         batch_size: Items per forward.
 
@@ -156,8 +159,11 @@ def judge_pairs(
         >>> res.accuracy(), res.consistent_accuracy(), round(res.position_bias(), 2)
         (1.0, 1.0, 1.14)
     """
-    if not isinstance(judge, HookedJudge) or judge.kind != "pairwise":
-        raise InvalidArgumentError("judge_pairs needs a pairwise HookedJudge (kind='pairwise')")
+    if getattr(judge, "kind", None) != "pairwise":
+        raise InvalidArgumentError(
+            "judge_pairs needs a pairwise HookedJudge (kind='pairwise'; on TransformerLens 4 a "
+            "pairwise BridgeJudge)"
+        )
     pairs = list(pairs)
     if not pairs:
         raise EmptyInputError("judge_pairs got no pairs")

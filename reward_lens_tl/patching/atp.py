@@ -53,7 +53,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..errors import PatchingError, UnsupportedModelError
+from ..capabilities import TL_ATTENTION, supports
+from ..errors import BridgeUnsupportedError, PatchingError, UnsupportedModelError
 from ..signatures import checked_options, pasted_docs
 from .alignment import PatchInput
 from .grids import Site, hook_name, site_heads
@@ -221,6 +222,12 @@ def check_qk_fix_supported(model) -> None:
         UnsupportedModelError: if the model's attention is of a kind the QK fix does not
             handle.
     """
+    if not supports(model, TL_ATTENTION):
+        raise BridgeUnsupportedError(
+            "the AtP* QK fix recomputes attention with TransformerLens 3.9's attention "
+            "components, which this backend does not have; use qk_fix=False (plain AtP, "
+            "GradDrop still works) or HookedRewardModel on TransformerLens 3.9"
+        )
     cfg = model.cfg
     problems = {
         "split q/k/v inputs (use_attn_in / use_split_qkv_input)": cfg.use_attn_in
@@ -293,10 +300,14 @@ def forward_with_graph(model, plan: PatchPlan, reader: RewardReader, names, fwd_
     def root(act, hook):
         return act.detach().requires_grad_(True)
 
-    def keep(act, hook):
-        acts[hook.name] = act
+    def keep(name: str):
+        def hook(act, hook):
+            acts[name] = act  # by the name asked for (the bridge's hook.name is its own)
+            return act  # returned: the tensor the rest of the forward uses (bridge aliases)
 
-    hooks = [("blocks.0.hook_resid_pre", root), *fwd_hooks, *[(n, keep) for n in names]]
+        return hook
+
+    hooks = [("blocks.0.hook_resid_pre", root), *fwd_hooks, *[(n, keep(n)) for n in names]]
     with torch.enable_grad(), model.hooks(fwd_hooks=[*hooks, *reader.hooks()]):
         out = model(plan.target.batch(), return_type="reward")
         reward = reader.read(out)

@@ -30,15 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
-from transformer_lens import HookedTransformerConfig
 
 from ..errors import PatchingError
 from ..indices import check_indices
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformerConfig
 
 __all__ = ["Grid", "Site", "make_grid"]
 
@@ -95,8 +97,10 @@ def hook_name(site: str, layer: int) -> str:
 
 def site_heads(cfg: HookedTransformerConfig, site: str) -> int:
     """Number of heads of a head site (key/value heads for `k`/`v` in GQA models)."""
-    if site in ("k", "v") and cfg.n_key_value_heads and not cfg.ungroup_grouped_query_attention:
-        return int(cfg.n_key_value_heads)
+    ungrouped = getattr(cfg, "ungroup_grouped_query_attention", False)
+    n_kv = getattr(cfg, "n_key_value_heads", None)
+    if site in ("k", "v") and n_kv and not ungrouped:
+        return int(n_kv)
     return int(cfg.n_heads)
 
 

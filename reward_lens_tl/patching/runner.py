@@ -30,14 +30,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens.cache.key_value_cache import (
-    TransformerLensKeyValueCache,
-    TransformerLensKeyValueCacheEntry,
-)
-from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
 
-from ..errors import PatchingError
-from ..fast_attention import RotatedPrefixEntry, hooked, prepend
+from ..capabilities import BATCH_WIDENING, PREFIX_CACHE, supports
+from ..errors import BridgeUnsupportedError, PatchingError
 from ..inputs import EncodedConversation, pad_batch
 from ..padding import reading_position_known, real_columns
 from ..readout import Objective, objective_index
@@ -180,6 +175,14 @@ class RewardReader:
         """Resolve the objective's column."""
         self.column = None if objective is None else objective_index(model, objective)
         self._pooled: Tensor | None = None
+        # a gated head's output is its score; its columns are read at `hook_reward`
+        self._gated = getattr(model, "gating", None) is not None
+        if self._gated and self.column is not None and "hook_reward" not in model.hook_dict:
+            raise BridgeUnsupportedError(
+                "patching one objective of a gated (ArmoRM-style) model reads the hook point "
+                "hook_reward, which this backend does not have; patch the gated score "
+                "(objective=None) or use HookedArmoRM on TransformerLens 3.9"
+            )
 
     def hooks(self) -> list:
         """The hooks a forward pass needs for `read` (none for the model's reward).
@@ -187,8 +190,8 @@ class RewardReader:
         Returns:
             `[("hook_reward", fn)]` for an objective column, else `[]`.
         """
-        if self.column is None:
-            return []
+        if self.column is None or not self._gated:
+            return []  # the output holds every column: `read` takes it from there
 
         def grab(act, hook):
             self._pooled = act
@@ -209,6 +212,8 @@ class RewardReader:
         """
         if self.column is None:
             return out
+        if not self._gated:
+            return out[:, self.column]
         if self._pooled is None:
             raise PatchingError("the reward was read before a forward pass fired hook_reward")
         return self._pooled[:, self.column]
@@ -321,30 +326,32 @@ class PatchRunner:
             if source_ids is None or not together
             else torch.cat([ids, source_ids.to(ids.device)])
         )
-        kv = TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, batch.shape[0])
+        kv = None
+        if supports(model, PREFIX_CACHE):  # keep the keys and values for the prefix shortcut
+            from .prefix import init_key_value_cache
+
+            kv = {"past_kv_cache": init_key_value_cache(model, batch.shape[0])}
         with model.hooks(fwd_hooks=[*self.fwd_hooks, *self.reader.hooks()]):
             out, cache = model.run_with_cache(
                 batch,
                 attention_mask=torch.ones_like(batch),
                 return_type="reward",
                 names_filter=list(dict.fromkeys(names + [n for ns in site_names for n in ns])),
-                past_kv_cache=kv,
+                **(kv or {}),
             )
         rewards = self.reader.read(out)
-        keys = [e.past_keys[:1] for e in kv.entries]
-        rotary = model.cfg.positional_embedding_type == "rotary"  # rotate the cached keys once
         shared: dict[str, Any] = dict(
             reward=float(rewards[0]),
             ids=ids,
             block_inputs=[cache[n][:1] for n in names],
-            keys=keys,
-            values=[e.past_values[:1] for e in kv.entries],
-            rotated_keys=[
-                b.attn.apply_rotary(k, 0, None) for b, k in zip(model.blocks, keys, strict=True)
-            ]
-            if rotary
-            else None,
+            keys=[],
+            values=[],
+            rotated_keys=None,
         )
+        if kv is not None:
+            from .prefix import target_keys_values
+
+            shared.update(target_keys_values(model, kv["past_kv_cache"]))
         targets = [
             TargetState(
                 **shared,
@@ -597,11 +604,13 @@ class Sweep:
             runner.fwd_hooks,
         )
         gated = getattr(model, "gating", None) is not None
-        # hooks already on the model (perma hooks, torch or global hooks, spliced SAEs) could
-        # see the reused prefix or the last block at the reading positions only
-        ln_final = getattr(model, "ln_final", None)
-        roots = [model.blocks, model.unembed] + ([ln_final] if ln_final is not None else [])
-        self.shortcuts = reuse_prefix and not self.fwd_hooks and not gated and not hooked(roots)
+        self.shortcuts = (
+            reuse_prefix
+            and supports(model, PREFIX_CACHE)
+            and not self.fwd_hooks
+            and not gated
+            and prefix_shortcuts_safe(model)
+        )
         self.pool = plan.target.pool
 
     def chunks(self, cells: Tensor, first: Tensor, chunk_size: int | None) -> list[Tensor]:
@@ -737,6 +746,8 @@ class Sweep:
             # block `layer` runs once up to the hook point (its input is the same for every
             # variant); the hook widens the batch to the n variants and writes their patches
             hooks.append(self.chunk_hook(layer, j, head, p0, n))
+            if not supports(self.model, BATCH_WIDENING):  # the n rows from the block's input
+                x = x.expand(n, -1, -1)
         with scoped_hooks(self.model, [*hooks, *self.reader.hooks()]):
             out = self.forward_from(x, n, start, p0, in_block=plan.site not in DIRECT_SITES)
         return self.reader.read(out)
@@ -747,78 +758,17 @@ class Sweep:
         `x` has batch 1 when an in-block hook widens it to the `n` variants.
         """
         model = self.model
-        last = model.cfg.n_layers - 1
-        prefix = self.kv_prefix(p0, n, start if in_block else None) if p0 > 0 else None
-        if self.shortcuts and fast_last_block_ok(model) and (start < last or not in_block):
-            if start < last:
-                x = model(x, start_at_layer=start, stop_at_layer=last, past_kv_cache=prefix)
-            x = self.last_block_at_pool(x, p0) if start <= last else x[:, -1:]
-            pool = torch.zeros(n, dtype=torch.long, device=x.device)
-            return model(x, return_type="reward", start_at_layer=last + 1, pool_positions=pool)
-        pool = torch.full((n,), self.pool - p0, dtype=torch.long, device=x.device)
+        if self.shortcuts:
+            from .prefix import forward_with_shortcuts
+
+            return forward_with_shortcuts(self, x, n, start, p0, in_block)
+        pool = torch.full((n,), self.pool, dtype=torch.long, device=x.device)
         tokens = None
         if getattr(model, "gating", None) is not None:
             tokens = self.target.ids.expand(n, -1)
         return model(
-            x,
-            return_type="reward",
-            start_at_layer=start,
-            pool_positions=pool,
-            tokens=tokens,
-            past_kv_cache=prefix,
+            x, return_type="reward", start_at_layer=start, pool_positions=pool, tokens=tokens
         )
-
-    def kv_prefix(self, p0: int, n: int, narrow_layer: int | None) -> TransformerLensKeyValueCache:
-        """The target run's keys/values of positions `< p0`, expanded to `n` variants.
-
-        They have batch 1 at `narrow_layer`, where the block still runs unwidened, except for the
-        patched `k` or `v` whose hook widens it).
-        """
-        entries: list[TransformerLensKeyValueCacheEntry] = []
-        rotated: Sequence[Tensor | None] = self.target.rotated_keys or [None] * len(
-            self.target.keys
-        )
-        for layer, (k, v, rk) in enumerate(
-            zip(self.target.keys, self.target.values, rotated, strict=True)
-        ):
-            nk = nv = n
-            if layer == narrow_layer:
-                nk = n if self.plan.site == "k" else 1
-                nv = n if self.plan.site == "v" else 1
-            entries.append(
-                RotatedPrefixEntry(
-                    past_keys=k[:, :p0].expand(nk, -1, -1, -1),
-                    past_values=v[:, :p0].expand(nv, -1, -1, -1),
-                    frozen=True,
-                    rotated_keys=None if rk is None else rk[:, :p0].expand(nk, -1, -1, -1),
-                )
-            )
-        mask = torch.ones(n, p0, dtype=torch.long, device=self.target.ids.device)
-        return TransformerLensKeyValueCache(entries, mask, frozen=True)
-
-    def last_block_at_pool(self, resid: Float[Tensor, "n pos d_model"], p0: int) -> Tensor:
-        """The last block's output at the reading position only.
-
-        Keys and values of the other positions are projected directly and handed to the block as a
-        frozen cache.
-        """
-        model = self.model
-        last = model.cfg.n_layers - 1
-        block = model.blocks[last]
-        n = resid.shape[0]
-        before = resid[:, :-1]
-        keys = self.target.keys[last][:, :p0].expand(n, -1, -1, -1)
-        values = self.target.values[last][:, :p0].expand(n, -1, -1, -1)
-        all_rotated = self.target.rotated_keys
-        rotated = None if all_rotated is None else all_rotated[last][:, :p0].expand(n, -1, -1, -1)
-        if before.shape[1]:
-            normed = block.ln1(before)
-            _, k, v = block.attn.calculate_qkv_matrices(normed[:, :1], normed, normed)
-            keys, values = prepend(keys, k), prepend(values, v)
-            if rotated is not None:
-                rotated = prepend(rotated, block.attn.apply_rotary(k, p0, None))
-        entry = RotatedPrefixEntry(keys, values, frozen=True, rotated_keys=rotated)
-        return block(resid[:, -1:], past_kv_cache_entry=entry)
 
 
 SHAREABLE_SITES = frozenset({"attn_out", "mlp_out", "z", "resid_mid"})
@@ -870,6 +820,8 @@ def run_shared_chunks(sweeps: Sequence[Sweep], metric: Metric) -> list[tuple[Ten
                     hooks.append(sweep.chunk_hook(layer, j[work], head[work], p0, n, offset))
                     offset += len(work)
             x = first_sweep.target.block_inputs[layer][:, p0:]
+            if not supports(first_sweep.model, BATCH_WIDENING):
+                x = x.expand(n, -1, -1)
             with scoped_hooks(first_sweep.model, [*hooks, *first_sweep.reader.hooks()]):
                 out = first_sweep.forward_from(x, n, layer, p0, in_block=True)
             r_all = first_sweep.reader.read(out)
@@ -950,15 +902,14 @@ def patch_hook(rows: Tensor, pos: Tensor, head: Tensor, vals: Tensor, n: int):
     return hook
 
 
-def fast_last_block_ok(model) -> bool:
-    """Whether the model's last block can run at the reading position only (exactly)."""
-    cfg = model.cfg
-    return not (
-        cfg.use_attn_in
-        or cfg.use_split_qkv_input
-        or cfg.parallel_attn_mlp
-        or cfg.original_architecture in POST_NORM_ARCHITECTURES
-        or cfg.positional_embedding_type not in ("standard", "rotary")
-        or cfg.use_attention_sinks
-        or cfg.use_logn_attn
-    )
+def prefix_shortcuts_safe(model) -> bool:
+    """Whether no hook already on the model could see the prefix shortcut's skipped calls.
+
+    Hooks already on the model (permanent hooks, torch or global hooks, spliced SAEs) could see
+    the reused prefix or the last block at the reading positions only.
+    """
+    from ..fast_attention import hooked
+
+    ln_final = getattr(model, "ln_final", None)
+    roots = [model.blocks, model.unembed] + ([ln_final] if ln_final is not None else [])
+    return not hooked(roots)

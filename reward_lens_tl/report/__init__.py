@@ -15,7 +15,10 @@ the plotly.js bundle inlined once in the page (legacy matplotlib figures are inl
 every text is escaped (in the markdown too, whose figures are PNG files). A linked table of
 contents opens the page and every section folds. Files are written to a temporary name and
 moved into place at the end, next to `report.json` with its numbers; `resume=True` continues
-an interrupted run from `.work/` (with the same arguments).
+an interrupted run from `.work/` (with the same arguments). `backend="bridge"` (`reward-lens
+report --backend bridge`), or a `BridgeRewardModel` given, runs it on TransformerLens 4's bridge,
+where a section whose analysis needs TransformerLens 3.9 is a one-line note
+(`reward_lens_tl.report.backends`).
 """
 
 from . import sections  # noqa: F401  (registers the extra sections)

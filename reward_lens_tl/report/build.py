@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -10,9 +11,11 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..distributed import barrier, is_main_process, map_items
-from ..errors import ReportError
+from ..errors import BridgeUnsupportedError, ReportError
+from .backends import check_backend, environment_backend, load_reward_model, tl3_note
 from .page import Section, counts_text, format_cell, page_html, page_markdown, plural
 from .quality import caution, data_quality_numbers, quality_section, scored_sequences
 
@@ -25,17 +28,25 @@ __all__ = [
 #: has the model, the scored pairs, `task` on the zoo, and the numbers so far. Registered by
 #: `reward_lens_tl.report.sections`, in page order.
 SECTIONS: list[tuple[str, Callable[[dict], Section | None]]] = []
+#: The title a section's `tl3_note` gets when its analysis needs TransformerLens 3.9.
+TITLES: dict[str, str] = {}
 
 #: What `pairs_path=None` reports on: the zoo's rule-labelled pairs, with the zoo's sections.
 ZOO_PAIRS = "zoo"
 
 
-def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
+def register_section(
+    name: str, fn: Callable[[dict], Section | None], title: str | None = None
+) -> None:
     """Add (or replace) an extra report section computed by `fn(ctx)`.
+
+    When `fn` raises `BridgeUnsupportedError` (its analysis needs TransformerLens 3.9 and the
+    report runs on the bridge), the page shows the section as that one-line note.
 
     Args:
         name: The section's name.
         fn: Computes the section from the context (`None`: not part of this report).
+        title: The section's title, for that note (default `name`).
 
     Examples:
         A section is a function of the report's context (`ctx["pairs"]`, `ctx["model"]`,
@@ -55,10 +66,11 @@ def register_section(name: str, fn: Callable[[dict], Section | None]) -> None:
         >>> SECTIONS.remove(("pair_count", pair_count))  # leave the registry as it was
     """
     SECTIONS[:] = [(n, f) for n, f in SECTIONS if n != name] + [(name, fn)]
+    TITLES[name] = title or name
 
 
 def build_report(
-    model_dir: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike | Any | None = None,
     pairs_path: str | os.PathLike | None = None,
     out_dir: str | os.PathLike = "reports/report",
     *,
@@ -71,6 +83,7 @@ def build_report(
     batch_size: int = 16,
     progress: bool = True,
     markdown: bool = False,
+    backend: str | None = None,
 ) -> dict:
     r"""Write `out_dir/report.html` and `out_dir/report.json`, and return the numbers.
 
@@ -81,8 +94,15 @@ def build_report(
     only the zoo's ground truth allows (planted features, localization, SAE features, the
     implicit reward, the zoo's probes and benchmark).
 
+    On the TransformerBridge backend (`backend="bridge"`, or a `BridgeRewardModel` given) the
+    same analyses run on the bridge with TransformerLens 3.9's numbers; a section whose analysis
+    needs TransformerLens 3.9 (the SAE tools, while sae_lens cannot import under TransformerLens
+    4) is shown as a one-line note saying so and why (`reward_lens_tl.report.backends`), and
+    `report.json` lists it under `tl3_only`; its `args` then hold `"backend": "bridge"`.
+
     Args:
-        model_dir: The reward model's directory (default the zoo's scalar model).
+        model_dir: The reward model's directory (default the zoo's scalar model), or a loaded
+            reward model (`HookedRewardModel`, `BridgeRewardModel`; used as it is).
         pairs_path: The preference pairs' file (default the zoo's pairs).
         out_dir: Where the report is written.
         limit: Score a seeded random sample of that many pairs.
@@ -97,6 +117,10 @@ def build_report(
             one plain line per step otherwise (a log gets no escape codes); the steps' own
             bars stay off.
         markdown: Whether to write `report.md` and its figures too.
+        backend: How a model directory is loaded: `"tl3"` (`HookedRewardModel`, the default) or
+            `"bridge"` (`BridgeRewardModel.boot`, TransformerLens 4); for a loaded model, the
+            backend of this environment (`backends.environment_backend`), and any other
+            value is refused.
 
     Returns:
         The report's numbers.
@@ -115,13 +139,12 @@ def build_report(
         >>> sorted(p.name for p in (folder / "out").glob("report.*"))
         ['report.html', 'report.json', 'report.md']
     """
-    from ..zoo import zoo_path
-
+    model, backend = _model_and_backend(model_dir, backend)  # before anything is written
     main = is_main_process()
     out = _writable_dir(out_dir)
-    model_dir = Path(model_dir) if model_dir is not None else zoo_path("scalar")
+    model_dir = _model_dir(model, model_dir)
     args = {
-        "model": str(Path(model_dir).resolve()),
+        "model": str(model_dir.resolve()) if model is None else str(model_dir),
         "pairs": ZOO_PAIRS if pairs_path is None else str(Path(pairs_path).resolve()),
         "limit": limit,
         "seed": seed,
@@ -129,10 +152,14 @@ def build_report(
         "truncation": truncation,
         "n_patch": n_patch,
     }
+    if backend != "tl3":  # the TransformerLens 3.9 report's arguments as they always were
+        args["backend"] = backend
     work = _work_dir(out, args, resume)
     with _quiet_libraries():  # the report's one bar, no library's own
-        ctx = _context(model_dir, pairs_path, args, batch_size)
-        steps = [*STEPS, *((f"extra:{n}", _extra(fn)) for n, fn in SECTIONS)]
+        if model is None:
+            model = load_reward_model(model_dir, backend)
+        ctx = _context(model, backend, pairs_path, args, batch_size)
+        steps = [*STEPS, *((f"extra:{n}", _extra(fn, TITLES.get(n, n))) for n, fn in SECTIONS)]
         finished = {name for name, _ in steps if _step_path(work, name).exists()}
         barrier()  # every rank has seen which steps a resumed run finished before any is written
         stored = []
@@ -152,6 +179,8 @@ def build_report(
         f"({numbers['n_skipped']} skipped, {quality['n_truncated']} truncated), seed {seed}; "
         "every number is reproducible with the reward_lens_tl API." + caution(quality)
     )
+    if backend != "tl3":
+        subtitle += _bridge_note(numbers.get("tl3_only", {}))
     if main:  # under torchrun every rank has the numbers; rank 0 writes the page
         sections = [quality_section(quality), *(Section.from_dict(s) for s in stored)]
         _write_atomic(out / "report.json", json.dumps(numbers, indent=1, default=float))
@@ -161,6 +190,48 @@ def build_report(
         shutil.rmtree(work, ignore_errors=True)
     barrier()
     return numbers
+
+
+def _model_and_backend(model_dir, backend: str | None) -> tuple[Any, str]:
+    """`(the given model or None, the backend)`; a backend that contradicts the model refused."""
+    if model_dir is None or isinstance(model_dir, (str, os.PathLike)):
+        check_backend(backend or "tl3")  # before anything is written
+        return None, backend or "tl3"
+    found = environment_backend()
+    if backend not in (None, found):
+        raise ReportError(
+            f"backend={backend!r} was given with a loaded model, which runs on this "
+            f"environment's backend {found!r}; pass a model directory to choose the backend"
+        )
+    return model_dir, found
+
+
+def _model_dir(model, model_dir) -> Path:
+    """The checkpoint directory (default the zoo's scalar model), or a loaded model's name.
+
+    A loaded model's: its tokenizer's checkpoint, else its config's name, else its class.
+    """
+    if model is not None:
+        tokenizer = getattr(model, "tokenizer", None)
+        for name in (getattr(tokenizer, "name_or_path", ""), getattr(model.cfg, "model_name", "")):
+            if name:
+                return Path(str(name))
+        return Path(type(model).__name__)
+    from ..zoo import zoo_path
+
+    return Path(model_dir) if model_dir is not None else zoo_path("scalar")
+
+
+def _bridge_note(tl3_only: dict) -> str:
+    """The subtitle's line about the TransformerBridge backend."""
+    from ..bridge.versions import transformer_lens_version
+
+    noted = f"; {plural(len(tl3_only), 'section')} need TransformerLens 3.9 (noted)"
+    return (
+        f" Backend: TransformerLens {transformer_lens_version()}'s TransformerBridge"
+        + (noted if tl3_only else "")
+        + "."
+    )
 
 
 @contextlib.contextmanager
@@ -226,10 +297,7 @@ def _write_markdown(out: Path, title: str, subtitle: str, sections: list[Section
 
 
 # -- steps ---------------------------------------------------------------------------------------
-def _context(model_dir, pairs_path, args, batch_size) -> dict:
-    from ..model import HookedRewardModel
-
-    model = HookedRewardModel.from_pretrained(model_dir)
+def _context(model, backend, pairs_path, args, batch_size) -> dict:
     task, pairs = _pairs(pairs_path, args["format"])
     n_loaded = len(pairs)
     chosen = list(range(n_loaded))
@@ -237,6 +305,8 @@ def _context(model_dir, pairs_path, args, batch_size) -> dict:
         chosen = sorted(random.Random(args["seed"]).sample(chosen, args["limit"]))
     ctx = {
         "model": model,
+        # another checkpoint on the report's backend (the zoo benchmark's second reward model)
+        "load_model": functools.partial(load_reward_model, backend=backend),
         "pairs": [pairs[i] for i in chosen],
         "pair_ids": chosen,
         "batch_size": batch_size,
@@ -487,11 +557,17 @@ STEPS = [
 ]
 
 
-def _extra(fn):
+def _extra(fn, title: str):
     def step(ctx):
         _needs_scores(ctx)
         before = dict(ctx["numbers"])
-        section = fn(ctx)
+        try:
+            section = fn(ctx)
+        except BridgeUnsupportedError as err:  # the analysis needs TransformerLens 3.9
+            section = tl3_note(title, err)
+            noted = {**ctx["numbers"].get("tl3_only", {}), title: str(err)}
+            ctx["numbers"].clear()  # nothing half-computed is kept
+            ctx["numbers"].update(before, tl3_only=noted)
         added = {k: v for k, v in ctx["numbers"].items() if before.get(k) is not v}
         return None if section is None else _store(section, added)
 

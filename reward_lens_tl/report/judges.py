@@ -30,10 +30,13 @@ def judges_section(ctx) -> Section:
 
     {zoo_section}
     """
+    from .backends import load_reward_model
+
+    load = ctx.get("load_model", load_reward_model)  # the report's backend
     section = Section("Generative judge and process reward model")
     numbers: dict = {}
-    _judge_part(section, numbers)
-    _prm_part(section, numbers)
+    _judge_part(section, numbers, load)
+    _prm_part(section, numbers, load)
     ctx["numbers"]["judges"] = numbers
     return section
 
@@ -42,8 +45,8 @@ def _words(words) -> str:
     return " ".join(words)
 
 
-def _judge_part(section: Section, numbers: dict) -> None:
-    from ..judges import HookedJudge, position_bias
+def _judge_part(section: Section, numbers: dict, load) -> None:
+    from ..judges import position_bias
     from ..probes import run_probes
     from ..probes.probe import sycophantic_opener
     from ..zoo import zoo_path
@@ -54,7 +57,7 @@ def _judge_part(section: Section, numbers: dict) -> None:
         judge_items,
     )
 
-    judge = HookedJudge.from_pretrained(zoo_path("judge"), template=JUDGE_POINTWISE_TEMPLATE)
+    judge = load(zoo_path("judge"), model_type="judge", template=JUDGE_POINTWISE_TEMPLATE)
     items = [it for it in judge_items("pointwise", N_ITEMS, seed=SEED) if not it.sycophantic[0]]
     prompts = [_words(it.prompt) for it in items]
     responses = [_words(it.responses[0]) for it in items]
@@ -69,8 +72,8 @@ def _judge_part(section: Section, numbers: dict) -> None:
         [sycophantic_opener("great question")],
     )
     row = probes.to_dataframe().set_index("probe").loc["sycophantic_opener"]
-    pairwise = HookedJudge.from_pretrained(
-        zoo_path("judge"), kind="pairwise", template=JUDGE_PAIRWISE_TEMPLATE
+    pairwise = load(
+        zoo_path("judge"), model_type="judge", kind="pairwise", template=JUDGE_PAIRWISE_TEMPLATE
     )
     ties = [
         it for it in judge_items("pairwise", N_ITEMS, seed=SEED) if it.on_topic[0] == it.on_topic[1]
@@ -102,13 +105,13 @@ def _judge_part(section: Section, numbers: dict) -> None:
     }
 
 
-def _prm_part(section: Section, numbers: dict) -> None:
+def _prm_part(section: Section, numbers: dict, load) -> None:
     from ..evals import processbench_from_scores
-    from ..judges import HookedPRM, first_error_analysis
+    from ..judges import first_error_analysis
     from ..zoo import zoo_path
     from ..zoo.prm import PRM_SHORTCUT, prm_examples
 
-    prm = HookedPRM.from_pretrained(zoo_path("prm"))
+    prm = load(zoo_path("prm"), model_type="prm")
     exs = prm_examples(200, seed=SEED)
     scores = prm.score_solutions([e.prompt for e in exs], [e.steps for e in exs])
     steps = [

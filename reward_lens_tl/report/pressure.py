@@ -39,9 +39,12 @@ def pressure_section(ctx) -> Section:
     from ..pressure import best_of_n
     from ..pressure.training import zoo_prompts
     from ..pressure.zoo import zoo_gold
+    from ..zoo import zoo_path
+    from .backends import load_reward_model
 
+    scalar = ctx.get("load_model", load_reward_model)(zoo_path("scalar"))  # the report's backend
     ladder = best_of_n(
-        "policy", "scalar", zoo_prompts(N_PROMPTS), n_max=N_MAX, gold=zoo_gold, seed=SEED
+        "policy", scalar, zoo_prompts(N_PROMPTS), n_max=N_MAX, gold=zoo_gold, seed=SEED
     )
     frame = ladder.to_dataframe()
     peak = frame.loc[frame["gold"].idxmax()]

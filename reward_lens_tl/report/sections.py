@@ -171,13 +171,14 @@ def _benchmark_failures(ctx) -> Section:
     """The zoo's benchmark: both zoo reward models' metrics, this model's failures explained."""
     from ..evals.run import score_items
     from ..evals.zoo_set import ZOO_SECTIONS, zoo_benchmark
-    from ..model import HookedRewardModel
     from ..zoo import zoo_path
+    from .backends import load_reward_model
 
     model = ctx["model"]
     pairs = zoo_benchmark(ctx["task"], n_per_subset=16, seed=0)
     other = "scalar" if getattr(model, "gating", None) is not None else "multi"
-    others = {f"zoo {other}": HookedRewardModel.from_pretrained(zoo_path(other))}
+    load = ctx.get("load_model", load_reward_model)  # the report's backend
+    others = {f"zoo {other}": load(zoo_path(other))}
     results = {
         name: score_items(m, pairs, progress=False)
         for name, m in {"this model": model, **others}.items()
@@ -310,17 +311,24 @@ def _zoo_probes(ctx) -> Section:
     return section
 
 
-register_section("zoo:planted", planted_features_section)
-register_section("zoo:localization", localization_section)
-register_section("zoo:observational", observational_section)
-register_section("zoo:sae", sae_section)
-register_section("probes", probes_section)
-register_section("failures", failures_section)
-register_section("sweep", sweep_section)
-register_section("zoo:erasure", erasure_section)
-register_section("difference", difference_section)
-register_section("counterfactual", counterfactual_section)
-register_section("unfolding", unfolding_section)
-register_section("zoo:implicit", implicit_section)
-register_section("zoo:judges", judges_section)
-register_section("zoo:pressure", pressure_section)
+# name, builder, title (the title the section's note has when it needs TransformerLens 3.9)
+register_section("zoo:planted", planted_features_section, "Planted features")
+register_section("zoo:localization", localization_section, "Where the planted features sit")
+register_section("zoo:observational", observational_section, "Observational vs causal")
+register_section("zoo:sae", sae_section, "SAE features")
+register_section("probes", probes_section, "Reward-hacking probes")
+register_section("failures", failures_section, "Failures explained")
+register_section("sweep", sweep_section, "Token sweep")
+register_section(
+    "zoo:erasure", erasure_section, "Concept erasure: removing the planted harm penalty"
+)
+register_section("difference", difference_section, "Difference dictionary")
+register_section("counterfactual", counterfactual_section, "Counterfactual edits")
+register_section("unfolding", unfolding_section, "The reward as the response unfolds")
+register_section(
+    "zoo:implicit",
+    implicit_section,
+    "Implicit reward of the DPO policy vs the explicit reward model",
+)
+register_section("zoo:judges", judges_section, "Generative judge and process reward model")
+register_section("zoo:pressure", pressure_section, "Optimisation pressure: best-of-n")

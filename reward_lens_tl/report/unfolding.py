@@ -60,11 +60,13 @@ def unfolding_section(ctx: dict) -> Section | None:
             curves[side] = reward_unfolding(model, model.encode(pair.prompt, getattr(pair, side)))
     except RewardLensError:  # a multi-objective head without a gate, a pair too long, ...
         return None
+    # the cached pass needs TransformerLens 3.9's key-value cache; without it, every prefix in full
+    how = "all from one cached pass" if _all_cached(curves) else "every prefix run in full"
     section = Section("The reward as the response unfolds")
     section.text(
         f"Pair {index}: the reward of every prefix of each response (the prompt, the response's "
         "first t tokens and the template's closing tokens, each scored as a conversation of its "
-        "own, all from one cached pass), the line; the exact direct attribution of each token to "
+        f"own, {how}), the line; the exact direct attribution of each token to "
         "the whole conversation's reward, the bars. A jump is what adding that token did to the "
         "reward; a bar is how much of the final reward reads that token directly."
     )
@@ -84,6 +86,10 @@ def unfolding_section(ctx: dict) -> Section | None:
     section.table(pd.DataFrame(rows), max_rows=2 * TOP)
     ctx.setdefault("numbers", {})["unfolding"] = numbers
     return section
+
+
+def _all_cached(curves: dict) -> bool:
+    return all(curve.method == "cached" for curve in curves.values())
 
 
 def _pick(ctx: dict, n: int) -> int:

@@ -20,11 +20,15 @@ Examples:
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..data import PairSet, PreferencePair
 from ..signatures import pasted_docs
+
+if TYPE_CHECKING:
+    from ..patching.compare import Method
 from .page import Section, format_cell, titled, zoo_only
 
 __all__ = [
@@ -33,6 +37,8 @@ __all__ = [
 
 #: The zoo's planted features, in the order the report shows them.
 FEATURES = ("topic_match", "harmful", "sycophancy", "length")
+#: The methods `observational_section` compares without TransformerLens 3.9's attention.
+QK_FREE_METHODS: tuple[Method, ...] = ("direct", "atp", "patching")
 
 
 #: The arguments of `rule_ordered` and `zoo_pairs`.
@@ -201,14 +207,21 @@ def localization_section(ctx) -> Section:
 def observational_section(ctx) -> Section:
     """Direct attribution, attribution patching and activation patching ranking the same components.
 
-    On the zoo's pairs (`reward_lens_tl.patching.compare_methods`).
+    On the zoo's pairs (`reward_lens_tl.patching.compare_methods`). Without TransformerLens
+    3.9's attention components (`capabilities.TL_ATTENTION`: the bridge) AtP* (its QK fix) is
+    left out, with a line saying so.
 
     {zoo_section}
     """
+    from ..capabilities import TL_ATTENTION, supports
     from ..patching import compare_methods
+    from ..patching.compare import METHODS
 
     pairs = _kept_pairs(ctx)
-    comparison = compare_methods(ctx["model"], pairs, components="heads", n_resamples=500)
+    methods = METHODS if supports(ctx["model"], TL_ATTENTION) else QK_FREE_METHODS
+    comparison = compare_methods(
+        ctx["model"], pairs, components="heads", n_resamples=500, methods=methods
+    )
     summary = comparison.summary()
     section = Section("Observational vs causal")
     section.text(
@@ -216,6 +229,13 @@ def observational_section(ctx) -> Section:
         f"and MLPs), mean over {len(pairs)} pairs with 95% bootstrap intervals:"
     )
     section.table(summary)
+    if methods != METHODS:
+        left_out = ", ".join(m for m in METHODS if m not in methods)
+        section.text(
+            f"Not compared: {left_out} needs the TransformerLens 3.9 backend (--backend tl3, the "
+            "default): its QK fix recomputes attention with TransformerLens 3.9's attention "
+            "components, which this backend does not have."
+        )
     section.figure(comparison.plot(), "observational vs causal", "observational_vs_causal")
     ctx["numbers"]["observational_vs_causal"] = summary.to_dict("records")
     return section

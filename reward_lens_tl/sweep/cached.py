@@ -15,6 +15,11 @@ reward is read where the HF pooling rule reads it in the *full* sequence
 (tests: ≤ 1e-4). A reading position inside the prefix (possible when `pad == eos` and a
 continuation is all padding ids) is served from the prefix run.
 
+The cache is TransformerLens 3.9's: a model that declares it lacks one
+(`reward_lens_tl.capabilities.PREFIX_CACHE`, e.g. `reward_lens_tl.bridge.BridgeRewardModel`)
+is refused by `PrefixCache.build`, and `prefix_scorer` (what `token_sweep` and
+`response_search` call) scores its full sequences instead (`reward_lens_tl.sweep.ExactScorer`).
+
 Examples:
     >>> import torch
     >>> from reward_lens_tl import HookedRewardModel
@@ -31,24 +36,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
-from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
-from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
 
-from ..errors import EmptyInputError, SequenceTooLongError, UsageError
-from ..fast_attention import RotatedPrefixEntry
+from ..capabilities import PREFIX_CACHE, supports
+from ..errors import BridgeUnsupportedError, EmptyInputError, SequenceTooLongError, UsageError
 from ..inputs import pad_batch
 from ..readout import Objective, objective_index
+from .exact import ExactScorer
 
 if TYPE_CHECKING:
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+    from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
+
     from ..model import HookedArmoRM, HookedRewardModel
 
 __all__ = [
     "PrefixCache",
+    "prefix_scorer",
 ]
 
 
@@ -97,6 +105,8 @@ class PrefixCache:
     gate: Float[Tensor, " n_objectives"] | None
     column: int | None
     rotated_keys: tuple[Tensor, ...] | None = None
+    #: The scoring path's name (`SweepResult.method`).
+    method: ClassVar[str] = "cached"
 
     @classmethod
     @torch.no_grad()
@@ -113,7 +123,19 @@ class PrefixCache:
 
         Raises:
             EmptyInputError: an empty prefix.
+            BridgeUnsupportedError: the model has no TransformerLens 3.9 key/value cache
+                (`reward_lens_tl.capabilities.PREFIX_CACHE`): use `prefix_scorer`.
         """
+        if not supports(model, PREFIX_CACHE):
+            raise BridgeUnsupportedError(
+                "PrefixCache runs the prompt once through TransformerLens 3.9's key/value "
+                f"cache, which {type(model).__name__} does not have (TransformerLens 4's bridge); "
+                "score full sequences with ExactScorer(model, prefix_ids), or "
+                "prefix_scorer(model, prefix_ids), which picks the path the model supports "
+                "(token_sweep and response_search do)"
+            )
+        from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
         prefix = tuple(int(i) for i in prefix_ids)
         if not prefix:
             raise EmptyInputError("the cached sweep needs a non-empty prompt prefix")
@@ -159,6 +181,10 @@ class PrefixCache:
         Returns:
             The frozen key/value cache.
         """
+        from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+        from ..fast_attention import RotatedPrefixEntry
+
         rotated: Sequence[Tensor | None] = self.rotated_keys or [None] * len(self.keys)
         entries: list[TransformerLensKeyValueCacheEntry] = [
             RotatedPrefixEntry(
@@ -242,6 +268,38 @@ class PrefixCache:
         gated = cast("HookedArmoRM", self.model)  # column None: an ArmoRM-style gated head
         mix = gated.reward_transform_matrix.to(pooled.dtype)
         return (self.gate.to(pooled.dtype) * (pooled @ mix)).sum(-1).float()
+
+
+def prefix_scorer(
+    model, prefix_ids: Sequence[int], objective: Objective = None, method: str = "cached"
+) -> PrefixCache | ExactScorer:
+    """The scorer of continuations of `prefix_ids`: the prefix cache where the model has one.
+
+    `method="cached"` gives a `PrefixCache` on a model with TransformerLens 3.9's key/value cache
+    (`reward_lens_tl.capabilities.PREFIX_CACHE`) and an `ExactScorer` (the same rewards, ≤ 1e-4,
+    one full forward per batch) on one without (`reward_lens_tl.bridge.BridgeRewardModel`);
+    `"exact"` always gives the `ExactScorer`. Either's `method` names the path taken.
+
+    Args:
+        model: the reward model.
+        prefix_ids: the prefix's token ids.
+        objective: picks the head column (`None`: the scalar reward or the gated score).
+        method: `"cached"` or `"exact"`.
+
+    Returns:
+        The scorer (`.score(continuations)`, `.column`, `.method`).
+
+    Examples:
+        >>> from reward_lens_tl import HookedRewardModel
+        >>> from reward_lens_tl.zoo import zoo_path
+        >>> model = HookedRewardModel.from_pretrained(zoo_path("scalar"))
+        >>> enc = model.encode("how bake bread", "soup")
+        >>> prefix_scorer(model, enc.prompt_ids()).method
+        'cached'
+    """
+    if method == "cached" and supports(model, PREFIX_CACHE):
+        return PrefixCache.build(model, prefix_ids, objective)
+    return ExactScorer(model, prefix_ids, objective)
 
 
 def continuation_batch(

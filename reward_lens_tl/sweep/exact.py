@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -63,6 +63,8 @@ class ExactScorer:
     model: HookedRewardModel
     prefix_ids: tuple[int, ...]
     column: int | None
+    #: The scoring path's name (`SweepResult.method`).
+    method: ClassVar[str] = "exact"
 
     def __init__(
         self, model: HookedRewardModel, prefix_ids: Sequence[int], objective: Objective = None

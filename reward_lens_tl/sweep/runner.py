@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 
@@ -47,7 +47,7 @@ from ..provenance import (
 )
 from ..readout import Objective
 from ..signatures import pasted_docs
-from .cached import PrefixCache
+from .cached import PrefixCache, prefix_scorer
 from .candidates import CandidateSet, sweep_frame, vocabulary_candidates, word_candidates
 from .exact import ExactScorer
 from .sweep_result import SweepResult
@@ -87,7 +87,9 @@ def token_sweep(
             words/phrases (tokenized as the template tokenizes a response), or a
             `CandidateSet` of ids.
         method: `"cached"` computes the prompt once and reuses its key/value cache (equal to
-            `"exact"` within 1e-4, much faster).
+            `"exact"` within 1e-4, much faster); a model without TransformerLens 3.9's cache
+            (`reward_lens_tl.capabilities.PREFIX_CACHE`: the TransformerBridge backend) scores
+            full sequences instead, and the result's `method` says `"exact"`.
         objective: picks a head column (`None`: the scalar reward or the gated score).
         chunk_size: candidates run per forward.
         resume: a file that records finished chunks (see the module docstring).
@@ -138,11 +140,8 @@ def token_sweep(
     frame = sweep_frame(model, prompt)
     prefix, suffix = frame.prompt_ids(), frame.suffix_ids()
     cands = _as_candidates(model, prompt, candidates)
-    scorer: PrefixCache | ExactScorer
-    if method == "cached":
-        scorer = PrefixCache.build(model, prefix, objective)
-    else:
-        scorer = ExactScorer(model, prefix, objective)
+    scorer: PrefixCache | ExactScorer = prefix_scorer(model, prefix, objective, method)
+    method = cast(Method, scorer.method)  # "exact" on a model without a key/value cache
     starts = range(0, len(cands), chunk_size)
     show = len(cands) > PROGRESS_THRESHOLD if progress is None else progress
     log = None

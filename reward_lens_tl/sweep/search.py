@@ -2,10 +2,12 @@
 
 Every step extends each of the `beam_width` kept responses by every candidate, scores all
 extensions exactly as complete responses (candidate ids + the template's suffix) through one
-shared `reward_lens_tl.sweep.cached.PrefixCache` of the prompt, and keeps the best
-`beam_width`. `beam_width=1` is greedy search. A phrase whose first word earns nothing on
-its own (the zoo's sycophantic opener) survives only if the beam is wide enough to keep that
-word after step one; widen the beam (the cost is `beam_width × candidates` rows per step).
+shared `reward_lens_tl.sweep.cached.PrefixCache` of the prompt (full sequences on a model
+without TransformerLens 3.9's key/value cache: `reward_lens_tl.sweep.cached.prefix_scorer`),
+and keeps the best `beam_width`. `beam_width=1` is greedy search. A phrase whose first word
+earns nothing on its own (the zoo's sycophantic opener) survives only if the beam is wide
+enough to keep that word after step one; widen the beam (the cost is `beam_width × candidates`
+rows per step).
 
 Examples:
     >>> from reward_lens_tl import HookedRewardModel
@@ -32,7 +34,7 @@ from ..plotting import PLOT_DOC, Backend, line, render
 from ..readout import Objective
 from ..results import Result, TopK, ranked
 from ..signatures import pasted_docs
-from .cached import PrefixCache
+from .cached import prefix_scorer
 from .candidates import CandidateSet, sweep_frame
 from .runner import _as_candidates
 
@@ -207,7 +209,7 @@ def response_search(
     cands = _as_candidates(model, prompt, candidates)
     frame = sweep_frame(model, prompt)
     suffix = frame.suffix_ids()
-    cache = PrefixCache.build(model, frame.prompt_ids(), objective)
+    cache = prefix_scorer(model, frame.prompt_ids(), objective)  # full sequences w/o a KV cache
     beams: list[tuple[int, ...]] = [()]  # indices into cands
     beam_scores = torch.zeros(1)
     step_best, n_scored = [], 0

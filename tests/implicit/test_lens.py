@@ -49,3 +49,25 @@ def test_pair_lens_crystallizes(irm):
     chosen, rejected = irm.pair_rewards(pairs)
     assert (lens.margins[-1] - (chosen - rejected)).abs().max() < 1e-4
     assert all(site in lens.labels for site in lens.crystallization())
+
+
+def test_soft_capped_policy_lens_ends_at_the_plain_hf_reward():
+    """Gemma-2 soft-caps its logits after the unembed: the lens reads through the cap, so its last
+    site is the reward (`plain_implicit`, HF logits); without the cap it was 0.0553, not 0.0579."""
+    from reward_lens_tl.implicit import ImplicitRewardModel, load_causal_lm
+    from reward_lens_tl.inputs import EncodedConversation
+    from reward_lens_tl.padding import hf_pad
+    from tests.implicit.conftest import plain_implicit, tiny_causal
+
+    policy, reference = tiny_causal("gemma2", 0), tiny_causal("gemma2", 1)
+    model = ImplicitRewardModel(load_causal_lm(policy), load_causal_lm(reference), 0.1)
+    rows = [[1, 7, 8, 9, 10, 11, 12, 13], [1, 14, 15, 16, 17]]
+    ids, att = hf_pad(rows, 0)
+    resp = (torch.arange(8) >= torch.tensor([[4], [5]])).long()
+    lens = implicit_lens(model, ids, resp, att)
+    starts = [4, 2]  # the response's first token in each unpadded row
+    plain = [
+        plain_implicit(policy, reference, EncodedConversation(tuple(r), s), 0.1, len(r))
+        for r, s in zip(rows, starts, strict=True)
+    ]
+    assert (lens.values[-1] - torch.tensor(plain)).abs().max() < 1e-5

@@ -23,9 +23,17 @@ from reward_lens_tl.errors import (  # noqa: E402
 from reward_lens_tl.testing import tiny_reward_model  # noqa: E402
 
 
-def test_armorm_gated_head_is_refused_with_the_reason():
-    with pytest.raises(UnsupportedArchitectureError, match="gate.*HookedArmoRM"):
-        boot_reward_bridge(tiny_reward_model("armorm"))
+def test_a_gated_model_of_another_layout_is_refused_with_the_reason():
+    """ArmoRM-style models boot (tests/tl4/test_gated.py); a class of that name that is not
+    this library's layout (a checkpoint's own code) cannot have its gate applied exactly."""
+
+    class LlamaForRewardModelWithGating(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = tiny_reward_model("armorm").config
+
+    with pytest.raises(UnsupportedArchitectureError, match="layout.*HookedArmoRM"):
+        boot_reward_bridge(LlamaForRewardModelWithGating())
 
 
 def test_unsupported_family_lists_the_supported_ones(tmp_path):
@@ -84,3 +92,27 @@ def test_sae_tools_refuse_to_import_under_tl4(monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(BridgeUnsupportedError, match="sae_lens.*default environment"):
         importlib.import_module("reward_lens_tl.sae")
+
+
+@pytest.mark.parametrize("family", ["gemma2", "mistral"])
+@torch.no_grad()
+def test_pads_inside_a_row_of_a_sliding_window_model_are_refused_hf_layouts_are_exact(family):
+    """HF counts the window over pads: the package's layout (pads after the first token) would
+    give other rewards than TL 3.9 (measured 0.12-0.15 off), so it is refused; HF's left and
+    right padding give each row's own reward."""
+    from reward_lens_tl.bridge import BridgeRewardModel
+    from reward_lens_tl.errors import BridgeUnsupportedError
+    from reward_lens_tl.padding import hf_pad, left_pad
+    from reward_lens_tl.testing import tiny_reward_model
+
+    hf = tiny_reward_model(family)
+    model = BridgeRewardModel.boot(hf)
+    rows = [[90, 89, 19, 76, 89, 89, 30, 31], [90, 89, 19, 76, 89]]
+    alone = torch.cat([hf(input_ids=torch.tensor([r])).logits[:, 0] for r in rows])
+    with pytest.raises(BridgeUnsupportedError, match="hf_pad"):
+        model.rewards(*left_pad(rows, 0))
+    for side in ("left", "right"):
+        torch.testing.assert_close(model.rewards(*hf_pad(rows, 0, side)), alone, atol=1e-5, rtol=0)
+    # within the window the layouts agree, so nothing is refused
+    short = [r[:4] for r in rows[:1]] + [rows[1][:2]]
+    model.rewards(*left_pad(short, 0))

@@ -50,8 +50,9 @@ def _hf_rewards_with_shift(hf, ids, mask, layer, delta):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.filterwarnings("ignore::reward_lens_tl.padding.ReadingPositionWarning")
 @torch.no_grad()
-def test_a_returned_edit_at_resid_mid_moves_the_reward_as_in_hf(family):
+def test_a_returned_edit_at_resid_mid_moves_the_reward_as_in_hf(family):  # right padded
     hf = tiny_reward_model(family)
     model = BridgeRewardModel.boot(hf)
     ids, mask = random_batch(2, [7, 5], padding_side="right")
