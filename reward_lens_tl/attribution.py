@@ -327,7 +327,9 @@ def decompose(
         u_attn = _post_norm_unit(model, cache, layer, "ln1_post", reading)
         u_mlp = _post_norm_unit(model, cache, layer, "ln2_post", reading)
         attn_bias = _bias_along(block.attn.b_O, u_attn)
-        mlp_bias = _bias_along(block.mlp.b_out, u_mlp)
+        # a mixture of experts on the bridge has no `b_out` (its experts' biases, if any, stay
+        # in the MLP's part: the parts still add up)
+        mlp_bias = _bias_along(getattr(block.mlp, "b_out", None), u_mlp)
         bias = bias + attn_bias + mlp_bias
         if split_bias:
             add(Component("attn_bias", layer), attn_bias)
@@ -351,6 +353,11 @@ def decompose(
         if split_bias:
             add(Component("mlp_bias", layer), mlp_bias)
         if neurons:
+            if getattr(block.mlp, "W_out", None) is None:
+                raise UsageError(
+                    f"per-neuron attribution needs a dense MLP; layer {layer}'s has no W_out "
+                    "(a mixture of experts): use neurons=False"
+                )
             post = reading.at(cache[f"blocks.{layer}.mlp.hook_post"])  # [batch, read, d_mlp]
             neuron_rows.append(
                 einops.einsum(wide(post), wide(block.mlp.W_out), u_mlp, "b r n, n d, b r d -> b n")

@@ -30,9 +30,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from ..errors import ArgumentTypeError, RewardHeadError
+from ..errors import ArgumentTypeError, RewardHeadError, UnsupportedArchitectureError
 from ..padding import hf_last_non_pad
-from .families import bridge_architecture, causal_stand_in, reward_model_class
+from .families import (
+    BRIDGE_ARCHITECTURES,
+    bridge_architecture,
+    causal_stand_in,
+    reward_model_class,
+)
 from .residual import route_resid_mid
 from .versions import require_bridge
 
@@ -40,6 +45,7 @@ __all__ = [
     "boot_reward_bridge",
     "build_bridge",
     "bridge_rewards",
+    "cast_bridge",
     "reward_positions",
 ]
 
@@ -126,19 +132,56 @@ def boot_reward_bridge(
     from .gated import RewardGate
 
     gate = RewardGate.of(reward_model)  # ArmoRM's gate, read before processing folds the norm
+    untested = type(reward_model).__name__ not in BRIDGE_ARCHITECTURES
+    probe = _probe_ids(reward_model) if untested else None
+    expected = _hf_rewards(reward_model, probe) if probe is not None else None
     stand_in: Any = causal_stand_in(reward_model)
-    bridge = build_bridge(
-        stand_in,
-        tokenizer,
-        name,
-        dtype=dtype,
-        device=device,
-        process_weights=process_weights,
-        head=True,
-    )
+    try:
+        bridge = build_bridge(
+            stand_in, tokenizer, name, device=device, process_weights=process_weights, head=True
+        )
+    except RewardHeadError as err:
+        if not untested:  # pragma: no cover - a guard on TL's folding in the tested families
+            raise
+        raise UnsupportedArchitectureError(
+            f"{type(reward_model).__name__} is not in the tested families, and TransformerLens "
+            f"4's weight processing of its stand-in zeroed the reward head ({err}). Use the "
+            "default backend (HookedRewardModel, TransformerLens 3.9), or process_weights=False"
+        ) from err
     if gate is not None:  # applied outside the bridge (`gated.py`)
         bridge.reward_gate = gate
-    return bridge
+    if probe is not None and expected is not None:  # in float32, before any cast
+        _check_against_hf(bridge, probe, expected, type(reward_model).__name__)
+    return cast_bridge(bridge, dtype)
+
+
+def _probe_ids(reward_model: Any) -> Tensor:
+    """Random ids (2 rows of 12, no pads) that a family outside the tested table is checked on."""
+    vocab = int(reward_model.config.vocab_size)
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(min(3, vocab - 1), vocab, (2, 12), generator=generator)
+
+
+@torch.no_grad()
+def _hf_rewards(reward_model: Any, ids: Tensor) -> Tensor:
+    """HF's own rewards of `ids` (before the bridge takes the modules over)."""
+    device = next(reward_model.parameters()).device
+    return reward_model(input_ids=ids.to(device)).logits.float().cpu()
+
+
+@torch.no_grad()
+def _check_against_hf(bridge: Any, ids: Tensor, expected: Tensor, architecture: str) -> None:
+    """Refuse a family outside the tested table whose bridge disagrees with HF."""
+    out = bridge(ids.to(bridge.cfg.device)).float().cpu()[:, -1]
+    error = float((out - expected).abs().max())
+    tolerance = 1e-3 * (1.0 + float(expected.abs().max()))
+    if not error <= tolerance:  # NaN included
+        raise UnsupportedArchitectureError(
+            f"{architecture} is not in the tested families, and on the TransformerBridge its "
+            f"rewards differ from HF's by {error:.3g} on random tokens (tolerance "
+            f"{tolerance:.3g}), so it is refused. Use the default backend "
+            "(HookedRewardModel, TransformerLens 3.9), which may convert it"
+        )
 
 
 def build_bridge(
@@ -206,6 +249,27 @@ def build_bridge(
         bridge.enable_compatibility_mode(disable_warnings=True, center_unembed=False)
         if head and not bool(bridge.W_U.abs().sum() > 0):  # pragma: no cover - TL's folding
             raise RewardHeadError("weight processing zeroed the head")
+    return cast_bridge(bridge, dtype)
+
+
+def cast_bridge(bridge: Any, dtype: torch.dtype) -> Any:
+    """`bridge` with its parameters in `dtype` and its config saying so (processed in float32).
+
+    Args:
+        bridge: A bridge from `build_bridge`.
+        dtype: The dtype.
+
+    Returns:
+        The same bridge.
+
+    Examples:
+        >>> from reward_lens_tl.bridge.families import causal_stand_in
+        >>> from reward_lens_tl.testing import tiny_reward_model
+        >>> bridge = build_bridge(causal_stand_in(tiny_reward_model("llama")), None, "tiny")
+        >>> cast_bridge(bridge, torch.bfloat16).W_U.dtype, bridge.cfg.dtype  # doctest: +ELLIPSIS
+        Changing model dtype to torch.bfloat16
+        (torch.bfloat16, torch.bfloat16)
+    """
     if dtype != torch.float32:
         bridge.to(dtype)
         bridge.cfg.dtype = dtype

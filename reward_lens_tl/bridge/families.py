@@ -36,6 +36,7 @@ __all__ = [
     "BRIDGE_ARCHITECTURES",
     "bridge_architecture",
     "causal_stand_in",
+    "generic_stand_in",
     "reward_model_class",
 ]
 
@@ -82,14 +83,57 @@ def bridge_architecture(hf_config: Any, architecture: str | None = None) -> str:
     """
     archs = getattr(hf_config, "architectures", None) or [None]
     arch = architecture or archs[0]
-    if arch not in BRIDGE_ARCHITECTURES:
+    if arch not in BRIDGE_ARCHITECTURES and generic_stand_in(arch) is None:
         raise UnsupportedArchitectureError(
             f"the TransformerBridge backend has no stand-in for {arch} (model_type="
             f"{getattr(hf_config, 'model_type', None)!r}). Supported: "
-            f"{', '.join(BRIDGE_ARCHITECTURES)}. The default backend (HookedRewardModel) may "
-            "convert it (reward_lens_tl.supported_architectures())"
+            f"{', '.join(BRIDGE_ARCHITECTURES)}, and any *ForSequenceClassification whose "
+            "*ForCausalLM TransformerLens 4 has an adapter for (checked against HF at boot). "
+            "The default backend (HookedRewardModel) may convert it "
+            "(reward_lens_tl.supported_architectures())"
         )
     return arch
+
+
+def generic_stand_in(architecture: str | None) -> tuple[str, str] | None:
+    """`(causal LM class, backbone attribute)` of a family outside the tested table, or `None`.
+
+    A `XForSequenceClassification` whose `XForCausalLM` transformers has and TransformerLens 4
+    has an architecture adapter for: the stand-in pairs the classifier's backbone (its
+    `base_model_prefix`) with that causal LM. These families are not tested one by one here, so
+    `boot_reward_bridge` checks the bridge against the HF model on random tokens at boot and
+    refuses it when they disagree.
+
+    Args:
+        architecture: The reward model's architecture name.
+
+    Returns:
+        The pair, or `None` when there is no such causal LM (or TransformerLens is not 4).
+
+    Examples:
+        >>> generic_stand_in("Phi3ForSequenceClassification")  # doctest: +SKIP
+        ('Phi3ForCausalLM', 'model')
+        >>> generic_stand_in("BertForSequenceClassification") is None
+        True
+    """
+    suffix = "ForSequenceClassification"
+    if not architecture or not architecture.endswith(suffix):
+        return None
+    import transformers
+
+    causal = architecture[: -len(suffix)] + "ForCausalLM"
+    classifier = getattr(transformers, architecture, None)
+    if classifier is None or getattr(transformers, causal, None) is None:
+        return None
+    try:
+        from transformer_lens.factories.architecture_adapter_factory import (
+            SUPPORTED_ARCHITECTURES,
+        )
+    except ImportError:  # TransformerLens 3: no bridge
+        return None
+    if causal not in SUPPORTED_ARCHITECTURES:
+        return None
+    return causal, classifier.base_model_prefix
 
 
 def reward_model_class(architecture: str) -> type[nn.Module]:
@@ -145,7 +189,7 @@ def causal_stand_in(reward_model: nn.Module) -> nn.Module:
     import transformers
 
     arch = bridge_architecture(reward_model.config, type(reward_model).__name__)
-    causal_name, backbone = BRIDGE_ARCHITECTURES[arch]
+    causal_name, backbone = BRIDGE_ARCHITECTURES.get(arch) or generic_stand_in(arch) or ("", "")
     config: Any = copy.deepcopy(reward_model.config)
     config.architectures = [causal_name]
     config.tie_word_embeddings = False

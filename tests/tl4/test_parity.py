@@ -85,3 +85,20 @@ def test_the_callers_model_is_not_changed(checkpoints):
     assert dict(hf.named_modules()).keys() == modules.keys()
     for key, value in hf.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2"])
+@torch.no_grad()
+def test_bfloat16_is_close_to_hf_float32(family):
+    """Weights processed in float32, then cast (as TL 3.9's `test_bfloat16_close`)."""
+    from reward_lens_tl.bridge import BridgeRewardModel
+    from reward_lens_tl.testing import tiny_reward_model
+
+    hf = tiny_reward_model(family)
+    model = BridgeRewardModel.boot(hf, dtype=torch.bfloat16)
+    assert model.W_U.dtype == torch.bfloat16 and model.cfg.dtype == torch.bfloat16
+    ids, mask = random_batch(2, [9, 6], seed=11, padding_side="right")
+    expected = hf(input_ids=ids, attention_mask=mask).logits[:, 0]
+    got = model.rewards(ids, mask)
+    assert got.dtype == torch.bfloat16
+    assert_close(got.float(), expected, atol=5e-2, rtol=0)
