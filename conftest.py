@@ -48,6 +48,7 @@ if not _transformer_lens_4():
         "reward_lens_tl/bridge/residual.py",
         "reward_lens_tl/bridge/reward_model.py",
         "reward_lens_tl/bridge/tl_surface.py",
+        "reward_lens_tl/bridge/windows.py",
         "reward_lens_tl/bridge/verdict_boot.py",
     ]
 

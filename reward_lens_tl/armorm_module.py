@@ -154,6 +154,24 @@ def first_pad_minus_one(input_ids: Tensor, pad_token_id: int) -> Tensor:
     return (first_pad - 1) % input_ids.shape[-1]
 
 
+def read_positions(input_ids: Tensor, pad_token_id: int, attention_mask: Tensor | None) -> Tensor:
+    """ArmoRM's rule on each row's real tokens (HF's own, `first_pad_minus_one`, without a mask).
+
+    With `attention_mask`, a padded row is read where the row alone is: the pads the mask hides
+    (this package's layout puts them after each row's first token) are not "the first pad".
+    Both backends read ArmoRM-style models here (`adapters.armorm`, `bridge.gated`).
+    """
+    if attention_mask is None:
+        return first_pad_minus_one(input_ids, pad_token_id)
+    real = attention_mask.to(input_ids.device) != 0
+    cols = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
+    pad_real = (input_ids == pad_token_id) & real
+    first = torch.where(pad_real, cols, input_ids.shape[1]).min(1, keepdim=True).values
+    before = torch.where(real & (cols < first), cols, -1).max(1).values
+    last = torch.where(real, cols, -1).max(1).values
+    return torch.where(pad_real.any(1) & (before >= 0), before, last)
+
+
 @dataclass
 class ArmoRMOutput(ModelOutput):
     """Outputs of `LlamaForRewardModelWithGating`: rewards, gate, score and prompt embedding."""

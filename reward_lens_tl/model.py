@@ -39,7 +39,7 @@ from transformer_lens.hook_points import HookPoint
 from transformer_lens.utilities.slice import Slice
 
 from . import fast_attention, memory, padding, pooled_forward
-from .adapters import LlamaAdapter, RewardModelAdapter, hf_last_non_pad
+from .adapters import LlamaAdapter, RewardModelAdapter
 from .armorm_module import gating_positions
 from .cache import RewardActivationCache
 from .errors import (
@@ -417,41 +417,14 @@ class HookedRewardModel(RewardModelIdioms, HookedSAETransformer):
             ShapeMismatchError: Not one position per row.
             RewardLensError: A position outside the sequence, or on padding.
         """
-        if positions is None:
-            mask = attention_mask
-            if mask is None:
-                with contextlib.suppress(MissingAttentionMaskError):
-                    mask = self.infer_attention_mask(tokens)
-            pos = self.adapter.pool_index(tokens, self.pad_token_id, attention_mask=mask)
-        else:
-            pos = torch.as_tensor(positions, device=tokens.device).reshape(-1)
-            if pos.is_floating_point() or pos.dtype == torch.bool:
-                raise InvalidArgumentError(f"positions must be integers, got {positions!r}")
-            pos = pos.long()
-            if pos.shape[0] != tokens.shape[0]:
-                raise ShapeMismatchError(
-                    f"{pos.shape[0]} positions for a batch of {tokens.shape[0]} sequences"
-                )
-            if bool(((pos < 0) | (pos >= tokens.shape[1])).any()):
-                raise RewardLensError(
-                    f"positions {pos.tolist()} outside [0, {tokens.shape[1]}) for this batch"
-                )
-            if attention_mask is None and self.pad_token_id is not None:
-                last_real = hf_last_non_pad(tokens, self.pad_token_id)
-                if bool((pos > last_real).any()):
-                    raise RewardLensError(
-                        f"positions {pos.tolist()} fall on trailing padding (last real tokens "
-                        f"{last_real.tolist()}); pick real tokens"
-                    )
-        if attention_mask is not None:
-            rows = torch.arange(tokens.shape[0], device=tokens.device)
-            masked = attention_mask.to(tokens.device)[rows, pos] == 0
-            if bool(masked.any()):
-                raise RewardLensError(
-                    f"the reading position of rows {masked.nonzero().flatten().tolist()} is "
-                    "padding according to attention_mask (input_ids and attention_mask disagree "
-                    "about padding, or an explicit position points at a pad)"
-                )
+        if positions is not None:
+            return padding.checked_positions(tokens, positions, attention_mask, self.pad_token_id)
+        mask = attention_mask
+        if mask is None:
+            with contextlib.suppress(MissingAttentionMaskError):
+                mask = self.infer_attention_mask(tokens)
+        pos = self.adapter.pool_index(tokens, self.pad_token_id, attention_mask=mask)
+        padding.check_not_padding(tokens, pos, attention_mask)
         return pos
 
     # -- forward --------------------------------------------------------------------------

@@ -72,10 +72,14 @@ from .errors import (
     InvalidArgumentError,
     MissingAttentionMaskError,
     MissingPadTokenError,
+    RewardLensError,
+    ShapeMismatchError,
 )
 
 __all__ = [
     "ReadingPositionWarning",
+    "check_not_padding",
+    "checked_positions",
     "hf_last_non_pad",
 ]
 
@@ -133,6 +137,92 @@ def hf_last_non_pad(
     non_pad = (input_ids != pad_token_id).long()
     idx = torch.arange(pos, device=input_ids.device)
     return (idx * non_pad).argmax(-1)
+
+
+def checked_positions(
+    tokens: Int[Tensor, "batch pos"],
+    positions: Any,
+    attention_mask: Tensor | None,
+    pad_token_id: int | None,
+) -> Int[Tensor, " batch"]:
+    """Explicit reading positions, one per row, checked: integers, inside, not on padding.
+
+    What both backends' `pool_positions(tokens, mask, positions=...)` do with `positions`.
+
+    Args:
+        tokens: Token ids, `[batch, pos]`.
+        positions: One position per row.
+        attention_mask: `[batch, pos]`, or `None` (then trailing pad ids count as padding).
+        pad_token_id: The pad id, or `None`.
+
+    Returns:
+        The positions, `[batch]` (long).
+
+    Raises:
+        InvalidArgumentError: Positions that are not integers.
+        ShapeMismatchError: Not one position per row.
+        RewardLensError: A position outside the sequence, or on padding.
+
+    Examples:
+        >>> ids = torch.tensor([[1, 5, 6], [1, 5, 0]])
+        >>> checked_positions(ids, [2, 1], None, 0).tolist()
+        [2, 1]
+        >>> try:
+        ...     checked_positions(ids, [2, 2], None, 0)
+        ... except RewardLensError as err:
+        ...     print(str(err)[:42])
+        positions [2, 2] fall on trailing padding
+    """
+    pos = torch.as_tensor(positions, device=tokens.device).reshape(-1)
+    if pos.is_floating_point() or pos.dtype == torch.bool:
+        raise InvalidArgumentError(f"positions must be integers, got {positions!r}")
+    pos = pos.long()
+    if pos.shape[0] != tokens.shape[0]:
+        raise ShapeMismatchError(
+            f"{pos.shape[0]} positions for a batch of {tokens.shape[0]} sequences"
+        )
+    if bool(((pos < 0) | (pos >= tokens.shape[1])).any()):
+        raise RewardLensError(
+            f"positions {pos.tolist()} outside [0, {tokens.shape[1]}) for this batch"
+        )
+    if attention_mask is None and pad_token_id is not None:
+        last_real = hf_last_non_pad(tokens, pad_token_id)
+        if bool((pos > last_real).any()):
+            raise RewardLensError(
+                f"positions {pos.tolist()} fall on trailing padding (last real tokens "
+                f"{last_real.tolist()}); pick real tokens"
+            )
+    check_not_padding(tokens, pos, attention_mask)
+    return pos
+
+
+def check_not_padding(
+    tokens: Int[Tensor, "batch pos"], pos: Int[Tensor, " batch"], attention_mask: Tensor | None
+) -> None:
+    """Refuse reading positions that `attention_mask` marks as padding.
+
+    Args:
+        tokens: Token ids, `[batch, pos]`.
+        pos: One reading position per row.
+        attention_mask: `[batch, pos]`, or `None` (nothing to check).
+
+    Raises:
+        RewardLensError: A reading position on padding.
+
+    Examples:
+        >>> ids, mask = torch.tensor([[1, 0, 5]]), torch.tensor([[1, 0, 1]])
+        >>> check_not_padding(ids, torch.tensor([2]), mask)   # a real token: nothing raised
+    """
+    if attention_mask is None:
+        return
+    rows = torch.arange(tokens.shape[0], device=tokens.device)
+    masked = attention_mask.to(tokens.device)[rows, pos.to(tokens.device)] == 0
+    if bool(masked.any()):
+        raise RewardLensError(
+            f"the reading position of rows {masked.nonzero().flatten().tolist()} is "
+            "padding according to attention_mask (input_ids and attention_mask disagree "
+            "about padding, or an explicit position points at a pad)"
+        )
 
 
 def left_pad(

@@ -18,7 +18,7 @@ from ..armorm_module import (
     ARMORM_ARCHITECTURE,
     LLAMA3_GATING_PATTERN,
     LlamaForRewardModelWithGating,
-    first_pad_minus_one,
+    read_positions,
 )
 from .base import ConversionOptions, RewardHead, linear_head
 from .decoders import LlamaAdapter
@@ -85,15 +85,7 @@ class ArmoRMAdapter(LlamaAdapter):
         """
         if pad_token_id is None:
             return super().pool_index(input_ids, None)
-        if attention_mask is None:
-            return first_pad_minus_one(input_ids, pad_token_id)
-        real = attention_mask.to(input_ids.device) != 0
-        cols = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
-        pad_real = (input_ids == pad_token_id) & real
-        first = torch.where(pad_real, cols, input_ids.shape[1]).min(1, keepdim=True).values
-        before = torch.where(real & (cols < first), cols, -1).max(1).values
-        last = torch.where(real, cols, -1).max(1).values
-        return torch.where(pad_real.any(1) & (before >= 0), before, last)
+        return read_positions(input_ids, pad_token_id, attention_mask)
 
     @torch.no_grad()
     def reference_rewards(self, hf_model, input_ids, attention_mask=None):

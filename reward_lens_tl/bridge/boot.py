@@ -156,17 +156,22 @@ def boot_reward_bridge(
 
 
 def _probe_ids(reward_model: Any) -> Tensor:
-    """Random ids (2 rows of 12, no pads) that a family outside the tested table is checked on."""
+    """Random ids (2 rows of 12, no pad id) a family outside the tested table is checked on."""
     vocab = int(reward_model.config.vocab_size)
     generator = torch.Generator().manual_seed(0)
-    return torch.randint(min(3, vocab - 1), vocab, (2, 12), generator=generator)
+    ids = torch.randint(min(3, vocab - 1), vocab, (2, 12), generator=generator)
+    pad = reward_model.config.pad_token_id
+    if isinstance(pad, int):  # HF would read before a pad; the bridge is read at the last token
+        ids[ids == pad] = (pad + 1) % vocab if (pad + 1) % vocab != pad else pad
+    return ids
 
 
 @torch.no_grad()
 def _hf_rewards(reward_model: Any, ids: Tensor) -> Tensor:
-    """HF's own rewards of `ids` (before the bridge takes the modules over)."""
+    """HF's own rewards of each row of `ids` alone (HF refuses batches without a pad id)."""
     device = next(reward_model.parameters()).device
-    return reward_model(input_ids=ids.to(device)).logits.float().cpu()
+    rows = [reward_model(input_ids=row[None].to(device)).logits for row in ids]
+    return torch.cat(rows).float().cpu()
 
 
 @torch.no_grad()

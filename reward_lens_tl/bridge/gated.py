@@ -47,8 +47,8 @@ from torch import Tensor, nn
 from ..armorm_module import (
     LLAMA3_GATING_PATTERN,
     LlamaForRewardModelWithGating,
-    first_pad_minus_one,
     gating_positions,
+    read_positions,
 )
 from ..errors import (
     AmbiguousObjectiveError,
@@ -101,15 +101,7 @@ def armorm_positions(
         raise MissingPadTokenError(
             "ArmoRM reads the token before the first pad: its config needs a pad_token_id"
         )
-    if attention_mask is None:
-        return first_pad_minus_one(input_ids, pad_token_id)
-    real = attention_mask.to(input_ids.device) != 0
-    cols = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
-    pad_real = (input_ids == pad_token_id) & real
-    first = torch.where(pad_real, cols, input_ids.shape[1]).min(1, keepdim=True).values
-    before = torch.where(real & (cols < first), cols, -1).max(1).values
-    last = torch.where(real, cols, -1).max(1).values
-    return torch.where(pad_real.any(1) & (before >= 0), before, last)
+    return read_positions(input_ids, pad_token_id, attention_mask)
 
 
 class RewardGate:
@@ -350,25 +342,9 @@ class GatedBridgeRewardModel(BridgeRewardModel):
         """
         return self.reward_gate.positions(tokens)
 
-    def pool_positions(
-        self,
-        tokens: Int[Tensor, "batch pos"],
-        attention_mask: Tensor | None = None,
-        positions: Any = None,
-    ) -> Int[Tensor, " batch"]:
-        """Where each row's objectives are read: ArmoRM's rule (`armorm_positions`), or given.
-
-        Args:
-            tokens: Token ids, `[batch, pos]`.
-            attention_mask: `[batch, pos]`, nonzero at real tokens, or `None`.
-            positions: One position per row, or `None`.
-
-        Returns:
-            One position per row.
-        """
-        if positions is None:
-            return self.reward_gate.read_positions(tokens, attention_mask)
-        return super().pool_positions(tokens, attention_mask, positions)
+    def _rule_positions(self, tokens: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """ArmoRM's reading rule (`armorm_positions`), on the mask (inferred when not given)."""
+        return self.reward_gate.read_positions(tokens, attention_mask)
 
     def run_with_cache(
         self,

@@ -44,6 +44,7 @@ from .boot import build_bridge
 from .families import BRIDGE_ARCHITECTURES
 from .post_norms import AppliedNorm, post_norm_view
 from .versions import require_bridge
+from .windows import bridge_inputs
 
 __all__ = ["CAUSAL_ARCHITECTURES", "BridgeCausalLM", "boot_causal_lm"]
 
@@ -246,32 +247,8 @@ class BridgeCausalLM:
         return AppliedNorm(self.bridge.ln_final, offset)
 
     def _kwargs(self, attention_mask: Tensor | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The bridge's keywords (the mask checked; the bridge counts each row's positions)."""
-        if attention_mask is not None:
-            self._check_window(attention_mask)
-        return dict(kwargs, attention_mask=attention_mask)
-
-    def _check_window(self, attention_mask: Tensor) -> None:
-        """Refuse pads inside a row of a sliding-window model wider than its window.
-
-        HF counts the window over every column, pads included (exact with every pad before the
-        row's first token or after its last, as `ImplicitRewardModel.batch` pads).
-        """
-        from .reward_model import sliding_window
-
-        window = sliding_window(self.bridge)
-        if window is None or attention_mask.shape[-1] <= window:
-            return
-        real = attention_mask != 0
-        before = real.long().cummax(-1).values.bool()
-        after = real.flip(-1).long().cummax(-1).values.flip(-1).bool()
-        if bool((~real & before & after).any()):
-            raise BridgeUnsupportedError(
-                f"pads inside a row of a sliding-window model (window {window}) wider than the "
-                "window: HF counts the window over the pads, so the log-probs would differ from "
-                "TransformerLens 3.9's. Pad every row on the left (ImplicitRewardModel.batch, "
-                "reward_lens_tl.padding.hf_pad) or pass rows one at a time"
-            )
+        """The bridge's keywords: the mask, or a sliding window over real tokens (`windows`)."""
+        return dict(kwargs, **bridge_inputs(self.bridge, attention_mask))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
         """`forward`."""

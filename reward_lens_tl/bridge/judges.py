@@ -50,8 +50,9 @@ from ..judges.prm_steps import PRMSteps
 from ..judges.templates import PRM_TEMPLATE
 from ..judges.verdict_score import VerdictScore
 from ..padding import hf_last_non_pad, hf_pad, reading_position_known
-from .reward_model import BridgeRewardModel, sliding_window
+from .reward_model import BridgeRewardModel
 from .verdict_boot import boot_verdict_bridge, load_verdict_model, verdict_stand_in
+from .windows import sliding_window
 
 __all__ = ["BridgeJudge", "BridgePRM"]
 

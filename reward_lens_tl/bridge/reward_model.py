@@ -44,6 +44,8 @@ from ..errors import (
 )
 from ..inputs import EncodedConversation, Prompt, Truncation, encode_checked
 from ..padding import (
+    check_not_padding,
+    checked_positions,
     padded_slice_problem,
     padding_mask,
     reading_position_known,
@@ -54,6 +56,7 @@ from ..padding import (
 from .boot import _config_token_id, _pad_token_id, boot_reward_bridge, reward_positions
 from .post_norms import AppliedNorm, post_norm_view
 from .tl_surface import BridgeIdioms, cache_with_gradients
+from .windows import bridge_inputs
 
 __all__ = ["BridgeRewardModel"]
 
@@ -338,32 +341,7 @@ class BridgeRewardModel(BridgeIdioms):
                 f"token ids must lie in [0, {vocab}): got {int(input_ids.min())} to "
                 f"{int(input_ids.max())}"
             )
-        self._check_window(input_ids, attention_mask)
         return input_ids.to(self.bridge.cfg.device)
-
-    def _check_window(self, tokens: Tensor, attention_mask: Tensor | None) -> None:
-        """Refuse pads inside a row of a sliding-window model wider than its window.
-
-        HF counts the window over every column, pads included, where TransformerLens 3.9
-        counts real tokens: with this package's layout (pads after the first token) the two
-        differ (measured: Gemma-2 0.15, Mistral 0.12 off). HF's left and right padding are exact.
-        """
-        window = sliding_window(self.bridge)
-        if window is None or tokens.shape[1] <= window:
-            return
-        mask = self.infer_attention_mask(tokens) if attention_mask is None else attention_mask
-        if mask is None:
-            return
-        real = mask != 0
-        before = real.long().cummax(1).values.bool()
-        after = real.flip(1).long().cummax(1).values.flip(1).bool()
-        if bool((~real & before & after).any()):
-            raise BridgeUnsupportedError(
-                f"pads inside a row of a sliding-window model (window {window}) wider than the "
-                "window: HF counts the window over the pads, so the rewards would differ from "
-                "TransformerLens 3.9's. Put every pad before the row's first token "
-                "(reward_lens_tl.padding.hf_pad) or after its last, or pass rows one at a time"
-            )
 
     def pool_positions(
         self,
@@ -375,15 +353,17 @@ class BridgeRewardModel(BridgeIdioms):
 
         Args:
             tokens: The token ids.
-            attention_mask: Unused by HF's rule (the last token that is not the pad id), kept
-                for the protocol's signature.
-            positions: One position per row, or `None`.
+            attention_mask: `[batch, pos]`, or `None` (inferred from the pad ids).
+            positions: One position per row, or `None`; checked as `HookedRewardModel` checks
+                them (`padding.checked_positions`).
 
         Returns:
             One position per row.
 
         Raises:
+            InvalidArgumentError: Positions that are not integers.
             ShapeMismatchError: `positions` not one per row.
+            RewardLensError: A position outside the sequence, or on padding.
 
         Examples:
             >>> from reward_lens_tl.bridge import BridgeRewardModel
@@ -392,12 +372,15 @@ class BridgeRewardModel(BridgeIdioms):
             >>> model.pool_positions(torch.tensor([[1, 5, 6, 0], [1, 5, 6, 7]])).tolist()
             [2, 3]
         """
-        if positions is None:
-            return reward_positions(self.bridge, tokens)
-        pos = torch.as_tensor(positions, device=tokens.device).reshape(-1)
-        if pos.numel() != tokens.shape[0]:
-            raise ShapeMismatchError(f"{pos.numel()} positions for {tokens.shape[0]} rows")
+        if positions is not None:
+            return checked_positions(tokens, positions, attention_mask, self.pad_token_id)
+        pos = self._rule_positions(tokens, self._mask_for(tokens, attention_mask))
+        check_not_padding(tokens, pos, attention_mask)
         return pos
+
+    def _rule_positions(self, tokens: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """The checkpoint's own reading rule (HF's: the last token that is not the pad id)."""
+        return reward_positions(self.bridge, tokens)
 
     def run_with_cache(
         self,
@@ -465,7 +448,7 @@ class BridgeRewardModel(BridgeIdioms):
             cache.cache_dict["hook_reward"] = out[:, None]
             return out, cache
         out, cache = self.bridge.run_with_cache(
-            tokens, attention_mask=attention_mask, names_filter=wanted, **kwargs
+            tokens, names_filter=wanted, **kwargs, **bridge_inputs(self.bridge, attention_mask)
         )
         rows = torch.arange(out.shape[0], device=out.device)
         pooled = out[rows, self.pool_positions(tokens, attention_mask).to(out.device)]
@@ -567,7 +550,8 @@ class BridgeRewardModel(BridgeIdioms):
             kwargs.setdefault("position_ids", resumed_positions(attention_mask))
         if start_at_layer == n_layers:
             return self.bridge.unembed(self.bridge.ln_final(input))
-        run = dict(kwargs, attention_mask=attention_mask, start_at_layer=start_at_layer)
+        run = dict(kwargs, start_at_layer=start_at_layer)
+        run.update(bridge_inputs(self.bridge, attention_mask))  # windows over real tokens
         if kwargs.get("stop_at_layer") != n_layers:
             return self.bridge(input, **run)
         grabbed: dict[str, Tensor] = {}
@@ -716,15 +700,6 @@ def resumed_positions(attention_mask: Tensor) -> Int[Tensor, "batch pos"]:
     columns = torch.arange(mask.shape[1], device=mask.device).expand_as(derived)
     moved = ((derived != columns) & (mask != 0)).any(1, keepdim=True)
     return torch.where(moved, derived, columns)
-
-
-def sliding_window(bridge: Any) -> int | None:
-    """The checkpoint's attention window, or `None` when no layer slides."""
-    config = bridge.original_model.config
-    window = getattr(config, "sliding_window", None)
-    if not window or getattr(config, "use_sliding_window", True) is False:
-        return None
-    return int(window)
 
 
 _RETURN_TYPES = ("logits", "objectives", "reward", None)

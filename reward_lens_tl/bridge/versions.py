@@ -17,6 +17,7 @@ from importlib import metadata
 from ..errors import BridgeUnsupportedError, TransformerLensVersionError
 
 __all__ = [
+    "is_bridge_line",
     "TL4_INSTALL",
     "require_bridge",
     "require_sae_lens",
@@ -58,6 +59,25 @@ def transformer_lens_version() -> str:
 def _major(version: str) -> int:
     head = version.split(".")[0]
     return int(head) if head.isdigit() else 0
+
+
+def is_bridge_line(version: str | None = None) -> bool:
+    """Whether TransformerLens is 4 or later (the bridge backend's line).
+
+    The one test of the TransformerLens line (the report's backend, the implicit reward's
+    loader and the judges' refusals ask it).
+
+    Args:
+        version: The version to read (`None`: the installed one).
+
+    Returns:
+        `True` from TransformerLens 4 on.
+
+    Examples:
+        >>> is_bridge_line("4.3.0"), is_bridge_line("3.9.0"), is_bridge_line("dev")
+        (True, False, False)
+    """
+    return _major(transformer_lens_version() if version is None else version) >= 4
 
 
 def require_bridge(version: str | None = None) -> None:

@@ -461,7 +461,8 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
         return save
 
     names = [name for _, name in sites]
-    if getattr(model, "gating", None) is not None:
+    gated = getattr(model, "gating", None) is not None
+    if gated and "hook_gate" in model.hook_dict:
         names.append("hook_gate")
     attr = direct_attribution(
         model, ids, mask, sources=True, objective=objective,
@@ -480,7 +481,10 @@ def _explain_chunk(model, pairs: Sequence, offset: int, per_failure: int, object
 def _lens_values(model, store, sites, ids, mask, objective) -> torch.Tensor:
     """`[site, batch]` reward lens (recomputed norm) from the captured residuals."""
     pos = model.pool_positions(ids, mask)
-    read = readout(model, objective, ids.shape[0], store.get("hook_gate"))
+    gate = store.get("hook_gate")
+    if gate is None and getattr(model, "gating", None) is not None:  # no hook point: ask
+        gate = model.gate(ids, mask)
+    read = readout(model, objective, ids.shape[0], gate)
     values = []
     for _, name in sites:
         x = gather_positions(store[name], pos)[:, None]

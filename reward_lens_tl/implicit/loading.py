@@ -48,10 +48,9 @@ def bridge_line() -> bool:
     Returns:
         `True` under TransformerLens 4.
     """
-    from ..bridge.versions import transformer_lens_version
+    from ..bridge.versions import is_bridge_line
 
-    head = transformer_lens_version().split(".")[0]
-    return head.isdigit() and int(head) >= 4
+    return is_bridge_line()
 
 
 def load_policy_lm(model_or_path: nn.Module | str | Path, tokenizer: Any = None, **options: Any):

@@ -78,11 +78,11 @@ _lazy_getattr, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 def __getattr__(name: str) -> Any:
     """A lazy export; TransformerLens 3.9's classes refused by name under TransformerLens 4."""
     if _EXPORTS.get(name) == "hooked_judges":
-        from ..bridge.versions import transformer_lens_version
+        from ..bridge.versions import is_bridge_line, transformer_lens_version
         from ..errors import BridgeUnsupportedError
 
         version = transformer_lens_version()
-        if not version.startswith(("0.", "1.", "2.", "3.")):
+        if is_bridge_line(version):
             bridge_name = name.replace("Hooked", "Bridge")
             raise BridgeUnsupportedError(
                 f"{name} is the TransformerLens 3.9 backend's (HookedRewardModel); this "

@@ -175,13 +175,15 @@ class RewardReader:
         """Resolve the objective's column."""
         self.column = None if objective is None else objective_index(model, objective)
         self._pooled: Tensor | None = None
-        # a gated head's output is its score; its columns are read at `hook_reward`
-        self._gated = getattr(model, "gating", None) is not None
-        if self._gated and self.column is not None and "hook_reward" not in model.hook_dict:
+        # a plain head's output holds its columns; a gated or scored head's output is its
+        # score, and its columns are read at `hook_reward`
+        scored = getattr(model, "gating", None) is not None or getattr(model, "scored_head", False)
+        self._from_output = not scored
+        if scored and self.column is not None and "hook_reward" not in model.hook_dict:
             raise BridgeUnsupportedError(
-                "patching one objective of a gated (ArmoRM-style) model reads the hook point "
-                "hook_reward, which this backend does not have; patch the gated score "
-                "(objective=None) or use HookedArmoRM on TransformerLens 3.9"
+                "patching one objective of a gated (ArmoRM-style) or scored head reads the hook "
+                "point hook_reward, which this backend does not have; patch the model's score "
+                "(objective=None) or use the TransformerLens 3.9 backend"
             )
 
     def hooks(self) -> list:
@@ -190,7 +192,7 @@ class RewardReader:
         Returns:
             `[("hook_reward", fn)]` for an objective column, else `[]`.
         """
-        if self.column is None or not self._gated:
+        if self.column is None or self._from_output:
             return []  # the output holds every column: `read` takes it from there
 
         def grab(act, hook):
@@ -212,8 +214,8 @@ class RewardReader:
         """
         if self.column is None:
             return out
-        if not self._gated:
-            return out[:, self.column]
+        if self._from_output:  # a scalar head's `[variant]` is its only column
+            return out if out.ndim == 1 else out[:, self.column]
         if self._pooled is None:
             raise PatchingError("the reward was read before a forward pass fired hook_reward")
         return self._pooled[:, self.column]

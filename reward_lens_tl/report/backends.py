@@ -23,6 +23,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..bridge.versions import (
+    DEFAULT_INSTALL,
+    is_bridge_line,
+    require_bridge,
+    transformer_lens_version,
+)
 from ..errors import BridgeUnsupportedError, InvalidArgumentError, TransformerLensVersionError
 from .page import Section
 
@@ -39,14 +45,7 @@ __all__ = [
 BACKENDS = ("tl3", "bridge")
 
 
-def _major(version: str) -> int:
-    head = version.split(".")[0]
-    return int(head) if head.isdigit() else 0
-
-
 def _installed(version: str | None) -> str:
-    from ..bridge.versions import transformer_lens_version
-
     return transformer_lens_version() if version is None else version
 
 
@@ -63,7 +62,7 @@ def environment_backend(version: str | None = None) -> str:
         >>> environment_backend("3.9.0"), environment_backend("4.3.0")
         ('tl3', 'bridge')
     """
-    return "bridge" if _major(_installed(version)) >= 4 else "tl3"
+    return "bridge" if is_bridge_line(_installed(version)) else "tl3"
 
 
 def check_backend(backend: str, version: str | None = None) -> None:
@@ -93,12 +92,8 @@ def check_backend(backend: str, version: str | None = None) -> None:
         )
     found = _installed(version)
     if backend == "bridge":
-        from ..bridge.versions import require_bridge
-
         require_bridge(found)
-    elif _major(found) >= 4:
-        from ..bridge.versions import DEFAULT_INSTALL
-
+    elif is_bridge_line(found):
         raise TransformerLensVersionError(
             f"the tl3 backend (HookedRewardModel) needs TransformerLens 3.9; this environment has "
             f"{found}: use backend='bridge', or the default environment ({DEFAULT_INSTALL})"

@@ -196,3 +196,36 @@ def test_default_chunks_shrink_with_length(model, monkeypatch):
     assert (auto.values - fixed.values).abs().max() <= 1e-5
     assert all(n * length <= 64 or n == 1 for n, length in seen)
     assert max(n for n, _ in seen) > 1  # late positions still share a forward
+
+
+def test_one_objective_of_a_plain_head_is_its_column_of_a_plain_patched_forward():
+    """`objective=` reads the head column the patched forward gives (a scalar head's only
+    column is its reward): checked cell by cell against `objective_rewards` under a hand-written
+    hook."""
+    import torch
+
+    from reward_lens_tl import HookedRewardModel
+    from reward_lens_tl.patching import activation_patching
+    from reward_lens_tl.testing import random_batch, tiny_reward_model
+
+    ids, _ = random_batch(2, [8, 8], low=6)
+    scalar = HookedRewardModel.from_pretrained(tiny_reward_model("llama"))
+    plain = activation_patching(scalar, ids[0], ids[1], site="resid_pre")
+    column = activation_patching(scalar, ids[0], ids[1], site="resid_pre", objective=0)
+    torch.testing.assert_close(column.rewards, plain.rewards, atol=0, rtol=0)
+    multi = HookedRewardModel.from_pretrained(
+        tiny_reward_model("llama", num_labels=3), objective_names=["a", "b", "c"]
+    )
+    result = activation_patching(multi, ids[0], ids[1], site="resid_pre", objective="c")
+    _, clean = multi.run_with_cache(ids[:1])
+    for layer, pos in [(0, 3), (1, 7), (1, 0)]:
+        name = f"blocks.{layer}.hook_resid_pre"
+
+        def write(act, hook, name=name, pos=pos):
+            act = act.clone()
+            act[:, pos] = clean[name][:, pos]
+            return act
+
+        with multi.hooks(fwd_hooks=[(name, write)]):
+            expected = multi.objective_rewards(ids[1:])[0, 2]
+        torch.testing.assert_close(result.rewards[layer, pos], expected, atol=1e-5, rtol=0)

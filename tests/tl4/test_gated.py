@@ -271,3 +271,23 @@ def test_a_heads_part_of_the_score_is_its_output_along_the_gated_direction(zoo):
     z = cache["blocks.2.attn.hook_z"][rows, pos, 3]  # [batch, d_head]
     part = torch.einsum("be,ed,bd->b", z, zoo.blocks[2].attn.W_O[3], direction) / scale
     assert_close(attr.values[attr.labels.index("L2H3")], part, **TOL)
+
+
+@torch.no_grad()
+def test_without_a_mask_the_packages_padding_is_read_as_each_row_alone():
+    """`to_tokens` pads after each row's first token; without a mask, every reading (pooled
+    objectives, the lens, attribution) infers it, as TL 3.9 does, and equals HF on each row."""
+    model = BridgeRewardModel.boot(zoo_path("multi"))
+    hf = load_model("multi")
+    prompt = "explain how to bake bread"
+    pairs = [(prompt, "great question the oven and the flour"), (prompt, "soup")]
+    ids = model.to_tokens(pairs)
+    rows = [model.to_tokens([p])[0] for p in pairs]
+    alone = torch.cat([hf(input_ids=r[None]).rewards for r in rows])
+    assert model.pool_positions(ids).tolist() == [ids.shape[1] - 1] * 2
+    assert_close(model.objective_rewards(ids), alone, atol=1e-4, rtol=0)
+    score = torch.cat([hf(input_ids=r[None]).score.reshape(-1) for r in rows])
+    assert_close(model.rewards(ids), score, atol=1e-4, rtol=0)
+    assert_close(reward_lens(model, ids).values[-1], score, atol=1e-4, rtol=0)
+    attr = direct_attribution(model, ids)
+    assert_close(attr.values.sum(0) + attr.head_bias, score, atol=1e-4, rtol=0)

@@ -22,8 +22,7 @@ from reward_lens_tl.token_view import token_attribution  # noqa: E402
 # script that builds the same inputs and prints `direct_attribution(model, ids, mask).values`,
 # `pair_attribution(model, pairs, batch_size=1)` (chosen rewards, margin values) and
 # `token_attribution(model, pairs[0][0]).values`, each rounded to 6 decimals. The inputs are
-# right-padded or unpadded: with padding inside a row, Gemma-2's sliding window (4 tokens here)
-# reads differently on the two backends (3.9 counts real tokens only), so the rewards differ.
+# right-padded or unpadded (pads inside a row are covered by test_windows.py).
 LABELS = ("embed", "L0H0", "L0H1", "L0H2", "L0H3", "mlp0", "L1H0", "L1H1", "L1H2", "L1H3", "mlp1")
 TL39_PARTS = [
     [-0.072233, -0.017145], [-0.014359, 0.085964], [0.068143, 0.042596], [0.094148, -0.011888],

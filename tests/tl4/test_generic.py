@@ -82,3 +82,12 @@ def test_a_family_whose_head_processing_fails_is_refused_with_the_reason():
     config = transformers.GPTNeoXConfig(**COMMON)
     with pytest.raises(UnsupportedArchitectureError, match="not in the tested families"):
         BridgeRewardModel.boot(classifier("GPTNeoX", config))
+
+
+@torch.no_grad()
+def test_a_family_without_a_pad_id_boots_its_check_runs_row_by_row():
+    config = transformers.Phi3Config(num_key_value_heads=2, **dict(COMMON, pad_token_id=None))
+    hf = classifier("Phi3", config)
+    model = BridgeRewardModel.boot(hf)
+    ids = torch.randint(3, 96, (1, 9), generator=torch.Generator().manual_seed(5))
+    assert_close(model.rewards(ids), hf(input_ids=ids).logits[:, 0], atol=1e-5, rtol=0)

@@ -330,7 +330,14 @@ def test_refusals():
         boot_causal_lm(zoo_path("policy"), n_ctx=8)
     with pytest.raises(UnsupportedArchitectureError, match="boot_reward_bridge"):
         boot_causal_lm(tiny_reward_model("llama"))
-    mistral = boot_causal_lm(tiny_causal("mistral", 0))  # sliding window 5
+
+
+@torch.no_grad()
+def test_pads_inside_a_row_of_a_sliding_window_policy_read_as_the_row_alone():
+    """The window counts real tokens (`bridge.windows`), as on TL 3.9: plain HF on the row."""
+    hf = tiny_causal("mistral", 0)  # sliding window 5
+    mistral = boot_causal_lm(hf)
     ids = torch.tensor([[1, 7, 0, 0, 8, 9, 10, 11]])
-    with pytest.raises(BridgeUnsupportedError, match="sliding-window"):
-        mistral(ids, attention_mask=(ids != 0).long())
+    real = ids[ids != 0][None]
+    logits = mistral(ids, attention_mask=(ids != 0).long())[ids != 0]
+    assert_close(logits, hf(input_ids=real).logits[0], atol=1e-4, rtol=0)

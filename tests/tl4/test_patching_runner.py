@@ -127,3 +127,19 @@ def test_the_gated_score_patches_as_a_plain_forward_and_one_objective_is_refused
     assert abs(result.source_reward - result.target_reward) > 0.1
     with pytest.raises(BridgeUnsupportedError, match="objective=None"):
         activation_patching(model, clean, corrupted, site="resid_pre", objective="harmlessness")
+
+
+@pytest.mark.parametrize("site", ["mlp_out", "v", "resid_pre"])
+def test_noising_equals_a_plain_forward_per_cell(zoo, site):
+    """Noising: the corrupted run's activation written into the clean run, cell by cell."""
+    model, clean_ids, corrupted_ids, clean, corrupted = zoo
+    result = activation_patching(model, clean, corrupted, site=site, mode="noising")
+    with torch.no_grad():
+        _, cache = model.bridge.run_with_cache(corrupted_ids)
+    expected = torch.empty(result.shape)
+    for index in itertools.product(*[range(n) for n in result.shape]):
+        layer, rest = index[0], index[1:]
+        pos = rest[0] if result.axes[1:] == ("pos",) else None
+        head = rest[0] if site in HEAD_SITES else None
+        expected[index] = plain_cell(model, clean_ids, cache, site, layer, pos, head)
+    assert_close(result.rewards, expected, atol=2e-5, rtol=0)
