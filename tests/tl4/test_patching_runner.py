@@ -53,18 +53,24 @@ def plain_cell(model, target, clean_cache, site, layer, pos=None, head=None):
         return model.rewards(target)[0]
 
 
-@pytest.mark.parametrize("site", ["resid_pre", "resid_mid", "resid_post", "attn_out", "z", "k"])
-def test_every_cell_equals_a_plain_forward_per_cell(zoo, site):
-    model, clean_ids, corrupted_ids, clean, corrupted = zoo
-    result = activation_patching(model, clean, corrupted, site=site)
+def plain_grid(model, result, target, source, site):
+    """Every cell of `result`'s grid, one plain forward each (the source's activation written)."""
     with torch.no_grad():
-        _, cache = model.bridge.run_with_cache(clean_ids)
+        _, cache = model.bridge.run_with_cache(source)
     expected = torch.empty(result.shape)
     for index in itertools.product(*[range(n) for n in result.shape]):
         layer, rest = index[0], index[1:]
         pos = rest[0] if result.axes[1:] == ("pos",) else None
         head = rest[0] if site in HEAD_SITES else None
-        expected[index] = plain_cell(model, corrupted_ids, cache, site, layer, pos, head)
+        expected[index] = plain_cell(model, target, cache, site, layer, pos, head)
+    return expected
+
+
+@pytest.mark.parametrize("site", ["resid_pre", "resid_mid", "resid_post", "attn_out", "z", "k"])
+def test_every_cell_equals_a_plain_forward_per_cell(zoo, site):
+    model, clean_ids, corrupted_ids, clean, corrupted = zoo
+    result = activation_patching(model, clean, corrupted, site=site)
+    expected = plain_grid(model, result, corrupted_ids, clean_ids, site)
     assert_close(result.rewards, expected, atol=2e-5, rtol=0)
     assert result.rewards.sub(result.target_reward).abs().max() > 0.1  # something moved
 
@@ -134,12 +140,5 @@ def test_noising_equals_a_plain_forward_per_cell(zoo, site):
     """Noising: the corrupted run's activation written into the clean run, cell by cell."""
     model, clean_ids, corrupted_ids, clean, corrupted = zoo
     result = activation_patching(model, clean, corrupted, site=site, mode="noising")
-    with torch.no_grad():
-        _, cache = model.bridge.run_with_cache(corrupted_ids)
-    expected = torch.empty(result.shape)
-    for index in itertools.product(*[range(n) for n in result.shape]):
-        layer, rest = index[0], index[1:]
-        pos = rest[0] if result.axes[1:] == ("pos",) else None
-        head = rest[0] if site in HEAD_SITES else None
-        expected[index] = plain_cell(model, clean_ids, cache, site, layer, pos, head)
+    expected = plain_grid(model, result, clean_ids, corrupted_ids, site)
     assert_close(result.rewards, expected, atol=2e-5, rtol=0)
