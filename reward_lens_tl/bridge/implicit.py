@@ -40,7 +40,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from ..errors import ArgumentTypeError, BridgeUnsupportedError, UnsupportedArchitectureError
-from .boot import build_bridge
+from .boot import _config_token_id, build_bridge
 from .families import BRIDGE_ARCHITECTURES
 from .post_norms import AppliedNorm, post_norm_view
 from .versions import require_bridge
@@ -116,13 +116,6 @@ def _in_memory(model: nn.Module) -> nn.Module:
     out.config._attn_implementation = "eager"  # hooks see the pattern
     out.config.architectures = [type(model).__name__]
     return out
-
-
-def _first(token: Any) -> int | None:
-    """A special id from a config: the first of a list, `None` when unset."""
-    if isinstance(token, (list, tuple)):
-        return token[0] if token else None
-    return token
 
 
 def boot_causal_lm(
@@ -228,10 +221,9 @@ class BridgeCausalLM:
         """Wrap `bridge` (nothing is copied)."""
         self.bridge = bridge
         self.tokenizer = tokenizer
-        config = bridge.original_model.config
-        pad = _first(getattr(config, "pad_token_id", None))
+        pad = _config_token_id(bridge, "pad_token_id")
         self.pad_token_id = pad if pad is not None else getattr(tokenizer, "pad_token_id", None)
-        self.eos_token_id = _first(getattr(config, "eos_token_id", None))
+        self.eos_token_id = _config_token_id(bridge, "eos_token_id")
 
     def __getattr__(self, name: str) -> Any:
         """The bridge's attribute `name` (a post-norm model's `cfg`/`blocks` as 3.9 reads them)."""
